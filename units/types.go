@@ -4,6 +4,8 @@
 // fake.
 package units
 
+import "time"
+
 // Property is one systemd unit property, named as on D-Bus (e.g. "MemoryMax", "CPUWeight",
 // "Description"), with a plain Go value. Values are bool, string, int32, uint32, int64, uint64,
 // []string, or one of the structured types this package defines; the adapter converts them to
@@ -45,3 +47,101 @@ func (m Mode) String() string {
 
 // V2 reports whether resource properties must use the cgroup v2 names.
 func (m Mode) V2() bool { return m == ModeUnified }
+
+// UnitStatus is one line of List: a unit systemd has loaded, with its states as systemctl
+// shows them.
+type UnitStatus struct {
+	Name        string // unit name, e.g. "kubepods-burstable.slice"
+	Description string // Description=, slicelet's identity marker for units it created
+	LoadState   string // "loaded", "not-found", "masked", ...
+	ActiveState string // "active", "inactive", "failed", "activating", "deactivating", ...
+	SubState    string // type-specific, e.g. "running", "exited", "dead", "waiting"
+}
+
+// UnitInfo is the typed view of the properties slicelet reads from a unit. Fields that do not
+// apply to the unit's type are zero (e.g. ExecMainStatus for a slice).
+type UnitInfo struct {
+	Name         string
+	Description  string
+	LoadState    string
+	ActiveState  string
+	SubState     string
+	InvocationID string // 32 lower-case hex digits, "" if the unit never ran
+	// ControlGroup is the unit's cgroup path below the hierarchy root, e.g.
+	// "/kubepods.slice/kubepods-burstable.slice"; "" when the unit has no cgroup (yet).
+	ControlGroup string
+	// MemoryCurrent is the memory in bytes the cgroup uses; valid only if HasMemoryCurrent
+	// (systemd reports "unknown" when memory accounting is off or the unit is inactive).
+	MemoryCurrent    uint64
+	HasMemoryCurrent bool
+	// TasksCurrent is the number of tasks in the cgroup; valid only if HasTasksCurrent.
+	TasksCurrent    uint64
+	HasTasksCurrent bool
+	// Result is the last run's result for services, scopes and timers: "success",
+	// "exit-code", "signal", "timeout", "oom-kill", "resources", ...
+	Result string
+	// MainPID is the service's main process, 0 if none.
+	MainPID uint32
+	// ExecMainCode is how the main process ended, as siginfo's si_code: 1 exited (ExecMainStatus
+	// is the exit status), 2 killed or 3 dumped (ExecMainStatus is the signal); 0 if it has not
+	// ended.
+	ExecMainCode   int32
+	ExecMainStatus int32
+	// ExecMainStartTimestamp and ExecMainExitTimestamp are the zero time when they did not happen.
+	ExecMainStartTimestamp time.Time
+	ExecMainExitTimestamp  time.Time
+	// NRestarts counts automatic restarts of a service (Restart=).
+	NRestarts uint32
+	// LastTrigger is when a timer last fired; the zero time if never.
+	LastTrigger time.Time
+}
+
+// Who selects the processes Kill signals (systemd's KillUnit "whom").
+type Who string
+
+const (
+	// KillAll signals every process in the unit's cgroup.
+	KillAll Who = "all"
+	// KillMain signals the main process of a service only.
+	KillMain Who = "main"
+	// KillControl signals the control process (ExecStop=, ExecReload=, ...) only.
+	KillControl Who = "control"
+)
+
+// Exec is one command of ExecStart= (and the other Exec*= properties), D-Bus type (sasb).
+type Exec struct {
+	// Path is the absolute path of the binary.
+	Path string
+	// Args is the full argv including argv[0]; when empty, []string{Path} is used.
+	Args []string
+	// IgnoreFailure is the "-" prefix of ExecStart=: a non-zero exit is not a failure.
+	// (go-systemd's PropExecStart names this flag "uncleanIsFailure", but systemd reads it as
+	// ignore-failure, so PropExecStart(cmd, true) silently ignores failures.)
+	IgnoreFailure bool
+}
+
+// BindPath is one entry of BindPaths= or BindReadOnlyPaths=, D-Bus type (ssbt).
+type BindPath struct {
+	Source      string
+	Destination string // empty means the same as Source
+	// IgnoreMissing is the "-" prefix: a missing Source is not an error.
+	IgnoreMissing bool
+	// Recursive binds submounts too (the "rbind" option; default in unit files).
+	Recursive bool
+}
+
+// TimerCalendar is one entry of the transient timer property TimersCalendar, D-Bus type (ss):
+// Base is "OnCalendar" and Spec a calendar expression such as "*:0/5".
+type TimerCalendar struct {
+	Base string
+	Spec string
+}
+
+// TimerMonotonic is one entry of the transient timer property TimersMonotonic, D-Bus type (st):
+// Base is "OnActiveSec", "OnBootSec", "OnStartupSec", "OnUnitActiveSec" or "OnUnitInactiveSec"
+// and Elapse is sent in microseconds. systemd 252 still accepts the single properties
+// OnActiveSec=… (uint64 µs) but logs them as obsolete; prefer TimersMonotonic.
+type TimerMonotonic struct {
+	Base   string
+	Elapse time.Duration
+}

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/slicelet/slicelet/config"
+	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/units"
+)
+
+// explainOptions are the flags shared by the explain subcommands.
+type explainOptions struct {
+	configPath string
+	cgroupMode string
+	capacity   string
+	output     string
+	files      stringList
+}
+
+func explainCmd(args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return usageErr("explain: what to explain: pod or node")
+	}
+	what := args[0]
+	var o explainOptions
+	fs := newFlagSet("explain " + what)
+	fs.StringVar(&o.configPath, "config", config.DefaultPath, "configuration file")
+	fs.StringVar(&o.cgroupMode, "cgroup-mode", "", "cgroup mode to explain for: v1 or v2 (default: this machine's)")
+	fs.StringVar(&o.capacity, "capacity", "", "node capacity, e.g. cpu=4,memory=16Gi,pids=4194304 (default: this machine's)")
+	fs.StringVar(&o.output, "o", "", "output format: json (default: a table)")
+	fs.StringVar(&o.output, "output", "", "output format: json (default: a table)")
+	fs.Var(&o.files, "f", "pod manifest (YAML or JSON); repeatable")
+	fs.Var(&o.files, "filename", "pod manifest (YAML or JSON); repeatable")
+	pos, err := parseFlags(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("explain %s: unexpected argument %q", what, pos[0])
+	}
+	if o.output != "" && o.output != "json" {
+		return usageErr("explain %s: -o %q: only json is supported", what, o.output)
+	}
+	switch what {
+	case "pod":
+		return explainPod(o, stdout)
+	case "node":
+		return explainNode(o, stdout)
+	default:
+		return usageErr("explain: unknown subject %q (pod or node)", what)
+	}
+}
+
+// env is what every explanation needs: configuration, capacity and cgroup mode.
+type env struct {
+	cfg      *config.Config
+	capacity slices.Capacity
+	mode     units.Mode
+	mcfg     slices.ManagerConfig
+}
+
+func loadEnv(o explainOptions) (env, error) {
+	var e env
+	cfg, err := config.Load(o.configPath)
+	if err != nil {
+		return e, err
+	}
+	e.cfg = cfg
+	switch o.cgroupMode {
+	case "v1", "hybrid":
+		e.mode = units.ModeHybrid
+	case "v2":
+		e.mode = units.ModeUnified
+	case "":
+		if e.mode, err = units.DetectMode("/sys/fs/cgroup"); err != nil {
+			return e, fmt.Errorf("cgroup mode of this machine (use --cgroup-mode v1|v2): %w", err)
+		}
+	default:
+		return e, usageErr("--cgroup-mode %q: must be v1 or v2", o.cgroupMode)
+	}
+	if o.capacity != "" {
+		if e.capacity, err = parseCapacity(o.capacity); err != nil {
+			return e, err
+		}
+	} else if e.capacity, err = slices.ReadCapacity("/proc", "/sys", ""); err != nil {
+		return e, fmt.Errorf("capacity of this machine (use --capacity): %w", err)
+	}
+	e.mcfg, err = slices.ManagerConfigFrom(cfg, e.capacity, e.mode)
+	return e, err
+}
+
+// parseCapacity parses "cpu=4,memory=16Gi,pids=4194304,ephemeral-storage=100Gi,hugepages-2Mi=1Gi".
+// Missing cpu or memory is an error; pids defaults to the kernel default 4194304.
+func parseCapacity(s string) (slices.Capacity, error) {
+	c := slices.Capacity{Pids: 4194304, HugePages: map[int64]int64{}}
+	seen := map[string]bool{}
+	for _, item := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok || k == "" || v == "" {
+			return c, usageErr("--capacity %q: %q is not name=quantity", s, item)
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return c, usageErr("--capacity %s=%s: %v", k, v, err)
+		}
+		if q.Sign() < 0 {
+			return c, usageErr("--capacity %s=%s: must not be negative", k, v)
+		}
+		seen[k] = true
+		switch {
+		case k == "cpu":
+			c.CPU = q.MilliValue()
+		case k == "memory":
+			c.Memory = q.Value()
+		case k == "pids" || k == "pid":
+			c.Pids = q.Value()
+		case k == "ephemeral-storage":
+			c.EphemeralStorage = q.Value()
+		case strings.HasPrefix(k, v1.ResourceHugePagesPrefix):
+			size, err := slices.HugePageSizeFromResourceName(v1.ResourceName(k))
+			if err != nil {
+				return c, usageErr("--capacity %s: %v", k, err)
+			}
+			c.HugePages[size] = q.Value()
+		default:
+			return c, usageErr("--capacity %s: unknown resource (cpu, memory, pids, ephemeral-storage, hugepages-<size>)", k)
+		}
+	}
+	for _, need := range []string{"cpu", "memory"} {
+		if !seen[need] {
+			return c, usageErr("--capacity %q: %s is required", s, need)
+		}
+	}
+	return c, nil
+}
+
+func readPods(files []string) ([]*v1.Pod, error) {
+	var pods []*v1.Pod
+	for _, f := range files {
+		got, err := slices.ReadPodManifest(f)
+		if err != nil {
+			return nil, err
+		}
+		pods = append(pods, got...)
+	}
+	return pods, nil
+}
+
+func explainPod(o explainOptions, stdout io.Writer) error {
+	if len(o.files) == 0 {
+		return usageErr("explain pod: -f POD.yaml is required")
+	}
+	e, err := loadEnv(o)
+	if err != nil {
+		return err
+	}
+	pods, err := readPods(o.files)
+	if err != nil {
+		return err
+	}
+	var out []slices.PodExplanation
+	for _, pod := range pods {
+		x, err := slices.ExplainPod(pod, e.mcfg.Pod, e.mode, e.capacity)
+		if err != nil {
+			return err
+		}
+		out = append(out, x)
+	}
+	if o.output == "json" {
+		if len(out) == 1 {
+			return writeJSON(stdout, out[0])
+		}
+		return writeJSON(stdout, out)
+	}
+	for i, x := range out {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		printPod(stdout, pods[i], x, e.mode)
+	}
+	return nil
+}
+
+func explainNode(o explainOptions, stdout io.Writer) error {
+	e, err := loadEnv(o)
+	if err != nil {
+		return err
+	}
+	pods, err := readPods(o.files)
+	if err != nil {
+		return err
+	}
+	x, err := slices.ExplainNode(e.capacity, e.mcfg.Node, pods, e.mode)
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		return writeJSON(stdout, x)
+	}
+	printNode(stdout, x, e.mode, len(pods))
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func orNone[T any](p *T) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p)
+}
+
+func printPod(w io.Writer, pod *v1.Pod, x slices.PodExplanation, mode units.Mode) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	r := x.Resources
+	fmt.Fprintf(tw, "Pod:\t%s/%s (uid %s)\n", pod.Namespace, pod.Name, pod.UID)
+	fmt.Fprintf(tw, "QoS class:\t%s\n", x.QOSClass)
+	fmt.Fprintf(tw, "Slice:\t%s\n", x.Slice)
+	fmt.Fprintf(tw, "Cgroup:\t%s\n", x.CgroupPath)
+	fmt.Fprintf(tw, "Cgroup mode:\t%s\n", mode)
+	fmt.Fprintf(tw, "CPU shares:\t%s (cgroup v2 weight %s)\n", orNone(r.CPUShares), orNone(x.CPUWeight))
+	fmt.Fprintf(tw, "CPU quota:\t%s µs per %s µs period\n", orNone(r.CPUQuota), orNone(r.CPUPeriod))
+	fmt.Fprintf(tw, "Memory limit:\t%s bytes\n", orNone(r.MemoryLimit))
+	fmt.Fprintf(tw, "Pids limit:\t%s\n", orNone(r.PidsLimit))
+	if len(r.HugepageLimits) > 0 {
+		fmt.Fprintf(tw, "Hugepage limits:\t%v\n", r.HugepageLimits)
+	}
+	if len(r.Unified) > 0 {
+		fmt.Fprintf(tw, "Unified:\t%v\n", r.Unified)
+	}
+	tw.Flush()
+	printProps(w, x.SystemdProperties)
+	fmt.Fprintln(w, "Containers:")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NAME\tOOM_SCORE_ADJ")
+	for _, c := range x.Containers {
+		fmt.Fprintf(tw, "  %s\t%d\n", c.Name, c.OOMScoreAdj)
+	}
+	tw.Flush()
+}
+
+func printProps(w io.Writer, props map[string]any) {
+	fmt.Fprintln(w, "Systemd properties:")
+	names := make([]string, 0, len(props))
+	for k := range props {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(w, "  %s=%v\n", k, props[k])
+	}
+}
+
+func printNode(w io.Writer, x slices.NodeExplanation, mode units.Mode, pods int) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "Cgroup mode: %s\n\n", mode)
+	fmt.Fprintln(tw, "\tCPU (m)\tMEMORY (bytes)\tEPHEMERAL (bytes)\t")
+	row := func(name string, a slices.Amounts) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", name, a.CPU, a.Memory, a.EphemeralStorage)
+	}
+	row("capacity", slices.Amounts{CPU: x.Capacity.CPU, Memory: x.Capacity.Memory, EphemeralStorage: x.Capacity.EphemeralStorage})
+	row("system-reserved", x.Reserved.SystemReserved)
+	row("kube-reserved", x.Reserved.KubeReserved)
+	row("hard-eviction", x.Reserved.HardEviction)
+	row("allocatable (scheduler)", x.Allocatable)
+	var mem int64 = -1
+	if x.Kubepods.Memory != nil {
+		mem = *x.Kubepods.Memory
+	}
+	fmt.Fprintf(tw, "kubepods.slice limits\t%d\t%d\t-\t\n", x.Kubepods.CPU, mem)
+	tw.Flush()
+	fmt.Fprintf(w, "\nQoS slices (for %d pods):\n", pods)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  SLICE\tCPU (m)\tSHARES\tV2 WEIGHT\tMEMORY LIMIT")
+	for _, s := range []slices.SliceExplanation{x.Kubepods, x.QOS.Burstable, x.QOS.BestEffort} {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\n", s.Slice, s.CPU, orNone(s.Resources.CPUShares), orNone(s.CPUWeight), orNone(s.Memory))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "kubepods.slice ")
+	printProps(w, x.Kubepods.SystemdProperties)
+}

@@ -1,0 +1,329 @@
+// Package config is slicelet's TOML configuration: one Config struct, the
+// kubelet's defaults in Default, Load for the main file plus config.d drop-ins,
+// validation that reports every problem with file:line:column, and Encode for
+// `slicelet config print`. docs/config.md documents every key.
+package config
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/slicelet/slicelet/eviction"
+)
+
+// DefaultPath is the main configuration file read when no path is given.
+const DefaultPath = "/etc/slicelet/config.toml"
+
+// DropInDir is the directory, next to the main file, whose *.toml files are
+// applied after it in lexical order.
+const DropInDir = "config.d"
+
+// Values of [node] enforce_node_allocatable (the kubelet's enforceNodeAllocatable keys).
+const (
+	EnforceNone                       = "none"
+	EnforcePods                       = "pods"
+	EnforceSystemReserved             = "system-reserved"
+	EnforceSystemReservedCompressible = "system-reserved-compressible"
+	EnforceKubeReserved               = "kube-reserved"
+	EnforceKubeReservedCompressible   = "kube-reserved-compressible"
+)
+
+// Values of [cgroups] memory_reservation_policy.
+const (
+	MemoryReservationNone              = "None"
+	MemoryReservationTieredReservation = "TieredReservation"
+)
+
+// Values of [runtime] type.
+const (
+	RuntimeSystemd = "systemd"
+	RuntimeCRI     = "cri"
+)
+
+// Built-in priority classes (k8s.io/api/scheduling): they always exist and
+// cannot be redefined in [eviction.priority_classes].
+const (
+	SystemNodeCritical         = "system-node-critical"
+	SystemNodeCriticalValue    = int32(2000001000)
+	SystemClusterCritical      = "system-cluster-critical"
+	SystemClusterCriticalValue = int32(2000000000)
+	// HighestUserDefinablePriority is the largest value a user-defined priority class may have.
+	HighestUserDefinablePriority = int32(1000000000)
+)
+
+// Config is the whole configuration. Field tags are the TOML key names.
+type Config struct {
+	// StateDir holds slicelet's state; the filesystem it is on is "nodefs".
+	StateDir string `toml:"state_dir"`
+	// Node is node allocatable: reservations and what is enforced.
+	Node Node `toml:"node"`
+	// Cgroups is the kubepods hierarchy and its knobs.
+	Cgroups Cgroups `toml:"cgroups"`
+	// Eviction is node-pressure eviction.
+	Eviction Eviction `toml:"eviction"`
+	// GC is image and container garbage collection.
+	GC GC `toml:"gc"`
+	// Runtime selects how containers are run.
+	Runtime Runtime `toml:"runtime"`
+	// Systemd tunes the conversation with PID 1.
+	Systemd Systemd `toml:"systemd"`
+	// Pods is where pods come from.
+	Pods Pods `toml:"pods"`
+	// API is the local control socket.
+	API API `toml:"api"`
+	// Metrics is the Prometheus endpoint.
+	Metrics Metrics `toml:"metrics"`
+	// Log is the logger's level and format.
+	Log Log `toml:"log"`
+
+	files []string // files Load read, in order
+}
+
+// Node mirrors the kubelet's node-allocatable settings.
+type Node struct {
+	// MaxPods is the kubelet's maxPods.
+	MaxPods int32 `toml:"max_pods"`
+	// SystemReserved is the kubelet's systemReserved (cpu, memory, ephemeral-storage, pid).
+	SystemReserved corev1.ResourceList `toml:"system_reserved"`
+	// KubeReserved is the kubelet's kubeReserved.
+	KubeReserved corev1.ResourceList `toml:"kube_reserved"`
+	// SystemReservedCgroup is the kubelet's systemReservedCgroup, e.g. "/system.slice".
+	SystemReservedCgroup string `toml:"system_reserved_cgroup"`
+	// KubeReservedCgroup is the kubelet's kubeReservedCgroup.
+	KubeReservedCgroup string `toml:"kube_reserved_cgroup"`
+	// EnforceNodeAllocatable is the kubelet's enforceNodeAllocatable.
+	EnforceNodeAllocatable []string `toml:"enforce_node_allocatable"`
+}
+
+// Cgroups mirrors the kubelet's cgroup settings. The driver is always systemd.
+type Cgroups struct {
+	// Root is the kubelet's cgroupRoot; kubepods.slice is created under it.
+	Root string `toml:"root"`
+	// PerQOS is the kubelet's cgroupsPerQOS.
+	PerQOS bool `toml:"per_qos"`
+	// CPUCFSQuota is the kubelet's cpuCFSQuota.
+	CPUCFSQuota bool `toml:"cpu_cfs_quota"`
+	// CPUCFSQuotaPeriod is the kubelet's cpuCFSQuotaPeriod.
+	CPUCFSQuotaPeriod time.Duration `toml:"cpu_cfs_quota_period"`
+	// PodPidsLimit is the kubelet's podPidsLimit; -1 or 0 means no limit.
+	PodPidsLimit int64 `toml:"pod_pids_limit"`
+	// QOSReserved is the kubelet's qosReserved, e.g. {memory = "50%"}.
+	QOSReserved map[string]string `toml:"qos_reserved"`
+	// MemoryReservationPolicy is the kubelet's memoryReservationPolicy.
+	MemoryReservationPolicy string `toml:"memory_reservation_policy"`
+	// MemoryThrottlingFactor is the kubelet's memoryThrottlingFactor; 0 means unset (no memory.high).
+	MemoryThrottlingFactor float64 `toml:"memory_throttling_factor"`
+}
+
+// Eviction mirrors the kubelet's eviction settings.
+type Eviction struct {
+	// Hard is the kubelet's evictionHard, signal → "quantity" or "NN%".
+	Hard map[string]string `toml:"hard"`
+	// Soft is the kubelet's evictionSoft.
+	Soft map[string]string `toml:"soft"`
+	// SoftGracePeriod is the kubelet's evictionSoftGracePeriod, signal → Go duration.
+	SoftGracePeriod map[string]string `toml:"soft_grace_period"`
+	// MinimumReclaim is the kubelet's evictionMinimumReclaim.
+	MinimumReclaim map[string]string `toml:"minimum_reclaim"`
+	// MergeDefaults is the kubelet's mergeDefaultEvictionSettings: default hard
+	// thresholds are kept for signals Hard does not name.
+	MergeDefaults bool `toml:"merge_defaults"`
+	// PressureTransitionPeriod is the kubelet's evictionPressureTransitionPeriod; 0 means 5m.
+	PressureTransitionPeriod time.Duration `toml:"pressure_transition_period"`
+	// MaxPodGracePeriod is the kubelet's evictionMaxPodGracePeriod (seconds there, a duration here).
+	MaxPodGracePeriod time.Duration `toml:"max_pod_grace_period"`
+	// MonitoringInterval is how often the eviction manager observes (the kubelet's 10s loop).
+	MonitoringInterval time.Duration `toml:"monitoring_interval"`
+	// PriorityClasses maps priorityClassName to priority for pods from manifests
+	// (there is no API server to resolve them). The built-ins are implicit.
+	PriorityClasses map[string]int32 `toml:"priority_classes"`
+}
+
+// GC groups the two garbage collectors.
+type GC struct {
+	// Images is image garbage collection.
+	Images ImageGC `toml:"images"`
+	// Containers is dead-container garbage collection.
+	Containers ContainerGC `toml:"containers"`
+}
+
+// ImageGC mirrors the kubelet's ImageGCPolicy and image GC period.
+type ImageGC struct {
+	// HighThresholdPercent is imageGCHighThresholdPercent; 100 disables disk-based image GC.
+	HighThresholdPercent int `toml:"high_threshold_percent"`
+	// LowThresholdPercent is imageGCLowThresholdPercent.
+	LowThresholdPercent int `toml:"low_threshold_percent"`
+	// MinimumAge is imageMinimumGCAge.
+	MinimumAge time.Duration `toml:"minimum_age"`
+	// MaximumAge is imageMaximumGCAge; 0 disables age-based removal.
+	MaximumAge time.Duration `toml:"maximum_age"`
+	// Period is how often image GC runs (the kubelet's fixed 5m).
+	Period time.Duration `toml:"period"`
+}
+
+// ContainerGC mirrors the kubelet's container GCPolicy and period.
+type ContainerGC struct {
+	// MinimumAge is --minimum-container-ttl-duration.
+	MinimumAge time.Duration `toml:"minimum_age"`
+	// MaxPerPodContainer is --maximum-dead-containers-per-container; negative means no limit.
+	MaxPerPodContainer int `toml:"max_per_pod_container"`
+	// MaxContainers is --maximum-dead-containers; negative means no limit.
+	MaxContainers int `toml:"max_containers"`
+	// Period is how often container GC runs (the kubelet's fixed 1m).
+	Period time.Duration `toml:"period"`
+}
+
+// Runtime selects the container runtime.
+type Runtime struct {
+	// Type is "systemd" (built-in) or "cri".
+	Type string `toml:"type"`
+	// Endpoint is the CRI socket, "unix:///run/containerd/containerd.sock"; cri only.
+	Endpoint string `toml:"endpoint"`
+	// SandboxImage is the pod sandbox (pause) image; empty means the runtime's default.
+	SandboxImage string `toml:"sandbox_image"`
+}
+
+// Systemd tunes the D-Bus conversation with PID 1.
+type Systemd struct {
+	// JobTimeout bounds every wait for a systemd job.
+	JobTimeout time.Duration `toml:"job_timeout"`
+}
+
+// Pods says where pods come from.
+type Pods struct {
+	// ManifestDir holds Pod manifests (YAML or JSON), the kubelet's staticPodPath.
+	ManifestDir string `toml:"manifest_dir"`
+}
+
+// API is the local control socket used by slicectl.
+type API struct {
+	// Socket is the unix socket path.
+	Socket string `toml:"socket"`
+	// Group owns the socket; its members may use slicectl.
+	Group string `toml:"group"`
+}
+
+// Metrics is the Prometheus endpoint.
+type Metrics struct {
+	// Address is host:port to listen on; empty turns metrics off.
+	Address string `toml:"address"`
+}
+
+// Log sets the logger.
+type Log struct {
+	// Level is debug, info, warn or error.
+	Level string `toml:"level"`
+	// Format is auto, text, json or journal.
+	Format string `toml:"format"`
+}
+
+// DefaultEvictionHard returns the kubelet's Linux default evictionHard.
+func DefaultEvictionHard() map[string]string {
+	return map[string]string{
+		string(eviction.SignalMemoryAvailable):  "100Mi",
+		string(eviction.SignalNodeFsAvailable):  "10%",
+		string(eviction.SignalNodeFsInodesFree): "5%",
+		string(eviction.SignalImageFsAvailable): "15%",
+	}
+}
+
+// Default returns the configuration used when nothing is set: the kubelet's
+// defaults for everything the kubelet has, and slicelet's for the rest.
+func Default() *Config {
+	return &Config{
+		StateDir: "/var/lib/slicelet",
+		Node: Node{
+			MaxPods:                110,
+			SystemReserved:         corev1.ResourceList{},
+			KubeReserved:           corev1.ResourceList{},
+			EnforceNodeAllocatable: []string{EnforcePods},
+		},
+		Cgroups: Cgroups{
+			Root:                    "/",
+			PerQOS:                  true,
+			CPUCFSQuota:             true,
+			CPUCFSQuotaPeriod:       100 * time.Millisecond,
+			PodPidsLimit:            -1,
+			QOSReserved:             map[string]string{},
+			MemoryReservationPolicy: MemoryReservationNone,
+		},
+		Eviction: Eviction{
+			Hard:                     DefaultEvictionHard(),
+			Soft:                     map[string]string{},
+			SoftGracePeriod:          map[string]string{},
+			MinimumReclaim:           map[string]string{},
+			PressureTransitionPeriod: 5 * time.Minute,
+			MonitoringInterval:       10 * time.Second,
+			PriorityClasses:          map[string]int32{},
+		},
+		GC: GC{
+			Images: ImageGC{
+				HighThresholdPercent: 85,
+				LowThresholdPercent:  80,
+				MinimumAge:           2 * time.Minute,
+				Period:               5 * time.Minute,
+			},
+			Containers: ContainerGC{
+				MaxPerPodContainer: 1,
+				MaxContainers:      -1,
+				Period:             time.Minute,
+			},
+		},
+		Runtime: Runtime{Type: RuntimeSystemd},
+		Systemd: Systemd{JobTimeout: 30 * time.Second},
+		Pods:    Pods{ManifestDir: "/etc/slicelet/pods.d"},
+		API:     API{Socket: "/run/slicelet/slicelet.sock", Group: "slicelet"},
+		Metrics: Metrics{Address: "127.0.0.1:10255"},
+		Log:     Log{Level: "info", Format: "auto"},
+	}
+}
+
+// Files returns the files Load read, main file first, in the order applied.
+// It is empty for defaults alone.
+func (c *Config) Files() []string { return append([]string(nil), c.files...) }
+
+// EvictionThresholds returns the parsed eviction thresholds, including the
+// allocatableMemory.available copies when "pods" is enforced. After a
+// successful Load it cannot fail.
+func (c *Config) EvictionThresholds() ([]eviction.Threshold, error) {
+	e := c.Eviction
+	return eviction.ParseThresholdConfig(c.Node.EnforceNodeAllocatable, e.Hard, e.Soft, e.SoftGracePeriod, e.MinimumReclaim)
+}
+
+// Enforces reports whether enforce_node_allocatable contains key.
+func (n Node) Enforces(key string) bool {
+	for _, k := range n.EnforceNodeAllocatable {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
+
+// QOSReservedMemoryPercent returns the qos_reserved memory percentage (0–100)
+// and whether it is set. After a successful Load it is well formed.
+func (c Cgroups) QOSReservedMemoryPercent() (int64, bool) {
+	v, ok := c.QOSReserved[string(corev1.ResourceMemory)]
+	if !ok {
+		return 0, false
+	}
+	p, err := parseQOSPercent(v)
+	if err != nil {
+		return 0, false
+	}
+	return p, true
+}
+
+// PriorityClassValue resolves a priorityClassName: the built-ins first, then
+// [eviction.priority_classes].
+func (e Eviction) PriorityClassValue(name string) (int32, bool) {
+	switch name {
+	case SystemNodeCritical:
+		return SystemNodeCriticalValue, true
+	case SystemClusterCritical:
+		return SystemClusterCriticalValue, true
+	}
+	v, ok := e.PriorityClasses[name]
+	return v, ok
+}

@@ -1,0 +1,160 @@
+// Package agent wires the slicelet daemon together: it reads the node's capacity, connects to
+// systemd, builds and reconciles the kubepods hierarchy, and talks to the service manager
+// (READY=1, STATUS=, WATCHDOG=1). cmd/slicelet only parses flags and calls Run.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/slicelet/slicelet/config"
+	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/units"
+)
+
+// Options are the inputs of Run. The roots default to the real ones and exist so tests can
+// point the agent at fixture trees.
+type Options struct {
+	Config *config.Config
+	Logger *slog.Logger
+	// ProcRoot, SysRoot and CgroupRoot default to /proc, /sys and /sys/fs/cgroup.
+	ProcRoot   string
+	SysRoot    string
+	CgroupRoot string
+}
+
+func (o *Options) defaults() {
+	if o.ProcRoot == "" {
+		o.ProcRoot = "/proc"
+	}
+	if o.SysRoot == "" {
+		o.SysRoot = "/sys"
+	}
+	if o.CgroupRoot == "" {
+		o.CgroupRoot = "/sys/fs/cgroup"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Run runs the daemon until ctx ends. It returns an error, and creates nothing, when the node
+// cannot be managed as configured (reservation above capacity, a reserved cgroup that does not
+// exist, no systemd). Stopping leaves every pod running: pods belong to systemd.
+func Run(ctx context.Context, o Options) error {
+	o.defaults()
+	cfg, log := o.Config, o.Logger
+	if !cfg.Cgroups.PerQOS {
+		return errors.New("cgroups.per_qos = false: slicelet always builds the QoS slices (kubepods-burstable.slice, kubepods-besteffort.slice); set it to true")
+	}
+	if cfg.Cgroups.Root != "" && cfg.Cgroups.Root != "/" {
+		return fmt.Errorf("cgroups.root %q: slicelet creates kubepods.slice at the root of systemd's slice tree; only \"/\" is supported", cfg.Cgroups.Root)
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	capacity, err := slices.ReadCapacity(o.ProcRoot, o.SysRoot, cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("node capacity: %w", err)
+	}
+
+	sd, err := units.Connect(ctx, units.Options{JobTimeout: cfg.Systemd.JobTimeout, Logger: log, CgroupRoot: o.CgroupRoot})
+	if err != nil {
+		return fmt.Errorf("systemd: %w", err)
+	}
+	defer sd.Close()
+	log.Info("connected to systemd", "cgroup_mode", sd.Mode().String())
+
+	mcfg, err := slices.ManagerConfigFrom(cfg, capacity, sd.Mode())
+	if err != nil {
+		return err
+	}
+	mgr := slices.NewManager(sd, slices.NewCgroupFS(o.CgroupRoot), mcfg, log)
+	start := time.Now()
+	if err := mgr.Start(ctx); err != nil {
+		return err
+	}
+	alloc := slices.NodeAllocatable(capacity, mcfg.Node.SystemReserved, mcfg.Node.KubeReserved, mcfg.Node.HardEviction)
+	limits := slices.KubepodsLimits(capacity, mcfg.Node.SystemReserved, mcfg.Node.KubeReserved)
+	log.Info("kubepods hierarchy ready",
+		"duration", time.Since(start),
+		"capacity_cpu_millis", capacity.CPU, "capacity_memory_bytes", capacity.Memory,
+		"allocatable_cpu_millis", alloc.Cpu().MilliValue(), "allocatable_memory_bytes", alloc.Memory().Value(),
+		"kubepods_cpu_millis", limits.Cpu().MilliValue(), "kubepods_memory_bytes", limits.Memory().Value())
+
+	status := func() string {
+		enforced := "enforced"
+		if !mgr.Enforced() {
+			enforced = "not yet enforced (retrying)"
+		}
+		return fmt.Sprintf("STATUS=%d pods; node allocatable %dm cpu / %d bytes memory %s", len(mgr.Pods()),
+			alloc.Cpu().MilliValue(), alloc.Memory().Value(), enforced)
+	}
+	if _, err := units.Notify(units.NotifyReady + "\n" + status()); err != nil {
+		log.Warn("sd_notify failed", "error", err)
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mgr.Run(runCtx)
+	}()
+	go statusLoop(runCtx, status, log)
+	if err := watchdog(runCtx, log); err != nil {
+		log.Warn("watchdog", "error", err)
+	}
+	<-ctx.Done()
+	_, _ = units.Notify(units.NotifyStopping)
+	cancel()
+	<-done
+	log.Info("stopped; pods keep running under systemd")
+	return nil
+}
+
+// statusLoop refreshes STATUS= every few seconds so `systemctl status slicelet` stays current.
+func statusLoop(ctx context.Context, status func() string, log *slog.Logger) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	last := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if s := status(); s != last {
+				last = s
+				if _, err := units.Notify(s); err != nil {
+					log.Debug("sd_notify status failed", "error", err)
+				}
+			}
+		}
+	}
+}
+
+// watchdog starts pinging WATCHDOG=1 at half the interval systemd expects, if it expects any.
+func watchdog(ctx context.Context, log *slog.Logger) error {
+	interval, err := units.WatchdogInterval()
+	if err != nil || interval <= 0 {
+		return err
+	}
+	log.Info("watchdog enabled", "interval", interval)
+	go func() {
+		t := time.NewTicker(interval / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_, _ = units.Notify(units.NotifyWatchdog)
+			}
+		}
+	}()
+	return nil
+}

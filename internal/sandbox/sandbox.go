@@ -1,0 +1,130 @@
+// Package sandbox boots a throwaway real systemd as PID 1 of private namespaces, for tests and
+// demos on machines that do not run systemd themselves.
+//
+// The recipe (systemd-sandbox.md in the project's shared docs) keeps every effect inside the
+// instance: its own cgroup directory in every hierarchy is the root of its cgroup
+// namespace, every host mount is read-only inside, /tmp, /run, /dev and /sys/fs/cgroup are
+// private, and every unit that would act on the shared kernel (tmpfiles, udev, sysctl,
+// modules-load, ...) is masked. Only the journal and the system bus boot.
+//
+// A binary that starts instances re-executes itself for the launcher and the namespace setup
+// steps; importing this package installs the hook (see [IsReexec]). The setup uses open_tree,
+// move_mount and mount_setattr, so the kernel must be 5.12 or newer.
+package sandbox
+
+import (
+	"fmt"
+	"io"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// DefaultStateRoot holds one directory per instance. It must be a host path that stays visible
+// inside the instance: /tmp, /run, /var/tmp and /var/lib/systemd get fresh tmpfs mounts there.
+const DefaultStateRoot = "/var/lib/slicelet-sandbox"
+
+// DefaultBootTimeout bounds the wait for `systemctl is-system-running` to report running.
+const DefaultBootTimeout = 30 * time.Second
+
+// Options configures [Start].
+type Options struct {
+	// Name identifies the instance: its state directory, cgroup directories, hostname and the
+	// container= value systemd sees. Lower-case letters, digits and '-'; default random.
+	Name string
+	// StateRoot is the parent of the instance's state directory; default [DefaultStateRoot].
+	StateRoot string
+	// BootTimeout bounds the boot; default [DefaultBootTimeout].
+	BootTimeout time.Duration
+	// Log receives progress lines (boot time, degraded units); default discarded.
+	Log io.Writer
+	// ExtraBinds are host paths bind-mounted read-write at the same path inside, e.g. a repository
+	// checkout. Paths under /tmp etc. are fine: they are attached after the private tmpfs mounts.
+	ExtraBinds []string
+	// Detached starts the launcher in its own session without a parent-death signal, so that the
+	// instance outlives the calling process (hack/sandbox start). Stop it later via [Attach].
+	Detached bool
+}
+
+// statePrefixesHiddenInside are host paths that the instance replaces with fresh tmpfs or
+// private mounts; a state root below them would be invisible inside.
+var statePrefixesHiddenInside = []string{
+	"/tmp", "/run", "/var/tmp", "/var/lib/systemd", "/var/log/journal", "/dev", "/proc", "/sys",
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,47}$`)
+
+// validateName checks an instance name; it becomes a cgroup directory, a hostname and a file name.
+func validateName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("sandbox name %q: want 1-48 of [a-z0-9-], starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// validateStateRoot checks that root is absolute and visible inside an instance.
+func validateStateRoot(root string) error {
+	if !path.IsAbs(root) || path.Clean(root) != root {
+		return fmt.Errorf("sandbox state root %q: want a clean absolute path", root)
+	}
+	if root == "/" {
+		return fmt.Errorf("sandbox state root %q: must not be /", root)
+	}
+	for _, p := range statePrefixesHiddenInside {
+		if root == p || strings.HasPrefix(root, p+"/") {
+			return fmt.Errorf("sandbox state root %q: under %s, which is private inside the instance", root, p)
+		}
+	}
+	return nil
+}
+
+// instanceConfig is written by Start into the state directory and read by the launcher, the
+// namespace setup step and Attach.
+type instanceConfig struct {
+	Name       string      `json:"name"`
+	StateDir   string      `json:"state_dir"`
+	Cgroups    []hierarchy `json:"cgroups"`
+	Decoys     []string    `json:"decoys"`
+	Symlinks   []symlink   `json:"symlinks,omitempty"`
+	Masks      []string    `json:"masks"`
+	ExtraBinds []string    `json:"extra_binds,omitempty"`
+}
+
+// symlink is a symbolic link directly under /sys/fs/cgroup on the host (e.g. cpu -> cpu,cpuacct),
+// recreated inside.
+type symlink struct {
+	Name   string `json:"name"`
+	Target string `json:"target"`
+}
+
+// instancePIDs identifies the running processes of an instance. Start times (from
+// /proc/<pid>/stat) guard against a reused PID: a stale file never gets a signal sent to a
+// stranger.
+type instancePIDs struct {
+	InitPID       int    `json:"init_pid"`
+	InitStart     uint64 `json:"init_start"`
+	LauncherPID   int    `json:"launcher_pid"`
+	LauncherStart uint64 `json:"launcher_start"`
+}
+
+// Status describes one instance found in a state root.
+type Status struct {
+	// Name is the instance name.
+	Name string
+	// StateDir is its host state directory.
+	StateDir string
+	// InitPID is the host PID of its systemd; 0 when unknown.
+	InitPID int
+	// Running is true when that systemd is still alive.
+	Running bool
+}
+
+// Files in an instance's state directory.
+const (
+	configFile   = "config.json"
+	pidsFile     = "pids.json"
+	launcherLog  = "launcher.log"
+	consoleLog   = "console.log"
+	lockFileName = ".lock"
+)

@@ -1,0 +1,298 @@
+// Package systemdtest runs a package's tests against a real systemd.
+//
+// A package whose tests need systemd uses
+//
+//	func TestMain(m *testing.M) { os.Exit(systemdtest.Main(m)) }
+//
+// and calls [Require] at the top of each such test. Main boots a throwaway instance
+// (internal/sandbox), re-runs the very same test binary inside it with the same flags, streams its
+// output, stops the instance and returns the inner exit code. Off a capable machine the tests skip
+// loudly; with CI=true they fail instead.
+package systemdtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/slicelet/slicelet/internal/sandbox"
+)
+
+// InsideEnv is set in the environment of a test binary that runs inside a sandbox ("sandbox") or
+// the cgroup v2 VM ("vm").
+const InsideEnv = "SLICELET_SYSTEMDTEST"
+
+// VMEnv set to 1 also runs the tests in the cgroup v2 VM after the sandbox run.
+const VMEnv = "SLICELET_VM"
+
+// Env describes where a test that passed [Require] is running.
+type Env struct {
+	// Where is "sandbox" or "vm".
+	Where string
+	// CgroupRoot is where the instance's cgroup hierarchies are mounted.
+	CgroupRoot string
+}
+
+// skipReason is why tests that need systemd cannot run in this process; set by Main.
+var skipReason = "systemdtest.Main is not this package's TestMain, so no systemd was booted"
+
+// Inside reports whether this test binary runs inside a sandbox or VM booted by Main.
+func Inside() bool {
+	w := os.Getenv(InsideEnv)
+	return w == "sandbox" || w == "vm"
+}
+
+// CI reports whether CI=true (or 1): missing prerequisites are failures there, never skips.
+func CI() bool {
+	v := strings.ToLower(os.Getenv("CI"))
+	return v == "true" || v == "1"
+}
+
+// Require returns the environment when the test runs inside a real systemd. Outside, it skips
+// the test with the reason, or fails it when CI=true.
+func Require(t testing.TB) Env {
+	t.Helper()
+	if Inside() {
+		return Env{Where: os.Getenv(InsideEnv), CgroupRoot: "/sys/fs/cgroup"}
+	}
+	if CI() {
+		t.Fatalf("systemdtest: this test needs real systemd and CI=true: %s", skipReason)
+	}
+	t.Skipf("SKIP (needs real systemd): %s", skipReason)
+	return Env{}
+}
+
+// Main is the body of TestMain for packages whose tests need systemd. Inside an instance it runs
+// the tests; outside it boots a sandbox, re-runs the binary there and returns its exit code.
+func Main(m *testing.M) int {
+	if Inside() {
+		return m.Run()
+	}
+	if err := sandbox.Prerequisites(); err != nil {
+		skipReason = err.Error()
+		if CI() {
+			fmt.Fprintf(os.Stderr, "FAIL: systemdtest: CI=true and the systemd sandbox cannot run here: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "SKIP: systemdtest: no systemd sandbox, tests that need systemd will skip: %v\n", err)
+		return m.Run()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	code := runInSandbox(ctx, os.Stdout, os.Stderr)
+	if code == 0 && os.Getenv(VMEnv) == "1" {
+		code = runInVM(ctx, os.Stdout, os.Stderr)
+	}
+	return code
+}
+
+// runInVM runs this test binary inside the cgroup v2 VM (internal/vmtest).
+//
+// VM MODE GOES HERE: boot the VM, copy os.Executable() into it, run it with os.Args[1:] and
+// InsideEnv=vm, stream its output, stop the VM, return its exit code.
+func runInVM(_ context.Context, _, stderr io.Writer) int {
+	fmt.Fprintf(stderr, "FAIL: systemdtest: %s=1 but the cgroup v2 VM runner is not wired in yet (internal/vmtest)\n", VMEnv)
+	return 1
+}
+
+// runInSandbox boots an instance, runs this test binary inside and always stops the instance.
+func runInSandbox(ctx context.Context, stdout, stderr io.Writer) int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "FAIL: systemdtest: test binary: %v\n", err)
+		return 1
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintf(stderr, "FAIL: systemdtest: working dir: %v\n", err)
+		return 1
+	}
+	inst, err := sandbox.Start(ctx, sandbox.Options{
+		Name:       instanceName(exe),
+		ExtraBinds: hostPaths(os.Args[1:], cwd),
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "FAIL: systemdtest: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "systemdtest: sandbox %s booted in %s\n", inst.Name(), inst.BootDuration().Round(1e6))
+	code := runInside(ctx, inst, exe, cwd, stdout, stderr)
+	if err := inst.Stop(); err != nil {
+		fmt.Fprintf(stderr, "FAIL: systemdtest: stopping sandbox %s: %v\n", inst.Name(), err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// runInside copies the test binary into the instance's state dir (the binary lives under the
+// host /tmp, which the instance cannot see) and runs it there with the same arguments.
+func runInside(ctx context.Context, inst *sandbox.Instance, exe, cwd string, stdout, stderr io.Writer) int {
+	inner := filepath.Join(inst.StateDir(), filepath.Base(exe))
+	if err := copyFile(exe, inner); err != nil {
+		fmt.Fprintf(stderr, "FAIL: systemdtest: %v\n", err)
+		return 1
+	}
+	cmd := inst.CommandIn(ctx, cwd, inner, os.Args[1:]...)
+	cmd.Env = innerEnv(os.Environ())
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ee.ExitCode() >= 0 {
+			return ee.ExitCode()
+		}
+		fmt.Fprintf(stderr, "FAIL: systemdtest: test binary inside %s: %v\n", inst.Name(), err)
+		return 1
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "FAIL: systemdtest: test binary inside %s: %v\n", inst.Name(), err)
+		return 1
+	}
+	return 0
+}
+
+// innerEnv is the caller's environment with InsideEnv set, minus a TMPDIR that points into a
+// directory the instance replaces with its own tmpfs.
+func innerEnv(env []string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == InsideEnv {
+			continue
+		}
+		if k == "TMPDIR" && !visibleInside(v) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, InsideEnv+"=sandbox")
+}
+
+// visibleInside reports whether a host path is the same inside an instance (not under a private
+// tmpfs).
+func visibleInside(p string) bool {
+	for _, prefix := range []string{"/tmp", "/var/tmp", "/run"} {
+		if p == prefix || strings.HasPrefix(p, prefix+"/") {
+			return false
+		}
+	}
+	return true
+}
+
+// pathFlags are test flags whose value is a file the test binary writes; go test points several
+// of them into its own work directory under the host /tmp.
+var pathFlags = map[string]bool{
+	"test.testlogfile": true, "test.coverprofile": true, "test.cpuprofile": true,
+	"test.memprofile": true, "test.blockprofile": true, "test.mutexprofile": true, "test.trace": true,
+}
+
+// dirFlags are test flags whose value is a directory the test binary writes into.
+var dirFlags = map[string]bool{"test.gocoverdir": true, "test.outputdir": true, "test.fuzzcachedir": true}
+
+// hostPaths returns the host directories the test binary writes to, to bind read-write into the
+// instance: the directories named by output flags, and the working directory (the package dir,
+// where golden files live; it is read-only inside otherwise). Relative file flags resolve against
+// -test.outputdir, as the testing package does.
+func hostPaths(args []string, cwd string) []string {
+	var out []string
+	add := func(p string) {
+		if p == "" || p == "/" {
+			return
+		}
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, filepath.Clean(p))
+		}
+	}
+	outputDir := cwd
+	vals := map[string]string{}
+	for i := 0; i < len(args); i++ {
+		a := strings.TrimLeft(args[i], "-")
+		if !strings.HasPrefix(args[i], "-") {
+			continue
+		}
+		k, v, ok := strings.Cut(a, "=")
+		if !pathFlags[k] && !dirFlags[k] {
+			continue
+		}
+		if !ok && i+1 < len(args) {
+			i++
+			v = args[i]
+		}
+		vals[k] = v
+		if k == "test.outputdir" && v != "" {
+			outputDir = v
+		}
+	}
+	add(cwd)
+	for k, v := range vals {
+		if v == "" {
+			continue
+		}
+		if dirFlags[k] {
+			add(v)
+			continue
+		}
+		if !filepath.IsAbs(v) {
+			v = filepath.Join(outputDir, v)
+		}
+		add(filepath.Dir(v))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+var unsafeNameChars = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// instanceName is "<package>-<random>" (e.g. "units-3fa9c2d1"): readable in `hack/sandbox list`
+// and unique when go test runs several packages' binaries at once.
+func instanceName(exe string) string {
+	base := strings.TrimSuffix(strings.ToLower(filepath.Base(exe)), ".test")
+	base = strings.Trim(unsafeNameChars.ReplaceAllString(base, "-"), "-")
+	if len(base) > 24 {
+		base = base[:24]
+	}
+	if base == "" {
+		base = "test"
+	}
+	return base + "-" + randomSuffix()
+}
+
+func randomSuffix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("copy test binary: %w", err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+	if err != nil {
+		return fmt.Errorf("copy test binary: %w", err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copy test binary to %s: %w", dst, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("copy test binary to %s: %w", dst, err)
+	}
+	return nil
+}

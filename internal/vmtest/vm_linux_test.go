@@ -1,0 +1,189 @@
+package vmtest
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// requireVM skips a test that boots a VM when this machine cannot, loudly;
+// with CI=true it fails instead, as the project's rules demand.
+func requireVM(t *testing.T) {
+	t.Helper()
+	ci := os.Getenv("CI") == "true"
+	if testing.Short() && !ci {
+		t.Skip("SKIP (-short): booting a VM takes ≈10 s")
+	}
+	if err := Prerequisites(); err != nil {
+		if ci {
+			t.Fatalf("CI=true and the VM cannot run: %v", err)
+		}
+		t.Skipf("SKIP: VM tests need what is missing here: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	if err := Prepare(ctx); err != nil {
+		if ci || !errors.Is(err, ErrPrerequisite) {
+			t.Fatalf("vm prepare: %v", err)
+		}
+		t.Skipf("SKIP: VM tests need what is missing here: %v", err)
+	}
+}
+
+var guestBin struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// guestBinary builds the test binary of testdata/guest once per test run.
+// It is built with cgo on when a C compiler is there, which makes it
+// dynamically linked (godbus and go-systemd pull in os/user and net): the
+// guest's /usr is the host's, so the host's libc must work there.
+func guestBinary(t *testing.T) string {
+	t.Helper()
+	guestBin.once.Do(func() {
+		guestBin.dir, guestBin.err = os.MkdirTemp("", "vmtest-guest-")
+		if guestBin.err != nil {
+			return
+		}
+		guestBin.path = filepath.Join(guestBin.dir, "guest.test")
+		cmd := exec.Command("go", "test", "-c", "-o", guestBin.path, "./testdata/guest")
+		cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			guestBin.err = errors.New("go test -c ./testdata/guest: " + err.Error() + ": " + string(out))
+		}
+	})
+	if guestBin.err != nil {
+		t.Fatal(guestBin.err)
+	}
+	return guestBin.path
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if guestBin.dir != "" {
+		os.RemoveAll(guestBin.dir)
+	}
+	os.Exit(code)
+}
+
+func runGuest(t *testing.T, opts Options) (Result, error) {
+	t.Helper()
+	res, err := Run(t.Context(), opts)
+	t.Logf("vm run: exit code %d, %s", res.ExitCode, res.Duration.Round(time.Millisecond))
+	t.Logf("guest output:\n%s", res.Output)
+	if testing.Verbose() {
+		t.Logf("guest console:\n%s", res.Console)
+	}
+	return res, err
+}
+
+func TestVMBoots(t *testing.T) {
+	requireVM(t)
+	bin := guestBinary(t)
+	if f, err := elf.Open(bin); err == nil {
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Log("guest binary is dynamically linked (cgo)")
+			}
+		}
+		f.Close()
+	}
+	res, err := runGuest(t, Options{
+		Binary: bin,
+		Args:   []string{"-test.v", "-test.run=^TestGuestCgroupV2$"},
+		Env:    []string{"SLICELET_SYSTEMDTEST=vm"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("guest exit code %d, want 0", res.ExitCode)
+	}
+	// A skip would exit 0 too: the test must really have run.
+	if !bytes.Contains(res.Output, []byte("--- PASS: TestGuestCgroupV2")) {
+		t.Fatalf("guest output lacks --- PASS: TestGuestCgroupV2")
+	}
+}
+
+func TestVMFailingBinary(t *testing.T) {
+	requireVM(t)
+	res, err := runGuest(t, Options{
+		Binary: guestBinary(t),
+		Args:   []string{"-test.run=^TestGuestFails$"},
+		Env:    []string{"SLICELET_SYSTEMDTEST=vm", "VMTEST_GUEST_FAIL=it's on"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 1 {
+		t.Errorf("guest exit code %d, want 1", res.ExitCode)
+	}
+	if !bytes.Contains(res.Output, []byte("guest failing on purpose")) {
+		t.Errorf("guest output lacks the failure message")
+	}
+}
+
+func TestVMHungGuestTimeout(t *testing.T) {
+	requireVM(t)
+	const timeout = 30 * time.Second
+	res, err := runGuest(t, Options{
+		Binary:  guestBinary(t),
+		Args:    []string{"-test.v", "-test.run=^TestGuestHangs$"},
+		Env:     []string{"SLICELET_SYSTEMDTEST=vm", "VMTEST_GUEST_HANG=1"},
+		Timeout: timeout,
+	})
+	if !errors.Is(err, errTimeout) {
+		t.Fatalf("Run error = %v, want a timeout", err)
+	}
+	t.Logf("Run error: %v", err)
+	if res.ExitCode != -1 {
+		t.Errorf("exit code %d, want -1", res.ExitCode)
+	}
+	// The runner's line shows the guest got as far as the hung binary.
+	if want := consoleMarker + " running " + runScriptName; !strings.Contains(err.Error(), want) {
+		t.Errorf("error lacks the console tail line %q", want)
+	}
+	if !bytes.Contains(res.Output, []byte("guest hanging on purpose")) {
+		t.Errorf("guest output lacks the hang message")
+	}
+}
+
+func TestVMHungBinaryGuard(t *testing.T) {
+	requireVM(t)
+	orig := guardFor
+	t.Cleanup(func() { guardFor = orig })
+	guardFor = func(time.Duration) time.Duration { return 3 * time.Second }
+	res, err := runGuest(t, Options{
+		Binary:  guestBinary(t),
+		Args:    []string{"-test.v", "-test.run=^TestGuestHangs$"},
+		Env:     []string{"SLICELET_SYSTEMDTEST=vm", "VMTEST_GUEST_HANG=1"},
+		Timeout: 90 * time.Second,
+	})
+	if !errors.Is(err, errTimeout) {
+		t.Fatalf("Run error = %v, want a timeout", err)
+	}
+	t.Logf("Run error: %v", err)
+	if res.ExitCode != 124 {
+		t.Errorf("exit code %d, want 124 (timeout(1) after its signal)", res.ExitCode)
+	}
+	// The Go runtime's answer to SIGQUIT: the stacks of the hung test.
+	for _, want := range []string{"SIGQUIT", "TestGuestHangs"} {
+		if !bytes.Contains(res.Output, []byte(want)) {
+			t.Errorf("guest output lacks %q", want)
+		}
+	}
+	if want := guardMessage; !bytes.Contains(res.Console, []byte(want)) {
+		t.Errorf("console lacks %q", want)
+	}
+}

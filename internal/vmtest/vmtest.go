@@ -1,0 +1,83 @@
+// Package vmtest runs a Go test binary inside a throwaway qemu VM whose
+// kernel has a pure cgroup v2 hierarchy with the cpu, memory, pids and io
+// controllers, and whose PID 1 is the host's own systemd (with journald and
+// dbus). It exists because the machines the project is developed and tested
+// on only offer cgroup v1 hybrid, where limits on the unified tree are
+// accepted and silently not applied; production hosts run cgroup v2.
+//
+// The recipe and its measurements are in ../shared/docs/cgroupv2-vm.md.
+// In short: the Debian kernel package is downloaded (never installed, /boot
+// is never touched), its bzImage converted to an ELF vmlinux that qemu boots
+// through the PVH entry, and a small initramfs (busybox-static, the virtio,
+// 9p and overlay modules, an /init and an /etc skeleton) is built; all of it
+// once, cached under build/vm of the repository (or $SLICELET_VM_CACHE).
+// Each [Run] boots qemu with software emulation (TCG), the host's /usr
+// shared read-only over 9p and a fresh per-run directory shared read-write;
+// a runner unit runs the binary, records its exit code and output, and
+// powers the VM off.
+package vmtest
+
+import (
+	"errors"
+	"time"
+)
+
+// Defaults for the zero values of [Options].
+const (
+	DefaultTimeout = 120 * time.Second
+	DefaultMem     = 1024 // MiB
+	DefaultSMP     = 2
+)
+
+// EnvCache names the environment variable that overrides the cache
+// directory (default: build/vm in the repository holding the current
+// directory's go.mod).
+const EnvCache = "SLICELET_VM_CACHE"
+
+// ErrPrerequisite is wrapped by every error that means the VM cannot be used
+// on this machine at all (a missing package, not root, not x86-64), as
+// opposed to a VM that was tried and failed. Callers may skip on it outside
+// CI; with CI=true it must be a failure.
+var ErrPrerequisite = errors.New("vm prerequisite missing")
+
+// Options describe one run of a binary in a VM.
+type Options struct {
+	// Binary is the host path of the executable to run in the guest, usually
+	// a test binary (os.Executable()). It is copied into the run's io
+	// directory, so it may live anywhere on the host. It runs with the
+	// guest's /usr, which is the host's, so a dynamically linked (cgo)
+	// binary works as on the host.
+	Binary string
+	// Args are passed to Binary unchanged (e.g. -test.v -test.run=X).
+	Args []string
+	// Env entries (NAME=value) are added to the guest environment of
+	// Binary, e.g. SLICELET_SYSTEMDTEST=vm.
+	Env []string
+	// Timeout bounds the whole run: boot, Binary, poweroff. Zero means
+	// DefaultTimeout. A VM still running then is killed and Run returns an
+	// error with the tail of its console.
+	Timeout time.Duration
+	// Mem is the guest memory in MiB (zero: DefaultMem).
+	Mem int
+	// SMP is the number of guest CPUs (zero: DefaultSMP).
+	SMP int
+	// ExtraFiles are copied into the io directory next to Binary before
+	// the boot: key is the name in the guest's /mnt/io (relative, may
+	// contain subdirectories), value is the host path of the file. Binary
+	// runs with /mnt/io as its working directory.
+	ExtraFiles map[string]string
+}
+
+// Result is what came back from a run.
+type Result struct {
+	// ExitCode is the exit status of Binary in the guest (128+n for a
+	// signal n, as the shell reports it); -1 when the run did not finish.
+	ExitCode int
+	// Output is Binary's combined stdout and stderr.
+	Output []byte
+	// Console is the VM's serial console: kernel messages, systemd's
+	// errors, the runner's progress lines.
+	Console []byte
+	// Duration is the wall time of the VM, from qemu's start to its exit.
+	Duration time.Duration
+}
