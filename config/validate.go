@@ -206,7 +206,7 @@ func (l *loader) validateNode() {
 	}
 	enforcing := len(n.EnforceNodeAllocatable) > 0 && !seen[EnforceNone]
 	if enforcing && !l.cfg.Cgroups.PerQOS {
-		l.bad([]toml.Key{key("cgroups", "per_qos"), enk}, "enforce_node_allocatable %q requires [cgroups] per_qos = true (or enforce_node_allocatable = [\"none\"])", n.EnforceNodeAllocatable)
+		l.bad([]toml.Key{key("cgroups", "per_qos"), enk}, "enforce_node_allocatable [%s] requires [cgroups] per_qos = true (or enforce_node_allocatable = [\"none\"])", strings.Join(quoteAll(n.EnforceNodeAllocatable), ", "))
 	}
 }
 

@@ -108,7 +108,7 @@ func TestCPUSharesToWeight(t *testing.T) {
 	}{
 		{"2", 2, 1}, {"51", 51, 2}, {"102", 102, 4}, {"512", 512, 20}, {"1024", 1024, 39},
 		{"2048", 2048, 79}, {"NA-1 3891", 3891, 149}, {"J1 3072", 3072, 118}, {"max", 262144, 10000},
-		{"above max", 1 << 30, 10000}, {"0 is unset", 0, 0}, {"1 clamps to 1", 1, 1},
+		{"above max", 1 << 30, 10000}, {"just below max", 262143, 9999}, {"10000 shares", 10000, 382}, {"0 is unset", 0, 0}, {"1 clamps to 1", 1, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

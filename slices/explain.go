@@ -2,33 +2,27 @@ package slices
 
 import (
 	"fmt"
-	"maps"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/slicelet/slicelet/units"
 )
 
-// DescriptionPrefix starts the Description= of every slice slicelet creates, so its own units can
-// be told apart from others.
-const DescriptionPrefix = "slicelet "
-
-// PodSliceDescription is the Description= of a pod's slice: "slicelet pod <namespace>/<name>".
+// PodSliceDescription is the Description= of a pod's slice: "pod <namespace>/<name> (<QoS class>)",
+// the namespace defaulting to "default".
 func PodSliceDescription(pod *v1.Pod) string {
 	ns := pod.Namespace
 	if ns == "" {
 		ns = "default"
 	}
-	return fmt.Sprintf("%spod %s/%s", DescriptionPrefix, ns, pod.Name)
+	return fmt.Sprintf("pod %s/%s (%s)", ns, pod.Name, QOSClass(pod))
 }
 
-// QOSSliceDescription is the Description= of a QoS slice: "slicelet kubepods" for kubepods.slice
-// (Guaranteed), "slicelet kubepods burstable" and "slicelet kubepods besteffort".
+// QOSSliceDescription is the Description= of a QoS slice: "kubepods (Guaranteed QoS)" for
+// kubepods.slice, "kubepods/burstable (Burstable QoS)" and "kubepods/besteffort (BestEffort QoS)".
 func QOSSliceDescription(qos v1.PodQOSClass) string {
-	if qos == v1.PodQOSGuaranteed {
-		return DescriptionPrefix + NodeAllocatableCgroupName
-	}
-	return DescriptionPrefix + NodeAllocatableCgroupName + " " + QOSCgroupName(qos)[1]
+	return fmt.Sprintf("%s (%s QoS)", strings.TrimPrefix(QOSCgroupName(qos).ToCgroupfs(), "/"), qos)
 }
 
 // ExplainedResources is a ResourceConfig as `slicectl explain` prints it; unset values are null.
@@ -279,38 +273,4 @@ func explainSlice(qos v1.PodQOSClass, milliCPU int64, rc ResourceConfig, parent 
 		CPUWeight:         cpuWeight(rc),
 		SystemdProperties: propertyMap(props),
 	}
-}
-
-// MergeConfig returns base with every field that overlay sets replaced by overlay's value;
-// Unified maps are merged key by key (overlay wins). This is what a cgroup holds after base and
-// then overlay were written, since unset fields are not written.
-func MergeConfig(base, overlay ResourceConfig) ResourceConfig {
-	out := base
-	if overlay.CPUShares != nil {
-		out.CPUShares = overlay.CPUShares
-	}
-	if overlay.CPUQuota != nil {
-		out.CPUQuota = overlay.CPUQuota
-	}
-	if overlay.CPUPeriod != nil {
-		out.CPUPeriod = overlay.CPUPeriod
-	}
-	if overlay.Memory != nil {
-		out.Memory = overlay.Memory
-	}
-	if overlay.PidsLimit != nil {
-		out.PidsLimit = overlay.PidsLimit
-	}
-	if overlay.HugePageLimit != nil {
-		out.HugePageLimit = overlay.HugePageLimit
-	}
-	if len(overlay.Unified) > 0 {
-		u := maps.Clone(base.Unified)
-		if u == nil {
-			u = map[string]string{}
-		}
-		maps.Copy(u, overlay.Unified)
-		out.Unified = u
-	}
-	return out
 }

@@ -159,3 +159,20 @@ func TestExplainNodeGolden(t *testing.T) {
 		}
 	})
 }
+
+func TestDescriptions(t *testing.T) {
+	tests := []struct{ name, got, want string }{
+		{"kubepods", QOSSliceDescription(v1.PodQOSGuaranteed), "kubepods (Guaranteed QoS)"},
+		{"burstable", QOSSliceDescription(v1.PodQOSBurstable), "kubepods/burstable (Burstable QoS)"},
+		{"besteffort", QOSSliceDescription(v1.PodQOSBestEffort), "kubepods/besteffort (BestEffort QoS)"},
+		{"pod", PodSliceDescription(podOf(c("a", "1/1Gi", "—"))), "pod default/p (Burstable)"},
+		{"pod without namespace", PodSliceDescription(&v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{c("a", "—", "—")}}}), "pod default/ (BestEffort)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("got %q, want %q", tt.got, tt.want)
+			}
+		})
+	}
+}

@@ -16,6 +16,10 @@ func TestContainerOOMScoreAdj(t *testing.T) {
 	withSidecars := withInit(podOf(c("a", "—/4Gi", "—"), c("b", "—/2Gi", "—")),
 		sidecar("small", "—/256Mi", "—"), sidecar("big", "—/8Gi", "—"), c("init", "—/256Mi", "—"))
 
+	// Pod-level 4Gi: a 1Gi and sidecar 256Mi claim 1.25Gi, the remaining 2.75Gi is split over
+	// both (1.375Gi each).
+	podLevelSidecar := withPodLevel(withInit(podOf(c("a", "—/1Gi", "—")), sidecar("s", "—/256Mi", "—")), "—/4Gi", "—")
+
 	tests := []struct {
 		name      string
 		pod       *v1.Pod
@@ -39,6 +43,8 @@ func TestContainerOOMScoreAdj(t *testing.T) {
 		{"small sidecar capped at smallest regular", withSidecars, "small", capacity, 875},
 		{"big sidecar keeps its own lower score", withSidecars, "big", capacity, 500},
 		{"plain init container uses own request", withSidecars, "init", capacity, 985},
+		{"pod-level regular (1Gi + 1.375Gi)", podLevelSidecar, "a", capacity, 852},
+		{"pod-level sidecar capped with share added", podLevelSidecar, "s", capacity, 852},
 		{"unknown capacity", podOf(c("a", "1/1Gi", "—")), "a", 0, 999},
 	}
 	for _, tt := range tests {

@@ -100,9 +100,9 @@ func TestCPUQuotaPerSec(t *testing.T) {
 }
 
 func TestBaseSliceProperties(t *testing.T) {
-	v2 := BaseSliceProperties("slicelet pod default/p", BurstableSlice, units.ModeUnified)
+	v2 := BaseSliceProperties("pod default/p (Burstable)", BurstableSlice, units.ModeUnified)
 	want := props{
-		p("Description", "slicelet pod default/p"), p("Wants", []string{BurstableSlice}),
+		p("Description", "pod default/p (Burstable)"), p("Wants", []string{BurstableSlice}),
 		p("MemoryAccounting", true), p("CPUAccounting", true), p("IOAccounting", true),
 		p("TasksAccounting", true), p("DefaultDependencies", false),
 	}

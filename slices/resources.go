@@ -2,6 +2,7 @@ package slices
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
@@ -240,4 +241,38 @@ func (rc ResourceConfig) String() string {
 // node-allocatable claims when dra is set).
 func PodRequestsFor(pod *v1.Pod, dra bool) v1.ResourceList {
 	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{UseDRANodeAllocatableResourceClaimStatus: dra})
+}
+
+// MergeConfig returns base with every field that overlay sets replaced by overlay's value;
+// Unified maps are merged key by key (overlay wins). This is what a cgroup holds after base and
+// then overlay were written, since unset fields are not written.
+func MergeConfig(base, overlay ResourceConfig) ResourceConfig {
+	out := base
+	if overlay.CPUShares != nil {
+		out.CPUShares = overlay.CPUShares
+	}
+	if overlay.CPUQuota != nil {
+		out.CPUQuota = overlay.CPUQuota
+	}
+	if overlay.CPUPeriod != nil {
+		out.CPUPeriod = overlay.CPUPeriod
+	}
+	if overlay.Memory != nil {
+		out.Memory = overlay.Memory
+	}
+	if overlay.PidsLimit != nil {
+		out.PidsLimit = overlay.PidsLimit
+	}
+	if overlay.HugePageLimit != nil {
+		out.HugePageLimit = overlay.HugePageLimit
+	}
+	if len(overlay.Unified) > 0 {
+		u := maps.Clone(base.Unified)
+		if u == nil {
+			u = map[string]string{}
+		}
+		maps.Copy(u, overlay.Unified)
+		out.Unified = u
+	}
+	return out
 }

@@ -714,28 +714,33 @@ func TestIntegrationSliceLatency(t *testing.T) {
 		n, q(start, 0.5), q(start, 0.99), q(stop, 0.5), q(stop, 0.99))
 }
 
-// TestIntegrationCallRetriesOnce closes the connection under a call, the way a daemon-reexec
-// does between our liveness check and the call, and checks that the call reconnects and is
-// retried exactly once.
-func TestIntegrationCallRetriesOnce(t *testing.T) {
+// TestIntegrationCallRetries closes the connection under a call, the way a daemon-reexec does
+// between our liveness check and the call, and checks that the call reconnects and is retried,
+// at most maxAttempts times in all.
+func TestIntegrationCallRetries(t *testing.T) {
 	e := newIntegration(t, Options{})
-	attempts := 0
-	var n int
-	_, err := e.m.call(e.ctx, "-.slice", "test", func(c *conn) error {
-		attempts++
-		if attempts == 1 {
-			c.close()
+	for _, drops := range []int{1, maxAttempts - 1, maxAttempts} {
+		attempts := 0
+		var n int
+		_, err := e.m.call(e.ctx, "-.slice", "test", func(c *conn) error {
+			attempts++
+			if attempts <= drops {
+				c.close()
+			}
+			list, err := c.sd.ListUnitsByPatternsContext(e.ctx, nil, []string{"-.slice"})
+			n = len(list)
+			return err
+		})
+		if drops < maxAttempts && (err != nil || attempts != drops+1 || n != 1) {
+			t.Fatalf("%d drops: call = %v after %d attempts (%d units); want success", drops, err, attempts, n)
 		}
-		list, err := c.sd.ListUnitsByPatternsContext(e.ctx, nil, []string{"-.slice"})
-		n = len(list)
-		return err
-	})
-	if err != nil || attempts != 2 || n != 1 {
-		t.Fatalf("call = %v after %d attempts (%d units); want success on the 2nd", err, attempts, n)
+		if drops == maxAttempts && (err == nil || attempts != maxAttempts) {
+			t.Fatalf("%d drops: call = %v after %d attempts; want failure after %d", drops, err, attempts, maxAttempts)
+		}
 	}
 	// A systemd error is not retried.
-	attempts = 0
-	_, err = e.m.call(e.ctx, "x.service", "test", func(c *conn) error {
+	attempts := 0
+	_, err := e.m.call(e.ctx, "x.service", "test", func(c *conn) error {
 		attempts++
 		return c.sd.SetUnitPropertiesContext(e.ctx, "it-missing.service", true)
 	})

@@ -12,7 +12,7 @@ import (
 // startJobFunc enqueues a job on c; go-systemd sends the job's result to ch.
 type startJobFunc func(ctx context.Context, c *conn, ch chan<- string) (int, error)
 
-// runJob enqueues a job (retrying once if the connection drops before systemd answered) and
+// runJob enqueues a job (retrying if the connection drops before systemd answered, see call) and
 // waits for its result, bounded by Options.JobTimeout.
 func (m *Manager) runJob(ctx context.Context, unit, op string, start startJobFunc) error {
 	var (

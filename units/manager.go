@@ -37,8 +37,8 @@ type Options struct {
 
 // Manager is a connection to systemd (PID 1) that creates and controls units. It is safe for
 // concurrent use. Every method validates unit names first (ValidateName), reconnects if the
-// connection dropped, and retries a call that failed because the connection went away once,
-// after reconnecting with bounded back-off. Errors name the unit and the operation and wrap the
+// connection dropped, and retries a call that failed because the connection went away (after
+// reconnecting with bounded back-off; at most two retries), so the caller's work is not lost. Errors name the unit and the operation and wrap the
 // package's sentinel errors (ErrNoSuchUnit, ErrUnitExists, ErrJobFailed, ErrTimeout, ...).
 type Manager struct {
 	opts Options
@@ -153,8 +153,24 @@ func (m *Manager) reconnect(ctx context.Context, old *conn) (*conn, error) {
 	defer cancel()
 	start := time.Now()
 	var lastErr error
+	// Prefer the way we were connected: right after a daemon-reexec the private socket is back
+	// a moment later, while the system bus would accept us at once and then block until
+	// systemd re-registers, leaving us on the bus for good. Other ways are tried from the
+	// fourth attempt on.
+	var preferred []namedDial
+	if old != nil {
+		for _, d := range m.opts.dialers {
+			if d.name == old.via {
+				preferred = append(preferred, d)
+			}
+		}
+	}
 	for attempt := 0; ; attempt++ {
-		c, err := connectOnce(ctx, m.life, m.opts.dialers)
+		dialers := m.opts.dialers
+		if attempt < 3 && len(preferred) > 0 {
+			dialers = preferred
+		}
+		c, err := connectOnce(ctx, m.life, dialers)
 		if err == nil {
 			m.mu.Lock()
 			if m.closed {
@@ -178,22 +194,31 @@ func (m *Manager) reconnect(ctx context.Context, old *conn) (*conn, error) {
 	}
 }
 
+// maxAttempts bounds how often call runs f when the connection keeps dropping under it: the
+// first try plus two retries, each on a fresh connection. One retry is not enough when systemd
+// re-executes twice in quick succession (seen with back-to-back `systemctl daemon-reexec`): the
+// retry can land on the connection the second re-exec closes.
+const maxAttempts = 3
+
 // call runs f on a live connection; if f fails because the connection went away, it
-// reconnects and runs f once more on the new connection. The returned conn is the one the
-// last attempt used; the error is already mapped (mapError) and names unit and op.
+// reconnects (bounded back-off, Options.ReconnectTimeout) and runs f again on the new
+// connection, at most maxAttempts times in all. The returned conn is the one the last attempt
+// used; the error is already mapped (mapError) and names unit and op.
 func (m *Manager) call(ctx context.Context, unit, op string, f func(c *conn) error) (*conn, error) {
 	c, err := m.current(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("unit %q: %s: %w", unit, op, err)
 	}
-	err = f(c)
-	if err == nil || ctx.Err() != nil || !connectionLost(c, err) {
-		return c, mapError(unit, op, err)
+	for attempt := 1; ; attempt++ {
+		err = f(c)
+		if err == nil || ctx.Err() != nil || !connectionLost(c, err) || attempt == maxAttempts {
+			return c, mapError(unit, op, err)
+		}
+		m.log.Warn("systemd connection lost, reconnecting", "unit", unit, "op", op, "via", c.via, "attempt", attempt, "err", err)
+		c2, rerr := m.reconnect(ctx, c)
+		if rerr != nil {
+			return nil, fmt.Errorf("unit %q: %s: %w (first error: %v)", unit, op, rerr, err)
+		}
+		c = c2
 	}
-	m.log.Warn("systemd connection lost, reconnecting", "unit", unit, "op", op, "via", c.via, "err", err)
-	c2, rerr := m.reconnect(ctx, c)
-	if rerr != nil {
-		return nil, fmt.Errorf("unit %q: %s: %w (first error: %v)", unit, op, rerr, err)
-	}
-	return c2, mapError(unit, op, f(c2))
 }

@@ -48,7 +48,10 @@ type auxUnit struct {
 //   - otherwise (another Description, or activating/deactivating): an error wrapping
 //     ErrUnitExists naming the unit.
 //
-// A failed or timed-out job is a *JobError (ErrJobFailed / ErrTimeout).
+// Errors: an invalid name wraps ErrInvalidName and a property that cannot be converted wraps
+// ErrInvalidProperty (both before anything is sent); a job that fails or outlasts
+// Options.JobTimeout is a *JobError (ErrJobFailed / ErrTimeout); systemd rejecting a property
+// value is an error naming the unit and carrying systemd's message.
 func (m *Manager) StartSlice(ctx context.Context, name string, props []Property) error {
 	if err := validateKind(name, SuffixSlice); err != nil {
 		return err
@@ -261,8 +264,10 @@ func (m *Manager) SetProperties(ctx context.Context, name string, props []Proper
 }
 
 // Stop stops the unit name (for a slice: everything in it) and waits for the stop job; after
-// it, systemd has removed the unit's cgroups and a transient unit is gone unless it failed.
-// Stopping a unit that is not loaded, or already stopped, is success: Stop is idempotent.
+// it, systemd has removed the unit's cgroups and a transient unit is gone, unless it ended
+// "failed": then it stays listed as failed until ResetFailed (or a new Start of that name, which
+// resets it). Stopping a unit that is not loaded, or already stopped, is success: Stop is
+// idempotent.
 func (m *Manager) Stop(ctx context.Context, name string) error {
 	if err := ValidateName(name); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -38,6 +39,7 @@ func write(t *testing.T, dir, name, content string) string {
 func TestCLI(t *testing.T) {
 	dir := t.TempDir()
 	good := write(t, dir, "good/config.toml", "[eviction]\npressure_transition_period = \"1m\"\n")
+	tooBig := write(t, dir, "toobig/config.toml", "state_dir = "+strconv.Quote(filepath.Join(dir, "state"))+"\n[node]\nsystem_reserved = { memory = \"100Ti\" }\n")
 	goodDropIn := write(t, dir, "good/config.d/10-log.toml", "[log]\nlevel = \"debug\"\n")
 	bad := write(t, dir, "bad/config.toml", "[node]\nmax_pods = \"many\"\n[eviction]\nhard = { \"mem.available\" = \"1Gi\" }\nsoft = { \"memory.available\" = \"1Gi\" }\n[gc.images]\nlow_threshold_percent = 90\n")
 	malformed := write(t, dir, "malformed/config.toml", "[node\n")
@@ -140,10 +142,10 @@ func TestCLI(t *testing.T) {
 			wantStderr: []string{"slicelet run: nothing started: 4 problems"},
 		},
 		{
-			name:       "run is not in this build yet",
-			args:       []string{"--config", good, "--log-format", "text"},
+			name:       "run refuses a reservation above capacity before touching systemd",
+			args:       []string{"--config", tooBig, "--log-format", "text"},
 			wantCode:   1,
-			wantStderr: []string{"not available in this build yet"},
+			wantStderr: []string{`slicelet run: node allocatable reservation: Resource "memory" has a reservation of`, "Expected capacity >= reservation."},
 		},
 	}
 	for _, tc := range tests {

@@ -1,16 +1,19 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"os/signal"
+	"syscall"
 
 	"github.com/slicelet/slicelet/config"
+	"github.com/slicelet/slicelet/internal/agent"
 )
 
-// runCmd is `slicelet run`, the agent itself. It loads the configuration
-// (refusing to start on any problem) and builds the logger; the agent proper
-// is wired in by the lead. Until then this build says so plainly instead of
-// pretending to run.
+// runCmd is `slicelet run`, the agent itself: it loads the configuration (refusing to start on
+// any problem), builds the logger and runs until SIGTERM or SIGINT. Pods keep running when it
+// stops.
 func runCmd(g *globalOptions, args []string, _, stderr io.Writer) int {
 	if ok, code := subFlags(g, "run", args, stderr); !ok {
 		return code
@@ -20,10 +23,18 @@ func runCmd(g *globalOptions, args []string, _, stderr io.Writer) int {
 		printProblems(stderr, "slicelet run: nothing started", err)
 		return exitFailure
 	}
-	if _, err := g.newLogger(cfg); err != nil {
+	log, err := g.newLogger(cfg)
+	if err != nil {
 		fmt.Fprintf(stderr, "slicelet run: logger: %v\n", err)
 		return exitFailure
 	}
-	fmt.Fprintln(stderr, "slicelet run: not available in this build yet (only `slicelet config check|print`)")
-	return exitFailure
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	log.Info("slicelet starting", "config_files", cfg.Files())
+	if err := agent.Run(ctx, agent.Options{Config: cfg, Logger: log}); err != nil {
+		log.Error("slicelet failed", "error", err)
+		fmt.Fprintf(stderr, "slicelet run: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
 }

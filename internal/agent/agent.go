@@ -62,6 +62,16 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("node capacity: %w", err)
 	}
 
+	// Refuse an impossible reservation before touching systemd (the kubelet's
+	// validateNodeAllocatable), so a bad configuration creates nothing.
+	pre, err := slices.ManagerConfigFrom(cfg, capacity, units.ModeUnknown)
+	if err != nil {
+		return err
+	}
+	if err := slices.ValidateReservation(capacity, slices.SumResources(pre.Node.SystemReserved, pre.Node.KubeReserved, pre.Node.HardEviction)); err != nil {
+		return err
+	}
+
 	sd, err := units.Connect(ctx, units.Options{JobTimeout: cfg.Systemd.JobTimeout, Logger: log, CgroupRoot: o.CgroupRoot})
 	if err != nil {
 		return fmt.Errorf("systemd: %w", err)

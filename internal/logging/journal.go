@@ -42,8 +42,9 @@ func (h *journalHandler) Enabled(_ context.Context, l slog.Level) bool {
 	return l >= h.level.Level()
 }
 
-// Handle implements slog.Handler. A record journald cannot take (socket gone)
-// is written by the fallback handler instead, so it is never lost silently.
+// Handle implements slog.Handler. A record journald does not take (socket
+// gone, send failed) is written by the fallback handler instead, so it is
+// never lost silently: slog itself drops handler errors.
 func (h *journalHandler) Handle(ctx context.Context, r slog.Record) error {
 	buf := make([]byte, 0, 256+len(h.fields))
 	buf = appendField(buf, "MESSAGE", r.Message)
@@ -61,10 +62,7 @@ func (h *journalHandler) Handle(ctx context.Context, r slog.Record) error {
 		return true
 	})
 	if err := h.sender.send(buf); err != nil {
-		if errors.Is(err, errJournalUnavailable) {
-			return h.fallback.Handle(ctx, r)
-		}
-		return fmt.Errorf("journal record: %w", err)
+		return h.fallback.Handle(ctx, r)
 	}
 	return nil
 }

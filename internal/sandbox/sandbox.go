@@ -7,12 +7,14 @@
 // private, and every unit that would act on the shared kernel (tmpfiles, udev, sysctl,
 // modules-load, ...) is masked. Only the journal and the system bus boot.
 //
-// A binary that starts instances re-executes itself for the launcher and the namespace setup
-// steps; importing this package installs the hook (see [IsReexec]). The setup uses open_tree,
-// move_mount and mount_setattr, so the kernel must be 5.12 or newer.
+// A binary that starts instances re-executes itself (/proc/self/exe) for the launcher and the
+// namespace setup steps: importing this package installs an init function that takes over the
+// process when SLICELET_SANDBOX_STAGE is set, before main or any test runs. The setup uses
+// open_tree, move_mount and mount_setattr, so the kernel must be 5.12 or newer.
 package sandbox
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path"
@@ -128,3 +130,21 @@ const (
 	consoleLog   = "console.log"
 	lockFileName = ".lock"
 )
+
+// poll calls probe at once and then every interval until it reports done or fails, or ctx ends
+// (then it returns ctx's error). The readiness wait and the cgroup removal retry use it.
+func poll(ctx context.Context, interval time.Duration, probe func() (done bool, err error)) error {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		done, err := probe()
+		if done || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}

@@ -31,9 +31,6 @@ func List(string) ([]Status, error) { return nil, errNotLinux }
 // Sweep always fails off Linux.
 func Sweep(string, io.Writer) error { return errNotLinux }
 
-// IsReexec is always false off Linux.
-func IsReexec() bool { return false }
-
 // Name returns "".
 func (i *Instance) Name() string { return "" }
 

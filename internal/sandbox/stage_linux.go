@@ -66,10 +66,6 @@ func init() {
 	os.Exit(1)
 }
 
-// IsReexec reports whether this process is one of the sandbox's own re-executed stages. Those
-// never return from package initialisation, so this is false in any code that can ask.
-func IsReexec() bool { return os.Getenv(stageEnv) != "" }
-
 func readConfig(stateDir string) (*instanceConfig, error) {
 	if stateDir == "" {
 		return nil, errors.New("sandbox state dir: not set")
@@ -149,8 +145,14 @@ func runLauncher(stateDir string) error {
 	}
 	initPID := cmd.Process.Pid
 	pids := instancePIDs{InitPID: initPID, LauncherPID: os.Getpid()}
-	pids.InitStart, _ = procStartTime(initPID)
-	pids.LauncherStart, _ = procStartTime(os.Getpid())
+	var errInit, errSelf error
+	pids.InitStart, errInit = procStartTime(initPID)
+	pids.LauncherStart, errSelf = procStartTime(os.Getpid())
+	if err := errors.Join(errInit, errSelf); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fail(fmt.Errorf("sandbox start times: %w", err))
+	}
 	if err := writeJSONAtomic(filepath.Join(stateDir, pidsFile), pids); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()

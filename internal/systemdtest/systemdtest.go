@@ -77,7 +77,7 @@ func Require(t testing.TB) Env {
 // Main is the body of TestMain for packages whose tests need systemd. Inside an instance it runs
 // the tests; outside it boots a sandbox, re-runs the binary there and returns its exit code.
 func Main(m *testing.M) int {
-	if Inside() {
+	if Inside() || listOnly(os.Args[1:]) {
 		return m.Run()
 	}
 	if err := sandbox.Prerequisites(); err != nil {
@@ -96,6 +96,17 @@ func Main(m *testing.M) int {
 		code = runInVM(ctx, os.Stdout, os.Stderr)
 	}
 	return code
+}
+
+// listOnly reports whether the binary was asked only to list its tests (go test -list), which
+// needs no systemd.
+func listOnly(args []string) bool {
+	for _, a := range args {
+		if strings.HasPrefix(strings.TrimLeft(a, "-"), "test.list") {
+			return true
+		}
+	}
+	return false
 }
 
 // runInVM runs this test binary inside the cgroup v2 VM (internal/vmtest).

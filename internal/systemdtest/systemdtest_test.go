@@ -153,3 +153,23 @@ func TestInstanceName(t *testing.T) {
 		})
 	}
 }
+
+func TestListOnly(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want bool
+	}{
+		{"go test -list", []string{"-test.list=.", "-test.v"}, true},
+		{"separate value", []string{"-test.list", "Foo"}, true},
+		{"a run", []string{"-test.run=List", "-test.v"}, false},
+		{"no flags", nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := listOnly(tc.args); got != tc.want {
+				t.Errorf("listOnly(%q) = %v, want %v", tc.args, got, tc.want)
+			}
+		})
+	}
+}

@@ -22,6 +22,7 @@ const (
 	exitCodeName    = "exit-code"
 	consoleMarker   = "slicelet-vmtest:" // prefix of every line the guest side writes to the console
 	initFailMessage = "slicelet-vmtest-init: failed:"
+	initDoneMessage = "slicelet-vmtest-init: starting systemd"
 	guardEnv        = "SLICELET_VMTEST_GUARD" // seconds the runner gives run.sh before SIGQUIT
 	guardFileName   = "guard-expired"         // in the io dir: the guard fired
 	guardMessage    = "timed out in the guest, sent SIGQUIT after"
@@ -91,6 +92,7 @@ mount --move /dev /newroot/dev || fail move /dev
 # fstab, no disks, gettys masked). systemd reads these paths from its own
 # environment, which it does not pass on to services.
 export SYSTEMD_GENERATOR_PATH=/nonexistent SYSTEMD_ENVIRONMENT_GENERATOR_PATH=/nonexistent
+echo "` + initDoneMessage + `" >/dev/console
 exec switch_root /newroot /lib/systemd/systemd
 `)
 	return b.String()

@@ -19,6 +19,8 @@ package vmtest
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -80,4 +82,33 @@ type Result struct {
 	Console []byte
 	// Duration is the wall time of the VM, from qemu's start to its exit.
 	Duration time.Duration
+}
+
+// hostPathTestFlags are the go test binary flags whose values are host
+// paths: the guest cannot see them (the binary fails at once on
+// -test.testlogfile, which go test always passes), and what they would
+// write would stay in the VM.
+var hostPathTestFlags = []string{
+	"test.testlogfile", "test.coverprofile", "test.cpuprofile", "test.memprofile",
+	"test.blockprofile", "test.mutexprofile", "test.trace", "test.outputdir",
+	"test.gocoverdir", "test.fuzzcachedir",
+}
+
+// GuestTestArgs returns the arguments of a go test binary (os.Args[1:])
+// without the flags that name host paths, ready for [Options.Args]. It
+// accepts both -flag=value and -flag value, with one or two dashes.
+func GuestTestArgs(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		if !strings.HasPrefix(a, "-") || !slices.Contains(hostPathTestFlags, name) {
+			out = append(out, a)
+			continue
+		}
+		if !hasValue {
+			i++ // the value is the next argument
+		}
+	}
+	return out
 }

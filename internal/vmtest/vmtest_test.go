@@ -411,3 +411,35 @@ func TestQEMUArgs(t *testing.T) {
 		}
 	}
 }
+
+func TestGuestTestArgs(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []string
+		want []string
+	}{
+		{
+			name: "go test -v",
+			in:   []string{"-test.testlogfile=/tmp/go-build1/b001/testlog.txt", "-test.paniconexit0", "-test.timeout=10m0s", "-test.v=true"},
+			want: []string{"-test.paniconexit0", "-test.timeout=10m0s", "-test.v=true"},
+		},
+		{
+			name: "profiles with separate values",
+			in:   []string{"-test.run", "TestX", "-test.coverprofile", "/tmp/c.out", "--test.cpuprofile=cpu.out", "-test.count=1"},
+			want: []string{"-test.run", "TestX", "-test.count=1"},
+		},
+		{
+			name: "positional args kept",
+			in:   []string{"-test.v", "x", "-test.trace=t.out"},
+			want: []string{"-test.v", "x"},
+		},
+		{name: "empty", in: nil, want: []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := GuestTestArgs(tt.in); !slices.Equal(got, tt.want) {
+				t.Errorf("GuestTestArgs(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}

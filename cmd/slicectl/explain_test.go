@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const (
+	guaranteedPod = `apiVersion: v1
+kind: Pod
+metadata: {name: nginx-g, uid: 11111111-aaaa-bbbb-cccc-000000000001}
+spec:
+  containers:
+  - name: nginx
+    image: nginx
+    resources:
+      requests: {cpu: 100m, memory: 100Mi}
+      limits: {cpu: 100m, memory: 100Mi}
+`
+	bestEffortPod = `apiVersion: v1
+kind: Pod
+metadata: {name: nginx-be, uid: 11111111-aaaa-bbbb-cccc-000000000002}
+spec:
+  containers:
+  - name: nginx
+    image: nginx
+`
+	burstablePod = `apiVersion: v1
+kind: Pod
+metadata: {name: nginx-b, uid: 11111111-aaaa-bbbb-cccc-000000000003}
+spec:
+  containers:
+  - name: nginx
+    image: nginx
+    resources:
+      requests: {cpu: 100m, memory: 100Mi}
+      limits: {cpu: 200m, memory: 200Mi}
+`
+)
+
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestExplainPodClassicThree: the three classic pods get exactly the kubelet's slices and values.
+func TestExplainPodClassicThree(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "config.toml", "")
+	for _, tc := range []struct {
+		name, manifest, mode string
+		want                 map[string]any
+		props                map[string]any
+	}{
+		{"guaranteed-v1", guaranteedPod, "v1", map[string]any{
+			"qosClass": "Guaranteed", "slice": "kubepods-pod11111111_aaaa_bbbb_cccc_000000000001.slice",
+			"cgroupPath": "/kubepods.slice/kubepods-pod11111111_aaaa_bbbb_cccc_000000000001.slice",
+			"cpuShares":  102.0, "cpuQuota": 10000.0, "cpuPeriod": 100000.0, "memoryLimit": 104857600.0, "pidsLimit": nil, "cpuWeight": 4.0,
+		}, map[string]any{"CPUShares": 102.0, "CPUQuotaPerSecUSec": 100000.0, "MemoryLimit": 104857600.0}},
+		{"besteffort-v1", bestEffortPod, "v1", map[string]any{
+			"qosClass": "BestEffort", "slice": "kubepods-besteffort-pod11111111_aaaa_bbbb_cccc_000000000002.slice",
+			"cpuShares": 2.0, "cpuQuota": nil, "cpuPeriod": nil, "memoryLimit": nil, "cpuWeight": 1.0,
+		}, map[string]any{"CPUShares": 2.0, "MemoryLimit": nil, "CPUQuotaPerSecUSec": nil}},
+		{"burstable-v1", burstablePod, "v1", map[string]any{
+			"qosClass": "Burstable", "slice": "kubepods-burstable-pod11111111_aaaa_bbbb_cccc_000000000003.slice",
+			"cgroupPath": "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod11111111_aaaa_bbbb_cccc_000000000003.slice",
+			"cpuShares":  102.0, "cpuQuota": 20000.0, "cpuPeriod": 100000.0, "memoryLimit": 209715200.0,
+		}, map[string]any{"CPUShares": 102.0, "CPUQuotaPerSecUSec": 200000.0, "MemoryLimit": 209715200.0}},
+		{"burstable-v2", burstablePod, "v2", map[string]any{
+			"qosClass": "Burstable", "cpuShares": 102.0, "cpuWeight": 4.0,
+		}, map[string]any{"CPUWeight": 4.0, "MemoryMax": 209715200.0, "CPUShares": nil, "MemoryLimit": nil}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := writeFile(t, dir, tc.name+".yaml", tc.manifest)
+			code, out, errOut := runCLI(t, "explain", "pod", "-f", pod, "--config", cfg, "--cgroup-mode", tc.mode, "--capacity", "cpu=4,memory=16Gi", "-o", "json")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			var got map[string]any
+			if err := json.Unmarshal([]byte(out), &got); err != nil {
+				t.Fatalf("output is not JSON: %v\n%s", err, out)
+			}
+			res := got["resources"].(map[string]any)
+			for k, want := range tc.want {
+				v, ok := got[k]
+				if !ok {
+					v, ok = res[k]
+				}
+				if !ok {
+					t.Errorf("%s missing from output", k)
+					continue
+				}
+				if !jsonEqual(v, want) {
+					t.Errorf("%s = %v, want %v", k, v, want)
+				}
+			}
+			props := got["systemdProperties"].(map[string]any)
+			for k, want := range tc.props {
+				if v := props[k]; !jsonEqual(v, want) {
+					t.Errorf("systemdProperties[%s] = %v, want %v", k, v, want)
+				}
+			}
+			if cs := got["containers"].([]any); len(cs) != 1 || cs[0].(map[string]any)["name"] != "nginx" {
+				t.Errorf("containers = %v", cs)
+			}
+		})
+	}
+}
+
+func jsonEqual(a, b any) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}
+
+// TestExplainNodeNA1 is the spec's NA-1 example through the CLI.
+func TestExplainNodeNA1(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "config.toml", `
+[node]
+system_reserved = { cpu = "100m", memory = "500Mi" }
+kube_reserved = { cpu = "100m", memory = "1Gi" }
+[eviction]
+hard = { "memory.available" = "100Mi" }
+`)
+	pods := []string{writeFile(t, dir, "b.yaml", burstablePod), writeFile(t, dir, "g.yaml", guaranteedPod)}
+	code, out, errOut := runCLI(t, "explain", "node", "--config", cfg, "--capacity", "cpu=4,memory=16Gi,pids=4194304", "--cgroup-mode", "v2", "-f", pods[0], "-f", pods[1], "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got struct {
+		Capacity    map[string]any `json:"capacity"`
+		Allocatable map[string]any `json:"allocatable"`
+		Kubepods    struct {
+			CPU       int64          `json:"cpu"`
+			Memory    int64          `json:"memory"`
+			CPUWeight int64          `json:"cpuWeight"`
+			Props     map[string]any `json:"systemdProperties"`
+		} `json:"kubepods"`
+		QOS struct {
+			Burstable struct {
+				CPU       int64 `json:"cpu"`
+				CPUWeight int64 `json:"cpuWeight"`
+			} `json:"burstable"`
+			BestEffort struct {
+				CPUWeight int64 `json:"cpuWeight"`
+			} `json:"besteffort"`
+		} `json:"qos"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if got.Allocatable["memory"] != float64(14760<<20) || got.Allocatable["cpu"] != 3800.0 {
+		t.Errorf("allocatable = %v, want memory %d cpu 3800", got.Allocatable, 14760<<20)
+	}
+	if got.Kubepods.Memory != 15581839360 || got.Kubepods.CPU != 3800 || got.Kubepods.CPUWeight != 149 {
+		t.Errorf("kubepods = %+v, want memory 15581839360, cpu 3800, weight 149", got.Kubepods)
+	}
+	if got.QOS.Burstable.CPU != 100 || got.QOS.Burstable.CPUWeight != 4 || got.QOS.BestEffort.CPUWeight != 1 {
+		t.Errorf("qos = %+v", got.QOS)
+	}
+}
+
+func TestExplainBadInput(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "config.toml", "")
+	good := writeFile(t, dir, "good.yaml", burstablePod)
+	badField := writeFile(t, dir, "bad.yaml", strings.Replace(burstablePod, "memory: 200Mi", "memory: -200Mi", 1))
+	unknown := writeFile(t, dir, "unknown.yaml", strings.Replace(burstablePod, "  containers:", "  bogus: 1\n  containers:", 1))
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no subject", []string{"explain"}, exitUsage, "pod or node"},
+		{"no file", []string{"explain", "pod", "--config", cfg}, exitUsage, "-f POD.yaml is required"},
+		{"bad mode", []string{"explain", "pod", "-f", good, "--config", cfg, "--cgroup-mode", "v3"}, exitUsage, `--cgroup-mode "v3"`},
+		{"bad capacity", []string{"explain", "node", "--config", cfg, "--capacity", "cpu=four"}, exitUsage, "--capacity cpu=four"},
+		{"capacity without memory", []string{"explain", "node", "--config", cfg, "--capacity", "cpu=4"}, exitUsage, "memory is required"},
+		{"bad output", []string{"explain", "node", "--config", cfg, "-o", "yaml"}, exitUsage, `-o "yaml"`},
+		{"negative limit", []string{"explain", "pod", "-f", badField, "--config", cfg, "--capacity", "cpu=1,memory=1Gi"}, exitFailure, "spec.containers[0].resources.limits.memory"},
+		{"unknown field", []string{"explain", "pod", "-f", unknown, "--config", cfg, "--capacity", "cpu=1,memory=1Gi"}, exitFailure, `unknown field "spec.bogus"`},
+		{"missing file", []string{"explain", "pod", "-f", filepath.Join(dir, "nope.yaml"), "--config", cfg, "--capacity", "cpu=1,memory=1Gi"}, exitFailure, "nope.yaml"},
+		{"reservation above capacity", []string{"explain", "node", "--config", writeFile(t, dir, "big.toml", "[node]\nsystem_reserved = { memory = \"2Gi\" }\n"), "--capacity", "cpu=1,memory=1Gi"}, exitFailure, "Expected capacity >= reservation."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := runCLI(t, tc.args...)
+			if code != tc.code || !strings.Contains(errOut, tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errOut, tc.code, tc.want)
+			}
+		})
+	}
+}
