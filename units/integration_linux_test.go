@@ -344,6 +344,25 @@ func TestIntegrationService(t *testing.T) {
 	if err := e.m.Stop(e.ctx, svc); err != nil {
 		t.Fatal(err)
 	}
+
+	// Restart=always: systemd restarts the killed main process and counts it.
+	restarting, _ := ServiceName("itsvc", "restarting")
+	if err := e.m.StartService(e.ctx, restarting, []Property{
+		{"Slice", slice}, {"Restart", "always"}, {"RestartUSec", 50 * time.Millisecond},
+		{"ExecStart", Exec{Path: "/bin/sleep", Args: []string{"sleep", "300"}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Kill(e.ctx, restarting, syscall.SIGKILL, KillMain); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() string {
+		info, err := e.m.Properties(e.ctx, restarting)
+		if err != nil || info.NRestarts != 1 || info.ActiveState != "active" {
+			return fmt.Sprintf("after kill with Restart=always: %+v, %v", info, err)
+		}
+		return ""
+	})
 }
 
 func TestIntegrationJobResults(t *testing.T) {
@@ -546,7 +565,9 @@ func TestIntegrationScopeAdoptsPID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.ActiveState != "active" || info.ControlGroup == "" {
+	// MemoryCurrent is known (a memory limit turns accounting on) but may be 0: on v1, memory
+	// charged before the move stays with the old cgroup.
+	if info.ActiveState != "active" || info.ControlGroup == "" || !info.HasMemoryCurrent {
 		t.Fatalf("info = %+v", info)
 	}
 	if cg := procCgroup(t, cmd.Process.Pid, "memory"); cg != info.ControlGroup {
@@ -847,5 +868,55 @@ func TestIntegrationClose(t *testing.T) {
 	}
 	if err := e.m.Close(); err != nil {
 		t.Errorf("second Close = %v", err)
+	}
+}
+
+// TestIntegrationSystemBus runs jobs over the system bus fallback (the path used when the
+// private socket is not accessible), across a daemon-reexec: on the bus the connection survives
+// the re-exec while systemd drops off the bus for a moment.
+func TestIntegrationSystemBus(t *testing.T) {
+	e := newIntegration(t, Options{dialers: []namedDial{{name: "bus", dial: dialSystemBus}}})
+	if e.m.c.via != "bus" {
+		t.Fatalf("connected via %s", e.m.c.via)
+	}
+	slice, _ := SliceName("itbus")
+	e.stopAtEnd(t, slice)
+	if err := e.m.StartSlice(e.ctx, slice, []Property{{"Description", "it bus"}}); err != nil {
+		t.Fatal(err)
+	}
+	slow, _ := ServiceName("itbus", "slow")
+	e.stopAtEnd(t, slow)
+	done := make(chan error, 1)
+	go func() {
+		done <- e.m.StartService(e.ctx, slow, []Property{
+			{"Slice", slice}, {"Type", "oneshot"},
+			{"ExecStart", Exec{Path: "/bin/sleep", Args: []string{"sleep", "1"}}},
+		})
+	}()
+	eventually(t, 10*time.Second, func() string {
+		list, err := e.m.List(e.ctx, slow)
+		if err != nil || len(list) != 1 || list[0].ActiveState != "activating" {
+			return fmt.Sprintf("slow service not activating yet: %+v, %v", list, err)
+		}
+		return ""
+	})
+	if out, err := exec.Command("systemctl", "daemon-reexec").CombinedOutput(); err != nil {
+		t.Fatalf("systemctl daemon-reexec: %v: %s", err, out)
+	}
+	// A call right after the re-exec.
+	list, err := e.m.List(e.ctx, "itbus*")
+	if err != nil || len(list) < 1 {
+		t.Fatalf("List after daemon-reexec = %+v, %v", list, err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("StartService across daemon-reexec: %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("StartService across daemon-reexec did not return")
+	}
+	if err := e.m.Stop(e.ctx, slice); err != nil {
+		t.Fatal(err)
 	}
 }

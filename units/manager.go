@@ -11,9 +11,14 @@ import (
 
 // Defaults for Options.
 const (
-	DefaultJobTimeout       = 30 * time.Second
+	// DefaultJobTimeout bounds each job wait; generous because systemd under load (many units
+	// starting at boot, a slow cgroup teardown) can take seconds for a millisecond job.
+	DefaultJobTimeout = 30 * time.Second
+	// DefaultReconnectTimeout bounds reconnecting after the connection dropped; a daemon-reexec
+	// takes well under a second.
 	DefaultReconnectTimeout = 15 * time.Second
-	DefaultCgroupRoot       = "/sys/fs/cgroup"
+	// DefaultCgroupRoot is where the cgroup hierarchy is mounted.
+	DefaultCgroupRoot = "/sys/fs/cgroup"
 )
 
 // Options configure Connect. The zero value is usable.
@@ -146,8 +151,12 @@ func (m *Manager) reconnect(ctx context.Context, old *conn) (*conn, error) {
 		m.mu.Unlock()
 		return c, nil
 	}
+	stale := m.c
 	m.mu.Unlock()
+	// Both are dead (or about to be replaced); closing releases their goroutines. Close on a
+	// closed connection is a no-op.
 	old.close()
+	stale.close()
 
 	ctx, cancel := context.WithTimeout(ctx, m.opts.ReconnectTimeout)
 	defer cancel()

@@ -30,10 +30,10 @@ var unitTypes = map[string]bool{
 
 // Suffixes of the unit types slicelet creates.
 const (
-	SuffixSlice   = ".slice"
-	SuffixService = ".service"
-	SuffixScope   = ".scope"
-	SuffixTimer   = ".timer"
+	SuffixSlice   = ".slice"   // a node of the cgroup tree (kubepods, QoS classes, pods)
+	SuffixService = ".service" // processes systemd starts
+	SuffixScope   = ".scope"   // processes started elsewhere and adopted
+	SuffixTimer   = ".timer"   // triggers the service of the same name
 )
 
 func isAlnum(c byte) bool {

@@ -143,33 +143,27 @@ func (m *Manager) startTransient(ctx context.Context, name string, props []Prope
 	}
 
 	// The main unit or an aux unit exists. Decide per the contract on StartSlice.
-	st, found, serr := m.status(ctx, name)
-	if serr != nil {
-		return fmt.Errorf("%w (checking existing unit: %v)", err, serr)
+	names := append([]string{name}, auxNames(aux)...)
+	loaded, lerr := m.List(ctx, names...) // valid names have no glob characters
+	if lerr != nil {
+		return fmt.Errorf("%w (checking existing units: %v)", err, lerr)
 	}
-	want := descriptionOf(name, props)
-	if found && (st.ActiveState == "active" || st.ActiveState == "reloading") {
-		if st.Description != want {
-			return fmt.Errorf("unit %q: start: exists with description %q, not %q: %w", name, st.Description, want, ErrUnitExists)
+	var states []existingUnit
+	for _, n := range names {
+		for _, st := range loaded {
+			if st.Name == n && st.LoadState != "not-found" {
+				states = append(states, existingUnit{name: n, status: st})
+			}
 		}
+	}
+	d := decideExisting(name, descriptionOf(name, props), states)
+	switch {
+	case d.conflict != "":
+		return fmt.Errorf("unit %q: start: %s: %w", name, d.conflict, ErrUnitExists)
+	case d.adopt:
 		return m.adopt(ctx, name, props, pids)
 	}
-	var reset []string
-	for _, u := range append([]string{name}, auxNames(aux)...) {
-		st, found, serr := m.status(ctx, u)
-		if serr != nil {
-			return fmt.Errorf("%w (checking existing unit %q: %v)", err, u, serr)
-		}
-		if !found {
-			continue
-		}
-		switch st.ActiveState {
-		case "failed", "inactive":
-			reset = append(reset, u)
-		default:
-			return fmt.Errorf("unit %q: start: %q exists and is %s: %w", name, u, st.ActiveState, ErrUnitExists)
-		}
-	}
+	reset := d.reset
 	for _, u := range reset {
 		if err := m.ResetFailed(ctx, u); err != nil {
 			return err
@@ -187,6 +181,47 @@ func (m *Manager) startTransient(ctx context.Context, name string, props []Prope
 		return err
 	}
 	return nil
+}
+
+// existingUnit is a unit found loaded when creating a transient unit of that name failed.
+type existingUnit struct {
+	name   string
+	status UnitStatus
+}
+
+// existsDecision is what to do after StartTransientUnit reported UnitExists.
+type existsDecision struct {
+	adopt    bool     // the main unit is ours and running: take it over
+	reset    []string // reset-failed these, then retry once
+	conflict string   // non-empty: not ours or busy; the reason
+}
+
+// decideExisting applies the unit-exists contract documented on StartSlice. name is the main
+// unit, want the Description it would get, found the loaded units among the main and the aux
+// units (in that order; units not loaded are absent). An empty reset with no adopt and no
+// conflict means the unit went away meanwhile: retry.
+func decideExisting(name, want string, found []existingUnit) existsDecision {
+	for _, u := range found {
+		if u.name != name {
+			continue
+		}
+		if st := u.status; st.ActiveState == "active" || st.ActiveState == "reloading" {
+			if st.Description != want {
+				return existsDecision{conflict: fmt.Sprintf("exists with description %q, not %q", st.Description, want)}
+			}
+			return existsDecision{adopt: true}
+		}
+	}
+	var d existsDecision
+	for _, u := range found {
+		switch u.status.ActiveState {
+		case "failed", "inactive":
+			d.reset = append(d.reset, u.name)
+		default:
+			return existsDecision{conflict: fmt.Sprintf("%q exists and is %s", u.name, u.status.ActiveState)}
+		}
+	}
+	return d
 }
 
 func auxNames(aux []auxUnit) []string {
@@ -326,7 +361,11 @@ func (m *Manager) ResetFailed(ctx context.Context, name string) error {
 // are gone are not listed (unlike ListUnitsByNames, ListUnitsByPatterns does not load units).
 func (m *Manager) List(ctx context.Context, patterns ...string) ([]UnitStatus, error) {
 	var raw []sddbus.UnitStatus
-	_, err := m.call(ctx, strings.Join(patterns, ","), opList, func(c *conn) error {
+	label := strings.Join(patterns, ",")
+	if label == "" {
+		label = "*"
+	}
+	_, err := m.call(ctx, label, opList, func(c *conn) error {
 		var err error
 		raw, err = c.sd.ListUnitsByPatternsContext(ctx, nil, patterns)
 		return err

@@ -8,8 +8,12 @@ import "time"
 
 // Property is one systemd unit property, named as on D-Bus (e.g. "MemoryMax", "CPUWeight",
 // "Description"), with a plain Go value. Values are bool, string, int32, uint32, int64, uint64,
-// []string, or one of the structured types this package defines; the adapter converts them to
-// D-Bus variants.
+// []string, []uint32, []byte, time.Duration (sent as uint64 microseconds, for every *USec and
+// timer property), or one of the structured types this package defines (Exec, BindPath,
+// TimerCalendar, TimerMonotonic, or slices of them); the adapter converts them to D-Bus
+// variants. The D-Bus type must be the one systemd expects for the name (e.g. uint64 for
+// MemoryMax, CPUShares and TasksMax): plain int is rejected rather than guessed. Mode's
+// ResourceNames gives the resource property names for the host's cgroup layout.
 type Property struct {
 	Name  string
 	Value any

@@ -263,8 +263,7 @@ func (f *Fake) StartScope(_ context.Context, name string, pids []int, props []un
 }
 
 // StartTimer simulates units.Manager.StartTimer: the timer is "active"/"waiting", the service
-// exists "inactive" (it has not fired). Tests make it fire by calling StartService-like state
-// changes with SetState.
+// exists "inactive" (it has not fired). Tests simulate a run of the service with SetState.
 func (f *Fake) StartTimer(_ context.Context, timerName string, timerProps []units.Property, serviceName string, serviceProps []units.Property) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
