@@ -1,0 +1,108 @@
+// Package pods runs pods: it merges what the pod sources want (the manifest directory and the
+// local API), admits pods against node allocatable, gives each admitted pod its slice
+// (slices.Manager) and has the runtime run its containers, and keeps every pod's status.
+//
+// This file holds the contracts between the parts: sources produce Snapshots, a Runtime runs
+// containers, and the controller (controller.go) ties them together.
+package pods
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/slicelet/slicelet/slices"
+)
+
+// Pod sources, as the kubelet names them in the kubernetes.io/config.source annotation.
+const (
+	SourceFile = "file"
+	SourceAPI  = "api"
+)
+
+// Annotations slicelet sets on every pod it runs (the kubelet's names where it has them).
+const (
+	// AnnotationSource is "file" or "api".
+	AnnotationSource = "kubernetes.io/config.source"
+	// AnnotationOrigin is the manifest file a file-source pod came from.
+	AnnotationOrigin = "slicelet.io/origin"
+)
+
+// Desired is one pod a source wants to run. Pod has its namespace and UID filled in (a file
+// pod without metadata.uid gets its content-derived UID) and has passed slices.ValidatePod.
+type Desired struct {
+	Pod *v1.Pod
+	// Source is SourceFile or SourceAPI.
+	Source string
+	// Origin is the manifest file for SourceFile, "api" for SourceAPI.
+	Origin string
+}
+
+// Problem is an input a source could not use: a broken manifest file or document, or a stored
+// API pod that does not decode. It is reported (log, status) and changes nothing: the pods the
+// origin produced at its last good read stay in the snapshot.
+type Problem struct {
+	Origin string `json:"origin"`
+	Error  string `json:"error"`
+}
+
+// Snapshot is everything one source wants right now. A source sends a complete snapshot on every
+// change (level-triggered); a pod missing from it is to be deleted.
+type Snapshot struct {
+	Source   string
+	Pods     []Desired
+	Problems []Problem
+}
+
+// LogOptions select what Runtime.Logs writes.
+type LogOptions struct {
+	// Follow keeps streaming until ctx ends or the container instance ends.
+	Follow bool
+	// Previous selects the instance before the current one (kubectl logs --previous).
+	Previous bool
+	// TailLines limits the output to the last N lines; 0 means all.
+	TailLines int
+}
+
+// ErrNoLogs is returned by Runtime.Logs when the container (or its previous instance) has none.
+var ErrNoLogs = errors.New("no logs")
+
+// Runtime runs the containers of pods inside their slices. Implementations: the built-in systemd
+// runtime (containers as transient services) and the CRI runtime.
+type Runtime interface {
+	// Name is "systemd" or "cri".
+	Name() string
+	// Validate reports what this runtime cannot run (e.g. images in the systemd runtime), with
+	// field paths and values.
+	Validate(pod *v1.Pod) field.ErrorList
+	// SyncPod makes the pod's containers match its spec inside slice: init containers run to
+	// completion in order, then the app containers (restartable init containers keep running);
+	// exited containers restart per restartPolicy with the kubelet's back-off; a restarted
+	// container is a new instance and the dead one stays inspectable. It is level-triggered and
+	// idempotent: the controller calls it on every change and periodically, and it must never
+	// start a duplicate (also after slicelet restarts). It returns the pod's current status
+	// (phase, container statuses with restart counts, states, exit codes, OOMKilled, times).
+	SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice) (v1.PodStatus, error)
+	// KillPod stops every container of the pod gracefully within grace (stop signal, then
+	// SIGKILL), waits until they are gone, and returns the final status.
+	KillPod(ctx context.Context, pod *v1.Pod, grace time.Duration) (v1.PodStatus, error)
+	// Forget drops everything the runtime keeps about a deleted pod (dead instances, records).
+	Forget(ctx context.Context, uid string) error
+	// PodUIDs lists the UIDs of pods that have containers (running or dead) in the runtime, for
+	// adoption and orphan cleanup after a restart.
+	PodUIDs(ctx context.Context) ([]string, error)
+	// Logs writes a container's output to w.
+	Logs(ctx context.Context, pod *v1.Pod, container string, opts LogOptions, w io.Writer) error
+}
+
+// Slices is what the controller needs from the slice manager (*slices.Manager).
+type Slices interface {
+	EnsurePod(ctx context.Context, pod *v1.Pod) (slices.PodSlice, error)
+	DestroyPod(ctx context.Context, uid string) error
+	CleanupOrphans(ctx context.Context) ([]slices.Orphan, error)
+	Pods() []slices.PodSlice
+}
