@@ -1,0 +1,474 @@
+package pods
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	stdslices "slices"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/slicelet/slicelet/slices"
+)
+
+// Admitter decides whether a pod may run next to the pods already admitted (node allocatable,
+// max pods, node conditions). It is pure; ok=false carries the kubelet's reason and message.
+type Admitter interface {
+	Admit(pod *v1.Pod, admitted []*v1.Pod) (ok bool, reason, message string)
+}
+
+// Timing of the controller.
+const (
+	// DefaultTick is how often the controller looks for pods due for a sync.
+	DefaultTick = time.Second
+	// busyResync is the resync interval of a pod that is starting, restarting or stopping.
+	busyResync = time.Second
+	// steadyResync is the resync interval of a pod whose containers are all in a steady state.
+	steadyResync = 10 * time.Second
+	// syncWorkers bounds how many pods are synced at once.
+	syncWorkers = 8
+	// DefaultGracePeriod is terminationGracePeriodSeconds' default.
+	DefaultGracePeriod = 30 * time.Second
+)
+
+// podState is the controller's record of one pod.
+type podState struct {
+	desired   Desired
+	admitted  bool
+	reason    string // rejection reason ("OutOfcpu", …) when not admitted
+	message   string
+	slice     slices.PodSlice
+	status    v1.PodStatus
+	syncErr   string
+	nextSync  time.Time
+	deleting  bool
+	createdAt time.Time
+}
+
+// key is namespace/name.
+func key(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// Controller keeps the running pods equal to what the sources want.
+type Controller struct {
+	slices  Slices
+	rt      Runtime
+	admit   Admitter
+	log     *slog.Logger
+	tick    time.Duration
+	problem func([]Problem)
+
+	mu        sync.Mutex
+	snapshots map[string]Snapshot
+	problems  []Problem
+	pods      map[string]*podState // by UID
+	sources   map[string]bool      // sources that reported at least once
+	want      []string             // sources that must report before orphans are cleaned
+	cleaned   bool
+	kick      chan struct{}
+}
+
+// NewController returns a controller. wantSources are the sources that must each send one
+// snapshot before anything is deleted as an orphan (the kubelet's allSourcesReady).
+func NewController(s Slices, rt Runtime, admit Admitter, log *slog.Logger, wantSources ...string) *Controller {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Controller{
+		slices: s, rt: rt, admit: admit, log: log, tick: DefaultTick,
+		snapshots: map[string]Snapshot{},
+		pods:      map[string]*podState{},
+		sources:   map[string]bool{},
+		want:      wantSources,
+		kick:      make(chan struct{}, 1),
+	}
+}
+
+// Update takes a source's complete snapshot. It returns at once; the work happens in Run.
+func (c *Controller) Update(s Snapshot) {
+	c.mu.Lock()
+	c.snapshots[s.Source] = s
+	c.sources[s.Source] = true
+	c.reconcileDesiredLocked()
+	c.mu.Unlock()
+	c.wake()
+}
+
+func (c *Controller) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// reconcileDesiredLocked merges the snapshots (the file source wins a name clash, reported as a
+// problem), admits new pods in a deterministic order and marks pods no source wants for
+// deletion.
+func (c *Controller) reconcileDesiredLocked() {
+	var problems []Problem
+	byName := map[string]Desired{}
+	for _, src := range []string{SourceFile, SourceAPI} {
+		s, ok := c.snapshots[src]
+		if !ok {
+			continue
+		}
+		problems = append(problems, s.Problems...)
+		for _, d := range s.Pods {
+			k := key(d.Pod)
+			if prev, dup := byName[k]; dup {
+				problems = append(problems, Problem{Origin: d.Origin, Error: fmt.Sprintf("pod %s: duplicate name: already defined by %s (%s source)", k, prev.Origin, prev.Source)})
+				continue
+			}
+			byName[k] = d
+		}
+	}
+	c.problems = problems
+
+	wanted := map[string]Desired{}
+	for _, d := range byName {
+		wanted[string(d.Pod.UID)] = d
+	}
+	now := time.Now()
+	for uid, ps := range c.pods {
+		if _, ok := wanted[uid]; !ok && !ps.deleting {
+			ps.deleting = true
+			ps.nextSync = time.Time{}
+			c.log.Info("pod removed from its source, deleting", "pod", key(ps.desired.Pod), "pod_uid", uid, "source", ps.desired.Source)
+		}
+	}
+	// Admit new pods in a stable order: the file source first, then by namespace/name.
+	order := stdslices.SortedFunc(maps.Keys(wanted), func(a, b string) int {
+		da, db := wanted[a], wanted[b]
+		return cmp.Or(cmp.Compare(sourceRank(da.Source), sourceRank(db.Source)), cmp.Compare(key(da.Pod), key(db.Pod)), cmp.Compare(a, b))
+	})
+	for _, uid := range order {
+		if ps, ok := c.pods[uid]; ok {
+			if ps.deleting {
+				// Came back (e.g. the manifest was restored) before the delete ran.
+				ps.deleting = false
+			}
+			ps.desired = wanted[uid]
+			continue
+		}
+		d := wanted[uid]
+		ps := &podState{desired: d, createdAt: now}
+		ok, reason, msg := c.admit.Admit(d.Pod, c.admittedLocked())
+		ps.admitted = ok
+		if !ok {
+			ps.reason, ps.message = reason, msg
+			ps.status = v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: msg}
+			c.log.Warn("pod rejected", "pod", key(d.Pod), "pod_uid", uid, "reason", reason, "message", msg)
+		} else {
+			ps.status = v1.PodStatus{Phase: v1.PodPending}
+			c.log.Info("pod admitted", "pod", key(d.Pod), "pod_uid", uid, "source", d.Source, "origin", d.Origin)
+		}
+		c.pods[uid] = ps
+	}
+}
+
+// sourceRank orders sources for admission: manifest files before API pods.
+func sourceRank(source string) int {
+	if source == SourceFile {
+		return 0
+	}
+	return 1
+}
+
+// admittedLocked returns the admitted pods that are not being deleted.
+func (c *Controller) admittedLocked() []*v1.Pod {
+	var out []*v1.Pod
+	for _, uid := range stdslices.Sorted(maps.Keys(c.pods)) {
+		if ps := c.pods[uid]; ps.admitted && !ps.deleting {
+			out = append(out, ps.desired.Pod)
+		}
+	}
+	return out
+}
+
+// Problems returns what the sources could not use.
+func (c *Controller) Problems() []Problem {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return stdslices.Clone(c.problems)
+}
+
+// Run syncs pods until ctx ends: at once after every snapshot, and every tick for pods due.
+func (c *Controller) Run(ctx context.Context) {
+	t := time.NewTicker(c.tick)
+	defer t.Stop()
+	for {
+		c.syncDue(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.kick:
+		case <-t.C:
+		}
+	}
+}
+
+// syncDue syncs every pod whose next sync is due, a few at a time.
+func (c *Controller) syncDue(ctx context.Context) {
+	now := time.Now()
+	c.mu.Lock()
+	var due []string
+	for uid, ps := range c.pods {
+		if !ps.nextSync.After(now) && (ps.admitted || ps.deleting) {
+			due = append(due, uid)
+		}
+	}
+	allReady := true
+	for _, s := range c.want {
+		allReady = allReady && c.sources[s]
+	}
+	c.mu.Unlock()
+	defer func() {
+		// Orphans are only judged once every source reported and every admitted pod has its
+		// slice, so nothing live is ever taken for an orphan.
+		c.mu.Lock()
+		for _, ps := range c.pods {
+			if ps.admitted && !ps.deleting && ps.slice.Unit == "" {
+				allReady = false
+			}
+		}
+		c.mu.Unlock()
+		if allReady && !c.isCleaned() && ctx.Err() == nil {
+			c.cleanupOrphans(ctx)
+		}
+	}()
+
+	sem := make(chan struct{}, syncWorkers)
+	var wg sync.WaitGroup
+	for _, uid := range due {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			c.syncPod(ctx, uid)
+		})
+	}
+	wg.Wait()
+}
+
+func (c *Controller) isCleaned() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cleaned
+}
+
+// syncPod brings one pod to its desired state.
+func (c *Controller) syncPod(ctx context.Context, uid string) {
+	c.mu.Lock()
+	ps, ok := c.pods[uid]
+	if !ok {
+		c.mu.Unlock()
+		return
+	}
+	pod, deleting := ps.desired.Pod, ps.deleting
+	if deleting && !ps.admitted {
+		// A rejected pod never got a slice or containers: nothing to stop.
+		delete(c.pods, uid)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+
+	if deleting {
+		err := c.deletePod(ctx, pod)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if err != nil {
+			ps.syncErr = err.Error()
+			ps.nextSync = time.Now().Add(busyResync)
+			c.log.Warn("pod delete failed, retrying", "pod", key(pod), "pod_uid", uid, "error", err)
+			return
+		}
+		if ps.deleting { // not re-added meanwhile
+			delete(c.pods, uid)
+		}
+		return
+	}
+
+	slice, err := c.slices.EnsurePod(ctx, pod)
+	var status v1.PodStatus
+	if err == nil {
+		status, err = c.rt.SyncPod(ctx, pod, slice)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps.slice = slice
+	if err != nil {
+		if ps.syncErr != err.Error() {
+			c.log.Warn("pod sync failed", "pod", key(pod), "pod_uid", uid, "error", err)
+		}
+		ps.syncErr = err.Error()
+		ps.nextSync = time.Now().Add(busyResync)
+		return
+	}
+	if ps.syncErr != "" {
+		c.log.Info("pod sync recovered", "pod", key(pod), "pod_uid", uid)
+	}
+	ps.syncErr = ""
+	if ps.status.Phase != status.Phase {
+		c.log.Info("pod phase changed", "pod", key(pod), "pod_uid", uid, "phase", string(status.Phase), "slice", slice.Unit)
+	}
+	ps.status = status
+	ps.nextSync = time.Now().Add(resyncAfter(status))
+}
+
+// resyncAfter is how soon a pod needs another sync: soon while anything is in motion.
+func resyncAfter(s v1.PodStatus) time.Duration {
+	if s.Phase == v1.PodPending {
+		return busyResync
+	}
+	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
+		for _, cs := range list {
+			if cs.State.Waiting != nil || (cs.State.Terminated != nil && s.Phase == v1.PodRunning) {
+				return busyResync
+			}
+		}
+	}
+	return steadyResync
+}
+
+// gracePeriod is the pod's terminationGracePeriodSeconds.
+func gracePeriod(pod *v1.Pod) time.Duration {
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && *g >= 0 {
+		return time.Duration(*g) * time.Second
+	}
+	return DefaultGracePeriod
+}
+
+// deletePod stops the containers gracefully, destroys the slice and forgets the pod.
+func (c *Controller) deletePod(ctx context.Context, pod *v1.Pod) error {
+	uid := string(pod.UID)
+	if _, err := c.rt.KillPod(ctx, pod, gracePeriod(pod)); err != nil {
+		return fmt.Errorf("pod %s: stop containers: %w", key(pod), err)
+	}
+	if err := c.slices.DestroyPod(ctx, uid); err != nil {
+		return fmt.Errorf("pod %s: destroy slice: %w", key(pod), err)
+	}
+	if err := c.rt.Forget(ctx, uid); err != nil {
+		return fmt.Errorf("pod %s: forget: %w", key(pod), err)
+	}
+	c.log.Info("pod deleted", "pod", key(pod), "pod_uid", uid)
+	return nil
+}
+
+// cleanupOrphans removes pod slices and runtime records that belong to no pod, once every
+// source has reported (so a slow source never makes live pods look orphaned).
+func (c *Controller) cleanupOrphans(ctx context.Context) {
+	c.mu.Lock()
+	known := map[string]bool{}
+	for uid := range c.pods {
+		known[uid] = true
+	}
+	c.mu.Unlock()
+
+	var errs []error
+	uids, err := c.rt.PodUIDs(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, uid := range uids {
+		if known[uid] {
+			continue
+		}
+		c.log.Warn("orphan pod containers found, removing them", "pod_uid", uid)
+		orphan := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid)}}
+		if _, err := c.rt.KillPod(ctx, orphan, 0); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := c.rt.Forget(ctx, uid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := c.slices.CleanupOrphans(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		c.log.Warn("orphan cleanup incomplete, retrying", "error", err)
+		return
+	}
+	c.mu.Lock()
+	c.cleaned = true
+	c.mu.Unlock()
+}
+
+// View is a pod as the API shows it: the manifest with its source annotations and status.
+func (ps *podState) view() v1.Pod {
+	pod := *ps.desired.Pod.DeepCopy()
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[AnnotationSource] = ps.desired.Source
+	if ps.desired.Source == SourceFile {
+		pod.Annotations[AnnotationOrigin] = ps.desired.Origin
+	}
+	pod.Status = *ps.status.DeepCopy()
+	if pod.Status.QOSClass == "" {
+		pod.Status.QOSClass = slices.QOSClass(ps.desired.Pod)
+	}
+	if ps.deleting {
+		t := metav1.NewTime(time.Now())
+		pod.DeletionTimestamp = &t
+	}
+	if ps.syncErr != "" && pod.Status.Message == "" {
+		pod.Status.Message = ps.syncErr
+	}
+	if pod.CreationTimestamp.IsZero() {
+		pod.CreationTimestamp = metav1.NewTime(ps.createdAt)
+	}
+	return pod
+}
+
+// Pods returns every pod the controller knows, sorted by namespace/name.
+func (c *Controller) Pods() []v1.Pod {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]v1.Pod, 0, len(c.pods))
+	for _, ps := range c.pods {
+		out = append(out, ps.view())
+	}
+	stdslices.SortFunc(out, func(a, b v1.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// Pod returns one pod by namespace and name; a pod being replaced (same name, new UID) is
+// reported as its newest version.
+func (c *Controller) Pod(namespace, name string) (v1.Pod, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var best *podState
+	for _, ps := range c.pods {
+		if ps.desired.Pod.Namespace == namespace && ps.desired.Pod.Name == name {
+			if best == nil || (best.deleting && !ps.deleting) {
+				best = ps
+			}
+		}
+	}
+	if best == nil {
+		return v1.Pod{}, false
+	}
+	return best.view(), true
+}
+
+// Counts returns the number of pods per QoS class and per phase (admitted and rejected alike).
+func (c *Controller) Counts() (byQOS map[v1.PodQOSClass]int, byPhase map[v1.PodPhase]int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	byQOS, byPhase = map[v1.PodQOSClass]int{}, map[v1.PodPhase]int{}
+	for _, ps := range c.pods {
+		byQOS[slices.QOSClass(ps.desired.Pod)]++
+		byPhase[ps.status.Phase]++
+	}
+	return byQOS, byPhase
+}

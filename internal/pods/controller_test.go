@@ -1,0 +1,227 @@
+package pods
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/slicelet/slicelet/slices"
+)
+
+// fakeSlices records slice operations.
+type fakeSlices struct {
+	mu        sync.Mutex
+	ensured   map[string]int
+	destroyed []string
+	orphans   int
+	failOnce  map[string]bool
+}
+
+func (f *fakeSlices) EnsurePod(_ context.Context, pod *v1.Pod) (slices.PodSlice, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	uid := string(pod.UID)
+	if f.failOnce[uid] {
+		delete(f.failOnce, uid)
+		return slices.PodSlice{}, fmt.Errorf("slice %s: injected failure", uid)
+	}
+	f.ensured[uid]++
+	return slices.PodSlice{UID: uid, Unit: "kubepods-pod" + uid + ".slice"}, nil
+}
+func (f *fakeSlices) DestroyPod(_ context.Context, uid string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.destroyed = append(f.destroyed, uid)
+	return nil
+}
+func (f *fakeSlices) CleanupOrphans(context.Context) ([]slices.Orphan, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.orphans++
+	return nil, nil
+}
+func (f *fakeSlices) Pods() []slices.PodSlice { return nil }
+
+// fakeRuntime reports every synced pod Running.
+type fakeRuntime struct {
+	mu      sync.Mutex
+	synced  map[string]int
+	killed  []string
+	forgot  []string
+	present []string
+}
+
+func (f *fakeRuntime) Name() string                     { return "fake" }
+func (f *fakeRuntime) Validate(*v1.Pod) field.ErrorList { return nil }
+func (f *fakeRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ slices.PodSlice) (v1.PodStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.synced[string(pod.UID)]++
+	return v1.PodStatus{Phase: v1.PodRunning}, nil
+}
+func (f *fakeRuntime) KillPod(_ context.Context, pod *v1.Pod, _ time.Duration) (v1.PodStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.killed = append(f.killed, string(pod.UID))
+	return v1.PodStatus{Phase: v1.PodSucceeded}, nil
+}
+func (f *fakeRuntime) Forget(_ context.Context, uid string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.forgot = append(f.forgot, uid)
+	return nil
+}
+func (f *fakeRuntime) PodUIDs(context.Context) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.present...), nil
+}
+func (f *fakeRuntime) Logs(context.Context, *v1.Pod, string, LogOptions, io.Writer) error {
+	return ErrNoLogs
+}
+
+// maxPods admits up to n pods.
+type maxPods int
+
+func (n maxPods) Admit(_ *v1.Pod, admitted []*v1.Pod) (bool, string, string) {
+	if len(admitted) >= int(n) {
+		return false, "OutOfpods", fmt.Sprintf("Node didn't have enough resource: pods, requested: 1, used: %d, capacity: %d", len(admitted), int(n))
+	}
+	return true, "", ""
+}
+
+func desired(source, name, uid string) Desired {
+	return Desired{Source: source, Origin: source + ":" + name, Pod: &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID(uid)}}}
+}
+
+func newTestController(admit Admitter, want ...string) (*Controller, *fakeSlices, *fakeRuntime) {
+	s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
+	rt := &fakeRuntime{synced: map[string]int{}}
+	return NewController(s, rt, admit, nil, want...), s, rt
+}
+
+func TestControllerLifecycle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, s, rt := newTestController(maxPods(10), SourceFile, SourceAPI)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "a", "uid-a"), desired(SourceFile, "b", "uid-b")}})
+		synctest.Wait()
+		if s.ensured["uid-a"] == 0 || rt.synced["uid-b"] == 0 {
+			t.Fatalf("pods not synced: slices %v runtime %v", s.ensured, rt.synced)
+		}
+		if s.orphans != 0 {
+			t.Fatal("orphans cleaned before every source reported")
+		}
+		pods := c.Pods()
+		if len(pods) != 2 || pods[0].Name != "a" || pods[0].Status.Phase != v1.PodRunning || pods[0].Annotations[AnnotationSource] != SourceFile {
+			t.Fatalf("Pods() = %+v", pods)
+		}
+
+		c.Update(Snapshot{Source: SourceAPI})
+		synctest.Wait()
+		if s.orphans != 1 {
+			t.Errorf("orphan cleanup ran %d times after all sources reported, want 1", s.orphans)
+		}
+
+		// b removed from its source: stopped, slice destroyed, forgotten.
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "a", "uid-a")}})
+		synctest.Wait()
+		if fmt.Sprint(rt.killed, s.destroyed, rt.forgot) != "[uid-b] [uid-b] [uid-b]" {
+			t.Errorf("delete: killed %v destroyed %v forgot %v", rt.killed, s.destroyed, rt.forgot)
+		}
+		if _, ok := c.Pod("default", "b"); ok {
+			t.Error("deleted pod still listed")
+		}
+
+		// Steady pods are resynced every steadyResync, not every tick.
+		before := rt.synced["uid-a"]
+		time.Sleep(steadyResync + time.Second)
+		synctest.Wait()
+		if got := rt.synced["uid-a"] - before; got != 1 {
+			t.Errorf("steady pod synced %d times in %v, want 1", got, steadyResync+time.Second)
+		}
+	})
+}
+
+func TestControllerRejectsAndReportsDuplicates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, s, _ := newTestController(maxPods(1), SourceFile, SourceAPI)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(Snapshot{Source: SourceAPI, Pods: []Desired{desired(SourceAPI, "web", "uid-api"), desired(SourceAPI, "extra", "uid-x")}})
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "web", "uid-file")}})
+		synctest.Wait()
+
+		problems := c.Problems()
+		if len(problems) != 1 || !strings.Contains(problems[0].Error, "duplicate name") || problems[0].Origin != "api:web" {
+			t.Errorf("problems = %+v", problems)
+		}
+		// extra was admitted first (one pod fits); the file's web comes later and is rejected.
+		x, _ := c.Pod("default", "extra")
+		web, _ := c.Pod("default", "web")
+		if x.Status.Phase != v1.PodRunning {
+			t.Errorf("extra: %+v", x.Status)
+		}
+		if web.Status.Phase != v1.PodFailed || web.Status.Reason != "OutOfpods" || !strings.Contains(web.Status.Message, "pods, requested: 1") {
+			t.Errorf("web: %+v", web.Status)
+		}
+		if s.ensured["uid-file"] != 0 {
+			t.Error("a rejected pod got a slice")
+		}
+	})
+}
+
+func TestControllerRetriesFailedSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, s, rt := newTestController(maxPods(10), SourceFile)
+		s.failOnce["uid-a"] = true
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "a", "uid-a")}})
+		synctest.Wait()
+		if p, _ := c.Pod("default", "a"); !strings.Contains(p.Status.Message, "injected failure") {
+			t.Errorf("sync error not visible: %+v", p.Status)
+		}
+		if s.orphans != 0 {
+			t.Error("orphans cleaned while an admitted pod has no slice")
+		}
+		time.Sleep(busyResync + DefaultTick)
+		synctest.Wait()
+		if rt.synced["uid-a"] != 1 {
+			t.Errorf("runtime syncs after retry = %d, want 1", rt.synced["uid-a"])
+		}
+		if s.orphans != 1 {
+			t.Errorf("orphan cleanup after recovery ran %d times, want 1", s.orphans)
+		}
+	})
+}
+
+func TestControllerOrphanRuntimePods(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _, rt := newTestController(maxPods(10), SourceFile)
+		rt.present = []string{"uid-a", "uid-gone"}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "a", "uid-a")}})
+		synctest.Wait()
+		if fmt.Sprint(rt.killed, rt.forgot) != "[uid-gone] [uid-gone]" {
+			t.Errorf("orphan runtime pods: killed %v forgot %v", rt.killed, rt.forgot)
+		}
+	})
+}
