@@ -111,10 +111,35 @@ func (c *CgroupFS) HasController(name string) bool {
 	return err == nil
 }
 
-// Write implements Cgroupfs.
+// Write implements Cgroupfs. On cgroup v2 a controller systemd does not manage (hugetlb) is
+// not enabled in the parents' cgroup.subtree_control, so its files do not exist; Write enables
+// it from the root down to the cgroup's parent and tries again, as libcontainer's fs2 driver
+// does for the kubelet.
 func (c *CgroupFS) Write(cgroupPath, controller, file, value string) error {
-	if err := cgroups.WriteFile(c.controllerDir(cgroupPath, controller), file, value); err != nil {
+	dir := c.controllerDir(cgroupPath, controller)
+	err := cgroups.WriteFile(dir, file, value)
+	if err != nil && c.Unified && errors.Is(err, fs.ErrNotExist) && c.HasController(controller) {
+		if eerr := c.enable(cgroupPath, controller); eerr != nil {
+			return fmt.Errorf("cgroup %s %s: %w", cgroupPath, file, eerr)
+		}
+		err = cgroups.WriteFile(dir, file, value)
+	}
+	if err != nil {
 		return fmt.Errorf("cgroup %s %s: %w", cgroupPath, file, err)
+	}
+	return nil
+}
+
+// enable writes +controller to cgroup.subtree_control of every ancestor of cgroupPath, root
+// first.
+func (c *CgroupFS) enable(cgroupPath, controller string) error {
+	parts := strings.Split(strings.Trim(filepath.Clean("/"+cgroupPath), "/"), "/")
+	dir := c.Root
+	for _, p := range parts {
+		if err := cgroups.WriteFile(dir, "cgroup.subtree_control", "+"+controller); err != nil {
+			return fmt.Errorf("enable %s in %s: %w", controller, dir, err)
+		}
+		dir = filepath.Join(dir, p)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package slices
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -75,6 +76,16 @@ func (it *itEnv) cleanup(t *testing.T) {
 	}
 }
 
+// itNodeConfig reserves little enough to fit the 1 GiB cgroup v2 VM as well as the host.
+func itNodeConfig() NodeConfig {
+	return NodeConfig{
+		SystemReserved: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")},
+		KubeReserved:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")},
+		HardEviction:   v1.ResourceList{v1.ResourceMemory: resource.MustParse("100Mi")},
+		Enforcement:    Enforcement{Pods: true},
+	}
+}
+
 func (it *itEnv) manager(t *testing.T, node NodeConfig) *Manager {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(testLogWriter{t}, nil))
@@ -113,7 +124,7 @@ func classicPods() (g, be, b *v1.Pod) {
 func TestIntegrationClassicThreePods(t *testing.T) {
 	it := newIT(t)
 	ctx := t.Context()
-	node := testNodeConfig()
+	node := itNodeConfig()
 	m := it.manager(t, node)
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -237,7 +248,7 @@ func assertFile(t *testing.T, it *itEnv, cgPath, controller, name, want string) 
 func TestIntegrationDestroyKillsEverything(t *testing.T) {
 	it := newIT(t)
 	ctx := t.Context()
-	m := it.manager(t, testNodeConfig())
+	m := it.manager(t, itNodeConfig())
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +291,7 @@ func TestIntegrationDestroyKillsEverything(t *testing.T) {
 func TestIntegrationOrphansAndRestart(t *testing.T) {
 	it := newIT(t)
 	ctx := t.Context()
-	m := it.manager(t, testNodeConfig())
+	m := it.manager(t, itNodeConfig())
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +308,7 @@ func TestIntegrationOrphansAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sd2.Close()
-	m2 := NewManager(sd2, it.cg, ManagerConfig{Capacity: it.cap, Node: testNodeConfig(), Pod: DefaultOptions()}, nil)
+	m2 := NewManager(sd2, it.cg, ManagerConfig{Capacity: it.cap, Node: itNodeConfig(), Pod: DefaultOptions()}, nil)
 	if err := m2.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +347,7 @@ func TestIntegrationOrphansAndRestart(t *testing.T) {
 func TestIntegrationSystemctlSeesTree(t *testing.T) {
 	it := newIT(t)
 	ctx := t.Context()
-	m := it.manager(t, testNodeConfig())
+	m := it.manager(t, itNodeConfig())
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -352,4 +363,56 @@ func TestIntegrationSystemctlSeesTree(t *testing.T) {
 		!strings.Contains(string(out), "Description="+PodSliceDescription(b)) {
 		t.Errorf("systemctl show:\n%s", out)
 	}
+}
+
+// TestIntegrationMemoryQoSTiers: with memory_reservation_policy TieredReservation on cgroup v2,
+// Guaranteed pods get memory.min, Burstable pods memory.low, kubepods.slice memory.min = G + B
+// and the Burstable slice memory.low = B (spec §1.4, §1.6). On cgroup v1 there is no memory QoS:
+// nothing is written.
+func TestIntegrationMemoryQoSTiers(t *testing.T) {
+	it := newIT(t)
+	ctx := t.Context()
+	node := itNodeConfig()
+	node.QOS = QOSOptions{EnforceMemoryQoS: it.mode.V2(), MemoryReservationPolicy: MemoryReservationTiered}
+	log := slog.New(slog.NewTextHandler(testLogWriter{t}, nil))
+	opts := DefaultOptions()
+	opts.EnforceMemoryQoS, opts.MemoryReservationPolicy = it.mode.V2(), MemoryReservationTiered
+	m := NewManager(it.sd, it.cg, ManagerConfig{Capacity: it.cap, Node: node, Pod: opts}, log)
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g, be, b := classicPods()
+	for _, p := range []*v1.Pod{g, be, b} {
+		if _, err := m.EnsurePod(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.UpdateQoS(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gPath, _ := PodCgroupPath(v1.PodQOSGuaranteed, "aaaa-0001")
+	bPath, _ := PodCgroupPath(v1.PodQOSBurstable, "aaaa-0003")
+	if !it.mode.V2() {
+		for _, u := range []string{"kubepods.slice", "kubepods-burstable.slice"} {
+			info, err := it.sd.Property(ctx, u, "org.freedesktop.systemd1.Slice", "MemoryMin")
+			if err != nil || fmt.Sprint(info) != "0" {
+				t.Errorf("%s MemoryMin = %v (%v), want 0: no memory QoS on cgroup v1", u, info, err)
+			}
+		}
+		return
+	}
+	assertFile(t, it, gPath, "memory", "memory.min", "104857600")
+	assertFile(t, it, bPath, "memory", "memory.low", "104857600")
+	assertFile(t, it, "/kubepods.slice", "memory", "memory.min", "209715200")
+	assertFile(t, it, "/kubepods.slice/kubepods-burstable.slice", "memory", "memory.low", "104857600")
+
+	// The Burstable pod goes: its share of the tiers goes with it.
+	if err := m.DestroyPod(ctx, "aaaa-0003"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.UpdateQoS(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertFile(t, it, "/kubepods.slice", "memory", "memory.min", "104857600")
+	assertFile(t, it, "/kubepods.slice/kubepods-burstable.slice", "memory", "memory.low", "0")
 }

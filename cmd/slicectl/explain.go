@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -10,8 +12,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/slicelet/slicelet/config"
+	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -23,14 +27,18 @@ type explainOptions struct {
 	capacity   string
 	output     string
 	files      stringList
+	online     bool
+	offline    bool
+	// set holds the names of the flags given.
+	set map[string]bool
 }
 
-func explainCmd(args []string, stdout io.Writer) error {
+func (c *cli) explainCmd(args []string) error {
 	if len(args) == 0 {
 		return usageErr("explain: what to explain: pod or node")
 	}
 	what := args[0]
-	var o explainOptions
+	o := explainOptions{set: map[string]bool{}}
 	fs := newFlagSet("explain " + what)
 	fs.StringVar(&o.configPath, "config", config.DefaultPath, "configuration file")
 	fs.StringVar(&o.cgroupMode, "cgroup-mode", "", "cgroup mode to explain for: v1 or v2 (default: this machine's)")
@@ -39,24 +47,130 @@ func explainCmd(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.output, "output", "", "output format: json (default: a table)")
 	fs.Var(&o.files, "f", "pod manifest (YAML or JSON); repeatable")
 	fs.Var(&o.files, "filename", "pod manifest (YAML or JSON); repeatable")
+	fs.BoolVar(&o.online, "online", false, "ask the running slicelet")
+	fs.BoolVar(&o.offline, "offline", false, "never ask the running slicelet")
+	fs.StringVar(&c.global.socket, "socket", "", "slicelet's API socket")
 	pos, err := parseFlags(fs, args[1:])
 	if err != nil {
 		return err
 	}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	c.global.configPath, c.global.configSet = o.configPath, o.set["config"]
 	if len(pos) > 0 {
 		return usageErr("explain %s: unexpected argument %q", what, pos[0])
 	}
 	if o.output != "" && o.output != "json" {
 		return usageErr("explain %s: -o %q: only json is supported", what, o.output)
 	}
+	if o.online && o.offline {
+		return usageErr("explain %s: --online and --offline exclude each other", what)
+	}
+	if o.online {
+		for _, name := range []string{"capacity", "cgroup-mode"} {
+			if o.set[name] {
+				return usageErr("explain %s: --%s is for offline explanations; online, slicelet uses its own", what, name)
+			}
+		}
+		if what == "node" && len(o.files) > 0 {
+			return usageErr("explain node: -f is for offline explanations; online, slicelet uses its own pods")
+		}
+	}
 	switch what {
 	case "pod":
-		return explainPod(o, stdout)
+		if o.online {
+			return c.explainPodOnline(o)
+		}
+		return explainPod(o, c.stdout)
 	case "node":
-		return explainNode(o, stdout)
+		if o.online {
+			return c.explainNodeOnline(o, false)
+		}
+		offlineOnly := o.offline || len(o.files) > 0 || o.set["config"] || o.set["capacity"] || o.set["cgroup-mode"]
+		if !offlineOnly {
+			return c.explainNodeOnline(o, true)
+		}
+		return explainNode(o, c.stdout)
 	default:
 		return usageErr("explain: unknown subject %q (pod or node)", what)
 	}
+}
+
+// explainPodOnline sends every document of the -f files to the daemon.
+func (c *cli) explainPodOnline(o explainOptions) error {
+	if len(o.files) == 0 {
+		return usageErr("explain pod: -f POD.yaml is required")
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	docs, err := readDocuments(o.files)
+	if err != nil {
+		return err
+	}
+	var out []slices.PodExplanation
+	var podsOut []*v1.Pod
+	for _, d := range docs {
+		x, err := cl.ExplainPod(c.ctx, d.data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.where, err)
+		}
+		out = append(out, x)
+		pod := d.meta()
+		if _, uid, ok := slices.ParsePodSliceName(x.Slice); ok {
+			pod.UID = types.UID(uid) // the daemon's, which is the one that counts
+		}
+		podsOut = append(podsOut, pod)
+	}
+	if o.output == "json" {
+		if len(out) == 1 {
+			return writeJSON(c.stdout, out[0])
+		}
+		return writeJSON(c.stdout, out)
+	}
+	for i, x := range out {
+		if i > 0 {
+			fmt.Fprintln(c.stdout)
+		}
+		printPod(c.stdout, podsOut[i], x, modeOfProperties(x.SystemdProperties))
+	}
+	return nil
+}
+
+// explainNodeOnline asks the daemon; with fallback, a daemon that is down means explaining
+// offline instead (with a note on stderr).
+func (c *cli) explainNodeOnline(o explainOptions, fallback bool) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	x, err := cl.ExplainNode(c.ctx)
+	if err != nil {
+		if fallback && errors.Is(err, api.ErrDaemonDown) {
+			fmt.Fprintf(c.stderr, "slicectl: slicelet is not running (nothing answers at %s); explaining offline from %s and this machine\n", cl.Socket(), o.configPath)
+			return explainNode(o, c.stdout)
+		}
+		return err
+	}
+	if o.output == "json" {
+		return writeJSON(c.stdout, x)
+	}
+	node, err := cl.Node(c.ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "Explained by slicelet at %s.\n", cl.Socket())
+	printNode(c.stdout, x, modeOfProperties(x.Kubepods.SystemdProperties), node.Pods.Active)
+	return nil
+}
+
+// modeOfProperties tells the cgroup mode an explanation was made for from its slice properties:
+// BaseSliceProperties always sets IOAccounting on cgroup v2 and BlockIOAccounting on v1.
+func modeOfProperties(props map[string]any) units.Mode {
+	if _, ok := props["IOAccounting"]; ok {
+		return units.ModeUnified
+	}
+	return units.ModeHybrid
 }
 
 // env is what every explanation needs: configuration, capacity and cgroup mode.

@@ -1,7 +1,7 @@
-// Command slicectl is slicelet's client, in the habits of kubectl and systemctl.
-//
-//	slicectl explain pod -f POD.yaml [--config F] [--cgroup-mode v1|v2] [--capacity ...] [-o json]
-//	slicectl explain node [--config F] [--capacity cpu=4,memory=16Gi,pids=4194304] [-f POD.yaml ...] [-o json]
+// Command slicectl is slicelet's client, in the habits of kubectl and systemctl: get, describe,
+// apply, delete and logs for pods, node status, and explain (online through slicelet's local API,
+// or offline from the configuration and this machine). `slicectl help` prints the usage, the
+// online/offline rule of explain and the exit codes.
 package main
 
 import "os"

@@ -26,8 +26,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/slicelet/slicelet/internal/sandbox"
+	"github.com/slicelet/slicelet/internal/vmtest"
 )
 
 // InsideEnv is set in the environment of a test binary that runs inside a sandbox ("sandbox") or
@@ -109,13 +111,49 @@ func listOnly(args []string) bool {
 	return false
 }
 
-// runInVM runs this test binary inside the cgroup v2 VM (internal/vmtest).
-//
-// VM MODE GOES HERE: boot the VM, copy os.Executable() into it, run it with os.Args[1:] and
-// InsideEnv=vm, stream its output, stop the VM, return its exit code.
-func runInVM(_ context.Context, _, stderr io.Writer) int {
-	fmt.Fprintf(stderr, "FAIL: systemdtest: %s=1 but the cgroup v2 VM runner is not wired in yet (internal/vmtest)\n", VMEnv)
-	return 1
+// runInVM runs this test binary inside the cgroup v2 VM (internal/vmtest): a throwaway qemu
+// guest with a pure cgroup v2 kernel and the host's systemd as PID 1. The same tests that ran in
+// the hybrid sandbox run again there; only their expected cgroup files differ by mode. With
+// CI=true a VM that cannot be prepared or booted is a failure, never a skip.
+func runInVM(ctx context.Context, stdout, stderr io.Writer) int {
+	if err := vmtest.Prepare(ctx); err != nil {
+		if errors.Is(err, vmtest.ErrPrerequisite) && !CI() {
+			fmt.Fprintf(stderr, "SKIP: systemdtest: no cgroup v2 VM here: %v\n", err)
+			return 0
+		}
+		fmt.Fprintf(stderr, "FAIL: systemdtest: cgroup v2 VM: %v\n", err)
+		return 1
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "FAIL: systemdtest: test binary: %v\n", err)
+		return 1
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintf(stderr, "FAIL: systemdtest: working directory: %v\n", err)
+		return 1
+	}
+	// The guest gets only the environment listed here.
+	env := []string{InsideEnv + "=vm"}
+	if CI() {
+		env = append(env, "CI=true")
+	}
+	fmt.Fprintf(stderr, "systemdtest: running the tests again in a cgroup v2 VM\n")
+	res, err := vmtest.Run(ctx, vmtest.Options{
+		Binary:  exe,
+		Args:    vmtest.GuestTestArgs(os.Args[1:]),
+		Env:     env,
+		Dir:     cwd,
+		Timeout: 5 * time.Minute,
+	})
+	_, _ = stdout.Write(res.Output)
+	fmt.Fprintf(stderr, "systemdtest: cgroup v2 VM run took %s\n", res.Duration.Round(time.Millisecond))
+	if err != nil {
+		fmt.Fprintf(stderr, "FAIL: systemdtest: cgroup v2 VM: %v\n", err)
+		return 1
+	}
+	return res.ExitCode
 }
 
 // runInSandbox boots an instance, runs this test binary inside and always stops the instance.

@@ -26,6 +26,7 @@ const (
 	guardEnv        = "SLICELET_VMTEST_GUARD" // seconds the runner gives run.sh before SIGQUIT
 	guardFileName   = "guard-expired"         // in the io dir: the guard fired
 	guardMessage    = "timed out in the guest, sent SIGQUIT after"
+	workDirFile     = "workdir" // in the io dir: the host path of Options.Dir, mounted at the same path
 )
 
 // initramfsModules are the kernel modules the guest needs, in any order:
@@ -70,6 +71,11 @@ mkdir -p /newroot/usr /newroot/mnt/io
 mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000,cache=loose usr /newroot/usr || fail mount 9p usr
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=none io /newroot/mnt/io || fail mount 9p io
 cd /newroot || fail cd /newroot
+if [ -f mnt/io/` + workDirFile + ` ]; then
+	wd=$(cat mnt/io/` + workDirFile + `)
+	mkdir -p ".${wd}" || fail mkdir "${wd}"
+	mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=none wd ".${wd}" || fail mount 9p "${wd}"
+fi
 `)
 	for _, l := range usrLinks {
 		fmt.Fprintf(&b, "ln -s usr/%s %s\n", l, l)
@@ -299,6 +305,7 @@ func kernelCmdline(tscKHz int64) string {
 type qemuSpec struct {
 	Kernel, Initrd string
 	IODir          string // shared read-write with the guest as /mnt/io
+	WorkDir        string // if set, shared read-write at the same path
 	Console        string // file that receives the serial console
 	Mem, SMP       int    // MiB, CPUs
 	TSCKHz         int64
@@ -311,7 +318,7 @@ type qemuSpec struct {
 // stock kernel under -accel kvm dies with "KVM internal error … emulation
 // failure". microvm has no PCI and no firmware, which keeps TCG boots short.
 func qemuArgs(s qemuSpec) []string {
-	return []string{
+	args := []string{
 		"-accel", "tcg,thread=multi,tb-size=512",
 		"-cpu", "max",
 		"-machine", "microvm",
@@ -329,17 +336,27 @@ func qemuArgs(s qemuSpec) []string {
 		"-fsdev", "local,id=io,path=" + s.IODir + ",security_model=none",
 		"-device", "virtio-9p-device,fsdev=io,mount_tag=io",
 	}
+	if s.WorkDir != "" {
+		args = append(args,
+			"-fsdev", "local,id=wd,path="+s.WorkDir+",security_model=none",
+			"-device", "virtio-9p-device,fsdev=wd,mount_tag=wd")
+	}
+	return args
 }
 
-// runScript is the per-run script the runner executes in the io dir: it
-// runs the test binary with env added to the runner's environment.
-func runScript(binary string, args, env []string) string {
+// runScript is the per-run script the runner executes: it runs the test
+// binary from the io dir in workDir (the io dir if empty) with env added to
+// the runner's environment.
+func runScript(binary, workDir string, args, env []string) string {
+	if workDir == "" {
+		workDir = guestIODir
+	}
 	var b strings.Builder
-	b.WriteString("#!/bin/sh\ncd " + guestIODir + " || exit 125\nexport HOME=/root TMPDIR=/tmp\n")
+	b.WriteString("#!/bin/sh\ncd " + shellQuote(workDir) + " || exit 125\nexport HOME=/root TMPDIR=/tmp\n")
 	for _, kv := range env {
 		fmt.Fprintf(&b, "export %s\n", shellQuote(kv))
 	}
-	b.WriteString("exec ./" + shellQuote(binary))
+	b.WriteString("exec " + shellQuote(guestIODir+"/"+binary))
 	for _, a := range args {
 		b.WriteString(" " + shellQuote(a))
 	}

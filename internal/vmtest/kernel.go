@@ -205,3 +205,15 @@ func missingDepends(mods []moduleInfo) []string {
 	slices.Sort(miss)
 	return miss
 }
+
+// parseKernelDepends picks the linux-image package out of the output of
+// "apt-cache depends linux-image-amd64".
+func parseKernelDepends(out []byte) (string, error) {
+	for line := range strings.SplitSeq(string(out), "\n") {
+		dep, ok := strings.CutPrefix(strings.TrimSpace(line), "Depends: ")
+		if ok && strings.HasPrefix(dep, "linux-image-") && !strings.ContainsAny(dep, "<> ") {
+			return dep, nil
+		}
+	}
+	return "", fmt.Errorf("vm kernel: no linux-image-* dependency in apt-cache depends linux-image-amd64: %q", out)
+}

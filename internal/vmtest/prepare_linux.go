@@ -377,18 +377,6 @@ func kernelPackage(ctx context.Context) (string, error) {
 	return parseKernelDepends(out)
 }
 
-// parseKernelDepends picks the linux-image package out of the output of
-// "apt-cache depends linux-image-amd64".
-func parseKernelDepends(out []byte) (string, error) {
-	for line := range strings.SplitSeq(string(out), "\n") {
-		dep, ok := strings.CutPrefix(strings.TrimSpace(line), "Depends: ")
-		if ok && strings.HasPrefix(dep, "linux-image-") && !strings.ContainsAny(dep, "<> ") {
-			return dep, nil
-		}
-	}
-	return "", fmt.Errorf("vm kernel: no linux-image-* dependency in apt-cache depends linux-image-amd64: %q", out)
-}
-
 // readDeb streams the data of a .deb through dpkg-deb and returns the
 // modules named in want (by normalised name) and, if wantKernel, the
 // boot/vmlinuz-* image.

@@ -99,13 +99,16 @@ func TestVMBoots(t *testing.T) {
 		}
 		f.Close()
 	}
+	wd := workDir(t)
 	res, err := runGuest(t, Options{
 		Binary: bin,
 		// As go test passes them: the host-only log file must not reach
 		// the guest, or the binary fails before any test.
 		Args: GuestTestArgs([]string{"-test.testlogfile=/tmp/go-build0/b001/testlog.txt",
-			"-test.paniconexit0", "-test.timeout=5m0s", "-test.v=true", "-test.run=^TestGuestCgroupV2$"}),
-		Env: []string{"SLICELET_SYSTEMDTEST=vm"},
+			"-test.paniconexit0", "-test.timeout=5m0s", "-test.v=true",
+			"-test.run=^(TestGuestCgroupV2|TestGuestWorkDir)$"}),
+		Env: []string{"SLICELET_SYSTEMDTEST=vm", "VMTEST_GUEST_WORKDIR=" + wd},
+		Dir: wd,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -113,9 +116,18 @@ func TestVMBoots(t *testing.T) {
 	if res.ExitCode != 0 {
 		t.Fatalf("guest exit code %d, want 0", res.ExitCode)
 	}
-	// A skip would exit 0 too: the test must really have run.
-	if !bytes.Contains(res.Output, []byte("--- PASS: TestGuestCgroupV2")) {
-		t.Fatalf("guest output lacks --- PASS: TestGuestCgroupV2")
+	// A skip would exit 0 too: the tests must really have run.
+	for _, name := range []string{"TestGuestCgroupV2", "TestGuestWorkDir"} {
+		if !bytes.Contains(res.Output, []byte("--- PASS: "+name)) {
+			t.Errorf("guest output lacks --- PASS: %s", name)
+		}
+	}
+	got, err := os.ReadFile(filepath.Join(wd, "from-guest.txt"))
+	if err != nil {
+		t.Fatalf("file the guest wrote into Dir: %v", err)
+	}
+	if want := "guest read: input from the host\n"; string(got) != want {
+		t.Errorf("from-guest.txt = %q, want %q", got, want)
 	}
 }
 
@@ -192,4 +204,27 @@ func TestVMHungBinaryGuard(t *testing.T) {
 	if want := guardMessage; !bytes.Contains(res.Console, []byte(want)) {
 		t.Errorf("console lacks %q", want)
 	}
+}
+
+// workDir makes a directory for Options.Dir with testdata/input.txt in it.
+// It lives in the cache's runs directory, not under /tmp, which Dir may not
+// be under (the guest empties its /tmp at boot).
+func workDir(t *testing.T) string {
+	t.Helper()
+	cache, err := CacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, err := os.MkdirTemp(filepath.Join(cache, runsDirName), "workdir-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(wd) })
+	if err := os.Mkdir(filepath.Join(wd, "testdata"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wd, "testdata", "input.txt"), []byte("input from the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return wd
 }

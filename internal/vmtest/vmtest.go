@@ -19,6 +19,8 @@ package vmtest
 
 import (
 	"errors"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -65,9 +67,16 @@ type Options struct {
 	SMP int
 	// ExtraFiles are copied into the io directory next to Binary before
 	// the boot: key is the name in the guest's /mnt/io (relative, may
-	// contain subdirectories), value is the host path of the file. Binary
-	// runs with /mnt/io as its working directory.
+	// contain subdirectories), value is the host path of the file.
 	ExtraFiles map[string]string
+	// Dir, if set, is a host directory shared read-write with the guest at
+	// the same path and made Binary's working directory, as go test does
+	// with the package directory (testdata, golden files). It must be
+	// absolute and outside the paths the guest has its own of (/usr, /tmp,
+	// /var/tmp, /run, /proc, /sys, /dev, /etc, /mnt/io): the guest's
+	// systemd-tmpfiles empties /tmp at boot, which must never reach the
+	// host. Empty: Binary runs in /mnt/io.
+	Dir string
 }
 
 // Result is what came back from a run.
@@ -111,4 +120,24 @@ func GuestTestArgs(args []string) []string {
 		}
 	}
 	return out
+}
+
+// guestOwnedDirs are the guest paths that Options.Dir may not be or be
+// under: the guest mounts or cleans its own there.
+var guestOwnedDirs = []string{"/usr", "/tmp", "/var/tmp", "/run", "/proc", "/sys", "/dev", "/etc", "/mnt/io", "/bin", "/sbin", "/lib", "/lib64"}
+
+// checkDir reports why dir cannot be Options.Dir, or nil.
+func checkDir(dir string) error {
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+		return fmt.Errorf("vm options: Dir %q is not a clean absolute path", dir)
+	}
+	if dir == "/" {
+		return errors.New(`vm options: Dir "/" would share the host's root`)
+	}
+	for _, g := range guestOwnedDirs {
+		if dir == g || strings.HasPrefix(dir, g+"/") {
+			return fmt.Errorf("vm options: Dir %q is under %s, which the guest has its own of", dir, g)
+		}
+	}
+	return nil
 }

@@ -71,7 +71,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	consolePath := filepath.Join(runDir, "console.log")
 	cpuinfo, _ := os.ReadFile("/proc/cpuinfo")
 	spec := qemuSpec{
-		Kernel: art.Vmlinux, Initrd: art.Initrd, IODir: ioDir, Console: consolePath,
+		Kernel: art.Vmlinux, Initrd: art.Initrd, IODir: ioDir, WorkDir: opts.Dir, Console: consolePath,
 		Mem: opts.Mem, SMP: opts.SMP, TSCKHz: tscKHzFromCPUInfo(cpuinfo),
 	}
 	start := time.Now()
@@ -129,7 +129,7 @@ func withDefaults(o Options) Options {
 }
 
 // reservedIONames are the io dir entries Run and the runner own.
-var reservedIONames = []string{runScriptName, runnerDropIn, outputName, exitCodeName, exitCodeName + ".tmp", guardFileName}
+var reservedIONames = []string{runScriptName, runnerDropIn, outputName, exitCodeName, exitCodeName + ".tmp", guardFileName, workDirFile}
 
 func checkOptions(o Options) error {
 	if o.Binary == "" {
@@ -145,6 +145,14 @@ func checkOptions(o Options) error {
 	for _, kv := range o.Env {
 		if !validEnv(kv) {
 			return fmt.Errorf("vm options: Env entry %q is not NAME=value", kv)
+		}
+	}
+	if o.Dir != "" {
+		if err := checkDir(o.Dir); err != nil {
+			return err
+		}
+		if st, err := os.Stat(o.Dir); err != nil || !st.IsDir() {
+			return fmt.Errorf("vm options: Dir %q is not a directory", o.Dir)
 		}
 	}
 	for name := range o.ExtraFiles {
@@ -182,8 +190,11 @@ func fillIODir(ioDir string, o Options) error {
 		}
 	}
 	files := map[string]string{
-		runScriptName: runScript(bin, o.Args, o.Env),
+		runScriptName: runScript(bin, o.Dir, o.Args, o.Env),
 		runnerDropIn:  runnerDropInText(o.Timeout, guardFor(o.Timeout)),
+	}
+	if o.Dir != "" {
+		files[workDirFile] = o.Dir
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(ioDir, name), []byte(data), 0o755); err != nil {

@@ -221,13 +221,24 @@ func TestShellQuote(t *testing.T) {
 }
 
 func TestRunScript(t *testing.T) {
-	got := runScript("units.test", []string{"-test.v", "-test.run=^TestSlice$|Timer"},
-		[]string{"SLICELET_SYSTEMDTEST=vm", "X=a b"})
-	want := "#!/bin/sh\ncd /mnt/io || exit 125\nexport HOME=/root TMPDIR=/tmp\n" +
-		"export SLICELET_SYSTEMDTEST=vm\nexport 'X=a b'\n" +
-		"exec ./units.test -test.v '-test.run=^TestSlice$|Timer'\n"
-	if got != want {
-		t.Errorf("runScript:\n%s\nwant:\n%s", got, want)
+	tests := []struct {
+		name, dir, want string
+	}{
+		{name: "in the io dir", want: "#!/bin/sh\ncd /mnt/io || exit 125\nexport HOME=/root TMPDIR=/tmp\n" +
+			"export SLICELET_SYSTEMDTEST=vm\nexport 'X=a b'\n" +
+			"exec /mnt/io/units.test -test.v '-test.run=^TestSlice$|Timer'\n"},
+		{name: "in the package dir", dir: "/work/my repo/units", want: "#!/bin/sh\ncd '/work/my repo/units' || exit 125\nexport HOME=/root TMPDIR=/tmp\n" +
+			"export SLICELET_SYSTEMDTEST=vm\nexport 'X=a b'\n" +
+			"exec /mnt/io/units.test -test.v '-test.run=^TestSlice$|Timer'\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := runScript("units.test", tt.dir, []string{"-test.v", "-test.run=^TestSlice$|Timer"},
+				[]string{"SLICELET_SYSTEMDTEST=vm", "X=a b"})
+			if got != tt.want {
+				t.Errorf("runScript:\n%s\nwant:\n%s", got, tt.want)
+			}
+		})
 	}
 }
 
@@ -439,6 +450,35 @@ func TestGuestTestArgs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := GuestTestArgs(tt.in); !slices.Equal(got, tt.want) {
 				t.Errorf("GuestTestArgs(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckDir(t *testing.T) {
+	tests := []struct {
+		name, dir, wantErr string
+	}{
+		{name: "package dir", dir: "/work/main/units"},
+		{name: "relative", dir: "units", wantErr: "not a clean absolute path"},
+		{name: "unclean", dir: "/work/../tmp/x", wantErr: "not a clean absolute path"},
+		{name: "root", dir: "/", wantErr: "host's root"},
+		{name: "under /tmp: tmpfiles would empty it", dir: "/tmp/go-build1/pkg", wantErr: "under /tmp"},
+		{name: "/tmp itself", dir: "/tmp", wantErr: "under /tmp"},
+		{name: "under /usr", dir: "/usr/share/x", wantErr: "under /usr"},
+		{name: "tmpx is not tmp", dir: "/tmpx/pkg"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkDir(tt.dir)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
 			}
 		})
 	}

@@ -16,8 +16,7 @@ import (
 	"testing"
 	"time"
 
-	sddbus "github.com/coreos/go-systemd/v22/dbus"
-	godbus "github.com/godbus/dbus/v5"
+	"github.com/slicelet/slicelet/units"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,6 +25,7 @@ const (
 	envHog   = "VMTEST_GUEST_HOG"     // set: this process is the memory hog
 	envFail  = "VMTEST_GUEST_FAIL"    // set: TestGuestFails fails
 	envHang  = "VMTEST_GUEST_HANG"    // set: TestGuestHangs hangs
+	envWD    = "VMTEST_GUEST_WORKDIR" // the host directory TestGuestWorkDir expects as its working directory
 )
 
 func TestMain(m *testing.M) {
@@ -93,36 +93,32 @@ func TestGuestCgroupV2(t *testing.T) {
 	if _, err := os.Stat("/run/systemd/private"); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := sddbus.NewSystemdConnectionContext(ctx)
+	// units.Connect is exactly the path slicelet uses (private socket first).
+	sd, err := units.Connect(ctx, units.Options{CgroupRoot: root})
 	if err != nil {
 		t.Fatalf("systemd private socket: %v", err)
 	}
-	defer conn.Close()
-	bus, err := sddbus.NewSystemConnectionContext(ctx)
-	if err != nil {
-		t.Fatalf("system bus: %v", err)
+	defer sd.Close()
+	if sd.Mode() != units.ModeUnified {
+		t.Errorf("units sees cgroup mode %s, want v2", sd.Mode())
 	}
-	defer bus.Close()
-	ver, err := bus.GetManagerProperty("Version")
+	ver, err := exec.CommandContext(ctx, "busctl", "--system", "get-property", "org.freedesktop.systemd1",
+		"/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager", "Version").CombinedOutput()
 	if err != nil {
-		t.Fatalf("system bus: Version: %v", err)
+		t.Fatalf("system bus: Version: %v: %s", err, ver)
 	}
-	t.Logf("systemd %s over the system bus", ver)
+	t.Logf("systemd %s over the system bus", strings.TrimSpace(string(ver)))
 
 	const slice = "vmtestprobe.slice"
-	props := []sddbus.Property{
-		sddbus.PropDescription("vmtest probe"),
-		{Name: "MemoryMax", Value: godbus.MakeVariant(uint64(32 << 20))},
-		{Name: "CPUWeight", Value: godbus.MakeVariant(uint64(50))},
-		{Name: "TasksMax", Value: godbus.MakeVariant(uint64(7))},
-		{Name: "IOWeight", Value: godbus.MakeVariant(uint64(200))},
+	props := []units.Property{
+		{Name: "Description", Value: "vmtest probe"},
+		{Name: "MemoryMax", Value: uint64(32 << 20)},
+		{Name: "CPUWeight", Value: uint64(50)},
+		{Name: "TasksMax", Value: uint64(7)},
+		{Name: "IOWeight", Value: uint64(200)},
 	}
-	ch := make(chan string, 1)
-	if _, err := conn.StartTransientUnitContext(ctx, slice, "fail", props, ch); err != nil {
+	if err := sd.StartSlice(ctx, slice, props); err != nil {
 		t.Fatalf("start %s: %v", slice, err)
-	}
-	if r := <-ch; r != "done" {
-		t.Fatalf("start %s: job %s", slice, r)
 	}
 	dir := filepath.Join(root, slice)
 	for file, want := range map[string]string{
@@ -186,5 +182,30 @@ func TestGuestHangs(t *testing.T) {
 		// pause(2) blocks in the kernel without tripping Go's deadlock
 		// detector, as a real hung test might.
 		_ = unix.Pause()
+	}
+}
+
+// TestGuestWorkDir checks Options.Dir: the host directory is the working
+// directory, its files are readable and what the guest writes reaches the
+// host.
+func TestGuestWorkDir(t *testing.T) {
+	inGuest(t)
+	want := os.Getenv(envWD)
+	if want == "" {
+		t.Skipf("%s not set", envWD)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wd != want {
+		t.Fatalf("working directory %s, want %s", wd, want)
+	}
+	in, err := os.ReadFile("testdata/input.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("from-guest.txt", append([]byte("guest read: "), in...), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

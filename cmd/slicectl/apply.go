@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/slices"
+)
+
+// document is one manifest document of a file.
+type document struct {
+	// where names it in messages: the file, plus "document N" in multi-document files.
+	where string
+	data  []byte
+}
+
+// meta decodes the document leniently, for its name and namespace (the daemon does the strict
+// decoding); the namespace defaults to "default".
+func (d document) meta() *v1.Pod {
+	var pod v1.Pod
+	_ = yaml.Unmarshal(d.data, &pod)
+	if pod.Namespace == "" {
+		pod.Namespace = slices.DefaultNamespace
+	}
+	return &pod
+}
+
+// readDocuments reads the files (a directory stands for its *.yaml, *.yml and *.json files in
+// lexical order) and splits them into documents, skipping empty ones.
+func readDocuments(paths []string) ([]document, error) {
+	var files []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("pod manifest %s: %w", p, err)
+		}
+		if !st.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return nil, fmt.Errorf("pod manifest directory %s: %w", p, err)
+		}
+		var in []string
+		for _, e := range entries {
+			switch filepath.Ext(e.Name()) {
+			case ".yaml", ".yml", ".json":
+				if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+					in = append(in, filepath.Join(p, e.Name()))
+				}
+			}
+		}
+		sort.Strings(in)
+		if len(in) == 0 {
+			return nil, fmt.Errorf("pod manifest directory %s: no *.yaml, *.yml or *.json file", p)
+		}
+		files = append(files, in...)
+	}
+	var docs []document
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("pod manifest %s: %w", f, err)
+		}
+		parts, err := splitDocuments(data)
+		if err != nil {
+			return nil, fmt.Errorf("pod manifest %s: %w", f, err)
+		}
+		if len(parts) == 0 {
+			return nil, fmt.Errorf("pod manifest %s: no pod in the file", f)
+		}
+		for i, part := range parts {
+			where := f
+			if len(parts) > 1 {
+				where = fmt.Sprintf("%s: document %d", f, i)
+			}
+			docs = append(docs, document{where: where, data: part})
+		}
+	}
+	return docs, nil
+}
+
+// splitDocuments splits a "---"-separated YAML stream (or one JSON object) into its non-empty
+// documents, numbered as slices.DecodePods numbers them.
+func splitDocuments(data []byte) ([][]byte, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var docs [][]byte
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if j, err := yaml.YAMLToJSON(doc); err == nil {
+			if t := bytes.TrimSpace(j); len(t) == 0 || string(t) == "null" {
+				continue
+			}
+		}
+		docs = append(docs, doc)
+	}
+}
+
+// applyCmd: apply -f FILE ... — each document is sent on its own; every result is printed as
+// kubectl prints it (pod/NAME created|configured|unchanged), every failure on stderr, and the
+// exit code is 1 if any document failed. A daemon that is down stops at the first document.
+func (c *cli) applyCmd(args []string) error {
+	fs := newFlagSet("apply")
+	c.addGlobalFlags(fs)
+	var files stringList
+	fs.Var(&files, "f", "pod manifest file or directory; repeatable")
+	fs.Var(&files, "filename", "pod manifest file or directory; repeatable")
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("apply: unexpected argument %q (use -f FILE)", pos[0])
+	}
+	if len(files) == 0 {
+		return usageErr("apply: -f FILE is required")
+	}
+	docs, err := readDocuments(files)
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	failed := false
+	for _, d := range docs {
+		res, err := cl.ApplyPod(c.ctx, d.data)
+		if err != nil {
+			if isFatal(err) {
+				return err
+			}
+			failed = true
+			c.reportDocError(d.where, err)
+			continue
+		}
+		fmt.Fprintf(c.stdout, "pod/%s %s\n", res.Pod.Name, res.Action)
+	}
+	if failed {
+		return errReported
+	}
+	return nil
+}
+
+// isFatal is true for errors that will repeat for every further request.
+func isFatal(err error) bool {
+	var perm *api.SocketPermissionError
+	var status *api.StatusError
+	return errors.Is(err, api.ErrDaemonDown) || errors.As(err, &perm) ||
+		(errors.As(err, &status) && status.Code == 403)
+}
+
+// reportDocError prints a failed document: an invalid manifest lists one problem per line.
+func (c *cli) reportDocError(where string, err error) {
+	var invalid *api.InvalidError
+	if errors.As(err, &invalid) && len(invalid.Problems) > 0 {
+		fmt.Fprintf(c.stderr, "slicectl: %s: invalid pod manifest:\n", where)
+		for _, p := range invalid.Problems {
+			fmt.Fprintf(c.stderr, "  %s\n", p)
+		}
+		return
+	}
+	fmt.Fprintf(c.stderr, "slicectl: %s: %v\n", where, err)
+}
+
+// deleteCmd: delete pod NAME ...
+func (c *cli) deleteCmd(args []string) error {
+	fs := newFlagSet("delete")
+	c.addGlobalFlags(fs)
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 || !isPodResource(pos[0]) {
+		return usageErr("delete: what to delete: delete pod NAME")
+	}
+	names, err := podNames(pos[1:])
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		return usageErr("delete pod: NAME is required")
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	failed := false
+	for _, name := range names {
+		if err := cl.DeletePod(c.ctx, c.global.namespace, name); err != nil {
+			if isFatal(err) {
+				return err
+			}
+			failed = true
+			fmt.Fprintf(c.stderr, "slicectl: %v\n", err)
+			continue
+		}
+		fmt.Fprintf(c.stdout, "pod %q deleted\n", name)
+	}
+	if failed {
+		return errReported
+	}
+	return nil
+}
+
+// isPodResource accepts kubectl's names for pods.
+func isPodResource(s string) bool {
+	switch s {
+	case "pod", "pods", "po":
+		return true
+	}
+	return false
+}
+
+// podNames accepts NAME and pod/NAME.
+func podNames(args []string) ([]string, error) {
+	var names []string
+	for _, a := range args {
+		if kind, name, ok := strings.Cut(a, "/"); ok {
+			if !isPodResource(kind) || name == "" {
+				return nil, usageErr("%q: not a pod name (NAME or pod/NAME)", a)
+			}
+			a = name
+		}
+		names = append(names, a)
+	}
+	return names, nil
+}

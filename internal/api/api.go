@@ -1,0 +1,244 @@
+// Package api is slicelet's local API: JSON over HTTP on a unix socket (default
+// /run/slicelet/slicelet.sock, mode 0660, owner root, group from [api] group).
+//
+// The server (NewServer) checks every connection's peer credentials (SO_PEERCRED): only root and
+// members of the configured group get an answer; everyone else gets 403 with a JSON error. The
+// client (NewClient) is what slicectl uses; it turns a missing or refusing socket into
+// ErrDaemonDown and every error response into a *StatusError.
+//
+// Routes (all answers are JSON unless noted; errors are {"error": "...", "problems": [...]}):
+//
+//	GET    /healthz                                  "ok\n" (text)
+//	GET    /v1/pods                                  v1.PodList (every namespace)
+//	GET    /v1/pods/{namespace}/{name}               v1.Pod
+//	POST   /v1/pods                                  ApplyResult; body: one pod manifest, YAML or JSON, ≤ 1 MiB
+//	DELETE /v1/pods/{namespace}/{name}               204
+//	GET    /v1/pods/{namespace}/{name}/log?container=&follow=&previous=&tail=   text, streamed
+//	GET    /v1/node                                  NodeInfo
+//	POST   /v1/explain/pod                           slices.PodExplanation; body: one pod manifest
+//	GET    /v1/explain/node                          slices.NodeExplanation
+//
+// Error statuses: 400 bad request (query, empty body), 403 peer not allowed, 404 ErrNotFound or
+// pods.ErrNoLogs, 409 ErrConflict, 413 body over 1 MiB, 422 *InvalidError, 500 anything else.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/slices"
+)
+
+// DefaultSocket is the socket path when the configuration names none.
+const DefaultSocket = "/run/slicelet/slicelet.sock"
+
+// MaxManifestBytes is the largest request body POST /v1/pods and POST /v1/explain/pod accept.
+const MaxManifestBytes = 1 << 20
+
+// Backend is what the server serves. The daemon implements it; tests use a fake.
+type Backend interface {
+	// ListPods returns every pod, with Status and the annotations pods.AnnotationSource and
+	// pods.AnnotationOrigin.
+	ListPods(ctx context.Context) ([]v1.Pod, error)
+	// GetPod returns one pod, or an error wrapping ErrNotFound.
+	GetPod(ctx context.Context, namespace, name string) (v1.Pod, error)
+	// ApplyPod creates or replaces an API pod from one manifest (YAML or JSON). Bad input is an
+	// *InvalidError with field paths; a name that belongs to a file-source pod is ErrConflict.
+	ApplyPod(ctx context.Context, manifest []byte) (v1.Pod, error)
+	// DeletePod deletes an API pod: ErrNotFound if there is none, ErrConflict for a file-source
+	// pod (the message says which manifest file to remove).
+	DeletePod(ctx context.Context, namespace, name string) error
+	// Logs writes a container's output to w (see pods.LogOptions); ErrNotFound for an unknown
+	// pod or container, pods.ErrNoLogs when there is nothing to show.
+	Logs(ctx context.Context, namespace, name, container string, opts pods.LogOptions, w io.Writer) error
+	// Node returns the node with status.capacity (including "pods": max pods),
+	// status.allocatable and status.conditions. Pod counts are added by the server from ListPods
+	// (NodeInfo.Pods), so Node need not compute them.
+	Node(ctx context.Context) (v1.Node, error)
+	// ExplainPod explains one manifest with the daemon's configuration, capacity and cgroup mode.
+	ExplainPod(ctx context.Context, manifest []byte) (slices.PodExplanation, error)
+	// ExplainNode explains the node with the daemon's configuration, capacity, cgroup mode and
+	// active pods.
+	ExplainNode(ctx context.Context) (slices.NodeExplanation, error)
+}
+
+// Errors a Backend returns (wrapped with %w) and the client hands back (errors.Is works on both
+// sides of the socket).
+var (
+	// ErrNotFound is 404: no such pod (or container).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict is 409: the request collides with what another source owns.
+	ErrConflict = errors.New("conflict")
+	// ErrDaemonDown is returned by the client when nothing listens on the socket (missing file,
+	// connection refused). The error is a *DaemonDownError.
+	ErrDaemonDown = errors.New("daemon down")
+)
+
+// InvalidError is 422: the manifest cannot be used. Problems name the field path and value, one
+// problem each.
+type InvalidError struct {
+	Problems []string
+}
+
+// Error joins the problems.
+func (e *InvalidError) Error() string {
+	if len(e.Problems) == 0 {
+		return "invalid pod manifest"
+	}
+	return "invalid pod manifest: " + strings.Join(e.Problems, "; ")
+}
+
+// Actions of ApplyResult, as kubectl apply prints them.
+const (
+	ActionCreated    = "created"
+	ActionConfigured = "configured"
+	ActionUnchanged  = "unchanged"
+)
+
+// ApplyResult is the answer to POST /v1/pods.
+type ApplyResult struct {
+	// Action is ActionCreated (no pod of that namespace/name existed), ActionUnchanged (the pod
+	// existed with the same UID, labels, annotations and spec) or ActionConfigured.
+	Action string `json:"action"`
+	// Pod is the pod as the backend stored it.
+	Pod v1.Pod `json:"pod"`
+}
+
+// NodeInfo is the answer to GET /v1/node.
+type NodeInfo struct {
+	// Node has status.capacity, status.allocatable and status.conditions.
+	Node v1.Node `json:"node"`
+	// Pods counts the node's pods.
+	Pods PodCounts `json:"pods"`
+}
+
+// PodCounts counts pods by phase and QoS class.
+type PodCounts struct {
+	// Total is every pod slicelet knows, whatever its phase.
+	Total int `json:"total"`
+	// Active is the pods not in a terminal phase (not Succeeded or Failed): what counts against
+	// max pods.
+	Active int `json:"active"`
+	// Max is the node's max pods (status.capacity "pods"); 0 when the node does not say.
+	Max int64 `json:"max"`
+	// Phases counts every pod by status.phase ("" counts as Pending).
+	Phases map[v1.PodPhase]int `json:"phases"`
+	// QOS counts the active pods by QoS class.
+	QOS map[v1.PodQOSClass]int `json:"qos"`
+	// Rejected is the Failed pods that never ran a container and carry a status.reason: pods
+	// admission refused (OutOfcpu, OutOfmemory, OutOfpods, …).
+	Rejected int `json:"rejected"`
+}
+
+// CountPods computes PodCounts; maxPods is the node's max pods.
+func CountPods(list []v1.Pod, maxPods int64) PodCounts {
+	c := PodCounts{Total: len(list), Max: maxPods, Phases: map[v1.PodPhase]int{}, QOS: map[v1.PodQOSClass]int{}}
+	for i := range list {
+		p := &list[i]
+		phase := p.Status.Phase
+		if phase == "" {
+			phase = v1.PodPending
+		}
+		c.Phases[phase]++
+		if phase == v1.PodSucceeded || phase == v1.PodFailed {
+			if phase == v1.PodFailed && p.Status.Reason != "" && len(p.Status.ContainerStatuses) == 0 && len(p.Status.InitContainerStatuses) == 0 {
+				c.Rejected++
+			}
+			continue
+		}
+		c.Active++
+		qos := p.Status.QOSClass
+		if qos == "" {
+			qos = slices.QOSClass(p)
+		}
+		c.QOS[qos]++
+	}
+	return c
+}
+
+// errorBody is the JSON of every error response.
+type errorBody struct {
+	Error    string   `json:"error"`
+	Problems []string `json:"problems,omitempty"`
+}
+
+// StatusError is an error response the client received: the HTTP status and the server's message.
+// It unwraps to ErrNotFound (404), ErrConflict (409) or an *InvalidError (422) so callers can use
+// errors.Is / errors.As as they would on the server side.
+type StatusError struct {
+	// Code is the HTTP status code.
+	Code int
+	// Message is the server's error message.
+	Message string
+	// Problems are the individual problems of a 422.
+	Problems []string
+}
+
+// Error is the server's message (the status code is not repeated: messages are written for people).
+func (e *StatusError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("slicelet answered HTTP %d", e.Code)
+	}
+	return e.Message
+}
+
+// Unwrap maps the status to the package's error values.
+func (e *StatusError) Unwrap() error {
+	switch e.Code {
+	case 404:
+		return ErrNotFound
+	case 409:
+		return ErrConflict
+	case 422:
+		return &InvalidError{Problems: e.Problems}
+	}
+	return nil
+}
+
+// DaemonDownError is the client's error when nothing listens on the socket.
+type DaemonDownError struct {
+	// Socket is the path the client tried.
+	Socket string
+	// Err is the dial error (connection refused, no such file or directory).
+	Err error
+}
+
+// Error says what failed and how to look into it.
+func (e *DaemonDownError) Error() string {
+	return fmt.Sprintf("cannot reach slicelet at %s: %v\n  is it running? systemctl status slicelet; journalctl -u slicelet", e.Socket, e.Err)
+}
+
+// Is makes errors.Is(err, ErrDaemonDown) true.
+func (e *DaemonDownError) Is(target error) bool { return target == ErrDaemonDown }
+
+// Unwrap returns the dial error.
+func (e *DaemonDownError) Unwrap() error { return e.Err }
+
+// SocketPermissionError is the client's error when the kernel refuses to connect to the socket
+// (EACCES: the caller is neither root nor in the socket's group). It matches os.ErrPermission.
+type SocketPermissionError struct {
+	// Socket is the path the client tried.
+	Socket string
+	// Group is the socket's group name (or gid), "" if unknown.
+	Group string
+	// Err is the dial error.
+	Err error
+}
+
+// Error says what to do about it.
+func (e *SocketPermissionError) Error() string {
+	who := "a member of the socket's group"
+	if e.Group != "" {
+		who = fmt.Sprintf("a member of group %q", e.Group)
+	}
+	return fmt.Sprintf("cannot connect to slicelet at %s: permission denied\n  run as root or as %s ([api] group in the configuration)", e.Socket, who)
+}
+
+// Unwrap returns the dial error (which is EACCES, hence os.ErrPermission).
+func (e *SocketPermissionError) Unwrap() error { return e.Err }

@@ -1,0 +1,257 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/units"
+)
+
+// fakeBackend is an in-memory Backend.
+type fakeBackend struct {
+	mu   sync.Mutex
+	pods map[string]v1.Pod // "namespace/name"
+	// logs maps "namespace/name/container" to the container's output.
+	logs map[string]string
+	// follow, when set, is used for followed logs: it is called with the writer and the context.
+	follow func(ctx context.Context, w io.Writer) error
+	// err, when set, is returned by every call.
+	err  error
+	node v1.Node
+	// lastLogOpts records the options of the last Logs call.
+	lastLogOpts pods.LogOptions
+}
+
+func newFakeBackend() *fakeBackend {
+	return &fakeBackend{
+		pods: map[string]v1.Pod{},
+		logs: map[string]string{},
+		node: v1.Node{Status: v1.NodeStatus{
+			Capacity:    v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("16Gi"), v1.ResourcePods: resource.MustParse("110")},
+			Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("3800m"), v1.ResourceMemory: resource.MustParse("14760Mi"), v1.ResourcePods: resource.MustParse("110")},
+			Conditions:  []v1.NodeCondition{{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientMemory"}},
+		}},
+	}
+}
+
+func (f *fakeBackend) add(pod v1.Pod) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if pod.Namespace == "" {
+		pod.Namespace = "default"
+	}
+	f.pods[pod.Namespace+"/"+pod.Name] = pod
+}
+
+func (f *fakeBackend) ListPods(context.Context) ([]v1.Pod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []v1.Pod
+	for _, p := range f.pods {
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (f *fakeBackend) GetPod(_ context.Context, ns, name string) (v1.Pod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return v1.Pod{}, f.err
+	}
+	p, ok := f.pods[ns+"/"+name]
+	if !ok {
+		return v1.Pod{}, fmt.Errorf("pod %q: %w", ns+"/"+name, ErrNotFound)
+	}
+	return p, nil
+}
+
+func (f *fakeBackend) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, error) {
+	if f.err != nil {
+		return v1.Pod{}, f.err
+	}
+	pod, err := slices.DecodePod(manifest)
+	if err != nil {
+		return v1.Pod{}, &InvalidError{Problems: []string{err.Error()}}
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = "default"
+	}
+	if list := slices.ValidatePod(pod); len(list) > 0 {
+		ie := &InvalidError{}
+		for _, e := range list {
+			ie.Problems = append(ie.Problems, e.Error())
+		}
+		return v1.Pod{}, ie
+	}
+	uid, err := slices.PodUID(pod, "api")
+	if err != nil {
+		return v1.Pod{}, err
+	}
+	pod.UID = types.UID(uid)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := pod.Namespace + "/" + pod.Name
+	if old, ok := f.pods[key]; ok && old.Annotations[pods.AnnotationSource] == pods.SourceFile {
+		return v1.Pod{}, fmt.Errorf("pod %q comes from manifest file %s: %w", key, old.Annotations[pods.AnnotationOrigin], ErrConflict)
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[pods.AnnotationSource] = pods.SourceAPI
+	pod.Annotations[pods.AnnotationOrigin] = "api"
+	pod.Status.Phase = v1.PodPending
+	f.pods[key] = *pod
+	return *pod, nil
+}
+
+func (f *fakeBackend) DeletePod(_ context.Context, ns, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	key := ns + "/" + name
+	p, ok := f.pods[key]
+	if !ok {
+		return fmt.Errorf("pod %q: %w", key, ErrNotFound)
+	}
+	if p.Annotations[pods.AnnotationSource] == pods.SourceFile {
+		return fmt.Errorf("pod %q: %w: remove the manifest file %s", key, ErrConflict, p.Annotations[pods.AnnotationOrigin])
+	}
+	delete(f.pods, key)
+	return nil
+}
+
+func (f *fakeBackend) Logs(ctx context.Context, ns, name, container string, opts pods.LogOptions, w io.Writer) error {
+	f.mu.Lock()
+	f.lastLogOpts = opts
+	follow, berr := f.follow, f.err
+	text, ok := f.logs[ns+"/"+name+"/"+container]
+	f.mu.Unlock()
+	if berr != nil {
+		return berr
+	}
+	if opts.Follow && follow != nil {
+		return follow(ctx, w)
+	}
+	if !ok {
+		return fmt.Errorf("container %q of pod %s/%s: %w", container, ns, name, ErrNotFound)
+	}
+	if text == "" {
+		return pods.ErrNoLogs
+	}
+	if opts.TailLines > 0 {
+		lines := strings.SplitAfter(strings.TrimSuffix(text, "\n"), "\n")
+		if len(lines) > opts.TailLines {
+			lines = lines[len(lines)-opts.TailLines:]
+		}
+		text = strings.Join(lines, "") + "\n"
+	}
+	_, err := io.WriteString(w, text)
+	return err
+}
+
+func (f *fakeBackend) Node(context.Context) (v1.Node, error) {
+	if f.err != nil {
+		return v1.Node{}, f.err
+	}
+	n := f.node
+	n.Name = "testnode"
+	return n, nil
+}
+
+func (f *fakeBackend) ExplainPod(_ context.Context, manifest []byte) (slices.PodExplanation, error) {
+	if f.err != nil {
+		return slices.PodExplanation{}, f.err
+	}
+	pod, err := slices.DecodePod(manifest)
+	if err != nil {
+		return slices.PodExplanation{}, &InvalidError{Problems: []string{err.Error()}}
+	}
+	pod.UID = "11111111-aaaa-bbbb-cccc-000000000009"
+	return slices.ExplainPod(pod, slices.Options{}, units.ModeHybrid, slices.Capacity{Memory: 16 << 30})
+}
+
+func (f *fakeBackend) ExplainNode(context.Context) (slices.NodeExplanation, error) {
+	if f.err != nil {
+		return slices.NodeExplanation{}, f.err
+	}
+	return slices.NodeExplanation{Allocatable: slices.Amounts{CPU: 3800, Memory: 14760 << 20}}, nil
+}
+
+var errBoom = errors.New("backend exploded")
+
+// testSocketPath returns a socket path in a fresh directory, short enough for sun_path.
+func testSocketPath(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "s.sock")
+	if len(p) > 100 {
+		dir, err := os.MkdirTemp("", "api")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		p = filepath.Join(dir, "s.sock")
+	}
+	return p
+}
+
+// testGroup is the configured group in tests; the fake lookup maps it to testGID.
+const (
+	testGroup = "slicelet-test"
+	testGID   = 4242
+)
+
+// startServer serves b on a fresh socket whose group is gid (the test's own gid when 0).
+func startServer(t *testing.T, b Backend, gid uint32) (*Server, *Client) {
+	t.Helper()
+	if gid == 0 {
+		gid = uint32(os.Getgid())
+	}
+	s, err := NewServer(b, Options{
+		Socket: testSocketPath(t),
+		Group:  testGroup,
+		LookupGroup: func(name string) (uint32, error) {
+			if name == testGroup {
+				return gid, nil
+			}
+			return 0, fmt.Errorf("group %q not found", name)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		if _, err := os.Lstat(s.Socket()); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("socket left behind after shutdown: %v", err)
+		}
+	})
+	return s, NewClient(s.Socket())
+}

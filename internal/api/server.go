@@ -1,0 +1,554 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/slices"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Socket is the unix socket path; DefaultSocket when empty.
+	Socket string
+	// Group is the group that owns the socket; its members may use the API. It must exist.
+	Group string
+	// Logger receives refusals (Warn), server errors (Error) and one Debug record per request.
+	Logger *slog.Logger
+	// LookupGroup resolves Group to a gid; the user database (os/user) when nil. Tests inject it
+	// so they need not edit /etc/group.
+	LookupGroup func(name string) (uint32, error)
+	// ProcRoot is where peers' /proc/<pid>/status is read; "/proc" when empty.
+	ProcRoot string
+}
+
+// Server serves Backend on a unix socket. Create it with NewServer.
+type Server struct {
+	backend Backend
+	socket  string
+	group   string
+	gid     uint32
+	proc    string
+	log     *slog.Logger
+
+	mu sync.Mutex
+	ln *net.UnixListener
+}
+
+// NewServer checks the options and resolves the group; a group that does not exist is an error
+// naming it.
+func NewServer(backend Backend, opts Options) (*Server, error) {
+	if opts.Socket == "" {
+		opts.Socket = DefaultSocket
+	}
+	if !filepath.IsAbs(opts.Socket) {
+		return nil, fmt.Errorf("api socket %q: must be an absolute path", opts.Socket)
+	}
+	// sockaddr_un.sun_path is 108 bytes including the terminating NUL.
+	if len(opts.Socket) > 107 {
+		return nil, fmt.Errorf("api socket %q: path is %d bytes, the limit for a unix socket is 107", opts.Socket, len(opts.Socket))
+	}
+	if opts.Group == "" {
+		return nil, errors.New("api group: empty: name the group whose members may use the socket")
+	}
+	lookup := opts.LookupGroup
+	if lookup == nil {
+		lookup = lookupGroup
+	}
+	gid, err := lookup(opts.Group)
+	if err != nil {
+		return nil, fmt.Errorf("api group %q: %w (create it, e.g. groupadd --system %s, or set [api] group)", opts.Group, err, opts.Group)
+	}
+	if opts.ProcRoot == "" {
+		opts.ProcRoot = "/proc"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{backend: backend, socket: opts.Socket, group: opts.Group, gid: gid, proc: opts.ProcRoot, log: opts.Logger}, nil
+}
+
+// Socket is the socket path the server listens on.
+func (s *Server) Socket() string { return s.socket }
+
+// Listen creates the socket: the parent directory (0755) if missing, a stale socket removed (a
+// socket some process still answers on is an error, and so is a non-socket file at the path),
+// then listen, chmod 0660 and chown to the group. After Listen returns, clients can connect
+// (their requests wait for Serve). Calling it is optional: Serve listens if needed.
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(s.socket), 0o755); err != nil {
+		return fmt.Errorf("api socket directory: %w", err)
+	}
+	if err := removeStale(s.socket); err != nil {
+		return err
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: s.socket, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("api socket: %w", err)
+	}
+	// Between bind and chmod the socket has the umask's mode; that window is harmless because
+	// every connection's peer credentials are checked anyway.
+	if err := os.Chmod(s.socket, 0o660); err != nil {
+		ln.Close()
+		return fmt.Errorf("api socket: %w", err)
+	}
+	// The owner stays the daemon's user (root in production); only the group changes.
+	if err := os.Chown(s.socket, -1, int(s.gid)); err != nil {
+		ln.Close()
+		return fmt.Errorf("api socket group %q (gid %d): %w", s.group, s.gid, err)
+	}
+	s.ln = ln
+	return nil
+}
+
+// removeStale removes a socket nobody listens on.
+func removeStale(path string) error {
+	st, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("api socket: %w", err)
+	}
+	if st.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("api socket %s: exists and is not a socket (%s); refusing to remove it", path, st.Mode().Type())
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("api socket %s: another process is serving on it (is another slicelet running?)", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("api socket: stale socket: %w", err)
+	}
+	return nil
+}
+
+type peerKey struct{}
+
+// peerInfo is what ConnContext stores for the handlers.
+type peerInfo struct {
+	peer Peer
+	err  error
+}
+
+// Serve serves until ctx ends, then shuts down (in-flight requests, including followed logs,
+// see their contexts canceled) and removes the socket. It returns nil after a clean shutdown.
+func (s *Server) Serve(ctx context.Context) error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			p, err := peerOf(c)
+			return context.WithValue(ctx, peerKey{}, peerInfo{peer: p, err: err})
+		},
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(s.ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("api server: %w", err)
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutCtx) // closes the listener, which unlinks the socket
+	<-errc
+	if err != nil {
+		return fmt.Errorf("api server shutdown: %w", err)
+	}
+	return nil
+}
+
+// Handler is the API's HTTP handler, peer check included. Requests whose context carries no peer
+// credentials (not from Serve's listener) are refused.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /v1/pods", s.listPods)
+	mux.HandleFunc("GET /v1/pods/{namespace}/{name}", s.getPod)
+	mux.HandleFunc("POST /v1/pods", s.applyPod)
+	mux.HandleFunc("DELETE /v1/pods/{namespace}/{name}", s.deletePod)
+	mux.HandleFunc("GET /v1/pods/{namespace}/{name}/log", s.logs)
+	mux.HandleFunc("GET /v1/node", s.node)
+	mux.HandleFunc("POST /v1/explain/pod", s.explainPod)
+	mux.HandleFunc("GET /v1/explain/node", s.explainNode)
+	return s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern == "" {
+			// The mux's own 404 and 405 (with its Allow header) answer in text; keep their
+			// status and headers but give the body the API's JSON error shape.
+			h.ServeHTTP(&jsonErrorWriter{ResponseWriter: w, what: r.Method + " " + r.URL.Path}, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+}
+
+// jsonErrorWriter turns a text error response into the API's JSON error.
+type jsonErrorWriter struct {
+	http.ResponseWriter
+	what    string
+	written bool
+}
+
+func (j *jsonErrorWriter) WriteHeader(code int) {
+	if j.written {
+		return
+	}
+	j.written = true
+	j.Header().Del("X-Content-Type-Options")
+	msg := fmt.Sprintf("no route %s", j.what)
+	if code == http.StatusMethodNotAllowed {
+		msg = fmt.Sprintf("method not allowed: %s (allowed: %s)", j.what, j.Header().Get("Allow"))
+	}
+	writeError(j.ResponseWriter, code, msg, nil)
+}
+
+func (j *jsonErrorWriter) Write(p []byte) (int, error) {
+	if !j.written {
+		j.WriteHeader(http.StatusOK)
+	}
+	return len(p), nil
+}
+
+// authenticate lets root and group members through and answers everyone else 403.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		info, ok := r.Context().Value(peerKey{}).(peerInfo)
+		err := info.err
+		if !ok {
+			err = errors.New("peer credentials: not a unix socket connection")
+		}
+		if err == nil {
+			err = s.authorize(info.peer)
+		}
+		if err != nil {
+			s.log.Warn("api request refused", "peer_uid", info.peer.UID, "peer_gid", info.peer.GID, "peer_pid", info.peer.PID,
+				"method", r.Method, "path", r.URL.Path, "err", err)
+			if !errors.Is(err, errPermission) {
+				err = fmt.Errorf("%w: %v", errPermission, err)
+			}
+			writeError(w, http.StatusForbidden, err.Error(), nil)
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		s.log.Debug("api request", "method", r.Method, "path", r.URL.Path, "status", rec.status,
+			"peer_uid", info.peer.UID, "peer_pid", info.peer.PID, "duration", time.Since(start))
+	})
+}
+
+// authorize checks a peer, looking up its supplementary groups only when needed.
+func (s *Server) authorize(p Peer) error {
+	if authorize(p, nil, s.gid, s.group) == nil {
+		return nil
+	}
+	groups, err := peerGroups(s.proc, p)
+	if err != nil {
+		return fmt.Errorf("%w: uid %d is not root and its groups cannot be read: %v", errPermission, p.UID, err)
+	}
+	return authorize(p, groups, s.gid, s.group)
+}
+
+// statusRecorder remembers the status for the request log and passes flushes through.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the real writer (Flush).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (s *Server) listPods(w http.ResponseWriter, r *http.Request) {
+	list, err := s.backend.ListPods(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	items := make([]v1.Pod, len(list))
+	for i := range list {
+		items[i] = withPodType(list[i])
+	}
+	writeJSON(w, http.StatusOK, v1.PodList{TypeMeta: typeMeta("PodList"), Items: items})
+}
+
+func (s *Server) getPod(w http.ResponseWriter, r *http.Request) {
+	pod, err := s.backend.GetPod(r.Context(), r.PathValue("namespace"), r.PathValue("name"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, withPodType(pod))
+}
+
+// readManifest reads a request body of at most MaxManifestBytes; it writes the error response
+// itself and returns ok=false on failure.
+func readManifest(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxManifestBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("pod manifest: larger than %d bytes", MaxManifestBytes), nil)
+		return nil, false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("pod manifest: reading the request body: %v", err), nil)
+		return nil, false
+	case len(body) == 0:
+		writeError(w, http.StatusBadRequest, "pod manifest: empty request body", nil)
+		return nil, false
+	}
+	return body, true
+}
+
+// manifestMeta is just enough of a manifest to find the pod it names.
+type manifestMeta struct {
+	Metadata struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+}
+
+func (s *Server) applyPod(w http.ResponseWriter, r *http.Request) {
+	body, ok := readManifest(w, r)
+	if !ok {
+		return
+	}
+	// The action (created/configured/unchanged) is decided by comparing the pod before and
+	// after: the Backend contract stays one call, and both sides come from the backend.
+	var (
+		before    v1.Pod
+		hadBefore bool
+		meta      manifestMeta
+	)
+	if yaml.Unmarshal(body, &meta) == nil && meta.Metadata.Name != "" {
+		ns := meta.Metadata.Namespace
+		if ns == "" {
+			ns = slices.DefaultNamespace
+		}
+		var err error
+		before, err = s.backend.GetPod(r.Context(), ns, meta.Metadata.Name)
+		hadBefore = err == nil
+	}
+	pod, err := s.backend.ApplyPod(r.Context(), body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res := ApplyResult{Action: ActionCreated, Pod: withPodType(pod)}
+	status := http.StatusCreated
+	if hadBefore && before.Namespace == pod.Namespace && before.Name == pod.Name {
+		status = http.StatusOK
+		res.Action = ActionConfigured
+		if before.UID == pod.UID &&
+			equality.Semantic.DeepEqual(before.Labels, pod.Labels) &&
+			equality.Semantic.DeepEqual(before.Annotations, pod.Annotations) &&
+			equality.Semantic.DeepEqual(before.Spec, pod.Spec) {
+			res.Action = ActionUnchanged
+		}
+	}
+	writeJSON(w, status, res)
+}
+
+func (s *Server) deletePod(w http.ResponseWriter, r *http.Request) {
+	if err := s.backend.DeletePod(r.Context(), r.PathValue("namespace"), r.PathValue("name")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// logErrorTrailer carries an error that happened after log output had started streaming (the
+// status line is gone by then).
+const logErrorTrailer = "Slicelet-Error"
+
+func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var opts pods.LogOptions
+	var err error
+	if opts.Follow, err = boolParam(q.Get("follow")); err != nil {
+		writeError(w, http.StatusBadRequest, "follow: "+err.Error(), nil)
+		return
+	}
+	if opts.Previous, err = boolParam(q.Get("previous")); err != nil {
+		writeError(w, http.StatusBadRequest, "previous: "+err.Error(), nil)
+		return
+	}
+	if t := q.Get("tail"); t != "" {
+		n, err := strconv.Atoi(t)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("tail: %q is not a non-negative number of lines", t), nil)
+			return
+		}
+		opts.TailLines = n
+	}
+	sw := &streamWriter{w: w, rc: http.NewResponseController(w)}
+	err = s.backend.Logs(r.Context(), r.PathValue("namespace"), r.PathValue("name"), q.Get("container"), opts, sw)
+	switch {
+	case err != nil && !sw.started:
+		s.fail(w, r, err)
+	case err != nil:
+		if r.Context().Err() == nil {
+			s.log.Error("api logs", "path", r.URL.Path, "err", err)
+		}
+		w.Header().Set(logErrorTrailer, err.Error())
+	case !sw.started:
+		sw.start()
+	}
+}
+
+// boolParam parses an optional boolean query parameter.
+func boolParam(v string) (bool, error) {
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%q is not true or false", v)
+	}
+	return b, nil
+}
+
+// streamWriter sends the status line at the first write and flushes after every write, so
+// followed logs arrive as they are written.
+type streamWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+}
+
+func (s *streamWriter) start() {
+	s.started = true
+	h := s.w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Trailer", logErrorTrailer)
+	s.w.WriteHeader(http.StatusOK)
+}
+
+func (s *streamWriter) Write(p []byte) (int, error) {
+	if !s.started {
+		s.start()
+	}
+	n, err := s.w.Write(p)
+	if err != nil {
+		return n, err
+	}
+	return n, s.rc.Flush()
+}
+
+func (s *Server) node(w http.ResponseWriter, r *http.Request) {
+	node, err := s.backend.Node(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	list, err := s.backend.ListPods(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var maxPods int64
+	if q, ok := node.Status.Capacity[v1.ResourcePods]; ok {
+		maxPods = q.Value()
+	}
+	node.TypeMeta = typeMeta("Node")
+	writeJSON(w, http.StatusOK, NodeInfo{Node: node, Pods: CountPods(list, maxPods)})
+}
+
+func (s *Server) explainPod(w http.ResponseWriter, r *http.Request) {
+	body, ok := readManifest(w, r)
+	if !ok {
+		return
+	}
+	x, err := s.backend.ExplainPod(r.Context(), body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, x)
+}
+
+func (s *Server) explainNode(w http.ResponseWriter, r *http.Request) {
+	x, err := s.backend.ExplainNode(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, x)
+}
+
+// fail maps a backend error to its status and writes it.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var invalid *InvalidError
+	switch {
+	case errors.As(err, &invalid):
+		writeError(w, http.StatusUnprocessableEntity, err.Error(), invalid.Problems)
+	case errors.Is(err, ErrNotFound), errors.Is(err, pods.ErrNoLogs):
+		writeError(w, http.StatusNotFound, err.Error(), nil)
+	case errors.Is(err, ErrConflict):
+		writeError(w, http.StatusConflict, err.Error(), nil)
+	case r.Context().Err() != nil:
+		// The client went away or the server is shutting down: nobody reads the answer.
+		writeError(w, http.StatusServiceUnavailable, err.Error(), nil)
+	default:
+		s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, err.Error(), nil)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v) // a write error means the client is gone; nothing to tell it
+}
+
+func writeError(w http.ResponseWriter, status int, msg string, problems []string) {
+	writeJSON(w, status, errorBody{Error: msg, Problems: problems})
+}
+
+func typeMeta(kind string) metav1.TypeMeta { return metav1.TypeMeta{Kind: kind, APIVersion: "v1"} }
+
+// withPodType fills in kind and apiVersion, as the Kubernetes API does on every answer.
+func withPodType(p v1.Pod) v1.Pod {
+	p.TypeMeta = typeMeta("Pod")
+	return p
+}

@@ -1,0 +1,424 @@
+package source
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/slicelet/slicelet/internal/pods"
+)
+
+// Defaults of the manifest directory source.
+const (
+	// DefaultManifestDir is where static pod manifests live.
+	DefaultManifestDir = "/etc/slicelet/pods.d"
+	// DefaultRescan is the periodic rescan interval, the kubelet's fileCheckFrequency (20 s).
+	DefaultRescan = 20 * time.Second
+	// DefaultDebounce is how long the directory must be quiet after an inotify event before it
+	// is read: an editor's write-temp-then-rename, or `cp` of several files, becomes one scan.
+	DefaultDebounce = 100 * time.Millisecond
+	// DefaultMaxDelay bounds the debounce: a directory that never goes quiet is still read at
+	// least this often.
+	DefaultMaxDelay = time.Second
+	// DefaultMaxFileSize is the largest manifest file read; a bigger one is a Problem.
+	DefaultMaxFileSize = 1 << 20
+	// DefaultMaxPods bounds the pods one source offers; pods beyond it (in file and document
+	// order) are Problems.
+	DefaultMaxPods = 1000
+)
+
+// ManifestDirOptions configure a ManifestDir. Zero fields take the defaults above.
+type ManifestDirOptions struct {
+	// Dir is the watched directory (DefaultManifestDir). It may not exist yet, and may be
+	// removed and created again.
+	Dir string
+	// Rescan is the periodic full rescan interval (DefaultRescan). The rescan catches what
+	// inotify cannot see (e.g. a changed file behind a symlink) and retries watches.
+	Rescan time.Duration
+	// Debounce and MaxDelay shape how inotify events turn into scans.
+	Debounce, MaxDelay time.Duration
+	// MaxFileSize bounds one manifest file in bytes.
+	MaxFileSize int64
+	// MaxPods bounds the pods of the whole directory.
+	MaxPods int
+	// Log receives state changes (pods added and removed, problems found and fixed).
+	Log *slog.Logger
+}
+
+// ManifestDir is the static pod source: every *.yaml, *.yml and *.json file of a directory
+// (multi-document YAML allowed) is a set of pods.
+//
+// Files whose name starts with "." or ends with "~", other extensions, subdirectories and
+// anything that is not a regular file (after following symlinks) are ignored.
+//
+// Static pod semantics, as the kubelet's file source: a pod without metadata.uid gets the
+// content-derived UID of slices.PodUID with the file's absolute path as source, so editing a
+// file replaces its pods (new content, new UID) and removing it removes them. Each pod carries
+// the annotations kubernetes.io/config.source=file and slicelet.io/origin=<absolute path>.
+//
+// A file that cannot be used (unreadable, larger than MaxFileSize, bad YAML, unknown field,
+// invalid pod) is a Problem{Origin: path, Error: "<path>: document N: <field>: ..."} and changes
+// nothing: the pods that file produced at its last good read stay in the snapshot (none if it
+// never was good). Among pods with the same namespace/name the first (files in lexical order,
+// then documents in order) wins; every other one is a Problem naming both origins.
+type ManifestDir struct {
+	dir                         string
+	rescan, debounce, maxDelay  time.Duration
+	maxFileSize                 int64
+	maxPods                     int
+	log                         *slog.Logger
+	newWatcher                  func(dir string) (watcher, error)
+	files                       map[string]*fileState
+	dirProblem                  string
+	last                        *pods.Snapshot
+}
+
+// fileState is what the source remembers of one manifest file.
+type fileState struct {
+	// hash is the SHA-256 of the content last parsed (good or bad); hashed is false until then.
+	hash   [sha256.Size]byte
+	hashed bool
+	// pods are the annotated pods of the last good read.
+	pods []*v1.Pod
+	// problem is why the last read could not be used; "" when it was good.
+	problem string
+}
+
+// watcher tells the source that the directory may have changed.
+type watcher interface {
+	// Events fires (coalesced) after changes; a nil channel never fires.
+	Events() <-chan struct{}
+	// Ensure (re)establishes the watches after the directory appeared, vanished or was
+	// replaced. It is called before every scan.
+	Ensure() error
+	Close() error
+}
+
+// NewManifestDir returns the source; Run starts it.
+func NewManifestDir(opts ManifestDirOptions) (*ManifestDir, error) {
+	if opts.Dir == "" {
+		opts.Dir = DefaultManifestDir
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("manifest directory %s: %w", opts.Dir, err)
+	}
+	m := &ManifestDir{
+		dir:         filepath.Clean(dir),
+		rescan:      orDefault(opts.Rescan, DefaultRescan),
+		debounce:    orDefault(opts.Debounce, DefaultDebounce),
+		maxDelay:    orDefault(opts.MaxDelay, DefaultMaxDelay),
+		maxFileSize: opts.MaxFileSize,
+		maxPods:     opts.MaxPods,
+		log:         opts.Log,
+		newWatcher:  newInotifyWatcher,
+		files:       map[string]*fileState{},
+	}
+	if m.maxFileSize <= 0 {
+		m.maxFileSize = DefaultMaxFileSize
+	}
+	if m.maxPods <= 0 {
+		m.maxPods = DefaultMaxPods
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	return m, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Dir is the absolute path of the watched directory.
+func (m *ManifestDir) Dir() string { return m.dir }
+
+// Run reads the directory and calls send with the complete snapshot at once (also when it is
+// empty, so the caller knows the source has reported), then again after every change that
+// alters the snapshot (pods or problems): inotify events, debounced, and a full rescan every
+// Rescan interval. send is called from Run's goroutine, one call at a time; the snapshot's pods
+// are the caller's (deep copies). Run returns nil when ctx ends. If inotify is unavailable, the
+// periodic rescan alone keeps the snapshot current.
+func (m *ManifestDir) Run(ctx context.Context, send func(pods.Snapshot)) error {
+	w, err := m.newWatcher(m.dir)
+	if err != nil {
+		m.log.Warn("manifest directory not watched, rescanning periodically only", "dir", m.dir, "rescan", m.rescan, "err", err)
+		w = noWatcher{}
+	}
+	defer func() { _ = w.Close() }()
+
+	m.scanAndSend(w, send)
+	ticker := time.NewTicker(m.rescan)
+	defer ticker.Stop()
+	var (
+		timer  *time.Timer
+		timerC <-chan time.Time
+		first  time.Time
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
+			return nil
+		case <-w.Events():
+			now := time.Now()
+			switch {
+			case timerC == nil:
+				first = now
+				timer = time.NewTimer(m.debounce)
+				timerC = timer.C
+			case now.Sub(first)+m.debounce <= m.maxDelay:
+				timer.Reset(m.debounce)
+			}
+		case <-timerC:
+			timerC = nil
+			m.scanAndSend(w, send)
+		case <-ticker.C:
+			m.scanAndSend(w, send)
+		}
+	}
+}
+
+// scanAndSend re-establishes the watches, scans, and sends the snapshot if it differs from the
+// last one sent (always the first time).
+func (m *ManifestDir) scanAndSend(w watcher, send func(pods.Snapshot)) {
+	if err := w.Ensure(); err != nil {
+		m.log.Debug("manifest directory watch", "dir", m.dir, "err", err)
+	}
+	s := m.Scan()
+	if m.last != nil && apiequality.Semantic.DeepEqual(*m.last, s) {
+		return
+	}
+	m.logChanges(m.last, s)
+	m.last = &s
+	send(copySnapshot(s))
+}
+
+// copySnapshot deep-copies the pods so the receiver may keep and change them.
+func copySnapshot(s pods.Snapshot) pods.Snapshot {
+	out := pods.Snapshot{Source: s.Source, Problems: append([]pods.Problem(nil), s.Problems...)}
+	for _, d := range s.Pods {
+		d.Pod = d.Pod.DeepCopy()
+		out.Pods = append(out.Pods, d)
+	}
+	return out
+}
+
+// logChanges logs pods added and removed and problems found and fixed.
+func (m *ManifestDir) logChanges(prev *pods.Snapshot, cur pods.Snapshot) {
+	var before pods.Snapshot
+	if prev != nil {
+		before = *prev
+	}
+	old := map[string]bool{}
+	for _, d := range before.Pods {
+		old[string(d.Pod.UID)] = true
+	}
+	now := map[string]bool{}
+	for _, d := range cur.Pods {
+		now[string(d.Pod.UID)] = true
+		if !old[string(d.Pod.UID)] {
+			m.log.Info("manifest pod added", "pod", podKey(d.Pod), "pod_uid", d.Pod.UID, "origin", d.Origin)
+		}
+	}
+	for _, d := range before.Pods {
+		if !now[string(d.Pod.UID)] {
+			m.log.Info("manifest pod removed", "pod", podKey(d.Pod), "pod_uid", d.Pod.UID, "origin", d.Origin)
+		}
+	}
+	oldP := map[pods.Problem]bool{}
+	for _, p := range before.Problems {
+		oldP[p] = true
+	}
+	nowP := map[pods.Problem]bool{}
+	for _, p := range cur.Problems {
+		nowP[p] = true
+		if !oldP[p] {
+			m.log.Warn("manifest problem", "origin", p.Origin, "err", p.Error)
+		}
+	}
+	for _, p := range before.Problems {
+		if !nowP[p] {
+			m.log.Info("manifest problem resolved", "origin", p.Origin)
+		}
+	}
+}
+
+// Scan reads the directory once and returns the snapshot. Files whose content did not change
+// since the previous scan are not parsed again. Run calls it; it is exported for one-shot use
+// (e.g. `slicelet config check`) and must not be called while Run runs.
+func (m *ManifestDir) Scan() pods.Snapshot {
+	entries, err := os.ReadDir(m.dir)
+	switch {
+	case err == nil:
+		m.dirProblem = ""
+		m.scanFiles(entries)
+	case errors.Is(err, fs.ErrNotExist):
+		// No directory, no manifests: every pod it had is gone, as if each file was removed.
+		m.dirProblem = ""
+		clear(m.files)
+	default:
+		// Unreadable for another reason (permissions, I/O, not a directory): change nothing.
+		m.dirProblem = fmt.Sprintf("manifest directory %s: %v", m.dir, err)
+	}
+	return m.snapshot()
+}
+
+// scanFiles updates the per-file state from a directory listing.
+func (m *ManifestDir) scanFiles(entries []fs.DirEntry) {
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if !isManifestName(e.Name()) || e.IsDir() {
+			continue
+		}
+		path := filepath.Join(m.dir, e.Name())
+		data, err := readManifest(path, m.maxFileSize)
+		if errors.Is(err, errNotRegular) || errors.Is(err, fs.ErrNotExist) {
+			continue // a subdirectory behind a symlink, a FIFO, or removed since the listing
+		}
+		seen[path] = true
+		st := m.files[path]
+		if st == nil {
+			st = &fileState{}
+			m.files[path] = st
+		}
+		if err != nil {
+			st.problem = err.Error()
+			st.hashed = false // parse again once it reads, even if the content is the same
+			continue
+		}
+		h := sha256.Sum256(data)
+		if st.hashed && h == st.hash {
+			continue
+		}
+		st.hash, st.hashed = h, true
+		list, err := parseManifest(path, path, data)
+		if err != nil {
+			st.problem = err.Error()
+			continue
+		}
+		st.problem = ""
+		st.pods = make([]*v1.Pod, 0, len(list))
+		for _, pod := range list {
+			st.pods = append(st.pods, annotate(pod, pods.SourceFile, path))
+		}
+	}
+	for path := range m.files {
+		if !seen[path] {
+			delete(m.files, path)
+		}
+	}
+}
+
+// snapshot builds the snapshot from the per-file state: files in lexical order, documents in
+// order, first pod of a namespace/name wins, at most maxPods pods.
+func (m *ManifestDir) snapshot() pods.Snapshot {
+	s := pods.Snapshot{Source: pods.SourceFile}
+	if m.dirProblem != "" {
+		s.Problems = append(s.Problems, pods.Problem{Origin: m.dir, Error: m.dirProblem})
+	}
+	paths := make([]string, 0, len(m.files))
+	for p := range m.files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	type firstSeen struct {
+		origin string
+		doc, n int
+	}
+	byKey := map[string]firstSeen{}
+	for _, path := range paths {
+		st := m.files[path]
+		if st.problem != "" {
+			s.Problems = append(s.Problems, pods.Problem{Origin: path, Error: st.problem})
+		}
+		for i, pod := range st.pods {
+			k := podKey(pod)
+			if prev, dup := byKey[k]; dup {
+				s.Problems = append(s.Problems, pods.Problem{Origin: path, Error: fmt.Sprintf(
+					"%s: pod %s: duplicate name: already defined by %s", where(path, i, len(st.pods)), k, where(prev.origin, prev.doc, prev.n))})
+				continue
+			}
+			if len(s.Pods) >= m.maxPods {
+				s.Problems = append(s.Problems, pods.Problem{Origin: path, Error: fmt.Sprintf(
+					"%s: pod %s: too many pods: the manifest directory holds at most %d", where(path, i, len(st.pods)), k, m.maxPods)})
+				continue
+			}
+			byKey[k] = firstSeen{origin: path, doc: i, n: len(st.pods)}
+			s.Pods = append(s.Pods, pods.Desired{Pod: pod, Source: pods.SourceFile, Origin: path})
+		}
+	}
+	return s
+}
+
+// isManifestName reports whether a directory entry name is a manifest: *.yaml, *.yml or *.json,
+// not a dotfile (editor swap and lock files, hidden temp files) and not a backup ("~").
+func isManifestName(name string) bool {
+	if strings.HasPrefix(name, ".") || strings.HasSuffix(name, "~") {
+		return false
+	}
+	switch filepath.Ext(name) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// errNotRegular marks a path that is not a regular file after following symlinks.
+var errNotRegular = errors.New("not a regular file")
+
+// readManifest reads a regular file of at most max bytes. It opens with O_NONBLOCK and checks
+// the opened file, so a FIFO put in place of a manifest can neither block the source nor be
+// read.
+func readManifest(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errNotRegular
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%s: file too large: %d bytes, at most %d", path, fi.Size(), max)
+	}
+	var buf bytes.Buffer
+	n, err := io.Copy(&buf, io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if n > max {
+		return nil, fmt.Errorf("%s: file too large: more than %d bytes", path, max)
+	}
+	return buf.Bytes(), nil
+}
+
+// noWatcher is the watcher when inotify is unavailable: the periodic rescan does everything.
+type noWatcher struct{}
+
+func (noWatcher) Events() <-chan struct{} { return nil }
+func (noWatcher) Ensure() error           { return nil }
+func (noWatcher) Close() error            { return nil }

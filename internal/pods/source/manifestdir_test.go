@@ -1,0 +1,317 @@
+package source
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+
+	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/slices"
+)
+
+// podYAML is a small valid pod manifest.
+func podYAML(name string, extra ...string) string {
+	s := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\nspec:\n  containers:\n  - name: main\n    command: [/bin/sleep, infinity]\n", name)
+	for _, e := range extra {
+		s += e
+	}
+	return s
+}
+
+// writeFiles writes name → content into dir; content "DIR" makes a subdirectory, "FIFO" a FIFO.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		var err error
+		switch content {
+		case "DIR":
+			err = os.Mkdir(p, 0o755)
+		case "FIFO":
+			err = syscall.Mkfifo(p, 0o644)
+		default:
+			err = os.WriteFile(p, []byte(content), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// names lists "namespace/name@origin-base" of a snapshot's pods.
+func names(s pods.Snapshot) []string {
+	var out []string
+	for _, d := range s.Pods {
+		out = append(out, podKey(d.Pod)+"@"+filepath.Base(d.Origin))
+	}
+	return out
+}
+
+func TestManifestDirScan(t *testing.T) {
+	manyContainers := podYAML("many")
+	for i := range 10_000 {
+		manyContainers += fmt.Sprintf("  - name: c%d\n", i)
+	}
+	type problem struct{ file, contains string }
+	tests := []struct {
+		name      string
+		files     map[string]string
+		maxSize   int64
+		maxPods   int
+		wantPods  []string
+		wantProbs []problem
+	}{
+		{name: "one pod", files: map[string]string{"a.yaml": podYAML("a")}, wantPods: []string{"default/a@a.yaml"}},
+		{
+			name:     "yaml yml json and multi-document",
+			files:    map[string]string{"a.yml": podYAML("a") + "---\n# only a comment\n---\n" + podYAML("b"), "c.json": `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"c","namespace":"kube-system"},"spec":{"containers":[{"name":"x"}]}}`, "d.yaml": podYAML("d")},
+			wantPods: []string{"default/a@a.yml", "default/b@a.yml", "kube-system/c@c.json", "default/d@d.yaml"},
+		},
+		{
+			name: "ignored names and entries",
+			files: map[string]string{
+				"a.yaml": podYAML("a"), ".hidden.yaml": podYAML("h"), "a.yaml~": podYAML("t"), ".a.yaml.swp": "junk",
+				"notes.txt": "junk", "sub.yaml": "DIR", "pipe.yaml": "FIFO", "#a.yaml#": podYAML("e"),
+			},
+			wantPods: []string{"default/a@a.yaml"},
+		},
+		{
+			name:      "malformed yaml",
+			files:     map[string]string{"bad.yaml": "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n", "ok.yaml": podYAML("ok")},
+			wantPods:  []string{"default/ok@ok.yaml"},
+			wantProbs: []problem{{"bad.yaml", "bad.yaml: "}},
+		},
+		{
+			name:      "unknown field",
+			files:     map[string]string{"u.yaml": podYAML("u", "  restartPolcy: Always\n")},
+			wantProbs: []problem{{"u.yaml", `unknown field "spec.restartPolcy"`}},
+		},
+		{
+			name:      "invalid pod names field and value",
+			files:     map[string]string{"v.yaml": podYAML("v") + "  - name: Bad_Name\n"},
+			wantProbs: []problem{{"v.yaml", `v.yaml: spec.containers[1].name: Invalid value: "Bad_Name"`}},
+		},
+		{
+			name:      "absolute path as volume name",
+			files:     map[string]string{"v.yaml": podYAML("v", "  volumes:\n  - name: /etc\n    emptyDir: {}\n")},
+			wantProbs: []problem{{"v.yaml", `v.yaml: spec.volumes[0].name: Invalid value: "/etc"`}},
+		},
+		{
+			name:      "dot-dot volume name",
+			files:     map[string]string{"v.yaml": podYAML("v", "  volumes:\n  - name: ../../etc\n    emptyDir: {}\n")},
+			wantProbs: []problem{{"v.yaml", `spec.volumes[0].name: Invalid value: "../../etc"`}},
+		},
+		{
+			name: "mount of an undeclared volume",
+			files: map[string]string{"v.yaml": strings.Replace(podYAML("v"), "    command:", "    volumeMounts:\n    - name: data\n      mountPath: /data\n    command:", 1)},
+			wantProbs: []problem{{"v.yaml", `spec.containers[0].volumeMounts[0].name: Not found: "data"`}},
+		},
+		{
+			name:      "env with NUL byte",
+			files:     map[string]string{"e.yaml": strings.Replace(podYAML("e"), "    command:", "    env:\n    - name: X\n      value: \"a\\0b\"\n    command:", 1)},
+			wantProbs: []problem{{"e.yaml", `e.yaml: spec.containers[0].env[0].value: Invalid value: "a\x00b": must not contain NUL bytes`}},
+		},
+		{
+			name:      "10000 containers",
+			files:     map[string]string{"m.yaml": manyContainers},
+			wantProbs: []problem{{"m.yaml", "m.yaml: spec.containers: Too many: 10001: must have at most 256 items"}},
+		},
+		{
+			name:      "file too large",
+			files:     map[string]string{"big.yaml": podYAML("big") + "# " + strings.Repeat("x", 2000) + "\n", "ok.yaml": podYAML("ok")},
+			maxSize:   1000,
+			wantPods:  []string{"default/ok@ok.yaml"},
+			wantProbs: []problem{{"big.yaml", "file too large"}},
+		},
+		{
+			name:      "one bad document spoils the file",
+			files:     map[string]string{"m.yaml": podYAML("a") + "---\n" + podYAML("b", "  bogus: 1\n")},
+			wantProbs: []problem{{"m.yaml", "m.yaml: document 1: "}},
+		},
+		{
+			name:      "duplicate across files: lexical order wins",
+			files:     map[string]string{"b.yaml": podYAML("x"), "a.yaml": podYAML("x") + "  restartPolicy: Never\n"},
+			wantPods:  []string{"default/x@a.yaml"},
+			wantProbs: []problem{{"b.yaml", "pod default/x: duplicate name: already defined by "}},
+		},
+		{
+			name:      "duplicate documents in one file",
+			files:     map[string]string{"a.yaml": podYAML("x") + "---\n" + podYAML("why") + "---\n" + podYAML("x") + "  restartPolicy: Never\n"},
+			wantPods:  []string{"default/x@a.yaml", "default/why@a.yaml"},
+			wantProbs: []problem{{"a.yaml", "a.yaml: document 2: pod default/x: duplicate name: already defined by "}},
+		},
+		{
+			name:     "same name in another namespace is no duplicate",
+			files:    map[string]string{"a.yaml": podYAML("x"), "b.yaml": strings.Replace(podYAML("x"), "  name: x\n", "  name: x\n  namespace: other\n", 1)},
+			wantPods: []string{"default/x@a.yaml", "other/x@b.yaml"},
+		},
+		{
+			name:      "pod cap",
+			files:     map[string]string{"a.yaml": podYAML("a") + "---\n" + podYAML("b") + "---\n" + podYAML("c")},
+			maxPods:   2,
+			wantPods:  []string{"default/a@a.yaml", "default/b@a.yaml"},
+			wantProbs: []problem{{"a.yaml", "document 2: pod default/c: too many pods"}},
+		},
+		{
+			name:      "empty file",
+			files:     map[string]string{"e.yaml": ""},
+			wantProbs: []problem{{"e.yaml", "no pod in the file"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFiles(t, dir, tt.files)
+			m, err := NewManifestDir(ManifestDirOptions{Dir: dir, MaxFileSize: tt.maxSize, MaxPods: tt.maxPods})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := m.Scan()
+			if got := names(s); strings.Join(got, " ") != strings.Join(tt.wantPods, " ") {
+				t.Errorf("pods = %v, want %v", got, tt.wantPods)
+			}
+			if len(s.Problems) != len(tt.wantProbs) {
+				t.Fatalf("problems = %+v, want %d", s.Problems, len(tt.wantProbs))
+			}
+			for i, want := range tt.wantProbs {
+				p := s.Problems[i]
+				if p.Origin != filepath.Join(dir, want.file) || !strings.Contains(p.Error, want.contains) {
+					t.Errorf("problem %d = %+v, want origin %s and error containing %q", i, p, want.file, want.contains)
+				}
+				if !strings.Contains(p.Error, filepath.Join(dir, want.file)) {
+					t.Errorf("problem %d does not name its file: %q", i, p.Error)
+				}
+			}
+		})
+	}
+}
+
+func TestManifestDirStaticPodSemantics(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.yaml")
+	writeFiles(t, dir, map[string]string{"a.yaml": podYAML("a")})
+	m, err := NewManifestDir(ManifestDirOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := m.Scan()
+	if len(s.Pods) != 1 {
+		t.Fatalf("pods = %v", names(s))
+	}
+	d := s.Pods[0]
+	raw, err := slices.DecodePod([]byte(podYAML("a")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Namespace = "default"
+	wantUID, err := slices.PodUID(raw, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(d.Pod.UID) != wantUID || d.Source != pods.SourceFile || d.Origin != path ||
+		d.Pod.Annotations[pods.AnnotationSource] != "file" || d.Pod.Annotations[pods.AnnotationOrigin] != path {
+		t.Fatalf("desired = %+v uid %s annotations %v, want uid %s", d, d.Pod.UID, d.Pod.Annotations, wantUID)
+	}
+	uid1 := d.Pod.UID
+
+	// Broken: nothing changes but the problem.
+	writeFiles(t, dir, map[string]string{"a.yaml": "kind: Pod\napiVersion: v1\nmetadata: {name: a}\nspec: {containers: [{name: main, imag: x}]}\n"})
+	s = m.Scan()
+	if len(s.Pods) != 1 || s.Pods[0].Pod.UID != uid1 || len(s.Problems) != 1 || s.Problems[0].Origin != path {
+		t.Fatalf("after breaking: pods %v problems %+v", names(s), s.Problems)
+	}
+	// Fixed with new content: replaced (new UID), problem gone.
+	writeFiles(t, dir, map[string]string{"a.yaml": podYAML("a", "  restartPolicy: Never\n")})
+	s = m.Scan()
+	if len(s.Pods) != 1 || s.Pods[0].Pod.UID == uid1 || len(s.Problems) != 0 {
+		t.Fatalf("after fixing: pods %v uid %s problems %+v", names(s), s.Pods[0].Pod.UID, s.Problems)
+	}
+	// Back to the first content: the first UID again (content-derived).
+	writeFiles(t, dir, map[string]string{"a.yaml": podYAML("a")})
+	if s = m.Scan(); s.Pods[0].Pod.UID != uid1 {
+		t.Fatalf("same content, uid %s, want %s", s.Pods[0].Pod.UID, uid1)
+	}
+	// An unreadable file is a problem and keeps the pods (skipped as root, who reads anyway).
+	if os.Geteuid() != 0 {
+		if err := os.Chmod(path, 0); err != nil {
+			t.Fatal(err)
+		}
+		if s = m.Scan(); len(s.Pods) != 1 || len(s.Problems) != 1 || !strings.Contains(s.Problems[0].Error, "permission denied") {
+			t.Fatalf("unreadable: pods %v problems %+v", names(s), s.Problems)
+		}
+		if err := os.Chmod(path, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if s = m.Scan(); len(s.Pods) != 1 || len(s.Problems) != 0 {
+			t.Fatalf("readable again: pods %v problems %+v", names(s), s.Problems)
+		}
+	}
+	// Removed: the pod goes.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if s = m.Scan(); len(s.Pods) != 0 || len(s.Problems) != 0 {
+		t.Fatalf("after removing: pods %v problems %+v", names(s), s.Problems)
+	}
+}
+
+func TestManifestDirDirectoryStates(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "pods.d")
+	m, err := NewManifestDir(ManifestDirOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := m.Scan(); len(s.Pods)+len(s.Problems) != 0 {
+		t.Fatalf("missing directory: %+v", s)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dir, map[string]string{"a.yaml": podYAML("a")})
+	if s := m.Scan(); len(s.Pods) != 1 {
+		t.Fatalf("created directory: %+v", s)
+	}
+	// Not a directory any more: a problem, pods kept.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, root, map[string]string{"pods.d": "not a dir"})
+	if s := m.Scan(); len(s.Pods) != 1 || len(s.Problems) != 1 || s.Problems[0].Origin != dir {
+		t.Fatalf("directory replaced by a file: pods %v problems %+v", names(s), s.Problems)
+	}
+	// Gone: every pod goes.
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if s := m.Scan(); len(s.Pods)+len(s.Problems) != 0 {
+		t.Fatalf("removed directory: %+v", s)
+	}
+}
+
+func TestReadManifestSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	other := t.TempDir()
+	writeFiles(t, other, map[string]string{"real.yaml": podYAML("real"), "sub": "DIR"})
+	if err := os.Symlink(filepath.Join(other, "real.yaml"), filepath.Join(dir, "link.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(other, "sub"), filepath.Join(dir, "dirlink.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(other, "missing.yaml"), filepath.Join(dir, "dangling.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewManifestDir(ManifestDirOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := m.Scan()
+	if got := names(s); len(got) != 1 || got[0] != "default/real@link.yaml" || len(s.Problems) != 0 {
+		t.Fatalf("pods %v problems %+v", got, s.Problems)
+	}
+}

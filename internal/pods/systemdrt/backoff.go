@@ -1,0 +1,64 @@
+package systemdrt
+
+import "time"
+
+// The kubelet's container restart back-off (pkg/kubelet: backOffPeriod, MaxContainerBackOff;
+// k8s.io/client-go/util/flowcontrol.Backoff).
+const (
+	DefaultBackoffInitial = 10 * time.Second
+	DefaultBackoffMax     = 300 * time.Second
+)
+
+// Backoff is the restart back-off of a container: the first restart is immediate, then each
+// restart waits Initial, 2·Initial, … up to Max after the previous instance ended. An entry
+// that was last advanced more than ResetAfter ago is forgotten (flowcontrol's 2·Max), so a
+// container that ran for that long restarts at once again.
+type Backoff struct {
+	Initial    time.Duration
+	Max        time.Duration
+	ResetAfter time.Duration
+}
+
+// DefaultBackoff returns the kubelet's values: 10 s doubling to 300 s, reset after 10 min.
+func DefaultBackoff() Backoff {
+	return Backoff{Initial: DefaultBackoffInitial, Max: DefaultBackoffMax, ResetAfter: 2 * DefaultBackoffMax}
+}
+
+// withDefaults fills zero fields.
+func (b Backoff) withDefaults() Backoff {
+	d := DefaultBackoff()
+	if b.Initial <= 0 {
+		b.Initial = d.Initial
+	}
+	if b.Max <= 0 {
+		b.Max = max(d.Max, b.Initial)
+	}
+	if b.ResetAfter <= 0 {
+		b.ResetAfter = 2 * b.Max
+	}
+	return b
+}
+
+// Until reports whether restarting a container whose last instance finished at finished must
+// wait at now, and until when (flowcontrol.Backoff.IsInBackOffSince).
+func (b Backoff) Until(delay time.Duration, updated, finished, now time.Time) (time.Time, bool) {
+	if delay <= 0 || updated.IsZero() {
+		return time.Time{}, false
+	}
+	if now.Sub(updated) > b.ResetAfter {
+		return time.Time{}, false
+	}
+	if now.Sub(finished) < delay {
+		return finished.Add(delay), true
+	}
+	return time.Time{}, false
+}
+
+// Next returns the entry after a restart of the instance that finished at finished
+// (flowcontrol.Backoff.Next): Initial for a new or expired entry, else double, at most Max.
+func (b Backoff) Next(delay time.Duration, updated, finished time.Time) (time.Duration, time.Time) {
+	if delay <= 0 || updated.IsZero() || finished.Sub(updated) > b.ResetAfter {
+		return b.Initial, finished
+	}
+	return min(2*delay, b.Max), finished
+}

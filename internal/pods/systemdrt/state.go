@@ -1,0 +1,168 @@
+package systemdrt
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// stateVersion is the format of state.json.
+const stateVersion = 1
+
+// instance is one run of a container: one unit.
+type instance struct {
+	N    int    `json:"n"`
+	Unit string `json:"unit"`
+	// Created is set once systemd accepted the unit (or it was found); an instance that is not
+	// Created and has no unit was recorded but never started, and is started again under the
+	// same name.
+	Created bool `json:"created,omitempty"`
+	// StartedAt is when the main process started, zero while unknown.
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	// Done is set when the final state below has been recorded.
+	Done       bool      `json:"done,omitempty"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+	ExitCode   int32     `json:"exitCode,omitempty"`
+	Signal     int32     `json:"signal,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	Message    string    `json:"message,omitempty"`
+	// Stopping is set before slicelet stops or signals the instance, so its end is not
+	// mistaken for a crash or an OOM kill.
+	Stopping bool `json:"stopping,omitempty"`
+}
+
+// containerRecord is what the runtime keeps about one container of a pod.
+type containerRecord struct {
+	// Current is the latest instance, running or dead; Previous the one before it.
+	Current  *instance `json:"current,omitempty"`
+	Previous *instance `json:"previous,omitempty"`
+	// Backoff is the kubelet's per-container back-off entry (flowcontrol.Backoff): the current
+	// delay and the exit time it was last advanced for.
+	Backoff        time.Duration `json:"backoff,omitempty"`
+	BackoffUpdated time.Time     `json:"backoffUpdated,omitzero"`
+}
+
+// podRecord is the state of one pod, stored in StateDir/pods/<uid>/state.json.
+type podRecord struct {
+	Version   int       `json:"version"`
+	UID       string    `json:"uid"`
+	Namespace string    `json:"namespace,omitempty"`
+	Name      string    `json:"name,omitempty"`
+	StartTime time.Time `json:"startTime,omitzero"`
+	// Initialized is set once every regular init container has succeeded; the kubelet never
+	// runs them again for the same pod.
+	Initialized bool                        `json:"initialized,omitempty"`
+	Containers  map[string]*containerRecord `json:"containers"`
+}
+
+func newPodRecord(uid string) *podRecord {
+	return &podRecord{Version: stateVersion, UID: uid, Containers: map[string]*containerRecord{}}
+}
+
+// container returns the record of name, creating it.
+func (p *podRecord) container(name string) *containerRecord {
+	c := p.Containers[name]
+	if c == nil {
+		c = &containerRecord{}
+		p.Containers[name] = c
+	}
+	return c
+}
+
+// clone returns a deep copy (records are small).
+func (p *podRecord) clone() *podRecord {
+	data, _ := json.Marshal(p)
+	var out podRecord
+	_ = json.Unmarshal(data, &out)
+	if out.Containers == nil {
+		out.Containers = map[string]*containerRecord{}
+	}
+	return &out
+}
+
+// podDir is StateDir/pods/<uid>; uid has been checked with ValidateUID, so it is one plain
+// path element.
+func (r *Runtime) podDir(uid string) string {
+	return filepath.Join(r.opts.StateDir, "pods", uid)
+}
+
+func (r *Runtime) statePath(uid string) string {
+	return filepath.Join(r.podDir(uid), "state.json")
+}
+
+// loadRecord reads a pod's record; a missing file is (nil, nil).
+func (r *Runtime) loadRecord(uid string) (*podRecord, error) {
+	data, err := os.ReadFile(r.statePath(uid))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pod %s state: %w", uid, err)
+	}
+	rec := newPodRecord(uid)
+	if err := json.Unmarshal(data, rec); err != nil {
+		return nil, fmt.Errorf("pod %s state %s: %w", uid, r.statePath(uid), err)
+	}
+	if rec.Version != stateVersion {
+		return nil, fmt.Errorf("pod %s state %s: version %d, want %d", uid, r.statePath(uid), rec.Version, stateVersion)
+	}
+	if rec.Containers == nil {
+		rec.Containers = map[string]*containerRecord{}
+	}
+	rec.UID = uid
+	return rec, nil
+}
+
+// saveRecord writes a pod's record atomically: a temp file in the same directory, fsync,
+// rename over state.json, fsync of the directory. A crash leaves the old or the new file,
+// never a torn one.
+func (r *Runtime) saveRecord(rec *podRecord) error {
+	dir := r.podDir(rec.UID)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("pod %s state: %w", rec.UID, err)
+	}
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("pod %s state: %w", rec.UID, err)
+	}
+	return writeFileAtomic(filepath.Join(dir, "state.json"), append(data, '\n'))
+}
+
+func writeFileAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".state-*.tmp")
+	if err != nil {
+		return fmt.Errorf("state file %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("state file %s: %w", path, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("state file %s: %w", path, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("state dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err = d.Sync(); err != nil {
+		return fmt.Errorf("state dir %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,339 @@
+package systemdrt
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// useCRI is the advice for everything only a container runtime can do.
+const useCRI = `set runtime.type = "cri" in the slicelet configuration to run it with containerd`
+
+// Validate reports what the systemd runtime cannot run, each problem with its field path and
+// value (slices.ValidatePod has checked names, quantities and the container count before):
+// images, containers without an absolute or PATH-resolvable command, env entries that are not
+// literal or that systemd cannot carry (NUL and other control characters, names that are not
+// shell identifiers), volume types other than emptyDir and hostPath, mount paths and host
+// paths that are relative or contain "..", subPath mounts, probes, lifecycle hooks, ephemeral
+// containers, and runAsNonRoot without a non-root runAsUser.
+func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	if pod.UID != "" {
+		// Unit names are built from the UID; ValidatePod checks it too, but a bad UID here
+		// must never reach a unit name.
+		if err := checkNamePart("pod uid", string(pod.UID)); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("metadata", "uid"), string(pod.UID), err.Error()))
+		}
+	}
+	if len(pod.Spec.EphemeralContainers) > 0 {
+		errs = append(errs, field.Forbidden(spec.Child("ephemeralContainers"), "ephemeral containers are not supported by the systemd runtime"))
+	}
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		errs = append(errs, field.Invalid(spec.Child("terminationGracePeriodSeconds"), *g, "must be non-negative"))
+	}
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		errs = append(errs, validateIDs(spec.Child("securityContext"), sc.RunAsUser, sc.RunAsGroup)...)
+		for i, g := range sc.SupplementalGroups {
+			if g < 0 || g >= 1<<32-1 {
+				errs = append(errs, field.Invalid(spec.Child("securityContext", "supplementalGroups").Index(i), g, "must be a group id between 0 and 4294967294"))
+			}
+		}
+		if sc.FSGroup != nil && (*sc.FSGroup < 0 || *sc.FSGroup >= 1<<32-1) {
+			errs = append(errs, field.Invalid(spec.Child("securityContext", "fsGroup"), *sc.FSGroup, "must be a group id between 0 and 4294967294"))
+		}
+	}
+
+	volumes, verrs := validateVolumes(spec.Child("volumes"), pod.Spec.Volumes)
+	errs = append(errs, verrs...)
+
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		errs = append(errs, r.validateContainer(pod, spec.Child("initContainers").Index(i), c, volumes, true)...)
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		errs = append(errs, r.validateContainer(pod, spec.Child("containers").Index(i), c, volumes, false)...)
+	}
+	return errs
+}
+
+// validateIDs checks runAsUser and runAsGroup: systemd takes them as numeric User=/Group=.
+func validateIDs(p *field.Path, user, group *int64) field.ErrorList {
+	var errs field.ErrorList
+	if user != nil && (*user < 0 || *user >= 1<<32-1) {
+		errs = append(errs, field.Invalid(p.Child("runAsUser"), *user, "must be a user id between 0 and 4294967294"))
+	}
+	if group != nil && (*group < 0 || *group >= 1<<32-1) {
+		errs = append(errs, field.Invalid(p.Child("runAsGroup"), *group, "must be a group id between 0 and 4294967294"))
+	}
+	return errs
+}
+
+func (r *Runtime) validateContainer(pod *v1.Pod, p *field.Path, c *v1.Container, volumes map[string]bool, init bool) field.ErrorList {
+	var errs field.ErrorList
+	if err := checkNamePart("container name", c.Name); err != nil {
+		errs = append(errs, field.Invalid(p.Child("name"), c.Name, err.Error()))
+	} else if pod.UID != "" {
+		if _, err := UnitName(string(pod.UID), c.Name, 1); err != nil {
+			errs = append(errs, field.Invalid(p.Child("name"), c.Name, err.Error()))
+		}
+	}
+	if c.Image != "" {
+		errs = append(errs, field.Invalid(p.Child("image"), c.Image,
+			"the systemd runtime runs commands from the host filesystem and cannot run images; remove image and give an absolute command, or "+useCRI))
+	}
+	errs = append(errs, r.validateCommand(p, c)...)
+	if c.WorkingDir != "" {
+		if msg := checkAbsPath(c.WorkingDir); msg != "" {
+			errs = append(errs, field.Invalid(p.Child("workingDir"), c.WorkingDir, msg))
+		}
+	}
+	errs = append(errs, validateEnv(p, c)...)
+	errs = append(errs, validateMounts(p.Child("volumeMounts"), c.VolumeMounts, volumes)...)
+
+	for _, probe := range []struct {
+		name string
+		set  bool
+	}{{"livenessProbe", c.LivenessProbe != nil}, {"readinessProbe", c.ReadinessProbe != nil}, {"startupProbe", c.StartupProbe != nil}} {
+		if probe.set {
+			errs = append(errs, field.Forbidden(p.Child(probe.name), "probes are not supported by the systemd runtime; "+useCRI))
+		}
+	}
+	if lc := c.Lifecycle; lc != nil {
+		if lc.PostStart != nil {
+			errs = append(errs, field.Forbidden(p.Child("lifecycle", "postStart"), "lifecycle hooks are not supported by the systemd runtime"))
+		}
+		if lc.PreStop != nil {
+			errs = append(errs, field.Forbidden(p.Child("lifecycle", "preStop"), "lifecycle hooks are not supported by the systemd runtime"))
+		}
+		if lc.StopSignal != nil {
+			if _, ok := signalNumber(string(*lc.StopSignal)); !ok {
+				errs = append(errs, field.NotSupported(p.Child("lifecycle", "stopSignal"), string(*lc.StopSignal), signalNames()))
+			}
+		}
+	}
+	if c.RestartPolicy != nil {
+		switch {
+		case !init:
+			errs = append(errs, field.Forbidden(p.Child("restartPolicy"), "only init containers can have a restartPolicy (Always makes them sidecars)"))
+		case *c.RestartPolicy != v1.ContainerRestartPolicyAlways:
+			errs = append(errs, field.NotSupported(p.Child("restartPolicy"), string(*c.RestartPolicy), []string{string(v1.ContainerRestartPolicyAlways)}))
+		}
+	}
+	if sc := c.SecurityContext; sc != nil {
+		errs = append(errs, validateIDs(p.Child("securityContext"), sc.RunAsUser, sc.RunAsGroup)...)
+	}
+	if nonRoot(pod, c) {
+		if uid := runAsUser(pod, c); uid == nil || *uid == 0 {
+			errs = append(errs, field.Invalid(p.Child("securityContext", "runAsNonRoot"), true,
+				"without an image there is no image user: set a non-zero runAsUser, or the command would run as root"))
+		}
+	}
+	return errs
+}
+
+// validateCommand checks command and args: a command is required (there is no image
+// entrypoint), its first word is absolute or a bare name found in the container's PATH, and no
+// word contains a NUL byte (D-Bus strings cannot carry one).
+func (r *Runtime) validateCommand(p *field.Path, c *v1.Container) field.ErrorList {
+	var errs field.ErrorList
+	if len(c.Command) == 0 {
+		return append(errs, field.Required(p.Child("command"), "the systemd runtime has no image entrypoint: give the command to run, e.g. [\"/bin/sleep\", \"infinity\"]"))
+	}
+	for i, w := range c.Command {
+		if strings.IndexByte(w, 0) >= 0 {
+			errs = append(errs, field.Invalid(p.Child("command").Index(i), w, "must not contain NUL bytes"))
+		}
+	}
+	for i, w := range c.Args {
+		if strings.IndexByte(w, 0) >= 0 {
+			errs = append(errs, field.Invalid(p.Child("args").Index(i), w, "must not contain NUL bytes"))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if _, err := r.resolveCommand(c); err != nil {
+		errs = append(errs, field.Invalid(p.Child("command").Index(0), c.Command[0], err.Error()))
+	}
+	return errs
+}
+
+// checkAbsPath returns why p is not a clean absolute path without "..", or "".
+func checkAbsPath(p string) string {
+	switch {
+	case strings.IndexByte(p, 0) >= 0:
+		return "must not contain NUL bytes"
+	case !filepath.IsAbs(p):
+		return "must be an absolute path"
+	case hasDotDot(p):
+		return "must not contain '..'"
+	case filepath.Clean(p) != p:
+		return "must be a clean path (no '.', '//' or trailing '/'); write " + filepath.Clean(p)
+	}
+	return ""
+}
+
+func hasDotDot(p string) bool {
+	for _, e := range strings.Split(p, "/") {
+		if e == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// validateEnv checks env and envFrom. systemd takes Environment= entries as NAME=value with NAME a
+// shell identifier and a value of valid UTF-8 without control characters other than tab and
+// newline (env_assignment_is_valid).
+func validateEnv(p *field.Path, c *v1.Container) field.ErrorList {
+	var errs field.ErrorList
+	if len(c.EnvFrom) > 0 {
+		errs = append(errs, field.Forbidden(p.Child("envFrom"), "envFrom is not supported by the systemd runtime: there is no API server to read ConfigMaps or Secrets from; list literal env values"))
+	}
+	seen := sets.New[string]()
+	for i := range c.Env {
+		e := &c.Env[i]
+		ep := p.Child("env").Index(i)
+		if msg := envNameProblem(e.Name); msg != "" {
+			errs = append(errs, field.Invalid(ep.Child("name"), e.Name, msg))
+		} else if seen.Has(e.Name) {
+			errs = append(errs, field.Duplicate(ep.Child("name"), e.Name))
+		}
+		seen.Insert(e.Name)
+		if e.ValueFrom != nil {
+			errs = append(errs, field.Forbidden(ep.Child("valueFrom"), "valueFrom is not supported by the systemd runtime: there is no API server to read fields, ConfigMaps or Secrets from; use a literal value"))
+		}
+		if msg := envValueProblem(e.Value); msg != "" {
+			errs = append(errs, field.Invalid(ep.Child("value"), e.Value, msg))
+		}
+	}
+	return errs
+}
+
+func envNameProblem(name string) string {
+	if name == "" {
+		return "must not be empty"
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || (i > 0 && c >= '0' && c <= '9') {
+			continue
+		}
+		if c == 0 {
+			return "must not contain NUL bytes"
+		}
+		return fmt.Sprintf("character %q at %d: systemd takes only letters, digits and '_' in environment variable names, not starting with a digit", c, i)
+	}
+	return ""
+}
+
+func envValueProblem(v string) string {
+	if !utf8.ValidString(v) {
+		return "must be valid UTF-8"
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == 0:
+			return "must not contain NUL bytes"
+		case c == '\t' || c == '\n':
+		case c < 0x20 || c == 0x7f:
+			return fmt.Sprintf("control character %q at %d: systemd accepts only tab and newline", c, i)
+		}
+	}
+	return ""
+}
+
+// validateVolumes checks the pod's volumes and returns the set of valid names.
+func validateVolumes(p *field.Path, vols []v1.Volume) (map[string]bool, field.ErrorList) {
+	var errs field.ErrorList
+	names := map[string]bool{}
+	for i := range vols {
+		v := &vols[i]
+		vp := p.Index(i)
+		nameOK := true
+		for _, msg := range validation.IsDNS1123Label(v.Name) {
+			errs = append(errs, field.Invalid(vp.Child("name"), v.Name, msg))
+			nameOK = false
+		}
+		if names[v.Name] {
+			errs = append(errs, field.Duplicate(vp.Child("name"), v.Name))
+		}
+		switch {
+		case v.EmptyDir != nil:
+			if v.EmptyDir.Medium != v1.StorageMediumDefault {
+				errs = append(errs, field.NotSupported(vp.Child("emptyDir", "medium"), string(v.EmptyDir.Medium), []string{""}))
+			}
+		case v.HostPath != nil:
+			hp := vp.Child("hostPath")
+			if msg := checkAbsPath(v.HostPath.Path); msg != "" {
+				errs = append(errs, field.Invalid(hp.Child("path"), v.HostPath.Path, msg))
+			}
+			if t := v.HostPath.Type; t != nil && !supportedHostPathType[*t] {
+				errs = append(errs, field.NotSupported(hp.Child("type"), string(*t), hostPathTypeNames()))
+			}
+		default:
+			errs = append(errs, field.Invalid(vp, v.Name, "only emptyDir and hostPath volumes are supported by the systemd runtime; "+useCRI))
+		}
+		if nameOK {
+			names[v.Name] = true
+		}
+	}
+	return names, errs
+}
+
+// supportedHostPathType are the hostPath types SyncPod checks or creates.
+var supportedHostPathType = map[v1.HostPathType]bool{
+	v1.HostPathUnset: true, v1.HostPathDirectory: true, v1.HostPathDirectoryOrCreate: true,
+	v1.HostPathFile: true, v1.HostPathFileOrCreate: true, v1.HostPathSocket: true,
+	v1.HostPathCharDev: true, v1.HostPathBlockDev: true,
+}
+
+// validateMounts checks volumeMounts: a known volume, a clean absolute mount path other than
+// "/", no duplicates, no subPath.
+func validateMounts(p *field.Path, mounts []v1.VolumeMount, volumes map[string]bool) field.ErrorList {
+	var errs field.ErrorList
+	paths := sets.New[string]()
+	for i := range mounts {
+		m := &mounts[i]
+		mp := p.Index(i)
+		if !volumes[m.Name] {
+			errs = append(errs, field.NotFound(mp.Child("name"), m.Name))
+		}
+		switch msg := checkAbsPath(m.MountPath); {
+		case msg != "":
+			errs = append(errs, field.Invalid(mp.Child("mountPath"), m.MountPath, msg))
+		case m.MountPath == "/":
+			errs = append(errs, field.Invalid(mp.Child("mountPath"), m.MountPath, "cannot mount over the root directory"))
+		case paths.Has(m.MountPath):
+			errs = append(errs, field.Duplicate(mp.Child("mountPath"), m.MountPath))
+		}
+		paths.Insert(m.MountPath)
+		if m.SubPath != "" {
+			errs = append(errs, field.Forbidden(mp.Child("subPath"), "subPath is not supported by the systemd runtime"))
+		}
+		if m.SubPathExpr != "" {
+			errs = append(errs, field.Forbidden(mp.Child("subPathExpr"), "subPathExpr is not supported by the systemd runtime"))
+		}
+	}
+	return errs
+}
+
+// hostPathTypeNames lists the supported hostPath types for error messages.
+func hostPathTypeNames() []string {
+	out := make([]string, 0, len(supportedHostPathType))
+	for t := range supportedHostPathType {
+		out = append(out, string(t))
+	}
+	sort.Strings(out)
+	return out
+}

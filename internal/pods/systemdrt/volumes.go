@@ -1,0 +1,137 @@
+package systemdrt
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// emptyDirPath is where an emptyDir volume lives: StateDir/pods/<uid>/volumes/<name>. Names
+// are DNS labels (Validate), so they are single path elements.
+func (r *Runtime) emptyDirPath(uid, name string) string {
+	return filepath.Join(r.podDir(uid), "volumes", name)
+}
+
+// prepareVolumes creates the pod's emptyDir directories (0750; with an fsGroup owned by that
+// group, 2770, as the kubelet's SetVolumeOwnership does) and the hostPath directories and
+// files of the *OrCreate types, and returns the host path of every volume. A hostPath whose
+// type does not match is an error naming the volume.
+func (r *Runtime) prepareVolumes(pod *v1.Pod) (map[string]string, error) {
+	out := map[string]string{}
+	uid := string(pod.UID)
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		switch {
+		case v.EmptyDir != nil:
+			dir := r.emptyDirPath(uid, v.Name)
+			if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+				return nil, fmt.Errorf("volume %q: %w", v.Name, err)
+			}
+			if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
+				return nil, fmt.Errorf("volume %q: %w", v.Name, err)
+			}
+			if err := r.ownEmptyDir(pod, v.Name, dir); err != nil {
+				return nil, fmt.Errorf("volume %q: %w", v.Name, err)
+			}
+			out[v.Name] = dir
+		case v.HostPath != nil:
+			if err := prepareHostPath(v.HostPath); err != nil {
+				return nil, fmt.Errorf("volume %q: hostPath %s: %w", v.Name, v.HostPath.Path, err)
+			}
+			out[v.Name] = v.HostPath.Path
+		}
+	}
+	return out, nil
+}
+
+// ownEmptyDir gives an emptyDir to the pod's fsGroup (group rwx, setgid), or, when every
+// container that mounts it runs as the same user and group, to that user.
+func (r *Runtime) ownEmptyDir(pod *v1.Pod, name, dir string) error {
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+		if err := os.Chown(dir, -1, int(*sc.FSGroup)); err != nil {
+			return err
+		}
+		return os.Chmod(dir, 0o770|fs.ModeSetgid)
+	}
+	uid, gid, set, same := int64(0), int64(0), false, true
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			c := &list[i]
+			mounts := false
+			for _, m := range c.VolumeMounts {
+				mounts = mounts || m.Name == name
+			}
+			if !mounts {
+				continue
+			}
+			var u, g int64
+			if p := runAsUser(pod, c); p != nil {
+				u = *p
+			}
+			if p := runAsGroup(pod, c); p != nil {
+				g = *p
+			}
+			if set && (u != uid || g != gid) {
+				same = false
+			}
+			uid, gid, set = u, g, true
+		}
+	}
+	if set && same && (uid != 0 || gid != 0) {
+		return os.Chown(dir, int(uid), int(gid))
+	}
+	return nil
+}
+
+// prepareHostPath checks or creates a hostPath per its type.
+func prepareHostPath(hp *v1.HostPathVolumeSource) error {
+	t := v1.HostPathUnset
+	if hp.Type != nil {
+		t = *hp.Type
+	}
+	switch t {
+	case v1.HostPathDirectoryOrCreate:
+		return os.MkdirAll(hp.Path, 0o755)
+	case v1.HostPathFileOrCreate:
+		if err := os.MkdirAll(filepath.Dir(hp.Path), 0o755); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(hp.Path, os.O_RDONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	case v1.HostPathUnset:
+		return nil
+	}
+	fi, err := os.Stat(hp.Path)
+	if err != nil {
+		return err
+	}
+	m := fi.Mode()
+	ok := map[v1.HostPathType]bool{
+		v1.HostPathDirectory: m.IsDir(),
+		v1.HostPathFile:      m.IsRegular(),
+		v1.HostPathSocket:    m&fs.ModeSocket != 0,
+		v1.HostPathCharDev:   m&fs.ModeCharDevice != 0,
+		v1.HostPathBlockDev:  m&fs.ModeDevice != 0 && m&fs.ModeCharDevice == 0,
+	}[t]
+	if !ok {
+		return fmt.Errorf("is not a %s", t)
+	}
+	return nil
+}
+
+// checkMountSources makes sure every volume the container mounts has a host path.
+func checkMountSources(c *v1.Container, vols map[string]string) error {
+	for _, m := range c.VolumeMounts {
+		if _, ok := vols[m.Name]; !ok {
+			return fmt.Errorf("volume mount %q: no such volume", m.Name)
+		}
+	}
+	return nil
+}
