@@ -416,3 +416,45 @@ func TestIntegrationMemoryQoSTiers(t *testing.T) {
 	assertFile(t, it, "/kubepods.slice", "memory", "memory.min", "104857600")
 	assertFile(t, it, "/kubepods.slice/kubepods-burstable.slice", "memory", "memory.low", "0")
 }
+
+// TestIntegrationReservedCgroups: system-reserved enforcement limits the existing system.slice
+// (never creating it); a reserved cgroup that does not exist is refused with a clear error and
+// nothing is created.
+func TestIntegrationReservedCgroups(t *testing.T) {
+	it := newIT(t)
+	ctx := t.Context()
+	log := slog.New(slog.NewTextHandler(testLogWriter{t}, nil))
+
+	node := itNodeConfig()
+	node.Enforcement.SystemReservedCompressible = true
+	missing := NewManager(it.sd, it.cg, ManagerConfig{Capacity: it.cap, Node: node, Pod: DefaultOptions(), SystemReservedCgroup: "/nonexistent-reserved.slice"}, log)
+	err := missing.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), `system_reserved_cgroup "/nonexistent-reserved.slice"`) {
+		t.Fatalf("Start with a missing reserved cgroup = %v", err)
+	}
+	if list, _ := it.sd.List(ctx, "kubepods*.slice", "nonexistent-reserved.slice"); len(list) != 0 {
+		t.Errorf("units created despite the error: %+v", list)
+	}
+
+	m := NewManager(it.sd, it.cg, ManagerConfig{Capacity: it.cap, Node: node, Pod: DefaultOptions(), SystemReservedCgroup: "/system.slice"}, log)
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Give system.slice its default weight back for the tests after this one.
+		_ = it.sd.SetProperties(context.Background(), "system.slice", SliceProperties(ResourceConfig{CPUShares: ptr(uint64(1024))}, it.mode))
+	})
+	if it.mode.V2() {
+		assertFile(t, it, "/system.slice", "cpu", "cpu.weight", "4")
+	} else {
+		assertFile(t, it, "/system.slice", "cpu", "cpu.shares", "102")
+	}
+	// Compressible only: no memory limit on system.slice.
+	if it.mode.V2() {
+		assertFile(t, it, "/system.slice", "memory", "memory.max", "max")
+	} else {
+		assertFile(t, it, "/system.slice", "memory", "memory.limit_in_bytes", v1Unlimited)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

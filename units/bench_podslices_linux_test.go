@@ -58,9 +58,12 @@ const (
 //     that machine noise hits both; one operation at a time, or W concurrent workers per path.
 //     Both paths' connections are open throughout, so each pays for the other's idle
 //     connections (systemd sends every signal to every client of its private socket).
-//   - "slicelet-alone" and "floor-alone": each path with only its own connection open, as in
-//     production, one operation at a time; slicelet-alone also times each systemd and cgroupfs
-//     call the Manager makes ("bd-" metrics).
+//   - "slicelet-alone": slicelet's path with only its own connection open, as in production, one
+//     operation at a time, timing each systemd and cgroupfs call the Manager makes ("bd-"
+//     metrics).
+//   - "conn-tax": the floor alone, its batches alternately with and without one idle
+//     units.Manager connection open: what the other path's connection costs in the same-run
+//     rows.
 //   - "reduce-cpu": what the CPU reduction before a pod slice's stop costs. Three destroy
 //     variants through units.Manager, interleaved batch by batch: SetProperties(CPUShares=2 or
 //     CPUWeight=1) then Stop, as DestroyPod does today ("setprops"); the same value written to
@@ -70,16 +73,20 @@ const (
 //
 //	go test ./units -run '^$' -bench '^BenchmarkPodSlices$' -benchtime 1x
 //
-// SLICELET_BENCH_PODS (default 1000), SLICELET_BENCH_BATCH (100) and SLICELET_BENCH_WORKERS (8)
+// SLICELET_BENCH_PODS (default 1000), SLICELET_BENCH_BATCH (50) and SLICELET_BENCH_WORKERS (8)
 // change the shape.
 func BenchmarkPodSlices(b *testing.B) {
 	env := systemdtest.Require(b)
 	n := envInt(b, benchPodsEnv, 1000)
-	batch := min(envInt(b, benchBatchEnv, 100), n)
+	batch := min(envInt(b, benchBatchEnv, 50), n)
 	workers := envInt(b, benchWorkersEnv, 8)
 	capacity, err := slices.ReadCapacity("/proc", "/sys", "")
 	if err != nil {
 		b.Fatal(err)
+	}
+	// The systemd CPU metrics read PID 1's counters.
+	if comm, err := os.ReadFile("/proc/1/comm"); err != nil || strings.TrimSpace(string(comm)) != "systemd" {
+		b.Fatalf("PID 1 is %q (%v), not systemd: the systemd CPU figures would measure something else", strings.TrimSpace(string(comm)), err)
 	}
 	bn := &podBench{cgroupRoot: env.CgroupRoot, capacity: capacity, n: n, batch: batch, rec: &recorder{}}
 
@@ -106,7 +113,7 @@ func BenchmarkPodSlices(b *testing.B) {
 	b.Run("sequential", func(b *testing.B) { bn.pair(b, 1) })
 	b.Run("workers="+strconv.Itoa(workers), func(b *testing.B) { bn.pair(b, workers) })
 	b.Run("slicelet-alone", bn.sliceletAlone)
-	b.Run("floor-alone", bn.floorAlone)
+	b.Run("conn-tax", bn.connTax)
 	b.Run("reduce-cpu", bn.reduceCPU)
 }
 
@@ -483,24 +490,52 @@ func (bn *podBench) sliceletAlone(b *testing.B) {
 	b.ReportMetric(perPod(qosTime), "bd-qos-µs/pod")
 }
 
-// floorAlone is the floor with only its own connection open.
-func (bn *podBench) floorAlone(b *testing.B) {
+// connTax measures what one idle slicelet connection costs the floor: the floor's batches run
+// alternately with an idle units.Manager connected ("taxed", as in the same-run rows, where the
+// other path's connection is open) and without ("untaxed"). The difference estimates how much
+// the same-run rows' shared environment adds to both paths.
+func (bn *podBench) connTax(b *testing.B) {
 	ctx := context.Background()
 	fc := bn.openFloor(b)
-	var f *path
+	var taxed, untaxed *path
 	for b.Loop() {
-		fl, err := bn.floorPath(fc, bn.pods(bn.n))
+		t, err := bn.floorPath(fc, bn.pods(bn.n))
 		if err != nil {
 			b.Fatal(err)
 		}
-		if f == nil {
-			f = fl
+		u, err := bn.floorPath(fc, bn.pods(bn.n))
+		if err != nil {
+			b.Fatal(err)
+		}
+		t.name, u.name = "taxed", "untaxed"
+		if taxed == nil {
+			taxed, untaxed = t, u
 		} else {
-			f.unit, f.create, f.destroy = fl.unit, fl.create, fl.destroy
+			taxed.unit, taxed.create, taxed.destroy = t.unit, t.create, t.destroy
+			untaxed.unit, untaxed.create, untaxed.destroy = u.unit, u.create, u.destroy
 		}
 		for _, phase := range []string{"create", "destroy"} {
-			if err := f.run(ctx, phase, 0, bn.n, 1); err != nil {
-				b.Fatal(err)
+			for k, lo := 0, 0; lo < bn.n; k, lo = k+1, lo+bn.batch {
+				hi := min(lo+bn.batch, bn.n)
+				order := []*path{taxed, untaxed}
+				if k%2 == 1 {
+					order = []*path{untaxed, taxed}
+				}
+				for _, p := range order {
+					var idle *units.Manager
+					if p == taxed {
+						if idle, err = units.Connect(ctx, units.Options{Logger: slog.New(slog.DiscardHandler), CgroupRoot: bn.cgroupRoot}); err != nil {
+							b.Fatal(err)
+						}
+					}
+					err := p.run(ctx, phase, lo, hi, 1)
+					if idle != nil {
+						idle.Close()
+					}
+					if err != nil {
+						b.Fatalf("%s %s batch %d: %v", p.name, phase, k, err)
+					}
+				}
 			}
 		}
 		left, err := fc.ListUnitsByPatternsContext(ctx, nil, slices.PodSlicePatterns)
@@ -511,8 +546,12 @@ func (bn *podBench) floorAlone(b *testing.B) {
 			b.Fatalf("%d pod slices left after destroying all, e.g. %s (%s)", len(left), left[0].Name, left[0].ActiveState)
 		}
 	}
-	f.report(b, "", bn.n*b.N)
-	b.ReportMetric(float64(bn.n*b.N), "pods")
+	pods := bn.n * b.N
+	taxed.report(b, "taxed-", pods)
+	untaxed.report(b, "untaxed-", pods)
+	tw, uw := taxed.createWall+taxed.destroyWall, untaxed.createWall+untaxed.destroyWall
+	b.ReportMetric(float64((tw-uw).Microseconds())/float64(pods), "tax-µs/pod")
+	b.ReportMetric(float64(pods), "pods")
 }
 
 // reduceCPU measures the variants of the CPU reduction before a pod slice's stop (see

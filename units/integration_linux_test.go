@@ -697,44 +697,6 @@ func TestIntegrationReconnectAfterReexec(t *testing.T) {
 	}
 }
 
-func TestIntegrationSliceLatency(t *testing.T) {
-	e := newIntegration(t, Options{})
-	const n = 200
-	e.stopAtEnd(t, "itbench.slice")
-	if err := e.m.StartSlice(e.ctx, "itbench.slice", nil); err != nil {
-		t.Fatal(err)
-	}
-	names := make([]string, n)
-	for i := range names {
-		names[i], _ = SliceName("itbench", "pod"+strconv.Itoa(i))
-	}
-	mem := e.m.Mode().ResourceNames().MemoryMax
-	start := make([]time.Duration, n)
-	stop := make([]time.Duration, n)
-	for i, name := range names {
-		t0 := time.Now()
-		if err := e.m.StartSlice(e.ctx, name, []Property{{"Description", "bench"}, {mem, uint64(64 << 20)}}); err != nil {
-			t.Fatal(err)
-		}
-		start[i] = time.Since(t0)
-	}
-	for i, name := range names {
-		t0 := time.Now()
-		if err := e.m.Stop(e.ctx, name); err != nil {
-			t.Fatal(err)
-		}
-		stop[i] = time.Since(t0)
-	}
-	q := func(d []time.Duration, p float64) time.Duration {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return s[int(float64(len(s)-1)*p)]
-	}
-	// Logged, not asserted: speed targets belong in benchmarks, not in tests.
-	t.Logf("%d slices: StartTransientUnit+job p50=%s p99=%s; StopUnit+job p50=%s p99=%s",
-		n, q(start, 0.5), q(start, 0.99), q(stop, 0.5), q(stop, 0.99))
-}
-
 // TestIntegrationCallRetries closes the connection under a call, the way a daemon-reexec does
 // between our liveness check and the call, and checks that the call reconnects and is retried,
 // at most maxAttempts times in all.

@@ -190,10 +190,7 @@ func (c *cli) deleteCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) == 0 || !isPodResource(pos[0]) {
-		return usageErr("delete: what to delete: delete pod NAME")
-	}
-	names, err := podNames(pos[1:])
+	names, err := podArgs("delete", pos)
 	if err != nil {
 		return err
 	}
@@ -229,6 +226,20 @@ func isPodResource(s string) bool {
 		return true
 	}
 	return false
+}
+
+// podArgs reads the positional arguments of get, describe and delete: "pods NAME ...",
+// "pod NAME ..." or "pod/NAME ...".
+func podArgs(cmd string, pos []string) ([]string, error) {
+	switch {
+	case len(pos) == 0:
+		return nil, usageErr("%s: what to %s: %s pod NAME", cmd, cmd, cmd)
+	case strings.Contains(pos[0], "/"):
+		return podNames(pos)
+	case isPodResource(pos[0]):
+		return podNames(pos[1:])
+	}
+	return nil, usageErr("%s: unknown resource %q: slicectl knows pods (and: slicectl node)", cmd, pos[0])
 }
 
 // podNames accepts NAME and pod/NAME.

@@ -114,7 +114,7 @@ func (c *cli) exit(err error) int {
 		fmt.Fprint(c.stdout, usage)
 		return exitOK
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(c.stderr, "slicectl: %s\n\n%s", strings.TrimPrefix(err.Error(), "usage: "), usage)
+		fmt.Fprintf(c.stderr, "slicectl: %s\nRun 'slicectl help' for usage.\n", strings.TrimPrefix(err.Error(), "usage: "))
 		return exitUsage
 	case errors.Is(err, errReported):
 		return exitFailure

@@ -22,15 +22,7 @@ func (c *cli) describeCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	var names []string
-	switch {
-	case len(pos) > 0 && strings.Contains(pos[0], "/"):
-		names, err = podNames(pos)
-	case len(pos) > 0 && isPodResource(pos[0]):
-		names, err = podNames(pos[1:])
-	default:
-		return usageErr("describe: what to describe: describe pod NAME")
-	}
+	names, err := podArgs("describe", pos)
 	if err != nil {
 		return err
 	}

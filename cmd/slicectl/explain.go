@@ -183,7 +183,11 @@ type env struct {
 
 func loadEnv(o explainOptions) (env, error) {
 	var e env
-	cfg, err := config.Load(o.configPath)
+	path := o.configPath
+	if !o.set["config"] {
+		path = "" // the default file, which may be missing (then the defaults apply)
+	}
+	cfg, err := config.Load(path)
 	if err != nil {
 		return e, err
 	}

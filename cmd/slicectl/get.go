@@ -28,19 +28,8 @@ func (c *cli) getCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		return usageErr("get: what to get: get pods")
-	}
 	// kubectl accepts "get pods NAME", "get pod NAME" and "get pod/NAME".
-	var names []string
-	switch {
-	case strings.Contains(pos[0], "/"):
-		names, err = podNames(pos)
-	case isPodResource(pos[0]):
-		names, err = podNames(pos[1:])
-	default:
-		return usageErr("get: unknown resource %q (slicectl knows pods; see also: slicectl node)", pos[0])
-	}
+	names, err := podArgs("get", pos)
 	if err != nil {
 		return err
 	}

@@ -164,7 +164,11 @@ func (c *Client) getJSON(ctx context.Context, method, path string, body []byte, 
 		return err
 	}
 	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	dec := json.NewDecoder(resp.Body)
+	// Numbers in untyped fields (explanations' systemd properties) stay exact: a float64 would
+	// turn 18446744073709551615 (infinity) into 1.8446744073709552e+19.
+	dec.UseNumber()
+	if err := dec.Decode(out); err != nil {
 		return fmt.Errorf("slicelet answer to %s %s: %w", method, path, err)
 	}
 	return nil

@@ -15,8 +15,8 @@ import (
 	"sync"
 	"time"
 
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -239,11 +239,8 @@ func (s *APIStore) Delete(namespace, name string) error {
 	if !exists && !broken {
 		return fmt.Errorf("pod %s: %w", k, ErrNotFound)
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := removeFileDurable(s.dir, fileName(namespace, name)); err != nil {
 		return fmt.Errorf("pod %s: delete %s: %w", k, path, err)
-	}
-	if err := syncDir(s.dir); err != nil {
-		return fmt.Errorf("pod %s: %w", k, err)
 	}
 	delete(s.pods, k)
 	delete(s.problems, path)
@@ -326,55 +323,14 @@ func (s *APIStore) notify() {
 	}
 }
 
-// write stores pod atomically: temporary file, fsync, rename, fsync of the directory.
+// write stores pod atomically and durably (writeFileAtomic).
 func (s *APIStore) write(pod *v1.Pod) error {
-	k := podKey(pod)
 	data, err := json.MarshalIndent(pod, "", "  ")
 	if err != nil {
-		return fmt.Errorf("pod %s: encode: %w", k, err)
+		return fmt.Errorf("pod %s: encode: %w", podKey(pod), err)
 	}
-	final := filepath.Join(s.dir, fileName(pod.Namespace, pod.Name))
-	f, err := os.CreateTemp(s.dir, tempPrefix+fileName(pod.Namespace, pod.Name)+"-")
-	if err != nil {
-		return fmt.Errorf("pod %s: store: %w", k, err)
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(append(data, '\n')); err != nil {
-		return fmt.Errorf("pod %s: store %s: %w", k, tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("pod %s: store %s: fsync: %w", k, tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("pod %s: store %s: %w", k, tmp, err)
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return fmt.Errorf("pod %s: store: %w", k, err)
-	}
-	ok = true
-	// The rename is durable only once the directory entry is on disk.
-	if err := syncDir(s.dir); err != nil {
-		return fmt.Errorf("pod %s: %w", k, err)
-	}
-	return nil
-}
-
-// syncDir fsyncs a directory so renames and removals in it survive a crash.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
+	if err := writeFileAtomic(s.dir, fileName(pod.Namespace, pod.Name), append(data, '\n')); err != nil {
+		return fmt.Errorf("pod %s: %w", podKey(pod), err)
 	}
 	return nil
 }

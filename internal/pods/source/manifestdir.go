@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,8 +18,8 @@ import (
 	"syscall"
 	"time"
 
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/slicelet/slicelet/internal/pods"
 )
@@ -57,7 +59,15 @@ type ManifestDirOptions struct {
 	MaxPods int
 	// Log receives state changes (pods added and removed, problems found and fixed).
 	Log *slog.Logger
+	// StateDir, when set, keeps the last good content of every manifest in
+	// <StateDir>/pods/file, so that a file found broken when slicelet starts still yields the
+	// pods it had before (which are still running): a broken file changes nothing, across
+	// restarts too. Empty disables this.
+	StateDir string
 }
+
+// LastGoodDir is where the last good manifests are kept, relative to the state directory.
+const LastGoodDir = "pods/file"
 
 // ManifestDir is the static pod source: every *.yaml, *.yml and *.json file of a directory
 // (multi-document YAML allowed) is a set of pods.
@@ -73,18 +83,29 @@ type ManifestDirOptions struct {
 // A file that cannot be used (unreadable, larger than MaxFileSize, bad YAML, unknown field,
 // invalid pod) is a Problem{Origin: path, Error: "<path>: document N: <field>: ..."} and changes
 // nothing: the pods that file produced at its last good read stay in the snapshot (none if it
-// never was good). Among pods with the same namespace/name the first (files in lexical order,
-// then documents in order) wins; every other one is a Problem naming both origins.
+// never was good). Among pods with the same namespace/name (or the same explicit metadata.uid)
+// the first (files in lexical order, then documents in order) wins; every other one is a
+// Problem naming both origins.
 type ManifestDir struct {
-	dir                         string
-	rescan, debounce, maxDelay  time.Duration
-	maxFileSize                 int64
-	maxPods                     int
-	log                         *slog.Logger
-	newWatcher                  func(dir string) (watcher, error)
-	files                       map[string]*fileState
-	dirProblem                  string
-	last                        *pods.Snapshot
+	dir                        string
+	rescan, debounce, maxDelay time.Duration
+	maxFileSize                int64
+	maxPods                    int
+	log                        *slog.Logger
+	newWatcher                 func(dir string) (watcher, error)
+	files                      map[string]*fileState
+	dirProblem                 string
+	last                       *pods.Snapshot
+	// lastGoodDir and saved are the kept last good manifests (by file path); lastGoodDir is ""
+	// when they are not kept.
+	lastGoodDir string
+	saved       map[string][]byte
+}
+
+// lastGood is one kept manifest, as stored in LastGoodDir.
+type lastGood struct {
+	Path     string `json:"path"`
+	Manifest []byte `json:"manifest"`
 }
 
 // fileState is what the source remembers of one manifest file.
@@ -96,6 +117,8 @@ type fileState struct {
 	pods []*v1.Pod
 	// problem is why the last read could not be used; "" when it was good.
 	problem string
+	// restored is set once the kept last good manifest was tried for a file broken at start.
+	restored bool
 }
 
 // watcher tells the source that the directory may have changed.
@@ -137,7 +160,100 @@ func NewManifestDir(opts ManifestDirOptions) (*ManifestDir, error) {
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
+	if opts.StateDir != "" {
+		if err := m.loadLastGood(filepath.Join(opts.StateDir, LastGoodDir)); err != nil {
+			return nil, err
+		}
+	}
 	return m, nil
+}
+
+// loadLastGood reads the kept manifests. They are a cache of files that were good once: one
+// that does not decode is dropped (logged), as are leftovers of interrupted writes.
+func (m *ManifestDir) loadLastGood(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("manifest state %s: %w", dir, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("manifest state %s: %w", dir, err)
+	}
+	m.lastGoodDir, m.saved = dir, map[string][]byte{}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		data, err := readManifest(path, 2*m.maxFileSize+4096) // base64 inside JSON
+		var rec lastGood
+		if err == nil {
+			err = json.Unmarshal(data, &rec)
+		}
+		if err == nil && recordName(rec.Path) != e.Name() {
+			err = fmt.Errorf("record of %s under the wrong name", rec.Path)
+		}
+		if err != nil {
+			m.log.Warn("manifest state: dropping an unusable record", "path", path, "err", err)
+			_ = os.RemoveAll(path)
+			continue
+		}
+		m.saved[rec.Path] = rec.Manifest
+	}
+	return nil
+}
+
+// recordName is the file name of the kept manifest of path: a hash, as paths can be longer than
+// a file name and hold any character.
+func recordName(path string) string {
+	h := sha256.Sum256([]byte(path))
+	return hex.EncodeToString(h[:16]) + ".json"
+}
+
+// keepLastGood stores data as the last good content of path (when kept and changed).
+func (m *ManifestDir) keepLastGood(path string, data []byte) {
+	if m.lastGoodDir == "" || bytes.Equal(m.saved[path], data) {
+		return
+	}
+	rec, err := json.Marshal(lastGood{Path: path, Manifest: data})
+	if err == nil {
+		err = writeFileAtomic(m.lastGoodDir, recordName(path), rec)
+	}
+	if err != nil {
+		m.log.Warn("manifest state: cannot keep the last good manifest", "origin", path, "err", err)
+		return
+	}
+	m.saved[path] = bytes.Clone(data)
+}
+
+// forgetLastGood drops the kept manifest of a file that is gone.
+func (m *ManifestDir) forgetLastGood(path string) {
+	if _, ok := m.saved[path]; !ok {
+		return
+	}
+	if err := removeFileDurable(m.lastGoodDir, recordName(path)); err != nil {
+		m.log.Warn("manifest state: cannot drop the last good manifest", "origin", path, "err", err)
+		return
+	}
+	delete(m.saved, path)
+}
+
+// restoreLastGood gives a file that is broken on its first read the pods of its kept last good
+// content, if any: those pods are still running from before the restart.
+func (m *ManifestDir) restoreLastGood(path string, st *fileState) {
+	if st.restored || st.pods != nil {
+		return
+	}
+	st.restored = true
+	data, ok := m.saved[path]
+	if !ok {
+		return
+	}
+	list, err := parseManifest(path, path, data)
+	if err != nil {
+		m.log.Warn("manifest state: the kept last good manifest does not parse any more", "origin", path, "err", err)
+		return
+	}
+	for _, pod := range list {
+		st.pods = append(st.pods, annotate(pod, pods.SourceFile, path))
+	}
+	m.log.Warn("manifest broken at start, running its last good version", "origin", path, "pods", len(list))
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -276,6 +392,9 @@ func (m *ManifestDir) Scan() pods.Snapshot {
 		// No directory, no manifests: every pod it had is gone, as if each file was removed.
 		m.dirProblem = ""
 		clear(m.files)
+		for path := range m.saved {
+			m.forgetLastGood(path)
+		}
 	default:
 		// Unreadable for another reason (permissions, I/O, not a directory): change nothing.
 		m.dirProblem = fmt.Sprintf("manifest directory %s: %v", m.dir, err)
@@ -304,6 +423,7 @@ func (m *ManifestDir) scanFiles(entries []fs.DirEntry) {
 		if err != nil {
 			st.problem = err.Error()
 			st.hashed = false // parse again once it reads, even if the content is the same
+			m.restoreLastGood(path, st)
 			continue
 		}
 		h := sha256.Sum256(data)
@@ -314,8 +434,10 @@ func (m *ManifestDir) scanFiles(entries []fs.DirEntry) {
 		list, err := parseManifest(path, path, data)
 		if err != nil {
 			st.problem = err.Error()
+			m.restoreLastGood(path, st)
 			continue
 		}
+		m.keepLastGood(path, data)
 		st.problem = ""
 		st.pods = make([]*v1.Pod, 0, len(list))
 		for _, pod := range list {
@@ -325,6 +447,11 @@ func (m *ManifestDir) scanFiles(entries []fs.DirEntry) {
 	for path := range m.files {
 		if !seen[path] {
 			delete(m.files, path)
+		}
+	}
+	for path := range m.saved {
+		if !seen[path] {
+			m.forgetLastGood(path)
 		}
 	}
 }
@@ -346,6 +473,7 @@ func (m *ManifestDir) snapshot() pods.Snapshot {
 		doc, n int
 	}
 	byKey := map[string]firstSeen{}
+	byUID := map[string]firstSeen{}
 	for _, path := range paths {
 		st := m.files[path]
 		if st.problem != "" {
@@ -358,12 +486,19 @@ func (m *ManifestDir) snapshot() pods.Snapshot {
 					"%s: pod %s: duplicate name: already defined by %s", where(path, i, len(st.pods)), k, where(prev.origin, prev.doc, prev.n))})
 				continue
 			}
+			// Two files may set the same metadata.uid; the controller tells pods apart by UID.
+			if prev, dup := byUID[string(pod.UID)]; dup {
+				s.Problems = append(s.Problems, pods.Problem{Origin: path, Error: fmt.Sprintf(
+					"%s: pod %s: metadata.uid: Duplicate value: %q: already used by %s", where(path, i, len(st.pods)), k, pod.UID, where(prev.origin, prev.doc, prev.n))})
+				continue
+			}
 			if len(s.Pods) >= m.maxPods {
 				s.Problems = append(s.Problems, pods.Problem{Origin: path, Error: fmt.Sprintf(
 					"%s: pod %s: too many pods: the manifest directory holds at most %d", where(path, i, len(st.pods)), k, m.maxPods)})
 				continue
 			}
 			byKey[k] = firstSeen{origin: path, doc: i, n: len(st.pods)}
+			byUID[string(pod.UID)] = byKey[k]
 			s.Pods = append(s.Pods, pods.Desired{Pod: pod, Source: pods.SourceFile, Origin: path})
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"syscall"
 	"testing"
 
-
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
 )
@@ -23,7 +22,7 @@ func podYAML(name string, extra ...string) string {
 }
 
 // writeFiles writes name → content into dir; content "DIR" makes a subdirectory, "FIFO" a FIFO.
-func writeFiles(t *testing.T, dir string, files map[string]string) {
+func writeFiles(t testing.TB, dir string, files map[string]string) {
 	t.Helper()
 	for name, content := range files {
 		p := filepath.Join(dir, name)
@@ -106,8 +105,8 @@ func TestManifestDirScan(t *testing.T) {
 			wantProbs: []problem{{"v.yaml", `spec.volumes[0].name: Invalid value: "../../etc"`}},
 		},
 		{
-			name: "mount of an undeclared volume",
-			files: map[string]string{"v.yaml": strings.Replace(podYAML("v"), "    command:", "    volumeMounts:\n    - name: data\n      mountPath: /data\n    command:", 1)},
+			name:      "mount of an undeclared volume",
+			files:     map[string]string{"v.yaml": strings.Replace(podYAML("v"), "    command:", "    volumeMounts:\n    - name: data\n      mountPath: /data\n    command:", 1)},
 			wantProbs: []problem{{"v.yaml", `spec.containers[0].volumeMounts[0].name: Not found: "data"`}},
 		},
 		{
@@ -143,6 +142,15 @@ func TestManifestDirScan(t *testing.T) {
 			files:     map[string]string{"a.yaml": podYAML("x") + "---\n" + podYAML("why") + "---\n" + podYAML("x") + "  restartPolicy: Never\n"},
 			wantPods:  []string{"default/x@a.yaml", "default/why@a.yaml"},
 			wantProbs: []problem{{"a.yaml", "a.yaml: document 2: pod default/x: duplicate name: already defined by "}},
+		},
+		{
+			name: "duplicate explicit uid",
+			files: map[string]string{
+				"a.yaml": strings.Replace(podYAML("a"), "  name: a\n", "  name: a\n  uid: same-uid\n", 1),
+				"b.yaml": strings.Replace(podYAML("b"), "  name: b\n", "  name: b\n  uid: same-uid\n", 1),
+			},
+			wantPods:  []string{"default/a@a.yaml"},
+			wantProbs: []problem{{"b.yaml", `b.yaml: pod default/b: metadata.uid: Duplicate value: "same-uid": already used by `}},
 		},
 		{
 			name:     "same name in another namespace is no duplicate",
@@ -313,5 +321,69 @@ func TestReadManifestSymlinks(t *testing.T) {
 	s := m.Scan()
 	if got := names(s); len(got) != 1 || got[0] != "default/real@link.yaml" || len(s.Problems) != 0 {
 		t.Fatalf("pods %v problems %+v", got, s.Problems)
+	}
+}
+
+func TestManifestDirLastGoodAcrossRestarts(t *testing.T) {
+	dir, state := t.TempDir(), t.TempDir()
+	open := func() *ManifestDir {
+		t.Helper()
+		m, err := NewManifestDir(ManifestDirOptions{Dir: dir, StateDir: state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	writeFiles(t, dir, map[string]string{"a.yaml": podYAML("a"), "b.yaml": podYAML("b")})
+	s := open().Scan()
+	if len(s.Pods) != 2 {
+		t.Fatalf("first run: %v", names(s))
+	}
+	uidA := s.Pods[0].Pod.UID
+
+	// While slicelet is down, a.yaml is broken and b.yaml removed.
+	writeFiles(t, dir, map[string]string{"a.yaml": "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {containerz: []}\n"})
+	if err := os.Remove(filepath.Join(dir, "b.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	m := open()
+	s = m.Scan()
+	if got := names(s); len(got) != 1 || got[0] != "default/a@a.yaml" || s.Pods[0].Pod.UID != uidA {
+		t.Fatalf("after restart with a broken file: pods %v (uid %v, want %s)", got, s.Pods, uidA)
+	}
+	if len(s.Problems) != 1 || !strings.Contains(s.Problems[0].Error, `unknown field "spec.containerz"`) {
+		t.Fatalf("problems %+v", s.Problems)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(state, LastGoodDir)); len(entries) != 1 {
+		t.Fatalf("kept manifests: %d, want 1 (b.yaml's dropped)", len(entries))
+	}
+
+	// Fixed with new content: replaced; the kept copy follows.
+	writeFiles(t, dir, map[string]string{"a.yaml": podYAML("a", "  restartPolicy: Never\n")})
+	s = m.Scan()
+	if len(s.Pods) != 1 || s.Pods[0].Pod.UID == uidA || len(s.Problems) != 0 {
+		t.Fatalf("after fixing: %v %+v", names(s), s.Problems)
+	}
+	uidA = s.Pods[0].Pod.UID
+	writeFiles(t, dir, map[string]string{"a.yaml": "{"})
+	if s = open().Scan(); len(s.Pods) != 1 || s.Pods[0].Pod.UID != uidA {
+		t.Fatalf("restart after the fix: %v", names(s))
+	}
+
+	// A corrupt record is dropped, never a failure.
+	writeFiles(t, filepath.Join(state, LastGoodDir), map[string]string{"junk.json": "{", ".tmp-x-1": "x"})
+	m = open()
+	if entries, _ := os.ReadDir(filepath.Join(state, LastGoodDir)); len(entries) != 1 {
+		t.Fatalf("records after dropping junk: %d, want 1", len(entries))
+	}
+	// Removing the file removes the pod and its record.
+	if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if s = m.Scan(); len(s.Pods) != 0 {
+		t.Fatalf("after removing: %v", names(s))
+	}
+	if entries, _ := os.ReadDir(filepath.Join(state, LastGoodDir)); len(entries) != 0 {
+		t.Fatalf("records after removing the file: %d", len(entries))
 	}
 }

@@ -12,7 +12,8 @@ import (
 // then any other source by name (snapshots of one source keep their order), pods in snapshot
 // order. The first pod of a namespace/name wins — so a file pod beats an API pod of the same
 // name — and every later one becomes a Problem "duplicate name across sources" naming both
-// origins. All snapshots' own problems are kept, in the same source order.
+// origins. A pod whose UID an earlier pod already has is a Problem as well (the controller
+// tells pods apart by UID). All snapshots' own problems are kept, in the same source order.
 func Merge(snapshots ...pods.Snapshot) (desired []pods.Desired, problems []pods.Problem) {
 	ordered := append([]pods.Snapshot(nil), snapshots...)
 	rank := func(src string) int {
@@ -33,6 +34,7 @@ func Merge(snapshots ...pods.Snapshot) (desired []pods.Desired, problems []pods.
 	})
 	type winner struct{ source, origin string }
 	seen := map[string]winner{}
+	seenUID := map[string]winner{}
 	for _, s := range ordered {
 		problems = append(problems, s.Problems...)
 		for _, d := range s.Pods {
@@ -46,7 +48,13 @@ func Merge(snapshots ...pods.Snapshot) (desired []pods.Desired, problems []pods.
 				problems = append(problems, pods.Problem{Origin: originOf(d), Error: msg})
 				continue
 			}
+			if w, dup := seenUID[string(d.Pod.UID)]; dup {
+				problems = append(problems, pods.Problem{Origin: originOf(d), Error: fmt.Sprintf(
+					"pod %s: metadata.uid: Duplicate value: %q: already used by %s (%s source)", k, d.Pod.UID, w.origin, w.source)})
+				continue
+			}
 			seen[k] = winner{source: d.Source, origin: originOf(d)}
+			seenUID[string(d.Pod.UID)] = seen[k]
 			desired = append(desired, d)
 		}
 	}

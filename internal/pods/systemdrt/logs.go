@@ -1,13 +1,12 @@
 package systemdrt
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -146,15 +145,5 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 }
 
 func (l *limitedBuffer) String() string {
-	s := bufio.NewScanner(bytesReader(l.b))
-	out := ""
-	for s.Scan() {
-		if out != "" {
-			out += "; "
-		}
-		out += s.Text()
-	}
-	return out
+	return strings.ReplaceAll(strings.TrimSpace(string(l.b)), "\n", "; ")
 }
-
-var errUnused = errors.New("unused")

@@ -1,0 +1,239 @@
+// Command bench runs slicelet's benchmarks against real systemd (each go test binary boots its
+// own throwaway systemd through internal/systemdtest) and rewrites the sections it owns in
+// docs/benchmarks.md with the numbers, the exact commands, the date and the machine.
+//
+//	go run ./hack/bench [-out docs/benchmarks.md] [-go go] [-only podslices,sandbox]
+//	                    [-pods 1000] [-batch 50] [-workers 8]
+//
+// Sections:
+//   - podslices: issue 4's benchmark, 1000 pod slices through slicelet's path and through raw
+//     go-systemd (the floor) in the same run (units' BenchmarkPodSlices).
+//   - sandbox: boot/stop of the throwaway systemd (internal/sandbox BenchmarkBootStop) and the
+//     units adapter's D-Bus latency (units BenchmarkIntegrationSliceCreateDestroy).
+//
+// It must run as root on a machine where the sandbox works (see
+// ../shared/docs/systemd-sandbox.md); the go test runs get CI=true, so a missing prerequisite
+// fails instead of skipping. A section whose benchmarks fail is left as it was.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	var o options
+	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "markdown file whose sections to rewrite")
+	flag.StringVar(&o.goBin, "go", "go", "go command")
+	flag.StringVar(&o.only, "only", "podslices,sandbox", "comma-separated sections to run")
+	flag.IntVar(&o.pods, "pods", 1000, "pod slices per path in the pod slice benchmark")
+	flag.IntVar(&o.batch, "batch", 50, "pods per batch; the two paths alternate batch by batch")
+	flag.IntVar(&o.workers, "workers", 8, "workers per path in the concurrent run")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "bench: unexpected arguments:", flag.Args())
+		os.Exit(2)
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	out, goBin, only      string
+	pods, batch, workers  int
+	stdout                io.Writer // progress; os.Stderr when nil
+	moduleRoot, startedAt string
+}
+
+// section is one owned part of the document and how to produce it.
+type section struct {
+	id     string
+	runs   []benchRun
+	render func(o options, m Machine, res []Results, runs []benchRun) string
+}
+
+// benchRun is one go test invocation.
+type benchRun struct {
+	env  []string // extra environment, "K=V"
+	args []string // after the go command
+}
+
+// Command is the run as a shell command line, for the document.
+func (r benchRun) Command(goBin string) string {
+	parts := append([]string{}, r.env...)
+	parts = append(parts, goBin)
+	for _, a := range r.args {
+		parts = append(parts, shellQuote(a))
+	}
+	return strings.Join(parts, " ")
+}
+
+func sections(o options) []section {
+	return []section{
+		{
+			id: "podslices",
+			runs: []benchRun{{
+				env: []string{
+					"SLICELET_BENCH_PODS=" + strconv.Itoa(o.pods),
+					"SLICELET_BENCH_BATCH=" + strconv.Itoa(o.batch),
+					"SLICELET_BENCH_WORKERS=" + strconv.Itoa(o.workers),
+				},
+				args: []string{"test", "./units", "-run", "^$", "-bench", "^BenchmarkPodSlices$", "-benchtime", "1x", "-count", "1", "-timeout", "60m"},
+			}},
+			render: renderPodSlices,
+		},
+		{
+			id: "sandbox",
+			runs: []benchRun{
+				{args: []string{"test", "./internal/sandbox/", "-run", "^$", "-bench", "^BenchmarkBootStop$", "-benchtime", "10x", "-count", "1", "-timeout", "10m"}},
+				{args: []string{"test", "./units", "-run", "^$", "-bench", "^BenchmarkIntegrationSliceCreateDestroy$", "-benchtime", "200x", "-count", "1", "-timeout", "10m"}},
+			},
+			render: renderSandbox,
+		},
+	}
+}
+
+func run(o options) error {
+	if o.pods <= 0 || o.batch <= 0 || o.workers <= 0 {
+		return fmt.Errorf("-pods, -batch and -workers must be positive (got %d, %d, %d)", o.pods, o.batch, o.workers)
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("must run as root: the benchmarks boot throwaway systemd instances (../shared/docs/systemd-sandbox.md)")
+	}
+	if o.stdout == nil {
+		o.stdout = os.Stderr
+	}
+	root, err := moduleRoot(o.goBin)
+	if err != nil {
+		return err
+	}
+	o.moduleRoot = root
+	want := map[string]bool{}
+	for _, id := range strings.Split(o.only, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			want[id] = true
+		}
+	}
+	all := sections(o)
+	for id := range want {
+		known := false
+		for _, s := range all {
+			known = known || s.id == id
+		}
+		if !known {
+			return fmt.Errorf("-only: unknown section %q (have podslices, sandbox)", id)
+		}
+	}
+
+	machine := ReadMachine(o.goBin)
+	o.startedAt = time.Now().UTC().Format("2006-01-02 15:04 MST")
+	var errs []error
+	for _, s := range all {
+		if !want[s.id] {
+			continue
+		}
+		var results []Results
+		var failed error
+		for _, r := range s.runs {
+			res, err := runBench(o, r)
+			if err != nil {
+				failed = fmt.Errorf("section %s: %s: %w", s.id, r.Command(o.goBin), err)
+				break
+			}
+			results = append(results, res)
+		}
+		if failed != nil {
+			errs = append(errs, failed)
+			continue
+		}
+		if err := writeSection(o.out, s.id, s.render(o, machine, results, s.runs)); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintf(o.stdout, "bench: section %s written to %s\n", s.id, o.out)
+	}
+	return errors.Join(errs...)
+}
+
+// runBench runs one go test invocation from the module root, streaming its output, and parses
+// the benchmark lines. A failing run or one without benchmark results is an error.
+func runBench(o options, r benchRun) (Results, error) {
+	fmt.Fprintf(o.stdout, "bench: %s\n", r.Command(o.goBin))
+	cmd := exec.Command(o.goBin, r.args...)
+	cmd.Dir = o.moduleRoot
+	// CI=true: a missing sandbox prerequisite fails the run instead of skipping the benchmark.
+	cmd.Env = append(append(os.Environ(), "CI=true", "GOTOOLCHAIN=local"), r.env...)
+	var buf bytes.Buffer
+	cmd.Stdout = io.MultiWriter(&buf, o.stdout)
+	cmd.Stderr = io.MultiWriter(&buf, o.stdout)
+	if err := cmd.Run(); err != nil {
+		return nil, err
+	}
+	res, err := ParseBench(buf.String())
+	if err != nil {
+		return nil, err
+	}
+	if len(res) == 0 {
+		return nil, errors.New("no benchmark results in the output")
+	}
+	return res, nil
+}
+
+// writeSection replaces the section id of the document at path (created if missing).
+func writeSection(path, id, body string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("benchmarks document: %w", err)
+	}
+	doc, err := ReplaceSection(string(old), id, body)
+	if err != nil {
+		return fmt.Errorf("benchmarks document %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("benchmarks document: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(doc), 0o644); err != nil {
+		return fmt.Errorf("benchmarks document: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("benchmarks document: %w", err)
+	}
+	return nil
+}
+
+// moduleRoot is the directory of the main module's go.mod.
+func moduleRoot(goBin string) (string, error) {
+	out, err := exec.Command(goBin, "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside the slicelet module: run from the repository")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,541 @@
+package systemdrt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/systemdtest"
+	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/units"
+)
+
+func TestMain(m *testing.M) { os.Exit(systemdtest.Main(m)) }
+
+// itEnv is a real systemd (the sandbox), a slice manager and a runtime.
+type itEnv struct {
+	sd    *units.Manager
+	cg    *slices.CgroupFS
+	sl    *slices.Manager
+	rt    *Runtime
+	state string
+	log   *slog.Logger
+	cap   slices.Capacity
+}
+
+type testLogWriter struct{ t *testing.T }
+
+func (w testLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// fastBackoff keeps restart tests short; the kubelet's values are tested with the fake.
+var fastBackoff = Backoff{Initial: 200 * time.Millisecond, Max: 400 * time.Millisecond}
+
+func newIT(t *testing.T) *itEnv {
+	t.Helper()
+	env := systemdtest.Require(t)
+	log := slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	sd, err := units.Connect(ctx, units.Options{Logger: log, CgroupRoot: env.CgroupRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sd.Close() })
+	capacity, err := slices.ReadCapacity("/proc", "/sys", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg := slices.NewCgroupFS(env.CgroupRoot)
+	sl := slices.NewManager(sd, cg, slices.ManagerConfig{
+		Capacity: capacity,
+		Node:     slices.NodeConfig{Enforcement: slices.Enforcement{Pods: true}},
+		Pod:      slices.DefaultOptions(),
+	}, log)
+	if err := sl.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	it := &itEnv{sd: sd, cg: cg, sl: sl, state: t.TempDir(), log: log, cap: capacity}
+	it.rt = it.runtime(t)
+	t.Cleanup(func() { it.cleanup() })
+	return it
+}
+
+func (it *itEnv) runtime(t *testing.T) *Runtime {
+	t.Helper()
+	rt, err := New(Options{Systemd: it.sd, StateDir: it.state, Logger: it.log, MemoryCapacity: it.cap.Memory, Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+// cleanup removes every container unit and kubepods slice.
+func (it *itEnv) cleanup() {
+	ctx := context.Background()
+	list, _ := it.sd.List(ctx, allUnitsPattern)
+	for _, u := range list {
+		_ = it.sd.Stop(ctx, u.Name)
+		_ = it.sd.ResetFailed(ctx, u.Name)
+	}
+	for _, p := range it.sl.Pods() {
+		_ = it.sl.DestroyPod(ctx, p.UID)
+	}
+}
+
+func rl(cpu, mem string) v1.ResourceList {
+	out := v1.ResourceList{}
+	if cpu != "" {
+		out[v1.ResourceCPU] = resource.MustParse(cpu)
+	}
+	if mem != "" {
+		out[v1.ResourceMemory] = resource.MustParse(mem)
+	}
+	return out
+}
+
+func itPod(name, uid string, policy v1.RestartPolicy, cs ...v1.Container) *v1.Pod {
+	grace := int64(2)
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(uid)},
+		Spec:       v1.PodSpec{Containers: cs, RestartPolicy: policy, TerminationGracePeriodSeconds: &grace},
+	}
+}
+
+func sh(name, script string) v1.Container {
+	return v1.Container{Name: name, Command: []string{"/bin/sh", "-c", script}}
+}
+
+// sync ensures the pod's slice and syncs the pod once.
+func (it *itEnv) sync(t *testing.T, pod *v1.Pod) v1.PodStatus {
+	t.Helper()
+	ps, err := it.sl.EnsurePod(t.Context(), pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := it.rt.SyncPod(t.Context(), pod, ps)
+	if err != nil {
+		t.Fatalf("SyncPod %s: %v", pod.Name, err)
+	}
+	return st
+}
+
+// syncUntil syncs the pod until cond holds, as the controller's resync would, for at most 20 s.
+func (it *itEnv) syncUntil(t *testing.T, pod *v1.Pod, what string, cond func(v1.PodStatus) bool) v1.PodStatus {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st := it.sync(t, pod)
+		if cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s: %s: not reached in 20s; last status: phase %s, containers %s", pod.Name, what, st.Phase, describe(st))
+		}
+		<-tick.C
+	}
+}
+
+func allRunning(st v1.PodStatus) bool {
+	if st.Phase != v1.PodRunning {
+		return false
+	}
+	for _, cs := range st.ContainerStatuses {
+		if cs.State.Running == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// activeUnits lists the pod's container units that are not dead.
+func (it *itEnv) activeUnits(t *testing.T, uid string) []string {
+	t.Helper()
+	list, err := it.sd.List(t.Context(), podPattern(uid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, u := range list {
+		if u.ActiveState == "active" || u.ActiveState == "activating" || u.ActiveState == "deactivating" {
+			out = append(out, u.Name)
+		}
+	}
+	return out
+}
+
+// TestIntegrationQoSClasses: a pod per QoS class runs /bin/sleep in its pod slice with the
+// container's limits on the unit; KillPod leaves no process in the slice and Forget no unit or
+// state.
+func TestIntegrationQoSClasses(t *testing.T) {
+	it := newIT(t)
+	ctx := t.Context()
+	sleep := func(res v1.ResourceRequirements) v1.Container {
+		return v1.Container{Name: "sleep", Command: []string{"sleep", "infinity"}, Resources: res}
+	}
+	cases := []struct {
+		pod  *v1.Pod
+		qos  v1.PodQOSClass
+		mem  string // container memory limit in bytes on cgroup v1, "" for none
+		oom  int
+		cpuQ string
+	}{
+		{itPod("g", "qos-g", "", sleep(v1.ResourceRequirements{Requests: rl("100m", "64Mi"), Limits: rl("100m", "64Mi")})), v1.PodQOSGuaranteed, "67108864", -997, "10000"},
+		{itPod("bu", "qos-bu", "", sleep(v1.ResourceRequirements{Requests: rl("100m", "32Mi"), Limits: rl("200m", "64Mi")})), v1.PodQOSBurstable, "67108864", 0, "20000"},
+		{itPod("be", "qos-be", "", sleep(v1.ResourceRequirements{})), v1.PodQOSBestEffort, "", 1000, "-1"},
+	}
+	for _, c := range cases {
+		st := it.sync(t, c.pod)
+		if !allRunning(st) || st.QOSClass != c.qos {
+			t.Fatalf("pod %s: phase %s qos %s, containers %s", c.pod.Name, st.Phase, st.QOSClass, describe(st))
+		}
+		cs := st.ContainerStatuses[0]
+		unit, _ := UnitName(string(c.pod.UID), "sleep", 1)
+		if cs.ContainerID != "systemd://"+unit || cs.RestartCount != 0 || !cs.Ready || cs.Started == nil || !*cs.Started {
+			t.Errorf("pod %s: status %+v", c.pod.Name, cs)
+		}
+		info, err := it.sd.Properties(ctx, unit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, _ := it.sl.EnsurePod(ctx, c.pod)
+		if info.ControlGroup != ps.CgroupPath+"/"+unit || info.MainPID == 0 {
+			t.Errorf("pod %s: unit cgroup %s (pid %d), want in %s", c.pod.Name, info.ControlGroup, info.MainPID, ps.CgroupPath)
+		}
+		if !it.sd.Mode().V2() {
+			if c.mem != "" {
+				assertCgroupFile(t, it, info.ControlGroup, "memory", "memory.limit_in_bytes", c.mem)
+			}
+			assertCgroupFile(t, it, info.ControlGroup, "cpu", "cpu.cfs_quota_us", c.cpuQ)
+		}
+		// The kubelet's score where the kernel lets systemd lower it, else systemd's own.
+		kubelet := slices.ContainerOOMScoreAdj(c.pod, &c.pod.Spec.Containers[0], it.cap.Memory)
+		if c.qos != v1.PodQOSBurstable && kubelet != c.oom {
+			t.Errorf("pod %s: kubelet oom score %d, want %d", c.pod.Name, kubelet, c.oom)
+		}
+		want, _ := it.rt.oom.Apply(kubelet)
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(int(info.MainPID)) + "/oom_score_adj")
+		if err != nil || strings.TrimSpace(string(data)) != strconv.Itoa(want) {
+			t.Errorf("pod %s: oom_score_adj %q (%v), want %d", c.pod.Name, data, err, want)
+		}
+
+		start := time.Now()
+		st, err = it.rt.KillPod(ctx, c.pod, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("pod %s: KillPod took %s", c.pod.Name, time.Since(start).Round(time.Millisecond))
+		if term := st.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 143 || term.Signal != 15 {
+			t.Errorf("pod %s: after KillPod %s", c.pod.Name, describe(st))
+		}
+		if pids, err := it.cg.Pids(ps.CgroupPath); err != nil || len(pids) > 0 {
+			t.Errorf("pod %s: processes left in the pod slice after KillPod: %v (%v)", c.pod.Name, pids, err)
+		}
+		if left := it.activeUnits(t, string(c.pod.UID)); len(left) > 0 {
+			t.Errorf("pod %s: units left: %v", c.pod.Name, left)
+		}
+		if err := it.rt.Forget(ctx, string(c.pod.UID)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(it.state, "pods", string(c.pod.UID))); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("pod %s: state dir left after Forget: %v", c.pod.Name, err)
+		}
+		if err := it.sl.DestroyPod(ctx, string(c.pod.UID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func assertCgroupFile(t *testing.T, it *itEnv, cgPath, controller, file, want string) {
+	t.Helper()
+	got, err := it.cg.Read(cgPath, controller, file)
+	if err != nil {
+		t.Errorf("%s %s: %v", cgPath, file, err)
+		return
+	}
+	if strings.TrimSpace(got) != want {
+		t.Errorf("%s %s = %q, want %q", cgPath, file, got, want)
+	}
+}
+
+// TestIntegrationThreeContainersStartup measures SyncPod → all containers running for a
+// three-container pod (one SyncPod call).
+func TestIntegrationThreeContainersStartup(t *testing.T) {
+	it := newIT(t)
+	pod := itPod("three", "three-1", "",
+		v1.Container{Name: "a", Command: []string{"/bin/sleep", "infinity"}},
+		v1.Container{Name: "b", Command: []string{"/bin/sleep", "infinity"}},
+		v1.Container{Name: "c", Command: []string{"/bin/sleep", "infinity"}})
+	ps, err := it.sl.EnsurePod(t.Context(), pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var samples []time.Duration
+	for round := range 5 {
+		start := time.Now()
+		st, err := it.rt.SyncPod(t.Context(), pod, ps)
+		d := time.Since(start)
+		if err != nil || !allRunning(st) {
+			t.Fatalf("round %d: %v, %s", round, err, describe(st))
+		}
+		samples = append(samples, d)
+		if _, err := it.rt.KillPod(t.Context(), pod, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := it.rt.Forget(t.Context(), string(pod.UID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("SyncPod → 3 containers running: %v", samples)
+	if len(it.activeUnits(t, string(pod.UID))) != 0 {
+		t.Error("units left")
+	}
+}
+
+// TestIntegrationRestartPolicies: exit codes and restart policies with real exits.
+func TestIntegrationRestartPolicies(t *testing.T) {
+	it := newIT(t)
+
+	// OnFailure: exit 3 restarts with back-off, a new unit each time.
+	onf := itPod("onfailure", "rp-onfailure", v1.RestartPolicyOnFailure, sh("fail", "exit 3"))
+	st := it.syncUntil(t, onf, "two restarts", func(st v1.PodStatus) bool { return st.ContainerStatuses[0].RestartCount >= 2 })
+	cs := st.ContainerStatuses[0]
+	if st.Phase != v1.PodRunning {
+		t.Errorf("OnFailure: phase %s, want Running", st.Phase)
+	}
+	last := cs.LastTerminationState.Terminated
+	if last == nil || last.ExitCode != 3 || last.Reason != ReasonError {
+		t.Errorf("OnFailure: last termination %+v", last)
+	}
+
+	// Never: exit 3 fails the pod, no restart.
+	never := itPod("never", "rp-never", v1.RestartPolicyNever, sh("fail", "exit 3"))
+	st = it.syncUntil(t, never, "Failed", func(st v1.PodStatus) bool { return st.Phase == v1.PodFailed })
+	cs = st.ContainerStatuses[0]
+	if term := cs.State.Terminated; term == nil || term.ExitCode != 3 || term.Reason != ReasonError || cs.RestartCount != 0 {
+		t.Errorf("Never: %+v restarts %d", cs.State, cs.RestartCount)
+	}
+	if term := cs.State.Terminated; term != nil && (term.StartedAt.IsZero() || term.FinishedAt.Before(&term.StartedAt)) {
+		t.Errorf("Never: times %v .. %v", term.StartedAt, term.FinishedAt)
+	}
+
+	// OnFailure with exit 0: Succeeded.
+	ok := itPod("ok", "rp-ok", v1.RestartPolicyOnFailure, sh("ok", "exit 0"))
+	st = it.syncUntil(t, ok, "Succeeded", func(st v1.PodStatus) bool { return st.Phase == v1.PodSucceeded })
+	if term := st.ContainerStatuses[0].State.Terminated; term == nil || term.Reason != ReasonCompleted {
+		t.Errorf("OnFailure exit 0: %s", describe(st))
+	}
+
+	// Always with exit 0: restarted, pod Running.
+	always := itPod("always", "rp-always", v1.RestartPolicyAlways, sh("ok", "exit 0"))
+	st = it.syncUntil(t, always, "a restart", func(st v1.PodStatus) bool { return st.ContainerStatuses[0].RestartCount >= 1 })
+	if st.Phase != v1.PodRunning {
+		t.Errorf("Always: phase %s", st.Phase)
+	}
+	// Dead instances older than the previous one are reset, so the pod keeps at most one
+	// failed unit per container.
+	list, _ := it.sd.List(t.Context(), podPattern(string(onf.UID)))
+	failed := 0
+	for _, u := range list {
+		if u.ActiveState == "failed" {
+			failed++
+		}
+	}
+	if failed > 2 {
+		t.Errorf("OnFailure pod keeps %d failed units", failed)
+	}
+}
+
+// TestIntegrationInitContainers: init containers run in order to completion, pass data to the
+// app container through an emptyDir, and a sidecar keeps running.
+func TestIntegrationInitContainers(t *testing.T) {
+	it := newIT(t)
+	always := v1.ContainerRestartPolicyAlways
+	mount := []v1.VolumeMount{{Name: "work", MountPath: "/srv"}}
+	first := sh("first", "echo one > /srv/f")
+	first.VolumeMounts = mount
+	second := sh("second", "test -f /srv/f && echo two >> /srv/f")
+	second.VolumeMounts = mount
+	side := v1.Container{Name: "side", Command: []string{"/bin/sleep", "infinity"}, RestartPolicy: &always}
+	app := sh("app", "cat /srv/f; exec sleep infinity")
+	app.VolumeMounts = mount
+	pod := itPod("init", "init-1", v1.RestartPolicyAlways, app)
+	pod.Spec.InitContainers = []v1.Container{first, side, second}
+	pod.Spec.Volumes = []v1.Volume{{Name: "work", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+
+	st := it.sync(t, pod)
+	if st.Phase != v1.PodPending && st.Phase != v1.PodRunning {
+		t.Errorf("first sync: phase %s, want Pending (init containers running) or Running", st.Phase)
+	}
+	st = it.syncUntil(t, pod, "Running", allRunning)
+	ics := st.InitContainerStatuses
+	f1, f2 := ics[0].State.Terminated, ics[2].State.Terminated
+	if f1 == nil || f2 == nil || f1.ExitCode != 0 || f2.ExitCode != 0 || ics[1].State.Running == nil {
+		t.Fatalf("init containers: %s", describe(st))
+	}
+	if f2.StartedAt.Before(&f1.FinishedAt) {
+		t.Errorf("second init container started %v before the first finished %v", f2.StartedAt, f1.FinishedAt)
+	}
+	if c := condition(st, v1.PodInitialized); c != v1.ConditionTrue {
+		t.Errorf("Initialized = %s", c)
+	}
+	var out bytes.Buffer
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "two") && time.Now().Before(deadline) {
+		out.Reset()
+		if err := it.rt.Logs(t.Context(), pod, "app", pods.LogOptions{}, &out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out.String() != "one\ntwo\n" {
+		t.Errorf("app logs %q, want the file the init containers wrote", out.String())
+	}
+	data, err := os.ReadFile(filepath.Join(it.state, "pods", string(pod.UID), "volumes", "work", "f"))
+	if err != nil || string(data) != "one\ntwo\n" {
+		t.Errorf("emptyDir content %q (%v)", data, err)
+	}
+	if _, err := it.rt.KillPod(t.Context(), pod, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := it.rt.Forget(t.Context(), string(pod.UID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(it.state, "pods", string(pod.UID))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("emptyDir left after Forget: %v", err)
+	}
+}
+
+// TestIntegrationOOMKilled: a container above its memory limit is OOMKilled.
+func TestIntegrationOOMKilled(t *testing.T) {
+	it := newIT(t)
+	hog := sh("hog", `x=$(head -c 200m /dev/zero | tr "\0" a); sleep 1`)
+	hog.Resources = v1.ResourceRequirements{Requests: rl("", "16Mi"), Limits: rl("", "32Mi")}
+	pod := itPod("oom", "oom-1", v1.RestartPolicyNever, hog)
+	st := it.syncUntil(t, pod, "Failed", func(st v1.PodStatus) bool { return st.Phase == v1.PodFailed })
+	term := st.ContainerStatuses[0].State.Terminated
+	if term == nil || term.Reason != ReasonOOMKilled || term.ExitCode != 137 {
+		t.Fatalf("status %+v", st.ContainerStatuses[0].State)
+	}
+	t.Logf("OOM kill reported: %+v", *term)
+}
+
+// TestIntegrationKillPodGrace: a container that ignores its stop signal is killed when the grace
+// period ends, and nothing of the pod is left.
+func TestIntegrationKillPodGrace(t *testing.T) {
+	it := newIT(t)
+	pod := itPod("stubborn", "kill-1", "", sh("stubborn", `trap "" TERM; sleep infinity & wait; sleep infinity`))
+	st := it.syncUntil(t, pod, "Running", allRunning)
+	_ = st
+	start := time.Now()
+	st, err := it.rt.KillPod(t.Context(), pod, time.Second)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	term := st.ContainerStatuses[0].State.Terminated
+	if term == nil || term.ExitCode != 137 || term.Signal != 9 || term.Reason != ReasonError {
+		t.Errorf("after KillPod: %+v", st.ContainerStatuses[0].State)
+	}
+	if took < time.Second || took > 5*time.Second {
+		t.Errorf("KillPod with 1s grace took %s", took)
+	}
+	ps, _ := it.sl.EnsurePod(t.Context(), pod)
+	if pids, err := it.cg.Pids(ps.CgroupPath); err != nil || len(pids) > 0 {
+		t.Errorf("processes left: %v (%v)", pids, err)
+	}
+}
+
+// TestIntegrationAdoptAfterRestart: a new Runtime over the same state dir adopts the running
+// containers without starting duplicates, also when it crashed between StartService and
+// saving its record.
+func TestIntegrationAdoptAfterRestart(t *testing.T) {
+	it := newIT(t)
+	pod := itPod("adopt", "adopt-1", "",
+		v1.Container{Name: "a", Command: []string{"/bin/sleep", "infinity"}},
+		v1.Container{Name: "b", Command: []string{"/bin/sleep", "infinity"}})
+	st := it.syncUntil(t, pod, "Running", allRunning)
+	ids := []string{st.ContainerStatuses[0].ContainerID, st.ContainerStatuses[1].ContainerID}
+
+	// slicelet restarts: a new Runtime.
+	it.rt = it.runtime(t)
+	uids, err := it.rt.PodUIDs(t.Context())
+	if err != nil || len(uids) != 1 || uids[0] != "adopt-1" {
+		t.Errorf("PodUIDs = %v, %v", uids, err)
+	}
+	st = it.sync(t, pod)
+	if !allRunning(st) || st.ContainerStatuses[0].ContainerID != ids[0] || st.ContainerStatuses[1].ContainerID != ids[1] {
+		t.Errorf("after restart: %s ids %s %s", describe(st), st.ContainerStatuses[0].ContainerID, st.ContainerStatuses[1].ContainerID)
+	}
+	if st.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("restart count %d", st.ContainerStatuses[0].RestartCount)
+	}
+
+	// Crash right after StartService: the record never heard of the units.
+	if err := os.Remove(filepath.Join(it.state, "pods", "adopt-1", "state.json")); err != nil {
+		t.Fatal(err)
+	}
+	it.rt = it.runtime(t)
+	for range 3 {
+		st = it.sync(t, pod)
+	}
+	if !allRunning(st) || st.ContainerStatuses[0].ContainerID != ids[0] || st.ContainerStatuses[1].ContainerID != ids[1] {
+		t.Errorf("after lost state: %s", describe(st))
+	}
+	if active := it.activeUnits(t, "adopt-1"); len(active) != 2 {
+		t.Errorf("active units %v, want exactly 2", active)
+	}
+}
+
+// TestIntegrationLogs: container output is in the journal under the pod's unit; --previous
+// shows the instance before a restart.
+func TestIntegrationLogs(t *testing.T) {
+	it := newIT(t)
+	pod := itPod("logs", "logs-1", v1.RestartPolicyAlways, sh("talk", `echo "out $(date +%N)"; echo err >&2; exit 1`))
+	var buf bytes.Buffer
+	if err := it.rt.Logs(t.Context(), pod, "talk", pods.LogOptions{}, &buf); !errors.Is(err, pods.ErrNoLogs) {
+		t.Errorf("Logs before start = %v, want ErrNoLogs", err)
+	}
+	it.syncUntil(t, pod, "a restart", func(st v1.PodStatus) bool { return st.ContainerStatuses[0].RestartCount >= 1 })
+	var prev string
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		buf.Reset()
+		if err := it.rt.Logs(t.Context(), pod, "talk", pods.LogOptions{Previous: true}, &buf); err != nil {
+			t.Fatal(err)
+		}
+		if prev = buf.String(); strings.Contains(prev, "err") {
+			break
+		}
+	}
+	if !strings.HasPrefix(prev, "out ") || !strings.Contains(prev, "\nerr\n") {
+		t.Errorf("previous logs %q", prev)
+	}
+	buf.Reset()
+	if err := it.rt.Logs(t.Context(), pod, "talk", pods.LogOptions{Previous: true, TailLines: 1}, &buf); err != nil || buf.String() != "err\n" {
+		t.Errorf("tail 1 = %q, %v", buf.String(), err)
+	}
+	// Follow ends by itself once the instance has ended.
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	buf.Reset()
+	if err := it.rt.Logs(ctx, pod, "talk", pods.LogOptions{Follow: true}, &buf); err != nil || ctx.Err() != nil {
+		t.Errorf("follow: %v (ctx %v)", err, ctx.Err())
+	}
+}

@@ -1,0 +1,240 @@
+package systemdrt
+
+import (
+	"reflect"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/units"
+)
+
+func resList(cpu, mem string) v1.ResourceList {
+	out := v1.ResourceList{}
+	if cpu != "" {
+		out[v1.ResourceCPU] = resource.MustParse(cpu)
+	}
+	if mem != "" {
+		out[v1.ResourceMemory] = resource.MustParse(mem)
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestUnitProperties(t *testing.T) {
+	head := func(desc, slice string, exec units.Exec) []units.Property {
+		return []units.Property{
+			{Name: "Description", Value: desc},
+			{Name: "Slice", Value: slice},
+			{Name: "Type", Value: "exec"},
+			{Name: "ExecStart", Value: exec},
+			{Name: "RemainAfterExit", Value: true},
+			{Name: "Restart", Value: "no"},
+		}
+	}
+	tail := func(name string, sig syscall.Signal, grace time.Duration, oom int32) []units.Property {
+		return []units.Property{
+			{Name: "StandardOutput", Value: "journal"},
+			{Name: "StandardError", Value: "journal"},
+			{Name: "SyslogIdentifier", Value: name},
+			{Name: "KillSignal", Value: int32(sig)},
+			{Name: "TimeoutStopUSec", Value: grace},
+			{Name: "OOMScoreAdjust", Value: oom},
+			{Name: "MemoryAccounting", Value: true},
+			{Name: "CPUAccounting", Value: true},
+			{Name: "TasksAccounting", Value: true},
+		}
+	}
+	cat := func(parts ...[]units.Property) []units.Property {
+		var out []units.Property
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+
+	bestEffort := testPod("be-1", "", cmd("sleep", "infinity"))
+
+	guaranteed := testPod("g-1", "", v1.Container{
+		Name:    "web",
+		Command: []string{"/bin/sh", "-c"},
+		Args:    []string{"echo $(GREETING) $$HOME; exec sleep infinity"},
+		Env:     []v1.EnvVar{{Name: "NAME", Value: "world"}, {Name: "GREETING", Value: "hello $(NAME)"}},
+		Resources: v1.ResourceRequirements{
+			Requests: resList("500m", "128Mi"), Limits: resList("500m", "128Mi"),
+		},
+		WorkingDir: "/srv",
+		SecurityContext: &v1.SecurityContext{
+			RunAsUser: ptr(int64(1000)), AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
+		},
+		VolumeMounts: []v1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "etc", MountPath: "/etc/app", ReadOnly: true}},
+		Lifecycle:    &v1.Lifecycle{StopSignal: ptr(v1.Signal("SIGINT"))},
+	})
+	guaranteed.Spec.TerminationGracePeriodSeconds = ptr(int64(5))
+	guaranteed.Spec.SecurityContext = &v1.PodSecurityContext{RunAsGroup: ptr(int64(2000)), FSGroup: ptr(int64(3000)), SupplementalGroups: []int64{4000}}
+
+	burstable := testPod("bu-1", "", v1.Container{
+		Name: "api", Command: []string{"/bin/sleep", "1"},
+		Resources: v1.ResourceRequirements{Limits: resList("250m", "")},
+	})
+	burstable.Spec.Containers = append(burstable.Spec.Containers, v1.Container{
+		Name: "mem", Command: []string{"/bin/sleep", "1"}, Resources: v1.ResourceRequirements{Requests: resList("", "1Gi")},
+	})
+
+	cases := []struct {
+		name string
+		spec unitSpec
+		want []units.Property
+	}{
+		{
+			name: "best effort on hybrid",
+			spec: unitSpec{Pod: bestEffort, Container: &bestEffort.Spec.Containers[0], N: 1, Slice: "kubepods-besteffort-podbe_1.slice",
+				Exec: "/bin/sleep", OOMScoreAdj: 1000, Mode: units.ModeHybrid, Resources: slices.DefaultOptions()},
+			want: cat(
+				head("container default/web/sleep (#1)", "kubepods-besteffort-podbe_1.slice", units.Exec{Path: "/bin/sleep", Args: []string{"/bin/sleep", "infinity"}}),
+				tail("sleep", syscall.SIGTERM, 30*time.Second, 1000),
+				[]units.Property{{Name: "CPUShares", Value: uint64(2)}},
+			),
+		},
+		{
+			name: "guaranteed with everything on v2",
+			spec: unitSpec{Pod: guaranteed, Container: &guaranteed.Spec.Containers[0], N: 3, Slice: "kubepods-podg_1.slice",
+				Exec: "/bin/sh", Volumes: map[string]string{"data": "/var/lib/slicelet/pods/g-1/volumes/data", "etc": "/etc/app"},
+				OOMScoreAdj: -997, Mode: units.ModeUnified, Resources: slices.DefaultOptions()},
+			want: cat(
+				head("container default/web/web (#3)", "kubepods-podg_1.slice", units.Exec{Path: "/bin/sh",
+					Args: []string{"/bin/sh", "-c", "echo hello world $HOME; exec sleep infinity"}}),
+				[]units.Property{
+					{Name: "Environment", Value: []string{"NAME=world", "GREETING=hello world"}},
+					{Name: "WorkingDirectory", Value: "/srv"},
+					{Name: "User", Value: "1000"},
+					{Name: "Group", Value: "2000"},
+					{Name: "SupplementaryGroups", Value: []string{"3000", "4000"}},
+					{Name: "NoNewPrivileges", Value: true},
+					{Name: "ProtectSystem", Value: "strict"},
+					{Name: "BindPaths", Value: []units.BindPath{{Source: "/var/lib/slicelet/pods/g-1/volumes/data", Destination: "/data", Recursive: true}}},
+					{Name: "BindReadOnlyPaths", Value: []units.BindPath{{Source: "/etc/app", Destination: "/etc/app", Recursive: true}}},
+				},
+				tail("web", syscall.SIGINT, 5*time.Second, -997),
+				[]units.Property{
+					{Name: "MemoryMax", Value: uint64(128 << 20)},
+					{Name: "CPUWeight", Value: slices.CPUSharesToWeight(512)},
+					{Name: "CPUQuotaPeriodUSec", Value: uint64(100000)},
+					{Name: "CPUQuotaPerSecUSec", Value: uint64(500000)},
+				},
+			),
+		},
+		{
+			name: "cpu limit only: shares from the limit",
+			spec: unitSpec{Pod: burstable, Container: &burstable.Spec.Containers[0], N: 1, Slice: "kubepods-burstable-podbu_1.slice",
+				Exec: "/bin/sleep", OOMScoreAdj: 999, Mode: units.ModeHybrid, Resources: slices.DefaultOptions()},
+			want: cat(
+				head("container default/web/api (#1)", "kubepods-burstable-podbu_1.slice", units.Exec{Path: "/bin/sleep", Args: []string{"/bin/sleep", "1"}}),
+				tail("api", syscall.SIGTERM, 30*time.Second, 999),
+				[]units.Property{
+					{Name: "CPUShares", Value: uint64(256)},
+					{Name: "CPUQuotaPeriodUSec", Value: uint64(100000)},
+					{Name: "CPUQuotaPerSecUSec", Value: uint64(250000)},
+				},
+			),
+		},
+		{
+			name: "cpu limits not enforced",
+			spec: unitSpec{Pod: burstable, Container: &burstable.Spec.Containers[0], N: 1, Slice: "kubepods-burstable-podbu_1.slice",
+				Exec: "/bin/sleep", OOMScoreAdj: 999, Mode: units.ModeHybrid, Resources: slices.Options{}},
+			want: cat(
+				head("container default/web/api (#1)", "kubepods-burstable-podbu_1.slice", units.Exec{Path: "/bin/sleep", Args: []string{"/bin/sleep", "1"}}),
+				tail("api", syscall.SIGTERM, 30*time.Second, 999),
+				[]units.Property{{Name: "CPUShares", Value: uint64(256)}},
+			),
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := unitProperties(c.spec)
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("properties differ:\n got  %v\n want %v", got, c.want)
+				for i := range max(len(got), len(c.want)) {
+					var g, w units.Property
+					if i < len(got) {
+						g = got[i]
+					}
+					if i < len(c.want) {
+						w = c.want[i]
+					}
+					if !reflect.DeepEqual(g, w) {
+						t.Errorf("  [%d] got %#v, want %#v", i, g, w)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestOOMScoreOnUnits(t *testing.T) {
+	// The burstable container of the pod above with 1Gi of 8Gi requested gets 1000-125 = 875.
+	pod := testPod("bu-2", "", v1.Container{Name: "mem", Command: []string{"/bin/sleep", "1"},
+		Resources: v1.ResourceRequirements{Requests: resList("", "1Gi"), Limits: resList("", "2Gi")}})
+	cases := []struct {
+		name, capEff, floor string
+		container           v1.Container
+		want                int32
+	}{
+		{"privileged: kubelet value", "000001ffffffffff", "0", pod.Spec.Containers[0], 875},
+		{"no CAP_SYS_RESOURCE, above floor", "000001fffeffffff", "0", pod.Spec.Containers[0], 875},
+		{"no CAP_SYS_RESOURCE, guaranteed raised to floor", "000001fffeffffff", "0",
+			v1.Container{Name: "g", Command: []string{"/bin/sleep", "1"}, Resources: v1.ResourceRequirements{Requests: resList("1", "1Gi"), Limits: resList("1", "1Gi")}}, 0},
+		{"no CAP_SYS_RESOURCE, floor 500", "000001fffeffffff", "500", pod.Spec.Containers[0], 875},
+		{"no CAP_SYS_RESOURCE, floor 900", "000001fffeffffff", "900", pod.Spec.Containers[0], 900},
+		{"privileged, guaranteed", "000001ffffffffff", "0",
+			v1.Container{Name: "g", Command: []string{"/bin/sleep", "1"}, Resources: v1.ResourceRequirements{Requests: resList("1", "1Gi"), Limits: resList("1", "1Gi")}}, -997},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sd := newFakeSystemd(units.ModeHybrid)
+			rt, err := New(Options{Systemd: sd, StateDir: t.TempDir(), MemoryCapacity: 8 << 30,
+				ProcRoot: fakeProc(t, c.capEff, c.floor), Executable: fakeExecutable})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := testPod("oom-1", v1.RestartPolicyAlways, c.container)
+			if _, err := rt.SyncPod(t.Context(), p, testSlice(p)); err != nil {
+				t.Fatal(err)
+			}
+			u, ok := sd.Unit("slicelet-oom_1-" + c.container.Name + "-1.service")
+			if !ok {
+				t.Fatalf("unit not started: %v", sd.Names())
+			}
+			if got := u.Props["OOMScoreAdjust"]; got != c.want {
+				t.Errorf("OOMScoreAdjust = %v, want %d", got, c.want)
+			}
+		})
+	}
+}
+
+func TestExpand(t *testing.T) {
+	vars := map[string]string{"A": "x", "B": "y y"}
+	cases := []struct{ name, in, want string }{
+		{"none", "plain", "plain"},
+		{"one", "$(A)", "x"},
+		{"two", "$(A)-$(B)", "x-y y"},
+		{"undefined stays", "$(C)", "$(C)"},
+		{"escaped", "$$(A)", "$(A)"},
+		{"dollar dollar", "$$", "$"},
+		{"lone dollar", "a$", "a$"},
+		{"shell var untouched", "$HOME", "$HOME"},
+		{"unterminated", "$(A", "$(A"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := expand(c.in, vars); got != c.want {
+				t.Errorf("expand(%q) = %q, want %q", c.in, got, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,147 @@
+package systemdrt
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/units"
+)
+
+func TestValidate(t *testing.T) {
+	rt, _ := newTestRuntime(t, units.ModeHybrid)
+	emptyDir := func(name string) v1.Volume {
+		return v1.Volume{Name: name, VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}
+	}
+	hostPath := func(name, path string) v1.Volume {
+		return v1.Volume{Name: name, VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: path}}}
+	}
+	withContainer := func(mut func(c *v1.Container)) *v1.Pod {
+		c := cmd("app", "infinity")
+		mut(&c)
+		p := testPod("val-1", "", c)
+		p.Spec.Volumes = []v1.Volume{emptyDir("data")}
+		return p
+	}
+	withVolumes := func(vols ...v1.Volume) *v1.Pod {
+		p := testPod("val-1", "", cmd("app", "infinity"))
+		p.Spec.Volumes = vols
+		return p
+	}
+	cases := []struct {
+		name string
+		pod  *v1.Pod
+		want []string // substrings of the aggregated error, in order of appearance; none = valid
+	}{
+		{"valid", withContainer(func(c *v1.Container) {
+			c.VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+			c.Env = []v1.EnvVar{{Name: "A_1", Value: "tab\tand\nnewline ok"}}
+		}), nil},
+		{"bare command in PATH", withContainer(func(c *v1.Container) { c.Command = []string{"sleep", "1"} }), nil},
+		{"image", withContainer(func(c *v1.Container) { c.Image = "nginx:1.27" }),
+			[]string{`spec.containers[0].image: Invalid value: "nginx:1.27"`, `runtime.type = "cri"`}},
+		{"no command", withContainer(func(c *v1.Container) { c.Command = nil; c.Args = []string{"x"} }),
+			[]string{"spec.containers[0].command: Required value"}},
+		{"relative command", withContainer(func(c *v1.Container) { c.Command = []string{"./run.sh"} }),
+			[]string{`spec.containers[0].command[0]: Invalid value: "./run.sh": must be an absolute path`}},
+		{"missing command", withContainer(func(c *v1.Container) { c.Command = []string{"no-such-tool"} }),
+			[]string{`spec.containers[0].command[0]: Invalid value: "no-such-tool": no executable of that name in PATH`}},
+		{"missing absolute command", withContainer(func(c *v1.Container) { c.Command = []string{"/opt/none"} }),
+			[]string{`command[0]: Invalid value: "/opt/none": not runnable on this host`}},
+		{"NUL in arg", withContainer(func(c *v1.Container) { c.Args = []string{"a\x00b"} }),
+			[]string{"spec.containers[0].args[0]", "must not contain NUL bytes"}},
+		{"NUL in env value", withContainer(func(c *v1.Container) { c.Env = []v1.EnvVar{{Name: "X", Value: "a\x00b"}} }),
+			[]string{"spec.containers[0].env[0].value", "must not contain NUL bytes"}},
+		{"NUL in env name", withContainer(func(c *v1.Container) { c.Env = []v1.EnvVar{{Name: "X\x00Y", Value: "v"}} }),
+			[]string{"spec.containers[0].env[0].name", "must not contain NUL bytes"}},
+		{"control character in env value", withContainer(func(c *v1.Container) { c.Env = []v1.EnvVar{{Name: "X", Value: "\x1b[31m"}} }),
+			[]string{"spec.containers[0].env[0].value", "control character"}},
+		{"env name with dot", withContainer(func(c *v1.Container) { c.Env = []v1.EnvVar{{Name: "a.b", Value: "v"}} }),
+			[]string{`spec.containers[0].env[0].name: Invalid value: "a.b"`, "systemd takes only letters"}},
+		{"env name starting with digit", withContainer(func(c *v1.Container) { c.Env = []v1.EnvVar{{Name: "1A", Value: "v"}} }),
+			[]string{`env[0].name: Invalid value: "1A"`}},
+		{"duplicate env", withContainer(func(c *v1.Container) { c.Env = []v1.EnvVar{{Name: "A"}, {Name: "A"}} }),
+			[]string{`env[1].name: Duplicate value: "A"`}},
+		{"valueFrom", withContainer(func(c *v1.Container) {
+			c.Env = []v1.EnvVar{{Name: "NODE", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}}
+		}), []string{"spec.containers[0].env[0].valueFrom: Forbidden", "use a literal value"}},
+		{"envFrom", withContainer(func(c *v1.Container) {
+			c.EnvFrom = []v1.EnvFromSource{{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "cm"}}}}
+		}), []string{"spec.containers[0].envFrom: Forbidden"}},
+		{"relative workingDir", withContainer(func(c *v1.Container) { c.WorkingDir = "srv" }),
+			[]string{`spec.containers[0].workingDir: Invalid value: "srv": must be an absolute path`}},
+		{"mount of unknown volume", withContainer(func(c *v1.Container) { c.VolumeMounts = []v1.VolumeMount{{Name: "nope", MountPath: "/x"}} }),
+			[]string{`spec.containers[0].volumeMounts[0].name: Not found: "nope"`}},
+		{"relative mountPath", withContainer(func(c *v1.Container) { c.VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "data"}} }),
+			[]string{`volumeMounts[0].mountPath: Invalid value: "data": must be an absolute path`}},
+		{"mountPath with ..", withContainer(func(c *v1.Container) {
+			c.VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/srv/../etc"}}
+		}), []string{`volumeMounts[0].mountPath: Invalid value: "/srv/../etc": must not contain '..'`}},
+		{"mount over root", withContainer(func(c *v1.Container) { c.VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/"}} }),
+			[]string{"cannot mount over the root directory"}},
+		{"unclean mountPath", withContainer(func(c *v1.Container) { c.VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/srv//x/"}} }),
+			[]string{"must be a clean path", "write /srv/x"}},
+		{"subPath", withContainer(func(c *v1.Container) {
+			c.VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/x", SubPath: "../../etc"}}
+		}), []string{"volumeMounts[0].subPath: Forbidden"}},
+		{"volume name with ..", withVolumes(emptyDir("..")), []string{`spec.volumes[0].name: Invalid value: ".."`}},
+		{"volume name absolute", withVolumes(emptyDir("/etc/passwd")), []string{`spec.volumes[0].name: Invalid value: "/etc/passwd"`}},
+		{"volume name with slash", withVolumes(emptyDir("a/../../b")), []string{`spec.volumes[0].name: Invalid value: "a/../../b"`}},
+		{"hostPath relative", withVolumes(hostPath("h", "var/log")), []string{`spec.volumes[0].hostPath.path: Invalid value: "var/log": must be an absolute path`}},
+		{"hostPath with ..", withVolumes(hostPath("h", "/var/../etc")), []string{`spec.volumes[0].hostPath.path: Invalid value: "/var/../etc": must not contain '..'`}},
+		{"secret volume", withVolumes(v1.Volume{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "x"}}}),
+			[]string{"spec.volumes[0]: Invalid value: \"s\": only emptyDir and hostPath"}},
+		{"memory emptyDir", withVolumes(v1.Volume{Name: "m", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}),
+			[]string{"spec.volumes[0].emptyDir.medium: Unsupported value: \"Memory\""}},
+		{"probe", withContainer(func(c *v1.Container) { c.LivenessProbe = &v1.Probe{} }),
+			[]string{"spec.containers[0].livenessProbe: Forbidden"}},
+		{"preStop hook", withContainer(func(c *v1.Container) { c.Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{}} }),
+			[]string{"spec.containers[0].lifecycle.preStop: Forbidden"}},
+		{"unknown stop signal", withContainer(func(c *v1.Container) { c.Lifecycle = &v1.Lifecycle{StopSignal: ptr(v1.Signal("SIGNOPE"))} }),
+			[]string{`spec.containers[0].lifecycle.stopSignal: Unsupported value: "SIGNOPE"`}},
+		{"runAsNonRoot without user", withContainer(func(c *v1.Container) { c.SecurityContext = &v1.SecurityContext{RunAsNonRoot: ptr(true)} }),
+			[]string{"spec.containers[0].securityContext.runAsNonRoot: Invalid value: true"}},
+		{"negative user", withContainer(func(c *v1.Container) { c.SecurityContext = &v1.SecurityContext{RunAsUser: ptr(int64(-1))} }),
+			[]string{"spec.containers[0].securityContext.runAsUser: Invalid value: -1"}},
+		{"restartPolicy on a regular container", withContainer(func(c *v1.Container) { c.RestartPolicy = ptr(v1.ContainerRestartPolicyAlways) }),
+			[]string{"spec.containers[0].restartPolicy: Forbidden"}},
+		{"container name with underscore", withContainer(func(c *v1.Container) { c.Name = "a_b" }),
+			[]string{`spec.containers[0].name: Invalid value: "a_b"`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			errs := rt.Validate(c.pod)
+			if len(c.want) == 0 {
+				if len(errs) > 0 {
+					t.Fatalf("Validate = %v, want no errors", errs.ToAggregate())
+				}
+				return
+			}
+			if len(errs) == 0 {
+				t.Fatalf("Validate = nil, want %q", c.want)
+			}
+			got := errs.ToAggregate().Error()
+			for _, w := range c.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("Validate = %s\n want it to contain %q", got, w)
+				}
+			}
+		})
+	}
+}
+
+// TestValidateManyContainers: 10 000 containers are refused by slices.ValidatePod, which runs
+// before the runtime sees a pod.
+func TestValidateManyContainers(t *testing.T) {
+	pod := testPod("many-1", "")
+	for i := range 10000 {
+		pod.Spec.Containers = append(pod.Spec.Containers, cmd(fmt.Sprintf("c%d", i), "1"))
+	}
+	errs := slices.ValidatePod(pod)
+	if got := errs.ToAggregate(); got == nil || !strings.Contains(got.Error(), "spec.containers: Too many: 10000: must have at most 256 items") {
+		t.Errorf("ValidatePod = %v", got)
+	}
+}
