@@ -37,7 +37,7 @@ lint:
 	$(GO) tool staticcheck $(PKGS)
 
 bench:
-	$(GO) run ./hack/bench -out docs/benchmarks.md
+	$(GO) run ./hack/bench -go $(GO) -out docs/benchmarks.md
 
 demo: build
 	./hack/demo.sh

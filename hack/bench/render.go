@@ -243,7 +243,7 @@ func interpretPodSlices(o options, m Machine, r Results, seq, wk, alone, tax, re
 	cg := get(alone, "bd-destroy-cg.Pids-µs/pod") + get(alone, "bd-destroy-cg.Remove-µs/pod") + get(alone, "bd-destroy-cg.Dirs-µs/pod")
 	add("- **Where the extra time goes.** `DestroyPod`'s CPU reduction, `SetProperties(CPUShares=2)` on a slice that is stopped "+
 		"right after, costs %.2f ms per pod on top of the stop (%.2f ms vs %.2f ms, reduce-cpu table), because systemd persists the change as a drop-in "+
-		"under /run/systemd/transient, re-realises the cgroup and emits property signals, then removes it all again at the stop. "+
+		"file under /run/systemd/transient (written, then loaded into the unit), re-realises the cgroup, and deletes the drop-in again at the stop. "+
 		"Writing the same value to cgroupfs instead costs %.2f ms over a plain stop. The three cgroupfs checks after the stop (`Pids`, `Remove`, `Dirs`, "+
 		"each stat-ing every hierarchy) add %.2f ms. `EnsurePod` adds nothing measurable beyond `StartSlice` (%.0f µs of slicelet's own work per pod), "+
 		"and the QoS reconcile is coalesced as designed (%.0f writes for %d pods).",

@@ -1,0 +1,176 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/source"
+	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/units"
+)
+
+// backend serves the local API from the daemon's parts.
+type backend struct {
+	ctrl     *pods.Controller
+	store    *source.APIStore
+	rt       pods.Runtime
+	mgr      *slices.Manager
+	mcfg     slices.ManagerConfig
+	mode     units.Mode
+	maxPods  int32
+	hostname string
+}
+
+var _ api.Backend = (*backend)(nil)
+
+func (b *backend) ListPods(context.Context) ([]v1.Pod, error) { return b.ctrl.Pods(), nil }
+
+func (b *backend) GetPod(_ context.Context, namespace, name string) (v1.Pod, error) {
+	p, ok := b.ctrl.Pod(namespace, name)
+	if !ok {
+		return v1.Pod{}, fmt.Errorf("pod %s/%s: %w", namespace, name, api.ErrNotFound)
+	}
+	return p, nil
+}
+
+// ApplyPod stores an API pod; the store's next snapshot hands it to the controller.
+func (b *backend) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, error) {
+	parsed, err := slices.ParsePodManifest("manifest", "api", manifest)
+	if err != nil {
+		return v1.Pod{}, &api.InvalidError{Problems: splitErrors(err)}
+	}
+	if len(parsed) != 1 {
+		return v1.Pod{}, &api.InvalidError{Problems: []string{fmt.Sprintf("manifest: holds %d pods; apply one pod per request", len(parsed))}}
+	}
+	if p, ok := b.ctrl.Pod(parsed[0].Namespace, parsed[0].Name); ok && p.Annotations[pods.AnnotationSource] == pods.SourceFile {
+		return v1.Pod{}, fmt.Errorf("pod %s/%s is defined by the manifest file %s; edit that file instead: %w",
+			p.Namespace, p.Name, p.Annotations[pods.AnnotationOrigin], api.ErrConflict)
+	}
+	if errs := b.rt.Validate(parsed[0]); len(errs) > 0 {
+		return v1.Pod{}, &api.InvalidError{Problems: splitErrors(errs.ToAggregate())}
+	}
+	pod, err := b.store.Apply(manifest)
+	if err != nil {
+		return v1.Pod{}, &api.InvalidError{Problems: splitErrors(err)}
+	}
+	out := *pod.DeepCopy()
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[pods.AnnotationSource] = pods.SourceAPI
+	out.Status.Phase = v1.PodPending
+	out.Status.QOSClass = slices.QOSClass(pod)
+	return out, nil
+}
+
+func splitErrors(err error) []string {
+	type multi interface{ Unwrap() []error }
+	var m multi
+	if errors.As(err, &m) {
+		var out []string
+		for _, e := range m.Unwrap() {
+			out = append(out, splitErrors(e)...)
+		}
+		return out
+	}
+	return []string{err.Error()}
+}
+
+func (b *backend) DeletePod(_ context.Context, namespace, name string) error {
+	if p, ok := b.ctrl.Pod(namespace, name); ok && p.Annotations[pods.AnnotationSource] == pods.SourceFile {
+		return fmt.Errorf("pod %s/%s comes from the manifest file %s; remove that file to delete it: %w",
+			namespace, name, p.Annotations[pods.AnnotationOrigin], api.ErrConflict)
+	}
+	if err := b.store.Delete(namespace, name); err != nil {
+		if errors.Is(err, source.ErrNotFound) {
+			return fmt.Errorf("pod %s/%s: %w", namespace, name, api.ErrNotFound)
+		}
+		return err
+	}
+	return nil
+}
+
+func (b *backend) Logs(ctx context.Context, namespace, name, container string, opts pods.LogOptions, w io.Writer) error {
+	p, ok := b.ctrl.Pod(namespace, name)
+	if !ok {
+		return fmt.Errorf("pod %s/%s: %w", namespace, name, api.ErrNotFound)
+	}
+	if container == "" {
+		if len(p.Spec.Containers) != 1 {
+			names := make([]string, 0, len(p.Spec.Containers))
+			for _, c := range p.Spec.Containers {
+				names = append(names, c.Name)
+			}
+			return fmt.Errorf("pod %s/%s has %d containers %v: choose one with -c: %w", namespace, name, len(names), names, api.ErrNotFound)
+		}
+		container = p.Spec.Containers[0].Name
+	}
+	found := false
+	for _, list := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range list {
+			found = found || c.Name == container
+		}
+	}
+	if !found {
+		return fmt.Errorf("pod %s/%s: container %q: %w", namespace, name, container, api.ErrNotFound)
+	}
+	return b.rt.Logs(ctx, &p, container, opts, w)
+}
+
+// Node is the node as a scheduler would see it: capacity (with max pods), allocatable and the
+// conditions slicelet tracks.
+func (b *backend) Node(context.Context) (v1.Node, error) {
+	c := b.mcfg.Capacity
+	capacity := c.ResourceList()
+	capacity[v1.ResourcePods] = *resource.NewQuantity(int64(b.maxPods), resource.DecimalSI)
+	alloc := slices.NodeAllocatable(c, b.mcfg.Node.SystemReserved, b.mcfg.Node.KubeReserved, b.mcfg.Node.HardEviction)
+	alloc[v1.ResourcePods] = *resource.NewQuantity(int64(b.maxPods), resource.DecimalSI)
+	now := metav1.Now()
+	ready := v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "SliceletReady", Message: "slicelet is running", LastHeartbeatTime: now}
+	if !b.mgr.Enforced() {
+		ready.Message = "slicelet is running; node allocatable is not enforced on kubepods.slice yet (retrying)"
+	}
+	return v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: b.hostname, Labels: map[string]string{"kubernetes.io/os": "linux"}},
+		Status: v1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: alloc,
+			Conditions: []v1.NodeCondition{
+				{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientMemory", LastHeartbeatTime: now},
+				{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", LastHeartbeatTime: now},
+				{Type: v1.NodePIDPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientPID", LastHeartbeatTime: now},
+				ready,
+			},
+			NodeInfo: v1.NodeSystemInfo{OperatingSystem: "linux", ContainerRuntimeVersion: b.rt.Name()},
+		},
+	}, nil
+}
+
+func (b *backend) ExplainPod(_ context.Context, manifest []byte) (slices.PodExplanation, error) {
+	parsed, err := slices.ParsePodManifest("manifest", "api", manifest)
+	if err != nil {
+		return slices.PodExplanation{}, &api.InvalidError{Problems: splitErrors(err)}
+	}
+	if len(parsed) != 1 {
+		return slices.PodExplanation{}, &api.InvalidError{Problems: []string{fmt.Sprintf("manifest: holds %d pods; explain one pod per request", len(parsed))}}
+	}
+	return slices.ExplainPod(parsed[0], b.mcfg.Pod, b.mode, b.mcfg.Capacity)
+}
+
+func (b *backend) ExplainNode(context.Context) (slices.NodeExplanation, error) {
+	var active []*v1.Pod
+	for _, p := range b.ctrl.Pods() {
+		if p.Status.Phase == v1.PodPending || p.Status.Phase == v1.PodRunning {
+			active = append(active, &p)
+		}
+	}
+	return slices.ExplainNode(b.mcfg.Capacity, b.mcfg.Node, active, b.mode)
+}
