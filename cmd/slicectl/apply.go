@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -142,9 +144,19 @@ func (c *cli) applyCmd(args []string) error {
 	if err != nil {
 		return err
 	}
+	nsSet := false
+	fs.Visit(func(f *flag.Flag) { nsSet = nsSet || f.Name == "n" || f.Name == "namespace" })
 	failed := false
 	for _, d := range docs {
-		res, err := cl.ApplyPod(c.ctx, d.data)
+		data := d.data
+		if nsSet {
+			if data, err = withNamespace(data, c.global.namespace); err != nil {
+				failed = true
+				fmt.Fprintf(c.stderr, "slicectl: %s: %v\n", d.where, err)
+				continue
+			}
+		}
+		res, err := cl.ApplyPod(c.ctx, data)
 		if err != nil {
 			if isFatal(err) {
 				return err
@@ -159,6 +171,33 @@ func (c *cli) applyCmd(args []string) error {
 		return errReported
 	}
 	return nil
+}
+
+// withNamespace puts a manifest into namespace ns, as kubectl apply -n does: a manifest without
+// metadata.namespace gets ns (the document is sent as JSON then), one with another namespace is
+// an error. A document that does not convert is sent unchanged, for the daemon to report.
+func withNamespace(doc []byte, ns string) ([]byte, error) {
+	j, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		return doc, nil
+	}
+	var obj map[string]any
+	if json.Unmarshal(j, &obj) != nil || obj == nil {
+		return doc, nil
+	}
+	meta, ok := obj["metadata"].(map[string]any)
+	if !ok {
+		return doc, nil
+	}
+	switch have, _ := meta["namespace"].(string); have {
+	case ns:
+		return doc, nil
+	case "":
+		meta["namespace"] = ns
+		return json.Marshal(obj)
+	default:
+		return nil, fmt.Errorf("the manifest's namespace %q does not match -n %q", have, ns)
+	}
 }
 
 // isFatal is true for errors that will repeat for every further request.

@@ -46,7 +46,8 @@ Usage:
   slicectl explain node [--online|--offline] [--config F] [--cgroup-mode v1|v2] [--capacity LIST] [-f POD.yaml ...] [-o json]
 
 Flags for every command that talks to slicelet:
-  -n, --namespace NS   namespace of the pods (default "default")
+  -n, --namespace NS   namespace of the pods (default "default"); for apply, the namespace of
+                       manifests that name none (one naming another is an error)
   --socket PATH        slicelet's API socket (default: [api] socket of --config, else ` + api.DefaultSocket + `)
   --config FILE        slicelet's configuration (default ` + config.DefaultPath + `)
 

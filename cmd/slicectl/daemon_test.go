@@ -188,6 +188,10 @@ func TestApplyAndDelete(t *testing.T) {
 		{name: "empty file", args: []string{"apply", "-f", empty}, code: exitFailure, errOut: []string{"empty.yaml: no pod in the file"}},
 		{name: "missing file", args: []string{"apply", "-f", filepath.Join(dir, "nope.yaml")}, code: exitFailure, errOut: []string{"nope.yaml: no such file or directory"}},
 		{name: "no file", args: []string{"apply"}, code: exitUsage, errOut: []string{"apply: -f FILE is required"}},
+		{name: "namespace", args: []string{"apply", "-f", single, "-n", "team"}, golden: true, out: []string{"pod/a created\n"}},
+		{name: "namespace mismatch", args: []string{"apply", "-f", writeFile(t, dir, "ns.yaml", strings.Replace(pod("n", "1Mi"), "{name: n}", "{name: n, namespace: other}", 1)), "-n", "team"},
+			code: exitFailure, errOut: []string{`ns.yaml: the manifest's namespace "other" does not match -n "team"`}},
+		{name: "get in namespace", args: []string{"get", "pods", "-n", "team", "-o", "name"}, golden: true, out: []string{"pod/a\n"}},
 		{name: "get after apply", args: []string{"get", "pods", "a", "d2", "-o", "name"}, golden: true, out: []string{"pod/a\npod/d2\n"}},
 
 		{name: "delete", args: []string{"delete", "pod", "a", "d1"}, golden: true, out: []string{"pod \"a\" deleted\npod \"d1\" deleted\n"}},

@@ -9,9 +9,18 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/slicelet/slicelet/config"
+	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/admission"
+	"github.com/slicelet/slicelet/internal/pods/source"
+	"github.com/slicelet/slicelet/internal/pods/systemdrt"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -96,33 +105,75 @@ func Run(ctx context.Context, o Options) error {
 		"allocatable_cpu_millis", alloc.Cpu().MilliValue(), "allocatable_memory_bytes", alloc.Memory().Value(),
 		"kubepods_cpu_millis", limits.Cpu().MilliValue(), "kubepods_memory_bytes", limits.Memory().Value())
 
-	status := func() string {
-		enforced := "enforced"
-		if !mgr.Enforced() {
-			enforced = "not yet enforced (retrying)"
-		}
-		return fmt.Sprintf("STATUS=%d pods; node allocatable %dm cpu / %d bytes memory %s", len(mgr.Pods()),
-			alloc.Cpu().MilliValue(), alloc.Memory().Value(), enforced)
+	rt, err := newRuntime(cfg, sd, capacity, mcfg, log)
+	if err != nil {
+		return err
 	}
-	if _, err := units.Notify(units.NotifyReady + "\n" + status()); err != nil {
-		log.Warn("sd_notify failed", "error", err)
+	admitter := admission.Admitter{Node: func() admission.NodeState {
+		return admission.NodeState{Allocatable: admission.WithMaxPods(alloc, cfg.Node.MaxPods)}
+	}}
+	ctrl := pods.NewController(mgr, rt, admitter, log, pods.SourceFile, pods.SourceAPI)
+	store, err := source.OpenAPIStore(cfg.StateDir, source.APIStoreOptions{Log: log.With("source", pods.SourceAPI)})
+	if err != nil {
+		return fmt.Errorf("api pod store: %w", err)
+	}
+	dir, err := source.NewManifestDir(source.ManifestDirOptions{Dir: cfg.Pods.ManifestDir, StateDir: cfg.StateDir, Log: log.With("source", pods.SourceFile)})
+	if err != nil {
+		return fmt.Errorf("manifest directory: %w", err)
+	}
+	hostname, _ := os.Hostname()
+	srv, err := api.NewServer(&backend{ctrl: ctrl, store: store, rt: rt, mgr: mgr, mcfg: mcfg, mode: sd.Mode(), maxPods: cfg.Node.MaxPods, hostname: hostname},
+		api.Options{Socket: cfg.API.Socket, Group: cfg.API.Group, Logger: log.With("component", "api")})
+	if err != nil {
+		return err
+	}
+	if err := srv.Listen(); err != nil {
+		return err
+	}
+
+	status := func() string {
+		byQOS, byPhase := ctrl.Counts()
+		enforced := ""
+		if !mgr.Enforced() {
+			enforced = "; node allocatable not yet enforced (retrying)"
+		}
+		return fmt.Sprintf("STATUS=%d pods running (Guaranteed %d, Burstable %d, BestEffort %d), %d pending, %d failed; allocatable %dm cpu / %s memory%s",
+			byPhase[v1.PodRunning], byQOS[v1.PodQOSGuaranteed], byQOS[v1.PodQOSBurstable], byQOS[v1.PodQOSBestEffort],
+			byPhase[v1.PodPending], byPhase[v1.PodFailed], alloc.Cpu().MilliValue(), alloc.Memory().String(), enforced)
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		mgr.Run(runCtx)
-	}()
-	go statusLoop(runCtx, status, log)
+	var wg sync.WaitGroup
+	wg.Go(func() { mgr.Run(runCtx) })
+	wg.Go(func() { ctrl.Run(runCtx) })
+	wg.Go(func() {
+		if err := dir.Run(runCtx, ctrl.Update); err != nil && runCtx.Err() == nil {
+			log.Error("manifest directory source stopped", "error", err)
+		}
+	})
+	wg.Go(func() {
+		if err := store.Run(runCtx, ctrl.Update); err != nil && runCtx.Err() == nil {
+			log.Error("api pod source stopped", "error", err)
+		}
+	})
+	wg.Go(func() {
+		if err := srv.Serve(runCtx); err != nil && runCtx.Err() == nil {
+			log.Error("api server stopped", "error", err)
+		}
+	})
+	if _, err := units.Notify(units.NotifyReady + "\n" + status()); err != nil {
+		log.Warn("sd_notify failed", "error", err)
+	}
+	log.Info("slicelet ready", "api_socket", srv.Socket(), "manifest_dir", cfg.Pods.ManifestDir, "runtime", rt.Name())
+	wg.Go(func() { statusLoop(runCtx, status, log) })
 	if err := watchdog(runCtx, log); err != nil {
 		log.Warn("watchdog", "error", err)
 	}
 	<-ctx.Done()
 	_, _ = units.Notify(units.NotifyStopping)
 	cancel()
-	<-done
+	wg.Wait()
 	log.Info("stopped; pods keep running under systemd")
 	return nil
 }
@@ -167,4 +218,21 @@ func watchdog(ctx context.Context, log *slog.Logger) error {
 		}
 	}()
 	return nil
+}
+
+// newRuntime builds the configured container runtime.
+func newRuntime(cfg *config.Config, sd *units.Manager, capacity slices.Capacity, mcfg slices.ManagerConfig, log *slog.Logger) (pods.Runtime, error) {
+	switch cfg.Runtime.Type {
+	case config.RuntimeSystemd, "":
+		opts := mcfg.Pod
+		return systemdrt.New(systemdrt.Options{
+			Systemd:        sd,
+			StateDir:       filepath.Join(cfg.StateDir, "runtime"),
+			Logger:         log.With("runtime", "systemd"),
+			MemoryCapacity: capacity.Memory,
+			Resources:      &opts,
+		})
+	default:
+		return nil, fmt.Errorf("runtime.type %q: this build runs pods with the built-in systemd runtime only (runtime.type = \"systemd\")", cfg.Runtime.Type)
+	}
 }

@@ -119,7 +119,7 @@ address = ""
 			t.Errorf("%s: active kubepods slices = %q", when, got)
 		}
 		status, err := sd.Property(ctx, unit, "org.freedesktop.systemd1.Service", "StatusText")
-		if err != nil || !strings.Contains(fmt.Sprint(status), "node allocatable") {
+		if err != nil || !strings.Contains(fmt.Sprint(status), "pods running") && strings.Contains(fmt.Sprint(status), "allocatable") {
 			t.Errorf("%s: STATUS= %q (%v)", when, status, err)
 		}
 		info, err := sd.Properties(ctx, unit)

@@ -19,7 +19,8 @@
 //	GET    /v1/explain/node                          slices.NodeExplanation
 //
 // Error statuses: 400 bad request (query, empty body), 403 peer not allowed, 404 ErrNotFound or
-// pods.ErrNoLogs, 409 ErrConflict, 413 body over 1 MiB, 422 *InvalidError, 500 anything else.
+// pods.ErrNoLogs, 405 wrong method, 409 ErrConflict, 413 body over 1 MiB, 422 *InvalidError,
+// 503 the request was canceled (client gone, daemon stopping), 500 anything else.
 package api
 
 import (

@@ -14,9 +14,9 @@ import (
 	"strings"
 )
 
-// Peer is the identity of the process at the other end of a connection, as the kernel recorded
+// peerCred is the identity of the process at the other end of a connection, as the kernel recorded
 // it at connect() (SO_PEERCRED: effective uid and gid).
-type Peer struct {
+type peerCred struct {
 	PID int32
 	UID uint32
 	GID uint32
@@ -28,7 +28,7 @@ var errPermission = errors.New("permission denied")
 // authorize decides whether peer may use the API: root, or a member of the group with the given
 // gid by primary gid or by supplementary groups (groups, which may be nil when the primary gid
 // already decides). It is pure so it can be table-tested; the caller looks up the groups.
-func authorize(peer Peer, groups []uint32, gid uint32, group string) error {
+func authorize(peer peerCred, groups []uint32, gid uint32, group string) error {
 	if peer.UID == 0 || peer.GID == gid || slices.Contains(groups, gid) {
 		return nil
 	}
@@ -100,7 +100,7 @@ func userGroups(uid uint32) ([]uint32, error) {
 
 // peerGroups returns peer's supplementary groups: from /proc when the pid is visible, else from
 // the user database.
-func peerGroups(procRoot string, peer Peer) ([]uint32, error) {
+func peerGroups(procRoot string, peer peerCred) ([]uint32, error) {
 	if peer.PID > 0 {
 		groups, err := procGroups(procRoot, peer.PID, peer.UID)
 		if err == nil || !errors.Is(err, fs.ErrNotExist) {

@@ -150,7 +150,7 @@ type peerKey struct{}
 
 // peerInfo is what ConnContext stores for the handlers.
 type peerInfo struct {
-	peer Peer
+	peer peerCred
 	err  error
 }
 
@@ -271,7 +271,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 }
 
 // authorize checks a peer, looking up its supplementary groups only when needed.
-func (s *Server) authorize(p Peer) error {
+func (s *Server) authorize(p peerCred) error {
 	if authorize(p, nil, s.gid, s.group) == nil {
 		return nil
 	}

@@ -155,7 +155,9 @@ func (s *APIStore) load(e fs.DirEntry) {
 
 // readStored decodes and checks one stored pod file.
 func (s *APIStore) readStored(path, name string) (*v1.Pod, error) {
-	data, err := readManifest(path, DefaultMaxFileSize)
+	// Indented JSON of a pod applied from at most DefaultMaxFileSize bytes of YAML can be
+	// larger than that; allow for it.
+	data, err := readManifest(path, 4*DefaultMaxFileSize)
 	if err != nil {
 		return nil, err
 	}
@@ -176,11 +178,15 @@ func (s *APIStore) readStored(path, name string) (*v1.Pod, error) {
 // fileName is the store's file name of a pod.
 func fileName(namespace, name string) string { return namespace + "_" + name + ".json" }
 
-// Apply creates or replaces the pod of a manifest (YAML or JSON, exactly one pod) and returns it
-// as stored (namespace, UID and annotation filled in). Invalid input is an error wrapping
+// Apply creates or replaces the pod of a manifest (YAML or JSON, exactly one pod, at most
+// DefaultMaxFileSize bytes) and returns it as stored (namespace, UID, creation time and
+// annotation filled in). Invalid input is an error wrapping
 // ErrInvalid with field paths and values ("api: spec.containers[0].name: Required value: ...");
 // a full store is ErrTooManyPods. The pod is on disk when Apply returns.
 func (s *APIStore) Apply(manifest []byte) (*v1.Pod, error) {
+	if len(manifest) > DefaultMaxFileSize {
+		return nil, fmt.Errorf("%w: api: manifest too large: %d bytes, at most %d", ErrInvalid, len(manifest), DefaultMaxFileSize)
+	}
 	list, err := parseManifest("api", "api", manifest)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)

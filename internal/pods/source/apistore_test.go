@@ -101,6 +101,7 @@ func TestAPIStoreApplyRejects(t *testing.T) {
 		{"volume name path", podYAML("a", "  volumes:\n  - name: /etc/shadow\n    hostPath: {path: /etc}\n"), `spec.volumes[0].name: Invalid value: "/etc/shadow"`},
 		{"env NUL", strings.Replace(podYAML("a"), "    command:", "    env:\n    - name: \"X\\0Y\"\n      value: v\n    command:", 1), `spec.containers[0].env[0].name: Invalid value: "X\x00Y": must not contain NUL bytes`},
 		{"two pods", podYAML("a") + "---\n" + podYAML("b"), "2 pods in the manifest"},
+		{"too large", podYAML("a") + "# " + strings.Repeat("x", DefaultMaxFileSize) + "\n", "manifest too large"},
 		{"not a pod", "apiVersion: v1\nkind: Service\nmetadata: {name: a}\n", `kind: must be "Pod"`},
 	}
 	for _, tt := range tests {

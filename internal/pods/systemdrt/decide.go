@@ -79,6 +79,8 @@ type plan struct {
 	InitFailed bool
 	// Done: no container will run again (the pod is Succeeded or Failed).
 	Done bool
+	// Killed: the pod is being stopped for good (KillPod); nothing restarts.
+	Killed bool
 }
 
 // restartPolicy is the pod's restartPolicy, Always when unset (the API default).
@@ -218,7 +220,7 @@ func decide(pod *v1.Pod, rec *podRecord, now time.Time, b Backoff, killed bool) 
 	}
 	p.Done = p.InitFailed || appsDone
 	if killed {
-		p.Start, p.StopSidecars, p.NextSync = nil, nil, time.Time{}
+		p.Start, p.StopSidecars, p.NextSync, p.Killed = nil, nil, time.Time{}, true
 		clear(p.Waiting)
 	}
 	return p
@@ -333,7 +335,8 @@ func buildStatus(pod *v1.Pod, rec *podRecord, p plan) v1.PodStatus {
 }
 
 // podPhase is the kubelet's getPhase: Failed when an init container failed under
-// restartPolicy Never; Pending until initialization is done or while a regular container
+// restartPolicy Never; for a killed pod whose containers all ended, Succeeded if all exited 0,
+// else Failed; Pending until initialization is done or while a regular container
 // waits to run for the first time; Running while one runs (or, restartPolicy Always or
 // OnFailure, will run again); Succeeded when all ended with 0; Failed when all ended and one
 // failed under Never.
@@ -368,6 +371,11 @@ func podPhase(pod *v1.Pod, statuses []v1.ContainerStatus, p plan) v1.PodPhase {
 	case stopped > 0:
 		policy := restartPolicy(pod)
 		switch {
+		case p.Killed && stopped == succeeded:
+			// A killed pod is terminal whatever its policy (the kubelet's podIsTerminal).
+			return v1.PodSucceeded
+		case p.Killed:
+			return v1.PodFailed
 		case policy == v1.RestartPolicyAlways:
 			return v1.PodRunning
 		case stopped == succeeded:

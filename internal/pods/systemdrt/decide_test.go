@@ -213,3 +213,32 @@ func TestContainerStatusStates(t *testing.T) {
 		t.Errorf("new: %+v", st)
 	}
 }
+
+func TestKilledPhase(t *testing.T) {
+	cases := []struct {
+		name   string
+		policy v1.RestartPolicy
+		rec    *podRecord
+		want   v1.PodPhase
+	}{
+		{"Always, all exit 0", v1.RestartPolicyAlways, mkRecord(cstate{name: "a", state: "exit"}), v1.PodSucceeded},
+		{"Always, killed by SIGTERM", v1.RestartPolicyAlways, mkRecord(cstate{name: "a", state: "exit", code: 143}), v1.PodFailed},
+		{"OnFailure, failed", v1.RestartPolicyOnFailure, mkRecord(cstate{name: "a", state: "exit", code: 1}), v1.PodFailed},
+		{"still running", v1.RestartPolicyAlways, mkRecord(cstate{name: "a", state: "running"}), v1.PodRunning},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pod := testPod("kp-1", c.policy, cmd("a", "1"))
+			c.rec.Initialized = true
+			if got := buildStatus(pod, c.rec, decide(pod, c.rec, t0, DefaultBackoff(), true)).Phase; got != c.want {
+				t.Errorf("phase %s, want %s", got, c.want)
+			}
+			// Not killed, Always: Running (restarts pending).
+			if c.policy == v1.RestartPolicyAlways {
+				if got := buildStatus(pod, c.rec, decide(pod, c.rec, t0, DefaultBackoff(), false)).Phase; got != v1.PodRunning {
+					t.Errorf("not killed: phase %s, want Running", got)
+				}
+			}
+		})
+	}
+}

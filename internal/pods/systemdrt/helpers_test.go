@@ -180,4 +180,3 @@ func condition(st v1.PodStatus, t v1.PodConditionType) v1.ConditionStatus {
 	}
 	return ""
 }
-

@@ -242,8 +242,8 @@ func TestIntegrationQoSClasses(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("pod %s: KillPod took %s", c.pod.Name, time.Since(start).Round(time.Millisecond))
-		if term := st.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 143 || term.Signal != 15 {
-			t.Errorf("pod %s: after KillPod %s", c.pod.Name, describe(st))
+		if term := st.ContainerStatuses[0].State.Terminated; term == nil || term.ExitCode != 143 || term.Signal != 15 || st.Phase != v1.PodFailed {
+			t.Errorf("pod %s: after KillPod %s %s", c.pod.Name, st.Phase, describe(st))
 		}
 		if pids, err := it.cg.Pids(ps.CgroupPath); err != nil || len(pids) > 0 {
 			t.Errorf("pod %s: processes left in the pod slice after KillPod: %v (%v)", c.pod.Name, pids, err)

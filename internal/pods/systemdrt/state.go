@@ -73,17 +73,6 @@ func (p *podRecord) container(name string) *containerRecord {
 	return c
 }
 
-// clone returns a deep copy (records are small).
-func (p *podRecord) clone() *podRecord {
-	data, _ := json.Marshal(p)
-	var out podRecord
-	_ = json.Unmarshal(data, &out)
-	if out.Containers == nil {
-		out.Containers = map[string]*containerRecord{}
-	}
-	return &out
-}
-
 // podDir is StateDir/pods/<uid>; uid has been checked with ValidateUID, so it is one plain
 // path element.
 func (r *Runtime) podDir(uid string) string {
