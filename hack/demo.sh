@@ -40,8 +40,22 @@ sb systemd-run --unit=slicelet-demo --service-type=notify -p WatchdogSec=30s \
 	"$repo/bin/slicelet" run --config "$conf"
 sb systemctl --no-pager status slicelet-demo | head -n 12 || true
 
+bold "waiting for the example pods (examples/pods) to run"
+ctl() { local c=$1; shift; sb "$repo/bin/slicectl" "$c" --socket /run/slicelet-demo/slicelet.sock "$@"; }
+for _ in $(seq 1 100); do
+	running=$(ctl get pods 2>/dev/null | grep -c Running || true)
+	[ "$running" -ge 3 ] && break
+	sleep 0.1
+done
+ctl get pods -o wide
+
+bold "an API pod: slicectl apply"
+ctl apply -f "$repo/examples/api/web.yaml"
+sleep 1
+ctl get pods
+
 bold "the kubepods hierarchy (systemd-cgls)"
-sb systemd-cgls --no-pager --all -u kubepods.slice
+sb systemd-cgls --no-pager -u kubepods.slice
 
 bold "node allocatable on kubepods.slice and the QoS slices"
 sb systemctl show --no-pager -p Description -p MemoryLimit -p MemoryMax -p CPUShares -p CPUWeight -p TasksMax \
@@ -53,9 +67,21 @@ sb "$repo/bin/slicectl" explain node --config "$conf" -f "$repo/examples/pods/gu
 bold "slicectl explain pod (offline)"
 sb "$repo/bin/slicectl" explain pod --config "$conf" -f "$repo/examples/pods/burstable.yaml"
 
+bold "slicectl describe pod burstable"
+ctl describe pod burstable
+
+bold "slicectl logs burstable"
+ctl logs burstable --tail 3
+
+bold "slicectl node"
+ctl node
+
+bold "slicectl delete pod web"
+ctl delete pod web
+
 bold "slicelet's journal"
 sb journalctl --no-pager -u slicelet-demo -o cat | tail -n 15
 
 sb systemctl stop slicelet-demo
-bold "slicelet stopped; the slices stay (they belong to systemd)"
-sb systemctl list-units --no-pager --all 'kubepods*'
+bold "slicelet stopped: the pods keep running (they belong to systemd)"
+sb systemctl list-units --no-pager 'kubepods*' 'slicelet-*'

@@ -31,7 +31,7 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 	if c, _ := containerByName(pod, container); c == nil {
 		return fmt.Errorf("pod %s/%s: no container %q: %w", pod.Namespace, pod.Name, container, pods.ErrNoLogs)
 	}
-	n, err := r.instanceFor(ctx, uid, container, opts.Previous)
+	n, invocation, err := r.instanceFor(ctx, uid, container, opts.Previous)
 	if err != nil {
 		return err
 	}
@@ -58,6 +58,10 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 		args = append(args, "--follow")
 	}
 	args = append(args, "_SYSTEMD_UNIT="+unit)
+	if invocation != "" {
+		// Only this run: a pod re-created with the same UID reuses the unit name.
+		args = append(args, "_SYSTEMD_INVOCATION_ID="+invocation)
+	}
 
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -98,29 +102,38 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 	return nil
 }
 
-// instanceFor returns the instance whose logs are wanted: the current one, or the one before.
-// Units are consulted when the record is missing (state dir lost).
-func (r *Runtime) instanceFor(ctx context.Context, uid, container string, previous bool) (int, error) {
+// instanceFor returns the instance whose logs are wanted (the current one, or the one before)
+// and its invocation ID when known. Units are consulted when the record is missing (state dir
+// lost).
+func (r *Runtime) instanceFor(ctx context.Context, uid, container string, previous bool) (int, string, error) {
 	e := r.entry(uid)
 	e.mu.Lock()
 	rec, err := r.record(e, uid)
-	n := 0
+	n, invocation := 0, ""
 	if err == nil {
 		if cr := rec.Containers[container]; cr != nil && cr.Current != nil {
-			n = cr.Current.N
-			if !cr.Current.Created && !cr.Current.Done {
-				n-- // recorded, never started
+			want := cr.Current
+			if !want.Created && !want.Done {
+				want = cr.Previous // recorded, never started
+			}
+			if want != nil && previous {
+				if p := cr.Previous; p != nil && p.N == want.N-1 {
+					invocation = p.InvocationID
+				}
+				n = want.N - 1
+			} else if want != nil {
+				n, invocation = want.N, want.InvocationID
 			}
 		}
 	}
 	e.mu.Unlock()
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	if n == 0 {
+	if n == 0 && !previous {
 		list, err := r.sd.List(ctx, podPattern(uid))
 		if err != nil {
-			return 0, fmt.Errorf("pod %s: container units: %w", uid, err)
+			return 0, "", fmt.Errorf("pod %s: container units: %w", uid, err)
 		}
 		for _, u := range list {
 			if id, ok := parseUnit(u.Name); ok && id.UID == uid && id.Container == container && id.N > n {
@@ -128,10 +141,7 @@ func (r *Runtime) instanceFor(ctx context.Context, uid, container string, previo
 			}
 		}
 	}
-	if previous {
-		n--
-	}
-	return n, nil
+	return n, invocation, nil
 }
 
 // limitedBuffer keeps the first 4 KiB written to it (journalctl's error message).

@@ -526,6 +526,9 @@ func (r *Runtime) observe(ctx context.Context, pod *v1.Pod, rec *podRecord) erro
 		if err != nil {
 			return fmt.Errorf("pod %s: container %s: %w", uid, name, err)
 		}
+		if cur.InvocationID == "" {
+			cur.InvocationID = info.InvocationID
+		}
 		if !final {
 			cur.StartedAt = info.ExecMainStartTimestamp
 			if cur.StartedAt.IsZero() {
@@ -691,6 +694,9 @@ func (r *Runtime) stopContainer(ctx context.Context, pod *v1.Pod, rec *podRecord
 	case err != nil:
 		return fmt.Errorf("container %s: %w", c.Name, err)
 	default:
+		if cur.InvocationID == "" {
+			cur.InvocationID = info.InvocationID
+		}
 		finish(cur, info, r.sd.Mode(), false, r.now())
 	}
 	if err := r.saveRecord(rec); err != nil {

@@ -21,6 +21,9 @@ type instance struct {
 	// Created and has no unit was recorded but never started, and is started again under the
 	// same name.
 	Created bool `json:"created,omitempty"`
+	// InvocationID is systemd's ID of this run of the unit, which tells its journal entries
+	// from those of an earlier unit of the same name (a pod re-created with the same UID).
+	InvocationID string `json:"invocationID,omitempty"`
 	// StartedAt is when the main process started, zero while unknown.
 	StartedAt time.Time `json:"startedAt,omitzero"`
 	// Done is set when the final state below has been recorded.
