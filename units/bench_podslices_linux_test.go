@@ -68,6 +68,8 @@ const (
 //     variants through units.Manager, interleaved batch by batch: SetProperties(CPUShares=2 or
 //     CPUWeight=1) then Stop, as DestroyPod does today ("setprops"); the same value written to
 //     cgroupfs then Stop ("cgroupfs"); Stop alone ("none").
+//   - "population": the floor alone; the cost of a create and a destroy in the first batch (few
+//     sibling slices) and the last one (about N siblings).
 //
 // Run with:
 //
@@ -115,6 +117,7 @@ func BenchmarkPodSlices(b *testing.B) {
 	b.Run("slicelet-alone", bn.sliceletAlone)
 	b.Run("conn-tax", bn.connTax)
 	b.Run("reduce-cpu", bn.reduceCPU)
+	b.Run("population", bn.population)
 }
 
 func envInt(b *testing.B, name string, def int) int {
@@ -552,6 +555,64 @@ func (bn *podBench) connTax(b *testing.B) {
 	tw, uw := taxed.createWall+taxed.destroyWall, untaxed.createWall+untaxed.destroyWall
 	b.ReportMetric(float64((tw-uw).Microseconds())/float64(pods), "tax-µs/pod")
 	b.ReportMetric(float64(pods), "pods")
+}
+
+// population measures how systemd's cost per pod slice grows with the number of sibling slices
+// already there: the floor alone creates N pods in batches, then destroys them in reverse, and
+// the first and last batches of each phase are compared.
+func (bn *podBench) population(b *testing.B) {
+	ctx := context.Background()
+	fc := bn.openFloor(b)
+	type batchStat struct{ wall, pid1 time.Duration }
+	var createFirst, createLast, destroyFirst, destroyLast batchStat
+	batches := (bn.n + bn.batch - 1) / bn.batch
+	for b.Loop() {
+		f, err := bn.floorPath(fc, bn.pods(bn.n))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for k := range batches {
+			lo, hi := k*bn.batch, min((k+1)*bn.batch, bn.n)
+			var lat []time.Duration
+			wall, pid1, _, err := runBatch(ctx, f.create, lo, hi, 1, &lat)
+			if err != nil {
+				b.Fatal(err)
+			}
+			per := batchStat{wall / time.Duration(hi-lo), pid1 / time.Duration(hi-lo)}
+			if k == 0 {
+				createFirst.wall, createFirst.pid1 = createFirst.wall+per.wall, createFirst.pid1+per.pid1
+			}
+			if k == batches-1 {
+				createLast.wall, createLast.pid1 = createLast.wall+per.wall, createLast.pid1+per.pid1
+			}
+		}
+		for k := range batches {
+			lo, hi := max(0, bn.n-(k+1)*bn.batch), bn.n-k*bn.batch
+			var lat []time.Duration
+			wall, pid1, _, err := runBatch(ctx, f.destroy, lo, hi, 1, &lat)
+			if err != nil {
+				b.Fatal(err)
+			}
+			per := batchStat{wall / time.Duration(hi-lo), pid1 / time.Duration(hi-lo)}
+			if k == 0 {
+				destroyFirst.wall, destroyFirst.pid1 = destroyFirst.wall+per.wall, destroyFirst.pid1+per.pid1
+			}
+			if k == batches-1 {
+				destroyLast.wall, destroyLast.pid1 = destroyLast.wall+per.wall, destroyLast.pid1+per.pid1
+			}
+		}
+	}
+	µs := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
+	b.ReportMetric(µs(createFirst.wall), "create-empty-µs")
+	b.ReportMetric(µs(createFirst.pid1), "create-empty-pid1-µs")
+	b.ReportMetric(µs(createLast.wall), "create-full-µs")
+	b.ReportMetric(µs(createLast.pid1), "create-full-pid1-µs")
+	b.ReportMetric(µs(destroyFirst.wall), "destroy-full-µs")
+	b.ReportMetric(µs(destroyFirst.pid1), "destroy-full-pid1-µs")
+	b.ReportMetric(µs(destroyLast.wall), "destroy-empty-µs")
+	b.ReportMetric(µs(destroyLast.pid1), "destroy-empty-pid1-µs")
+	b.ReportMetric(float64(bn.n), "pods")
+	b.ReportMetric(float64(bn.batch), "batch")
 }
 
 // reduceCPU measures the variants of the CPU reduction before a pod slice's stop (see

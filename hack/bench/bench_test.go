@@ -217,3 +217,30 @@ func TestRenderMissingMetrics(t *testing.T) {
 		t.Errorf("sandbox section without metrics:\n%s", sb)
 	}
 }
+
+func TestFixEstimate(t *testing.T) {
+	seq, reduce := podSlices+"/sequential", podSlices+"/reduce-cpu"
+	mk := func(sp, fp, setprops, cgfs float64) Results {
+		return Results{
+			seq:    {Name: seq, Metrics: map[string]float64{"slicelet-pods/s": sp, "floor-pods/s": fp}},
+			reduce: {Name: reduce, Metrics: map[string]float64{"setprops-destroy-µs/pod": setprops, "cgroupfs-destroy-µs/pod": cgfs}},
+		}
+	}
+	tests := []struct {
+		name             string
+		r                Results
+		wantRatio, wantP float64
+	}{
+		{"saving applied to slicelet only", mk(50, 100, 5000, 3000), (0.020 - 0.002) / 0.010, 1 / 0.018},
+		{"no saving when cgroupfs is slower (noise)", mk(50, 100, 3000, 5000), 2, 50},
+		{"missing numbers", Results{}, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ratio, pods := fixEstimate(tt.r, seq, reduce)
+			if math.Abs(ratio-tt.wantRatio) > 1e-9 || math.Abs(pods-tt.wantP) > 1e-9 {
+				t.Errorf("fixEstimate = %v, %v; want %v, %v", ratio, pods, tt.wantRatio, tt.wantP)
+			}
+		})
+	}
+}

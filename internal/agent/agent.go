@@ -137,9 +137,13 @@ func Run(ctx context.Context, o Options) error {
 		if !mgr.Enforced() {
 			enforced = "; node allocatable not yet enforced (retrying)"
 		}
-		return fmt.Sprintf("STATUS=%d pods running (Guaranteed %d, Burstable %d, BestEffort %d), %d pending, %d failed; allocatable %dm cpu / %s memory%s",
+		problems := ""
+		if n := len(ctrl.Problems()); n > 0 {
+			problems = fmt.Sprintf("; %d manifest problems (journalctl -u slicelet)", n)
+		}
+		return fmt.Sprintf("STATUS=%d pods running (Guaranteed %d, Burstable %d, BestEffort %d), %d pending, %d failed; allocatable %dm cpu / %s memory%s%s",
 			byPhase[v1.PodRunning], byQOS[v1.PodQOSGuaranteed], byQOS[v1.PodQOSBurstable], byQOS[v1.PodQOSBestEffort],
-			byPhase[v1.PodPending], byPhase[v1.PodFailed], alloc.Cpu().MilliValue(), alloc.Memory().String(), enforced)
+			byPhase[v1.PodPending], byPhase[v1.PodFailed], alloc.Cpu().MilliValue(), alloc.Memory().String(), enforced, problems)
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)

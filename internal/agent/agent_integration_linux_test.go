@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -13,8 +14,12 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/slicelet/slicelet/config"
+	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/systemdtest"
+	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -158,4 +163,233 @@ address = ""
 func run(name string, args ...string) (string, error) {
 	out, err := exec.Command(name, args...).CombinedOutput()
 	return string(out), err
+}
+
+// TestIntegrationRestartSafety: 20 rounds of SIGKILL to slicelet at random points while pods are
+// created and deleted through the manifest directory and the API. Afterwards every wanted pod
+// exists exactly once (one slice, one running container), nothing of a deleted pod is left
+// (no slice, no container unit, no cgroup), and the API pod survived every restart.
+func TestIntegrationRestartSafety(t *testing.T) {
+	env := systemdtest.Require(t)
+	ctx := t.Context()
+	sd, err := units.Connect(ctx, units.Options{CgroupRoot: env.CgroupRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sd.Close()
+	cg := slices.NewCgroupFS(env.CgroupRoot)
+
+	dir := t.TempDir()
+	podsDir := filepath.Join(dir, "pods.d")
+	if err := os.MkdirAll(podsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "api.sock")
+	cfgPath := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, `state_dir = %q
+[node]
+max_pods = 200
+[pods]
+manifest_dir = %q
+[api]
+socket = %q
+group = "root"
+[metrics]
+address = ""
+`, filepath.Join(dir, "state"), podsDir, sock), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	unit := "slicelet-restart-it.service"
+	t.Cleanup(func() { _ = sd.Stop(context.Background(), unit) })
+	agentService(t, sd, unit, cfgPath)
+
+	client := api.NewClient(sock)
+	apiPod := []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: from-api}\nspec:\n  containers:\n  - name: c\n    command: [/bin/sleep, infinity]\n")
+	if _, err := client.ApplyPod(ctx, apiPod); err != nil {
+		t.Fatal(err)
+	}
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	next := 0
+	present := map[string]bool{}
+	write := func() {
+		name := fmt.Sprintf("p%02d", next)
+		next++
+		m := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: %s}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    command: [/bin/sleep, infinity]\n", name)
+		p := filepath.Join(podsDir, name+".yaml")
+		if err := os.WriteFile(p+".tmp", []byte(m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(p+".tmp", p); err != nil {
+			t.Fatal(err)
+		}
+		present[p] = true
+	}
+	remove := func() {
+		for p := range present {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			delete(present, p)
+			return
+		}
+	}
+	for round := range 20 {
+		for range 2 + round%2 {
+			write()
+		}
+		if round%3 == 2 {
+			remove()
+		}
+		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
+		if err := sd.Kill(ctx, unit, syscall.SIGKILL, units.KillMain); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		waitInactive(t, sd, unit)
+		agentService(t, sd, unit, cfgPath)
+	}
+	if next != 50 {
+		t.Fatalf("created %d pods, want 50", next)
+	}
+
+	// The wanted pods, by UID, as the daemon derives them.
+	want := map[string]string{}
+	for p := range present {
+		got, err := slices.ReadPodManifest(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[string(got[0].UID)] = got[0].Name
+	}
+	apiGot, err := client.GetPod(ctx, "default", "from-api")
+	if err != nil {
+		t.Fatalf("API pod after 20 restarts: %v", err)
+	}
+	want[string(apiGot.UID)] = "from-api"
+
+	var last string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		last = converged(t, sd, cg, want)
+		if last == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not converged after 60 s: %s", last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// And the API reports each of them once, Running.
+	for {
+		list, err := client.ListPods(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]int{}
+		var problems []string
+		for _, p := range list {
+			seen[p.Name]++
+			if p.Status.Phase != v1.PodRunning {
+				problems = append(problems, fmt.Sprintf("pod %s: phase %s (%s)", p.Name, p.Status.Phase, p.Status.Message))
+			}
+		}
+		for _, name := range want {
+			if seen[name] != 1 {
+				problems = append(problems, fmt.Sprintf("pod %s listed %d times", name, seen[name]))
+			}
+		}
+		if len(list) != len(want) {
+			problems = append(problems, fmt.Sprintf("API lists %d pods, want %d", len(list), len(want)))
+		}
+		if len(problems) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("API not converged: %s", strings.Join(problems, "; "))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func waitInactive(t *testing.T, sd *units.Manager, unit string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := sd.Properties(t.Context(), unit)
+		if err == nil && (info.ActiveState == "failed" || info.ActiveState == "inactive") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still %+v after SIGKILL", unit, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// converged returns "" when systemd holds exactly the wanted pods: one active slice and one
+// running container unit each, and no slice, container unit or cgroup of any other pod.
+func converged(t *testing.T, sd *units.Manager, cg *slices.CgroupFS, want map[string]string) string {
+	t.Helper()
+	ctx := t.Context()
+	sliceList, err := sd.List(ctx, slices.PodSlicePatterns...)
+	if err != nil {
+		return err.Error()
+	}
+	gotSlices := map[string]int{}
+	for _, u := range sliceList {
+		if u.ActiveState != "active" {
+			continue
+		}
+		_, uid, ok := slices.ParsePodSliceName(u.Name)
+		if !ok {
+			return "unparsable pod slice " + u.Name
+		}
+		gotSlices[uid]++
+	}
+	ctrs, err := sd.List(ctx, "slicelet-*.service")
+	if err != nil {
+		return err.Error()
+	}
+	running := map[string]int{}
+	for _, u := range ctrs {
+		if u.ActiveState == "active" && strings.HasPrefix(u.Description, "container ") {
+			// slicelet-<uid_>-<container>-<n>.service
+			rest := strings.TrimPrefix(u.Name, "slicelet-")
+			uid := strings.ReplaceAll(rest[:strings.Index(rest, "-")], "_", "-")
+			running[uid]++
+		}
+	}
+	var problems []string
+	for uid, name := range want {
+		if gotSlices[uid] != 1 {
+			problems = append(problems, fmt.Sprintf("pod %s: %d slices", name, gotSlices[uid]))
+		}
+		if running[uid] != 1 {
+			problems = append(problems, fmt.Sprintf("pod %s: %d running containers", name, running[uid]))
+		}
+	}
+	for uid, n := range gotSlices {
+		if _, ok := want[uid]; !ok {
+			problems = append(problems, fmt.Sprintf("leaked slice for uid %s (%d)", uid, n))
+		}
+	}
+	for uid, n := range running {
+		if _, ok := want[uid]; !ok {
+			problems = append(problems, fmt.Sprintf("leaked container for uid %s (%d)", uid, n))
+		}
+	}
+	for _, qos := range []v1.PodQOSClass{v1.PodQOSBestEffort, v1.PodQOSBurstable} {
+		parent := "/kubepods.slice/" + slices.QOSSliceName(qos)
+		for _, d := range cg.Dirs(parent) {
+			entries, _ := os.ReadDir(d)
+			for _, e := range entries {
+				if _, uid, ok := slices.ParsePodSliceName(e.Name()); ok {
+					if _, wanted := want[uid]; !wanted {
+						problems = append(problems, "leaked cgroup "+filepath.Join(d, e.Name()))
+					}
+				}
+			}
+		}
+	}
+	return strings.Join(problems, "; ")
 }

@@ -109,9 +109,10 @@ func (r *Runtime) instanceFor(ctx context.Context, uid, container string, previo
 	e := r.entry(uid)
 	e.mu.Lock()
 	rec, err := r.record(e, uid)
-	n, invocation := 0, ""
+	n, invocation, known := 0, "", false
 	if err == nil {
 		if cr := rec.Containers[container]; cr != nil && cr.Current != nil {
+			known = true
 			want := cr.Current
 			if !want.Created && !want.Done {
 				want = cr.Previous // recorded, never started
@@ -130,7 +131,7 @@ func (r *Runtime) instanceFor(ctx context.Context, uid, container string, previo
 	if err != nil {
 		return 0, "", err
 	}
-	if n == 0 && !previous {
+	if !known {
 		list, err := r.sd.List(ctx, podPattern(uid))
 		if err != nil {
 			return 0, "", fmt.Errorf("pod %s: container units: %w", uid, err)
@@ -139,6 +140,9 @@ func (r *Runtime) instanceFor(ctx context.Context, uid, container string, previo
 			if id, ok := parseUnit(u.Name); ok && id.UID == uid && id.Container == container && id.N > n {
 				n = id.N
 			}
+		}
+		if previous {
+			n--
 		}
 	}
 	return n, invocation, nil

@@ -446,7 +446,8 @@ func (r *Runtime) memoryLimited(pod *v1.Pod, c *v1.Container) bool {
 // record (a crash between StartService and saving, or a lost state dir), records the start time
 // of running instances and the final state of ended ones, then stops ended units (which kills
 // what their main process left behind) and resets failed instances older than the previous
-// one. Units of containers not in the spec are left alone (Forget removes them).
+// one. Running units of containers that are not in the spec are stopped, as the kubelet kills
+// them; their dead units are left to Forget.
 func (r *Runtime) observe(ctx context.Context, pod *v1.Pod, rec *podRecord) error {
 	uid := rec.UID
 	list, err := r.sd.List(ctx, podPattern(uid))
@@ -456,6 +457,7 @@ func (r *Runtime) observe(ctx context.Context, pod *v1.Pod, rec *podRecord) erro
 	byName := map[string]units.UnitStatus{}
 	seen := map[string]string{}
 	changed := false
+	var unknown []string
 	for _, u := range list {
 		id, ok := parseUnit(u.Name)
 		if !ok || id.UID != uid || u.LoadState == "not-found" {
@@ -464,6 +466,10 @@ func (r *Runtime) observe(ctx context.Context, pod *v1.Pod, rec *podRecord) erro
 		byName[u.Name] = u
 		seen[u.Name] = u.ActiveState + "/" + u.SubState
 		if c, _ := containerByName(pod, id.Container); c == nil {
+			// The kubelet kills containers that are not in the pod's spec.
+			if u.ActiveState == "active" || u.ActiveState == "activating" {
+				unknown = append(unknown, u.Name)
+			}
 			continue
 		}
 		cr := rec.container(id.Container)
@@ -557,6 +563,13 @@ func (r *Runtime) observe(ctx context.Context, pod *v1.Pod, rec *podRecord) erro
 		if err := r.sd.Kill(ctx, unit, syscall.SIGKILL, units.KillAll); err != nil && !errors.Is(err, units.ErrNoProcess) && !errors.Is(err, units.ErrNoSuchUnit) {
 			r.log.Debug("killing leftovers of an ended container failed", "unit", unit, "error", err)
 		}
+		if err := r.sd.Stop(ctx, unit); err != nil {
+			errs = append(errs, fmt.Errorf("pod %s: %w", uid, err))
+		}
+		delete(seen, unit)
+	}
+	for _, unit := range unknown {
+		r.log.Info("stopping a container unit that is not in the pod's spec", "pod_uid", uid, "unit", unit)
 		if err := r.sd.Stop(ctx, unit); err != nil {
 			errs = append(errs, fmt.Errorf("pod %s: %w", uid, err))
 		}

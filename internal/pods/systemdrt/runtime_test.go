@@ -408,3 +408,18 @@ func TestLogsNoInstance(t *testing.T) {
 		t.Errorf("previous of the first instance: %v, want ErrNoLogs", err)
 	}
 }
+
+// TestSyncPodStopsUnknownContainers: a running unit of a container that is no longer in the
+// spec is stopped.
+func TestSyncPodStopsUnknownContainers(t *testing.T) {
+	rt, sd := newTestRuntime(t, units.ModeHybrid)
+	old, _ := UnitName("uk-1", "gone", 1)
+	if err := sd.StartService(t.Context(), old, nil); err != nil {
+		t.Fatal(err)
+	}
+	pod := testPod("uk-1", "", cmd("a", "1"))
+	st := mustSync(t, rt, pod)
+	if _, ok := sd.Unit(old); ok || !allRunning(st) || len(st.ContainerStatuses) != 1 {
+		t.Errorf("unknown container unit kept running: %v, %s", sd.Names(), describe(st))
+	}
+}
