@@ -281,7 +281,7 @@ func interpretPodSlices(o options, m Machine, r Results, seq, wk, alone, tax, re
 		"More workers overlap the client's work with systemd's but cannot add systemd capacity. "+
 		"And systemd's cost per slice grows with the number of sibling slices under the same parent: a create costs %.1f ms of systemd CPU next to ≤%.0f siblings "+
 		"and %.1f ms next to ~%d (population table), so with %d pods created before any is destroyed (%d at the peak in the same-run rows) "+
-		"the benchmark runs where systemd is slowest. Next to few siblings the floor cycles about %.0f pods/s (population table, first batches), "+
+		"the benchmark measures systemd well above its cost on a small node. Next to few siblings the floor cycles about %.0f pods/s (population table, first batches), "+
 		"which is the regime of a real node (the kubelet's default max-pods is 110).",
 		sl, get(alone, "creates/s"), targetPodsPerSec, met(sl >= targetPodsPerSec), fl, pid1/1000, m.CPUs, 1e6/max(pid1, 1),
 		get(pop, "create-empty-pid1-µs")/1000, get(pop, "batch"), get(pop, "create-full-pid1-µs")/1000, o.pods, o.pods, 2*o.pods,

@@ -393,3 +393,109 @@ func converged(t *testing.T, sd *units.Manager, cg *slices.CgroupFS, want map[st
 	}
 	return strings.Join(problems, "; ")
 }
+
+// TestIntegrationManifestLifecycle: a manifest dropped in the directory runs; editing it
+// replaces the pod (new UID, old slice gone); breaking it changes nothing but is reported in
+// STATUS=; removing it deletes the pod.
+func TestIntegrationManifestLifecycle(t *testing.T) {
+	env := systemdtest.Require(t)
+	ctx := t.Context()
+	sd, err := units.Connect(ctx, units.Options{CgroupRoot: env.CgroupRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sd.Close()
+	dir := t.TempDir()
+	podsDir := filepath.Join(dir, "pods.d")
+	sock := filepath.Join(dir, "api.sock")
+	cfgPath := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, "state_dir = %q\n[pods]\nmanifest_dir = %q\n[api]\nsocket = %q\ngroup = \"root\"\n[metrics]\naddress = \"\"\n",
+		filepath.Join(dir, "state"), podsDir, sock), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	unit := "slicelet-manifest-it.service"
+	t.Cleanup(func() { _ = sd.Stop(context.Background(), unit) })
+	agentService(t, sd, unit, cfgPath)
+	client := api.NewClient(sock)
+
+	manifest := func(cmd string) []byte {
+		return fmt.Appendf(nil, "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    command: [/bin/sh, -c, %q]\n", cmd)
+	}
+	path := filepath.Join(podsDir, "a.yaml")
+	put := func(data []byte) {
+		t.Helper()
+		if err := os.MkdirAll(podsDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path+".tmp", data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor := func(what string, cond func() (bool, string)) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			ok, state := cond()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %s", what, state)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	running := func() (v1.Pod, bool, string) {
+		p, err := client.GetPod(ctx, "default", "a")
+		if err != nil {
+			return p, false, err.Error()
+		}
+		return p, p.Status.Phase == v1.PodRunning, fmt.Sprintf("phase %s %s", p.Status.Phase, p.Status.Message)
+	}
+
+	put(manifest("sleep 1000"))
+	var first v1.Pod
+	waitFor("first version running", func() (bool, string) {
+		p, ok, s := running()
+		first = p
+		return ok, s
+	})
+
+	put(manifest("sleep 2000"))
+	var second v1.Pod
+	waitFor("edited version running", func() (bool, string) {
+		p, ok, s := running()
+		second = p
+		return ok && p.UID != first.UID, s + " uid " + string(p.UID)
+	})
+	waitFor("old slice gone", func() (bool, string) {
+		list, _ := sd.List(ctx, "*pod"+strings.ReplaceAll(string(first.UID), "-", "_")+".slice")
+		for _, u := range list {
+			if u.ActiveState == "active" {
+				return false, "still active: " + u.Name
+			}
+		}
+		return true, ""
+	})
+
+	put([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: [ {name: c, bogusField: 1} ]\n"))
+	waitFor("problem reported in STATUS=", func() (bool, string) {
+		st, err := sd.Property(ctx, unit, "org.freedesktop.systemd1.Service", "StatusText")
+		return err == nil && strings.Contains(fmt.Sprint(st), "1 manifest problems"), fmt.Sprint(st, err)
+	})
+	if p, ok, s := running(); !ok || p.UID != second.UID {
+		t.Fatalf("a broken manifest disturbed the running pod: %s uid %s", s, p.UID)
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("pod deleted", func() (bool, string) {
+		_, err := client.GetPod(ctx, "default", "a")
+		list, _ := sd.List(ctx, "*pod"+strings.ReplaceAll(string(second.UID), "-", "_")+".slice")
+		return err != nil && len(list) == 0, fmt.Sprint(err, list)
+	})
+}

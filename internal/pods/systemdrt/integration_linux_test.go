@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -526,6 +527,10 @@ func TestIntegrationLogs(t *testing.T) {
 	}
 	if !strings.HasPrefix(prev, "out ") || !strings.Contains(prev, "\nerr\n") {
 		t.Errorf("previous logs %q", prev)
+		out, _ := exec.Command("journalctl", "--no-pager", "-o", "json", "--output-fields=MESSAGE,_SYSTEMD_UNIT,_SYSTEMD_INVOCATION_ID,INVOCATION_ID,UNIT", "_SYSTEMD_UNIT=slicelet-logs_1-talk-1.service", "+", "UNIT=slicelet-logs_1-talk-1.service").CombinedOutput()
+		t.Logf("journal:\n%s", out)
+		data, _ := os.ReadFile(filepath.Join(it.state, "pods", "logs-1", "state.json"))
+		t.Logf("state:\n%s", data)
 	}
 	buf.Reset()
 	if err := it.rt.Logs(t.Context(), pod, "talk", pods.LogOptions{Previous: true, TailLines: 1}, &buf); err != nil || buf.String() != "err\n" {
