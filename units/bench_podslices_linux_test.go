@@ -75,12 +75,13 @@ const (
 //
 //	go test ./units -run '^$' -bench '^BenchmarkPodSlices$' -benchtime 1x
 //
-// SLICELET_BENCH_PODS (default 1000), SLICELET_BENCH_BATCH (50) and SLICELET_BENCH_WORKERS (8)
-// change the shape.
+// SLICELET_BENCH_PODS (default 1000), SLICELET_BENCH_BATCH (25) and SLICELET_BENCH_WORKERS (8)
+// change the shape; with -benchtime Nx every sub-benchmark repeats N times and reports over all
+// repetitions.
 func BenchmarkPodSlices(b *testing.B) {
 	env := systemdtest.Require(b)
 	n := envInt(b, benchPodsEnv, 1000)
-	batch := min(envInt(b, benchBatchEnv, 50), n)
+	batch := min(envInt(b, benchBatchEnv, 25), n)
 	workers := envInt(b, benchWorkersEnv, 8)
 	capacity, err := slices.ReadCapacity("/proc", "/sys", "")
 	if err != nil {

@@ -48,7 +48,8 @@ func toVariant(p Property) (sddbus.Property, error) {
 	}
 	var v any
 	switch x := p.Value.(type) {
-	case bool, string, int32, uint32, int64, uint64, []string, []uint32, []byte:
+	case bool, string, int32, uint32, int64, uint64, []string, []uint32, []byte, [][]byte:
+		// [][]byte is D-Bus aay, e.g. LogExtraFields=.
 		v = x
 	case time.Duration:
 		if x < 0 {

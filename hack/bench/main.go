@@ -3,7 +3,7 @@
 // docs/benchmarks.md with the numbers, the exact commands, the date and the machine.
 //
 //	go run ./hack/bench [-out docs/benchmarks.md] [-go go] [-only podslices,sandbox]
-//	                    [-pods 1000] [-batch 50] [-workers 8]
+//	                    [-pods 1000] [-batch 25] [-workers 8] [-iterations 3]
 //
 // Sections:
 //   - podslices: issue 4's benchmark, 1000 pod slices through slicelet's path and through raw
@@ -36,7 +36,8 @@ func main() {
 	flag.StringVar(&o.goBin, "go", "go", "go command")
 	flag.StringVar(&o.only, "only", "podslices,sandbox", "comma-separated sections to run")
 	flag.IntVar(&o.pods, "pods", 1000, "pod slices per path in the pod slice benchmark")
-	flag.IntVar(&o.batch, "batch", 50, "pods per batch; the two paths alternate batch by batch")
+	flag.IntVar(&o.batch, "batch", 25, "pods per batch; the two paths alternate batch by batch")
+	flag.IntVar(&o.iterations, "iterations", 3, "iterations of the pod slice benchmark (each creates and destroys -pods per path); the numbers are over all of them")
 	flag.IntVar(&o.workers, "workers", 8, "workers per path in the concurrent run")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -52,6 +53,7 @@ func main() {
 type options struct {
 	out, goBin, only      string
 	pods, batch, workers  int
+	iterations            int
 	stdout                io.Writer // progress; os.Stderr when nil
 	moduleRoot, startedAt string
 }
@@ -89,7 +91,7 @@ func sections(o options) []section {
 					"SLICELET_BENCH_BATCH=" + strconv.Itoa(o.batch),
 					"SLICELET_BENCH_WORKERS=" + strconv.Itoa(o.workers),
 				},
-				args: []string{"test", "./units", "-run", "^$", "-bench", "^BenchmarkPodSlices$", "-benchtime", "1x", "-count", "1", "-timeout", "60m"},
+				args: []string{"test", "./units", "-run", "^$", "-bench", "^BenchmarkPodSlices$", "-benchtime", strconv.Itoa(o.iterations) + "x", "-count", "1", "-timeout", "60m"},
 			}},
 			render: renderPodSlices,
 		},
@@ -105,8 +107,8 @@ func sections(o options) []section {
 }
 
 func run(o options) error {
-	if o.pods <= 0 || o.batch <= 0 || o.workers <= 0 {
-		return fmt.Errorf("-pods, -batch and -workers must be positive (got %d, %d, %d)", o.pods, o.batch, o.workers)
+	if o.pods <= 0 || o.batch <= 0 || o.workers <= 0 || o.iterations <= 0 {
+		return fmt.Errorf("-pods, -batch, -workers and -iterations must be positive (got %d, %d, %d, %d)", o.pods, o.batch, o.workers, o.iterations)
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("must run as root: the benchmarks boot throwaway systemd instances (../shared/docs/systemd-sandbox.md)")

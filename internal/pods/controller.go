@@ -24,6 +24,14 @@ type Admitter interface {
 	Admit(pod *v1.Pod, admitted []*v1.Pod) (ok bool, reason, message string)
 }
 
+// relister is what a runtime can offer beyond Runtime to be synced promptly and cheaply: Relist
+// lists every container once and returns the pods whose containers changed or whose back-off
+// ended (the kubelet's PLEG relist); NextSync is when a pod's earliest back-off ends.
+type relister interface {
+	Relist(ctx context.Context) ([]string, error)
+	NextSync(uid string) time.Time
+}
+
 // Timing of the controller.
 const (
 	// DefaultTick is how often the controller looks for pods due for a sync.
@@ -213,8 +221,22 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 }
 
-// syncDue syncs every pod whose next sync is due, a few at a time.
+// syncDue syncs every pod whose next sync is due, a few at a time. A runtime that can relist
+// makes the pods whose containers changed due at once.
 func (c *Controller) syncDue(ctx context.Context) {
+	if rl, ok := c.rt.(relister); ok {
+		changed, err := rl.Relist(ctx)
+		if err != nil {
+			c.log.Debug("relist failed", "error", err)
+		}
+		c.mu.Lock()
+		for _, uid := range changed {
+			if ps, ok := c.pods[uid]; ok {
+				ps.nextSync = time.Time{}
+			}
+		}
+		c.mu.Unlock()
+	}
 	now := time.Now()
 	c.mu.Lock()
 	var due []string
@@ -319,6 +341,11 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 	}
 	ps.status = status
 	ps.nextSync = time.Now().Add(resyncAfter(status))
+	if rl, ok := c.rt.(relister); ok {
+		if at := rl.NextSync(uid); !at.IsZero() && at.Before(ps.nextSync) {
+			ps.nextSync = at
+		}
+	}
 }
 
 // resyncAfter is how soon a pod needs another sync: soon while anything is in motion.

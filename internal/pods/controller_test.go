@@ -225,3 +225,41 @@ func TestControllerOrphanRuntimePods(t *testing.T) {
 		}
 	})
 }
+
+// relistRuntime is a fakeRuntime that reports changed pods through Relist.
+type relistRuntime struct {
+	*fakeRuntime
+	changed chan string
+}
+
+func (r *relistRuntime) Relist(context.Context) ([]string, error) {
+	select {
+	case uid := <-r.changed:
+		return []string{uid}, nil
+	default:
+		return nil, nil
+	}
+}
+func (r *relistRuntime) NextSync(string) time.Time { return time.Time{} }
+
+// TestControllerRelist: a pod whose containers changed (a container exited) is synced at the next
+// tick, not at the steady resync ten seconds later.
+func TestControllerRelist(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
+		rt := &relistRuntime{fakeRuntime: &fakeRuntime{synced: map[string]int{}}, changed: make(chan string, 1)}
+		c := NewController(s, rt, maxPods(10), nil, SourceFile)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "a", "uid-a")}})
+		synctest.Wait()
+		before := rt.synced["uid-a"]
+		rt.changed <- "uid-a"
+		time.Sleep(DefaultTick + time.Millisecond)
+		synctest.Wait()
+		if got := rt.synced["uid-a"] - before; got != 1 {
+			t.Errorf("syncs after a relist change = %d, want 1 within a tick", got)
+		}
+	})
+}

@@ -29,7 +29,8 @@
 //
 // # Logs
 //
-// Logs runs journalctl(1) (--output=cat, _SYSTEMD_UNIT=<unit>) instead of linking
+// Logs runs journalctl(1) (--output=json, _SYSTEMD_UNIT=<unit>) instead of linking
 // sd-journal through cgo: the journal's file format is systemd's business, and journalctl is
-// installed wherever systemd is.
+// installed wherever systemd is. Lines are told apart from those of an earlier unit of the same
+// name by invocation ID, or, where journald could not record one, by time.
 package systemdrt

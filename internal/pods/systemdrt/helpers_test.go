@@ -180,3 +180,15 @@ func condition(st v1.PodStatus, t v1.PodConditionType) v1.ConditionStatus {
 	}
 	return ""
 }
+
+func allRunning(st v1.PodStatus) bool {
+	if st.Phase != v1.PodRunning {
+		return false
+	}
+	for _, cs := range st.ContainerStatuses {
+		if cs.State.Running == nil {
+			return false
+		}
+	}
+	return true
+}

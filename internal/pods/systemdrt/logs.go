@@ -2,9 +2,12 @@ package systemdrt
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,26 +15,27 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/slicelet/slicelet/internal/pods"
-	"github.com/slicelet/slicelet/slices"
+	slicelet "github.com/slicelet/slicelet/slices"
 )
 
 // followDrain is how long Logs keeps following after the instance ended, so that the journal's
 // last lines (written asynchronously by journald) still arrive.
 const followDrain = 500 * time.Millisecond
 
-// Logs writes a container's output from the journal (journalctl --output=cat
-// _SYSTEMD_UNIT=<unit>): the current instance, or with Previous the one before it. TailLines
-// limits the output to the last lines; Follow streams until ctx ends or the instance has
-// ended. A container without such an instance is pods.ErrNoLogs.
+// Logs writes a container's output from the journal (journalctl --output=json
+// _SYSTEMD_UNIT=<unit>, one line per entry's MESSAGE): the current instance, or with Previous
+// the one before it. TailLines limits the output to the last lines; Follow then streams new
+// lines until ctx ends or the instance has ended. A container without such an instance is
+// pods.ErrNoLogs.
 func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts pods.LogOptions, w io.Writer) error {
 	uid := string(pod.UID)
-	if err := slices.ValidateUID(uid); err != nil {
+	if err := slicelet.ValidateUID(uid); err != nil {
 		return err
 	}
 	if c, _ := containerByName(pod, container); c == nil {
 		return fmt.Errorf("pod %s/%s: no container %q: %w", pod.Namespace, pod.Name, container, pods.ErrNoLogs)
 	}
-	n, invocation, err := r.instanceFor(ctx, uid, container, opts.Previous)
+	n, invocation, since, err := r.instanceFor(ctx, uid, container, opts.Previous)
 	if err != nil {
 		return err
 	}
@@ -46,70 +50,187 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 	if err != nil {
 		return err
 	}
-	args := []string{"--no-pager", "--quiet", "--output=cat", "--all"}
-	switch {
-	case opts.TailLines > 0:
-		args = append(args, "--lines="+strconv.Itoa(opts.TailLines))
-	case opts.Follow:
-		args = append(args, "--lines=all")
-	}
-	follow := opts.Follow && !opts.Previous
-	if follow {
-		args = append(args, "--follow")
-	}
-	args = append(args, "_SYSTEMD_UNIT="+unit)
-	if invocation != "" {
-		// Only this run: a pod re-created with the same UID reuses the unit name.
-		args = append(args, "_SYSTEMD_INVOCATION_ID="+invocation)
-	}
+	// journald stamps a line with the unit's invocation ID only when it could still read it from
+	// the unit's cgroup; lines of a process that exited at once often have none. So lines are
+	// matched by unit name and kept when their invocation ID is this run's, or when they have
+	// none and were received after this run started (a pod re-created with the same UID reuses
+	// unit names).
+	filter := entryFilter{invocation: invocation, since: since}
+	base := []string{"--no-pager", "--quiet", "--output=json", "--output-fields=MESSAGE,_SYSTEMD_INVOCATION_ID", "--all"}
+	match := "_SYSTEMD_UNIT=" + unit
 
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, r.opts.Journalctl, args...)
-	cmd.Stdout = w
-	var stderr limitedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	// What is in the journal now: all of it, or its last TailLines lines.
+	args := append(slices.Clone(base), "--lines=all")
+	if !since.IsZero() {
+		args = append(args, "--since=@"+strconv.FormatInt(since.Unix()-1, 10))
+	}
+	var ring [][]byte
+	cursor := ""
+	err = r.journal(ctx, append(args, match), func(e journalEntry) error {
+		cursor = e.Cursor
+		msg, ok := e.message()
+		if !ok || !filter.keep(e) {
+			return nil
+		}
+		line := append(msg, '\n')
+		if opts.TailLines <= 0 {
+			_, err := w.Write(line)
+			return err
+		}
+		ring = append(ring, line)
+		if len(ring) > opts.TailLines {
+			ring = ring[1:]
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("logs of %s: %w", unit, err)
 	}
-	done := make(chan struct{})
-	if follow {
-		go func() {
-			// Stop following once the instance has ended (and journald had time to write its
-			// last lines).
-			if ended, _ := r.waitEnded(cctx, unit, 365*24*time.Hour); ended {
-				t := time.NewTimer(followDrain)
-				defer t.Stop()
-				select {
-				case <-t.C:
-					cancel()
-				case <-done:
-				}
-			}
-		}()
+	for _, line := range ring {
+		if _, err := w.Write(line); err != nil {
+			return err
+		}
 	}
-	err = cmd.Wait()
-	close(done)
-	if follow && cctx.Err() != nil && ctx.Err() == nil {
-		return nil // ended with the instance
-	}
-	if ctx.Err() != nil {
+	if !opts.Follow || opts.Previous {
 		return nil
 	}
+
+	// Then follow from there until the instance has ended (and journald had time to write its
+	// last lines) or ctx ends.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		if ended, _ := r.waitEnded(cctx, unit, 365*24*time.Hour); ended {
+			t := time.NewTimer(followDrain)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				cancel()
+			case <-cctx.Done():
+			}
+		}
+	}()
+	args = append(slices.Clone(base), "--follow", "--lines=0")
+	if cursor != "" {
+		args = append(args, "--after-cursor="+cursor)
+	} else if !since.IsZero() {
+		args = append(args, "--lines=all", "--since=@"+strconv.FormatInt(since.Unix()-1, 10))
+	}
+	err = r.journal(cctx, append(args, match), func(e journalEntry) error {
+		msg, ok := e.message()
+		if !ok || !filter.keep(e) {
+			return nil
+		}
+		_, err := w.Write(append(msg, '\n'))
+		return err
+	})
+	if cctx.Err() != nil {
+		return nil // ended with the instance, or the caller is gone
+	}
 	if err != nil {
-		return fmt.Errorf("logs of %s: journalctl: %w: %s", unit, err, stderr.String())
+		return fmt.Errorf("logs of %s: %w", unit, err)
 	}
 	return nil
 }
 
-// instanceFor returns the instance whose logs are wanted (the current one, or the one before)
-// and its invocation ID when known. Units are consulted when the record is missing (state dir
+// journal runs journalctl with args and calls fn for every entry of its JSON output.
+func (r *Runtime) journal(ctx context.Context, args []string, fn func(journalEntry) error) error {
+	cmd := exec.CommandContext(ctx, r.opts.Journalctl, args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr limitedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("journalctl: %w", err)
+	}
+	dec := json.NewDecoder(stdout)
+	var ferr error
+	for ferr == nil {
+		var e journalEntry
+		if err := dec.Decode(&e); err != nil {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				ferr = fmt.Errorf("journalctl output: %w", err)
+			}
+			break
+		}
+		ferr = fn(e)
+	}
+	if ferr != nil {
+		_ = cmd.Process.Kill()
+	}
+	_, _ = io.Copy(io.Discard, stdout)
+	werr := cmd.Wait()
+	switch {
+	case ferr != nil:
+		return ferr
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case werr != nil:
+		return fmt.Errorf("journalctl: %w: %s", werr, stderr.String())
+	}
+	return nil
+}
+
+// entryFilter selects the journal entries of one run of a unit.
+type entryFilter struct {
+	invocation string
+	since      time.Time
+}
+
+// journalEntry is one line of journalctl --output=json.
+type journalEntry struct {
+	Message    json.RawMessage `json:"MESSAGE"`
+	Invocation string          `json:"_SYSTEMD_INVOCATION_ID"`
+	Realtime   string          `json:"__REALTIME_TIMESTAMP"`
+	Cursor     string          `json:"__CURSOR"`
+}
+
+// keep reports whether the entry belongs to the run.
+func (f entryFilter) keep(e journalEntry) bool {
+	if f.invocation != "" && e.Invocation != "" {
+		return e.Invocation == f.invocation
+	}
+	if f.since.IsZero() {
+		return true
+	}
+	us, err := strconv.ParseInt(e.Realtime, 10, 64)
+	return err != nil || us >= f.since.UnixMicro()
+}
+
+// message returns MESSAGE, which journalctl writes as a JSON string, or as an array of bytes
+// when it is not valid UTF-8.
+func (e journalEntry) message() ([]byte, bool) {
+	if len(e.Message) == 0 || e.Message[0] == 'n' {
+		return nil, false
+	}
+	if e.Message[0] == '[' {
+		var b []byte
+		var nums []int
+		if json.Unmarshal(e.Message, &nums) != nil {
+			return nil, false
+		}
+		for _, n := range nums {
+			b = append(b, byte(n))
+		}
+		return b, true
+	}
+	var s string
+	if json.Unmarshal(e.Message, &s) != nil {
+		return nil, false
+	}
+	return []byte(s), true
+}
+
+// instanceFor returns the instance whose logs are wanted (the current one, or the one before),
+// its invocation ID and start time when known. Units are consulted when the record is missing (state dir
 // lost).
-func (r *Runtime) instanceFor(ctx context.Context, uid, container string, previous bool) (int, string, error) {
+func (r *Runtime) instanceFor(ctx context.Context, uid, container string, previous bool) (int, string, time.Time, error) {
 	e := r.entry(uid)
 	e.mu.Lock()
 	rec, err := r.record(e, uid)
-	n, invocation, known := 0, "", false
+	n, invocation, known, since := 0, "", false, time.Time{}
 	if err == nil {
 		if cr := rec.Containers[container]; cr != nil && cr.Current != nil {
 			known = true
@@ -119,22 +240,22 @@ func (r *Runtime) instanceFor(ctx context.Context, uid, container string, previo
 			}
 			if want != nil && previous {
 				if p := cr.Previous; p != nil && p.N == want.N-1 {
-					invocation = p.InvocationID
+					invocation, since = p.InvocationID, p.StartedAt
 				}
 				n = want.N - 1
 			} else if want != nil {
-				n, invocation = want.N, want.InvocationID
+				n, invocation, since = want.N, want.InvocationID, want.StartedAt
 			}
 		}
 	}
 	e.mu.Unlock()
 	if err != nil {
-		return 0, "", err
+		return 0, "", time.Time{}, err
 	}
 	if !known {
 		list, err := r.sd.List(ctx, podPattern(uid))
 		if err != nil {
-			return 0, "", fmt.Errorf("pod %s: container units: %w", uid, err)
+			return 0, "", time.Time{}, fmt.Errorf("pod %s: container units: %w", uid, err)
 		}
 		for _, u := range list {
 			if id, ok := parseUnit(u.Name); ok && id.UID == uid && id.Container == container && id.N > n {
@@ -145,7 +266,7 @@ func (r *Runtime) instanceFor(ctx context.Context, uid, container string, previo
 			n--
 		}
 	}
-	return n, invocation, nil
+	return n, invocation, since, nil
 }
 
 // limitedBuffer keeps the first 4 KiB written to it (journalctl's error message).

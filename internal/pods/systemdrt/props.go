@@ -31,14 +31,21 @@ var signals = map[string]syscall.Signal{
 	"SIGCHLD": syscall.SIGCHLD, "SIGCONT": syscall.SIGCONT, "SIGFPE": syscall.SIGFPE,
 	"SIGHUP": syscall.SIGHUP, "SIGILL": syscall.SIGILL, "SIGINT": syscall.SIGINT,
 	"SIGIO": syscall.SIGIO, "SIGKILL": syscall.SIGKILL, "SIGPIPE": syscall.SIGPIPE,
-	"SIGPROF": syscall.SIGPROF, "SIGPWR": syscall.SIGPWR, "SIGQUIT": syscall.SIGQUIT,
-	"SIGSEGV": syscall.SIGSEGV, "SIGSTKFLT": syscall.SIGSTKFLT, "SIGSTOP": syscall.SIGSTOP,
+	"SIGPROF": syscall.SIGPROF, "SIGPWR": sigPWR, "SIGQUIT": syscall.SIGQUIT,
+	"SIGSEGV": syscall.SIGSEGV, "SIGSTKFLT": sigSTKFLT, "SIGSTOP": syscall.SIGSTOP,
 	"SIGSYS": syscall.SIGSYS, "SIGTERM": syscall.SIGTERM, "SIGTRAP": syscall.SIGTRAP,
 	"SIGTSTP": syscall.SIGTSTP, "SIGTTIN": syscall.SIGTTIN, "SIGTTOU": syscall.SIGTTOU,
 	"SIGURG": syscall.SIGURG, "SIGUSR1": syscall.SIGUSR1, "SIGUSR2": syscall.SIGUSR2,
 	"SIGVTALRM": syscall.SIGVTALRM, "SIGWINCH": syscall.SIGWINCH, "SIGXCPU": syscall.SIGXCPU,
 	"SIGXFSZ": syscall.SIGXFSZ,
 }
+
+// SIGPWR and SIGSTKFLT are Linux-only; their numbers on x86, arm, riscv, ppc and s390, spelled
+// out so that the package builds (and vets) on other systems.
+const (
+	sigSTKFLT syscall.Signal = 16
+	sigPWR    syscall.Signal = 30
+)
 
 func signalNumber(name string) (syscall.Signal, bool) {
 	s, ok := signals[name]
@@ -126,14 +133,14 @@ func isExecutable(path string) error {
 // is absolute, else the first executable of that name in the PATH of the container's env
 // (DefaultPath when unset), as execvp would find it.
 func (r *Runtime) resolveCommand(c *v1.Container) (string, error) {
-	if len(c.Command) == 0 || c.Command[0] == "" {
+	if len(c.Command) == 0 {
 		return "", errors.New("the command must not be empty")
 	}
 	cmd := c.Command[0]
+	if msg := commandProblem(cmd); msg != "" {
+		return "", errors.New(msg)
+	}
 	if strings.Contains(cmd, "/") {
-		if !filepath.IsAbs(cmd) {
-			return "", errors.New("must be an absolute path or a bare name looked up in PATH; relative paths have no image working directory to start from")
-		}
 		if err := r.exec(cmd); err != nil {
 			return "", fmt.Errorf("not runnable on this host: %w", err)
 		}
@@ -155,6 +162,17 @@ func (r *Runtime) resolveCommand(c *v1.Container) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no executable of that name in PATH %q on this host", path)
+}
+
+// commandProblem says what is wrong with the shape of a command's first word, or "".
+func commandProblem(cmd string) string {
+	switch {
+	case cmd == "":
+		return "the command must not be empty"
+	case strings.Contains(cmd, "/") && !filepath.IsAbs(cmd):
+		return "must be an absolute path or a bare name looked up in PATH; relative paths have no image working directory to start from"
+	}
+	return ""
 }
 
 // expand replaces $(NAME) in s with the value of NAME from vars, as the kubelet expands
@@ -334,6 +352,7 @@ func unitProperties(s unitSpec) []units.Property {
 		units.Property{Name: "StandardOutput", Value: "journal"},
 		units.Property{Name: "StandardError", Value: "journal"},
 		units.Property{Name: "SyslogIdentifier", Value: c.Name},
+		units.Property{Name: "LogExtraFields", Value: LogFields(pod, c.Name)},
 		units.Property{Name: "KillSignal", Value: int32(stopSignal(c))},
 		units.Property{Name: "TimeoutStopUSec", Value: gracePeriod(pod)},
 		units.Property{Name: "OOMScoreAdjust", Value: int32(s.OOMScoreAdj)},
@@ -343,4 +362,15 @@ func unitProperties(s unitSpec) []units.Property {
 	)
 	p = append(p, slices.SliceProperties(ContainerResources(c, s.Resources), s.Mode)...)
 	return p
+}
+
+// LogFields are the journal fields on every line of a container's output, so that
+// `journalctl POD_UID=<uid>` (or POD_NAME=, POD_NAMESPACE=, CONTAINER_NAME=) finds it.
+func LogFields(pod *v1.Pod, container string) [][]byte {
+	return [][]byte{
+		[]byte("POD_UID=" + string(pod.UID)),
+		[]byte("POD_NAME=" + pod.Name),
+		[]byte("POD_NAMESPACE=" + pod.Namespace),
+		[]byte("CONTAINER_NAME=" + container),
+	}
 }

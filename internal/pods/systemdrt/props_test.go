@@ -37,11 +37,15 @@ func TestUnitProperties(t *testing.T) {
 			{Name: "Restart", Value: "no"},
 		}
 	}
-	tail := func(name string, sig syscall.Signal, grace time.Duration, oom int32) []units.Property {
+	tail := func(pod *v1.Pod, name string, sig syscall.Signal, grace time.Duration, oom int32) []units.Property {
 		return []units.Property{
 			{Name: "StandardOutput", Value: "journal"},
 			{Name: "StandardError", Value: "journal"},
 			{Name: "SyslogIdentifier", Value: name},
+			{Name: "LogExtraFields", Value: [][]byte{
+				[]byte("POD_UID=" + string(pod.UID)), []byte("POD_NAME=" + pod.Name),
+				[]byte("POD_NAMESPACE=" + pod.Namespace), []byte("CONTAINER_NAME=" + name),
+			}},
 			{Name: "KillSignal", Value: int32(sig)},
 			{Name: "TimeoutStopUSec", Value: grace},
 			{Name: "OOMScoreAdjust", Value: oom},
@@ -97,7 +101,7 @@ func TestUnitProperties(t *testing.T) {
 				Exec: "/bin/sleep", OOMScoreAdj: 1000, Mode: units.ModeHybrid, Resources: slices.DefaultOptions()},
 			want: cat(
 				head("container default/web/sleep (#1)", "kubepods-besteffort-podbe_1.slice", units.Exec{Path: "/bin/sleep", Args: []string{"/bin/sleep", "infinity"}}),
-				tail("sleep", syscall.SIGTERM, 30*time.Second, 1000),
+				tail(bestEffort, "sleep", syscall.SIGTERM, 30*time.Second, 1000),
 				[]units.Property{{Name: "CPUShares", Value: uint64(2)}},
 			),
 		},
@@ -120,7 +124,7 @@ func TestUnitProperties(t *testing.T) {
 					{Name: "BindPaths", Value: []units.BindPath{{Source: "/var/lib/slicelet/pods/g-1/volumes/data", Destination: "/data", Recursive: true}}},
 					{Name: "BindReadOnlyPaths", Value: []units.BindPath{{Source: "/etc/app", Destination: "/etc/app", Recursive: true}}},
 				},
-				tail("web", syscall.SIGINT, 5*time.Second, -997),
+				tail(guaranteed, "web", syscall.SIGINT, 5*time.Second, -997),
 				[]units.Property{
 					{Name: "MemoryMax", Value: uint64(128 << 20)},
 					{Name: "CPUWeight", Value: slices.CPUSharesToWeight(512)},
@@ -135,7 +139,7 @@ func TestUnitProperties(t *testing.T) {
 				Exec: "/bin/sleep", OOMScoreAdj: 999, Mode: units.ModeHybrid, Resources: slices.DefaultOptions()},
 			want: cat(
 				head("container default/web/api (#1)", "kubepods-burstable-podbu_1.slice", units.Exec{Path: "/bin/sleep", Args: []string{"/bin/sleep", "1"}}),
-				tail("api", syscall.SIGTERM, 30*time.Second, 999),
+				tail(burstable, "api", syscall.SIGTERM, 30*time.Second, 999),
 				[]units.Property{
 					{Name: "CPUShares", Value: uint64(256)},
 					{Name: "CPUQuotaPeriodUSec", Value: uint64(100000)},
@@ -149,7 +153,7 @@ func TestUnitProperties(t *testing.T) {
 				Exec: "/bin/sleep", OOMScoreAdj: 999, Mode: units.ModeHybrid, Resources: slices.Options{}},
 			want: cat(
 				head("container default/web/api (#1)", "kubepods-burstable-podbu_1.slice", units.Exec{Path: "/bin/sleep", Args: []string{"/bin/sleep", "1"}}),
-				tail("api", syscall.SIGTERM, 30*time.Second, 999),
+				tail(burstable, "api", syscall.SIGTERM, 30*time.Second, 999),
 				[]units.Property{{Name: "CPUShares", Value: uint64(256)}},
 			),
 		},

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	stdslices "slices"
 	"sort"
 	"sync"
 	"syscall"
@@ -268,7 +269,7 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlic
 	if err := slices.ValidateUID(uid); err != nil {
 		return v1.PodStatus{}, err
 	}
-	if errs := r.Validate(pod); len(errs) > 0 {
+	if errs := r.validate(pod, false); len(errs) > 0 {
 		return v1.PodStatus{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, errs.ToAggregate())
 	}
 	if slice.Unit == "" {
@@ -367,7 +368,7 @@ func (r *Runtime) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSli
 	var wg sync.WaitGroup
 	for i, j := range jobs {
 		wg.Go(func() {
-			errs[i] = r.startInstance(ctx, pod, slice, j.c, j.cur, vols, now)
+			errs[i] = r.startInstance(ctx, pod, slice, rec, j.c, j.cur, vols, now)
 		})
 	}
 	wg.Wait()
@@ -380,7 +381,7 @@ func (r *Runtime) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSli
 // startInstance asks systemd for the unit of cur. A start that systemd rejects is recorded as
 // a finished instance (StartError) so that restart policy and back-off apply to it; a start
 // whose outcome is unknown (the unit exists) is left to observe.
-func (r *Runtime) startInstance(ctx context.Context, pod *v1.Pod, slice slices.PodSlice, c *v1.Container, cur *instance, vols map[string]string, now time.Time) error {
+func (r *Runtime) startInstance(ctx context.Context, pod *v1.Pod, slice slices.PodSlice, rec *podRecord, c *v1.Container, cur *instance, vols map[string]string, now time.Time) error {
 	exe, err := r.resolveCommand(c)
 	if err == nil {
 		err = checkMountSources(c, vols)
@@ -399,7 +400,7 @@ func (r *Runtime) startInstance(ctx context.Context, pod *v1.Pod, slice slices.P
 		})
 		err = r.sd.StartService(ctx, cur.Unit, props)
 		if err == nil {
-			cur.Created = true
+			rec.locked(func() { cur.Created = true })
 			r.log.Info("container started", "pod_uid", string(pod.UID), "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "unit", cur.Unit, "instance", cur.N)
 			return nil
 		}
@@ -407,7 +408,7 @@ func (r *Runtime) startInstance(ctx context.Context, pod *v1.Pod, slice slices.P
 			// The unit exists (failed right away, or still starting): observe reads what
 			// became of it.
 			if st, lerr := r.sd.List(ctx, cur.Unit); lerr == nil && loaded(st, cur.Unit) {
-				cur.Created = true
+				rec.locked(func() { cur.Created = true })
 				r.log.Warn("container start did not finish cleanly", "pod_uid", string(pod.UID), "container", c.Name, "unit", cur.Unit, "error", err)
 				return nil
 			}
@@ -416,8 +417,10 @@ func (r *Runtime) startInstance(ctx context.Context, pod *v1.Pod, slice slices.P
 			return fmt.Errorf("container %s: start %s: %w", c.Name, cur.Unit, err)
 		}
 	}
-	cur.Done, cur.FinishedAt, cur.ExitCode, cur.Reason, cur.Message = true, now, 128, ReasonStartError, err.Error()
-	cur.StartedAt = now
+	rec.locked(func() {
+		cur.Done, cur.FinishedAt, cur.ExitCode, cur.Reason, cur.Message = true, now, 128, ReasonStartError, err.Error()
+		cur.StartedAt = now
+	})
 	r.log.Warn("container could not be started", "pod_uid", string(pod.UID), "container", c.Name, "unit", cur.Unit, "error", err)
 	return nil
 }
@@ -552,6 +555,19 @@ func (r *Runtime) observe(ctx context.Context, pod *v1.Pod, rec *podRecord) erro
 			stop = append(stop, cur.Unit)
 		}
 	}
+	// Ended units whose end was recorded before (slicelet stopped between recording and
+	// stopping) are stopped too.
+	live := map[string]bool{}
+	for _, cr := range rec.Containers {
+		if cur := cr.Current; cur != nil && !cur.Done {
+			live[cur.Unit] = true
+		}
+	}
+	for name, u := range byName {
+		if u.ActiveState == "active" && u.SubState == "exited" && !live[name] && !stdslices.Contains(stop, name) {
+			stop = append(stop, name)
+		}
+	}
 	if changed {
 		if err := r.saveRecord(rec); err != nil {
 			return err
@@ -600,8 +616,9 @@ const (
 //
 // OOMKilled: systemd reports Result=oom-kill from the cgroup v2 memory.events counter. cgroup
 // v1 has no such counter that outlives the unit (systemd 252 only watches memory.events), so on
-// v1 a main process killed by SIGKILL that slicelet did not stop, in a container or pod with a
-// memory limit, is taken for an OOM kill; the Message says it was inferred.
+// v1 a main process killed by SIGKILL (Result=signal: not systemd's stop timeout) that slicelet
+// did not stop, in a container or pod with a memory limit, is taken for an OOM kill; the
+// Message says it was inferred. A `kill -9` from outside looks the same there.
 func finish(cur *instance, info units.UnitInfo, mode units.Mode, memLimited bool, now time.Time) {
 	cur.Done = true
 	if !info.ExecMainStartTimestamp.IsZero() {
@@ -630,7 +647,7 @@ func finish(cur *instance, info units.UnitInfo, mode units.Mode, memLimited bool
 	switch {
 	case info.Result == "oom-kill":
 		cur.Reason = ReasonOOMKilled
-	case !mode.V2() && cur.Signal == int32(syscall.SIGKILL) && !cur.Stopping && memLimited:
+	case !mode.V2() && info.Result == "signal" && cur.Signal == int32(syscall.SIGKILL) && !cur.Stopping && memLimited:
 		cur.Reason = ReasonOOMKilled
 		cur.Message = "killed by SIGKILL under a memory limit; cgroup v1 gives systemd no OOM record, so this is inferred"
 	case cur.ExitCode == 0:
@@ -665,19 +682,24 @@ func systemdExitMessage(code int32) string {
 // because a unit stopped by systemd after a clean SIGTERM is garbage-collected at once, with
 // its exit status; signalling it leaves it "exited" (RemainAfterExit) until read.
 func (r *Runtime) stopContainer(ctx context.Context, pod *v1.Pod, rec *podRecord, c *v1.Container, grace time.Duration) error {
-	cr := rec.Containers[c.Name]
-	if cr == nil || cr.Current == nil || cr.Current.Done {
+	var cur *instance
+	created := false
+	rec.locked(func() {
+		if cr := rec.Containers[c.Name]; cr != nil && cr.Current != nil && !cr.Current.Done {
+			cur, created = cr.Current, cr.Current.Created
+			cur.Stopping = true
+			if !created {
+				// Recorded but never started: nothing runs. Mark it so nothing starts it.
+				now := r.now()
+				cur.Done, cur.FinishedAt, cur.StartedAt, cur.ExitCode, cur.Reason = true, now, now, 0, ReasonCompleted
+				cur.Message = "stopped before it started"
+			}
+		}
+	})
+	if cur == nil {
 		return nil
 	}
-	cur := cr.Current
-	if !cur.Created {
-		// Recorded but never started: nothing runs. Mark it so nothing starts it.
-		cur.Done, cur.FinishedAt, cur.StartedAt, cur.ExitCode, cur.Reason = true, r.now(), r.now(), 0, ReasonCompleted
-		cur.Message, cur.Stopping = "stopped before it started", true
-		return r.saveRecord(rec)
-	}
-	cur.Stopping = true
-	if err := r.saveRecord(rec); err != nil {
+	if err := r.saveRecord(rec); err != nil || !created {
 		return err
 	}
 	sig := stopSignal(c)
@@ -699,19 +721,21 @@ func (r *Runtime) stopContainer(ctx context.Context, pod *v1.Pod, rec *podRecord
 		}
 	}
 	info, err := r.sd.Properties(ctx, cur.Unit)
-	switch {
-	case errors.Is(err, units.ErrNoSuchUnit):
-		now := r.now()
-		cur.Done, cur.FinishedAt, cur.ExitCode, cur.Signal = true, now, 128+int32(sig), int32(sig)
-		cur.Reason, cur.Message = ReasonError, "stopped; the unit was gone before its exit status could be read"
-	case err != nil:
+	if err != nil && !errors.Is(err, units.ErrNoSuchUnit) {
 		return fmt.Errorf("container %s: %w", c.Name, err)
-	default:
+	}
+	rec.locked(func() {
+		if err != nil {
+			now := r.now()
+			cur.Done, cur.FinishedAt, cur.ExitCode, cur.Signal = true, now, 128+int32(sig), int32(sig)
+			cur.Reason, cur.Message = ReasonError, "stopped; the unit was gone before its exit status could be read"
+			return
+		}
 		if cur.InvocationID == "" {
 			cur.InvocationID = info.InvocationID
 		}
 		finish(cur, info, r.sd.Mode(), false, r.now())
-	}
+	})
 	if err := r.saveRecord(rec); err != nil {
 		return err
 	}

@@ -307,6 +307,7 @@ func TestFinish(t *testing.T) {
 		{"v1 SIGKILL under a limit: inferred", exit(cldKilled, 9, "signal"), units.ModeHybrid, true, false, 137, 9, ReasonOOMKilled, "inferred"},
 		{"v1 SIGKILL without a limit", exit(cldKilled, 9, "signal"), units.ModeHybrid, false, false, 137, 9, ReasonError, ""},
 		{"v1 SIGKILL while stopping", exit(cldKilled, 9, "signal"), units.ModeHybrid, true, true, 137, 9, ReasonError, ""},
+		{"v1 SIGKILL by systemd's stop timeout", exit(cldKilled, 9, "timeout"), units.ModeHybrid, true, false, 137, 9, ReasonError, ""},
 		{"core dump", exit(cldDumped, 11, "core-dump"), units.ModeHybrid, false, false, 139, 11, ReasonError, ""},
 		{"never ran", exit(0, 0, "resources"), units.ModeHybrid, false, false, 128, 0, ReasonStartError, "resources"},
 	}
@@ -421,5 +422,45 @@ func TestSyncPodStopsUnknownContainers(t *testing.T) {
 	st := mustSync(t, rt, pod)
 	if _, ok := sd.Unit(old); ok || !allRunning(st) || len(st.ContainerStatuses) != 1 {
 		t.Errorf("unknown container unit kept running: %v, %s", sd.Names(), describe(st))
+	}
+}
+
+// TestSyncPodStopsRecordedExitedUnit: an exited unit whose end was recorded before slicelet
+// stopped (crash between recording and stopping) is stopped by the next sync.
+func TestSyncPodStopsRecordedExitedUnit(t *testing.T) {
+	rt, sd := newTestRuntime(t, units.ModeHybrid)
+	pod := testPod("rx-1", v1.RestartPolicyNever, cmd("a", "1"))
+	a1, _ := UnitName("rx-1", "a", 1)
+	mustSync(t, rt, pod)
+	sd.exit(a1, cldExited, 0, "success")
+	// Record the end as observe would, without stopping the unit.
+	e := rt.entry("rx-1")
+	e.rec.Containers["a"].Current.Done = true
+	if err := rt.saveRecord(e.rec); err != nil {
+		t.Fatal(err)
+	}
+	rt2, err := New(rt.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := mustSync(t, rt2, pod)
+	if _, ok := sd.Unit(a1); ok || st.Phase != v1.PodSucceeded {
+		t.Errorf("exited unit kept: %v, phase %s", sd.Names(), st.Phase)
+	}
+}
+
+// TestSyncPodMissingBinary: a command that is gone from the host fails its container
+// (StartError, restart policy applies), not the whole SyncPod.
+func TestSyncPodMissingBinary(t *testing.T) {
+	rt, _ := newTestRuntime(t, units.ModeHybrid)
+	gone := v1.Container{Name: "gone", Command: []string{"/opt/removed/tool"}}
+	pod := testPod("mb-1", v1.RestartPolicyNever, cmd("a", "1"), gone)
+	if errs := rt.Validate(pod); len(errs) != 1 {
+		t.Errorf("Validate = %v, want the missing command", errs)
+	}
+	st := mustSync(t, rt, pod)
+	term := st.ContainerStatuses[1].State.Terminated
+	if st.ContainerStatuses[0].State.Running == nil || term == nil || term.Reason != ReasonStartError || !bytes.Contains([]byte(term.Message), []byte("not runnable")) {
+		t.Errorf("status %s %+v", describe(st), term)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -60,6 +61,17 @@ type podRecord struct {
 	// runs them again for the same pod.
 	Initialized bool                        `json:"initialized,omitempty"`
 	Containers  map[string]*containerRecord `json:"containers"`
+
+	// mu guards the instances while containers are started or stopped concurrently, and
+	// serializes saves.
+	mu sync.Mutex
+}
+
+// locked runs f with the record locked.
+func (p *podRecord) locked(f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f()
 }
 
 func newPodRecord(uid string) *podRecord {
@@ -113,6 +125,8 @@ func (r *Runtime) loadRecord(uid string) (*podRecord, error) {
 // rename over state.json, fsync of the directory. A crash leaves the old or the new file,
 // never a torn one.
 func (r *Runtime) saveRecord(rec *podRecord) error {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
 	dir := r.podDir(rec.UID)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("pod %s state: %w", rec.UID, err)

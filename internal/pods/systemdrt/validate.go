@@ -23,7 +23,12 @@ const useCRI = `set runtime.type = "cri" in the slicelet configuration to run it
 // shell identifiers), volume types other than emptyDir and hostPath, mount paths and host
 // paths that are relative or contain "..", subPath mounts, probes, lifecycle hooks, ephemeral
 // containers, and runAsNonRoot without a non-root runAsUser.
-func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList {
+func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList { return r.validate(pod, true) }
+
+// validate is Validate; without host it skips what depends on the host's files (whether the
+// command exists), which SyncPod leaves to the start of each container: a binary removed
+// while the pod runs fails that container (StartError), not the whole pod.
+func (r *Runtime) validate(pod *v1.Pod, host bool) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
 	if pod.UID != "" {
@@ -56,11 +61,11 @@ func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList {
 
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		errs = append(errs, r.validateContainer(pod, spec.Child("initContainers").Index(i), c, volumes, true)...)
+		errs = append(errs, r.validateContainer(pod, spec.Child("initContainers").Index(i), c, volumes, true, host)...)
 	}
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
-		errs = append(errs, r.validateContainer(pod, spec.Child("containers").Index(i), c, volumes, false)...)
+		errs = append(errs, r.validateContainer(pod, spec.Child("containers").Index(i), c, volumes, false, host)...)
 	}
 	return errs
 }
@@ -77,7 +82,7 @@ func validateIDs(p *field.Path, user, group *int64) field.ErrorList {
 	return errs
 }
 
-func (r *Runtime) validateContainer(pod *v1.Pod, p *field.Path, c *v1.Container, volumes map[string]bool, init bool) field.ErrorList {
+func (r *Runtime) validateContainer(pod *v1.Pod, p *field.Path, c *v1.Container, volumes map[string]bool, init, host bool) field.ErrorList {
 	var errs field.ErrorList
 	if err := checkNamePart("container name", c.Name); err != nil {
 		errs = append(errs, field.Invalid(p.Child("name"), c.Name, err.Error()))
@@ -90,7 +95,7 @@ func (r *Runtime) validateContainer(pod *v1.Pod, p *field.Path, c *v1.Container,
 		errs = append(errs, field.Invalid(p.Child("image"), c.Image,
 			"the systemd runtime runs commands from the host filesystem and cannot run images; remove image and give an absolute command, or "+useCRI))
 	}
-	errs = append(errs, r.validateCommand(p, c)...)
+	errs = append(errs, r.validateCommand(p, c, host)...)
 	if c.WorkingDir != "" {
 		if msg := checkAbsPath(c.WorkingDir); msg != "" {
 			errs = append(errs, field.Invalid(p.Child("workingDir"), c.WorkingDir, msg))
@@ -143,7 +148,7 @@ func (r *Runtime) validateContainer(pod *v1.Pod, p *field.Path, c *v1.Container,
 // validateCommand checks command and args: a command is required (there is no image
 // entrypoint), its first word is absolute or a bare name found in the container's PATH, and no
 // word contains a NUL byte (D-Bus strings cannot carry one).
-func (r *Runtime) validateCommand(p *field.Path, c *v1.Container) field.ErrorList {
+func (r *Runtime) validateCommand(p *field.Path, c *v1.Container, host bool) field.ErrorList {
 	var errs field.ErrorList
 	if len(c.Command) == 0 {
 		return append(errs, field.Required(p.Child("command"), "the systemd runtime has no image entrypoint: give the command to run, e.g. [\"/bin/sleep\", \"infinity\"]"))
@@ -161,8 +166,12 @@ func (r *Runtime) validateCommand(p *field.Path, c *v1.Container) field.ErrorLis
 	if len(errs) > 0 {
 		return errs
 	}
-	if _, err := r.resolveCommand(c); err != nil {
-		errs = append(errs, field.Invalid(p.Child("command").Index(0), c.Command[0], err.Error()))
+	if msg := commandProblem(c.Command[0]); msg != "" {
+		errs = append(errs, field.Invalid(p.Child("command").Index(0), c.Command[0], msg))
+	} else if host {
+		if _, err := r.resolveCommand(c); err != nil {
+			errs = append(errs, field.Invalid(p.Child("command").Index(0), c.Command[0], err.Error()))
+		}
 	}
 	return errs
 }
