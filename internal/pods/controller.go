@@ -32,6 +32,10 @@ type relister interface {
 	NextSync(uid string) time.Time
 }
 
+// ReasonUnsupported is the status reason of a pod the runtime cannot run (e.g. an image with the
+// built-in systemd runtime); the message lists every field path and value.
+const ReasonUnsupported = "UnsupportedPodSpec"
+
 // Timing of the controller.
 const (
 	// DefaultTick is how often the controller looks for pods due for a sync.
@@ -166,7 +170,12 @@ func (c *Controller) reconcileDesiredLocked() {
 		}
 		d := wanted[uid]
 		ps := &podState{desired: d, createdAt: now}
-		ok, reason, msg := c.admit.Admit(d.Pod, c.admittedLocked())
+		ok, reason, msg := false, ReasonUnsupported, ""
+		if errs := c.rt.Validate(d.Pod); len(errs) > 0 {
+			msg = fmt.Sprintf("the %s runtime cannot run this pod: %s", c.rt.Name(), errs.ToAggregate())
+		} else {
+			ok, reason, msg = c.admit.Admit(d.Pod, c.admittedLocked())
+		}
 		ps.admitted = ok
 		if !ok {
 			ps.reason, ps.message = reason, msg

@@ -263,3 +263,39 @@ func TestControllerRelist(t *testing.T) {
 		}
 	})
 }
+
+// pickyRuntime refuses pods that name an image.
+type pickyRuntime struct{ *fakeRuntime }
+
+func (pickyRuntime) Name() string { return "systemd" }
+func (pickyRuntime) Validate(pod *v1.Pod) field.ErrorList {
+	var errs field.ErrorList
+	for i, c := range pod.Spec.Containers {
+		if c.Image != "" {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "containers").Index(i).Child("image"), c.Image, "images need the cri runtime"))
+		}
+	}
+	return errs
+}
+
+func TestControllerRejectsWhatTheRuntimeCannotRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
+		rt := pickyRuntime{&fakeRuntime{synced: map[string]int{}}}
+		c := NewController(s, rt, maxPods(10), nil, SourceFile)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		d := desired(SourceFile, "img", "uid-img")
+		d.Pod.Spec.Containers = []v1.Container{{Name: "c", Image: "nginx"}}
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{d}})
+		synctest.Wait()
+		p, _ := c.Pod("default", "img")
+		if p.Status.Phase != v1.PodFailed || p.Status.Reason != ReasonUnsupported || !strings.Contains(p.Status.Message, `spec.containers[0].image: Invalid value: "nginx"`) {
+			t.Errorf("status = %+v", p.Status)
+		}
+		if s.ensured["uid-img"] != 0 {
+			t.Error("an unsupported pod got a slice")
+		}
+	})
+}
