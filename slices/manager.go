@@ -659,6 +659,11 @@ func (m *Manager) destroySlice(ctx context.Context, unit, cgPath string) error {
 // killLeftovers SIGKILLs what is left in the cgroup, up to destroyKillRounds rounds, as the
 // kubelet's tryKillingCgroupProcesses does; a process that is already gone counts as killed.
 func (m *Manager) killLeftovers(cgPath string) error {
+	// Never sweep anything but a pod slice: an empty or wrong path would name the root cgroup,
+	// and its processes are the whole machine.
+	if _, _, ok := ParsePodSliceName(path.Base(cgPath)); !ok || !strings.HasPrefix(cgPath, "/"+KubepodsSlice+"/") {
+		return fmt.Errorf("cgroup %q: not a pod slice, refusing to kill its processes", cgPath)
+	}
 	var lastErr error
 	for range destroyKillRounds {
 		pids, err := m.cg.Pids(cgPath)

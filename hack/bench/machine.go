@@ -36,6 +36,10 @@ func ReadMachine(goBin string) Machine {
 		Commit:     firstLine(output("git", "describe", "--always", "--dirty")),
 		CgroupMode: "unknown",
 	}
+	if m.Commit != "" && strings.TrimSpace(output("git", "status", "--porcelain", "--untracked-files=normal")) != "" {
+		// Untracked files (a new benchmark, say) do not make describe --dirty say so.
+		m.Commit += " + uncommitted or untracked changes"
+	}
 	if mode, err := units.DetectMode(units.DefaultCgroupRoot); err == nil {
 		m.CgroupMode = mode.String()
 	}

@@ -38,7 +38,7 @@ func TestRequireRunsInsideSystemd(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
 		want := ":/"
 		if env.Where == "vm" {
-			want = ":/system.slice/slicelet-vmtest.service"
+			want = ":/system.slice/vmtest-runner.service"
 		}
 		if !strings.HasSuffix(line, want) {
 			t.Errorf("own cgroup line %q, want it to end in %q", line, want)

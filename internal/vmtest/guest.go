@@ -14,7 +14,7 @@ import (
 // Guest paths and names shared by the initramfs, the runner unit and Run.
 const (
 	guestIODir      = "/mnt/io"
-	runnerUnit      = "slicelet-vmtest.service"
+	runnerUnit      = "vmtest-runner.service"
 	runnerScript    = "/etc/slicelet-vmtest/runner.sh"
 	runnerDropIn    = "runner.conf" // in the io dir; /init installs it as a drop-in of runnerUnit
 	runScriptName   = "run.sh"

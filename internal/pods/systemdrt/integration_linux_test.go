@@ -92,6 +92,9 @@ func (it *itEnv) cleanup() {
 	ctx := context.Background()
 	list, _ := it.sd.List(ctx, allUnitsPattern)
 	for _, u := range list {
+		if _, _, _, ok := ParseUnitName(u.Name); !ok {
+			continue // not a container (e.g. the VM's test runner)
+		}
 		_ = it.sd.Stop(ctx, u.Name)
 		_ = it.sd.ResetFailed(ctx, u.Name)
 	}
