@@ -74,7 +74,6 @@ type Controller struct {
 	admit   Admitter
 	log     *slog.Logger
 	tick    time.Duration
-	problem func([]Problem)
 
 	mu        sync.Mutex
 	snapshots map[string]Snapshot
