@@ -69,11 +69,11 @@ func key(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
 
 // Controller keeps the running pods equal to what the sources want.
 type Controller struct {
-	slices  Slices
-	rt      Runtime
-	admit   Admitter
-	log     *slog.Logger
-	tick    time.Duration
+	slices Slices
+	rt     Runtime
+	admit  Admitter
+	log    *slog.Logger
+	tick   time.Duration
 
 	mu        sync.Mutex
 	snapshots map[string]Snapshot
