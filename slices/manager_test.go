@@ -423,15 +423,11 @@ func TestManagerDestroyPod(t *testing.T) {
 			seq = append(seq, c.Method)
 		}
 	}
-	if want := "StartSlice,SetProperties,Stop"; strings.Join(seq, ",") != want {
+	if want := "StartSlice,Stop"; strings.Join(seq, ",") != want {
 		t.Errorf("calls on the pod slice = %v, want %s", seq, want)
 	}
-	for _, c := range calls {
-		if c.Unit == ps.Unit && c.Method == "SetProperties" {
-			if len(c.Props) != 1 || c.Props[0].Name != "CPUWeight" || c.Props[0].Value != uint64(1) {
-				t.Errorf("teardown set %v, want CPUWeight=1", c.Props)
-			}
-		}
+	if got := cg.files[ps.CgroupPath+"/cpu.weight"]; got != "1" {
+		t.Errorf("teardown cpu.weight = %q, want 1 (CPU reduced before the stop)", got)
 	}
 	if _, ok := sd.Unit(ps.Unit); ok {
 		t.Error("pod slice still exists")
