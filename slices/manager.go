@@ -653,6 +653,11 @@ func (m *Manager) destroySlice(ctx context.Context, unit, cgPath string) error {
 	if err := m.sd.Stop(ctx, unit); err != nil {
 		return fmt.Errorf("pod slice %s: %w", unit, err)
 	}
+	// Usually systemd's stop took everything with it; only a cgroup that is still there needs
+	// the kill rounds.
+	if len(m.cg.Dirs(cgPath)) == 0 {
+		return nil
+	}
 	if err := m.killLeftovers(cgPath); err != nil {
 		return fmt.Errorf("pod slice %s: %w", unit, err)
 	}
