@@ -264,9 +264,30 @@ func TestIntegrationDestroyKillsEverything(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// A stray: a process put into the pod's cgroup behind systemd's back. On cgroup v1 it sits
+	// only in the memory hierarchy, where systemd's stop does not look, so only slicelet's
+	// leftover sweep can kill it; on v2 it sits in a child cgroup of the slice.
+	stray := exec.Command("/bin/sleep", "1000")
+	if err := stray.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer stray.Process.Kill()
+	strayDir := filepath.Join(it.root, "memory", ps.CgroupPath)
+	if it.mode.V2() {
+		strayDir = filepath.Join(it.root, ps.CgroupPath, "stray")
+		if err := os.Mkdir(strayDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(strayDir, "cgroup.procs"), []byte(strconv.Itoa(stray.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	strayDone := make(chan error, 1)
+	go func() { strayDone <- stray.Wait() }()
+
 	pids, err := it.cg.Pids(ps.CgroupPath)
-	if err != nil || len(pids) == 0 {
-		t.Fatalf("no process in the pod slice: %v %v", pids, err)
+	if err != nil || len(pids) < 2 {
+		t.Fatalf("want the service and the stray in the pod slice: %v %v", pids, err)
 	}
 	if err := m.DestroyPod(ctx, string(b.UID)); err != nil {
 		t.Fatal(err)
@@ -280,6 +301,11 @@ func TestIntegrationDestroyKillsEverything(t *testing.T) {
 	}
 	if dirs := it.cg.Dirs(ps.CgroupPath); len(dirs) > 0 {
 		t.Errorf("cgroup left: %v", dirs)
+	}
+	select {
+	case <-strayDone:
+	case <-time.After(5 * time.Second):
+		t.Error("the stray process survived the destroy")
 	}
 	if list, _ := it.sd.List(ctx, svc); len(list) > 0 && list[0].ActiveState == "active" {
 		t.Errorf("service still active: %+v", list[0])
