@@ -69,13 +69,12 @@ type Options struct {
 	// the boot: key is the name in the guest's /mnt/io (relative, may
 	// contain subdirectories), value is the host path of the file.
 	ExtraFiles map[string]string
-	// Dir, if set, is a host directory shared read-write with the guest at
-	// the same path and made Binary's working directory, as go test does
-	// with the package directory (testdata, golden files). It must be
-	// absolute and outside the paths the guest has its own of (/usr, /tmp,
-	// /var/tmp, /run, /proc, /sys, /dev, /etc, /mnt/io): the guest's
-	// systemd-tmpfiles empties /tmp at boot, which must never reach the
-	// host. Empty: Binary runs in /mnt/io.
+	// Dir, if set, is a host directory shared read-write with the guest and
+	// made Binary's working directory, as go test does with the package
+	// directory (testdata, golden files). It is shared at the same path, or
+	// at /mnt/wd when the guest has its own of that path (/tmp, /usr, /run,
+	// …: the guest's systemd-tmpfiles empties /tmp at boot, which must never
+	// reach the host). Empty: Binary runs in /mnt/io.
 	Dir string
 }
 
@@ -122,9 +121,12 @@ func GuestTestArgs(args []string) []string {
 	return out
 }
 
-// guestOwnedDirs are the guest paths that Options.Dir may not be or be
-// under: the guest mounts or cleans its own there.
-var guestOwnedDirs = []string{"/usr", "/tmp", "/var/tmp", "/run", "/proc", "/sys", "/dev", "/etc", "/mnt/io", "/bin", "/sbin", "/lib", "/lib64"}
+// guestOwnedDirs are the guest paths the guest mounts or cleans its own of. An Options.Dir at or
+// under one of them is shared at guestAltWorkDir instead of its own path.
+var guestOwnedDirs = []string{"/usr", "/tmp", "/var/tmp", "/run", "/proc", "/sys", "/dev", "/etc", "/mnt", "/bin", "/sbin", "/lib", "/lib64", "/root", "/var/lib", "/var/log"}
+
+// guestAltWorkDir is where a Dir the guest owns the path of is shared instead.
+const guestAltWorkDir = "/mnt/wd"
 
 // checkDir reports why dir cannot be Options.Dir, or nil.
 func checkDir(dir string) error {
@@ -134,10 +136,17 @@ func checkDir(dir string) error {
 	if dir == "/" {
 		return errors.New(`vm options: Dir "/" would share the host's root`)
 	}
+	return nil
+}
+
+// guestDir is the guest path Dir is shared at: its own path, or guestAltWorkDir when the guest
+// has its own of that path (e.g. a package checked out under /tmp, where the guest's
+// systemd-tmpfiles cleans: sharing it there would let the guest empty host files).
+func guestDir(dir string) string {
 	for _, g := range guestOwnedDirs {
 		if dir == g || strings.HasPrefix(dir, g+"/") {
-			return fmt.Errorf("vm options: Dir %q is under %s, which the guest has its own of", dir, g)
+			return guestAltWorkDir
 		}
 	}
-	return nil
+	return dir
 }

@@ -190,11 +190,11 @@ func fillIODir(ioDir string, o Options) error {
 		}
 	}
 	files := map[string]string{
-		runScriptName: runScript(bin, o.Dir, o.Args, o.Env),
+		runScriptName: runScript(bin, guestDirOf(o.Dir), o.Args, o.Env),
 		runnerDropIn:  runnerDropInText(o.Timeout, guardFor(o.Timeout)),
 	}
 	if o.Dir != "" {
-		files[workDirFile] = o.Dir
+		files[workDirFile] = guestDir(o.Dir)
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(ioDir, name), []byte(data), 0o755); err != nil {
@@ -263,4 +263,12 @@ func runQEMU(ctx context.Context, args []string, timeout time.Duration) (out []b
 	_ = cmd.Process.Kill()
 	waitErr = <-done
 	return buf.Bytes(), waitErr, killed
+}
+
+// guestDirOf is guestDir, "" staying "".
+func guestDirOf(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	return guestDir(dir)
 }

@@ -463,9 +463,8 @@ func TestCheckDir(t *testing.T) {
 		{name: "relative", dir: "units", wantErr: "not a clean absolute path"},
 		{name: "unclean", dir: "/work/../tmp/x", wantErr: "not a clean absolute path"},
 		{name: "root", dir: "/", wantErr: "host's root"},
-		{name: "under /tmp: tmpfiles would empty it", dir: "/tmp/go-build1/pkg", wantErr: "under /tmp"},
-		{name: "/tmp itself", dir: "/tmp", wantErr: "under /tmp"},
-		{name: "under /usr", dir: "/usr/share/x", wantErr: "under /usr"},
+		{name: "under /tmp: shared elsewhere", dir: "/tmp/go-build1/pkg"},
+		{name: "under /usr: shared elsewhere", dir: "/usr/share/x"},
 		{name: "tmpx is not tmp", dir: "/tmpx/pkg"},
 	}
 	for _, tt := range tests {
@@ -481,5 +480,21 @@ func TestCheckDir(t *testing.T) {
 				t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+func TestGuestDir(t *testing.T) {
+	for _, tt := range []struct{ dir, want string }{
+		{"/work/main/units", "/work/main/units"},
+		{"/tmp/ci/clone/units", guestAltWorkDir},
+		{"/tmp", guestAltWorkDir},
+		{"/usr/src/x", guestAltWorkDir},
+		{"/mnt/io/x", guestAltWorkDir},
+		{"/tmpx/pkg", "/tmpx/pkg"},
+		{"/home/ci/slicelet/slices", "/home/ci/slicelet/slices"},
+	} {
+		if got := guestDir(tt.dir); got != tt.want {
+			t.Errorf("guestDir(%q) = %q, want %q", tt.dir, got, tt.want)
+		}
 	}
 }
