@@ -11,7 +11,7 @@ LDFLAGS := -X github.com/slicelet/slicelet/internal/buildinfo.Version=$(VERSION)
 # Integration tests boot private systemd instances; keep the package parallelism modest on 2 cores.
 TESTFLAGS ?= -p 2 -count=1 -timeout 20m
 
-.PHONY: all build test test-unit test-v2 lint bench demo clean
+.PHONY: all build test test-deps test-unit lint bench demo clean
 
 all: build
 
@@ -22,9 +22,13 @@ build:
 # make test: every package; packages whose tests need systemd re-run themselves inside a
 # throwaway systemd (internal/systemdtest) on the hybrid cgroup layout of this machine kind and,
 # with SLICELET_VM=1, inside a throwaway cgroup v2 VM (internal/vmtest).
-test: build
+test: build test-deps
 	@mkdir -p build
 	set -o pipefail; SLICELET_VM=1 $(GO) test $(TESTFLAGS) -v $(PKGS) 2>&1 | tee build/test.log
+
+# The Debian packages the sandbox and the VM need, installed when missing (root only).
+test-deps:
+	@./hack/test-deps.sh
 
 # The same without the VM: fast local iteration.
 test-unit:
