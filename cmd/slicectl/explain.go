@@ -38,6 +38,10 @@ func (c *cli) explainCmd(args []string) error {
 		return usageErr("explain: what to explain: pod or node")
 	}
 	what := args[0]
+	switch what { // subjects with their own flags and sub-subjects
+	case "gc":
+		return c.explainGCCmd(args[1:])
+	}
 	o := explainOptions{set: map[string]bool{}}
 	fs := newFlagSet("explain " + what)
 	fs.StringVar(&o.configPath, "config", config.DefaultPath, "configuration file")

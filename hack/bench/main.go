@@ -2,12 +2,16 @@
 // own throwaway systemd through internal/systemdtest) and rewrites the sections it owns in
 // docs/benchmarks.md with the numbers, the exact commands, the date and the machine.
 //
-//	go run ./hack/bench [-out docs/benchmarks.md] [-go go] [-only podslices,sandbox]
+//	go run ./hack/bench [-out docs/benchmarks.md] [-go go] [-only podslices,sandbox,pods]
 //	                    [-pods 1000] [-batch 25] [-workers 8] [-iterations 3]
+//	                    [-manifest-pods 100] [-rounds 3] [-rss-pods 110,1000] [-idle 60s]
 //
 // Sections:
 //   - podslices: issue 4's benchmark, 1000 pod slices through slicelet's path and through raw
 //     go-systemd (the floor) in the same run (units' BenchmarkPodSlices).
+//   - pods: issue 5's benchmark, manifests dropped → containers running through slicelet (run as
+//     a service) against systemd-run in the same run, and slicelet's RSS with idle pods
+//     (internal/agent BenchmarkPodsManifestToRunning).
 //   - sandbox: boot/stop of the throwaway systemd (internal/sandbox BenchmarkBootStop) and the
 //     units adapter's D-Bus latency (units BenchmarkIntegrationSliceCreateDestroy).
 //
@@ -25,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,11 +39,15 @@ func main() {
 	var o options
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "markdown file whose sections to rewrite")
 	flag.StringVar(&o.goBin, "go", "go", "go command")
-	flag.StringVar(&o.only, "only", "podslices,sandbox", "comma-separated sections to run")
+	flag.StringVar(&o.only, "only", "podslices,sandbox,pods", "comma-separated sections to run")
 	flag.IntVar(&o.pods, "pods", 1000, "pod slices per path in the pod slice benchmark")
 	flag.IntVar(&o.batch, "batch", 25, "pods per batch; the two paths alternate batch by batch")
 	flag.IntVar(&o.iterations, "iterations", 3, "iterations of the pod slice benchmark (each creates and destroys -pods per path); the numbers are over all of them")
 	flag.IntVar(&o.workers, "workers", 8, "workers per path in the concurrent run")
+	flag.IntVar(&o.manifestPods, "manifest-pods", 100, "pods dropped at once per round in the pods benchmark")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds per path (slicelet, systemd-run) in the pods benchmark")
+	flag.StringVar(&o.rssPods, "rss-pods", "110,1000", "idle pod counts at which the pods benchmark reads slicelet's RSS")
+	flag.DurationVar(&o.idle, "idle", time.Minute, "how long slicelet idles with its pods before the RSS is read")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "bench: unexpected arguments:", flag.Args())
@@ -54,6 +63,9 @@ type options struct {
 	out, goBin, only      string
 	pods, batch, workers  int
 	iterations            int
+	manifestPods, rounds  int
+	rssPods               string
+	idle                  time.Duration
 	stdout                io.Writer // progress; os.Stderr when nil
 	moduleRoot, startedAt string
 }
@@ -103,12 +115,19 @@ func sections(o options) []section {
 			},
 			render: renderSandbox,
 		},
+		{id: "pods", runs: []benchRun{podsRun(o)}, render: renderPods},
 	}
 }
 
 func run(o options) error {
 	if o.pods <= 0 || o.batch <= 0 || o.workers <= 0 || o.iterations <= 0 {
 		return fmt.Errorf("-pods, -batch, -workers and -iterations must be positive (got %d, %d, %d, %d)", o.pods, o.batch, o.workers, o.iterations)
+	}
+	if o.manifestPods <= 0 || o.rounds <= 0 || o.idle <= 0 {
+		return fmt.Errorf("-manifest-pods, -rounds and -idle must be positive (got %d, %d, %s)", o.manifestPods, o.rounds, o.idle)
+	}
+	if _, err := parseCounts(o.rssPods); err != nil {
+		return err
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("must run as root: the benchmarks boot throwaway systemd instances (../shared/docs/systemd-sandbox.md)")
@@ -128,13 +147,13 @@ func run(o options) error {
 		}
 	}
 	all := sections(o)
+	var ids []string
+	for _, s := range all {
+		ids = append(ids, s.id)
+	}
 	for id := range want {
-		known := false
-		for _, s := range all {
-			known = known || s.id == id
-		}
-		if !known {
-			return fmt.Errorf("-only: unknown section %q (have podslices, sandbox)", id)
+		if !slices.Contains(ids, id) {
+			return fmt.Errorf("-only: unknown section %q (have %s)", id, strings.Join(ids, ", "))
 		}
 	}
 

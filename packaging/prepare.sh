@@ -1,0 +1,44 @@
+#!/bin/sh
+# prepare.sh VERSION OUTDIR: the generated inputs of packaging/nfpm.yaml.
+#   OUTDIR/man/*.gz        the man pages, gzip -9n (Debian policy 12.1: compressed, and -n keeps
+#                          the build reproducible);
+#   OUTDIR/changelog.yml   packaging/changelog.yml with an entry for VERSION-1 on top when the
+#                          newest entry is another version (a snapshot, like gbp dch --snapshot),
+#                          dated and attributed from the commit being packaged.
+set -eu
+version=$1
+out=$2
+here=$(dirname "$0")
+
+rm -rf "$out"
+mkdir -p "$out/man"
+for page in "$here"/man/*.[0-9]; do
+	gzip -9nc "$page" >"$out/man/$(basename "$page").gz"
+done
+
+newest=$(sed -n 's/^- semver: //p' "$here/changelog.yml" | head -n 1)
+if [ "$newest" = "$version-1" ]; then
+	cp "$here/changelog.yml" "$out/changelog.yml"
+	exit 0
+fi
+date=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ)
+sha=$(git rev-parse --short=12 HEAD)
+dirty=
+if ! git diff --quiet HEAD -- 2>/dev/null; then
+	dirty=", with uncommitted changes"
+fi
+{
+	sed -n '/^#/p' "$here/changelog.yml"
+	cat <<ENTRY
+- semver: $version-1
+  date: $date
+  packager: slicelet maintainers <maintainers@slicelet.invalid>
+  deb:
+    urgency: medium
+    distributions:
+      - UNRELEASED
+  changes:
+    - note: Snapshot of commit $sha$dirty.
+ENTRY
+	sed '/^#/d' "$here/changelog.yml"
+} >"$out/changelog.yml"
