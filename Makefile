@@ -48,21 +48,26 @@ demo: build
 
 # make package: dist/slicelet_<version>-1_<arch>.deb and dist/slicelet-<version>-1.<arch>.rpm,
 # built by nfpm (a go.mod tool: no download outside the module proxy) from packaging/nfpm.yaml.
-# The binaries are make build's, static (CGO_ENABLED=0) and stripped as distributions ship
-# them. The version comes from git describe (packaging/version.sh); file times are the commit's
+# The binaries are make build's, without cgo (CGO_ENABLED=0: no libc beyond the dynamic
+# loader), position-independent (ASLR; lintian and rpmlint expect PIE) and stripped, as
+# distributions ship them. The version comes from git describe (packaging/version.sh); file times are the commit's
 # (SOURCE_DATE_EPOCH), so the same commit gives the same packages.
 PKG_VERSION = $(shell packaging/version.sh)
 PKG_EPOCH   = $(shell git log -1 --format=%ct)
 PKG_ARCH    = $(shell $(GO) env GOARCH)
 
 package:
-	CGO_ENABLED=0 $(MAKE) --no-print-directory build LDFLAGS='$(LDFLAGS) -s -w'
+	CGO_ENABLED=0 GOFLAGS="$$($(GO) env GOFLAGS) -buildmode=pie" \
+	  $(MAKE) --no-print-directory build LDFLAGS='$(LDFLAGS) -s -w'
 	packaging/prepare.sh '$(PKG_VERSION)' build/package
 	@mkdir -p dist
 	rm -f dist/slicelet_*.deb dist/slicelet-*.rpm
+	@# Debian control files have no License field (the licence is in .../doc/slicelet/copyright).
+	sed '/^license:/d' packaging/nfpm.yaml >build/package/nfpm-deb.yaml
 	for p in deb rpm; do \
+	  config=packaging/nfpm.yaml; [ $$p = rpm ] || config=build/package/nfpm-deb.yaml; \
 	  SLICELET_VERSION='$(PKG_VERSION)' GOARCH='$(PKG_ARCH)' SOURCE_DATE_EPOCH='$(PKG_EPOCH)' \
-	    $(GO) tool nfpm package --config packaging/nfpm.yaml --packager $$p --target dist/ || exit 1; \
+	    $(GO) tool nfpm package --config $$config --packager $$p --target dist/ || exit 1; \
 	done
 	@ls -l dist/
 

@@ -85,6 +85,9 @@ type ThresholdReport struct {
 	GracePeriod time.Duration `json:"gracePeriod,omitempty"`
 	// Quantity is the threshold as an amount (GetThresholdQuantity of the capacity).
 	Quantity resource.Quantity `json:"quantity"`
+	// MinReclaim is the minimum reclaim as an amount, when set: a threshold acted on stays
+	// met until available >= Quantity + MinReclaim.
+	MinReclaim *resource.Quantity `json:"minReclaim,omitempty"`
 	// Available and Capacity are the observation.
 	Available resource.Quantity `json:"available"`
 	Capacity  resource.Quantity `json:"capacity"`
@@ -178,6 +181,9 @@ func Decide(state State, cfg Config, obs Observations, pods []PodStats, now time
 			FirstObservedAt: o.At,
 			Actionable:      now.Sub(o.At) >= t.GracePeriod,
 		})
+		if t.MinReclaim != nil {
+			d.ThresholdsMet[len(d.ThresholdsMet)-1].MinReclaim = GetThresholdQuantity(*t.MinReclaim, &ob.Capacity)
+		}
 	}
 
 	fresh := thresholdsUpdatedStats(actionable, obs, state.LastObservations)

@@ -307,3 +307,64 @@ func BenchmarkDecide1000Pods(b *testing.B) {
 		}
 	}
 }
+
+// TestPIDPressure is the kubelet's TestPIDPressure: 2000 PIDs, hard pid.available<1200, soft
+// <1500 with grace 2m; rankPIDPressure picks the lowest priority, then the most processes.
+func TestPIDPressure(t *testing.T) {
+	cfg := Config{
+		MaxPodGracePeriod:        5 * time.Second,
+		PressureTransitionPeriod: 5 * time.Minute,
+		Thresholds: []Threshold{
+			{Signal: SignalPIDAvailable, Operator: OpLessThan, Value: ThresholdValue{Quantity: q("1200")}},
+			{Signal: SignalPIDAvailable, Operator: OpLessThan, Value: ThresholdValue{Quantity: q("1500")}, GracePeriod: 2 * time.Minute},
+		},
+	}
+	pods := []PodStats{
+		procStats(newPod("high-priority-high-usage", highPriority, nil, nil), 900),
+		procStats(newPod("default-priority-low-usage", defaultPriority, nil, nil), 100),
+		procStats(newPod("default-priority-medium-usage", defaultPriority, nil, nil), 400),
+		procStats(newPod("low-priority-high-usage", lowPriority, nil, nil), 600),
+		procStats(newPod("low-priority-low-usage", lowPriority, nil, nil), 50),
+	}
+	victim := "low-priority-high-usage"
+	steps := []struct {
+		name     string
+		advance  time.Duration
+		used     int64
+		pressure bool
+		evict    string
+		grace    time.Duration
+	}{
+		{"no pressure", 0, 300, false, "", 0},
+		{"soft threshold: condition, no eviction yet", time.Minute, 700, true, "", 0},
+		{"grace period passed", 3 * time.Minute, 700, true, victim, 5 * time.Second},
+		{"pressure removed", 20 * time.Minute, 300, false, "", 0},
+		{"hard threshold", time.Minute, 1200, true, victim, time.Second},
+		{"relief within the transition period", time.Minute, 300, true, "", 0},
+		{"transition period over", 5 * time.Minute, 300, false, "", 0},
+	}
+	now := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+	var state State
+	for i, s := range steps {
+		now = now.Add(s.advance)
+		obs := Observations{SignalPIDAvailable: {Available: *resource.NewQuantity(2000-s.used, resource.DecimalSI), Capacity: *q("2000"), Time: now}}
+		var d Decision
+		d, state = Decide(state, cfg, obs, pods, now)
+		if got := HasCondition(d.NodeConditions, v1.NodePIDPressure); got != s.pressure {
+			t.Errorf("step %d (%s): PIDPressure = %v, want %v", i, s.name, got, s.pressure)
+		}
+		got := ""
+		if d.Evict != nil {
+			got = d.Evict.Pod.Name
+			if d.Evict.GracePeriod != s.grace {
+				t.Errorf("step %d (%s): grace %v, want %v", i, s.name, d.Evict.GracePeriod, s.grace)
+			}
+			if d.Reclaim != ResourcePIDs {
+				t.Errorf("step %d (%s): reclaim %q", i, s.name, d.Reclaim)
+			}
+		}
+		if got != s.evict {
+			t.Errorf("step %d (%s): evicted %q, want %q", i, s.name, got, s.evict)
+		}
+	}
+}

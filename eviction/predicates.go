@@ -17,6 +17,11 @@ import (
 func ThresholdsMet(thresholds []Threshold, obs Observations, enforceMinReclaim bool) (met []Threshold, unobserved []Signal) {
 	met = []Threshold{}
 	for _, t := range thresholds {
+		if t.Operator == "" {
+			// UpdateContainerFsThresholds' copy of an absent threshold: never met, and not
+			// worth reporting as unobserved.
+			continue
+		}
 		o, ok := obs[t.Signal]
 		if !ok {
 			if !slices.Contains(unobserved, t.Signal) {

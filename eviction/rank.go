@@ -116,16 +116,6 @@ func orderedBy(items []*rankItem, cmps ...cmpFunc) {
 	})
 }
 
-// podRequest is the kubelet's GetResourceRequestQuantity: component-helpers PodRequests
-// (init containers, sidecars, overhead, pod-level resources), zero when not requested.
-func podRequest(pod *v1.Pod, name v1.ResourceName) resource.Quantity {
-	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	if q, ok := reqs[name]; ok {
-		return q
-	}
-	return *resource.NewQuantity(0, resource.BinarySI)
-}
-
 // Rank orders pods for eviction under the signal's pressure, first to evict first:
 //   - memory.available, allocatableMemory.available: rankMemoryPressure = no stats first,
 //     then pods whose working set exceeds their memory request, then lower priority, then
@@ -167,19 +157,32 @@ func Rank(signal Signal, pods []PodStats, classes map[string]int32) ([]Candidate
 // makeRankItems computes, once per pod, what the comparators for res look at.
 func makeRankItems(res v1.ResourceName, pods []PodStats, classes map[string]int32) []*rankItem {
 	items := make([]*rankItem, len(pods))
+	zero := *resource.NewQuantity(0, resource.BinarySI)
 	for i, p := range pods {
 		it := &rankItem{pod: p.Pod, hasStats: p.Usage != nil, priority: PodPriority(p.Pod, classes)}
 		it.critical = it.priority >= SystemCriticalPriority
+		var reqs v1.ResourceList
+		if res != ResourcePIDs {
+			// The kubelet's GetResourceRequestQuantity: component-helpers PodRequests (init
+			// containers, sidecars, overhead, pod-level resources), zero when not requested.
+			reqs = resourcehelper.PodRequests(p.Pod, resourcehelper.PodResourcesOptions{})
+		}
+		request := func(name v1.ResourceName) resource.Quantity {
+			if q, ok := reqs[name]; ok {
+				return q
+			}
+			return zero
+		}
 		switch res {
 		case v1.ResourceMemory:
-			it.request = podRequest(p.Pod, v1.ResourceMemory)
+			it.request = request(v1.ResourceMemory)
 			if p.Usage != nil {
 				it.usage = p.Usage.Memory.DeepCopy()
 			}
 			it.overRequest = it.usage.DeepCopy()
 			it.overRequest.Sub(it.request)
 		case v1.ResourceEphemeralStorage, ResourceInodes:
-			it.request = podRequest(p.Pod, res) // zero for inodes: nobody requests inodes
+			it.request = request(res) // zero for inodes: nobody requests inodes
 			if p.Usage != nil {
 				if res == ResourceInodes {
 					it.usage = *resource.NewQuantity(p.Usage.Inodes, resource.DecimalSI)
@@ -188,7 +191,7 @@ func makeRankItems(res v1.ResourceName, pods []PodStats, classes map[string]int3
 				}
 			}
 			it.overRequest = it.usage.DeepCopy()
-			it.overRequest.Sub(podRequest(p.Pod, v1.ResourceEphemeralStorage))
+			it.overRequest.Sub(request(v1.ResourceEphemeralStorage))
 		case ResourcePIDs:
 			if p.Usage != nil {
 				it.processes = p.Usage.Processes

@@ -92,6 +92,7 @@ type Unavailable struct {
 	Err error
 }
 
+// String is "signal: reason" or "pod <cgroup>: reason", for a log line.
 func (u Unavailable) String() string {
 	if u.Signal != "" {
 		return fmt.Sprintf("%s: %v", u.Signal, u.Err)

@@ -41,6 +41,8 @@ func (c *cli) explainCmd(args []string) error {
 	switch what { // subjects with their own flags and sub-subjects
 	case "gc":
 		return c.explainGCCmd(args[1:])
+	case "eviction":
+		return c.explainEviction(args[1:])
 	}
 	o := explainOptions{set: map[string]bool{}}
 	fs := newFlagSet("explain " + what)

@@ -1,0 +1,472 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
+
+	"github.com/slicelet/slicelet/config"
+	"github.com/slicelet/slicelet/eviction"
+)
+
+// explainEviction is `slicectl explain eviction --observations FILE [--config F] [-o json]`:
+// it replays a recorded episode through the eviction manager's decision, offline, with the
+// thresholds of the configuration, and shows each sample's outcome.
+func (c *cli) explainEviction(args []string) error {
+	var obsPath, configPath, output string
+	fs := newFlagSet("explain eviction")
+	fs.StringVar(&obsPath, "observations", "", "observations file (JSON or YAML) with samples to replay")
+	fs.StringVar(&configPath, "config", "", "configuration file (default: "+config.DefaultPath+" if it exists, else the defaults)")
+	fs.StringVar(&output, "o", "", "output format: json (default: a table)")
+	fs.StringVar(&output, "output", "", "output format: json (default: a table)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("explain eviction: unexpected argument %q", pos[0])
+	}
+	if output != "" && output != "json" {
+		return usageErr("explain eviction: -o %q: only json is supported", output)
+	}
+	if obsPath == "" {
+		return usageErr("explain eviction: --observations FILE is required (the live explanation from the daemon is not available yet)")
+	}
+	cfg, err := config.Load(configPath)
+	if err != nil {
+		return err
+	}
+	ecfg, err := evictionConfig(cfg)
+	if err != nil {
+		return err
+	}
+	// As the kubelet does at its first synchronize: containerfs.* thresholds follow nodefs
+	// (slicelet has one filesystem for state, images and writable layers).
+	var warn error
+	if ecfg.Thresholds, warn = eviction.UpdateContainerFsThresholds(ecfg.Thresholds, false, false); warn != nil {
+		fmt.Fprintf(c.stderr, "slicectl: note: %v\n", warn)
+	}
+	data, err := os.ReadFile(obsPath)
+	if err != nil {
+		return fmt.Errorf("observations file: %w", err)
+	}
+	samples, err := parseEvictionSamples(data)
+	if err != nil {
+		return fmt.Errorf("observations file %s: %w", obsPath, err)
+	}
+	results := replayEviction(ecfg, samples)
+	if output == "json" {
+		return writeJSON(c.stdout, evictionReplay{Results: results})
+	}
+	printEvictionReplay(c.stdout, results)
+	return nil
+}
+
+// evictionConfig turns the [eviction] settings into the decision's configuration.
+func evictionConfig(cfg *config.Config) (eviction.Config, error) {
+	thresholds, err := cfg.EvictionThresholds()
+	if err != nil {
+		return eviction.Config{}, fmt.Errorf("eviction thresholds: %w", err)
+	}
+	return eviction.Config{
+		Thresholds:                    thresholds,
+		PressureTransitionPeriod:      cfg.Eviction.PressureTransitionPeriod,
+		MaxPodGracePeriod:             cfg.Eviction.MaxPodGracePeriod,
+		PriorityClasses:               cfg.Eviction.PriorityClasses,
+		LocalStorageCapacityIsolation: true, // the kubelet's default
+	}, nil
+}
+
+// The observations file. Every level is decoded strictly: an unknown field is an error.
+type evictionFile struct {
+	Samples []json.RawMessage `json:"samples"`
+}
+
+type evictionSampleIn struct {
+	At      *string                     `json:"at"`
+	Signals map[string]evictionSignalIn `json:"signals"`
+	Pods    []json.RawMessage           `json:"pods"`
+}
+
+type evictionSignalIn struct {
+	Available *resource.Quantity `json:"available"`
+	Capacity  *resource.Quantity `json:"capacity"`
+}
+
+type evictionPodIn struct {
+	Manifest json.RawMessage `json:"manifest"`
+	Usage    json.RawMessage `json:"usage"`
+}
+
+type evictionUsageIn struct {
+	Memory           *resource.Quantity `json:"memory"`
+	Processes        *int64             `json:"processes"`
+	EphemeralStorage *resource.Quantity `json:"ephemeralStorage"`
+}
+
+// evictionSample is one validated sample.
+type evictionSample struct {
+	at   time.Duration
+	obs  eviction.Observations
+	pods []eviction.PodStats
+}
+
+// decodeEvictionStrict decodes one JSON value into v, refusing unknown fields and trailing data.
+func decodeEvictionStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if dec.More() {
+		return errors.New("trailing data after the value")
+	}
+	return nil
+}
+
+// parseEvictionSamples decodes and validates an observations file (JSON or YAML). Every
+// problem names the sample index and the field.
+func parseEvictionSamples(data []byte) ([]evictionSample, error) {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("not JSON or YAML: %w", err)
+	}
+	var file evictionFile
+	if err := decodeEvictionStrict(js, &file); err != nil {
+		return nil, err
+	}
+	if len(file.Samples) == 0 {
+		return nil, errors.New("samples: at least one sample is required")
+	}
+	var out []evictionSample
+	var prev time.Duration
+	for i, raw := range file.Samples {
+		s, err := parseEvictionSample(raw)
+		if err != nil {
+			return nil, fmt.Errorf("sample %d: %w", i, err)
+		}
+		if i > 0 && s.at < prev {
+			return nil, fmt.Errorf("sample %d: at: %v is before the previous sample's %v (samples must be in time order)", i, s.at, prev)
+		}
+		prev = s.at
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func parseEvictionSample(raw json.RawMessage) (evictionSample, error) {
+	var in evictionSampleIn
+	if err := decodeEvictionStrict(raw, &in); err != nil {
+		return evictionSample{}, err
+	}
+	var s evictionSample
+	if in.At == nil {
+		return s, errors.New("at: required (a duration from the start, e.g. \"10s\")")
+	}
+	d, err := time.ParseDuration(*in.At)
+	if err != nil {
+		return s, fmt.Errorf("at: %q is not a duration (e.g. \"10s\", \"1m30s\")", *in.At)
+	}
+	if d < 0 {
+		return s, fmt.Errorf("at: %q must not be negative", *in.At)
+	}
+	s.at = d
+	s.obs = eviction.Observations{}
+	for _, name := range slices.Sorted(maps.Keys(in.Signals)) {
+		sig := in.Signals[name]
+		field := "signals." + name
+		if !eviction.ValidSignal(eviction.Signal(name)) {
+			return s, fmt.Errorf("%s: unknown signal %q (known: %s)", field, name, signalList())
+		}
+		if sig.Available == nil {
+			return s, fmt.Errorf("%s.available: required", field)
+		}
+		if sig.Capacity == nil {
+			return s, fmt.Errorf("%s.capacity: required", field)
+		}
+		if sig.Available.Sign() < 0 {
+			return s, fmt.Errorf("%s.available: %s must not be negative", field, sig.Available.String())
+		}
+		if sig.Capacity.Sign() < 0 {
+			return s, fmt.Errorf("%s.capacity: %s must not be negative", field, sig.Capacity.String())
+		}
+		if sig.Available.Cmp(*sig.Capacity) > 0 {
+			return s, fmt.Errorf("%s.available: %s exceeds capacity %s", field, sig.Available.String(), sig.Capacity.String())
+		}
+		s.obs[eviction.Signal(name)] = eviction.Observation{Available: *sig.Available, Capacity: *sig.Capacity}
+	}
+	seen := map[string]int{}
+	for j, rawPod := range in.Pods {
+		field := fmt.Sprintf("pods[%d]", j)
+		var p evictionPodIn
+		if err := decodeEvictionStrict(rawPod, &p); err != nil {
+			return s, fmt.Errorf("%s: %w", field, err)
+		}
+		if len(p.Manifest) == 0 || string(p.Manifest) == "null" {
+			return s, fmt.Errorf("%s.manifest: required (a Pod object)", field)
+		}
+		var pod v1.Pod
+		if err := decodeEvictionStrict(p.Manifest, &pod); err != nil {
+			return s, fmt.Errorf("%s.manifest: %w", field, err)
+		}
+		if pod.Name == "" {
+			return s, fmt.Errorf("%s.manifest.metadata.name: required", field)
+		}
+		if pod.Namespace == "" {
+			pod.Namespace = "default"
+		}
+		key := pod.Namespace + "/" + pod.Name
+		if k, dup := seen[key]; dup {
+			return s, fmt.Errorf("%s.manifest.metadata.name: pod %s is also pods[%d]", field, key, k)
+		}
+		seen[key] = j
+		ps := eviction.PodStats{Pod: &pod}
+		if len(p.Usage) > 0 && string(p.Usage) != "null" {
+			var in evictionUsageIn
+			if err := decodeEvictionStrict(p.Usage, &in); err != nil {
+				return s, fmt.Errorf("%s.usage: %w", field, err)
+			}
+			u, err := usageOf(&in, field+".usage")
+			if err != nil {
+				return s, err
+			}
+			ps.Usage = u
+		}
+		s.pods = append(s.pods, ps)
+	}
+	return s, nil
+}
+
+// usageOf validates a pod's usage; a missing field counts as zero, a negative one is an error.
+func usageOf(in *evictionUsageIn, field string) (*eviction.PodUsage, error) {
+	u := &eviction.PodUsage{}
+	for _, f := range []struct {
+		name string
+		q    *resource.Quantity
+		dst  *resource.Quantity
+	}{{"memory", in.Memory, &u.Memory}, {"ephemeralStorage", in.EphemeralStorage, &u.EphemeralStorage}} {
+		if f.q == nil {
+			continue
+		}
+		if f.q.Sign() < 0 {
+			return nil, fmt.Errorf("%s.%s: %s must not be negative", field, f.name, f.q.String())
+		}
+		*f.dst = *f.q
+	}
+	if in.Processes != nil {
+		if *in.Processes < 0 {
+			return nil, fmt.Errorf("%s.processes: %d must not be negative", field, *in.Processes)
+		}
+		u.Processes = *in.Processes
+	}
+	return u, nil
+}
+
+func signalList() string {
+	var s []string
+	for _, sig := range eviction.Signals() {
+		s = append(s, string(sig))
+	}
+	return strings.Join(s, ", ")
+}
+
+// The replay's output.
+type evictionReplay struct {
+	Results []evictionResult `json:"results"`
+}
+
+type evictionResult struct {
+	At                    string                 `json:"at"`
+	ThresholdsMet         []evictionThresholdOut `json:"thresholdsMet"`
+	Unobserved            []eviction.Signal      `json:"unobserved,omitempty"`
+	NodeConditions        []v1.NodeConditionType `json:"nodeConditions"`
+	Reclaim               v1.ResourceName        `json:"reclaim"`
+	Signal                eviction.Signal        `json:"signal,omitempty"`
+	NodeReclaim           []eviction.ReclaimStep `json:"nodeReclaim,omitempty"`
+	Ranking               []eviction.Candidate   `json:"ranking"`
+	Evict                 *evictionOut           `json:"evict"`
+	LocalStorageEvictions []evictionOut          `json:"localStorageEvictions,omitempty"`
+	Message               string                 `json:"message"`
+}
+
+type evictionThresholdOut struct {
+	Signal          eviction.Signal `json:"signal"`
+	Hard            bool            `json:"hard"`
+	GracePeriod     string          `json:"gracePeriod,omitempty"`
+	Threshold       string          `json:"threshold"`
+	MinReclaim      string          `json:"minReclaim,omitempty"`
+	Available       string          `json:"available"`
+	Capacity        string          `json:"capacity"`
+	FirstObservedAt string          `json:"firstObservedAt"`
+	Actionable      bool            `json:"actionable"`
+}
+
+type evictionOut struct {
+	Pod         string            `json:"pod"`
+	Signal      eviction.Signal   `json:"signal"`
+	GracePeriod string            `json:"gracePeriod"`
+	Message     string            `json:"message"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+func toEvictionOut(e eviction.Eviction) evictionOut {
+	return evictionOut{Pod: e.Name, Signal: e.Signal, GracePeriod: e.GracePeriod.String(), Message: e.Message, Annotations: e.Annotations}
+}
+
+// replayEpoch is the start of a replay; sample times are this plus their "at".
+var replayEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// replayEviction runs the samples through eviction.Decide in order, the state of each step
+// carried to the next, so grace and transition periods play out across samples. Node-level
+// reclaim cannot run offline: the result lists it and shows the eviction that follows if it
+// frees nothing.
+func replayEviction(cfg eviction.Config, samples []evictionSample) []evictionResult {
+	var state eviction.State
+	out := make([]evictionResult, 0, len(samples))
+	for _, s := range samples {
+		now := replayEpoch.Add(s.at)
+		for sig, o := range s.obs {
+			o.Time = now
+			s.obs[sig] = o
+		}
+		// One filesystem: the writable layers are on nodefs (eviction.Sources.Observe does
+		// the same for live observations).
+		for from, to := range map[eviction.Signal]eviction.Signal{
+			eviction.SignalNodeFsAvailable:  eviction.SignalContainerFsAvailable,
+			eviction.SignalNodeFsInodesFree: eviction.SignalContainerFsInodesFree,
+		} {
+			if o, ok := s.obs[from]; ok {
+				if _, given := s.obs[to]; !given {
+					s.obs[to] = o
+				}
+			}
+		}
+		var d eviction.Decision
+		d, state = eviction.Decide(state, cfg, s.obs, s.pods, now)
+		r := evictionResult{
+			At:             s.at.String(),
+			ThresholdsMet:  []evictionThresholdOut{},
+			Unobserved:     d.Unobserved,
+			NodeConditions: d.NodeConditions,
+			Reclaim:        d.Reclaim,
+			Signal:         d.Signal,
+			NodeReclaim:    d.NodeReclaim,
+			Ranking:        d.Ranking,
+		}
+		if r.Ranking == nil {
+			r.Ranking = []eviction.Candidate{}
+		}
+		for _, t := range d.ThresholdsMet {
+			to := evictionThresholdOut{
+				Signal: t.Signal, Hard: t.Hard, Threshold: t.Quantity.String(),
+				Available: t.Available.String(), Capacity: t.Capacity.String(),
+				FirstObservedAt: t.FirstObservedAt.Sub(replayEpoch).String(), Actionable: t.Actionable,
+			}
+			if !t.Hard {
+				to.GracePeriod = t.GracePeriod.String()
+			}
+			if t.MinReclaim != nil {
+				to.MinReclaim = t.MinReclaim.String()
+			}
+			r.ThresholdsMet = append(r.ThresholdsMet, to)
+		}
+		for _, e := range d.LocalStorage {
+			r.LocalStorageEvictions = append(r.LocalStorageEvictions, toEvictionOut(e))
+		}
+		switch {
+		case d.Evict != nil:
+			e := toEvictionOut(*d.Evict)
+			r.Evict = &e
+			r.Message = d.Evict.Message
+		case len(d.LocalStorage) > 0:
+			r.Message = d.LocalStorage[0].Message
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// printEvictionReplay prints the results as readable blocks, one per sample.
+func printEvictionReplay(w io.Writer, results []evictionResult) {
+	for i, r := range results {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "Sample %d at %s\n", i, r.At)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		if len(r.ThresholdsMet) == 0 {
+			fmt.Fprintln(tw, "  Thresholds met:\tnone")
+		}
+		for j, t := range r.ThresholdsMet {
+			label := ""
+			if j == 0 {
+				label = "Thresholds met:"
+			}
+			kind := "hard"
+			if !t.Hard {
+				kind = "soft, grace " + t.GracePeriod
+				if !t.Actionable {
+					kind += ", waiting"
+				}
+			}
+			if t.MinReclaim != "" {
+				kind += ", min reclaim " + t.MinReclaim
+			}
+			fmt.Fprintf(tw, "  %s\t%s < %s (%s): available %s of %s, since %s\n", label, t.Signal, t.Threshold, kind, t.Available, t.Capacity, t.FirstObservedAt)
+		}
+		if len(r.Unobserved) > 0 {
+			fmt.Fprintf(tw, "  Not observed:\t%v\n", r.Unobserved)
+		}
+		conds := "none"
+		if len(r.NodeConditions) > 0 {
+			var s []string
+			for _, c := range r.NodeConditions {
+				s = append(s, string(c))
+			}
+			conds = strings.Join(s, ", ")
+		}
+		fmt.Fprintf(tw, "  Node conditions:\t%s\n", conds)
+		reclaim := "nothing"
+		if r.Reclaim != "" {
+			reclaim = string(r.Reclaim) + " (" + string(r.Signal) + ")"
+		}
+		fmt.Fprintf(tw, "  Reclaim:\t%s\n", reclaim)
+		if len(r.NodeReclaim) > 0 {
+			var s []string
+			for _, st := range r.NodeReclaim {
+				s = append(s, string(st))
+			}
+			fmt.Fprintf(tw, "  Node-level reclaim first:\t%s\n", strings.Join(s, ", then "))
+		}
+		tw.Flush()
+		for _, e := range r.LocalStorageEvictions {
+			fmt.Fprintf(w, "  Local-storage eviction: %s (%s): %s\n", e.Pod, e.Signal, e.Message)
+		}
+		if len(r.Ranking) > 0 {
+			tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "  RANK\tPOD\tPRIORITY\tREASON")
+			for j, c := range r.Ranking {
+				fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\n", j+1, c.Name, c.Priority, c.Reason)
+			}
+			tw.Flush()
+		}
+		if r.Evict != nil {
+			fmt.Fprintf(w, "  Evict: %s (grace %s)\n", r.Evict.Pod, r.Evict.GracePeriod)
+			fmt.Fprintf(w, "  Message: %q\n", r.Evict.Message)
+		} else {
+			fmt.Fprintln(w, "  Evict: nobody")
+		}
+	}
+}
