@@ -107,7 +107,7 @@ func TestVMBoots(t *testing.T) {
 		Args: GuestTestArgs([]string{"-test.testlogfile=/tmp/go-build0/b001/testlog.txt",
 			"-test.paniconexit0", "-test.timeout=5m0s", "-test.v=true",
 			"-test.run=^(TestGuestCgroupV2|TestGuestWorkDir)$"}),
-		Env: []string{"SLICELET_SYSTEMDTEST=vm", "VMTEST_GUEST_WORKDIR=" + wd},
+		Env: []string{"SLICELET_SYSTEMDTEST=vm", "VMTEST_GUEST_WORKDIR=" + guestDir(wd)},
 		Dir: wd,
 	})
 	if err != nil {

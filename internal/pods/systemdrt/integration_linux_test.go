@@ -435,8 +435,21 @@ func TestIntegrationOOMKilled(t *testing.T) {
 // period ends, and nothing of the pod is left.
 func TestIntegrationKillPodGrace(t *testing.T) {
 	it := newIT(t)
-	pod := itPod("stubborn", "kill-1", "", sh("stubborn", `trap "" TERM; sleep infinity & wait; sleep infinity`))
+	ready := filepath.Join(t.TempDir(), "trapped")
+	pod := itPod("stubborn", "kill-1", "", sh("stubborn", `trap "" TERM; touch `+ready+`; sleep infinity & wait; sleep infinity`))
 	it.syncUntil(t, pod, "Running", allRunning)
+	// Kill only once the shell ignores SIGTERM: under the VM's emulation the signal can otherwise
+	// arrive before the trap is set.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the container never set its trap")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	start := time.Now()
 	st, err := it.rt.KillPod(t.Context(), pod, time.Second)
 	took := time.Since(start)
