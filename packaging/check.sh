@@ -74,10 +74,12 @@ done
 for f in "${want[@]}" /usr/share/licenses/slicelet/LICENSE; do
 	grep -qxF "$f" <<<"$rpm_files" || fail "$rpm lacks $f"
 done
-dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qxF /etc/slicelet/config.toml ||
-	fail "$deb: /etc/slicelet/config.toml is not a conffile"
-rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpm" 2>/dev/null | grep -qxF 'cn /etc/slicelet/config.toml' ||
-	fail "$rpm: /etc/slicelet/config.toml is not %config(noreplace)"
+# (Lists are read into variables first: grep -q stops reading early, and with pipefail the
+# writer's SIGPIPE would count as a failure.)
+conffiles=$(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles)
+grep -qxF /etc/slicelet/config.toml <<<"$conffiles" || fail "$deb: /etc/slicelet/config.toml is not a conffile"
+rpm_flags=$(rpm -qp --qf '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpm" 2>/dev/null)
+grep -qxF 'cn /etc/slicelet/config.toml' <<<"$rpm_flags" || fail "$rpm: /etc/slicelet/config.toml is not %config(noreplace)"
 for f in "${want[@]}"; do
 	case $f in
 	*.gz) dpkg-deb --fsys-tarfile "$deb" | tar -xO ".$f" | gzip -t || fail "$deb: $f is not gzip" ;;
@@ -86,8 +88,9 @@ done
 # The packaged config is the repository's, byte for byte.
 dpkg-deb --fsys-tarfile "$deb" | tar -xO ./etc/slicelet/config.toml | cmp -s - packaging/config.toml ||
 	fail "$deb: /etc/slicelet/config.toml differs from packaging/config.toml"
+control_files=$(dpkg-deb --ctrl-tarfile "$deb" | tar -t)
 for s in postinst prerm postrm; do
-	dpkg-deb --ctrl-tarfile "$deb" | tar -t | grep -qx "./$s" || fail "$deb lacks $s"
+	grep -qxF "./$s" <<<"$control_files" || fail "$deb lacks $s"
 done
 for s in PREIN POSTIN PREUN POSTUN; do
 	[ -n "$(rpm -qp --qf "%{$s}" "$rpm" 2>/dev/null | grep -v '^(none)$')" ] || fail "$rpm lacks the $s scriptlet"
