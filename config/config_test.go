@@ -848,3 +848,24 @@ func TestValidateProgrammatic(t *testing.T) {
 		t.Errorf("problem 0 = %+v", ps[0])
 	}
 }
+
+func TestMetricsAddress(t *testing.T) {
+	for _, tc := range []struct {
+		name, addr string
+		ok         bool
+	}{
+		{"loopback", "127.0.0.1:10255", true},
+		{"off", "", true},
+		{"unix socket", "unix:/run/slicelet/metrics.sock", true},
+		{"relative unix socket", "unix:metrics.sock", false},
+		{"no port", "127.0.0.1", false},
+		{"bad port", "127.0.0.1:99999", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("m.toml", []byte("[metrics]\naddress = \""+tc.addr+"\"\n"))
+			if (err == nil) != tc.ok {
+				t.Errorf("address %q: err = %v, want ok=%v", tc.addr, err, tc.ok)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"net/url"
 	"path"
 	"slices"
@@ -110,10 +111,14 @@ func (l *loader) validate() {
 	} else if strings.ContainsAny(c.API.Group, ":/ \t\n") {
 		l.at(key("api", "group"), "invalid group name %q", c.API.Group)
 	}
-	if a := c.Metrics.Address; a != "" {
+	if a := c.Metrics.Address; strings.HasPrefix(a, "unix:") {
+		if p := strings.TrimPrefix(a, "unix:"); !filepath.IsAbs(p) || len(p) > 107 {
+			l.at(key("metrics", "address"), "invalid unix socket %q: want unix:/absolute/path of at most 107 bytes", a)
+		}
+	} else if a != "" {
 		host, port, err := net.SplitHostPort(a)
 		if err != nil {
-			l.at(key("metrics", "address"), "invalid address %q: want host:port, or \"\" to turn metrics off", a)
+			l.at(key("metrics", "address"), "invalid address %q: want host:port, unix:/path, or \"\" to turn metrics off", a)
 		} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 			l.at(key("metrics", "address"), "invalid port %q in %q: want 1-65535", port, a)
 		} else if host != "" && net.ParseIP(host) == nil && validation.IsDNS1123Subdomain(host) != nil {

@@ -14,12 +14,13 @@ type startJobFunc func(ctx context.Context, c *conn, ch chan<- string) (int, err
 
 // runJob enqueues a job (retrying if the connection drops before systemd answered, see call) and
 // waits for its result, bounded by Options.JobTimeout.
-func (m *Manager) runJob(ctx context.Context, unit, op string, start startJobFunc) error {
+func (m *Manager) runJob(ctx context.Context, unit, op string, start startJobFunc) (err error) {
 	var (
 		ch    chan string
 		jobID int
 	)
 	began := time.Now()
+	defer m.observeDone(op, unit, began, &err)
 	c, err := m.call(ctx, unit, op, func(c *conn) error {
 		// Buffered: go-systemd delivers the result while holding its job-listener lock, so an
 		// unbuffered channel we stopped reading (timeout) would block every later job.

@@ -35,6 +35,8 @@ type Options struct {
 	// CgroupRoot is where the cgroup hierarchy is mounted, for DetectMode; DefaultCgroupRoot
 	// when empty.
 	CgroupRoot string
+	// Observe, when set, is told about every finished operation (metrics); see ObserveFunc.
+	Observe ObserveFunc
 
 	// dialers replaces the private-socket-then-system-bus order (tests).
 	dialers []namedDial
@@ -213,8 +215,9 @@ const maxAttempts = 3
 // reconnects (bounded back-off, Options.ReconnectTimeout) and runs f again on the new
 // connection, at most maxAttempts times in all. The returned conn is the one the last attempt
 // used; the error is already mapped (mapError) and names unit and op.
-func (m *Manager) call(ctx context.Context, unit, op string, f func(c *conn) error) (*conn, error) {
-	c, err := m.current(ctx)
+func (m *Manager) call(ctx context.Context, unit, op string, f func(c *conn) error) (c *conn, err error) {
+	defer m.observeCall(op, unit, time.Now(), &err)
+	c, err = m.current(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("unit %q: %s: %w", unit, op, err)
 	}

@@ -81,7 +81,8 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
-	sd, err := units.Connect(ctx, units.Options{JobTimeout: cfg.Systemd.JobTimeout, Logger: log, CgroupRoot: o.CgroupRoot})
+	met := newMetrics()
+	sd, err := units.Connect(ctx, units.Options{JobTimeout: cfg.Systemd.JobTimeout, Logger: log, CgroupRoot: o.CgroupRoot, Observe: systemdObserver(met)})
 	if err != nil {
 		return fmt.Errorf("systemd: %w", err)
 	}
@@ -130,6 +131,11 @@ func Run(ctx context.Context, o Options) error {
 	if err := srv.Listen(); err != nil {
 		return err
 	}
+	serveMetrics, err := startMetrics(met, cfg, ctrl, log)
+	if err != nil {
+		return err
+	}
+	ctrl.OnReject(met.AdmissionRejected)
 
 	status := func() string {
 		byQOS, byPhase := ctrl.Counts()
@@ -151,6 +157,7 @@ func Run(ctx context.Context, o Options) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { mgr.Run(runCtx) })
 	wg.Go(func() { ctrl.Run(runCtx) })
+	wg.Go(func() { serveMetrics(runCtx) })
 	wg.Go(func() {
 		if err := dir.Run(runCtx, ctrl.Update); err != nil && runCtx.Err() == nil {
 			log.Error("manifest directory source stopped", "error", err)

@@ -83,6 +83,15 @@ type Controller struct {
 	want      []string             // sources that must report before orphans are cleaned
 	cleaned   bool
 	kick      chan struct{}
+	onReject  func(reason string)
+}
+
+// OnReject registers f to be called with the reason of every pod admission rejects (for
+// metrics). Call it before Run.
+func (c *Controller) OnReject(f func(reason string)) {
+	c.mu.Lock()
+	c.onReject = f
+	c.mu.Unlock()
 }
 
 // NewController returns a controller. wantSources are the sources that must each send one
@@ -177,6 +186,9 @@ func (c *Controller) reconcileDesiredLocked() {
 		}
 		ps.admitted = ok
 		if !ok {
+			if c.onReject != nil {
+				c.onReject(reason)
+			}
 			ps.reason, ps.message = reason, msg
 			ps.status = v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: msg}
 			c.log.Warn("pod rejected", "pod", key(d.Pod), "pod_uid", uid, "reason", reason, "message", msg)
