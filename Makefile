@@ -73,9 +73,12 @@ package:
 
 # make package-check: what a distribution runs on the packages: lintian and rpmlint (errors and
 # warnings fail; overrides only with a reason), systemd-analyze verify and the unit's security
-# exposure (<= 4.0), and config check of the packaged configuration (packaging/check.sh).
+# exposure (<= 4.0), and config check of the packaged configuration (packaging/check.sh); then
+# the install test (packaging/installtest, root): dpkg -i, start, a pod, journal, status, stop
+# and purge of the .deb inside a throwaway systemd with an overlay root, nothing left after.
 package-check: package
 	packaging/check.sh
+	SLICELET_INSTALL_TEST=1 $(GO) test ./packaging/installtest/ -count=1 -v
 
 clean:
 	rm -rf $(BIN) build dist

@@ -5,7 +5,9 @@
 // instance: its own cgroup directory in every hierarchy is the root of its cgroup
 // namespace, every host mount is read-only inside, /tmp, /run, /dev and /sys/fs/cgroup are
 // private, and every unit that would act on the shared kernel (tmpfiles, udev, sysctl,
-// modules-load, ...) is masked. Only the journal and the system bus boot.
+// modules-load, ...) is masked. Only the journal and the system bus boot. With
+// [Options.OverlayRoot] the root is instead a writable overlay of the host root whose upper layer
+// is a tmpfs of the instance's own (for package installs); the other host mounts stay read-only.
 //
 // A binary that starts instances re-executes itself (/proc/self/exe) for the launcher and the
 // namespace setup steps: importing this package installs an init function that takes over the
@@ -27,6 +29,10 @@ import (
 // inside the instance: /tmp, /run, /var/tmp and /var/lib/systemd get fresh tmpfs mounts there.
 const DefaultStateRoot = "/var/lib/slicelet-sandbox"
 
+// BootTarget is the unit an instance's systemd boots into instead of default.target. It is the
+// sandbox's own: tests that look for units named slicelet* inside must leave it out.
+const BootTarget = bootTarget
+
 // DefaultBootTimeout bounds the wait for `systemctl is-system-running` to report running.
 const DefaultBootTimeout = 30 * time.Second
 
@@ -47,6 +53,12 @@ type Options struct {
 	// Detached starts the launcher in its own session without a parent-death signal, so that the
 	// instance outlives the calling process (hack/sandbox start). Stop it later via [Attach].
 	Detached bool
+	// OverlayRoot gives the instance a writable root: an overlayfs whose lower layer is the host's
+	// root file system and whose upper layer is a tmpfs private to the instance, so that a package
+	// manager can write /usr, /etc and /var inside while nothing reaches the host; it all vanishes
+	// with the instance. Other host mounts (/sys, separate file systems under /) are bound in
+	// read-only, as without the overlay; the state dir and ExtraBinds stay the host's, writable.
+	OverlayRoot bool
 }
 
 // statePrefixesHiddenInside are host paths that the instance replaces with fresh tmpfs or
@@ -91,6 +103,8 @@ type instanceConfig struct {
 	Symlinks   []symlink   `json:"symlinks,omitempty"`
 	Masks      []string    `json:"masks"`
 	ExtraBinds []string    `json:"extra_binds,omitempty"`
+	// OverlayRoot: see [Options.OverlayRoot].
+	OverlayRoot bool `json:"overlay_root,omitempty"`
 }
 
 // symlink is a symbolic link directly under /sys/fs/cgroup on the host (e.g. cpu -> cpu,cpuacct),
@@ -124,10 +138,13 @@ type Status struct {
 
 // Files in an instance's state directory.
 const (
-	configFile   = "config.json"
-	pidsFile     = "pids.json"
-	launcherLog  = "launcher.log"
-	consoleLog   = "console.log"
+	configFile  = "config.json"
+	pidsFile    = "pids.json"
+	launcherLog = "launcher.log"
+	consoleLog  = "console.log"
+	// overlayDir is the mount point of the overlay root's tmpfs (upper and work dirs) in the
+	// init's private mount namespace; on the host it stays an empty directory.
+	overlayDir   = "overlay"
 	lockFileName = ".lock"
 )
 

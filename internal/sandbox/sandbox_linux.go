@@ -81,6 +81,11 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	if err := validateStateRoot(o.StateRoot); err != nil {
 		return nil, err
 	}
+	if o.OverlayRoot {
+		if err := validateOverlayStateRoot(o.StateRoot); err != nil {
+			return nil, err
+		}
+	}
 	for _, p := range o.ExtraBinds {
 		if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
 			return nil, fmt.Errorf("sandbox extra bind %q: want a clean absolute path other than /", p)
@@ -151,6 +156,7 @@ func launch(o Options) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.OverlayRoot = o.OverlayRoot
 	if adjustConfig != nil {
 		adjustConfig(cfg)
 	}
@@ -286,7 +292,7 @@ func (i *Instance) CgroupDirs() []string {
 }
 
 // Command returns a command that runs name inside the instance, through
-// `nsenter --target <init> --all`, in / with the caller's environment. The process joins every
+// `nsenter --target <init> --all --root`, in / with the caller's environment. The process joins every
 // namespace of the instance and its root cgroup in every hierarchy (so /proc/self/cgroup reads
 // "/" and everything it starts is charged to the instance); it dies with the instance.
 func (i *Instance) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
@@ -302,13 +308,21 @@ const joinRootCgroups = `for f in /sys/fs/cgroup/*/cgroup.procs; do echo $$ > "$
 
 // CommandIn is [Instance.Command] with working directory dir (a path inside the instance).
 func (i *Instance) CommandIn(ctx context.Context, dir, name string, args ...string) *exec.Cmd {
-	return i.nsenter(ctx, dir, append([]string{"/bin/sh", "-c", joinRootCgroups, "sh", name}, args...))
+	// The shell changes to dir inside: see nsenter for why nsenter's --wd=dir must not be used.
+	script := `cd -- "$1" || exit 125; shift; ` + joinRootCgroups
+	return i.nsenter(ctx, append([]string{"/bin/sh", "-c", script, "sh", dir, name}, args...))
 }
 
-// nsenter returns `nsenter --target <init> --all --wd=<dir> -- argv...`, without joining the
+// nsenter returns `nsenter --target <init> --all --root --wd -- argv...`, without joining the
 // instance's cgroups (the readiness poll needs no more, and runs every 20 ms).
-func (i *Instance) nsenter(ctx context.Context, dir string, argv []string) *exec.Cmd {
-	args := append([]string{"--target", strconv.Itoa(i.pids.InitPID), "--all", "--wd=" + dir, "--"}, argv...)
+//
+// --root and --wd without a directory take the root and working directory of the instance's
+// PID 1. Never --wd=<dir>: util-linux opens that directory in the *caller's* mount namespace,
+// before entering the instance's, so the command would start with its working directory on the
+// host's own root mount (writable, outside every read-only bind and the overlay root), and a
+// relative path would write to the machine.
+func (i *Instance) nsenter(ctx context.Context, argv []string) *exec.Cmd {
+	args := append([]string{"--target", strconv.Itoa(i.pids.InitPID), "--all", "--root", "--wd", "--"}, argv...)
 	cmd := exec.CommandContext(ctx, "nsenter", args...)
 	// Processes left inside could hold the output pipes open; do not wait for them forever.
 	cmd.WaitDelay = 5 * time.Second
@@ -327,7 +341,7 @@ func (i *Instance) waitReady(ctx context.Context, timeout time.Duration) error {
 		// tree, a process joining the namespace could hold a mount busy.
 		state = ""
 		if comm, _ := os.ReadFile(commFile); strings.TrimSpace(string(comm)) == "systemd" {
-			out, _ := i.nsenter(ctx, "/", []string{"systemctl", "is-system-running"}).Output()
+			out, _ := i.nsenter(ctx, []string{"systemctl", "is-system-running"}).Output()
 			state = strings.TrimSpace(string(out))
 		}
 		switch state {

@@ -96,6 +96,15 @@ func runInit(stateDir, ptsPath string) error {
 		return err
 	}
 
+	// Overlay mode: from here on, the root is an overlay of the host root with a private tmpfs
+	// as its upper layer, and the host's other mounts are bound into it.
+	var overlayDev uint64
+	if cfg.OverlayRoot {
+		if overlayDev, err = enterOverlayRoot(stateDir); err != nil {
+			return err
+		}
+	}
+
 	// Drop the host's views that get private replacements. The copied /sys/fs/cgroup must go
 	// before anything else touches it: systemd remounts that tmpfs read-only, which would change
 	// the superblock the host shares.
@@ -108,6 +117,16 @@ func runInit(stateDir, ptsPath string) error {
 	// Every remaining mount becomes read-only, per mount (mount_setattr), never per superblock.
 	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 		return fmt.Errorf("make mounts read-only: %w", err)
+	}
+	// ... except the overlay root itself (this mount alone, not the host mounts bound into it):
+	// dpkg must write /usr, /etc and /var, and every write lands in the instance's tmpfs.
+	if cfg.OverlayRoot {
+		if err := checkOverlayRoot(overlayDev); err != nil {
+			return err
+		}
+		if err := unix.MountSetattr(unix.AT_FDCWD, "/", 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			return fmt.Errorf("make the overlay root writable: %w", err)
+		}
 	}
 
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
