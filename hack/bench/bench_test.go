@@ -218,31 +218,3 @@ func TestRenderMissingMetrics(t *testing.T) {
 	}
 }
 
-func TestFixEstimate(t *testing.T) {
-	seq, reduce := podSlices+"/sequential", podSlices+"/reduce-cpu"
-	mk := func(sp, sc, fp, setprops, cgfs float64) Results {
-		return Results{
-			seq:    {Name: seq, Metrics: map[string]float64{"slicelet-pods/s": sp, "slicelet-creates/s": sc, "floor-pods/s": fp}},
-			reduce: {Name: reduce, Metrics: map[string]float64{"setprops-destroy-µs/pod": setprops, "cgroupfs-destroy-µs/pod": cgfs}},
-		}
-	}
-	tests := []struct {
-		name             string
-		r                Results
-		wantRatio, wantP float64
-	}{
-		// slicelet: 10 ms/pod = 5 create + 5 destroy; halving the destroy gives 7.5 ms.
-		{"destroy scaled by cgroupfs/setprops", mk(100, 200, 125, 8000, 4000), 0.0075 * 125, 1 / 0.0075},
-		{"no saving when cgroupfs is slower (noise)", mk(100, 200, 125, 4000, 8000), 1.25, 100},
-		{"missing numbers", Results{}, 0, 0},
-		{"creates slower than the whole cycle is meaningless", mk(200, 100, 125, 8000, 4000), 0, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ratio, pods := fixEstimate(tt.r, seq, reduce)
-			if math.Abs(ratio-tt.wantRatio) > 1e-9 || math.Abs(pods-tt.wantP) > 1e-9 {
-				t.Errorf("fixEstimate = %v, %v; want %v, %v", ratio, pods, tt.wantRatio, tt.wantP)
-			}
-		})
-	}
-}

@@ -72,9 +72,11 @@ type options struct {
 
 // section is one owned part of the document and how to produce it.
 type section struct {
-	id     string
-	runs   []benchRun
-	render func(o options, m Machine, res []Results, runs []benchRun) string
+	id   string
+	runs []benchRun
+	// prepare, when set, runs once before the section's runs (e.g. building a binary).
+	prepare func(o options) error
+	render  func(o options, m Machine, res []Results, runs []benchRun) string
 }
 
 // benchRun is one go test invocation.
@@ -115,7 +117,7 @@ func sections(o options) []section {
 			},
 			render: renderSandbox,
 		},
-		{id: "pods", runs: []benchRun{podsRun(o)}, render: renderPods},
+		{id: "pods", runs: []benchRun{podsRun(o)}, prepare: buildSlicelet, render: renderPods},
 	}
 }
 
@@ -166,7 +168,13 @@ func run(o options) error {
 		}
 		var results []Results
 		var failed error
+		if s.prepare != nil {
+			failed = s.prepare(o)
+		}
 		for _, r := range s.runs {
+			if failed != nil {
+				break
+			}
 			res, err := runBench(o, r)
 			if err != nil {
 				failed = fmt.Errorf("section %s: %s: %w", s.id, r.Command(o.goBin), err)

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"maps"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +17,28 @@ const podsBench = "BenchmarkPodsManifestToRunning"
 // rssTargets are issue 5's RSS targets in MiB, by number of idle pods.
 var rssTargets = map[int]float64{110: 25, 1000: 40}
 
+// sliceletBinary is where the pods section builds cmd/slicelet, relative to the module root (and
+// visible inside the sandbox, unlike /tmp).
+const sliceletBinary = "build/bench/slicelet"
+
+// buildCommand builds the measured binary.
+func buildCommand(goBin string) []string {
+	return []string{goBin, "build", "-trimpath", "-o", sliceletBinary, "./cmd/slicelet"}
+}
+
+// buildSlicelet builds cmd/slicelet for the pods section.
+func buildSlicelet(o options) error {
+	c := buildCommand(o.goBin)
+	fmt.Fprintf(o.stdout, "bench: %s\n", strings.Join(c, " "))
+	cmd := exec.Command(c[0], c[1:]...)
+	cmd.Dir = o.moduleRoot
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("section pods: %s: %w\n%s", strings.Join(c, " "), err, out)
+	}
+	return nil
+}
+
 // podsRun is the go test invocation of the pods section.
 func podsRun(o options) benchRun {
 	return benchRun{
@@ -23,6 +47,7 @@ func podsRun(o options) benchRun {
 			"SLICELET_BENCH_ROUNDS=" + strconv.Itoa(o.rounds),
 			"SLICELET_BENCH_RSS_PODS=" + o.rssPods,
 			"SLICELET_BENCH_IDLE=" + o.idle.String(),
+			"SLICELET_BENCH_BINARY=" + sliceletBinary,
 		},
 		args: []string{"test", "./internal/agent", "-run", "^$", "-bench", "^" + podsBench + "$", "-benchtime", "1x", "-count", "1", "-timeout", "60m"},
 	}
@@ -63,7 +88,11 @@ func renderPods(o options, m Machine, res []Results, runs []benchRun) string {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 
 	p("## Pods: manifest dropped → containers running, and slicelet's memory (issue 5)\n\n")
-	p("slicelet runs as a Type=notify service inside the sandbox (the test binary in agent mode, logging at debug level to the journal) with an empty manifest directory. ")
+	if v, ok := get(lat, "cmd-slicelet"); ok && v == 1 {
+		p("slicelet (`cmd/slicelet`, built as below, `slicelet --config F run` with its default info-level logging to the journal) runs as a Type=notify service inside the sandbox with an empty manifest directory. ")
+	} else {
+		p("slicelet (the agent package's test binary in agent mode, logging at debug level to the journal) runs as a Type=notify service inside the sandbox with an empty manifest directory. ")
+	}
 	p("In each slicelet round, %s BestEffort pods (one container, `/bin/sleep infinity`, distinct names) are written as temp files and renamed into the directory one after the other; ", numOf(r, lat, "pods", 0))
 	p("a poller lists `slicelet-*.service` every 5 ms and timestamps each container unit's first `active` (Type=exec: the binary was executed); a second poller lists the pods through the API every 50 ms for `Running`. ")
 	p("Per-pod latency is from the pod's rename to its unit's `active`; \"all running\" is from the first rename to the last unit `active`. The pods are then removed and the benchmark waits until nothing of them is left. ")
@@ -76,7 +105,7 @@ func renderPods(o options, m Machine, res []Results, runs []benchRun) string {
 	p("Memory: a fresh slicelet per pod count gets that many pods at once, and its `/proc/<MainPID>/status` is read before, when every pod is Running (units active and the API agreeing), and after %s of idling (steady resyncs every 10 s, manifest rescans every 20 s). ", o.idle)
 	p("Source: `internal/agent/bench_linux_test.go`.\n\n")
 
-	p("Measured %s with:\n\n```sh\nmake bench   # = go run ./hack/bench -out docs/benchmarks.md\n%s\n```\n\n", o.startedAt, runs[0].Command(o.goBin))
+	p("Measured %s with:\n\n```sh\nmake bench   # = go run ./hack/bench -out docs/benchmarks.md\n%s\n%s\n```\n\n", o.startedAt, strings.Join(buildCommand(o.goBin), " "), runs[0].Command(o.goBin))
 	p("Machine:\n\n%s\n", m.Markdown())
 
 	p("### Manifest → running, %s pods at once\n\n", numOf(r, lat, "pods", 0))
@@ -129,7 +158,7 @@ func renderPods(o options, m Machine, res []Results, runs []benchRun) string {
 			mib("idle-anon-MiB"), mib("idle-file-MiB"), mib("hwm-MiB"), num(cpu, cpuok, 1), target, mark)
 	}
 	p("\nThe target is checked against VmRSS after idling; VmHWM is the peak while the pods were being created. ")
-	p("The measured process is the agent package's test binary (slicelet's code plus the test framework and this benchmark), so its file-backed RSS is somewhat above `cmd/slicelet`'s.\n\n")
+	p("File-backed RSS is the binary's own pages (text and read-only data) that have been touched; anonymous RSS is the Go heap, stacks and runtime.\n\n")
 
 	p("### Interpretation\n\n%s\n\n", interpretPods(o, r))
 
@@ -160,11 +189,14 @@ func interpretPods(o options, r Results) string {
 	all := get(lat, "all-ratio")
 	add("- **Latency.** All %.0f pods run %.2f s after their manifests were dropped, against %.2f s for the floor: %.2f× (target ≤%.1f×: %s); per pod p50 %.2f× and p99 %.2f×. "+
 		"systemd spends %.1f ms of CPU per pod on slicelet's path and %.1f ms on the floor's (slicelet's path adds the pod slice as a transient unit with accounting properties, and the status reads of its pod sync); slicelet itself spends %.1f ms per pod. "+
-		"The API reports a pod Running %.0f ms (p50) after its unit is active: the controller's status update after the start.",
+		"The API reports a pod Running %.0f ms (p50) after its unit is active: the controller's status update after the start. "+
+		"The floor is the issue's: one `systemd-run` process per pod, each opening its own connection to systemd (authentication, Hello, job and unit subscriptions, the signals systemd then sends it), "+
+		"which is why systemd spends more CPU per pod on it than on slicelet's path although slicelet makes two units per pod. "+
+		"A floor with one long-lived D-Bus connection starting both units (as the pod slice section's floor does for slices) would be tighter; against it slicelet's extra cost is its own work per pod (%.1f ms of CPU, shared with the API polling of this benchmark) and the pod slice's properties.",
 		get(lat, "pods"), get(lat, "slicelet-all-µs")/1e6, get(lat, "floor-all-µs")/1e6, all, targetRatio, met(all <= targetRatio),
 		get(lat, "p50-ratio"), get(lat, "p99-ratio"),
 		get(lat, "slicelet-pid1-cpu-µs/pod")/1000, get(lat, "floor-pid1-cpu-µs/pod")/1000, get(lat, "slicelet-cpu-µs/pod")/1000,
-		(get(lat, "slicelet-api-running-p50-µs")-get(lat, "slicelet-p50-µs"))/1000)
+		(get(lat, "slicelet-api-running-p50-µs")-get(lat, "slicelet-p50-µs"))/1000, get(lat, "slicelet-cpu-µs/pod")/1000)
 	for _, n := range rssRuns(r) {
 		name := fmt.Sprintf("%s/rss-pods=%d", podsBench, n)
 		idle, ok := r.Metric(name, "idle-rss-MiB")

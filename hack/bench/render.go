@@ -107,14 +107,10 @@ func renderPodSlices(o options, m Machine, res []Results, runs []benchRun) strin
 	}
 	corrected := taxCorrected(r, seq, tax)
 	p("| same run, sequential, without the idle-connection tax (estimate) | %s× | | | %s | | |\n", num(corrected, corrected > 0, 2), met(corrected > 0 && corrected <= targetRatio))
-	fixed, fixedPods := fixEstimate(r, seq, reduce)
-	p("| same run, sequential, with the proposed destroy fix (estimate) | %s× | | | %s | %s | %s |\n",
-		num(fixed, fixed > 0, 2), met(fixed > 0 && fixed <= targetRatio), num(fixedPods, fixedPods > 0, 0), met(fixedPods >= targetPodsPerSec))
 	sp, spok := get(alone, "pods/s")
 	p("| slicelet alone, sequential | | | | | %s | %s |\n\n", num(sp, spok, 0), met(spok && sp >= targetPodsPerSec))
 	p("The estimate removes the per-pod cost of one idle connection (conn-tax: %s µs/pod, the floor's batches with and without an idle `units.Manager`, interleaved) ", numOf(r, tax, "tax-µs/pod", 0))
-	p("from both paths' per-pod time in the sequential same-run row. ")
-	p("The fix estimate scales slicelet's destroy time in the sequential same-run row by the reduce-cpu table's cgroupfs/`SetProperties` destroy times.\n\n")
+	p("from both paths' per-pod time in the sequential same-run row.\n\n")
 
 	// Breakdown.
 	p("### Where slicelet's time goes (alone, sequential, per pod)\n\n")
@@ -144,12 +140,12 @@ func renderPodSlices(o options, m Machine, res []Results, runs []benchRun) strin
 
 	// Reduce-CPU variants.
 	p("### The CPU reduction before a pod slice's stop\n\n")
-	p("`DestroyPod` first lowers the slice's CPU weight (the kubelet's `ReduceCPULimits`) through `SetProperties`, then stops it. ")
+	p("`DestroyPod` first lowers the slice's CPU weight (the kubelet's `ReduceCPULimits`), then stops it; it writes the cgroup file (`destroySlice` in slices/manager.go), where it used to call `SetProperties`. ")
 	p("Three destroy variants through `units.Manager`, same run, batches rotated:\n\n")
 	p("| variant | destroy mean | destroy p50 | destroy p99 | systemd CPU/pod (create+destroy) |\n|---|---:|---:|---:|---:|\n")
 	for _, v := range []struct{ key, label string }{
-		{"setprops", "`SetProperties(CPUShares=2)` then `Stop` (today)"},
-		{"cgroupfs", "write `cpu.shares`=2 to cgroupfs then `Stop`"},
+		{"setprops", "`SetProperties(CPUShares=2)` then `Stop` (before)"},
+		{"cgroupfs", "write `cpu.shares`=2 to cgroupfs then `Stop` (now)"},
 		{"none", "`Stop` only"},
 	} {
 		mean, mok := get(reduce, v.key+"-destroy-µs/pod")
@@ -205,27 +201,6 @@ func taxCorrected(r Results, seq, tax string) float64 {
 	return s / f
 }
 
-// fixEstimate is the sequential same-run ratio and slicelet's pods/s if DestroyPod's CPU
-// reduction cost what the same value written to cgroupfs costs: slicelet's destroy time in the
-// same-run row is scaled by the cgroupfs/SetProperties destroy times of reduce-cpu (a ratio,
-// because reduce-cpu runs at another population and moment than the same-run row). 0 when the
-// numbers are missing.
-func fixEstimate(r Results, seq, reduce string) (ratio, podsPerSec float64) {
-	sp, ok1 := r.Metric(seq, "slicelet-pods/s")
-	sc, ok2 := r.Metric(seq, "slicelet-creates/s")
-	fp, ok3 := r.Metric(seq, "floor-pods/s")
-	setprops, ok4 := r.Metric(reduce, "setprops-destroy-µs/pod")
-	cgfs, ok5 := r.Metric(reduce, "cgroupfs-destroy-µs/pod")
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || sp <= 0 || sc <= 0 || fp <= 0 || setprops <= 0 || cgfs <= 0 {
-		return 0, 0
-	}
-	create, destroy := 1/sc, 1/sp-1/sc
-	if destroy <= 0 {
-		return 0, 0
-	}
-	s := create + destroy*min(cgfs/setprops, 1)
-	return s * fp, 1 / s
-}
 
 // numOf formats a metric of r.
 func numOf(r Results, name, unit string, decimals int) string {
@@ -296,18 +271,25 @@ func interpretPodSlices(o options, r Results, seq, wk, alone, tax, reduce, pop s
 		1e6/max(get(pop, "create-empty-µs")+get(pop, "destroy-empty-µs"), 1))
 
 	setprops, none, cgfs := get(reduce, "setprops-destroy-µs/pod"), get(reduce, "none-destroy-µs/pod"), get(reduce, "cgroupfs-destroy-µs/pod")
-	cg := get(alone, "bd-destroy-cg.Pids-µs/pod") + get(alone, "bd-destroy-cg.Remove-µs/pod") + get(alone, "bd-destroy-cg.Dirs-µs/pod")
-	add("- **Where the extra time goes.** `DestroyPod`'s CPU reduction, `SetProperties(CPUShares=2)` on a slice that is stopped "+
-		"right after, costs %.2f ms per pod on top of the stop (%.2f ms vs %.2f ms, reduce-cpu table; it holds up to %d slices at once, "+
+	cg := 0.0
+	var cgCalls []string
+	for _, unit := range slices.Sorted(maps.Keys(r[alone].Metrics)) {
+		if c, ok := strings.CutPrefix(unit, "bd-destroy-cg."); ok {
+			if call, ok := strings.CutSuffix(c, "-µs/pod"); ok {
+				cg += r[alone].Metrics[unit]
+				cgCalls = append(cgCalls, "`"+call+"`")
+			}
+		}
+	}
+	add("- **Destroy.** `DestroyPod` lowers the slice's CPU weight by writing the cgroup file, then stops the slice. "+
+		"The `SetProperties(CPUShares=2)` it used before cost %.2f ms per pod on top of the stop (%.2f ms vs %.2f ms, reduce-cpu table; it holds up to %d slices at once, "+
 		"so its absolute times run higher than the same-run rows'), because systemd persists the change as a drop-in "+
-		"file under /run/systemd/transient (written, then loaded into the unit), re-realises the cgroup, and deletes the drop-in again at the stop. "+
-		"Writing the same value to cgroupfs instead costs %.2f ms over a plain stop. The three cgroupfs checks after the stop (`Pids`, `Remove`, `Dirs`, "+
-		"each stat-ing every hierarchy) add %.2f ms. `EnsurePod` adds nothing measurable beyond `StartSlice` (%.0f µs of slicelet's own work per pod), "+
+		"file under /run/systemd/transient (written, then loaded into the unit), re-realises the cgroup, and deletes the drop-in again at the stop; "+
+		"the cgroupfs write costs %.2f ms over a plain stop. The cgroupfs calls around the stop (%s) add %.2f ms per pod. "+
+		"`EnsurePod` adds nothing measurable beyond `StartSlice` (%.0f µs of slicelet's own work per pod), "+
 		"and the QoS reconcile is coalesced as designed (%.0f writes for %d pods).",
-		(setprops-none)/1000, setprops/1000, none/1000, 3*o.pods, (cgfs-none)/1000, cg/1000, get(alone, "bd-create-other-µs/pod"), get(alone, "bd-qos-calls"), o.pods)
-	add("- **The fix** (slices/manager.go, `destroySlice`): lower `cpu.shares` (v1) / `cpu.weight` (v2) by writing the file through `Cgroupfs.Write` " +
-		"instead of `SetProperties`, or skip the reduction when `Pids` finds the slice empty (the usual case: containers are stopped before the pod); " +
-		"and check once with `Dirs` after the stop, running the kill rounds and `Remove` only when a directory is left.")
+		(setprops-none)/1000, setprops/1000, none/1000, 3*o.pods, (cgfs-none)/1000, strings.Join(cgCalls, ", "), cg/1000,
+		get(alone, "bd-create-other-µs/pod"), get(alone, "bd-qos-calls"), o.pods)
 	add("- **Connection tax.** In the same-run rows both connections are open, and systemd sends every signal to every client of its private socket "+
 		"(go-systemd opens two per connection), so each path also pays for the other's idle connection: %.2f ms per pod here (conn-tax). "+
 		"That adds the same cost to both paths and pulls the measured ratio toward 1, hence the estimate without it. "+

@@ -38,14 +38,24 @@ import (
 //
 // Knobs (environment): SLICELET_BENCH_PODS (100), SLICELET_BENCH_ROUNDS (3 per path),
 // SLICELET_BENCH_RSS_PODS ("110,1000"), SLICELET_BENCH_IDLE (60s),
-// SLICELET_BENCH_PROFILE_DIR (where to copy a heap profile of slicelet at the largest count; a
-// directory visible inside the sandbox, e.g. under /work; none when unset).
+// SLICELET_BENCH_BINARY (a built cmd/slicelet to measure instead of this test binary in agent
+// mode; relative to the module root), SLICELET_BENCH_SERVICE_ENV (space-separated K=V added to
+// slicelet's service environment, e.g. "GOGC=50"), SLICELET_BENCH_PROFILE_DIR (where to copy a
+// heap profile of slicelet, test binary only, at the largest count, after idling; it must be
+// writable inside the sandbox, so pass the same directory to go test -outputdir, which
+// internal/systemdtest binds read-write; none when unset). Example:
+//
+//	CI=true SLICELET_BENCH_RSS_PODS=1000 SLICELET_BENCH_PROFILE_DIR=$PWD/build/bench/prof \
+//	  go test ./internal/agent -run '^$' -bench 'BenchmarkPodsManifestToRunning/rss' \
+//	  -benchtime 1x -outputdir $PWD/build/bench/prof
 const (
 	benchPodsEnv       = "SLICELET_BENCH_PODS"
 	benchRoundsEnv     = "SLICELET_BENCH_ROUNDS"
 	benchRSSPodsEnv    = "SLICELET_BENCH_RSS_PODS"
 	benchIdleEnv       = "SLICELET_BENCH_IDLE"
 	benchProfileDirEnv = "SLICELET_BENCH_PROFILE_DIR"
+	benchBinaryEnv     = "SLICELET_BENCH_BINARY"
+	benchServiceEnv    = "SLICELET_BENCH_SERVICE_ENV"
 	// benchHeapMarker, next to the agent's configuration file, makes an agent-mode process write
 	// a heap profile (benchHeapProfile, same directory) on SIGUSR1.
 	benchHeapMarker  = "bench-heap-on-sigusr1"
@@ -83,6 +93,11 @@ func init() {
 			}
 		}
 	}()
+}
+
+// benchProgress prints a progress line at once (b.Logf is shown only at the end).
+func benchProgress(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", a...)
 }
 
 func envInt(b *testing.B, name string, def int) int {
@@ -142,18 +157,49 @@ address = ""
 	return a
 }
 
-// benchAgentService is agentService for a benchmark (agentService takes a *testing.T).
+// benchBinary is the slicelet binary of SLICELET_BENCH_BINARY as an absolute path, "" when
+// unset. A relative path is taken from the module root (the directory of go.mod above the
+// working directory, the package's).
+func benchBinary(b *testing.B) string {
+	b.Helper()
+	p := os.Getenv(benchBinaryEnv)
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, p)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			b.Fatalf("%s=%q: no go.mod above the working directory to resolve it against", benchBinaryEnv, p)
+		}
+		dir = parent
+	}
+}
+
+// benchAgentService is agentService for a benchmark (agentService takes a *testing.T); with
+// SLICELET_BENCH_BINARY set it runs that binary (`slicelet --config F run`, its own logging
+// defaults) instead of this test binary in agent mode.
 func benchAgentService(b *testing.B, sd *units.Manager, unit, configPath string) {
 	b.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
 	}
+	start := units.Exec{Path: exe, Args: []string{exe}}
+	if bin := benchBinary(b); bin != "" {
+		start = units.Exec{Path: bin, Args: []string{bin, "--config", configPath, "run"}}
+	}
 	err = sd.StartService(b.Context(), unit, []units.Property{
 		{Name: "Description", Value: "slicelet under benchmark"},
 		{Name: "Type", Value: "notify"},
-		{Name: "ExecStart", Value: []units.Exec{{Path: exe, Args: []string{exe}}}},
-		{Name: "Environment", Value: []string{agentModeEnv + "=" + configPath, systemdtest.InsideEnv + "=sandbox"}},
+		{Name: "ExecStart", Value: []units.Exec{start}},
+		{Name: "Environment", Value: append([]string{agentModeEnv + "=" + configPath, systemdtest.InsideEnv + "=sandbox"}, strings.Fields(os.Getenv(benchServiceEnv))...)},
 		{Name: "WatchdogUSec", Value: uint64(30 * time.Second / time.Microsecond)},
 	})
 	if err != nil {
@@ -214,8 +260,8 @@ func (a *benchAgent) removeAll(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	waitUntil(b, 5*time.Minute, "pods deleted", func() (bool, string) {
-		ctrs := countActive(b, a.sd, "slicelet-*.service")
+	waitUntil(b, 3*time.Minute, "pods deleted", func() (bool, string) {
+		ctrs := countActive(b, a.sd, containerUnits)
 		podSlices := countActive(b, a.sd, sl.PodSlicePatterns...)
 		list, err := a.client.ListPods(b.Context())
 		if err != nil {
@@ -225,6 +271,11 @@ func (a *benchAgent) removeAll(b *testing.B) {
 	})
 }
 
+// containerUnits matches the container units of slicelet's systemd runtime (the benchmark's
+// slicelet services are named bench-slicelet-*, so they never match).
+const containerUnits = "slicelet-*.service"
+
+// countActive counts the units matching patterns that are neither inactive nor failed.
 func countActive(b *testing.B, sd *units.Manager, patterns ...string) int {
 	b.Helper()
 	list, err := sd.List(b.Context(), patterns...)
@@ -264,11 +315,15 @@ func waitEvery(b *testing.B, interval, timeout time.Duration, what string, cond 
 
 // pollActive lists the units matching pattern every benchPoll and returns when each unit
 // first showed ActiveState=active, once want of them (accepted by keep) did.
-func pollActive(b *testing.B, sd *units.Manager, pattern string, want int, keep func(units.UnitStatus) bool) map[string]time.Time {
+// abort, when it returns an error, ends the wait with that error.
+func pollActive(b *testing.B, sd *units.Manager, pattern string, want int, keep func(units.UnitStatus) bool, abort func() error) map[string]time.Time {
 	b.Helper()
 	seen := make(map[string]time.Time, want)
 	deadline := time.Now().Add(5 * time.Minute)
 	for len(seen) < want {
+		if err := abort(); err != nil {
+			b.Fatal(err)
+		}
 		list, err := sd.List(b.Context(), pattern)
 		if err != nil {
 			b.Fatal(err)
@@ -396,7 +451,7 @@ func benchUID() string {
 // which systemd creates implicitly.
 func floorArgs(uid, name, unit, slice string) []string {
 	args := []string{
-		"--quiet", "--collect=no",
+		"--quiet",
 		"--slice=" + slice, "--unit=" + unit,
 		"-p", "Description=container default/" + name + "/c (#1)",
 		"-p", "Type=exec",
@@ -445,9 +500,9 @@ func (a *benchAgent) round(b *testing.B, r, n int) roundResult {
 	wg.Go(func() { running = pollRunning(b.Context(), a.client, stop) })
 
 	dropped := a.drop(b, names)
-	active := pollActive(b, a.sd, "slicelet-*.service", n, func(u units.UnitStatus) bool {
+	active := pollActive(b, a.sd, containerUnits, n, func(u units.UnitStatus) bool {
 		return strings.HasPrefix(u.Description, "container ")
-	})
+	}, func() error { return nil })
 	cpu1, pid11 := cpuTime(pid), pid1CPU()
 	// The API's view lags by the controller's status update; wait for it outside the timing.
 	waitUntil(b, 2*time.Minute, "API reports every pod Running", func() (bool, string) {
@@ -509,22 +564,28 @@ func floorRound(b *testing.B, sd *units.Manager, r, n int) roundResult {
 		queue <- p
 	}
 	close(queue)
-	errs := make(chan error, n)
+	var mu sync.Mutex
+	var runErr error
 	var wg sync.WaitGroup
 	for range benchFloorWorkers {
 		wg.Go(func() {
 			for p := range queue {
 				if out, err := exec.Command("systemd-run", floorArgs(p.uid, p.name, p.unit, p.slice)...).CombinedOutput(); err != nil {
-					errs <- fmt.Errorf("systemd-run %s: %w: %s", p.unit, err, out)
+					mu.Lock()
+					runErr = fmt.Errorf("systemd-run %s: %w: %s", p.unit, err, out)
+					mu.Unlock()
 				}
 			}
 		})
 	}
-	active := pollActive(b, sd, "benchfloor-*.service", n, func(units.UnitStatus) bool { return true })
+	active := pollActive(b, sd, "benchfloor-*.service", n, func(units.UnitStatus) bool { return true }, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return runErr
+	})
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
+	if runErr != nil {
+		b.Fatal(runErr)
 	}
 	res := roundResult{pid1: pid1CPU() - pid10}
 	var last time.Time
@@ -611,7 +672,7 @@ func BenchmarkPodsManifestToRunning(b *testing.B) {
 }
 
 func benchLatency(b *testing.B, sd *units.Manager, n, rounds int) {
-	a := startBenchAgent(b, sd, "slicelet-bench-latency.service", n+10, false)
+	a := startBenchAgent(b, sd, "bench-slicelet-latency.service", n+10, false)
 	var sliceletR, floorR []roundResult
 	for r := range rounds {
 		// Rotate which path goes first, so drift in the machine's load hits both.
@@ -622,7 +683,7 @@ func benchLatency(b *testing.B, sd *units.Manager, n, rounds int) {
 			floorR = append(floorR, floorRound(b, sd, r, n))
 			sliceletR = append(sliceletR, a.round(b, r, n))
 		}
-		b.Logf("round %d: slicelet all-running %s, floor %s", r, sliceletR[r].total.Round(time.Millisecond), floorR[r].total.Round(time.Millisecond))
+		benchProgress("round %d: slicelet all running after %s, floor after %s", r, sliceletR[r].total.Round(time.Millisecond), floorR[r].total.Round(time.Millisecond))
 	}
 	_ = sd.Stop(context.Background(), a.unit)
 
@@ -640,6 +701,7 @@ func benchLatency(b *testing.B, sd *units.Manager, n, rounds int) {
 	fp, _, fTotal, fPid1, _ := agg(floorR)
 	pods := float64(n * rounds)
 	b.ReportMetric(float64(n), "pods")
+	b.ReportMetric(binaryMetric(b), "cmd-slicelet")
 	b.ReportMetric(float64(rounds), "rounds")
 	b.ReportMetric(micros(percentile(sp, 0.5)), "slicelet-p50-µs")
 	b.ReportMetric(micros(percentile(sp, 0.99)), "slicelet-p99-µs")
@@ -660,7 +722,7 @@ func benchLatency(b *testing.B, sd *units.Manager, n, rounds int) {
 }
 
 func benchRSS(b *testing.B, sd *units.Manager, n int, idle time.Duration, profile bool) {
-	unit := fmt.Sprintf("slicelet-bench-rss%d.service", n)
+	unit := fmt.Sprintf("bench-slicelet-rss%d.service", n)
 	a := startBenchAgent(b, sd, unit, n+10, profile)
 	pid := mainPID(b, sd, unit)
 	before := procStatus(b, pid)
@@ -672,7 +734,7 @@ func benchRSS(b *testing.B, sd *units.Manager, n int, idle time.Duration, profil
 	a.drop(b, names)
 	// Poll slowly: listing 1000 pods through the API is work for slicelet, measured here.
 	waitEvery(b, time.Second, 15*time.Minute, "every pod Running", func() (bool, string) {
-		ctrs := countActive(b, sd, "slicelet-*.service")
+		ctrs := countActive(b, sd, containerUnits)
 		if ctrs < n {
 			return false, fmt.Sprintf("%d of %d containers active", ctrs, n)
 		}
@@ -689,6 +751,7 @@ func benchRSS(b *testing.B, sd *units.Manager, n int, idle time.Duration, profil
 		return ok == n, fmt.Sprintf("%d of %d Running", ok, n)
 	})
 	converge := time.Since(start)
+	benchProgress("%d pods Running after %s; idling %s", n, converge.Round(time.Millisecond), idle)
 	atConverge := procStatus(b, pid)
 	cpu0 := cpuTime(pid)
 	time.Sleep(idle) // idle: steady resyncs (every 10 s per pod), manifest rescans (20 s)
@@ -698,6 +761,7 @@ func benchRSS(b *testing.B, sd *units.Manager, n int, idle time.Duration, profil
 		benchHeapDump(b, a, pid)
 	}
 	b.ReportMetric(float64(n), "pods")
+	b.ReportMetric(binaryMetric(b), "cmd-slicelet")
 	b.ReportMetric(converge.Seconds(), "converge-s")
 	b.ReportMetric(before["VmRSS"]/1024, "start-rss-MiB")
 	b.ReportMetric(atConverge["VmRSS"]/1024, "converged-rss-MiB")
@@ -707,10 +771,18 @@ func benchRSS(b *testing.B, sd *units.Manager, n int, idle time.Duration, profil
 	b.ReportMetric(afterIdle["VmHWM"]/1024, "hwm-MiB")
 	b.ReportMetric(idle.Seconds(), "idle-s")
 	b.ReportMetric(float64(idleCPU)/float64(idle)*100, "idle-cpu-%")
-	b.Logf("%d pods: converged in %s; VmRSS %.1f MiB at start, %.1f MiB converged, %.1f MiB after %s idle (anon %.1f, file %.1f), VmHWM %.1f MiB",
+	benchProgress("%d pods: converged in %s; VmRSS %.1f MiB at start, %.1f MiB converged, %.1f MiB after %s idle (anon %.1f, file %.1f), VmHWM %.1f MiB",
 		n, converge.Round(time.Millisecond), before["VmRSS"]/1024, atConverge["VmRSS"]/1024, afterIdle["VmRSS"]/1024, idle, afterIdle["RssAnon"]/1024, afterIdle["RssFile"]/1024, afterIdle["VmHWM"]/1024)
 	a.removeAll(b)
 	_ = sd.Stop(context.Background(), unit)
+}
+
+// binaryMetric is 1 when the measured slicelet is a built cmd/slicelet, 0 for the test binary.
+func binaryMetric(b *testing.B) float64 {
+	if benchBinary(b) != "" {
+		return 1
+	}
+	return 0
 }
 
 // benchHeapDump asks slicelet for a heap profile (SIGUSR1, see init) and copies it to
@@ -718,7 +790,7 @@ func benchRSS(b *testing.B, sd *units.Manager, n int, idle time.Duration, profil
 func benchHeapDump(b *testing.B, a *benchAgent, pid int) {
 	b.Helper()
 	out := os.Getenv(benchProfileDirEnv)
-	if out == "" {
+	if out == "" || benchBinary(b) != "" {
 		return
 	}
 	path := filepath.Join(a.dir, benchHeapProfile)
