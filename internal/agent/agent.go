@@ -12,11 +12,13 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/slicelet/slicelet/config"
+	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
@@ -112,8 +114,15 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	// The eviction manager starts after the controller it evicts through; admission reads its
+	// node conditions once it exists.
+	var evm atomic.Pointer[eviction.Manager]
 	admitter := admission.Admitter{Node: func() admission.NodeState {
-		return admission.NodeState{Allocatable: admission.WithMaxPods(alloc, cfg.Node.MaxPods)}
+		n := admission.NodeState{Allocatable: admission.WithMaxPods(alloc, cfg.Node.MaxPods), PriorityClasses: cfg.Eviction.PriorityClasses}
+		if m := evm.Load(); m != nil {
+			n.Conditions = m.Conditions()
+		}
+		return n
 	}}
 	ctrl := pods.NewController(mgr, rt, admitter, log, pods.SourceFile, pods.SourceAPI)
 	store, err := source.OpenAPIStore(cfg.StateDir, source.APIStoreOptions{Log: log.With("source", pods.SourceAPI)})
@@ -125,7 +134,8 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("manifest directory: %w", err)
 	}
 	hostname, _ := os.Hostname()
-	srv, err := api.NewServer(&backend{ctrl: ctrl, store: store, rt: rt, mgr: mgr, mcfg: mcfg, mode: sd.Mode(), maxPods: cfg.Node.MaxPods, hostname: hostname},
+	back := &backend{ctrl: ctrl, store: store, rt: rt, mgr: mgr, mcfg: mcfg, mode: sd.Mode(), maxPods: cfg.Node.MaxPods, hostname: hostname}
+	srv, err := api.NewServer(back,
 		api.Options{Socket: cfg.API.Socket, Group: cfg.API.Group, Logger: log.With("component", "api")})
 	if err != nil {
 		return err
@@ -149,9 +159,13 @@ func Run(ctx context.Context, o Options) error {
 		if n := len(ctrl.Problems()); n > 0 {
 			problems = fmt.Sprintf("; %d manifest problems (journalctl -u slicelet)", n)
 		}
-		return fmt.Sprintf("STATUS=%d pods running (Guaranteed %d, Burstable %d, BestEffort %d), %d pending, %d failed; allocatable %dm cpu / %s memory%s%s",
+		pressure := ""
+		if m := evm.Load(); m != nil {
+			pressure = "; " + m.Summary()
+		}
+		return fmt.Sprintf("STATUS=%d pods running (Guaranteed %d, Burstable %d, BestEffort %d), %d pending, %d failed; allocatable %dm cpu / %s memory%s%s%s",
 			byPhase[v1.PodRunning], byQOS[v1.PodQOSGuaranteed], byQOS[v1.PodQOSBurstable], byQOS[v1.PodQOSBestEffort],
-			byPhase[v1.PodPending], byPhase[v1.PodFailed], alloc.Cpu().MilliValue(), alloc.Memory().String(), enforced, problems)
+			byPhase[v1.PodPending], byPhase[v1.PodFailed], alloc.Cpu().MilliValue(), alloc.Memory().String(), enforced, problems, pressure)
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -160,6 +174,14 @@ func Run(ctx context.Context, o Options) error {
 	wg.Go(func() { mgr.Run(runCtx) })
 	wg.Go(func() { ctrl.Run(runCtx) })
 	wg.Go(func() { serveMetrics(runCtx) })
+	m, err := startEviction(runCtx, &wg, evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: sd.Mode(), Controller: ctrl, Logger: log})
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return err
+	}
+	evm.Store(m)
+	back.conditions = m.NodeConditions
 	wg.Go(func() {
 		if err := dir.Run(runCtx, ctrl.Update); err != nil && runCtx.Err() == nil {
 			log.Error("manifest directory source stopped", "error", err)
@@ -180,7 +202,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	log.Info("slicelet ready", "api_socket", srv.Socket(), "manifest_dir", cfg.Pods.ManifestDir, "runtime", rt.Name())
 	wg.Go(func() { statusLoop(runCtx, status, log) })
-	if err := watchdog(runCtx, log); err != nil {
+	if err := startWatchdog(runCtx, &wg, m.Healthy, systemdAlive(sd, 5*time.Second), log); err != nil {
 		log.Warn("watchdog", "error", err)
 	}
 	<-ctx.Done()
@@ -209,28 +231,6 @@ func statusLoop(ctx context.Context, status func() string, log *slog.Logger) {
 			}
 		}
 	}
-}
-
-// watchdog starts pinging WATCHDOG=1 at half the interval systemd expects, if it expects any.
-func watchdog(ctx context.Context, log *slog.Logger) error {
-	interval, err := units.WatchdogInterval()
-	if err != nil || interval <= 0 {
-		return err
-	}
-	log.Info("watchdog enabled", "interval", interval)
-	go func() {
-		t := time.NewTicker(interval / 2)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_, _ = units.Notify(units.NotifyWatchdog)
-			}
-		}
-	}()
-	return nil
 }
 
 // newRuntime builds the configured container runtime.

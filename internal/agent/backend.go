@@ -27,6 +27,8 @@ type backend struct {
 	mode     units.Mode
 	maxPods  int32
 	hostname string
+	// conditions are the eviction manager's node conditions; nil until it runs.
+	conditions func() []v1.NodeCondition
 }
 
 var _ api.Backend = (*backend)(nil)
@@ -143,13 +145,8 @@ func (b *backend) Node(context.Context) (v1.Node, error) {
 		Status: v1.NodeStatus{
 			Capacity:    capacity,
 			Allocatable: alloc,
-			Conditions: []v1.NodeCondition{
-				{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientMemory", LastHeartbeatTime: now},
-				{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", LastHeartbeatTime: now},
-				{Type: v1.NodePIDPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientPID", LastHeartbeatTime: now},
-				ready,
-			},
-			NodeInfo: v1.NodeSystemInfo{OperatingSystem: "linux", ContainerRuntimeVersion: b.rt.Name()},
+			Conditions:  append(b.pressureConditions(now), ready),
+			NodeInfo:    v1.NodeSystemInfo{OperatingSystem: "linux", ContainerRuntimeVersion: b.rt.Name()},
 		},
 	}, nil
 }
@@ -173,4 +170,19 @@ func (b *backend) ExplainNode(context.Context) (slices.NodeExplanation, error) {
 		}
 	}
 	return slices.ExplainNode(b.mcfg.Capacity, b.mcfg.Node, active, b.mode)
+}
+
+// pressureConditions are MemoryPressure, DiskPressure and PIDPressure from the eviction manager,
+// or all false before it runs.
+func (b *backend) pressureConditions(now metav1.Time) []v1.NodeCondition {
+	if b.conditions != nil {
+		if c := b.conditions(); len(c) > 0 {
+			return c
+		}
+	}
+	return []v1.NodeCondition{
+		{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientMemory", LastHeartbeatTime: now},
+		{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", LastHeartbeatTime: now},
+		{Type: v1.NodePIDPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientPID", LastHeartbeatTime: now},
+	}
 }

@@ -173,6 +173,10 @@ func (c *Controller) reconcileDesiredLocked() {
 				// Came back (e.g. the manifest was restored) before the delete ran.
 				ps.deleting = false
 			}
+			if !ps.admitted && ps.status.Reason == ReasonEvicted {
+				// Keep the evicted pod's record (annotations, status) until its source changes it.
+				continue
+			}
 			ps.desired = wanted[uid]
 			continue
 		}
@@ -343,6 +347,10 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !ps.admitted || ps.deleting {
+		// Evicted or deleted while this sync ran: its result must not overwrite that status.
+		return
+	}
 	ps.slice = slice
 	if err != nil {
 		if ps.syncErr != err.Error() {

@@ -21,6 +21,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -43,23 +44,9 @@ const (
 	ReasonPodOSSelectorNodeLabelDoesNotMatch = "PodOSSelectorNodeLabelDoesNotMatch"
 )
 
-// Pod source annotation, as in internal/pods (repeated here so that package pods may import
-// admission without a cycle).
-const (
-	annotationSource = "kubernetes.io/config.source"
-	sourceAPI        = "api"
-)
-
 // SystemCriticalPriority is the kubelet's scheduling.SystemCriticalPriority: pods at or above
-// it are critical.
-const SystemCriticalPriority int32 = 2_000_000_000
-
-// Priorities of the built-in priority classes, used for a pod that names one but has no
-// spec.priority (slicelet has no API server whose priority admission plugin would fill it in).
-var builtinPriorities = map[string]int32{
-	"system-node-critical":    2_000_001_000,
-	"system-cluster-critical": 2_000_000_000,
-}
+// it are critical (eviction.SystemCriticalPriority).
+const SystemCriticalPriority = eviction.SystemCriticalPriority
 
 // NodeState is what admission looks at.
 type NodeState struct {
@@ -75,6 +62,9 @@ type NodeState struct {
 	Conditions []v1.NodeConditionType
 	// OS is the node's operating system for the pod OS checks; empty means runtime.GOOS.
 	OS string
+	// PriorityClasses are the configured [eviction.priority_classes], which resolve
+	// priorityClassName for IsCriticalPod besides the built-in classes.
+	PriorityClasses map[string]int32
 }
 
 // Decision is the outcome of Admit. A rejected pod carries the kubelet's reason and message and
@@ -114,7 +104,7 @@ func WithMaxPods(allocatable v1.ResourceList, maxPods int32) v1.ResourceList {
 // Not checked (slicelet has no node object with labels and taints): node selectors and
 // affinity, spec.nodeName, host ports and NoExecute taints.
 func Admit(pod *v1.Pod, node NodeState) Decision {
-	if d, ok := admitPressure(pod, node.Conditions); !ok {
+	if d, ok := admitPressure(pod, node.Conditions, node.PriorityClasses); !ok {
 		return d
 	}
 	if d, ok := admitOS(pod, node.OS); !ok {
@@ -144,33 +134,22 @@ func AdmitAll(pods []*v1.Pod, node NodeState) []Decision {
 	return out
 }
 
-// IsCriticalPod is the kubelet's IsCriticalPod: a static pod (config source other than "api";
-// in slicelet every manifest-directory pod), a mirror pod, or a pod whose priority is at least
-// SystemCriticalPriority. A pod without spec.priority that names system-node-critical or
-// system-cluster-critical gets that class's priority.
-func IsCriticalPod(pod *v1.Pod) bool {
-	if src, ok := pod.Annotations[annotationSource]; ok && src != sourceAPI {
-		return true
-	}
-	if _, ok := pod.Annotations[v1.MirrorPodAnnotationKey]; ok {
-		return true
-	}
-	return podPriority(pod) >= SystemCriticalPriority
-}
-
-func podPriority(pod *v1.Pod) int32 {
-	if pod.Spec.Priority != nil {
-		return *pod.Spec.Priority
-	}
-	if p, ok := builtinPriorities[pod.Spec.PriorityClassName]; ok {
-		return p
-	}
-	return corev1helpers.PodPriority(pod)
+// IsCriticalPod reports whether a pod passes node-pressure admission whatever the node
+// conditions: its priority (eviction.PodPriority: spec.priority, else the priorityClassName's
+// value from the built-in classes or classes) is at least SystemCriticalPriority. It is the
+// eviction manager's eviction.IsCritical, so admission and eviction agree on what is critical.
+//
+// Difference from the kubelet: its IsCriticalPod also treats every static pod (config source
+// other than "api") and every mirror pod as critical. In slicelet the manifest directory is the
+// normal way to run pods, so manifest-directory pods are admitted under pressure, and evicted,
+// like any other pod unless their priority makes them critical (docs/eviction.md).
+func IsCriticalPod(pod *v1.Pod, classes map[string]int32) bool {
+	return eviction.IsCritical(pod, classes)
 }
 
 // admitPressure is the eviction manager's Admit.
-func admitPressure(pod *v1.Pod, conditions []v1.NodeConditionType) (Decision, bool) {
-	if len(conditions) == 0 || IsCriticalPod(pod) {
+func admitPressure(pod *v1.Pod, conditions []v1.NodeConditionType, classes map[string]int32) (Decision, bool) {
+	if len(conditions) == 0 || IsCriticalPod(pod, classes) {
 		return Decision{Admit: true}, true
 	}
 	if len(conditions) == 1 && conditions[0] == v1.NodeMemoryPressure {

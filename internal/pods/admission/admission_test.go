@@ -20,7 +20,7 @@ func rl(kv ...string) v1.ResourceList {
 // pod returns an API pod with one container per request list (nil = BestEffort container).
 func pod(name string, reqs ...v1.ResourceList) *v1.Pod {
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: "uid-" + "x",
-		Annotations: map[string]string{annotationSource: sourceAPI}}}
+		Annotations: map[string]string{"kubernetes.io/config.source": "api"}}}
 	for i, r := range reqs {
 		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: string(rune('a' + i)), Resources: v1.ResourceRequirements{Requests: r}})
 	}
@@ -163,8 +163,13 @@ func TestAdmit(t *testing.T) {
 			wantReason: "Evicted", wantMsg: "The node had condition: [MemoryPressure DiskPressure]. ",
 		},
 		{
-			name: "pressure admits a static (file) pod", node: NodeState{Allocatable: node, Conditions: []v1.NodeConditionType{v1.NodeDiskPressure}},
-			pod: with(pod("p"), func(p *v1.Pod) { p.Annotations[annotationSource] = "file" }),
+			name: "pressure rejects a manifest-directory (file) pod: not critical here, unlike the kubelet", node: NodeState{Allocatable: node, Conditions: []v1.NodeConditionType{v1.NodeDiskPressure}},
+			pod:        with(pod("p"), func(p *v1.Pod) { p.Annotations["kubernetes.io/config.source"] = "file" }),
+			wantReason: "Evicted", wantMsg: "The node had condition: [DiskPressure]. ",
+		},
+		{
+			name: "pressure admits a pod of a configured critical class", node: NodeState{Allocatable: node, Conditions: []v1.NodeConditionType{v1.NodeDiskPressure}, PriorityClasses: map[string]int32{"infra": 2_000_000_500}},
+			pod: with(pod("p"), func(p *v1.Pod) { p.Spec.PriorityClassName = "infra" }),
 		},
 		{
 			name: "pressure admits a system-node-critical pod", node: NodeState{Allocatable: node, Conditions: []v1.NodeConditionType{v1.NodeDiskPressure}},
@@ -181,7 +186,7 @@ func TestAdmit(t *testing.T) {
 		},
 		{
 			name: "critical pod still needs to fit", node: NodeState{Allocatable: node, Conditions: []v1.NodeConditionType{v1.NodeDiskPressure}},
-			pod:        with(pod("p", rl("cpu", "2")), func(p *v1.Pod) { p.Annotations[annotationSource] = "file" }),
+			pod:        with(pod("p", rl("cpu", "2")), func(p *v1.Pod) { p.Spec.PriorityClassName = "system-node-critical" }),
 			wantReason: "OutOfcpu", wantMsg: "Node didn't have enough resource: cpu, requested: 2000, used: 0, capacity: 1900",
 		},
 		{
@@ -273,9 +278,15 @@ func TestIsCriticalPod(t *testing.T) {
 		want bool
 	}{
 		{"api pod", pod("p"), false},
-		{"file pod", with(pod("p"), func(p *v1.Pod) { p.Annotations[annotationSource] = "file" }), true},
+		{"file pod is not critical (unlike the kubelet's static pods)", with(pod("p"), func(p *v1.Pod) { p.Annotations["kubernetes.io/config.source"] = "file" }), false},
 		{"no source annotation", with(pod("p"), func(p *v1.Pod) { p.Annotations = nil }), false},
-		{"mirror pod", with(pod("p"), func(p *v1.Pod) { p.Annotations[v1.MirrorPodAnnotationKey] = "x" }), true},
+		{"mirror annotation alone is not critical", with(pod("p"), func(p *v1.Pod) { p.Annotations[v1.MirrorPodAnnotationKey] = "x" }), false},
+		{"file pod with system-node-critical", with(pod("p"), func(p *v1.Pod) {
+			p.Annotations["kubernetes.io/config.source"] = "file"
+			p.Spec.PriorityClassName = "system-node-critical"
+		}), true},
+		{"configured class at the bound", with(pod("p"), func(p *v1.Pod) { p.Spec.PriorityClassName = "infra" }), true},
+		{"configured class below the bound", with(pod("p"), func(p *v1.Pod) { p.Spec.PriorityClassName = "batch" }), false},
 		{"system-cluster-critical class", with(pod("p"), func(p *v1.Pod) { p.Spec.PriorityClassName = "system-cluster-critical" }), true},
 		{"explicit priority wins over the class", with(pod("p"), func(p *v1.Pod) {
 			p.Spec.PriorityClassName = "system-node-critical"
@@ -285,7 +296,7 @@ func TestIsCriticalPod(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := IsCriticalPod(tt.pod); got != tt.want {
+			if got := IsCriticalPod(tt.pod, map[string]int32{"infra": 2_000_000_000, "batch": 1000}); got != tt.want {
 				t.Errorf("IsCriticalPod = %v, want %v", got, tt.want)
 			}
 		})

@@ -1,0 +1,202 @@
+package eviction_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slicelet/slicelet/eviction"
+	"github.com/slicelet/slicelet/internal/systemdtest"
+	"github.com/slicelet/slicelet/units"
+)
+
+// hogEnv makes the test binary a memory hog instead of running tests: it allocates the MiB it
+// names, 4 MiB every 10 ms, touching every page, then waits to be stopped.
+const hogEnv = "SLICELET_EVICTION_TEST_HOG_MIB"
+
+func TestMain(m *testing.M) {
+	if v := os.Getenv(hogEnv); v != "" {
+		os.Exit(runHog(v))
+	}
+	os.Exit(systemdtest.Main(m))
+}
+
+var hogMemory [][]byte
+
+func runHog(v string) int {
+	mib, err := strconv.Atoi(v)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	for i := 0; i < mib; i += 4 {
+		b := make([]byte, 4<<20)
+		for j := 0; j < len(b); j += 4096 {
+			b[j] = 1
+		}
+		hogMemory = append(hogMemory, b)
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {}
+}
+
+// recordingEvictor stops the hog's unit and records when the stop was issued.
+type recordingEvictor struct {
+	sd   *units.Manager
+	unit string
+	at   chan time.Time
+}
+
+func (e *recordingEvictor) EvictPod(ctx context.Context, pod *v1.Pod, _ time.Duration, _ string, _ map[string]string) error {
+	e.at <- time.Now()
+	return e.sd.Stop(ctx, e.unit)
+}
+func (e *recordingEvictor) PodCleanedUp(string) bool { return true }
+
+type onePod struct{ p eviction.ActivePod }
+
+func (o onePod) ActivePods() []eviction.ActivePod { return []eviction.ActivePod{o.p} }
+
+// reaction runs one eviction manager against a real memory hog in kubepods.slice and returns
+// the time from allocatableMemory.available crossing the threshold to the hog's stop being
+// issued.
+func reaction(t *testing.T, sd *units.Manager, root string, pollingOnly bool, name string) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	mode := sd.Mode()
+	names := mode.ResourceNames()
+	const kubepods = "kubepods.slice"
+	thresholds := []eviction.Threshold{{Signal: eviction.SignalAllocatableMemoryAvailable,
+		Operator: eviction.OpLessThan, Value: eviction.ThresholdValue{Quantity: resource.NewQuantity(128<<20, resource.BinarySI)}}}
+	src := eviction.Sources{CgroupRoot: root, ProcRoot: "/proc", Mode: mode, KubepodsCgroup: "/" + kubepods}
+
+	unit := "hog-" + name + ".service"
+	ev := &recordingEvictor{sd: sd, unit: unit, at: make(chan time.Time, 4)}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hog", Namespace: "default", UID: "hog-" + "uid"},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "hog"}}}}
+	firstCycle := make(chan struct{})
+	var once sync.Once
+	var notifiers []eviction.Notifier
+	if !pollingOnly {
+		notifiers = eviction.PressureNotifiers(src, thresholds, slog.Default())
+	}
+	m, err := eviction.NewManager(eviction.ManagerOptions{
+		Config:  eviction.Config{Thresholds: thresholds, PressureTransitionPeriod: time.Second},
+		Sources: src, Pods: onePod{eviction.ActivePod{Pod: pod, CgroupPath: "/" + kubepods + "/" + unit}},
+		Evictor: ev, Notifiers: notifiers, MonitoringInterval: eviction.DefaultMonitoringInterval,
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		Observe: func(now time.Time) (eviction.Observations, []eviction.Unavailable) {
+			defer once.Do(func() { close(firstCycle) })
+			return src.Observe(now)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go m.Run(ctx)
+	<-firstCycle
+
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := []units.Property{
+		{Name: "Slice", Value: kubepods},
+		{Name: "ExecStart", Value: []units.Exec{{Path: exe, Args: []string{exe}}}},
+		{Name: "Environment", Value: []string{hogEnv + "=200"}},
+	}
+	if names.MemoryHigh != "" {
+		// cgroup v2: throttle the hog just above the threshold so that it stalls on memory
+		// (PSI counts reclaim stalls, not usage).
+		props = append(props, units.Property{Name: names.MemoryHigh, Value: uint64(150 << 20)})
+	}
+	crossed := make(chan time.Time, 1)
+	go func() {
+		for ctx.Err() == nil {
+			o, err := eviction.ReadAllocatableMemory(root, mode, "/"+kubepods, time.Now())
+			if err == nil && o.Available.Value() < 128<<20 {
+				crossed <- time.Now()
+				return
+			}
+			// ≈0.1 ms resolution: the kernel's notification can beat this poller, so a
+			// reaction time at or below it reads as ~0 (or slightly negative).
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	if err := sd.StartService(ctx, unit, props); err != nil {
+		t.Fatalf("start %s: %v", unit, err)
+	}
+	defer func() { _ = sd.Stop(context.Background(), unit) }()
+	var at, cross time.Time
+	select {
+	case cross = <-crossed:
+		select {
+		case at = <-ev.at:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the hog was not evicted within 30s")
+		}
+	case at = <-ev.at:
+		// The kernel's notification beat the crossing poller and the hog is being stopped:
+		// the reaction is below the poller's resolution.
+		select {
+		case cross = <-crossed:
+		case <-time.After(time.Second):
+			t.Logf("%s mode: evicted before the crossing poller saw the crossing", name)
+			cross = at
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the hog neither crossed the threshold nor was evicted within 30s")
+	}
+	d := at.Sub(cross)
+	t.Logf("%s mode: threshold crossed at %s, stop issued %v later", name, cross.Format(time.StampMicro), d)
+	return d
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// TestIntegrationPressureEventsWakeTheLoop: a real memory hog under kubepods.slice crossing
+// allocatableMemory.available<128Mi is evicted long before the 10 s tick in event mode; the
+// same run in polling-only mode is the kubelet's behaviour, for comparison. Timings are
+// logged (docs/benchmarks.md), asserted only against the tick.
+func TestIntegrationPressureEventsWakeTheLoop(t *testing.T) {
+	env := systemdtest.Require(t)
+	sd, err := units.Connect(t.Context(), units.Options{CgroupRoot: env.CgroupRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sd.Close()
+	names := sd.Mode().ResourceNames()
+	if err := sd.StartSlice(t.Context(), "kubepods.slice", []units.Property{{Name: names.MemoryMax, Value: uint64(256 << 20)}}); err != nil {
+		t.Fatalf("start kubepods.slice: %v", err)
+	}
+	defer func() { _ = sd.Stop(context.Background(), "kubepods.slice") }()
+	psi := filepath.Join(env.CgroupRoot, "unified", "kubepods.slice", "memory.pressure")
+	if sd.Mode() == units.ModeUnified {
+		psi = filepath.Join(env.CgroupRoot, "kubepods.slice", "memory.pressure")
+	}
+	event := reaction(t, sd, env.CgroupRoot, false, "event")
+	_, perr := os.Stat(psi)
+	t.Logf("%s: %s exists: %v", env.Where, psi, perr == nil)
+	polling := reaction(t, sd, env.CgroupRoot, true, "polling")
+	t.Logf("BENCHMARK %s (%v): threshold crossing → stop issued: event mode %v, polling-only %v (%.0f×)",
+		env.Where, sd.Mode(), event, polling, float64(polling)/float64(max(event, time.Microsecond)))
+	if event >= eviction.DefaultMonitoringInterval {
+		t.Errorf("event mode reacted in %v, not before the %v tick", event, eviction.DefaultMonitoringInterval)
+	}
+}

@@ -1,0 +1,518 @@
+package eviction
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Timing of the eviction manager (kubelet.md §3.4).
+const (
+	// DefaultMonitoringInterval is the kubelet's housekeeping interval for eviction (10 s).
+	DefaultMonitoringInterval = 10 * time.Second
+	// PodCleanupTimeout bounds the wait for an evicted pod's cleanup (the kubelet's
+	// podCleanupTimeout).
+	PodCleanupTimeout = 30 * time.Second
+	// PodCleanupPoll is how often that wait asks whether the pod is cleaned up (the kubelet's
+	// podCleanupPollFreq).
+	PodCleanupPoll = time.Second
+)
+
+// ActivePod is a pod the manager may rank and evict: admitted, not terminal, not being
+// deleted, with its pod cgroup (slices.PodCgroupPath; "" when it has no slice yet, which
+// makes it a pod without stats).
+type ActivePod struct {
+	// Pod is the pod; the manager never modifies it.
+	Pod *v1.Pod
+	// CgroupPath is the pod slice's cgroup, e.g.
+	// /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice.
+	CgroupPath string
+}
+
+// PodLister lists the active pods (internal/pods.Controller.ActivePods).
+type PodLister interface {
+	ActivePods() []ActivePod
+}
+
+// Evictor evicts pods (internal/pods.Controller).
+type Evictor interface {
+	// EvictPod stops the pod's containers within grace, marks it Failed with reason
+	// "Evicted", message and annotations, and never restarts it.
+	EvictPod(ctx context.Context, pod *v1.Pod, grace time.Duration, message string, annotations map[string]string) error
+	// PodCleanedUp reports whether an evicted pod's resources are released (its containers
+	// gone and its slice destroyed).
+	PodCleanedUp(uid string) bool
+}
+
+// Reclaimer runs node-level reclaim steps in order (container GC, then image GC) and
+// returns what failed; the manager observes again afterwards. For the systemd runtime
+// ReclaimContainers removes dead container instances and ReclaimImages has nothing to do.
+type Reclaimer func(ctx context.Context, steps []ReclaimStep) error
+
+// Notifier wakes the loop at once when the kernel reports pressure (PSI triggers, cgroup v1
+// memory thresholds). Run blocks until ctx ends; it calls wake on every event. It returns an
+// error wrapping ErrUnavailable at once when the feature is missing: the manager logs that once
+// and relies on the tick.
+type Notifier interface {
+	// Name names the notifier in logs ("psi", "memcg_threshold").
+	Name() string
+	// Run delivers events until ctx ends.
+	Run(ctx context.Context, wake func()) error
+}
+
+// ManagerOptions configure a Manager. Pods and Evictor are required.
+type ManagerOptions struct {
+	// Config is the decision configuration.
+	Config Config
+	// Sources are where node-level signals are read; pod usage is read from the same
+	// cgroup root and mode.
+	Sources Sources
+	// Pods lists the active pods.
+	Pods PodLister
+	// Evictor evicts them.
+	Evictor Evictor
+	// Reclaim is node-level reclaim; nil means none (the step is skipped).
+	Reclaim Reclaimer
+	// Notifiers wake the loop on pressure events; none means polling only.
+	Notifiers []Notifier
+	// MonitoringInterval is the tick; 0 means DefaultMonitoringInterval.
+	MonitoringInterval time.Duration
+	// Logger receives state changes; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now. The loop's timers use package time (so tests run
+	// it under testing/synctest).
+	Now func() time.Time
+	// Observe overrides Sources.Observe (tests, replays).
+	Observe func(now time.Time) (Observations, []Unavailable)
+	// PodUsage overrides reading a pod's usage from its cgroup (tests); it returns nil for a
+	// pod without stats.
+	PodUsage func(p ActivePod) *PodUsage
+}
+
+// EvictionRecord is one eviction the manager carried out.
+type EvictionRecord struct {
+	// At is when the stop was issued.
+	At time.Time `json:"at"`
+	// Pod is namespace/name, UID its UID.
+	Pod string `json:"pod"`
+	UID string `json:"uid"`
+	// Signal is the signal acted on.
+	Signal Signal `json:"signal"`
+	// Message is the pod's status message.
+	Message string `json:"message"`
+	// Err is the eviction's error, if it failed.
+	Err string `json:"error,omitempty"`
+}
+
+// Manager is the eviction manager's actuation loop: it observes, calls Decide, reclaims,
+// evicts one pod per cycle and keeps the node conditions.
+type Manager struct {
+	o        ManagerOptions
+	log      *slog.Logger
+	interval time.Duration
+	wakeCh   chan struct{}
+
+	mu          sync.Mutex
+	state       State
+	current     []v1.NodeConditionType             // node conditions true now
+	transitions map[v1.NodeConditionType]time.Time // last transition of each condition
+	heartbeat   time.Time
+	lastCycle   time.Time
+	started     time.Time
+	last        *EvictionRecord
+	evictions   int
+	unavailable map[string]string // signal or pod → reason last logged
+	lastDec     Decision
+}
+
+// NewManager returns a manager; Run starts it.
+func NewManager(o ManagerOptions) (*Manager, error) {
+	if o.Pods == nil || o.Evictor == nil {
+		return nil, errors.New("eviction manager: pods and evictor are required")
+	}
+	if o.MonitoringInterval < 0 {
+		return nil, fmt.Errorf("eviction manager: monitoring interval %v is negative", o.MonitoringInterval)
+	}
+	if o.MonitoringInterval == 0 {
+		o.MonitoringInterval = DefaultMonitoringInterval
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Observe == nil {
+		o.Observe = o.Sources.Observe
+	}
+	m := &Manager{
+		o: o, log: o.Logger, interval: o.MonitoringInterval,
+		wakeCh:      make(chan struct{}, 1),
+		transitions: map[v1.NodeConditionType]time.Time{},
+		unavailable: map[string]string{},
+	}
+	if o.PodUsage == nil {
+		m.o.PodUsage = m.readPodUsage
+	}
+	return m, nil
+}
+
+// Wake makes the loop run a cycle at once (a pressure event). It never blocks.
+func (m *Manager) Wake() {
+	select {
+	case m.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// Run runs the loop until ctx ends (kubelet.md §3.4): a cycle every monitoring interval and at
+// once on every pressure event; after an eviction, no sleep: wait for the pod's cleanup
+// (≤ PodCleanupTimeout, polled every PodCleanupPoll), then the next cycle.
+func (m *Manager) Run(ctx context.Context) {
+	m.mu.Lock()
+	m.started = m.o.Now()
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, n := range m.o.Notifiers {
+		wg.Go(func() {
+			if err := n.Run(ctx, m.Wake); err != nil && ctx.Err() == nil {
+				// A missing kernel feature is a state: logged once, the tick goes on.
+				m.log.Warn("pressure notifier unavailable, relying on the monitoring interval",
+					"notifier", n.Name(), "interval", m.interval, "error", err)
+			}
+		})
+	}
+	t := time.NewTimer(m.interval)
+	defer t.Stop()
+	for {
+		evicted := m.Synchronize(ctx)
+		if len(evicted) > 0 {
+			m.waitForCleanup(ctx, evicted)
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		t.Reset(m.interval)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-m.wakeCh:
+			m.log.Debug("eviction loop woken by a pressure event")
+		}
+	}
+}
+
+// waitForCleanup is the kubelet's waitForPodsCleanup: poll until every evicted pod is
+// cleaned up or the timeout passes.
+func (m *Manager) waitForCleanup(ctx context.Context, uids []string) {
+	deadline := time.NewTimer(PodCleanupTimeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(PodCleanupPoll)
+	defer poll.Stop()
+	for {
+		done := true
+		for _, uid := range uids {
+			done = done && m.o.Evictor.PodCleanedUp(uid)
+		}
+		if done {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			m.log.Warn("evicted pods not cleaned up in time, continuing", "pod_uids", uids, "timeout", PodCleanupTimeout)
+			return
+		case <-poll.C:
+		}
+	}
+}
+
+// Synchronize runs one cycle and returns the UIDs of the pods it evicted. Run calls it; it is
+// exported for tests and replays.
+func (m *Manager) Synchronize(ctx context.Context) []string {
+	now := m.o.Now()
+	obs, missing := m.o.Observe(now)
+	m.noteUnavailable(missing)
+	active := m.o.Pods.ActivePods()
+	stats := make([]PodStats, 0, len(active))
+	for _, p := range active {
+		stats = append(stats, PodStats{Pod: p.Pod, Usage: m.o.PodUsage(p)})
+	}
+
+	m.mu.Lock()
+	d, next := Decide(m.state, m.o.Config, obs, stats, now)
+	m.state = next
+	m.lastDec = d
+	m.mu.Unlock()
+	m.setConditions(d.NodeConditions, now)
+	defer m.cycleDone()
+
+	if len(d.LocalStorage) > 0 {
+		var uids []string
+		for _, ev := range d.LocalStorage {
+			if m.evict(ctx, ev) {
+				uids = append(uids, string(ev.Pod.UID))
+			}
+		}
+		return uids
+	}
+	if d.Reclaim == "" {
+		return nil
+	}
+	if len(d.NodeReclaim) > 0 && m.o.Reclaim != nil {
+		err := m.o.Reclaim(ctx, d.NodeReclaim)
+		if err != nil {
+			m.log.Warn("node-level reclaim failed", "signal", string(d.Signal), "steps", d.NodeReclaim, "error", err)
+		}
+		after, _ := m.o.Observe(m.o.Now())
+		if ReclaimedEnough(m.o.Config, after) {
+			m.log.Info("node-level reclaim relieved the pressure, no pod evicted", "signal", string(d.Signal), "steps", d.NodeReclaim)
+			return nil
+		}
+	}
+	if d.Evict == nil {
+		if len(d.Ranking) > 0 {
+			m.log.Warn("pressure but every pod is critical, none evicted", "signal", string(d.Signal), "resource", string(d.Reclaim), "pods", len(d.Ranking))
+		}
+		return nil
+	}
+	if m.evict(ctx, *d.Evict) {
+		return []string{string(d.Evict.Pod.UID)}
+	}
+	return nil
+}
+
+// evict evicts one pod; it refuses a critical pod whatever the decision says.
+func (m *Manager) evict(ctx context.Context, ev Eviction) bool {
+	pod := ev.Pod
+	if IsCritical(pod, m.o.Config.PriorityClasses) {
+		m.log.Error("refusing to evict a critical pod", "pod", ev.Name, "pod_uid", string(pod.UID), "signal", string(ev.Signal))
+		return false
+	}
+	rec := EvictionRecord{At: m.o.Now(), Pod: ev.Name, UID: string(pod.UID), Signal: ev.Signal, Message: ev.Message}
+	m.log.Warn("evicting pod", "pod", ev.Name, "pod_uid", string(pod.UID), "signal", string(ev.Signal),
+		"grace_period", ev.GracePeriod, "message", ev.Message, "annotations", ev.Annotations)
+	// Recorded when the stop is issued, so STATUS= and the API show it while the pod stops.
+	m.mu.Lock()
+	m.last = &rec
+	m.evictions++
+	m.mu.Unlock()
+	err := m.o.Evictor.EvictPod(ctx, pod, ev.GracePeriod, ev.Message, ev.Annotations)
+	if err != nil {
+		m.log.Error("pod eviction failed", "pod", ev.Name, "pod_uid", string(pod.UID), "signal", string(ev.Signal), "error", err)
+		m.mu.Lock()
+		failed := rec
+		failed.Err = err.Error()
+		m.last = &failed
+		m.evictions--
+		m.mu.Unlock()
+		return false
+	}
+	m.log.Info("pod evicted", "pod", ev.Name, "pod_uid", string(pod.UID), "signal", string(ev.Signal),
+		"duration", m.o.Now().Sub(rec.At))
+	return true
+}
+
+func (m *Manager) cycleDone() {
+	m.mu.Lock()
+	m.lastCycle = m.o.Now()
+	m.mu.Unlock()
+}
+
+// setConditions records transitions of the node conditions and logs each change.
+func (m *Manager) setConditions(now []v1.NodeConditionType, at time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.heartbeat = at
+	for _, c := range conditionOrder {
+		_, seen := m.transitions[c]
+		was := m.conditionTrueLocked(c)
+		is := slices.Contains(now, c)
+		if !seen || was != is {
+			m.transitions[c] = at
+		}
+		if seen && was != is {
+			m.log.Info("node condition changed", "condition", string(c), "status", statusOf(is))
+		}
+	}
+	m.current = slices.Clone(now)
+}
+
+// conditionTrueLocked reports whether c was true after the previous cycle.
+func (m *Manager) conditionTrueLocked(c v1.NodeConditionType) bool {
+	return slices.Contains(m.current, c)
+}
+
+func statusOf(b bool) v1.ConditionStatus {
+	if b {
+		return v1.ConditionTrue
+	}
+	return v1.ConditionFalse
+}
+
+// noteUnavailable logs a signal or pod usage that became unavailable, or available again, once
+// per change.
+func (m *Manager) noteUnavailable(missing []Unavailable) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := map[string]bool{}
+	for _, u := range missing {
+		k := string(u.Signal)
+		if k == "" {
+			k = "pod " + u.Pod
+		}
+		seen[k] = true
+		reason := u.Err.Error()
+		if m.unavailable[k] != reason {
+			m.unavailable[k] = reason
+			if errors.Is(u.Err, ErrUnavailable) {
+				m.log.Info("eviction signal not observed", "signal", string(u.Signal), "pod_cgroup", u.Pod, "reason", reason)
+			} else {
+				m.log.Warn("eviction signal unreadable", "signal", string(u.Signal), "pod_cgroup", u.Pod, "error", reason)
+			}
+		}
+	}
+	for k := range m.unavailable {
+		if !seen[k] && !strings.HasPrefix(k, "pod ") {
+			delete(m.unavailable, k)
+			m.log.Info("eviction signal observed again", "signal", k)
+		}
+	}
+}
+
+// readPodUsage reads a pod's memory working set and process count from its cgroup; a pod
+// without a cgroup or whose cgroup is incomplete has no stats.
+func (m *Manager) readPodUsage(p ActivePod) *PodUsage {
+	if p.CgroupPath == "" {
+		return nil
+	}
+	u, err := ReadPodUsage(m.o.Sources.CgroupRoot, m.o.Sources.Mode, p.CgroupPath)
+	if err != nil {
+		m.log.Debug("pod usage unavailable", "pod_uid", string(p.Pod.UID), "pod_cgroup", p.CgroupPath, "error", err)
+		return nil
+	}
+	return &u
+}
+
+// Conditions returns the node conditions true now (MemoryPressure, DiskPressure, PIDPressure
+// order), for admission's NodeState.Conditions.
+func (m *Manager) Conditions() []v1.NodeConditionType {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.current)
+}
+
+// NodeConditions returns MemoryPressure, DiskPressure and PIDPressure as the API node shows
+// them, with the kubelet's reasons and messages and the time of the last transition. Before
+// the first cycle it returns nil.
+func (m *Manager) NodeConditions() []v1.NodeCondition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.heartbeat.IsZero() {
+		return nil
+	}
+	texts := map[v1.NodeConditionType][2]string{
+		v1.NodeMemoryPressure: {"KubeletHasInsufficientMemory", "KubeletHasSufficientMemory"},
+		v1.NodeDiskPressure:   {"KubeletHasDiskPressure", "KubeletHasNoDiskPressure"},
+		v1.NodePIDPressure:    {"KubeletHasInsufficientPID", "KubeletHasSufficientPID"},
+	}
+	msgs := map[v1.NodeConditionType][2]string{
+		v1.NodeMemoryPressure: {"slicelet has insufficient memory available", "slicelet has sufficient memory available"},
+		v1.NodeDiskPressure:   {"slicelet has disk pressure", "slicelet has no disk pressure"},
+		v1.NodePIDPressure:    {"slicelet has insufficient PID available", "slicelet has sufficient PID available"},
+	}
+	out := make([]v1.NodeCondition, 0, len(conditionOrder))
+	for _, c := range conditionOrder {
+		i := 1
+		if slices.Contains(m.current, c) {
+			i = 0
+		}
+		out = append(out, v1.NodeCondition{
+			Type: c, Status: statusOf(i == 0), Reason: texts[c][i], Message: msgs[c][i],
+			LastHeartbeatTime:  metav1.NewTime(m.heartbeat),
+			LastTransitionTime: metav1.NewTime(m.transitions[c]),
+		})
+	}
+	return out
+}
+
+// LastEviction returns the last eviction attempted, if any.
+func (m *Manager) LastEviction() (EvictionRecord, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.last == nil {
+		return EvictionRecord{}, false
+	}
+	return *m.last, true
+}
+
+// LastDecision returns the decision of the last cycle (for `slicectl explain eviction`).
+func (m *Manager) LastDecision() Decision {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lastDec
+}
+
+// Summary is a short line for STATUS=: the node conditions and the last eviction, e.g.
+// "no node pressure; 2 evictions, last default/hog (memory.available) at 07:41:03".
+func (m *Manager) Summary() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var b strings.Builder
+	if len(m.current) == 0 {
+		b.WriteString("no node pressure")
+	} else {
+		names := make([]string, len(m.current))
+		for i, c := range m.current {
+			names[i] = string(c)
+		}
+		b.WriteString(strings.Join(names, ", "))
+	}
+	switch {
+	case m.last == nil:
+		b.WriteString("; no evictions")
+	default:
+		fmt.Fprintf(&b, "; %d evictions, last %s (%s) at %s", m.evictions, m.last.Pod, m.last.Signal, m.last.At.UTC().Format(time.TimeOnly))
+		if m.last.Err != "" {
+			b.WriteString(" failed")
+		}
+	}
+	return b.String()
+}
+
+// HealthBound is how long the loop may go without completing a cycle before Healthy turns
+// false: three monitoring intervals, plus the longest stop of an evicted pod (the eviction grace
+// period: 1 s, or MaxPodGracePeriod for soft thresholds), plus the cleanup wait after it.
+func (m *Manager) HealthBound() time.Duration {
+	return 3*m.interval + max(m.o.Config.MaxPodGracePeriod, ImmediateGracePeriod) + PodCleanupTimeout
+}
+
+// Healthy reports whether the loop completed a cycle (or started) within HealthBound of now.
+// The watchdog pings systemd only while it is true, so a hung loop gets slicelet restarted.
+func (m *Manager) Healthy(now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	last := m.lastCycle
+	if last.IsZero() {
+		last = m.started
+	}
+	if last.IsZero() {
+		return false
+	}
+	return now.Sub(last) <= m.HealthBound()
+}
+
+// Thresholds returns the configured thresholds (for the notifiers' re-arming).
+func (m *Manager) Thresholds() []Threshold { return slices.Clone(m.o.Config.Thresholds) }

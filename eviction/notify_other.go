@@ -1,0 +1,18 @@
+//go:build !linux
+
+package eviction
+
+import (
+	"context"
+	"fmt"
+)
+
+// Run implements Notifier; PSI exists on Linux only.
+func (p *PSINotifier) Run(context.Context, func()) error {
+	return fmt.Errorf("psi: %w", ErrUnavailable)
+}
+
+// Run implements Notifier; memory cgroups exist on Linux only.
+func (n *MemcgThresholdNotifier) Run(context.Context, func()) error {
+	return fmt.Errorf("memory thresholds: %w", ErrUnavailable)
+}

@@ -1,0 +1,164 @@
+package pods
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	stdslices "slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slicelet/slicelet/eviction"
+	"github.com/slicelet/slicelet/slices"
+)
+
+// This file is what the eviction manager (eviction.Manager) needs from the controller: the
+// active pods with their cgroups, and eviction.
+
+// Eviction annotations and condition set on an evicted pod.
+const (
+	// ReasonEvicted is an evicted pod's status reason (the kubelet's).
+	ReasonEvicted = eviction.Reason
+	// ReasonTerminationByKubelet is the reason of the DisruptionTarget condition the kubelet
+	// adds to a pod it evicts for node pressure.
+	ReasonTerminationByKubelet = "TerminationByKubelet"
+	// AnnotationEvictionPrefix prefixes the eviction's annotations (offending containers,
+	// starved resource) when they are copied onto the pod, which has no events here.
+	AnnotationEvictionPrefix = "eviction.slicelet.io/"
+)
+
+// ActivePods returns the pods the eviction manager may rank: admitted, not being deleted, not
+// terminal (Succeeded or Failed, which includes evicted pods), each with its pod cgroup ("" while
+// it has no slice yet). Sorted by UID for a stable order.
+func (c *Controller) ActivePods() []eviction.ActivePod {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]eviction.ActivePod, 0, len(c.pods))
+	for _, uid := range stdslices.Sorted(maps.Keys(c.pods)) {
+		ps := c.pods[uid]
+		if !ps.admitted || ps.deleting || ps.status.Phase == v1.PodSucceeded || ps.status.Phase == v1.PodFailed {
+			continue
+		}
+		pod := ps.view()
+		out = append(out, eviction.ActivePod{Pod: &pod, CgroupPath: ps.slice.CgroupPath})
+	}
+	return out
+}
+
+// EvictPod evicts a pod for node pressure: it stops the pod's containers gracefully within
+// grace, destroys its slice and drops its runtime records, and marks it phase Failed, reason
+// "Evicted", with message, the annotations (prefixed AnnotationEvictionPrefix) and a
+// DisruptionTarget condition. The pod is never restarted: it stays listed as Failed/Evicted.
+//
+// It is un-admitted first, so the controller stops syncing it and it no longer counts against
+// allocatable. An API pod stays until it is deleted through the API. A manifest-directory pod
+// stays Failed until its manifest changes (its content-derived UID changes, so the new version
+// is a new pod that goes through admission) or is removed; the kubelet's static pods are never
+// evicted, slicelet's are (docs/eviction.md).
+func (c *Controller) EvictPod(ctx context.Context, pod *v1.Pod, grace time.Duration, message string, annotations map[string]string) error {
+	uid := string(pod.UID)
+	c.mu.Lock()
+	ps, ok := c.pods[uid]
+	if !ok || !ps.admitted || ps.deleting {
+		c.mu.Unlock()
+		return fmt.Errorf("pod %s (%s): %w", key(pod), uid, ErrNotEvictable)
+	}
+	desired := ps.desired.Pod
+	ps.admitted = false
+	ps.reason, ps.message = ReasonEvicted, message
+	ps.status = evictedStatus(ps.status, message, time.Now())
+	ps.desired.Pod = withEvictionAnnotations(desired, annotations)
+	c.mu.Unlock()
+
+	var errs []error
+	if _, err := c.rt.KillPod(ctx, desired, grace); err != nil {
+		errs = append(errs, fmt.Errorf("stop containers: %w", err))
+	}
+	if err := c.slices.DestroyPod(ctx, uid); err != nil {
+		errs = append(errs, fmt.Errorf("destroy slice: %w", err))
+	}
+	if err := c.rt.Forget(ctx, uid); err != nil {
+		errs = append(errs, fmt.Errorf("forget: %w", err))
+	}
+
+	c.mu.Lock()
+	// A sync that was already running when the pod was un-admitted may have written its own
+	// status meanwhile; the eviction's status wins.
+	if cur, ok := c.pods[uid]; ok && cur == ps {
+		ps.slice = slices.PodSlice{}
+		if ps.status.Reason != ReasonEvicted {
+			ps.status = evictedStatus(ps.status, message, time.Now())
+		}
+	}
+	c.mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		c.log.Warn("evicted pod not fully stopped", "pod", key(pod), "pod_uid", uid, "error", err)
+		return fmt.Errorf("pod %s: evict: %w", key(pod), err)
+	}
+	c.log.Info("pod stopped for eviction", "pod", key(pod), "pod_uid", uid, "reason", ReasonEvicted, "message", message)
+	return nil
+}
+
+// ErrNotEvictable is returned by EvictPod for a pod that is unknown, not admitted (rejected or
+// already evicted) or being deleted.
+var ErrNotEvictable = errors.New("pod not evictable")
+
+// PodCleanedUp reports whether a pod's slice is gone from the slice manager: true for an
+// evicted pod once EvictPod destroyed it, and for a pod the controller no longer knows.
+func (c *Controller) PodCleanedUp(uid string) bool {
+	for _, s := range c.slices.Pods() {
+		if s.UID == uid {
+			return false
+		}
+	}
+	return true
+}
+
+// evictedStatus is status turned Failed/Evicted with the DisruptionTarget condition the
+// kubelet adds; running containers are shown terminated.
+func evictedStatus(status v1.PodStatus, message string, now time.Time) v1.PodStatus {
+	s := *status.DeepCopy()
+	s.Phase = v1.PodFailed
+	s.Reason = ReasonEvicted
+	s.Message = message
+	t := metav1.NewTime(now)
+	cond := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: ReasonTerminationByKubelet,
+		Message: message, LastTransitionTime: t}
+	s.Conditions = stdslices.DeleteFunc(s.Conditions, func(c v1.PodCondition) bool {
+		return c.Type == v1.DisruptionTarget || c.Type == v1.PodReady || c.Type == v1.ContainersReady
+	})
+	s.Conditions = append(s.Conditions,
+		cond,
+		v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "PodFailed", LastTransitionTime: t},
+		v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionFalse, Reason: "PodFailed", LastTransitionTime: t})
+	stdslices.SortStableFunc(s.Conditions, func(a, b v1.PodCondition) int { return cmp.Compare(a.Type, b.Type) })
+	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
+		for i := range list {
+			if list[i].State.Running != nil {
+				list[i].State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+					ExitCode: 137, Reason: "Error", Message: "evicted", StartedAt: list[i].State.Running.StartedAt, FinishedAt: t}}
+				list[i].Ready = false
+			}
+		}
+	}
+	return s
+}
+
+// withEvictionAnnotations returns a copy of pod carrying the eviction's annotations.
+func withEvictionAnnotations(pod *v1.Pod, annotations map[string]string) *v1.Pod {
+	if len(annotations) == 0 {
+		return pod
+	}
+	cp := pod.DeepCopy()
+	if cp.Annotations == nil {
+		cp.Annotations = map[string]string{}
+	}
+	for k, v := range annotations {
+		cp.Annotations[AnnotationEvictionPrefix+k] = v
+	}
+	return cp
+}
