@@ -217,4 +217,3 @@ func TestRenderMissingMetrics(t *testing.T) {
 		t.Errorf("sandbox section without metrics:\n%s", sb)
 	}
 }
-

@@ -201,7 +201,6 @@ func taxCorrected(r Results, seq, tax string) float64 {
 	return s / f
 }
 
-
 // numOf formats a metric of r.
 func numOf(r Results, name, unit string, decimals int) string {
 	v, ok := r.Metric(name, unit)
