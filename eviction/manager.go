@@ -95,6 +95,14 @@ type ManagerOptions struct {
 	// PodUsage overrides reading a pod's usage from its cgroup (tests); it returns nil for a
 	// pod without stats.
 	PodUsage func(p ActivePod) *PodUsage
+	// Metrics, if set, counts evictions by signal and shows the node conditions.
+	Metrics Metrics
+}
+
+// Metrics is what the manager reports to the metrics registry (*metrics.Metrics).
+type Metrics interface {
+	Evicted(signal string)
+	SetNodeCondition(condition string, on bool)
 }
 
 // EvictionRecord is one eviction the manager carried out.
@@ -322,6 +330,9 @@ func (m *Manager) evict(ctx context.Context, ev Eviction) bool {
 	}
 	m.log.Info("pod evicted", "pod", ev.Name, "pod_uid", string(pod.UID), "signal", string(ev.Signal),
 		"duration", m.o.Now().Sub(rec.At))
+	if m.o.Metrics != nil {
+		m.o.Metrics.Evicted(string(ev.Signal))
+	}
 	return true
 }
 
@@ -345,6 +356,9 @@ func (m *Manager) setConditions(now []v1.NodeConditionType, at time.Time) {
 		}
 		if seen && was != is {
 			m.log.Info("node condition changed", "condition", string(c), "status", statusOf(is))
+		}
+		if m.o.Metrics != nil {
+			m.o.Metrics.SetNodeCondition(string(c), is)
 		}
 	}
 	m.current = slices.Clone(now)

@@ -253,6 +253,8 @@ func TestManagerEvictsOnePodPerCycleAndWaitsForCleanup(t *testing.T) {
 		f.pods = []ActivePod{activePod("big", defaultPriority, ""), activePod("hog", defaultPriority, ""),
 			activePod("crit", 0, "system-node-critical"), activePod("infra", 0, "infra")}
 		m, logs := newTestManager(t, f, map[string]string{"memory.available": "1Gi"})
+		met := &fakeMetrics{conditions: map[string]bool{}}
+		m.o.Metrics = met
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		go m.Run(ctx)
@@ -289,7 +291,31 @@ func TestManagerEvictsOnePodPerCycleAndWaitsForCleanup(t *testing.T) {
 		if !strings.Contains(m.Summary(), "MemoryPressure; 2 evictions, last default/big (memory.available)") {
 			t.Errorf("Summary = %q", m.Summary())
 		}
+		met.mu.Lock()
+		defer met.mu.Unlock()
+		if fmt.Sprint(met.evicted) != "[memory.available memory.available]" || !met.conditions["MemoryPressure"] || met.conditions["DiskPressure"] {
+			t.Errorf("metrics: evicted %v, conditions %v", met.evicted, met.conditions)
+		}
 	})
+}
+
+// fakeMetrics records what the manager reports.
+type fakeMetrics struct {
+	mu         sync.Mutex
+	evicted    []string
+	conditions map[string]bool
+}
+
+func (f *fakeMetrics) Evicted(signal string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.evicted = append(f.evicted, signal)
+}
+
+func (f *fakeMetrics) SetNodeCondition(c string, on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.conditions[c] = on
 }
 
 func TestManagerNodeConditions(t *testing.T) {

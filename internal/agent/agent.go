@@ -174,7 +174,7 @@ func Run(ctx context.Context, o Options) error {
 	wg.Go(func() { mgr.Run(runCtx) })
 	wg.Go(func() { ctrl.Run(runCtx) })
 	wg.Go(func() { serveMetrics(runCtx) })
-	m, err := startEviction(runCtx, &wg, evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: sd.Mode(), Controller: ctrl, Logger: log})
+	m, err := startEviction(runCtx, &wg, evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: sd.Mode(), Controller: ctrl, Logger: log, Metrics: met})
 	if err != nil {
 		cancel()
 		wg.Wait()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/eviction"
+	"github.com/slicelet/slicelet/internal/metrics"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -27,6 +28,8 @@ type evictionOptions struct {
 	Logger  *slog.Logger
 	// PollingOnly disables the pressure notifiers (benchmarks, debugging).
 	PollingOnly bool
+	// Metrics receives evictions, node conditions and signal observations; nil for none.
+	Metrics *metrics.Metrics
 }
 
 // startEviction builds the eviction manager from the configuration and runs it (with its PSI
@@ -65,6 +68,8 @@ func startEviction(ctx context.Context, wg *sync.WaitGroup, o evictionOptions) (
 		Notifiers:          notifiers,
 		MonitoringInterval: cfg.Eviction.MonitoringInterval,
 		Logger:             log,
+		Observe:            observed(src, o.Metrics),
+		Metrics:            evictionMetrics(o.Metrics),
 	})
 	if err != nil {
 		return nil, err
@@ -133,4 +138,25 @@ func startWatchdog(ctx context.Context, wg *sync.WaitGroup, healthy func(time.Ti
 	log.Info("watchdog enabled", "interval", interval)
 	wg.Go(func() { watchdogLoop(ctx, interval, healthy, alive, units.Notify, log) })
 	return nil
+}
+
+// observed is src.Observe that also publishes every observation (available amount and time) as a
+// metric, so a scrape shows the signals and how fresh they are.
+func observed(src eviction.Sources, m *metrics.Metrics) func(time.Time) (eviction.Observations, []eviction.Unavailable) {
+	return func(now time.Time) (eviction.Observations, []eviction.Unavailable) {
+		obs, unavailable := src.Observe(now)
+		for sig, ob := range obs {
+			m.SetSignalObservation(string(sig), ob.Available.Value(), ob.Time)
+		}
+		return obs, unavailable
+	}
+}
+
+// evictionMetrics is m as the manager's Metrics, or nil (a nil *metrics.Metrics in an interface
+// would not be nil).
+func evictionMetrics(m *metrics.Metrics) eviction.Metrics {
+	if m == nil {
+		return nil
+	}
+	return m
 }
