@@ -11,6 +11,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/slicelet/slicelet/config"
 )
 
 // ResourcePID is the kubelet's internal "pid" resource (pkg/kubelet/stats/pidlimit): reservable
@@ -190,20 +192,21 @@ func CgroupConfig(rl v1.ResourceList, compressibleOnly bool) *ResourceConfig {
 	return &rc
 }
 
-// Enforcement keys of enforce_node_allocatable (the kubelet's enforceNodeAllocatable).
+// Enforcement keys of enforce_node_allocatable (the kubelet's enforceNodeAllocatable); the
+// names are config's, so the file, its validation and the enforcement agree.
 const (
 	// EnforceNone enforces nothing; it must be the only entry.
-	EnforceNone = "none"
+	EnforceNone = config.EnforceNone
 	// EnforcePods limits kubepods.slice to capacity − system_reserved − kube_reserved.
-	EnforcePods = "pods"
+	EnforcePods = config.EnforcePods
 	// EnforceSystemReserved limits the system-reserved cgroup to system_reserved.
-	EnforceSystemReserved = "system-reserved"
+	EnforceSystemReserved = config.EnforceSystemReserved
 	// EnforceSystemReservedCompressible limits it to the system_reserved CPU only.
-	EnforceSystemReservedCompressible = "system-reserved-compressible"
+	EnforceSystemReservedCompressible = config.EnforceSystemReservedCompressible
 	// EnforceKubeReserved limits the kube-reserved cgroup to kube_reserved.
-	EnforceKubeReserved = "kube-reserved"
+	EnforceKubeReserved = config.EnforceKubeReserved
 	// EnforceKubeReservedCompressible limits it to the kube_reserved CPU only.
-	EnforceKubeReservedCompressible = "kube-reserved-compressible"
+	EnforceKubeReservedCompressible = config.EnforceKubeReservedCompressible
 )
 
 // Enforcement is a parsed enforce_node_allocatable list.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,6 +22,8 @@ import (
 
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
+
+	"github.com/slicelet/slicelet/internal/unixsock"
 )
 
 // Options configure a Server.
@@ -125,26 +126,7 @@ func (s *Server) Listen() error {
 }
 
 // removeStale removes a socket nobody listens on.
-func removeStale(path string) error {
-	st, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("api socket: %w", err)
-	}
-	if st.Mode().Type() != fs.ModeSocket {
-		return fmt.Errorf("api socket %s: exists and is not a socket (%s); refusing to remove it", path, st.Mode().Type())
-	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return fmt.Errorf("api socket %s: another process is serving on it (is another slicelet running?)", path)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("api socket: stale socket: %w", err)
-	}
-	return nil
-}
+func removeStale(path string) error { return unixsock.RemoveStale("api socket", path) }
 
 type peerKey struct{}
 

@@ -2,9 +2,7 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/slicelet/slicelet/internal/unixsock"
 )
 
 // unixPrefix marks a unix socket address: "unix:/run/slicelet/metrics.sock".
@@ -128,27 +128,8 @@ func listenUnix(path string) (net.Listener, error) {
 	return ln, nil
 }
 
-// removeStale removes a socket nobody listens on at path.
-func removeStale(path string) error {
-	st, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("metrics socket: %w", err)
-	}
-	if st.Mode().Type() != fs.ModeSocket {
-		return fmt.Errorf("metrics socket %s: exists and is not a socket (%s); refusing to remove it", path, st.Mode().Type())
-	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-		c.Close()
-		return fmt.Errorf("metrics socket %s: another process is serving on it (is another slicelet running?)", path)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("metrics socket: stale socket: %w", err)
-	}
-	return nil
-}
+// removeStale removes a socket nobody listens on.
+func removeStale(path string) error { return unixsock.RemoveStale("metrics socket", path) }
 
 // Addr is the address the server listens on (the real port when the address had port 0).
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
