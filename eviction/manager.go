@@ -139,6 +139,7 @@ type Manager struct {
 	evictions   int
 	unavailable map[string]string // signal or pod → reason last logged
 	lastDec     Decision
+	lastDecAt   time.Time // when lastDec was made; zero before the first cycle
 }
 
 // NewManager returns a manager; Run starts it.
@@ -263,6 +264,7 @@ func (m *Manager) Synchronize(ctx context.Context) []string {
 	d, next := Decide(m.state, m.o.Config, obs, stats, now)
 	m.state = next
 	m.lastDec = d
+	m.lastDecAt = now
 	m.mu.Unlock()
 	m.setConditions(d.NodeConditions, now)
 	defer m.cycleDone()
@@ -477,6 +479,14 @@ func (m *Manager) LastDecision() Decision {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.lastDec
+}
+
+// LastDecisionAt returns the decision of the last cycle and when it was made (zero before the
+// first cycle).
+func (m *Manager) LastDecisionAt() (Decision, time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lastDec, m.lastDecAt
 }
 
 // Summary is a short line for STATUS=: the node conditions and the last eviction, e.g.

@@ -45,7 +45,8 @@ Usage:
   slicectl explain pod -f POD.yaml [--online] [--config F] [--cgroup-mode v1|v2] [--capacity LIST] [-o json]
   slicectl explain node [--online|--offline] [--config F] [--cgroup-mode v1|v2] [--capacity LIST] [-f POD.yaml ...] [-o json]
   slicectl explain gc images|containers --state FILE [--config F] [-o json]
-  slicectl explain eviction --observations FILE [--config F] [-o json]
+  slicectl explain eviction [-o json]                          the daemon's last eviction decision
+  slicectl explain eviction --observations FILE [--config F] [-o json]   replay a recorded episode offline
 
 Flags for every command that talks to slicelet:
   -n, --namespace NS   namespace of the pods (default "default"); for apply, the namespace of

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -21,12 +22,16 @@ import (
 	"github.com/slicelet/slicelet/eviction"
 )
 
-// explainEviction is `slicectl explain eviction --observations FILE [--config F] [-o json]`:
-// it replays a recorded episode through the eviction manager's decision, offline, with the
-// thresholds of the configuration, and shows each sample's outcome.
+// explainEviction is `slicectl explain eviction [--socket S] [-o json]` (live: the daemon's last
+// decision) and `slicectl explain eviction --observations FILE [--config F] [-o json]`
+// (offline: it replays a recorded episode through the eviction manager's decision with the
+// thresholds of the configuration, and shows each sample's outcome).
 func (c *cli) explainEviction(args []string) error {
 	var obsPath, configPath, output string
+	var offline bool
 	fs := newFlagSet("explain eviction")
+	fs.BoolVar(&offline, "offline", false, "never ask the running slicelet (needs --observations)")
+	fs.StringVar(&c.global.socket, "socket", "", "slicelet's API socket")
 	fs.StringVar(&obsPath, "observations", "", "observations file (JSON or YAML) with samples to replay")
 	fs.StringVar(&configPath, "config", "", "configuration file (default: "+config.DefaultPath+" if it exists, else the defaults)")
 	fs.StringVar(&output, "o", "", "output format: json (default: a table)")
@@ -42,7 +47,16 @@ func (c *cli) explainEviction(args []string) error {
 		return usageErr("explain eviction: -o %q: only json is supported", output)
 	}
 	if obsPath == "" {
-		return usageErr("explain eviction: --observations FILE is required (the live explanation from the daemon is not available yet)")
+		if offline {
+			return usageErr("explain eviction: --offline needs --observations FILE (a recorded episode to replay)")
+		}
+		configSet := false
+		fs.Visit(func(f *flag.Flag) { configSet = configSet || f.Name == "config" })
+		c.global.configPath, c.global.configSet = configPath, configSet
+		return c.explainEvictionLive(output)
+	}
+	if c.global.socket != "" {
+		return usageErr("explain eviction: --socket is for the live explanation; --observations replays offline")
 	}
 	cfg, err := config.Load(configPath)
 	if err != nil {
@@ -71,6 +85,28 @@ func (c *cli) explainEviction(args []string) error {
 		return writeJSON(c.stdout, evictionReplay{Results: results})
 	}
 	printEvictionReplay(c.stdout, results)
+	return nil
+}
+
+// explainEvictionLive shows the daemon's last eviction decision.
+func (c *cli) explainEvictionLive(output string) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	x, err := cl.ExplainEviction(c.ctx)
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		return writeJSON(c.stdout, x)
+	}
+	fmt.Fprintf(c.stdout, "Explained by slicelet at %s.\n", cl.Socket())
+	if x.At == "" {
+		fmt.Fprintln(c.stdout, "The eviction manager has not completed a cycle yet.")
+		return nil
+	}
+	printEvictionResult(c.stdout, "Last cycle at "+x.At, x)
 	return nil
 }
 
@@ -287,43 +323,8 @@ type evictionReplay struct {
 	Results []evictionResult `json:"results"`
 }
 
-type evictionResult struct {
-	At                    string                 `json:"at"`
-	ThresholdsMet         []evictionThresholdOut `json:"thresholdsMet"`
-	Unobserved            []eviction.Signal      `json:"unobserved,omitempty"`
-	NodeConditions        []v1.NodeConditionType `json:"nodeConditions"`
-	Reclaim               v1.ResourceName        `json:"reclaim"`
-	Signal                eviction.Signal        `json:"signal,omitempty"`
-	NodeReclaim           []eviction.ReclaimStep `json:"nodeReclaim,omitempty"`
-	Ranking               []eviction.Candidate   `json:"ranking"`
-	Evict                 *evictionOut           `json:"evict"`
-	LocalStorageEvictions []evictionOut          `json:"localStorageEvictions,omitempty"`
-	Message               string                 `json:"message"`
-}
-
-type evictionThresholdOut struct {
-	Signal          eviction.Signal `json:"signal"`
-	Hard            bool            `json:"hard"`
-	GracePeriod     string          `json:"gracePeriod,omitempty"`
-	Threshold       string          `json:"threshold"`
-	MinReclaim      string          `json:"minReclaim,omitempty"`
-	Available       string          `json:"available"`
-	Capacity        string          `json:"capacity"`
-	FirstObservedAt string          `json:"firstObservedAt"`
-	Actionable      bool            `json:"actionable"`
-}
-
-type evictionOut struct {
-	Pod         string            `json:"pod"`
-	Signal      eviction.Signal   `json:"signal"`
-	GracePeriod string            `json:"gracePeriod"`
-	Message     string            `json:"message"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-}
-
-func toEvictionOut(e eviction.Eviction) evictionOut {
-	return evictionOut{Pod: e.Name, Signal: e.Signal, GracePeriod: e.GracePeriod.String(), Message: e.Message, Annotations: e.Annotations}
-}
+// evictionResult is one sample's (or the daemon's last cycle's) outcome.
+type evictionResult = eviction.Explanation
 
 // replayEpoch is the start of a replay; sample times are this plus their "at".
 var replayEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -355,44 +356,7 @@ func replayEviction(cfg eviction.Config, samples []evictionSample) []evictionRes
 		}
 		var d eviction.Decision
 		d, state = eviction.Decide(state, cfg, s.obs, s.pods, now)
-		r := evictionResult{
-			At:             s.at.String(),
-			ThresholdsMet:  []evictionThresholdOut{},
-			Unobserved:     d.Unobserved,
-			NodeConditions: d.NodeConditions,
-			Reclaim:        d.Reclaim,
-			Signal:         d.Signal,
-			NodeReclaim:    d.NodeReclaim,
-			Ranking:        d.Ranking,
-		}
-		if r.Ranking == nil {
-			r.Ranking = []eviction.Candidate{}
-		}
-		for _, t := range d.ThresholdsMet {
-			to := evictionThresholdOut{
-				Signal: t.Signal, Hard: t.Hard, Threshold: t.Quantity.String(),
-				Available: t.Available.String(), Capacity: t.Capacity.String(),
-				FirstObservedAt: t.FirstObservedAt.Sub(replayEpoch).String(), Actionable: t.Actionable,
-			}
-			if !t.Hard {
-				to.GracePeriod = t.GracePeriod.String()
-			}
-			if t.MinReclaim != nil {
-				to.MinReclaim = t.MinReclaim.String()
-			}
-			r.ThresholdsMet = append(r.ThresholdsMet, to)
-		}
-		for _, e := range d.LocalStorage {
-			r.LocalStorageEvictions = append(r.LocalStorageEvictions, toEvictionOut(e))
-		}
-		switch {
-		case d.Evict != nil:
-			e := toEvictionOut(*d.Evict)
-			r.Evict = &e
-			r.Message = d.Evict.Message
-		case len(d.LocalStorage) > 0:
-			r.Message = d.LocalStorage[0].Message
-		}
+		r := eviction.Explain(d, s.at.String(), func(t time.Time) string { return t.Sub(replayEpoch).String() })
 		out = append(out, r)
 	}
 	return out
@@ -404,69 +368,74 @@ func printEvictionReplay(w io.Writer, results []evictionResult) {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "Sample %d at %s\n", i, r.At)
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		if len(r.ThresholdsMet) == 0 {
-			fmt.Fprintln(tw, "  Thresholds met:\tnone")
+		printEvictionResult(w, fmt.Sprintf("Sample %d at %s", i, r.At), r)
+	}
+}
+
+// printEvictionResult prints one decision as a block under header.
+func printEvictionResult(w io.Writer, header string, r evictionResult) {
+	fmt.Fprintln(w, header)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(r.ThresholdsMet) == 0 {
+		fmt.Fprintln(tw, "  Thresholds met:\tnone")
+	}
+	for j, t := range r.ThresholdsMet {
+		label := ""
+		if j == 0 {
+			label = "Thresholds met:"
 		}
-		for j, t := range r.ThresholdsMet {
-			label := ""
-			if j == 0 {
-				label = "Thresholds met:"
+		kind := "hard"
+		if !t.Hard {
+			kind = "soft, grace " + t.GracePeriod
+			if !t.Actionable {
+				kind += ", waiting"
 			}
-			kind := "hard"
-			if !t.Hard {
-				kind = "soft, grace " + t.GracePeriod
-				if !t.Actionable {
-					kind += ", waiting"
-				}
-			}
-			if t.MinReclaim != "" {
-				kind += ", min reclaim " + t.MinReclaim
-			}
-			fmt.Fprintf(tw, "  %s\t%s < %s (%s): available %s of %s, since %s\n", label, t.Signal, t.Threshold, kind, t.Available, t.Capacity, t.FirstObservedAt)
 		}
-		if len(r.Unobserved) > 0 {
-			fmt.Fprintf(tw, "  Not observed:\t%v\n", r.Unobserved)
+		if t.MinReclaim != "" {
+			kind += ", min reclaim " + t.MinReclaim
 		}
-		conds := "none"
-		if len(r.NodeConditions) > 0 {
-			var s []string
-			for _, c := range r.NodeConditions {
-				s = append(s, string(c))
-			}
-			conds = strings.Join(s, ", ")
+		fmt.Fprintf(tw, "  %s\t%s < %s (%s): available %s of %s, since %s\n", label, t.Signal, t.Threshold, kind, t.Available, t.Capacity, t.FirstObservedAt)
+	}
+	if len(r.Unobserved) > 0 {
+		fmt.Fprintf(tw, "  Not observed:\t%v\n", r.Unobserved)
+	}
+	conds := "none"
+	if len(r.NodeConditions) > 0 {
+		var s []string
+		for _, c := range r.NodeConditions {
+			s = append(s, string(c))
 		}
-		fmt.Fprintf(tw, "  Node conditions:\t%s\n", conds)
-		reclaim := "nothing"
-		if r.Reclaim != "" {
-			reclaim = string(r.Reclaim) + " (" + string(r.Signal) + ")"
+		conds = strings.Join(s, ", ")
+	}
+	fmt.Fprintf(tw, "  Node conditions:\t%s\n", conds)
+	reclaim := "nothing"
+	if r.Reclaim != "" {
+		reclaim = string(r.Reclaim) + " (" + string(r.Signal) + ")"
+	}
+	fmt.Fprintf(tw, "  Reclaim:\t%s\n", reclaim)
+	if len(r.NodeReclaim) > 0 {
+		var s []string
+		for _, st := range r.NodeReclaim {
+			s = append(s, string(st))
 		}
-		fmt.Fprintf(tw, "  Reclaim:\t%s\n", reclaim)
-		if len(r.NodeReclaim) > 0 {
-			var s []string
-			for _, st := range r.NodeReclaim {
-				s = append(s, string(st))
-			}
-			fmt.Fprintf(tw, "  Node-level reclaim first:\t%s\n", strings.Join(s, ", then "))
+		fmt.Fprintf(tw, "  Node-level reclaim first:\t%s\n", strings.Join(s, ", then "))
+	}
+	tw.Flush()
+	for _, e := range r.LocalStorageEvictions {
+		fmt.Fprintf(w, "  Local-storage eviction: %s (%s): %s\n", e.Pod, e.Signal, e.Message)
+	}
+	if len(r.Ranking) > 0 {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  RANK\tPOD\tPRIORITY\tREASON")
+		for j, c := range r.Ranking {
+			fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\n", j+1, c.Name, c.Priority, c.Reason)
 		}
 		tw.Flush()
-		for _, e := range r.LocalStorageEvictions {
-			fmt.Fprintf(w, "  Local-storage eviction: %s (%s): %s\n", e.Pod, e.Signal, e.Message)
-		}
-		if len(r.Ranking) > 0 {
-			tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "  RANK\tPOD\tPRIORITY\tREASON")
-			for j, c := range r.Ranking {
-				fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\n", j+1, c.Name, c.Priority, c.Reason)
-			}
-			tw.Flush()
-		}
-		if r.Evict != nil {
-			fmt.Fprintf(w, "  Evict: %s (grace %s)\n", r.Evict.Pod, r.Evict.GracePeriod)
-			fmt.Fprintf(w, "  Message: %q\n", r.Evict.Message)
-		} else {
-			fmt.Fprintln(w, "  Evict: nobody")
-		}
+	}
+	if r.Evict != nil {
+		fmt.Fprintf(w, "  Evict: %s (grace %s)\n", r.Evict.Pod, r.Evict.GracePeriod)
+		fmt.Fprintf(w, "  Message: %q\n", r.Evict.Message)
+	} else {
+		fmt.Fprintln(w, "  Evict: nobody")
 	}
 }

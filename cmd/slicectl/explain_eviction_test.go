@@ -243,7 +243,7 @@ func TestExplainEvictionBadInput(t *testing.T) {
 			"sample 0: pods[0].usage.processes: -3 must not be negative"},
 		{"duplicate pod", "samples: [{at: 0s, pods: [" + pod + ", " + pod + "]}]", nil, 1,
 			"sample 0: pods[1].manifest.metadata.name: pod default/p is also pods[0]"},
-		{"no --observations", "", []string{"explain", "eviction"}, 2, "--observations FILE is required"},
+		{"--offline without --observations", "", []string{"explain", "eviction", "--offline"}, 2, "--offline needs --observations FILE"},
 		{"bad -o", "samples: [{at: 0s}]", []string{"-o", "yaml"}, 2, `-o "yaml": only json is supported`},
 		{"missing file", "", []string{"explain", "eviction", "--observations", "/nonexistent/obs.yaml"}, 1, "observations file: open /nonexistent/obs.yaml"},
 	}

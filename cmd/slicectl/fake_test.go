@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
@@ -29,6 +30,8 @@ type fakeDaemon struct {
 	pods     map[string]v1.Pod
 	logs     map[string]string // "ns/name/container"
 	lastLogs string            // "container opts" of the last Logs call
+	// evictionX is the eviction manager's last decision as ExplainEviction returns it.
+	evictionX eviction.Explanation
 }
 
 func (f *fakeDaemon) ListPods(context.Context) ([]v1.Pod, error) {
@@ -136,6 +139,10 @@ func (f *fakeDaemon) ExplainPod(_ context.Context, manifest []byte) (slices.PodE
 
 func (f *fakeDaemon) ExplainNode(context.Context) (slices.NodeExplanation, error) {
 	return slices.ExplainNode(slices.Capacity{CPU: 4000, Memory: 16 << 30, Pids: 4194304}, slices.NodeConfig{}, nil, units.ModeUnified)
+}
+
+func (f *fakeDaemon) ExplainEviction(context.Context) (eviction.Explanation, error) {
+	return f.evictionX, nil
 }
 
 // startDaemon serves f on a temporary socket and returns the socket path.

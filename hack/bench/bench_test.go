@@ -216,4 +216,50 @@ func TestRenderMissingMetrics(t *testing.T) {
 	if !strings.Contains(sb, "| – ms |") {
 		t.Errorf("sandbox section without metrics:\n%s", sb)
 	}
+	ev := renderEviction(o, Machine{}, []Results{{}, {}}, runs[3].runs)
+	if !strings.Contains(ev, "| – ms |") || strings.Contains(ev, "| met |") {
+		t.Errorf("eviction section without metrics:\n%s", ev)
+	}
+}
+
+// TestRenderEvictionTargets: the eviction section checks issue 7's targets against the worst
+// event-mode round and the median speedup.
+func TestRenderEvictionTargets(t *testing.T) {
+	o := options{evictionRounds: 5, goBin: "go", startedAt: "now"}
+	runs := sections(o)
+	decide := Results{decide1000: {Name: decide1000, Metrics: map[string]float64{"ns/op": 2.5e6, "allocs/op": 1200}}}
+	tests := []struct {
+		name                   string
+		eventMax, speedup      float64
+		wantReaction, wantFast string
+	}{
+		{"both met", 3, 3000, "| met |", "| met |"},
+		{"slow worst round", 400, 3000, "| **missed** |", "| met |"},
+		{"too little speedup", 100, 10, "| met |", "| **missed** |"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			react := Results{evictionReaction: {Name: evictionReaction, Iterations: 5, Metrics: map[string]float64{
+				"event-p50-ms": 1, "event-max-ms": tt.eventMax, "polling-p50-ms": 9500, "polling-max-ms": 9900, "speedup-x": tt.speedup}}}
+			out := renderEviction(o, Machine{}, []Results{react, decide}, runs[3].runs)
+			lines := strings.Split(out, "\n")
+			find := func(prefix string) string {
+				for _, l := range lines {
+					if strings.HasPrefix(l, prefix) {
+						return l
+					}
+				}
+				return ""
+			}
+			if l := find("| event-mode reaction"); !strings.HasSuffix(l, tt.wantReaction) {
+				t.Errorf("reaction target row %q, want it to end %q", l, tt.wantReaction)
+			}
+			if l := find("| event mode ≥"); !strings.HasSuffix(l, tt.wantFast) {
+				t.Errorf("speedup target row %q, want it to end %q", l, tt.wantFast)
+			}
+			if !strings.Contains(out, "| decision with 1000 pods | 2.50 ms (1200 allocs) |") {
+				t.Errorf("decision row missing:\n%s", out)
+			}
+		})
+	}
 }

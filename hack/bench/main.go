@@ -5,6 +5,7 @@
 //	go run ./hack/bench [-out docs/benchmarks.md] [-go go] [-only podslices,sandbox,pods]
 //	                    [-pods 1000] [-batch 25] [-workers 8] [-iterations 3]
 //	                    [-manifest-pods 100] [-rounds 3] [-rss-pods 110,1000] [-idle 60s]
+//	                    [-eviction-rounds 5]
 //
 // Sections:
 //   - podslices: issue 4's benchmark, 1000 pod slices through slicelet's path and through raw
@@ -12,6 +13,10 @@
 //   - pods: issue 5's benchmark, manifests dropped → containers running through slicelet (run as
 //     a service) against systemd-run in the same run, and slicelet's RSS with idle pods
 //     (internal/agent BenchmarkPodsManifestToRunning).
+//   - eviction: issue 7's benchmark, the reaction from memory crossing the eviction threshold
+//     to the victim's stop in event mode and polling-only mode in the same run (eviction
+//     BenchmarkEvictionReaction), and one decision with 1000 pods (BenchmarkDecide1000Pods).
+//     Not in the default -only list: the polling rounds take ≈10 s each.
 //   - sandbox: boot/stop of the throwaway systemd (internal/sandbox BenchmarkBootStop) and the
 //     units adapter's D-Bus latency (units BenchmarkIntegrationSliceCreateDestroy).
 //
@@ -47,6 +52,7 @@ func main() {
 	flag.IntVar(&o.manifestPods, "manifest-pods", 100, "pods dropped at once per round in the pods benchmark")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds per path (slicelet, systemd-run) in the pods benchmark")
 	flag.StringVar(&o.rssPods, "rss-pods", "110,1000", "idle pod counts at which the pods benchmark reads slicelet's RSS")
+	flag.IntVar(&o.evictionRounds, "eviction-rounds", 5, "rounds per mode (event, polling-only) in the eviction benchmark; a polling round takes up to the 10 s tick")
 	flag.DurationVar(&o.idle, "idle", time.Minute, "how long slicelet idles with its pods before the RSS is read")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -64,6 +70,7 @@ type options struct {
 	pods, batch, workers  int
 	iterations            int
 	manifestPods, rounds  int
+	evictionRounds        int
 	rssPods               string
 	idle                  time.Duration
 	stdout                io.Writer // progress; os.Stderr when nil
@@ -118,12 +125,23 @@ func sections(o options) []section {
 			render: renderSandbox,
 		},
 		{id: "pods", runs: []benchRun{podsRun(o)}, prepare: buildSlicelet, render: renderPods},
+		{
+			id: "eviction",
+			runs: []benchRun{
+				{args: []string{"test", "./eviction", "-run", "^$", "-bench", "^" + evictionReaction + "$", "-benchtime", strconv.Itoa(o.evictionRounds) + "x", "-count", "1", "-timeout", "30m"}},
+				{args: []string{"test", "./eviction", "-run", "^$", "-bench", "^" + decide1000 + "$", "-benchmem", "-count", "1", "-timeout", "10m"}},
+			},
+			render: renderEviction,
+		},
 	}
 }
 
 func run(o options) error {
 	if o.pods <= 0 || o.batch <= 0 || o.workers <= 0 || o.iterations <= 0 {
 		return fmt.Errorf("-pods, -batch, -workers and -iterations must be positive (got %d, %d, %d, %d)", o.pods, o.batch, o.workers, o.iterations)
+	}
+	if o.evictionRounds <= 0 {
+		return fmt.Errorf("-eviction-rounds must be positive (got %d)", o.evictionRounds)
 	}
 	if o.manifestPods <= 0 || o.rounds <= 0 || o.idle <= 0 {
 		return fmt.Errorf("-manifest-pods, -rounds and -idle must be positive (got %d, %d, %s)", o.manifestPods, o.rounds, o.idle)

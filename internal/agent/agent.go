@@ -37,6 +37,11 @@ type Options struct {
 	ProcRoot   string
 	SysRoot    string
 	CgroupRoot string
+
+	// evictionBeforeCycle, if set, runs at the start of every eviction cycle. It is a test seam
+	// (unexported, so only this package's tests can set it): the watchdog integration test
+	// blocks in it to stall the loop and have systemd restart slicelet.
+	evictionBeforeCycle func()
 }
 
 func (o *Options) defaults() {
@@ -174,7 +179,7 @@ func Run(ctx context.Context, o Options) error {
 	wg.Go(func() { mgr.Run(runCtx) })
 	wg.Go(func() { ctrl.Run(runCtx) })
 	wg.Go(func() { serveMetrics(runCtx) })
-	m, err := startEviction(runCtx, &wg, evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: sd.Mode(), Controller: ctrl, Logger: log, Metrics: met})
+	m, err := startEviction(runCtx, &wg, evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: sd.Mode(), Controller: ctrl, Logger: log, Metrics: met, BeforeCycle: o.evictionBeforeCycle})
 	if err != nil {
 		cancel()
 		wg.Wait()
@@ -182,6 +187,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	evm.Store(m)
 	back.conditions = m.NodeConditions
+	back.lastDecision = m.LastDecisionAt
 	wg.Go(func() {
 		if err := dir.Run(runCtx, ctrl.Update); err != nil && runCtx.Err() == nil {
 			log.Error("manifest directory source stopped", "error", err)

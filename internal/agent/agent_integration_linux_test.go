@@ -43,7 +43,7 @@ func runAgentMode(path string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	if err := Run(ctx, Options{Config: cfg, Logger: log}); err != nil {
+	if err := Run(ctx, Options{Config: cfg, Logger: log, evictionBeforeCycle: stallEvictionFromEnv()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

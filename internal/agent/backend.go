@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/source"
@@ -29,6 +31,8 @@ type backend struct {
 	hostname string
 	// conditions are the eviction manager's node conditions; nil until it runs.
 	conditions func() []v1.NodeCondition
+	// lastDecision is the eviction manager's last decision and its time; nil until it runs.
+	lastDecision func() (eviction.Decision, time.Time)
 }
 
 var _ api.Backend = (*backend)(nil)
@@ -170,6 +174,23 @@ func (b *backend) ExplainNode(context.Context) (slices.NodeExplanation, error) {
 		}
 	}
 	return slices.ExplainNode(b.mcfg.Capacity, b.mcfg.Node, active, b.mode)
+}
+
+// ExplainEviction explains the eviction manager's last decision; before the manager's first
+// cycle the explanation is empty with At "".
+func (b *backend) ExplainEviction(context.Context) (eviction.Explanation, error) {
+	var d eviction.Decision
+	var at time.Time
+	if b.lastDecision != nil {
+		d, at = b.lastDecision()
+	}
+	stamp := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339Nano)
+	}
+	return eviction.Explain(d, stamp(at), stamp), nil
 }
 
 // pressureConditions are MemoryPressure, DiskPressure and PIDPressure from the eviction manager,

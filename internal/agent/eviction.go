@@ -30,6 +30,21 @@ type evictionOptions struct {
 	PollingOnly bool
 	// Metrics receives evictions, node conditions and signal observations; nil for none.
 	Metrics *metrics.Metrics
+	// BeforeCycle, if set, runs at the start of every cycle (a test seam: Options.evictionBeforeCycle).
+	BeforeCycle func()
+}
+
+// hookedPods is a PodLister that runs before first: the manager lists the active pods once at
+// the start of each cycle, so blocking in before stalls the loop like a hung observation would.
+type hookedPods struct {
+	eviction.PodLister
+	before func()
+}
+
+// ActivePods runs the hook, then lists the pods.
+func (h hookedPods) ActivePods() []eviction.ActivePod {
+	h.before()
+	return h.PodLister.ActivePods()
 }
 
 // startEviction builds the eviction manager from the configuration and runs it (with its PSI
@@ -53,6 +68,10 @@ func startEviction(ctx context.Context, wg *sync.WaitGroup, o evictionOptions) (
 	if !o.PollingOnly {
 		notifiers = eviction.PressureNotifiers(src, thresholds, log)
 	}
+	var lister eviction.PodLister = o.Controller
+	if o.BeforeCycle != nil {
+		lister = hookedPods{PodLister: o.Controller, before: o.BeforeCycle}
+	}
 	m, err := eviction.NewManager(eviction.ManagerOptions{
 		Config: eviction.Config{
 			Thresholds:                    thresholds,
@@ -62,7 +81,7 @@ func startEviction(ctx context.Context, wg *sync.WaitGroup, o evictionOptions) (
 			LocalStorageCapacityIsolation: true,
 		},
 		Sources:            src,
-		Pods:               o.Controller,
+		Pods:               lister,
 		Evictor:            o.Controller,
 		Reclaim:            o.Reclaim,
 		Notifiers:          notifiers,

@@ -17,6 +17,7 @@
 //	GET    /v1/node                                  NodeInfo
 //	POST   /v1/explain/pod                           slices.PodExplanation; body: one pod manifest
 //	GET    /v1/explain/node                          slices.NodeExplanation
+//	GET    /v1/explain/eviction                      eviction.Explanation (the last decision)
 //
 // Error statuses: 400 bad request (query, empty body), 403 peer not allowed, 404 ErrNotFound or
 // pods.ErrNoLogs, 405 wrong method, 409 ErrConflict, 413 body over 1 MiB, 422 *InvalidError,
@@ -32,6 +33,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
 )
@@ -67,6 +69,9 @@ type Backend interface {
 	// ExplainNode explains the node with the daemon's configuration, capacity, cgroup mode and
 	// active pods.
 	ExplainNode(ctx context.Context) (slices.NodeExplanation, error)
+	// ExplainEviction explains the eviction manager's last decision: thresholds met, node
+	// conditions, the ranking with reasons and the pod chosen (At "" before its first cycle).
+	ExplainEviction(ctx context.Context) (eviction.Explanation, error)
 }
 
 // Errors a Backend returns (wrapped with %w) and the client hands back (errors.Is works on both

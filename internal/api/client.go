@@ -18,6 +18,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
 )
@@ -150,6 +151,13 @@ func (c *Client) ExplainPod(ctx context.Context, manifest []byte) (slices.PodExp
 func (c *Client) ExplainNode(ctx context.Context) (slices.NodeExplanation, error) {
 	var x slices.NodeExplanation
 	err := c.getJSON(ctx, http.MethodGet, "/v1/explain/node", nil, &x)
+	return x, err
+}
+
+// ExplainEviction explains the eviction manager's last decision (GET /v1/explain/eviction).
+func (c *Client) ExplainEviction(ctx context.Context) (eviction.Explanation, error) {
+	var x eviction.Explanation
+	err := c.getJSON(ctx, http.MethodGet, "/v1/explain/eviction", nil, &x)
 	return x, err
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -194,6 +195,15 @@ func (f *fakeBackend) ExplainNode(context.Context) (slices.NodeExplanation, erro
 		return slices.NodeExplanation{}, f.err
 	}
 	return slices.NodeExplanation{Allocatable: slices.Amounts{CPU: 3800, Memory: 14760 << 20}}, nil
+}
+
+func (f *fakeBackend) ExplainEviction(context.Context) (eviction.Explanation, error) {
+	if f.err != nil {
+		return eviction.Explanation{}, f.err
+	}
+	return eviction.Explanation{At: "2026-11-21T08:00:00Z", ThresholdsMet: []eviction.ThresholdExplanation{}, Reclaim: v1.ResourceMemory,
+		Signal: eviction.SignalMemoryAvailable, Ranking: []eviction.Candidate{{Name: "default/hog", Priority: 0, Reason: "exceeds its memory request"}},
+		Evict: &eviction.EvictionExplanation{Pod: "default/hog", Signal: eviction.SignalMemoryAvailable, GracePeriod: "1s", Message: "The node was low on resource: memory."}}, nil
 }
 
 var errBoom = errors.New("backend exploded")

@@ -185,6 +185,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/node", s.node)
 	mux.HandleFunc("POST /v1/explain/pod", s.explainPod)
 	mux.HandleFunc("GET /v1/explain/node", s.explainNode)
+	mux.HandleFunc("GET /v1/explain/eviction", s.explainEviction)
 	return s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, pattern := mux.Handler(r)
 		if pattern == "" {
@@ -489,6 +490,15 @@ func (s *Server) explainPod(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) explainNode(w http.ResponseWriter, r *http.Request) {
 	x, err := s.backend.ExplainNode(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, x)
+}
+
+func (s *Server) explainEviction(w http.ResponseWriter, r *http.Request) {
+	x, err := s.backend.ExplainEviction(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return

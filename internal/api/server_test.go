@@ -382,6 +382,10 @@ func TestExplain(t *testing.T) {
 	if err != nil || nx.Allocatable.CPU != 3800 {
 		t.Errorf("ExplainNode = %+v, %v", nx.Allocatable, err)
 	}
+	ex, err := c.ExplainEviction(ctx)
+	if err != nil || ex.Evict == nil || ex.Evict.Pod != "default/hog" || len(ex.Ranking) != 1 || ex.Ranking[0].Reason != "exceeds its memory request" || ex.Reclaim != v1.ResourceMemory {
+		t.Errorf("ExplainEviction = %+v, %v", ex, err)
+	}
 }
 
 // TestBackendErrors: an unclassified backend error is a 500 with its message on every route.
@@ -402,6 +406,7 @@ func TestBackendErrors(t *testing.T) {
 		{"node", func() error { _, err := c.Node(ctx); return err }},
 		{"explain pod", func() error { _, err := c.ExplainPod(ctx, []byte(webManifest)); return err }},
 		{"explain node", func() error { _, err := c.ExplainNode(ctx); return err }},
+		{"explain eviction", func() error { _, err := c.ExplainEviction(ctx); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()
