@@ -1,12 +1,15 @@
 package slices
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"path"
+	"path/filepath"
 	"reflect"
 	stdslices "slices"
 	"strconv"
@@ -60,6 +63,9 @@ type ManagerConfig struct {
 	// or a slice unit name ("system.slice"). They must exist; slicelet never creates them.
 	SystemReservedCgroup string
 	KubeReservedCgroup   string
+	// ProcRoot is where procfs is mounted ("/proc" when empty); leftover processes are checked
+	// there.
+	ProcRoot string
 	// ReconcileInterval and EnforceRetryInterval default to one minute.
 	ReconcileInterval    time.Duration
 	EnforceRetryInterval time.Duration
@@ -123,6 +129,9 @@ type Manager struct {
 func NewManager(sd Systemd, cg Cgroupfs, cfg ManagerConfig, log *slog.Logger) *Manager {
 	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = DefaultReconcileInterval
+	}
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
 	}
 	if cfg.EnforceRetryInterval <= 0 {
 		cfg.EnforceRetryInterval = DefaultEnforceRetryInterval
@@ -679,8 +688,8 @@ func (m *Manager) killLeftovers(cgPath string) error {
 		return fmt.Errorf("cgroup %q: not a pod slice, refusing to kill its processes", cgPath)
 	}
 	var lastErr error
-	for range destroyKillRounds {
-		pids, err := m.cg.Pids(cgPath)
+	for round := range destroyKillRounds {
+		pids, err := m.livePids(cgPath)
 		if err != nil {
 			lastErr = err
 			continue
@@ -694,14 +703,42 @@ func (m *Manager) killLeftovers(cgPath string) error {
 				errs = append(errs, fmt.Errorf("kill pid %d: %w", pid, err))
 			}
 		}
-		m.log.Info("killed processes left in a pod cgroup", "cgroup", cgPath, "pids", len(pids))
+		m.log.Info("killed processes left in a pod cgroup", "cgroup", cgPath, "pids", len(pids), "round", round+1)
 		lastErr = errors.Join(errs...)
+		// SIGKILL is asynchronous: give the kernel a moment to finish the exits before looking
+		// again.
+		time.Sleep(time.Duration(round+1) * 10 * time.Millisecond)
 	}
-	pids, _ := m.cg.Pids(cgPath)
+	pids, _ := m.livePids(cgPath)
 	if len(pids) == 0 {
 		return nil
 	}
-	return fmt.Errorf("processes still in cgroup after %d kill rounds: %v: %w", destroyKillRounds, pids, lastErr)
+	if lastErr != nil {
+		return fmt.Errorf("processes still in cgroup after %d kill rounds: %v: %w", destroyKillRounds, pids, lastErr)
+	}
+	return fmt.Errorf("processes still in cgroup after %d kill rounds: %v", destroyKillRounds, pids)
+}
+
+// livePids are the processes of the cgroup that are not zombies: a killed process stays listed
+// (cgroup v1) until its parent reaps it, and no signal can make it go any faster.
+func (m *Manager) livePids(cgPath string) ([]int, error) {
+	pids, err := m.cg.Pids(cgPath)
+	if err != nil {
+		return nil, err
+	}
+	live := pids[:0]
+	for _, pid := range pids {
+		stat, err := os.ReadFile(filepath.Join(m.cfg.ProcRoot, strconv.Itoa(pid), "stat"))
+		if err != nil {
+			continue // gone
+		}
+		// The state follows the parenthesised command name, which may contain spaces.
+		if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			continue
+		}
+		live = append(live, pid)
+	}
+	return live, nil
 }
 
 // Orphans returns the pod slices that exist in systemd but belong to no pod the Manager knows,
