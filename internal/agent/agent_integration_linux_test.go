@@ -34,6 +34,38 @@ func TestMain(m *testing.M) {
 	os.Exit(systemdtest.Main(m))
 }
 
+// daemonEnv is a connection to the instance's systemd and a slicelet configuration in a
+// temporary directory, as the daemon tests run slicelet.
+type daemonEnv struct {
+	env                         systemdtest.Env
+	sd                          *units.Manager
+	dir, podsDir, sock, cfgPath string
+}
+
+// newDaemonEnv connects to systemd and writes the configuration: the state, the manifest
+// directory (created) and the API socket in a temporary directory, metrics off, plus extra TOML
+// tables.
+func newDaemonEnv(t *testing.T, extra string) *daemonEnv {
+	t.Helper()
+	env := systemdtest.Require(t)
+	sd, err := units.Connect(t.Context(), units.Options{CgroupRoot: env.CgroupRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sd.Close() })
+	dir := t.TempDir()
+	e := &daemonEnv{env: env, sd: sd, dir: dir, podsDir: filepath.Join(dir, "pods.d"), sock: filepath.Join(dir, "api.sock"), cfgPath: filepath.Join(dir, "config.toml")}
+	if err := os.MkdirAll(e.podsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("state_dir = %q\n%s\n[pods]\nmanifest_dir = %q\n[api]\nsocket = %q\ngroup = \"root\"\n[metrics]\naddress = \"\"\n",
+		filepath.Join(dir, "state"), extra, e.podsDir, e.sock)
+	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 func runAgentMode(path string) int {
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -170,35 +202,11 @@ func run(name string, args ...string) (string, error) {
 // exists exactly once (one slice, one running container), nothing of a deleted pod is left
 // (no slice, no container unit, no cgroup), and the API pod survived every restart.
 func TestIntegrationRestartSafety(t *testing.T) {
-	env := systemdtest.Require(t)
+	d := newDaemonEnv(t, "[node]\nmax_pods = 200")
+	env, sd, podsDir, sock, cfgPath := d.env, d.sd, d.podsDir, d.sock, d.cfgPath
 	ctx := t.Context()
-	sd, err := units.Connect(ctx, units.Options{CgroupRoot: env.CgroupRoot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sd.Close()
 	cg := slices.NewCgroupFS(env.CgroupRoot)
 
-	dir := t.TempDir()
-	podsDir := filepath.Join(dir, "pods.d")
-	if err := os.MkdirAll(podsDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "api.sock")
-	cfgPath := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, `state_dir = %q
-[node]
-max_pods = 200
-[pods]
-manifest_dir = %q
-[api]
-socket = %q
-group = "root"
-[metrics]
-address = ""
-`, filepath.Join(dir, "state"), podsDir, sock), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	unit := "slicelet-restart-it.service"
 	t.Cleanup(func() { _ = sd.Stop(context.Background(), unit) })
 	agentService(t, sd, unit, cfgPath)
@@ -405,21 +413,9 @@ func converged(t *testing.T, sd *units.Manager, cg *slices.CgroupFS, want map[st
 // replaces the pod (new UID, old slice gone); breaking it changes nothing but is reported in
 // STATUS=; removing it deletes the pod.
 func TestIntegrationManifestLifecycle(t *testing.T) {
-	env := systemdtest.Require(t)
+	d := newDaemonEnv(t, "")
+	sd, podsDir, sock, cfgPath := d.sd, d.podsDir, d.sock, d.cfgPath
 	ctx := t.Context()
-	sd, err := units.Connect(ctx, units.Options{CgroupRoot: env.CgroupRoot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sd.Close()
-	dir := t.TempDir()
-	podsDir := filepath.Join(dir, "pods.d")
-	sock := filepath.Join(dir, "api.sock")
-	cfgPath := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, "state_dir = %q\n[pods]\nmanifest_dir = %q\n[api]\nsocket = %q\ngroup = \"root\"\n[metrics]\naddress = \"\"\n",
-		filepath.Join(dir, "state"), podsDir, sock), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	unit := "slicelet-manifest-it.service"
 	t.Cleanup(func() { _ = sd.Stop(context.Background(), unit) })
 	agentService(t, sd, unit, cfgPath)

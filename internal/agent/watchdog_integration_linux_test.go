@@ -42,28 +42,12 @@ func stallEvictionFromEnv() func() {
 // pod's container unit keeps running throughout (same invocation, same main PID), and the new
 // slicelet adopts the pod (the API lists it once, Running, with the same UID).
 func TestIntegrationWatchdogRestartsStalledLoop(t *testing.T) {
-	env := systemdtest.Require(t)
-	ctx := t.Context()
-	sd, err := units.Connect(ctx, units.Options{CgroupRoot: env.CgroupRoot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sd.Close()
-
-	dir := t.TempDir()
-	podsDir := filepath.Join(dir, "pods.d")
-	sock := filepath.Join(dir, "api.sock")
-	marker := filepath.Join(dir, "stall")
-	cfgPath := filepath.Join(dir, "config.toml")
 	// A 1 s monitoring interval keeps the loop's health bound (3 intervals + grace + cleanup
 	// wait) as short as it gets.
-	if err := os.WriteFile(cfgPath, fmt.Appendf(nil, "state_dir = %q\n[pods]\nmanifest_dir = %q\n[api]\nsocket = %q\ngroup = \"root\"\n[metrics]\naddress = \"\"\n[eviction]\nmonitoring_interval = \"1s\"\n",
-		filepath.Join(dir, "state"), podsDir, sock), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(podsDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	d := newDaemonEnv(t, "[eviction]\nmonitoring_interval = \"1s\"")
+	sd, dir, podsDir, sock, cfgPath := d.sd, d.dir, d.podsDir, d.sock, d.cfgPath
+	ctx := t.Context()
+	marker := filepath.Join(dir, "stall")
 	unit := "slicelet-watchdog-it.service"
 	t.Cleanup(func() { _ = sd.Stop(context.Background(), unit) })
 	exe, err := os.Executable()
