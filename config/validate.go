@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"path"
@@ -263,7 +264,7 @@ func (l *loader) validateCgroups() {
 	if c.PodPidsLimit < -1 {
 		l.at(key("cgroups", "pod_pids_limit"), "pod pids limit %d must be -1 (no limit), 0 (no limit) or positive", c.PodPidsLimit)
 	}
-	for _, r := range sortedKeys(c.QOSReserved) {
+	for _, r := range slices.Sorted(maps.Keys(c.QOSReserved)) {
 		k := key("cgroups", "qos_reserved", r)
 		if r != string(corev1.ResourceMemory) {
 			l.at(k, "unsupported qos reserved resource %q: only memory is supported", r)
@@ -317,7 +318,7 @@ func (l *loader) validateEviction() {
 		name string
 		m    map[string]string
 	}{{"hard", e.Hard}, {"soft", e.Soft}, {"minimum_reclaim", e.MinimumReclaim}} {
-		for _, sig := range sortedKeys(m.m) {
+		for _, sig := range slices.Sorted(maps.Keys(m.m)) {
 			v := m.m[sig]
 			if strings.HasSuffix(v, "%") || !eviction.ValidSignal(eviction.Signal(sig)) {
 				continue
@@ -402,13 +403,4 @@ func (l *loader) validateRuntime() {
 	default:
 		l.at(key("runtime", "type"), "invalid runtime type %q: want %q or %q", r.Type, RuntimeSystemd, RuntimeCRI)
 	}
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -8,6 +8,7 @@ package eviction
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,7 +150,7 @@ func ParseThresholdConfig(allocatableConfig []string, hard, soft, softGrace, min
 
 	parseStatements := func(setting Setting, statements map[string]string) []Threshold {
 		var out []Threshold
-		for _, signal := range sortedKeys(statements) {
+		for _, signal := range slices.Sorted(maps.Keys(statements)) {
 			val := statements[signal]
 			t, err := parseThresholdStatement(Signal(signal), val)
 			if err != nil {
@@ -166,7 +167,7 @@ func ParseThresholdConfig(allocatableConfig []string, hard, soft, softGrace, min
 	softThresholds := parseStatements(SettingSoft, soft)
 
 	gracePeriods := map[Signal]time.Duration{}
-	for _, signal := range sortedKeys(softGrace) {
+	for _, signal := range slices.Sorted(maps.Keys(softGrace)) {
 		val := softGrace[signal]
 		d, err := parseGracePeriod(Signal(signal), val)
 		if err != nil {
@@ -181,7 +182,7 @@ func ParseThresholdConfig(allocatableConfig []string, hard, soft, softGrace, min
 	}
 
 	minReclaims := map[Signal]ThresholdValue{}
-	for _, signal := range sortedKeys(minReclaim) {
+	for _, signal := range slices.Sorted(maps.Keys(minReclaim)) {
 		val := minReclaim[signal]
 		v, err := parseMinimumReclaim(Signal(signal), val)
 		if err != nil {
@@ -347,13 +348,4 @@ func GetThresholdQuantity(value ThresholdValue, capacity *resource.Quantity) *re
 		return &q
 	}
 	return resource.NewQuantity(int64(float64(capacity.Value())*float64(value.Percentage)), resource.BinarySI)
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -1,8 +1,9 @@
 package slices
 
 import (
+	"maps"
 	"math"
-	"sort"
+	stdslices "slices"
 	"strconv"
 	"strings"
 
@@ -90,7 +91,7 @@ func SliceProperties(rc ResourceConfig, mode units.Mode) []units.Property {
 		add("TasksMax", tasksMax(*rc.PidsLimit))
 	}
 	if v2 {
-		for _, k := range sortedKeys(rc.Unified) {
+		for _, k := range stdslices.Sorted(maps.Keys(rc.Unified)) {
 			name, ok := unifiedProperty[k]
 			if !ok {
 				continue
@@ -228,14 +229,4 @@ func CgroupfsFiles(rc ResourceConfig, mode units.Mode, hostPageSizes []int64) ma
 		}
 	}
 	return files
-}
-
-// sortedKeys returns the keys of m in order.
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
