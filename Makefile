@@ -24,7 +24,13 @@ build:
 # with SLICELET_VM=1, inside a throwaway cgroup v2 VM (internal/vmtest).
 test: build test-deps
 	@mkdir -p build
-	set -o pipefail; SLICELET_VM=1 $(GO) test $(TESTFLAGS) -v $(PKGS) 2>&1 | tee build/test.log
+	@set -o pipefail; rc=0; SLICELET_VM=1 $(GO) test $(TESTFLAGS) -v $(PKGS) 2>&1 | tee build/test.log || rc=$$?; \
+	  if [ $$rc -ne 0 ]; then \
+	    echo; echo "== make test failed (exit $$rc); the failures, from build/test.log:"; \
+	    grep -n -B 10 -E -e '^ *--- FAIL|^panic:|test timed out|build failed|\[setup failed\]' build/test.log | tail -60; \
+	    grep -E '^FAIL' build/test.log; \
+	    exit $$rc; \
+	  fi
 
 # The Debian packages the sandbox and the VM need, installed when missing (root only).
 test-deps:

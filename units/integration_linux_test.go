@@ -882,3 +882,18 @@ func TestIntegrationSystemBus(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestIntegrationUnitByPID: PID 1 is in init.scope; a PID systemd never saw is an error.
+func TestIntegrationUnitByPID(t *testing.T) {
+	e := newIntegration(t, Options{})
+	got, err := e.m.UnitByPID(e.ctx, 1)
+	if err != nil || got != "init.scope" {
+		t.Errorf("UnitByPID(1) = %q, %v, want init.scope", got, err)
+	}
+	if _, err := e.m.UnitByPID(e.ctx, 1<<22+7); err == nil {
+		t.Error("UnitByPID of a PID that does not exist succeeded")
+	}
+	if _, err := e.m.UnitByPID(e.ctx, 0); err == nil {
+		t.Error("UnitByPID(0) succeeded")
+	}
+}

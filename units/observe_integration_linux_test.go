@@ -38,8 +38,10 @@ func TestIntegrationObserve(t *testing.T) {
 	}
 	for i, w := range want {
 		o := got[i]
-		if o.op != w.op || o.unit != name || ResultOf(o.err) != w.result || o.d <= 0 {
-			t.Errorf("operation %d: observed (%q, %q, %v, %v), want (%q, %q, >0, %s)", i, o.op, o.unit, o.d, o.err, w.op, name, w.result)
+		if o.op != w.op || o.unit != name || ResultOf(o.err) != w.result || o.d < 0 {
+			// >= 0, not > 0: the cgroup v2 VM's clock ticks in 4 ms steps (TCG, no TSC), so a
+			// call that needs no job (get-properties) can measure 0.
+			t.Errorf("operation %d: observed (%q, %q, %v, %v), want (%q, %q, >=0, %s)", i, o.op, o.unit, o.d, o.err, w.op, name, w.result)
 		}
 		t.Logf("%s %s: %s in %v", o.op, o.unit, ResultOf(o.err), o.d)
 	}

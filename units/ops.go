@@ -25,6 +25,7 @@ const (
 	opList        = "list"
 	opGet         = "get-properties"
 	opAttach      = "attach-processes"
+	opUnitByPID   = "unit-by-pid"
 )
 
 // jobMode for StartTransientUnit and StopUnit: "replace" replaces conflicting queued jobs,
@@ -277,6 +278,22 @@ func (m *Manager) adoptPIDs(ctx context.Context, name string, pids []uint32) err
 		return c.sd.AttachProcessesToUnit(ctx, name, "", missing)
 	})
 	return err
+}
+
+// UnitByPID returns the name of the unit whose cgroup holds process pid (systemd's
+// GetUnitByPID), e.g. "slicelet.service" for the daemon's own PID under systemd. A process
+// systemd does not know wraps ErrNoSuchUnit.
+func (m *Manager) UnitByPID(ctx context.Context, pid int) (string, error) {
+	if pid <= 0 {
+		return "", fmt.Errorf("unit of pid %d: pid out of range", pid)
+	}
+	var name string
+	_, err := m.call(ctx, fmt.Sprintf("pid %d", pid), opUnitByPID, func(c *conn) error {
+		var err error
+		name, err = c.sd.GetUnitNameByPID(ctx, uint32(pid))
+		return err
+	})
+	return name, err
 }
 
 // SetProperties changes properties of the loaded unit name at runtime (runtime=true: nothing is

@@ -409,18 +409,8 @@ type keepJSON struct {
 	Detail string        `json:"detail,omitempty"`
 }
 
-// imagePolicyOf converts the configuration's [gc.images] to the planner's policy.
-func imagePolicyOf(c config.ImageGC) gc.ImagePolicy {
-	return gc.ImagePolicy{
-		HighThresholdPercent: c.HighThresholdPercent,
-		LowThresholdPercent:  c.LowThresholdPercent,
-		MinAge:               c.MinimumAge,
-		MaxAge:               c.MaximumAge,
-	}
-}
-
 func explainImageGC(w io.Writer, st gcState, c config.ImageGC, path string, asJSON bool) error {
-	policy := imagePolicyOf(c)
+	policy := c.Policy()
 	p := gc.PlanImageGC(st.fs, st.images, st.containers, st.sandboxImage, policy, st.now, st.started)
 	if errors.Is(p.Err, gc.ErrInvalidInput) {
 		return fmt.Errorf("state file %s: %w", path, p.Err)
@@ -500,7 +490,7 @@ type containerRemovalJSON struct {
 }
 
 func explainContainerGC(w io.Writer, st gcState, c config.ContainerGC, path string, asJSON bool) error {
-	policy := gc.ContainerPolicy{MinAge: c.MinimumAge, MaxPerPodContainer: c.MaxPerPodContainer, MaxContainers: c.MaxContainers}
+	policy := c.Policy()
 	p := gc.PlanContainerGC(st.containers, st.deleted, policy, st.now, st.allSourcesReady, st.evictNonDeletedPods, st.terminated)
 	if p.Err != nil {
 		return fmt.Errorf("state file %s: %w", path, p.Err)
