@@ -45,14 +45,16 @@ const (
 // ContainerRemoval is one container a plan removes.
 type ContainerRemoval struct {
 	// ID is the container.
-	ID string
-	// PodUID and Name identify its evict unit.
-	PodUID, Name string
+	ID string `json:"id"`
+	// PodUID is the pod of its evict unit.
+	PodUID string `json:"podUID"`
+	// Name is the container name of its evict unit.
+	Name string `json:"name"`
 	// Reason is why it goes.
-	Reason Reason
+	Reason Reason `json:"reason"`
 	// StopFirst is set for a container in unknown state: it may still run, so the executor
 	// stops it first and, as the kubelet, skips the removal if the stop fails.
-	StopFirst bool
+	StopFirst bool `json:"stopFirst"`
 }
 
 // ContainerPlan is the outcome of planning container GC.
@@ -97,6 +99,7 @@ func PlanContainerGC(containers []Container, deletedPods map[string]bool, policy
 	}
 	newestGCTime := now.Add(-policy.MinAge)
 	units := map[evictUnit][]containerGCInfo{}
+	evictable := 0
 	for i := range containers {
 		c := &containers[i]
 		if c.State == StateRunning || newestGCTime.Before(c.CreatedAt) {
@@ -104,7 +107,9 @@ func PlanContainerGC(containers []Container, deletedPods map[string]bool, policy
 		}
 		k := evictUnit{c.PodUID, c.Name}
 		units[k] = append(units[k], containerGCInfo{id: c.ID, podUID: c.PodUID, name: c.Name, created: c.CreatedAt, unknown: c.State == StateUnknown})
+		evictable++
 	}
+	p.Remove = make([]ContainerRemoval, 0, evictable) // at most every evictable one
 	// The kubelet walks a map; a sorted walk makes the plan reproducible.
 	keys := make([]evictUnit, 0, len(units))
 	for k := range units {
@@ -217,11 +222,11 @@ type Sandbox struct {
 // executor skips the removal if the stop fails).
 type SandboxRemoval struct {
 	// ID is the sandbox.
-	ID string
+	ID string `json:"id"`
 	// PodUID is its pod.
-	PodUID string
+	PodUID string `json:"podUID"`
 	// Reason is ReasonPodDeleted, ReasonPodTerminated or ReasonSuperseded.
-	Reason Reason
+	Reason Reason `json:"reason"`
 }
 
 // SandboxPlan is the outcome of planning sandbox GC.

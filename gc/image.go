@@ -14,9 +14,9 @@ import (
 // runtime's image store).
 type ImageFs struct {
 	// CapacityBytes is the filesystem's size.
-	CapacityBytes int64
+	CapacityBytes int64 `json:"capacityBytes"`
 	// AvailableBytes is what unprivileged writers may still use.
-	AvailableBytes int64
+	AvailableBytes int64 `json:"availableBytes"`
 }
 
 // Image is one image with what image GC remembers about it (the kubelet's imageRecord).
@@ -149,21 +149,21 @@ const (
 // ImageRemoval is one image a plan removes.
 type ImageRemoval struct {
 	// ID is the image to remove.
-	ID string
+	ID string `json:"id"`
 	// SizeBytes is what removing it frees, as listed.
-	SizeBytes int64
+	SizeBytes int64 `json:"sizeBytes"`
 	// Reason is ReasonAge or ReasonSpace.
-	Reason Reason
+	Reason Reason `json:"reason"`
 }
 
 // Keep is one image a plan keeps, and why.
 type Keep struct {
 	// ID is the image.
-	ID string
+	ID string `json:"id"`
 	// Reason is why it stays.
-	Reason KeepReason
+	Reason KeepReason `json:"reason"`
 	// Detail names what holds it, e.g. the container using it; may be empty.
-	Detail string
+	Detail string `json:"detail"`
 }
 
 // ImagePlan is the outcome of planning image GC.

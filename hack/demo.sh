@@ -76,6 +76,13 @@ ctl logs burstable --tail 3
 bold "slicectl node"
 ctl node
 
+bold "garbage collection: the timers slicelet created (systemctl list-timers)"
+sb systemctl list-timers --no-pager 'slicelet-gc-*'
+
+bold "slicectl gc containers --dry-run; slicectl gc images"
+ctl gc containers --dry-run
+ctl gc images
+
 bold "slicectl delete pod web"
 ctl delete pod web
 

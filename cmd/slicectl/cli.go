@@ -42,6 +42,7 @@ Usage:
   slicectl delete pod NAME [NAME ...]
   slicectl logs NAME [-c CONTAINER] [-f] [--previous] [--tail N]
   slicectl node [-o json|yaml]
+  slicectl gc images|containers [--dry-run] [-o json]   collect now (what the GC timers run), or preview
   slicectl explain pod -f POD.yaml [--online] [--config F] [--cgroup-mode v1|v2] [--capacity LIST] [-o json]
   slicectl explain node [--online|--offline] [--config F] [--cgroup-mode v1|v2] [--capacity LIST] [-f POD.yaml ...] [-o json]
   slicectl explain gc images|containers --state FILE [--config F] [-o json]
@@ -101,6 +102,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = c.logsCmd(args[1:])
 	case "node":
 		err = c.nodeCmd(args[1:])
+	case "gc":
+		err = c.gcCmd(args[1:])
 	default:
 		err = usageErr("unknown command %q", args[0])
 	}

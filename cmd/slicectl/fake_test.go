@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/slicelet/slicelet/eviction"
+	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
@@ -32,6 +33,11 @@ type fakeDaemon struct {
 	lastLogs string            // "container opts" of the last Logs call
 	// evictionX is the eviction manager's last decision as ExplainEviction returns it.
 	evictionX eviction.Explanation
+	// imageGC and containerGC are what CollectImages and CollectContainers return (DryRun is
+	// set from the request); gcCalls records the requests as "images dry" / "containers run".
+	imageGC     gc.ImageResult
+	containerGC gc.ContainerResult
+	gcCalls     []string
 }
 
 func (f *fakeDaemon) ListPods(context.Context) ([]v1.Pod, error) {
@@ -143,6 +149,30 @@ func (f *fakeDaemon) ExplainNode(context.Context) (slices.NodeExplanation, error
 
 func (f *fakeDaemon) ExplainEviction(context.Context) (eviction.Explanation, error) {
 	return f.evictionX, nil
+}
+
+func (f *fakeDaemon) gcCall(kind string, dryRun bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	mode := "run"
+	if dryRun {
+		mode = "dry"
+	}
+	f.gcCalls = append(f.gcCalls, kind+" "+mode)
+}
+
+func (f *fakeDaemon) CollectImages(_ context.Context, dryRun bool) (gc.ImageResult, error) {
+	f.gcCall("images", dryRun)
+	r := f.imageGC
+	r.DryRun = dryRun
+	return r, nil
+}
+
+func (f *fakeDaemon) CollectContainers(_ context.Context, dryRun bool) (gc.ContainerResult, error) {
+	f.gcCall("containers", dryRun)
+	r := f.containerGC
+	r.DryRun = dryRun
+	return r, nil
 }
 
 // startDaemon serves f on a temporary socket and returns the socket path.

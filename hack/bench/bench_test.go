@@ -263,3 +263,33 @@ func TestRenderEvictionTargets(t *testing.T) {
 		})
 	}
 }
+
+// TestRenderGCAndCRI: targets are judged from the numbers, missing numbers render as dashes.
+func TestRenderGCAndCRI(t *testing.T) {
+	o := options{criPods: 20, goBin: "go", startedAt: "now"}
+	gcRes, err := ParseBench("BenchmarkPlanImageGC10000-2 \t 100\t 4000000 ns/op\t 1048576 B/op\t 12 allocs/op\n" +
+		"BenchmarkPlanContainerGC10000-2 \t 10\t 60000000 ns/op\t 2097152 B/op\t 40 allocs/op\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := renderGC(o, Machine{}, []Results{gcRes}, gcRuns())
+	for _, want := range []string{"| image GC, 10 000 images | 4.00 ms | 1.0 MiB | 12 | ≤ 20 ms | met |", "| container GC, 10 000 dead containers | 60.00 ms |", "≤ 50 ms | **missed** |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("gc section lacks %q:\n%s", want, out)
+		}
+	}
+	criRes, err := ParseBench("BenchmarkPodStart-2 \t 20\t 300000000 ns/op\nBenchmarkRawCRI-2 \t 20\t 200000000 ns/op\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = renderCRI(o, Machine{}, []Results{criRes}, criRuns(o))
+	for _, want := range []string{"| slicelet CRI runtime (SyncPod) | 300.0 ms | 20 |", "| bare CRI calls | 200.0 ms | 20 |", "**1.50×**", "-benchtime 20x"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cri section lacks %q:\n%s", want, out)
+		}
+	}
+	out = renderCRI(o, Machine{}, []Results{{}}, criRuns(o))
+	if !strings.Contains(out, "**–×**") {
+		t.Errorf("missing numbers should render as a dash:\n%s", out)
+	}
+}

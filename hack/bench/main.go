@@ -2,10 +2,10 @@
 // own throwaway systemd through internal/systemdtest) and rewrites the sections it owns in
 // docs/benchmarks.md with the numbers, the exact commands, the date and the machine.
 //
-//	go run ./hack/bench [-out docs/benchmarks.md] [-go go] [-only podslices,sandbox,pods]
+//	go run ./hack/bench [-out docs/benchmarks.md] [-go go] [-only podslices,sandbox,pods,eviction,gc,cri]
 //	                    [-pods 1000] [-batch 25] [-workers 8] [-iterations 3]
 //	                    [-manifest-pods 100] [-rounds 3] [-rss-pods 110,1000] [-idle 60s]
-//	                    [-eviction-rounds 5]
+//	                    [-eviction-rounds 5] [-cri-pods 20]
 //
 // Sections:
 //   - podslices: issue 4's benchmark, 1000 pod slices through slicelet's path and through raw
@@ -16,7 +16,11 @@
 //   - eviction: issue 7's benchmark, the reaction from memory crossing the eviction threshold
 //     to the victim's stop in event mode and polling-only mode in the same run (eviction
 //     BenchmarkEvictionReaction), and one decision with 1000 pods (BenchmarkDecide1000Pods).
-//     Not in the default -only list: the polling rounds take ≈10 s each.
+//     The polling rounds take ≈10 s each.
+//   - gc: issue 6's planning benchmark, image GC over 10 000 images and container GC over
+//     10 000 dead containers (gc BenchmarkPlanImageGC10000, BenchmarkPlanContainerGC10000).
+//   - cri: issue 6's pod start through the CRI runtime against the bare CRI calls on a private
+//     containerd (internal/pods/crirt BenchmarkPodStart, BenchmarkRawCRI).
 //   - sandbox: boot/stop of the throwaway systemd (internal/sandbox BenchmarkBootStop) and the
 //     units adapter's D-Bus latency (units BenchmarkIntegrationSliceCreateDestroy).
 //
@@ -44,7 +48,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "markdown file whose sections to rewrite")
 	flag.StringVar(&o.goBin, "go", "go", "go command")
-	flag.StringVar(&o.only, "only", "podslices,sandbox,pods", "comma-separated sections to run")
+	flag.StringVar(&o.only, "only", "podslices,sandbox,pods,eviction,gc,cri", "comma-separated sections to run")
 	flag.IntVar(&o.pods, "pods", 1000, "pod slices per path in the pod slice benchmark")
 	flag.IntVar(&o.batch, "batch", 25, "pods per batch; the two paths alternate batch by batch")
 	flag.IntVar(&o.iterations, "iterations", 3, "iterations of the pod slice benchmark (each creates and destroys -pods per path); the numbers are over all of them")
@@ -53,6 +57,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds per path (slicelet, systemd-run) in the pods benchmark")
 	flag.StringVar(&o.rssPods, "rss-pods", "110,1000", "idle pod counts at which the pods benchmark reads slicelet's RSS")
 	flag.IntVar(&o.evictionRounds, "eviction-rounds", 5, "rounds per mode (event, polling-only) in the eviction benchmark; a polling round takes up to the 10 s tick")
+	flag.IntVar(&o.criPods, "cri-pods", 20, "pods started per path in the cri benchmark")
 	flag.DurationVar(&o.idle, "idle", time.Minute, "how long slicelet idles with its pods before the RSS is read")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -71,6 +76,7 @@ type options struct {
 	iterations            int
 	manifestPods, rounds  int
 	evictionRounds        int
+	criPods               int
 	rssPods               string
 	idle                  time.Duration
 	stdout                io.Writer // progress; os.Stderr when nil
@@ -133,6 +139,8 @@ func sections(o options) []section {
 			},
 			render: renderEviction,
 		},
+		{id: "gc", runs: gcRuns(), render: renderGC},
+		{id: "cri", runs: criRuns(o), render: renderCRI},
 	}
 }
 

@@ -83,8 +83,8 @@ func runAgentMode(path string) int {
 }
 
 // agentService runs this test binary in agent mode as a transient Type=notify service, like
-// slicelet.service, and waits until it reported READY=1.
-func agentService(t *testing.T, sd *units.Manager, unit, configPath string) {
+// slicelet.service, and waits until it reported READY=1. env adds NAME=value variables.
+func agentService(t *testing.T, sd *units.Manager, unit, configPath string, env ...string) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -94,7 +94,7 @@ func agentService(t *testing.T, sd *units.Manager, unit, configPath string) {
 		{Name: "Description", Value: "slicelet under test"},
 		{Name: "Type", Value: "notify"},
 		{Name: "ExecStart", Value: []units.Exec{{Path: exe, Args: []string{exe}}}},
-		{Name: "Environment", Value: []string{agentModeEnv + "=" + configPath, systemdtest.InsideEnv + "=sandbox"}},
+		{Name: "Environment", Value: append([]string{agentModeEnv + "=" + configPath, systemdtest.InsideEnv + "=sandbox"}, env...)},
 		{Name: "WatchdogUSec", Value: uint64(30 * time.Second / time.Microsecond)},
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/slicelet/slicelet/eviction"
+	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/source"
@@ -33,6 +34,8 @@ type backend struct {
 	conditions func() []v1.NodeCondition
 	// lastDecision is the eviction manager's last decision and its time; nil until it runs.
 	lastDecision func() (eviction.Decision, time.Time)
+	// gc runs collections; nil until it exists.
+	gc *gcService
 }
 
 var _ api.Backend = (*backend)(nil)
@@ -144,12 +147,16 @@ func (b *backend) Node(context.Context) (v1.Node, error) {
 	if !b.mgr.Enforced() {
 		ready.Message = "slicelet is running; node allocatable is not enforced on kubepods.slice yet (retrying)"
 	}
+	conditions := b.pressureConditions(now)
+	if b.gc != nil {
+		conditions = append(conditions, b.gc.Conditions()...)
+	}
 	return v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: b.hostname, Labels: map[string]string{"kubernetes.io/os": "linux"}},
 		Status: v1.NodeStatus{
 			Capacity:    capacity,
 			Allocatable: alloc,
-			Conditions:  append(b.pressureConditions(now), ready),
+			Conditions:  append(conditions, ready),
 			NodeInfo:    v1.NodeSystemInfo{OperatingSystem: "linux", ContainerRuntimeVersion: b.rt.Name()},
 		},
 	}, nil
@@ -206,4 +213,29 @@ func (b *backend) pressureConditions(now metav1.Time) []v1.NodeCondition {
 		{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", LastHeartbeatTime: now},
 		{Type: v1.NodePIDPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientPID", LastHeartbeatTime: now},
 	}
+}
+
+// CollectImages runs an image collection for the API. A collection that ran is a result (its
+// problems are in Error), not an API error.
+func (b *backend) CollectImages(ctx context.Context, dryRun bool) (gc.ImageResult, error) {
+	if b.gc == nil {
+		return gc.ImageResult{}, errors.New("garbage collection is not running yet")
+	}
+	res, err := b.gc.Images(ctx, dryRun)
+	if err != nil && res.Error == nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// CollectContainers runs a container collection for the API (see CollectImages).
+func (b *backend) CollectContainers(ctx context.Context, dryRun bool) (gc.ContainerResult, error) {
+	if b.gc == nil {
+		return gc.ContainerResult{}, errors.New("garbage collection is not running yet")
+	}
+	res, err := b.gc.Containers(ctx, dryRun)
+	if err != nil && res.Error == nil {
+		return res, err
+	}
+	return res, nil
 }

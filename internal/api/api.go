@@ -34,6 +34,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/slicelet/slicelet/eviction"
+	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
 )
@@ -72,6 +73,12 @@ type Backend interface {
 	// ExplainEviction explains the eviction manager's last decision: thresholds met, node
 	// conditions, the ranking with reasons and the pod chosen (At "" before its first cycle).
 	ExplainEviction(ctx context.Context) (eviction.Explanation, error)
+	// CollectImages runs an image collection now (with dryRun: plans it and changes nothing).
+	// A collection that ran returns its result, with its problems in Error, and a nil error;
+	// the error is for a collection that could not run at all.
+	CollectImages(ctx context.Context, dryRun bool) (gc.ImageResult, error)
+	// CollectContainers is CollectImages for dead containers, sandboxes and pod log directories.
+	CollectContainers(ctx context.Context, dryRun bool) (gc.ContainerResult, error)
 }
 
 // Errors a Backend returns (wrapped with %w) and the client hands back (errors.Is works on both

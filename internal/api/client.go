@@ -19,6 +19,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/slicelet/slicelet/eviction"
+	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
 )
@@ -158,6 +159,21 @@ func (c *Client) ExplainNode(ctx context.Context) (slices.NodeExplanation, error
 func (c *Client) ExplainEviction(ctx context.Context) (eviction.Explanation, error) {
 	var x eviction.Explanation
 	err := c.getJSON(ctx, http.MethodGet, "/v1/explain/eviction", nil, &x)
+	return x, err
+}
+
+// CollectImages runs (or with dryRun previews) an image collection (POST /v1/gc/images).
+func (c *Client) CollectImages(ctx context.Context, dryRun bool) (gc.ImageResult, error) {
+	var x gc.ImageResult
+	err := c.getJSON(ctx, http.MethodPost, "/v1/gc/images?dryRun="+strconv.FormatBool(dryRun), nil, &x)
+	return x, err
+}
+
+// CollectContainers runs (or with dryRun previews) a container collection
+// (POST /v1/gc/containers).
+func (c *Client) CollectContainers(ctx context.Context, dryRun bool) (gc.ContainerResult, error) {
+	var x gc.ContainerResult
+	err := c.getJSON(ctx, http.MethodPost, "/v1/gc/containers?dryRun="+strconv.FormatBool(dryRun), nil, &x)
 	return x, err
 }
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/slicelet/slicelet/eviction"
+	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -34,6 +35,8 @@ type fakeBackend struct {
 	node v1.Node
 	// lastLogOpts records the options of the last Logs call.
 	lastLogOpts pods.LogOptions
+	// gcCalls records the collections asked for, as "images dry" / "containers run".
+	gcCalls []string
 }
 
 func newFakeBackend() *fakeBackend {
@@ -204,6 +207,34 @@ func (f *fakeBackend) ExplainEviction(context.Context) (eviction.Explanation, er
 	return eviction.Explanation{At: "2026-11-21T08:00:00Z", ThresholdsMet: []eviction.ThresholdExplanation{}, Reclaim: v1.ResourceMemory,
 		Signal: eviction.SignalMemoryAvailable, Ranking: []eviction.Candidate{{Name: "default/hog", Priority: 0, Reason: "exceeds its memory request"}},
 		Evict: &eviction.EvictionExplanation{Pod: "default/hog", Signal: eviction.SignalMemoryAvailable, GracePeriod: "1s", Message: "The node was low on resource: memory."}}, nil
+}
+
+func (f *fakeBackend) gcCall(kind string, dryRun bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	mode := "run"
+	if dryRun {
+		mode = "dry"
+	}
+	f.gcCalls = append(f.gcCalls, kind+" "+mode)
+}
+
+func (f *fakeBackend) CollectImages(_ context.Context, dryRun bool) (gc.ImageResult, error) {
+	if f.err != nil {
+		return gc.ImageResult{}, f.err
+	}
+	f.gcCall("images", dryRun)
+	return gc.ImageResult{Kind: gc.KindImages, DryRun: dryRun, UsagePercent: 90, AmountToFree: 3 << 20,
+		Remove: []gc.ImageRemoval{{ID: "sha256:old", SizeBytes: 4 << 20, Reason: gc.ReasonSpace}}, Removed: []string{"sha256:old"},
+		Measured: true, FreedBytes: 4 << 20}, nil
+}
+
+func (f *fakeBackend) CollectContainers(_ context.Context, dryRun bool) (gc.ContainerResult, error) {
+	if f.err != nil {
+		return gc.ContainerResult{}, f.err
+	}
+	f.gcCall("containers", dryRun)
+	return gc.ContainerResult{Kind: gc.KindContainers, DryRun: dryRun, Removed: []string{"c1", "c2"}}, nil
 }
 
 var errBoom = errors.New("backend exploded")

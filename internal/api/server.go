@@ -186,6 +186,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/explain/pod", s.explainPod)
 	mux.HandleFunc("GET /v1/explain/node", s.explainNode)
 	mux.HandleFunc("GET /v1/explain/eviction", s.explainEviction)
+	mux.HandleFunc("POST /v1/gc/images", s.collectImages)
+	mux.HandleFunc("POST /v1/gc/containers", s.collectContainers)
 	return s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, pattern := mux.Handler(r)
 		if pattern == "" {
@@ -504,6 +506,47 @@ func (s *Server) explainEviction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, x)
+}
+
+// dryRun reads the dryRun query parameter of a GC request ("true"/"false", "1"/"0"; absent is
+// false); a bad value is answered with 400.
+func dryRun(w http.ResponseWriter, r *http.Request) (dry, ok bool) {
+	v := r.URL.Query().Get("dryRun")
+	if v == "" {
+		return false, true
+	}
+	dry, err := strconv.ParseBool(v)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("query parameter dryRun=%q: want true or false", v), nil)
+		return false, false
+	}
+	return dry, true
+}
+
+func (s *Server) collectImages(w http.ResponseWriter, r *http.Request) {
+	dry, ok := dryRun(w, r)
+	if !ok {
+		return
+	}
+	res, err := s.backend.CollectImages(r.Context(), dry)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) collectContainers(w http.ResponseWriter, r *http.Request) {
+	dry, ok := dryRun(w, r)
+	if !ok {
+		return
+	}
+	res, err := s.backend.CollectContainers(r.Context(), dry)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 // fail maps a backend error to its status and writes it.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/pods"
 )
 
@@ -388,6 +390,25 @@ func TestExplain(t *testing.T) {
 	}
 }
 
+// TestCollect: POST /v1/gc/{images,containers} run or preview a collection and hand its result
+// back whole.
+func TestCollect(t *testing.T) {
+	f := newFakeBackend()
+	_, c := startServer(t, f, 0)
+	ctx := context.Background()
+	img, err := c.CollectImages(ctx, true)
+	if err != nil || !img.DryRun || img.UsagePercent != 90 || len(img.Remove) != 1 || img.Remove[0].Reason != gc.ReasonSpace || !img.Measured || img.FreedBytes != 4<<20 {
+		t.Errorf("CollectImages = %+v, %v", img, err)
+	}
+	ctr, err := c.CollectContainers(ctx, false)
+	if err != nil || ctr.DryRun || len(ctr.Removed) != 2 {
+		t.Errorf("CollectContainers = %+v, %v", ctr, err)
+	}
+	if want := []string{"images dry", "containers run"}; !reflect.DeepEqual(f.gcCalls, want) {
+		t.Errorf("backend calls = %q, want %q", f.gcCalls, want)
+	}
+}
+
 // TestBackendErrors: an unclassified backend error is a 500 with its message on every route.
 func TestBackendErrors(t *testing.T) {
 	f := newFakeBackend()
@@ -407,6 +428,8 @@ func TestBackendErrors(t *testing.T) {
 		{"explain pod", func() error { _, err := c.ExplainPod(ctx, []byte(webManifest)); return err }},
 		{"explain node", func() error { _, err := c.ExplainNode(ctx); return err }},
 		{"explain eviction", func() error { _, err := c.ExplainEviction(ctx); return err }},
+		{"gc images", func() error { _, err := c.CollectImages(ctx, false); return err }},
+		{"gc containers", func() error { _, err := c.CollectContainers(ctx, true); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()
@@ -426,6 +449,9 @@ func TestUnknownRoutes(t *testing.T) {
 	}{
 		{"no such path", "GET", "/v2/pods", 404, `"error": "no route GET /v2/pods"`},
 		{"wrong method", "PUT", "/v1/node", 405, `"error": "method not allowed: PUT /v1/node (allowed: GET, HEAD)"`},
+		{"gc with GET", "GET", "/v1/gc/images", 405, `"error": "method not allowed: GET /v1/gc/images (allowed: POST)"`},
+		{"gc bad dryRun", "POST", "/v1/gc/containers?dryRun=maybe", 400, `"error": "query parameter dryRun=\"maybe\": want true or false"`},
+		{"gc unknown kind", "POST", "/v1/gc/volumes", 404, `"error": "no route POST /v1/gc/volumes"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := rawRequest(t, c, tc.method, tc.path, nil)

@@ -27,6 +27,14 @@
 // starts it under the same name): it never starts a second instance of a running container.
 // emptyDir volumes live in StateDir/pods/<uid>/volumes/<name>.
 //
+// # Garbage collection
+//
+// The runtime is a gc.ContainerRuntime (gc.go): ListContainers reports every instance, the
+// unit name as its ID, and RemoveContainer resets a dead instance's unit and marks it removed in
+// the record (the instance stays there for restart count, back-off and last state), refusing
+// a running one. Journal entries are journald's to rotate, so logs of removed instances stay
+// readable. There are no images and no sandboxes.
+//
 // # Logs
 //
 // Logs runs journalctl(1) (--output=json, _SYSTEMD_UNIT=<unit>) instead of linking

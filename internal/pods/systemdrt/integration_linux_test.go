@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/systemdtest"
 	"github.com/slicelet/slicelet/slices"
@@ -614,5 +615,81 @@ func TestIntegrationContainerSpec(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(host, "out")); err == nil {
 		t.Error("the container wrote into a read-only hostPath")
+	}
+}
+
+// TestIntegrationContainerGC: a crash-looping container leaves dead units behind; container GC
+// with MaxPerPodContainer=1 leaves only the newest dead instance loaded, `logs --previous`
+// still reads the kept instance's output, and the container keeps restarting.
+func TestIntegrationContainerGC(t *testing.T) {
+	it := newIT(t)
+	uid := "gc-crash"
+	pod := itPod("crash", uid, v1.RestartPolicyAlways, sh("crash", `echo "run $(date +%N)"; exit 1`))
+	st := it.syncUntil(t, pod, "two dead instances", func(st v1.PodStatus) bool {
+		cs := st.ContainerStatuses[0]
+		return cs.RestartCount >= 2 && cs.State.Waiting != nil && cs.State.Waiting.Reason == ReasonCrashLoopBackOff
+	})
+	restarts := int(st.ContainerStatuses[0].RestartCount)
+	current, _ := UnitName(uid, "crash", restarts+1)
+	previous, _ := UnitName(uid, "crash", restarts)
+	loadedContainerUnits := func() []string {
+		list, err := it.sd.List(t.Context(), podPattern(uid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, u := range list {
+			out = append(out, u.Name+"="+u.ActiveState)
+		}
+		return out
+	}
+	if got := loadedContainerUnits(); !stdslices.Equal(got, []string{previous + "=failed", current + "=failed"}) && !stdslices.Equal(got, []string{current + "=failed", previous + "=failed"}) {
+		t.Fatalf("before gc: units %q, want %s and %s failed", got, previous, current)
+	}
+
+	col, err := gc.NewCollector(gc.CollectorOptions{
+		Containers:      it.rt,
+		ImagePolicy:     gc.ImagePolicy{HighThresholdPercent: 85, LowThresholdPercent: 80},
+		ContainerPolicy: gc.ContainerPolicy{MaxPerPodContainer: 1, MaxContainers: -1},
+		PodState:        func() gc.PodState { return gc.PodState{Known: map[string]bool{uid: true}, AllSourcesReady: true} },
+		Logger:          it.log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := col.CollectContainers(t.Context(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stdslices.Equal(res.Removed, []string{previous}) {
+		t.Errorf("removed %q, want %q", res.Removed, previous)
+	}
+	if got := loadedContainerUnits(); !stdslices.Equal(got, []string{current + "=failed"}) {
+		t.Errorf("after gc: units %q, want only %s", got, current)
+	}
+
+	// The kept (current) instance's output is still there, and so is the removed one's: the
+	// journal is not GC's to delete.
+	for _, previousLogs := range []bool{false, true} {
+		var out string
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) && !strings.Contains(out, "run ") {
+			var buf bytes.Buffer
+			if err := it.rt.Logs(t.Context(), pod, "crash", pods.LogOptions{Previous: previousLogs}, &buf); err != nil {
+				t.Fatal(err)
+			}
+			out = buf.String()
+		}
+		if !strings.HasPrefix(out, "run ") {
+			t.Errorf("logs (previous %v) after gc: %q", previousLogs, out)
+		}
+	}
+
+	// Restart logic does not depend on the removed instance.
+	st = it.syncUntil(t, pod, "another restart", func(st v1.PodStatus) bool {
+		return int(st.ContainerStatuses[0].RestartCount) > restarts
+	})
+	if st.Phase != v1.PodRunning {
+		t.Errorf("after gc: phase %s", st.Phase)
 	}
 }

@@ -400,7 +400,7 @@ func (r *Runtime) startInstance(ctx context.Context, pod *v1.Pod, slice slices.P
 		})
 		err = r.sd.StartService(ctx, cur.Unit, props)
 		if err == nil {
-			rec.locked(func() { cur.Created = true })
+			rec.locked(func() { cur.Created, cur.CreatedAt = true, now })
 			r.log.Info("container started", "pod_uid", string(pod.UID), "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "unit", cur.Unit, "instance", cur.N)
 			return nil
 		}
@@ -408,7 +408,7 @@ func (r *Runtime) startInstance(ctx context.Context, pod *v1.Pod, slice slices.P
 			// The unit exists (failed right away, or still starting): observe reads what
 			// became of it.
 			if st, lerr := r.sd.List(ctx, cur.Unit); lerr == nil && loaded(st, cur.Unit) {
-				rec.locked(func() { cur.Created = true })
+				rec.locked(func() { cur.Created, cur.CreatedAt = true, now })
 				r.log.Warn("container start did not finish cleanly", "pod_uid", string(pod.UID), "container", c.Name, "unit", cur.Unit, "error", err)
 				return nil
 			}
@@ -886,6 +886,24 @@ func (r *Runtime) PodUIDs(ctx context.Context) ([]string, error) {
 			set[id.UID] = true
 		}
 	}
+	recorded, err := r.stateDirUIDs()
+	if err != nil {
+		return nil, err
+	}
+	for uid := range recorded {
+		set[uid] = true
+	}
+	out := make([]string, 0, len(set))
+	for uid := range set {
+		out = append(out, uid)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// stateDirUIDs returns the UIDs of the pods that have a directory in the state dir.
+func (r *Runtime) stateDirUIDs() (map[string]bool, error) {
+	set := map[string]bool{}
 	ents, err := os.ReadDir(filepath.Join(r.opts.StateDir, "pods"))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("state dir: %w", err)
@@ -895,10 +913,5 @@ func (r *Runtime) PodUIDs(ctx context.Context) ([]string, error) {
 			set[e.Name()] = true
 		}
 	}
-	out := make([]string, 0, len(set))
-	for uid := range set {
-		out = append(out, uid)
-	}
-	sort.Strings(out)
-	return out, nil
+	return set, nil
 }

@@ -22,6 +22,9 @@ type instance struct {
 	// Created and has no unit was recorded but never started, and is started again under the
 	// same name.
 	Created bool `json:"created,omitempty"`
+	// CreatedAt is when systemd accepted the unit; zero in records written before it existed
+	// and for adopted units (container GC then ages the instance from StartedAt).
+	CreatedAt time.Time `json:"createdAt,omitzero"`
 	// InvocationID is systemd's ID of this run of the unit, which tells its journal entries
 	// from those of an earlier unit of the same name (a pod re-created with the same UID).
 	InvocationID string `json:"invocationID,omitempty"`
@@ -37,6 +40,11 @@ type instance struct {
 	// Stopping is set before slicelet stops or signals the instance, so its end is not
 	// mistaken for a crash or an OOM kill.
 	Stopping bool `json:"stopping,omitempty"`
+	// GCRemoved is set when container GC removed this dead instance (RemoveContainer): its
+	// unit was reset and it is no longer listed. The instance stays in the record because the
+	// restart count, the back-off and the last termination state are computed from it, and the
+	// record never holds more than two instances per container anyway.
+	GCRemoved bool `json:"gcRemoved,omitempty"`
 }
 
 // containerRecord is what the runtime keeps about one container of a pod.
