@@ -19,6 +19,7 @@ import (
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/eviction"
+	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
@@ -144,6 +145,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	gcs := newGCService(col, met, log)
+	_, hasImages := rt.(gc.ImageRuntime)
 	hostname, _ := os.Hostname()
 	back := &backend{ctrl: ctrl, store: store, rt: rt, mgr: mgr, mcfg: mcfg, mode: sd.Mode(), maxPods: cfg.Node.MaxPods, hostname: hostname, gc: gcs}
 	srv, err := api.NewServer(back,
@@ -185,6 +187,9 @@ func Run(ctx context.Context, o Options) error {
 	wg.Go(func() { mgr.Run(runCtx) })
 	wg.Go(func() { ctrl.Run(runCtx) })
 	wg.Go(func() { serveMetrics(runCtx) })
+	if hasImages {
+		wg.Go(func() { detectLoop(runCtx, imageDetectPeriod, col.Detect, log.With("component", "gc")) })
+	}
 	m, err := startEviction(runCtx, &wg, evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: sd.Mode(), Controller: ctrl, Logger: log, Metrics: met, BeforeCycle: o.evictionBeforeCycle, Reclaim: gcs.Reclaim})
 	if err != nil {
 		cancel()

@@ -206,11 +206,50 @@ func newGCCollector(cfg *config.Config, rt pods.Runtime, podState func() gc.PodS
 		RecordsPath:     filepath.Join(cfg.StateDir, gcRecordsFile),
 		PodState:        podState,
 		Logger:          log.With("component", "gc"),
+		Started:         time.Now(),
 	}
 	if irt, ok := rt.(gc.ImageRuntime); ok {
 		opts.Images = irt
 		opts.SandboxImage = cfg.Runtime.SandboxImage
 		opts.PodLogRoot = podLogRoot
 	}
-	return gc.NewCollector(opts)
+	col, err := gc.NewCollector(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := col.RecordsError(); err != nil {
+		log.Error("image gc records were unreadable and set aside; image ages restart from now", "error", err)
+	}
+	return col, nil
+}
+
+// imageDetectPeriod is how often image records are refreshed between collections (the kubelet's
+// detectImages loop), so an image used only briefly still gets its last-used time.
+const imageDetectPeriod = 5 * time.Minute
+
+// detectLoop refreshes the image records every period until ctx ends; a failure is logged
+// once per change of the error.
+func detectLoop(ctx context.Context, period time.Duration, detect func(context.Context) error, log *slog.Logger) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	last := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			msg := ""
+			if err := detect(ctx); err != nil {
+				msg = err.Error()
+			}
+			if msg != last {
+				if msg != "" {
+					log.Warn("image detection failed", "error", msg)
+				} else {
+					log.Info("image detection works again")
+				}
+				last = msg
+			}
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -183,4 +184,42 @@ func TestGCServiceReclaim(t *testing.T) {
 	if err := s.Reclaim(context.Background(), []eviction.ReclaimStep{"DeleteEverything"}); err == nil {
 		t.Error("an unknown step was accepted")
 	}
+}
+
+// TestDetectLoop: detection runs every period, a failure is logged once until it changes.
+func TestDetectLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		var calls int
+		errs := []error{nil, errors.New("runtime down"), errors.New("runtime down"), nil}
+		var logged strings.Builder
+		log := slog.New(slog.NewTextHandler(&logged, nil))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			detectLoop(ctx, 5*time.Minute, func(context.Context) error {
+				err := errs[calls%len(errs)]
+				calls++
+				return err
+			}, log)
+		}()
+		time.Sleep(4*time.Minute + 59*time.Second)
+		synctest.Wait()
+		if calls != 0 {
+			t.Fatalf("detected %d times before the first period", calls)
+		}
+		time.Sleep(4*5*time.Minute - 4*time.Minute - 59*time.Second + time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		if calls != 4 {
+			t.Errorf("detected %d times in 20 minutes, want 4", calls)
+		}
+		if n := strings.Count(logged.String(), "image detection failed"); n != 1 {
+			t.Errorf("failure logged %d times, want once:\n%s", n, logged.String())
+		}
+		if !strings.Contains(logged.String(), "image detection works again") {
+			t.Errorf("recovery not logged:\n%s", logged.String())
+		}
+	})
 }

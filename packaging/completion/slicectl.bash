@@ -11,7 +11,7 @@ _slicectl()
     local cur prev words cword
     _init_completion || return
 
-    local commands='get describe apply delete logs node explain help'
+    local commands='get describe apply delete logs node gc explain help'
     local cmd='' sub='' i
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
@@ -33,6 +33,10 @@ _slicectl()
             ;;
         --config)
             _filedir toml
+            return
+            ;;
+        --state | --observations)
+            _filedir '@(json|yaml|yml)'
             return
             ;;
         --socket)
@@ -94,11 +98,18 @@ _slicectl()
         node)
             COMPREPLY=($(compgen -W "$global -o --output" -- "$cur"))
             ;;
+        gc)
+            if [[ -z $sub ]]; then
+                COMPREPLY=($(compgen -W 'images containers' -- "$cur"))
+            else
+                COMPREPLY=($(compgen -W "$global --dry-run -o --output" -- "$cur"))
+            fi
+            ;;
         explain)
             if [[ -z $sub ]]; then
-                COMPREPLY=($(compgen -W 'pod node' -- "$cur"))
+                COMPREPLY=($(compgen -W 'pod node gc eviction' -- "$cur"))
             else
-                COMPREPLY=($(compgen -W '-f --filename --online --offline --config --socket --cgroup-mode --capacity -o --output' -- "$cur"))
+                COMPREPLY=($(compgen -W '-f --filename --online --offline --config --socket --cgroup-mode --capacity --state --observations -o --output' -- "$cur"))
             fi
             ;;
     esac
