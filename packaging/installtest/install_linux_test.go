@@ -383,8 +383,22 @@ func TestInstallStartPodStopPurge(t *testing.T) {
 	}
 	done()
 
+	done = step(t, "gc timers (systemctl list-timers) and slicectl gc")
+	timers := must(t, "systemctl list-timers --all --plain --no-legend 'slicelet-gc-*' | awk '{for (i=1;i<=NF;i++) if ($i ~ /^slicelet-gc-/) {print $i; break}}' | sort | paste -sd' '")
+	if timers != "slicelet-gc-containers.timer slicelet-gc-images.timer" {
+		t.Errorf("GC timers of the installed slicelet = %q, want slicelet-gc-containers.timer slicelet-gc-images.timer", timers)
+	}
+	if out := must(t, "slicectl gc containers --dry-run"); !strings.Contains(out, "container gc (dry run") {
+		t.Errorf("slicectl gc containers --dry-run printed:\n%s", out)
+	}
+	done()
+
 	done = step(t, "systemctl stop slicelet")
 	must(t, "systemctl stop slicelet")
+	// The GC timers are PartOf slicelet.service: they stop with it.
+	if out := must(t, "systemctl list-units --plain --no-legend --state=active 'slicelet-gc-*' || true"); out != "" {
+		t.Errorf("after stop: GC units still active:\n%s", out)
+	}
 	if got := must(t, "systemctl is-active slicelet || true"); got != "inactive" {
 		t.Errorf("after stop: is-active = %q, want inactive", got)
 	}
