@@ -48,33 +48,21 @@ type fieldProblem struct {
 	msg   string
 }
 
+// problems are the image GC policy's problems (gc.ImagePolicy.Problems, the kubelet's
+// messages) attributed to this table's keys, plus the period's.
 func (g ImageGC) problems() []fieldProblem {
+	keys := map[string]string{
+		"HighThresholdPercent": "high_threshold_percent",
+		"LowThresholdPercent":  "low_threshold_percent",
+		"MinAge":               "minimum_age",
+		"MaxAge":               "maximum_age",
+	}
 	var out []fieldProblem
-	bad := func(field, format string, args ...any) {
-		out = append(out, fieldProblem{field, fmt.Sprintf(format, args...)})
-	}
-	highOK := g.HighThresholdPercent >= 0 && g.HighThresholdPercent <= 100
-	lowOK := g.LowThresholdPercent >= 0 && g.LowThresholdPercent <= 100
-	if !highOK {
-		bad("high_threshold_percent", "invalid HighThresholdPercent %d, must be in range [0-100]", g.HighThresholdPercent)
-	}
-	if !lowOK {
-		bad("low_threshold_percent", "invalid LowThresholdPercent %d, must be in range [0-100]", g.LowThresholdPercent)
-	}
-	if highOK && lowOK && g.LowThresholdPercent > g.HighThresholdPercent {
-		bad("low_threshold_percent", "LowThresholdPercent %d can not be higher than HighThresholdPercent %d", g.LowThresholdPercent, g.HighThresholdPercent)
-	}
-	if g.MinimumAge < 0 {
-		bad("minimum_age", "minimum age %v must not be negative", g.MinimumAge)
-	}
-	if g.MaximumAge < 0 {
-		bad("maximum_age", "maximum age %v must not be negative", g.MaximumAge)
-	}
-	if g.MaximumAge > 0 && g.MinimumAge >= 0 && g.MaximumAge <= g.MinimumAge {
-		bad("maximum_age", "maximum age %v must be greater than minimum age %v (or 0 to disable)", g.MaximumAge, g.MinimumAge)
+	for _, p := range g.Policy().Problems() {
+		out = append(out, fieldProblem{keys[p.Field], p.Message})
 	}
 	if g.Period <= 0 {
-		bad("period", "period %v must be positive", g.Period)
+		out = append(out, fieldProblem{"period", fmt.Sprintf("period %v must be positive", g.Period)})
 	}
 	return out
 }

@@ -81,29 +81,48 @@ type ImagePolicy struct {
 	MaxAge time.Duration
 }
 
-// Validate reports every problem of the policy, with the kubelet's messages for the
-// thresholds (NewImageGCManager) and slicelet's config messages for the ages.
-func (p ImagePolicy) Validate() error {
-	var errs []error
+// PolicyProblem is one problem of a policy: the field (the Go field name, e.g.
+// "LowThresholdPercent") and the message.
+type PolicyProblem struct {
+	Field   string
+	Message string
+}
+
+// Problems reports every problem of the policy, with the kubelet's messages for the thresholds
+// (NewImageGCManager) and slicelet's for the ages. config attributes them to its keys.
+func (p ImagePolicy) Problems() []PolicyProblem {
+	var out []PolicyProblem
+	bad := func(field, format string, args ...any) {
+		out = append(out, PolicyProblem{field, fmt.Sprintf(format, args...)})
+	}
 	highOK := p.HighThresholdPercent >= 0 && p.HighThresholdPercent <= 100
 	lowOK := p.LowThresholdPercent >= 0 && p.LowThresholdPercent <= 100
 	if !highOK {
-		errs = append(errs, fmt.Errorf("invalid HighThresholdPercent %d, must be in range [0-100]", p.HighThresholdPercent))
+		bad("HighThresholdPercent", "invalid HighThresholdPercent %d, must be in range [0-100]", p.HighThresholdPercent)
 	}
 	if !lowOK {
-		errs = append(errs, fmt.Errorf("invalid LowThresholdPercent %d, must be in range [0-100]", p.LowThresholdPercent))
+		bad("LowThresholdPercent", "invalid LowThresholdPercent %d, must be in range [0-100]", p.LowThresholdPercent)
 	}
 	if highOK && lowOK && p.LowThresholdPercent > p.HighThresholdPercent {
-		errs = append(errs, fmt.Errorf("LowThresholdPercent %d can not be higher than HighThresholdPercent %d", p.LowThresholdPercent, p.HighThresholdPercent))
+		bad("LowThresholdPercent", "LowThresholdPercent %d can not be higher than HighThresholdPercent %d", p.LowThresholdPercent, p.HighThresholdPercent)
 	}
 	if p.MinAge < 0 {
-		errs = append(errs, fmt.Errorf("minimum age %v must not be negative", p.MinAge))
+		bad("MinAge", "minimum age %v must not be negative", p.MinAge)
 	}
 	if p.MaxAge < 0 {
-		errs = append(errs, fmt.Errorf("maximum age %v must not be negative", p.MaxAge))
+		bad("MaxAge", "maximum age %v must not be negative", p.MaxAge)
 	}
 	if p.MaxAge > 0 && p.MinAge >= 0 && p.MaxAge <= p.MinAge {
-		errs = append(errs, fmt.Errorf("maximum age %v must be greater than minimum age %v (or 0 to disable)", p.MaxAge, p.MinAge))
+		bad("MaxAge", "maximum age %v must be greater than minimum age %v (or 0 to disable)", p.MaxAge, p.MinAge)
+	}
+	return out
+}
+
+// Validate joins the policy's Problems into one error (nil when there are none).
+func (p ImagePolicy) Validate() error {
+	var errs []error
+	for _, pr := range p.Problems() {
+		errs = append(errs, errors.New(pr.Message))
 	}
 	return errors.Join(errs...)
 }
