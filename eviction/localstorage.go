@@ -48,11 +48,12 @@ type Eviction struct {
 //     single-filesystem layout; with a dedicated image filesystem the kubelet counts logs
 //     only, a layout slicelet does not have).
 //
-// Several pods can be evicted in one round. Critical pods are never returned.
+// Several pods can be evicted in one round. Critical pods and pods whose storage was not
+// measured (PodUsage.NoStorageStats) are never returned.
 func LocalStorageEvictions(pods []PodStats, classes map[string]int32) []Eviction {
 	var out []Eviction
 	for _, p := range pods {
-		if p.Usage == nil || IsCritical(p.Pod, classes) {
+		if p.Usage == nil || p.Usage.NoStorageStats || IsCritical(p.Pod, classes) {
 			continue
 		}
 		sig, msg, ok := localStorageViolation(p.Pod, p.Usage)

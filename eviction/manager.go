@@ -68,6 +68,14 @@ type Notifier interface {
 	Run(ctx context.Context, wake func()) error
 }
 
+// Rearmer is a Notifier whose kernel registrations follow the pods: cgroups that appear and
+// go, thresholds computed from the current capacity and usage. Rearm asks it to re-arm at once
+// instead of at its next periodic re-arm; it never blocks, and a Rearm while it is not running
+// does nothing (Run arms everything when it starts).
+type Rearmer interface {
+	Rearm()
+}
+
 // ManagerOptions configure a Manager. Pods and Evictor are required.
 type ManagerOptions struct {
 	// Config is the decision configuration.
@@ -87,6 +95,10 @@ type ManagerOptions struct {
 	MonitoringInterval time.Duration
 	// Logger receives state changes; nil discards.
 	Logger *slog.Logger
+	// BeforeCycle, if set, runs at the start of every Synchronize, in the loop's goroutine (a
+	// test seam: the watchdog test blocks in it to hang the loop). The storage measurement
+	// goroutine does not run it.
+	BeforeCycle func()
 	// Now is the clock; nil means time.Now. The loop's timers use package time (so tests run
 	// it under testing/synctest).
 	Now func() time.Time
@@ -95,6 +107,13 @@ type ManagerOptions struct {
 	// PodUsage overrides reading a pod's usage from its cgroup (tests); it returns nil for a
 	// pod without stats.
 	PodUsage func(p ActivePod) *PodUsage
+	// Storage measures each active pod's local storage (emptyDir volumes, container writable
+	// layers and logs; NewFSStorage) for local-storage limit eviction and the ranking under
+	// disk pressure. Run measures every active pod once per monitoring interval in a goroutine
+	// of its own, so a cycle woken by memory pressure never waits for a directory walk; a
+	// cycle measures at once only pods not measured yet (new pods, the first cycle). nil means
+	// pods read from their cgroup have no storage stats (PodUsage.NoStorageStats).
+	Storage PodStorage
 	// Metrics, if set, counts evictions by signal and shows the node conditions.
 	Metrics Metrics
 }
@@ -127,6 +146,7 @@ type Manager struct {
 	log      *slog.Logger
 	interval time.Duration
 	wakeCh   chan struct{}
+	podsCh   chan struct{}
 
 	mu          sync.Mutex
 	state       State
@@ -140,6 +160,10 @@ type Manager struct {
 	unavailable map[string]string // signal or pod → reason last logged
 	lastDec     Decision
 	lastDecAt   time.Time // when lastDec was made; zero before the first cycle
+
+	storageMu    sync.Mutex
+	storage      map[string]storageResult // pod UID → its last storage measurement
+	storageState map[string]string        // pod UID → storage problem last logged
 }
 
 // NewManager returns a manager; Run starts it.
@@ -165,8 +189,12 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	m := &Manager{
 		o: o, log: o.Logger, interval: o.MonitoringInterval,
 		wakeCh:      make(chan struct{}, 1),
+		podsCh:      make(chan struct{}, 1),
 		transitions: map[v1.NodeConditionType]time.Time{},
 		unavailable: map[string]string{},
+
+		storage:      map[string]storageResult{},
+		storageState: map[string]string{},
 	}
 	if o.PodUsage == nil {
 		m.o.PodUsage = m.readPodUsage
@@ -182,15 +210,32 @@ func (m *Manager) Wake() {
 	}
 }
 
-// Run runs the loop until ctx ends (kubelet.md §3.4): a cycle every monitoring interval and at
-// once on every pressure event; after an eviction, no sleep: wait for the pod's cleanup
-// (≤ PodCleanupTimeout, polled every PodCleanupPoll), then the next cycle.
+// PodsChanged tells the manager that pods came, went or changed (the pods controller's change
+// hook calls it). It never blocks, and calls made before the loop gets to them coalesce into
+// one: the loop re-arms the notifiers that implement Rearmer (a new kubepods cgroup gets its
+// PSI trigger, cgroup v1 memory thresholds are recomputed from the current capacity and
+// usage) and runs a cycle at once, instead of at the notifiers' periodic re-arm (about
+// 10 s) and the next tick.
+func (m *Manager) PodsChanged() {
+	select {
+	case m.podsCh <- struct{}{}:
+	default:
+	}
+}
+
+// Run runs the loop until ctx ends (kubelet.md §3.4): a cycle every monitoring interval, at
+// once on every pressure event, and at once after PodsChanged (re-arming the notifiers first);
+// after an eviction, no sleep: wait for the pod's cleanup (≤ PodCleanupTimeout, polled every
+// PodCleanupPoll), then the next cycle.
 func (m *Manager) Run(ctx context.Context) {
 	m.mu.Lock()
 	m.started = m.o.Now()
 	m.mu.Unlock()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	if m.o.Storage != nil {
+		wg.Go(func() { m.storageLoop(ctx) })
+	}
 	for _, n := range m.o.Notifiers {
 		wg.Go(func() {
 			if err := n.Run(ctx, m.Wake); err != nil && ctx.Err() == nil {
@@ -203,6 +248,13 @@ func (m *Manager) Run(ctx context.Context) {
 	t := time.NewTimer(m.interval)
 	defer t.Stop()
 	for {
+		// A pod change noticed while the last cycle ran or while an evicted pod was cleaned
+		// up (the eviction itself is one) is handled by this cycle: no extra cycle for it.
+		select {
+		case <-m.podsCh:
+			m.rearm()
+		default:
+		}
 		evicted := m.Synchronize(ctx)
 		if len(evicted) > 0 {
 			m.waitForCleanup(ctx, evicted)
@@ -218,7 +270,24 @@ func (m *Manager) Run(ctx context.Context) {
 		case <-t.C:
 		case <-m.wakeCh:
 			m.log.Debug("eviction loop woken by a pressure event")
+		case <-m.podsCh:
+			m.log.Debug("eviction loop woken by a pod change")
+			m.rearm()
 		}
+	}
+}
+
+// rearm asks every notifier that can to re-arm now.
+func (m *Manager) rearm() {
+	n := 0
+	for _, nt := range m.o.Notifiers {
+		if r, ok := nt.(Rearmer); ok {
+			r.Rearm()
+			n++
+		}
+	}
+	if n > 0 {
+		m.log.Debug("pods changed, re-arming pressure notifiers", "notifiers", n)
 	}
 }
 
@@ -251,14 +320,18 @@ func (m *Manager) waitForCleanup(ctx context.Context, uids []string) {
 // Synchronize runs one cycle and returns the UIDs of the pods it evicted. Run calls it; it is
 // exported for tests and replays.
 func (m *Manager) Synchronize(ctx context.Context) []string {
+	if m.o.BeforeCycle != nil {
+		m.o.BeforeCycle()
+	}
 	now := m.o.Now()
 	obs, missing := m.o.Observe(now)
 	m.noteUnavailable(missing)
 	active := m.o.Pods.ActivePods()
 	stats := make([]PodStats, 0, len(active))
 	for _, p := range active {
-		stats = append(stats, PodStats{Pod: p.Pod, Usage: m.o.PodUsage(p)})
+		stats = append(stats, PodStats{Pod: p.Pod, Usage: m.podUsage(ctx, p)})
 	}
+	m.forgetStorage(active)
 
 	m.mu.Lock()
 	d, next := Decide(m.state, m.o.Config, obs, stats, now)
@@ -409,7 +482,8 @@ func (m *Manager) noteUnavailable(missing []Unavailable) {
 }
 
 // readPodUsage reads a pod's memory working set and process count from its cgroup; a pod
-// without a cgroup or whose cgroup is incomplete has no stats.
+// without a cgroup or whose cgroup is incomplete has no stats. Without a PodStorage its
+// local storage is not measured.
 func (m *Manager) readPodUsage(p ActivePod) *PodUsage {
 	if p.CgroupPath == "" {
 		return nil
@@ -419,6 +493,7 @@ func (m *Manager) readPodUsage(p ActivePod) *PodUsage {
 		m.log.Debug("pod usage unavailable", "pod_uid", string(p.Pod.UID), "pod_cgroup", p.CgroupPath, "error", err)
 		return nil
 	}
+	u.NoStorageStats = m.o.Storage == nil
 	return &u
 }
 

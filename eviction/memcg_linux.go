@@ -27,18 +27,24 @@ func (e *memcgEvent) close() {
 	e.usage.Close()
 }
 
-// Run implements Notifier: it arms one threshold per target, re-arms every Rearm with the
-// recomputed usage threshold, and calls wake whenever the kernel signals one. It returns an
-// error wrapping ErrUnavailable at once on cgroup v2 (no cgroup.event_control) or when no
-// target can be armed.
+// Run implements Notifier: it arms one threshold per target, re-arms every RearmInterval and
+// on every call of the Rearm method with the recomputed usage threshold, and calls wake
+// whenever the kernel signals one. It returns an error wrapping ErrUnavailable at once on
+// cgroup v2 (no cgroup.event_control) or when no target can be armed.
 func (n *MemcgThresholdNotifier) Run(ctx context.Context, wake func()) error {
 	if n.Sources.Mode != units.ModeHybrid && n.Sources.Mode != units.ModeLegacy {
 		return fmt.Errorf("memory threshold notifications need cgroup v1: %w", ErrUnavailable)
 	}
-	rearm := n.Rearm
+	rearm := n.RearmInterval
 	if rearm <= 0 {
 		rearm = DefaultThresholdRearm
 	}
+	// The kick is live before the first arm, so a Rearm from now on is never lost.
+	kick, err := n.kick.start()
+	if err != nil {
+		return fmt.Errorf("memory thresholds: %w", err)
+	}
+	defer n.kick.stop()
 	events := make([]*memcgEvent, len(n.Targets))
 	failed := map[int]string{}
 	defer func() {
@@ -70,6 +76,7 @@ func (n *MemcgThresholdNotifier) Run(ctx context.Context, wake func()) error {
 			}
 			if events[i] != nil {
 				events[i].close()
+				n.Log.Debug("memory threshold re-armed", "cgroup", t.CgroupPath, "signal", string(t.Threshold.Signal), "usage_bytes", v)
 			} else {
 				n.Log.Info("memory threshold armed", "cgroup", t.CgroupPath, "signal", string(t.Threshold.Signal), "usage_bytes", v)
 			}
@@ -88,7 +95,7 @@ func (n *MemcgThresholdNotifier) Run(ctx context.Context, wake func()) error {
 	defer unix.Close(stop)
 	next := time.Now().Add(rearm)
 	for {
-		fds := []unix.PollFd{{Fd: int32(stop), Events: unix.POLLIN}}
+		fds := []unix.PollFd{{Fd: int32(stop), Events: unix.POLLIN}, {Fd: int32(kick), Events: unix.POLLIN}}
 		for _, e := range events {
 			if e != nil {
 				fds = append(fds, unix.PollFd{Fd: int32(e.efd), Events: unix.POLLIN})
@@ -103,8 +110,12 @@ func (n *MemcgThresholdNotifier) Run(ctx context.Context, wake func()) error {
 			return nil
 		}
 		event := false
+		kicked := fds[1].Revents&unix.POLLIN != 0
+		if kicked {
+			drainEventfd(kick)
+		}
 		var buf [8]byte
-		for j := 1; k > 0 && j < len(fds); j++ {
+		for j := 2; k > 0 && j < len(fds); j++ {
 			if fds[j].Revents&unix.POLLIN != 0 {
 				_, _ = unix.Read(int(fds[j].Fd), buf[:])
 				event = true
@@ -113,7 +124,7 @@ func (n *MemcgThresholdNotifier) Run(ctx context.Context, wake func()) error {
 		if event {
 			wake()
 		}
-		if !time.Now().Before(next) {
+		if kicked || !time.Now().Before(next) {
 			next = time.Now().Add(rearm)
 			arm()
 		}

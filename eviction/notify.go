@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/slicelet/slicelet/units"
@@ -82,7 +83,7 @@ func PressureNotifiers(src Sources, thresholds []Threshold, log *slog.Logger) []
 		targets = append(targets, ThresholdTarget{Threshold: t, CgroupPath: cg})
 	}
 	if src.Mode == units.ModeHybrid || src.Mode == units.ModeLegacy {
-		out = append(out, &MemcgThresholdNotifier{Sources: src, Targets: targets, Rearm: DefaultThresholdRearm,
+		out = append(out, &MemcgThresholdNotifier{Sources: src, Targets: targets, RearmInterval: DefaultThresholdRearm,
 			Log: log.With("notifier", "memcg_threshold")})
 	} else {
 		out = append(out, &UsagePoller{Sources: src, Targets: targets, Interval: DefaultUsagePoll,
@@ -100,11 +101,22 @@ type PSINotifier struct {
 	Files []string
 	// Stall and Window are the trigger (Window a multiple of 2 s without CAP_SYS_RESOURCE).
 	Stall, Window time.Duration
-	// Rearm is how often files that could not be armed (a cgroup not there yet, or removed)
-	// are tried again; 0 means DefaultThresholdRearm.
-	Rearm time.Duration
+	// RearmInterval is how often files that could not be armed (a cgroup not there yet, or
+	// removed) are tried again; 0 means DefaultThresholdRearm. The Rearm method does it at
+	// once.
+	RearmInterval time.Duration
 	// Log receives state changes.
 	Log *slog.Logger
+
+	kick rearmKick
+}
+
+// rearmKick lets Rearm wake a notifier blocked in poll(2): an eventfd while Run runs (a
+// channel cannot be polled together with the kernel's file descriptors).
+type rearmKick struct {
+	mu      sync.Mutex
+	fd      int
+	running bool
 }
 
 // Name implements Notifier.
@@ -124,16 +136,19 @@ type ThresholdTarget struct {
 // an eviction threshold is met (cgroup v1 only: cgroup.event_control with an eventfd on
 // memory.usage_in_bytes; Documentation/admin-guide/cgroup-v1/memory.rst §9). The usage threshold
 // is the kubelet's: capacity − threshold quantity + inactive_file, recomputed and re-armed
-// every Rearm.
+// every RearmInterval and on Rearm.
 type MemcgThresholdNotifier struct {
 	// Sources give the cgroup and proc roots, the mode and the kubepods cgroup.
 	Sources Sources
 	// Targets are the thresholds to watch.
 	Targets []ThresholdTarget
-	// Rearm is the recompute interval; 0 means DefaultThresholdRearm.
-	Rearm time.Duration
+	// RearmInterval is the recompute interval; 0 means DefaultThresholdRearm. The Rearm method
+	// recomputes at once.
+	RearmInterval time.Duration
 	// Log receives state changes.
 	Log *slog.Logger
+
+	kick rearmKick
 }
 
 // Name implements Notifier.
@@ -184,6 +199,23 @@ type UsagePoller struct {
 	Interval time.Duration
 	// Log receives state changes.
 	Log *slog.Logger
+
+	rearmOnce sync.Once
+	rearm     chan struct{}
+}
+
+// Rearm implements Rearmer: the signals are read at once instead of at the next interval
+// (the capacity and usage are read fresh every time; there is nothing else to re-arm).
+func (u *UsagePoller) Rearm() {
+	select {
+	case u.rearmCh() <- struct{}{}:
+	default:
+	}
+}
+
+func (u *UsagePoller) rearmCh() chan struct{} {
+	u.rearmOnce.Do(func() { u.rearm = make(chan struct{}, 1) })
+	return u.rearm
 }
 
 // Name implements Notifier.
@@ -225,6 +257,8 @@ func (u *UsagePoller) Run(ctx context.Context, wake func()) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+			check()
+		case <-u.rearmCh():
 			check()
 		}
 	}

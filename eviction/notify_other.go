@@ -16,3 +16,9 @@ func (p *PSINotifier) Run(context.Context, func()) error {
 func (n *MemcgThresholdNotifier) Run(context.Context, func()) error {
 	return fmt.Errorf("memory thresholds: %w", ErrUnavailable)
 }
+
+// Rearm implements Rearmer; there is nothing to re-arm here.
+func (p *PSINotifier) Rearm() {}
+
+// Rearm implements Rearmer; there is nothing to re-arm here.
+func (n *MemcgThresholdNotifier) Rearm() {}

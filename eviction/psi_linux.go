@@ -20,14 +20,20 @@ type psiFile struct {
 
 // Run implements Notifier: it arms a trigger on every file it can, then waits for POLLPRI on
 // them and calls wake on each event. Files that cannot be armed are logged once and retried
-// every Rearm (a kubepods cgroup re-created by systemd gets a fresh trigger). It returns an
-// error wrapping ErrUnavailable when no file can be armed at the start (a kernel without PSI,
-// or psi=0): a state the manager logs once.
+// every RearmInterval and on every call of the Rearm method (a kubepods cgroup re-created by
+// systemd gets a fresh trigger). It returns an error wrapping ErrUnavailable when no file can
+// be armed at the start (a kernel without PSI, or psi=0): a state the manager logs once.
 func (p *PSINotifier) Run(ctx context.Context, wake func()) error {
-	rearm := p.Rearm
+	rearm := p.RearmInterval
 	if rearm <= 0 {
 		rearm = DefaultThresholdRearm
 	}
+	// The kick is live before the first arm, so a Rearm from now on is never lost.
+	kick, err := p.kick.start()
+	if err != nil {
+		return fmt.Errorf("psi: %w", err)
+	}
+	defer p.kick.stop()
 	armed := make([]*psiFile, len(p.Files))
 	failed := map[int]string{}
 	arm := func() {
@@ -66,8 +72,8 @@ func (p *PSINotifier) Run(ctx context.Context, wake func()) error {
 	defer unix.Close(stop)
 	lastArm := time.Now()
 	for {
-		fds := []unix.PollFd{{Fd: int32(stop), Events: unix.POLLIN}}
-		idx := []int{-1}
+		fds := []unix.PollFd{{Fd: int32(stop), Events: unix.POLLIN}, {Fd: int32(kick), Events: unix.POLLIN}}
+		idx := []int{-1, -1}
 		for i, a := range armed {
 			if a != nil {
 				fds = append(fds, unix.PollFd{Fd: int32(a.f.Fd()), Events: unix.POLLPRI})
@@ -86,7 +92,11 @@ func (p *PSINotifier) Run(ctx context.Context, wake func()) error {
 			return nil
 		}
 		event := false
-		for k := 1; n > 0 && k < len(fds); k++ {
+		kicked := fds[1].Revents&unix.POLLIN != 0
+		if kicked {
+			drainEventfd(kick)
+		}
+		for k := 2; n > 0 && k < len(fds); k++ {
 			re := fds[k].Revents
 			switch {
 			case re&(unix.POLLERR|unix.POLLNVAL) != 0:
@@ -103,7 +113,7 @@ func (p *PSINotifier) Run(ctx context.Context, wake func()) error {
 		if event {
 			wake()
 		}
-		if len(failed) > 0 && time.Since(lastArm) >= rearm {
+		if len(failed) > 0 && (kicked || time.Since(lastArm) >= rearm) {
 			lastArm = time.Now()
 			arm()
 		}

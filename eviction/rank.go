@@ -183,7 +183,10 @@ func makeRankItems(res v1.ResourceName, pods []PodStats, classes map[string]int3
 			it.overRequest.Sub(it.request)
 		case v1.ResourceEphemeralStorage, ResourceInodes:
 			it.request = request(res) // zero for inodes: nobody requests inodes
-			if p.Usage != nil {
+			if p.Usage != nil && p.Usage.NoStorageStats {
+				it.hasStats = false // storage not measured: a pod without stats for disk
+			}
+			if it.hasStats {
 				if res == ResourceInodes {
 					it.usage = *resource.NewQuantity(p.Usage.Inodes, resource.DecimalSI)
 				} else {

@@ -27,6 +27,11 @@ type PodUsage struct {
 	Containers []ContainerUsage `json:"containers,omitempty"`
 	// Volumes is the bytes used by each volume, by name, where known (emptyDir sizeLimit).
 	Volumes map[string]resource.Quantity `json:"volumes,omitempty"`
+	// NoStorageStats is true when the pod's local storage was not measured (no PodStorage, or
+	// its measurement failed): EphemeralStorage, Inodes and Volumes mean nothing then. Under
+	// disk pressure the pod ranks as a pod without stats (first, as the kubelet ranks them),
+	// and its local-storage limits are not checked. Memory and processes are unaffected.
+	NoStorageStats bool `json:"noStorageStats,omitempty"`
 }
 
 // ContainerUsage is one container's usage; nil means not measured.
@@ -49,8 +54,8 @@ type PodStats struct {
 }
 
 // ReadPodUsage reads a pod cgroup's memory working set and process count
-// (podCgroupPath as slices.PodCgroupPath gives it). EphemeralStorage is left zero: disk usage
-// is measured by walking directories, which the caller does (or not) on its own schedule.
+// (podCgroupPath as slices.PodCgroupPath gives it). Local storage is not in the cgroup: it is
+// measured by walking the pod's directories (PodStorage, FSStorage), which the manager adds.
 // The error wraps ErrUnavailable when the cgroup or a controller file is missing (a pod
 // starting or gone).
 func ReadPodUsage(cgroupRoot string, mode units.Mode, podCgroupPath string) (PodUsage, error) {

@@ -190,13 +190,15 @@ func Run(ctx context.Context, o Options) error {
 	if hasImages {
 		wg.Go(func() { detectLoop(runCtx, imageDetectPeriod, col.Detect, log.With("component", "gc")) })
 	}
-	m, err := startEviction(runCtx, &wg, evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: sd.Mode(), Controller: ctrl, Logger: log, Metrics: met, BeforeCycle: o.evictionBeforeCycle, Reclaim: gcs.Reclaim})
+	m, err := startEviction(runCtx, &wg, evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: sd.Mode(), Controller: ctrl, Logger: log, Metrics: met, BeforeCycle: o.evictionBeforeCycle, Reclaim: gcs.Reclaim, Runtime: rt})
 	if err != nil {
 		cancel()
 		wg.Wait()
 		return err
 	}
 	evm.Store(m)
+	// Pods coming and going re-arm the pressure thresholds at once (not at the next 10 s).
+	ctrl.OnChange(m.PodsChanged)
 	back.conditions = m.NodeConditions
 	back.lastDecision = m.LastDecisionAt
 	wg.Go(func() {

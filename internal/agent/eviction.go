@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/metrics"
@@ -32,19 +34,33 @@ type evictionOptions struct {
 	Metrics *metrics.Metrics
 	// BeforeCycle, if set, runs at the start of every cycle (a test seam: Options.evictionBeforeCycle).
 	BeforeCycle func()
+	// Runtime, when it tells where pods keep local storage (storageDirs), has the pods'
+	// ephemeral storage measured for the local-storage limits and the nodefs ranking.
+	Runtime pods.Runtime
 }
 
-// hookedPods is a PodLister that runs before first: the manager lists the active pods once at
-// the start of each cycle, so blocking in before stalls the loop like a hung observation would.
-type hookedPods struct {
-	eviction.PodLister
-	before func()
+// storageDirs is what a runtime tells about where a pod keeps local storage: emptyDir volumes by
+// name, per-container directories (logs, writable layers) and further directories counted in
+// the pod's total.
+type storageDirs interface {
+	StorageDirs(pod *v1.Pod) (volumes map[string]string, containers map[string][]string, other []string)
 }
 
-// ActivePods runs the hook, then lists the pods.
-func (h hookedPods) ActivePods() []eviction.ActivePod {
-	h.before()
-	return h.PodLister.ActivePods()
+// podStorage measures pods' local storage in the runtime's directories; nil when the runtime
+// does not say where they are.
+func podStorage(rt pods.Runtime) (eviction.PodStorage, error) {
+	sd, ok := rt.(storageDirs)
+	if !ok {
+		return nil, nil
+	}
+	fs, err := eviction.NewFSStorage(eviction.FSStorageOptions{Dirs: func(pod *v1.Pod) eviction.PodDirs {
+		v, c, o := sd.StorageDirs(pod)
+		return eviction.PodDirs{Volumes: v, Containers: c, Other: o}
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return fs, nil
 }
 
 // startEviction builds the eviction manager from the configuration and runs it (with its PSI
@@ -68,11 +84,12 @@ func startEviction(ctx context.Context, wg *sync.WaitGroup, o evictionOptions) (
 	if !o.PollingOnly {
 		notifiers = eviction.PressureNotifiers(src, thresholds, log)
 	}
-	var lister eviction.PodLister = o.Controller
-	if o.BeforeCycle != nil {
-		lister = hookedPods{PodLister: o.Controller, before: o.BeforeCycle}
+	storage, err := podStorage(o.Runtime)
+	if err != nil {
+		return nil, fmt.Errorf("pod storage: %w", err)
 	}
 	m, err := eviction.NewManager(eviction.ManagerOptions{
+		Storage: storage,
 		Config: eviction.Config{
 			Thresholds:                    thresholds,
 			PressureTransitionPeriod:      cfg.Eviction.PressureTransitionPeriod,
@@ -81,7 +98,8 @@ func startEviction(ctx context.Context, wg *sync.WaitGroup, o evictionOptions) (
 			LocalStorageCapacityIsolation: true,
 		},
 		Sources:            src,
-		Pods:               lister,
+		Pods:               o.Controller,
+		BeforeCycle:        o.BeforeCycle,
 		Evictor:            o.Controller,
 		Reclaim:            o.Reclaim,
 		Notifiers:          notifiers,

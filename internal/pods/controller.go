@@ -32,6 +32,10 @@ type relister interface {
 	NextSync(uid string) time.Time
 }
 
+// ReasonRuntimeUnavailable is the status reason of a pod whose phase is Unknown because the
+// container runtime cannot be reached (see ErrRuntimeUnavailable).
+const ReasonRuntimeUnavailable = "RuntimeUnavailable"
+
 // ReasonUnsupported is the status reason of a pod the runtime cannot run (e.g. an image with the
 // built-in systemd runtime); the message lists every field path and value.
 const ReasonUnsupported = "UnsupportedPodSpec"
@@ -84,6 +88,7 @@ type Controller struct {
 	cleaned   bool
 	kick      chan struct{}
 	onReject  func(reason string)
+	onChange  func()
 }
 
 // OnReject registers f to be called with the reason of every pod admission rejects (for
@@ -92,6 +97,23 @@ func (c *Controller) OnReject(f func(reason string)) {
 	c.mu.Lock()
 	c.onReject = f
 	c.mu.Unlock()
+}
+
+// OnChange registers f to be called whenever the set of running pods changes: a pod got its
+// slice, changed phase, or was deleted (the eviction manager re-arms its thresholds then). f is
+// called with the controller's lock held: it must not block and must not call the controller.
+// It may be set at any time (the eviction manager starts after the controller).
+func (c *Controller) OnChange(f func()) {
+	c.mu.Lock()
+	c.onChange = f
+	c.mu.Unlock()
+}
+
+// changedLocked calls the OnChange hook.
+func (c *Controller) changedLocked() {
+	if c.onChange != nil {
+		c.onChange()
+	}
 }
 
 // NewController returns a controller. wantSources are the sources that must each send one
@@ -259,6 +281,15 @@ func (c *Controller) syncDue(ctx context.Context) {
 				ps.nextSync = time.Time{}
 			}
 		}
+		if errors.Is(err, ErrRuntimeUnavailable) {
+			// The runtime went away: sync every pod not yet known to be Unknown now, so its
+			// status says so within a tick rather than at its steady resync.
+			for _, ps := range c.pods {
+				if ps.admitted && ps.status.Phase != v1.PodUnknown {
+					ps.nextSync = time.Time{}
+				}
+			}
+		}
 		c.mu.Unlock()
 	}
 	now := time.Now()
@@ -269,10 +300,7 @@ func (c *Controller) syncDue(ctx context.Context) {
 			due = append(due, uid)
 		}
 	}
-	allReady := true
-	for _, s := range c.want {
-		allReady = allReady && c.sources[s]
-	}
+	allReady := c.allSourcesReadyLocked()
 	c.mu.Unlock()
 	defer func() {
 		// Orphans are only judged once every source reported and every admitted pod has its
@@ -336,6 +364,7 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 		}
 		if ps.deleting { // not re-added meanwhile
 			delete(c.pods, uid)
+			c.changedLocked()
 		}
 		return
 	}
@@ -351,6 +380,9 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 		// Evicted or deleted while this sync ran: its result must not overwrite that status.
 		return
 	}
+	if ps.slice.Unit == "" && slice.Unit != "" {
+		c.changedLocked()
+	}
 	ps.slice = slice
 	if err != nil {
 		if ps.syncErr != err.Error() {
@@ -358,6 +390,14 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 		}
 		ps.syncErr = err.Error()
 		ps.nextSync = time.Now().Add(busyResync)
+		if errors.Is(err, ErrRuntimeUnavailable) {
+			// The runtime cannot tell how the containers are: the pod's state is unknown
+			// (what the API server shows for a pod on a node that stopped reporting), and
+			// nothing is deleted; the next sync after the runtime returns resyncs it.
+			ps.status.Phase = v1.PodUnknown
+			ps.status.Reason = ReasonRuntimeUnavailable
+			ps.status.Message = err.Error()
+		}
 		return
 	}
 	if ps.syncErr != "" {
@@ -366,6 +406,7 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 	ps.syncErr = ""
 	if ps.status.Phase != status.Phase {
 		c.log.Info("pod phase changed", "pod", key(pod), "pod_uid", uid, "phase", string(status.Phase), "slice", slice.Unit)
+		c.changedLocked()
 	}
 	ps.status = status
 	ps.nextSync = time.Now().Add(resyncAfter(status))
@@ -427,6 +468,12 @@ func (c *Controller) cleanupOrphans(ctx context.Context) {
 
 	var errs []error
 	uids, err := c.rt.PodUIDs(ctx)
+	if errors.Is(err, ErrRuntimeUnavailable) {
+		// A runtime that is down lists nothing; judging orphans now could destroy the slices
+		// of pods whose containers still run. Retry at the next tick.
+		c.log.Debug("orphan cleanup postponed: container runtime unavailable", "error", err)
+		return
+	}
 	if err != nil {
 		errs = append(errs, err)
 	}

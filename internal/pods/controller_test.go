@@ -299,3 +299,145 @@ func TestControllerRejectsWhatTheRuntimeCannotRun(t *testing.T) {
 		}
 	})
 }
+
+// downRuntime is a fakeRuntime whose container runtime can be down.
+type downRuntime struct {
+	*fakeRuntime
+	down bool
+}
+
+func (r *downRuntime) isDown() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.down
+}
+
+func (r *downRuntime) SyncPod(ctx context.Context, pod *v1.Pod, s slices.PodSlice) (v1.PodStatus, error) {
+	if r.isDown() {
+		return v1.PodStatus{}, fmt.Errorf("cri runtime unix:///run/x.sock: %w", ErrRuntimeUnavailable)
+	}
+	return r.fakeRuntime.SyncPod(ctx, pod, s)
+}
+
+func (r *downRuntime) PodUIDs(ctx context.Context) ([]string, error) {
+	if r.isDown() {
+		return nil, fmt.Errorf("cri runtime unix:///run/x.sock: %w", ErrRuntimeUnavailable)
+	}
+	return r.fakeRuntime.PodUIDs(ctx)
+}
+
+// TestControllerRuntimeUnavailable: while the runtime is down a pod is Unknown and nothing is
+// deleted (no kill, no forget, no orphan cleanup of slices or runtime pods); when it returns the
+// pod is resynced to Running and orphans are judged.
+func TestControllerRuntimeUnavailable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
+		rt := &downRuntime{fakeRuntime: &fakeRuntime{synced: map[string]int{}, present: []string{"uid-a", "uid-gone"}}, down: true}
+		c := NewController(s, rt, maxPods(10), nil, SourceFile)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "a", "uid-a")}})
+		synctest.Wait()
+		time.Sleep(3 * DefaultTick)
+		synctest.Wait()
+		p, _ := c.Pod("default", "a")
+		if p.Status.Phase != v1.PodUnknown || p.Status.Reason != ReasonRuntimeUnavailable || !strings.Contains(p.Status.Message, "unix:///run/x.sock") {
+			t.Errorf("status while the runtime is down = %+v, want phase Unknown naming the endpoint", p.Status)
+		}
+		if len(rt.killed) != 0 || len(rt.forgot) != 0 || len(s.destroyed) != 0 || s.orphans != 0 {
+			t.Errorf("deleted while the runtime was down: killed %v forgot %v destroyed %v orphan cleanups %d", rt.killed, rt.forgot, s.destroyed, s.orphans)
+		}
+
+		rt.mu.Lock()
+		rt.down = false
+		rt.mu.Unlock()
+		time.Sleep(busyResync + DefaultTick)
+		synctest.Wait()
+		p, _ = c.Pod("default", "a")
+		if p.Status.Phase != v1.PodRunning {
+			t.Errorf("status after the runtime returned = %+v, want Running", p.Status)
+		}
+		if fmt.Sprint(rt.killed, rt.forgot) != "[uid-gone] [uid-gone]" || s.orphans != 1 {
+			t.Errorf("after recovery: killed %v forgot %v orphan cleanups %d; want only uid-gone, once", rt.killed, rt.forgot, s.orphans)
+		}
+	})
+}
+
+// TestControllerOnChange: the change hook fires when a pod gets its slice and phase, and when a
+// deleted pod is gone; a steady resync does not fire it. GCPodState tells known, terminated and
+// all-sources-ready.
+func TestControllerOnChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _, _ := newTestController(maxPods(10), SourceFile, SourceAPI)
+		var changes int
+		c.OnChange(func() { changes++ })
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+
+		if st := c.GCPodState(); st.AllSourcesReady || len(st.Known) != 0 {
+			t.Errorf("GCPodState before any source = %+v", st)
+		}
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "a", "uid-a")}})
+		synctest.Wait()
+		if changes != 2 { // slice, then phase Running
+			t.Errorf("start: %d changes, want 2", changes)
+		}
+		time.Sleep(steadyResync + time.Second)
+		synctest.Wait()
+		if changes != 2 {
+			t.Errorf("a steady resync fired the hook: %d changes", changes)
+		}
+		c.Update(Snapshot{Source: SourceAPI})
+		synctest.Wait()
+		if st := c.GCPodState(); !st.AllSourcesReady || !st.Known["uid-a"] || len(st.Terminated) != 0 {
+			t.Errorf("GCPodState = %+v", st)
+		}
+		c.Update(Snapshot{Source: SourceFile})
+		synctest.Wait()
+		if changes != 3 {
+			t.Errorf("delete: %d changes, want 3", changes)
+		}
+		if st := c.GCPodState(); st.Known["uid-a"] {
+			t.Errorf("deleted pod still known: %+v", st)
+		}
+	})
+}
+
+// downRelistRuntime is a downRuntime that relists: its Relist fails while it is down.
+type downRelistRuntime struct{ *downRuntime }
+
+func (r downRelistRuntime) Relist(context.Context) ([]string, error) {
+	if r.isDown() {
+		return nil, fmt.Errorf("cri runtime unix:///run/x.sock: %w", ErrRuntimeUnavailable)
+	}
+	return nil, nil
+}
+func (r downRelistRuntime) NextSync(string) time.Time { return time.Time{} }
+
+// TestControllerRuntimeGoesAway: a steady Running pod is reported Unknown within a tick of the
+// runtime's relist failing, not at its steady resync ten seconds later.
+func TestControllerRuntimeGoesAway(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
+		rt := downRelistRuntime{&downRuntime{fakeRuntime: &fakeRuntime{synced: map[string]int{}}}}
+		c := NewController(s, rt, maxPods(10), nil, SourceFile)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "a", "uid-a")}})
+		synctest.Wait()
+		if p, _ := c.Pod("default", "a"); p.Status.Phase != v1.PodRunning {
+			t.Fatalf("status = %+v", p.Status)
+		}
+		rt.mu.Lock()
+		rt.down = true
+		rt.mu.Unlock()
+		time.Sleep(DefaultTick + time.Millisecond)
+		synctest.Wait()
+		if p, _ := c.Pod("default", "a"); p.Status.Phase != v1.PodUnknown {
+			t.Errorf("a tick after the runtime went away: %+v, want Unknown", p.Status)
+		}
+	})
+}

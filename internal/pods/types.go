@@ -71,6 +71,12 @@ type LogOptions struct {
 // ErrNoLogs is returned by Runtime.Logs when the container (or its previous instance) has none.
 var ErrNoLogs = errors.New("no logs")
 
+// ErrRuntimeUnavailable is wrapped by a Runtime's errors when the container runtime behind it
+// cannot be reached right now (the CRI endpoint is down or restarting). The failure is
+// transient: the controller reports the pod's phase as Unknown, deletes nothing and cleans no
+// orphans until the runtime answers again, then resyncs.
+var ErrRuntimeUnavailable = errors.New("container runtime unavailable")
+
 // Runtime runs the containers of pods inside their slices. Implementations: the built-in systemd
 // runtime (containers as transient services) and the CRI runtime.
 type Runtime interface {

@@ -464,3 +464,23 @@ func TestSyncPodMissingBinary(t *testing.T) {
 		t.Errorf("status %s %+v", describe(st), term)
 	}
 }
+
+// TestStorageDirs: the emptyDir volumes are the pod's local storage; other volumes are not, and
+// a UID that is not a path element gets nothing.
+func TestStorageDirs(t *testing.T) {
+	rt, _ := newTestRuntime(t, units.ModeUnified)
+	pod := testPod("11111111-2222-3333-4444-555555555555", v1.RestartPolicyAlways, cmd("app", "/bin/true"))
+	pod.Spec.Volumes = []v1.Volume{
+		{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/srv"}}},
+	}
+	vols, containers, other := rt.StorageDirs(pod)
+	want := filepath.Join(rt.opts.StateDir, "pods", string(pod.UID), "volumes", "scratch")
+	if len(vols) != 1 || vols["scratch"] != want || containers != nil || other != nil {
+		t.Errorf("StorageDirs = %v, %v, %v; want only scratch at %s", vols, containers, other, want)
+	}
+	pod.UID = "../../etc"
+	if vols, _, _ := rt.StorageDirs(pod); vols != nil {
+		t.Errorf("StorageDirs of UID %q = %v, want none", pod.UID, vols)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/slicelet/slicelet/slices"
 )
 
 // emptyDirPath is where an emptyDir volume lives: StateDir/pods/<uid>/volumes/<name>. Names
@@ -134,4 +136,22 @@ func checkMountSources(c *v1.Container, vols map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// StorageDirs returns where the pod keeps local storage, for ephemeral-storage accounting: its
+// emptyDir volumes by name. Containers have no writable layer (they run on the host's
+// filesystem) and log to the journal, so there is nothing per container. A pod whose UID is not
+// valid (slices.ValidateUID) has none.
+func (r *Runtime) StorageDirs(pod *v1.Pod) (volumes map[string]string, containers map[string][]string, other []string) {
+	uid := string(pod.UID)
+	if slices.ValidateUID(uid) != nil {
+		return nil, nil, nil
+	}
+	volumes = map[string]string{}
+	for _, v := range pod.Spec.Volumes {
+		if v.EmptyDir != nil {
+			volumes[v.Name] = r.emptyDirPath(uid, v.Name)
+		}
+	}
+	return volumes, nil, nil
 }

@@ -1,0 +1,114 @@
+package eviction
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// storageResult is one pod's last storage measurement.
+type storageResult struct {
+	usage StorageUsage
+	err   error
+}
+
+// storageLoop measures every active pod's storage once per monitoring interval, so cycles use
+// recent numbers without walking directories themselves. When a measurement shows a pod over
+// its own local-storage limits it wakes the loop, so the pod is evicted now rather than at the
+// next tick.
+func (m *Manager) storageLoop(ctx context.Context) {
+	t := time.NewTicker(m.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if m.measureStorage(ctx) {
+			m.log.Debug("eviction loop woken by a local-storage limit violation")
+			m.Wake()
+		}
+	}
+}
+
+// measureStorage measures every active pod's storage and reports whether one is over its
+// local-storage limits (with local-storage isolation on).
+func (m *Manager) measureStorage(ctx context.Context) bool {
+	var stats []PodStats
+	for _, p := range m.o.Pods.ActivePods() {
+		r := m.measurePod(ctx, p)
+		if ctx.Err() != nil {
+			return false
+		}
+		if r.err == nil {
+			u := &PodUsage{}
+			applyStorage(u, r.usage)
+			stats = append(stats, PodStats{Pod: p.Pod, Usage: u})
+		}
+	}
+	return m.o.Config.LocalStorageCapacityIsolation && len(LocalStorageEvictions(stats, m.o.Config.PriorityClasses)) > 0
+}
+
+// measurePod measures one pod's storage, keeps the result for the cycles, and logs a failure
+// when it begins and when it ends, not on every measurement.
+func (m *Manager) measurePod(ctx context.Context, p ActivePod) storageResult {
+	s, err := m.o.Storage.PodStorage(ctx, p.Pod)
+	r := storageResult{usage: s, err: err}
+	if ctx.Err() != nil {
+		return r
+	}
+	m.storageMu.Lock()
+	defer m.storageMu.Unlock()
+	logStorageState(m.log, m.storageState, p.Pod, s, err)
+	m.storage[string(p.Pod.UID)] = r
+	return r
+}
+
+// podUsage is a pod's usage: from its cgroup (or the PodUsage override), plus its local
+// storage when a PodStorage is set: the last measurement, or one made now for a pod not
+// measured yet. A pod whose storage cannot be measured keeps its memory and process numbers
+// and has no storage stats.
+func (m *Manager) podUsage(ctx context.Context, p ActivePod) *PodUsage {
+	u := m.o.PodUsage(p)
+	if u == nil || m.o.Storage == nil {
+		return u
+	}
+	m.storageMu.Lock()
+	r, ok := m.storage[string(p.Pod.UID)]
+	m.storageMu.Unlock()
+	if !ok {
+		r = m.measurePod(ctx, p)
+	}
+	v := *u
+	v.Containers = slices.Clone(u.Containers)
+	if r.err != nil {
+		v.NoStorageStats = true
+		return &v
+	}
+	applyStorage(&v, r.usage)
+	return &v
+}
+
+// forgetStorage drops the measurements and logged state of pods no longer active.
+func (m *Manager) forgetStorage(active []ActivePod) {
+	m.storageMu.Lock()
+	defer m.storageMu.Unlock()
+	if len(m.storage) == 0 && len(m.storageState) == 0 {
+		return
+	}
+	keep := make(map[string]bool, len(active))
+	for _, p := range active {
+		keep[string(p.Pod.UID)] = true
+	}
+	for uid := range m.storage {
+		if !keep[uid] {
+			delete(m.storage, uid)
+		}
+	}
+	for uid := range m.storageState {
+		if !keep[uid] {
+			delete(m.storageState, uid)
+		}
+	}
+}
