@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -401,7 +402,7 @@ func evictionOrder(images []Image, containers []Container, sandboxImage string) 
 			keep[img.ID] = Keep{ID: img.ID, Reason: KeepPinned}
 			continue
 		}
-		if sandboxImage != "" && (img.ID == sandboxImage || slices.Contains(img.Names, sandboxImage)) {
+		if IsImage(img.ID, img.Names, sandboxImage) {
 			keep[img.ID] = Keep{ID: img.ID, Reason: KeepSandboxImage, Detail: sandboxImage}
 			continue
 		}
@@ -446,6 +447,51 @@ func keptInOrder(images []Image, keep map[string]Keep) []Keep {
 		}
 	}
 	return out
+}
+
+// IsImage reports whether ref names the image with id and names (its repo tags and digests):
+// the ID itself, or a name equal to ref once both are normalized the way container runtimes
+// name images ("pause:3.9" is "docker.io/library/pause:3.9", a reference without a tag or
+// digest has ":latest"). An empty ref names nothing.
+func IsImage(id string, names []string, ref string) bool {
+	if ref == "" {
+		return false
+	}
+	if id == ref {
+		return true
+	}
+	want := NormalizeImageRef(ref)
+	return slices.ContainsFunc(names, func(n string) bool { return NormalizeImageRef(n) == want })
+}
+
+// NormalizeImageRef returns ref in its fully qualified form: a first path component that is not
+// a registry host (no '.', no ':', not "localhost") gets "docker.io/" in front, a single
+// component under docker.io gets "library/", and a reference with neither tag nor digest gets
+// ":latest". Anything else is returned as it is.
+func NormalizeImageRef(ref string) string {
+	if ref == "" || strings.HasPrefix(ref, "sha256:") {
+		return ref
+	}
+	name, rest := ref, ""
+	if i := strings.IndexByte(ref, '@'); i >= 0 {
+		name, rest = ref[:i], ref[i:]
+	}
+	if rest == "" {
+		// A tag is after the last ':' that follows the last '/': a registry port is not a tag.
+		if i := strings.LastIndexByte(name, ':'); i > strings.LastIndexByte(name, '/') {
+			name, rest = name[:i], name[i:]
+		} else {
+			rest = ":latest"
+		}
+	}
+	first, _, hasSlash := strings.Cut(name, "/")
+	if !hasSlash || (!strings.ContainsAny(first, ".:") && first != "localhost") {
+		name = "docker.io/" + name
+	}
+	if strings.HasPrefix(name, "docker.io/") && strings.Count(name, "/") == 1 {
+		name = "docker.io/library/" + strings.TrimPrefix(name, "docker.io/")
+	}
+	return name + rest
 }
 
 // mulDiv returns a*b/c for non-negative a, b and positive c with a*b/c < 2^63, without the

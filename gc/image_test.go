@@ -600,3 +600,44 @@ func BenchmarkPlanImageGC10000(b *testing.B) {
 		}
 	}
 }
+
+func TestNormalizeImageRef(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"short name with tag", "pause:3.9", "docker.io/library/pause:3.9"},
+		{"short name without tag", "busybox", "docker.io/library/busybox:latest"},
+		{"docker hub user", "someone/app:1", "docker.io/someone/app:1"},
+		{"registry host", "registry.k8s.io/pause:3.10", "registry.k8s.io/pause:3.10"},
+		{"registry with port, no tag", "localhost:5000/app", "localhost:5000/app:latest"},
+		{"registry with port and tag", "reg:5000/team/app:2", "reg:5000/team/app:2"},
+		{"localhost", "localhost/app:1", "localhost/app:1"},
+		{"digest", "busybox@sha256:abc", "docker.io/library/busybox@sha256:abc"},
+		{"image id", "sha256:abc", "sha256:abc"},
+		{"test domain", "slicelet.test/pause:1", "slicelet.test/pause:1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := NormalizeImageRef(tc.in); got != tc.want {
+				t.Errorf("NormalizeImageRef(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestIsImage(t *testing.T) {
+	names := []string{"docker.io/library/pause:3.9", "docker.io/library/pause@sha256:feed"}
+	for _, tc := range []struct {
+		name, ref string
+		want      bool
+	}{
+		{"by id", "sha256:1111", true},
+		{"short tag", "pause:3.9", true},
+		{"full tag", "docker.io/library/pause:3.9", true},
+		{"other tag", "pause:3.10", false},
+		{"empty", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := IsImage("sha256:1111", names, tc.ref); got != tc.want {
+				t.Errorf("IsImage(%q) = %v, want %v", tc.ref, got, tc.want)
+			}
+		})
+	}
+}

@@ -9,6 +9,9 @@ packages=(
 	# The cgroup v2 VM (internal/vmtest): qemu, a static busybox for the initramfs, xz for the
 	# kernel image (downloaded with apt-get download, never installed).
 	qemu-system-x86 busybox-static xz-utils
+	# The CRI runtime's tests (internal/critest): a private containerd per test run, inside the
+	# sandbox only, with runc. Never started by the package (see below).
+	containerd runc
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -21,5 +24,16 @@ if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
 fi
 echo "test-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# containerd's package enables and starts containerd.service. The tests start their own, inside
+# the throwaway systemd; the machine's must never run. policy-rc.d (exit 101: "action
+# forbidden") makes the maintainer scripts leave every service alone during this install.
+guard=
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+	chmod 755 /usr/sbin/policy-rc.d
+	guard=1
+	trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+[ -z "$guard" ] || rm -f /usr/sbin/policy-rc.d

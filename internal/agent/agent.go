@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
+	"github.com/slicelet/slicelet/internal/pods/crirt"
 	"github.com/slicelet/slicelet/internal/pods/source"
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
 	"github.com/slicelet/slicelet/slices"
@@ -117,9 +119,12 @@ func Run(ctx context.Context, o Options) error {
 		"allocatable_cpu_millis", alloc.Cpu().MilliValue(), "allocatable_memory_bytes", alloc.Memory().Value(),
 		"kubepods_cpu_millis", limits.Cpu().MilliValue(), "kubepods_memory_bytes", limits.Memory().Value())
 
-	rt, err := newRuntime(cfg, sd, capacity, mcfg, log)
+	rt, err := newRuntime(ctx, cfg, sd, capacity, mcfg, log)
 	if err != nil {
 		return err
+	}
+	if c, ok := rt.(io.Closer); ok {
+		defer c.Close()
 	}
 	// The eviction manager starts after the controller it evicts through; admission reads its
 	// node conditions once it exists.
@@ -262,11 +267,13 @@ func statusLoop(ctx context.Context, status func() string, log *slog.Logger) {
 	}
 }
 
-// newRuntime builds the configured container runtime.
-func newRuntime(cfg *config.Config, sd *units.Manager, capacity slices.Capacity, mcfg slices.ManagerConfig, log *slog.Logger) (pods.Runtime, error) {
+// newRuntime builds the configured container runtime. The CRI runtime connects lazily: an
+// endpoint that is not up yet is retried with back-off (pods report Unknown meanwhile), so a
+// daemon started before containerd comes up stays up.
+func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capacity slices.Capacity, mcfg slices.ManagerConfig, log *slog.Logger) (pods.Runtime, error) {
+	opts := mcfg.Pod
 	switch cfg.Runtime.Type {
 	case config.RuntimeSystemd, "":
-		opts := mcfg.Pod
 		return systemdrt.New(systemdrt.Options{
 			Systemd:        sd,
 			StateDir:       filepath.Join(cfg.StateDir, "runtime"),
@@ -274,8 +281,18 @@ func newRuntime(cfg *config.Config, sd *units.Manager, capacity slices.Capacity,
 			MemoryCapacity: capacity.Memory,
 			Resources:      &opts,
 		})
+	case config.RuntimeCRI:
+		return crirt.New(ctx, crirt.Options{
+			Endpoint:       cfg.Runtime.Endpoint,
+			SandboxImage:   cfg.Runtime.SandboxImage,
+			LogRoot:        podLogRoot,
+			StateDir:       filepath.Join(cfg.StateDir, "runtime-cri"),
+			Logger:         log.With("runtime", "cri"),
+			MemoryCapacity: capacity.Memory,
+			Resources:      &opts,
+		})
 	default:
-		return nil, fmt.Errorf("runtime.type %q: this build runs pods with the built-in systemd runtime only (runtime.type = \"systemd\")", cfg.Runtime.Type)
+		return nil, fmt.Errorf("runtime.type %q: want \"systemd\" or \"cri\"", cfg.Runtime.Type)
 	}
 }
 

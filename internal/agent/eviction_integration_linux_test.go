@@ -79,7 +79,7 @@ func TestIntegrationEvictionEndToEnd(t *testing.T) {
 			_ = sd.Stop(context.Background(), s)
 		}
 	})
-	rt, err := newRuntime(cfg, sd, capacity, mcfg, log)
+	rt, err := newRuntime(ctx, cfg, sd, capacity, mcfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -210,6 +210,8 @@ func newGCCollector(cfg *config.Config, rt pods.Runtime, podState func() gc.PodS
 	}
 	if irt, ok := rt.(gc.ImageRuntime); ok {
 		opts.Images = irt
+		// The CRI runtime also reports its sandbox image pinned (from this option or its own
+		// configuration), so it is protected even when this is empty.
 		opts.SandboxImage = cfg.Runtime.SandboxImage
 		opts.PodLogRoot = podLogRoot
 	}

@@ -1,0 +1,403 @@
+package critest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/slicelet/slicelet/internal/systemdtest"
+)
+
+// Binaries the harness needs (Debian: containerd, runc, busybox-static).
+var (
+	ContainerdBinary = "/usr/bin/containerd"
+	CtrBinary        = "/usr/bin/ctr"
+	RuncBinary       = "/usr/sbin/runc"
+)
+
+// DefaultSandboxImage is the sandbox image Start imports and configures.
+const DefaultSandboxImage = "slicelet.test/pause:1"
+
+// Options configure Start.
+type Options struct {
+	// ImageFsSize, when > 0, mounts a tmpfs of that many bytes on containerd's root, so that
+	// the image filesystem is small enough for GC thresholds to be crossed.
+	ImageFsSize int64
+	// SandboxImage is the name of the sandbox image (Cmd sleep infinity) imported at start;
+	// DefaultSandboxImage when empty.
+	SandboxImage string
+	// Logf, when set, receives progress lines (t.Logf).
+	Logf func(format string, args ...any)
+}
+
+// Containerd is a running private containerd.
+type Containerd struct {
+	// Dir is the run directory.
+	Dir string
+	// Socket is the gRPC socket; Endpoint is "unix://" + Socket.
+	Socket, Endpoint string
+	// Root is containerd's root (the image filesystem lives under it).
+	Root string
+	// SandboxImage is the imported sandbox image's name.
+	SandboxImage string
+
+	opts    Options
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	mounted bool
+}
+
+// Require checks that containerd can be started here: inside the systemd sandbox, as root,
+// with containerd, ctr, runc and a static busybox installed. Otherwise the test is skipped with
+// the reason, or fails with CI=true.
+func Require(t testing.TB) {
+	t.Helper()
+	systemdtest.Require(t)
+	var missing []string
+	for _, b := range []string{ContainerdBinary, CtrBinary, RuncBinary, DefaultBusybox} {
+		if _, err := os.Stat(b); err != nil {
+			missing = append(missing, b)
+		}
+	}
+	if os.Geteuid() != 0 {
+		missing = append(missing, "root")
+	}
+	if len(missing) == 0 {
+		return
+	}
+	msg := fmt.Sprintf("critest: containerd cannot run here, missing: %s (apt-get install containerd runc busybox-static)", strings.Join(missing, ", "))
+	if systemdtest.CI() {
+		t.Fatalf("%s; CI=true makes this a failure", msg)
+	}
+	t.Skip("SKIP: " + msg)
+}
+
+// Start starts a private containerd (Require first) and imports the sandbox image; the test's
+// cleanup stops it.
+func Start(t testing.TB, opts Options) *Containerd {
+	t.Helper()
+	Require(t)
+	c, err := StartContainerd(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("critest: %v", err)
+		}
+	})
+	return c
+}
+
+// StartContainerd is Start without a testing.TB (for TestMain and benchmarks shared by a
+// package); the caller must Stop it. It refuses to run outside the systemd sandbox.
+func StartContainerd(opts Options) (*Containerd, error) {
+	if !systemdtest.Inside() {
+		return nil, errors.New("critest: containerd is only started inside the systemd sandbox (systemdtest.Main)")
+	}
+	if opts.SandboxImage == "" {
+		opts.SandboxImage = DefaultSandboxImage
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	// Unix socket paths must stay under 108 bytes: a short directory under /tmp (the
+	// sandbox's private tmpfs).
+	dir, err := os.MkdirTemp("/tmp", "crt")
+	if err != nil {
+		return nil, fmt.Errorf("critest: run dir: %w", err)
+	}
+	c := &Containerd{
+		Dir: dir, Socket: filepath.Join(dir, "c.sock"), Root: filepath.Join(dir, "root"),
+		SandboxImage: opts.SandboxImage, opts: opts,
+	}
+	c.Endpoint = "unix://" + c.Socket
+	for _, d := range []string{c.Root, filepath.Join(dir, "state"), filepath.Join(dir, "opt"), filepath.Join(dir, "cni", "bin"), filepath.Join(dir, "cni", "conf")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("critest: %w", err)
+		}
+	}
+	if opts.ImageFsSize > 0 {
+		if err := unix.Mount("tmpfs", c.Root, "tmpfs", 0, "size="+strconv.FormatInt(opts.ImageFsSize, 10)+",mode=0711"); err != nil {
+			return nil, fmt.Errorf("critest: image fs tmpfs of %d bytes on %s: %w", opts.ImageFsSize, c.Root, err)
+		}
+		c.mounted = true
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(c.config()), 0o644); err != nil {
+		return nil, fmt.Errorf("critest: %w", err)
+	}
+	if err := c.start(); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
+	if err := c.ImportImage(context.Background(), Image{Name: opts.SandboxImage, Cmd: []string{"/bin/sleep", "infinity"}}); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// config is containerd's configuration (version 2): everything in the run directory.
+func (c *Containerd) config() string {
+	d := c.Dir
+	return fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs"]
+
+[grpc]
+  address = %[3]q
+
+[ttrpc]
+  address = %[4]q
+
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = %[5]q
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = %[6]q
+    restrict_oom_score_adj = true
+    netns_mounts_under_state_dir = true
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+    stats_collect_period = 1
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = %[7]q
+      conf_dir = %[8]q
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      snapshotter = "overlayfs"
+      default_runtime_name = "runc"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          BinaryName = %[9]q
+          Root = %[10]q
+          SystemdCgroup = true
+`, c.Root, filepath.Join(d, "state"), c.Socket, c.Socket+".ttrpc", filepath.Join(d, "opt"), c.SandboxImage,
+		filepath.Join(d, "cni", "bin"), filepath.Join(d, "cni", "conf"), RuncBinary, filepath.Join(d, "state", "runc"))
+}
+
+// start runs containerd as a child process and waits until its CRI answers (10 s at most).
+func (c *Containerd) start() error {
+	logf, err := os.OpenFile(filepath.Join(c.Dir, "containerd.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("critest: %w", err)
+	}
+	cmd := exec.Command(ContainerdBinary, "--config", filepath.Join(c.Dir, "config.toml"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group, so a signal to the test does not reach it first; it still dies
+	// with the sandbox's PID namespace.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("critest: start containerd: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(exited)
+	}()
+	c.mu.Lock()
+	c.cmd, c.exited = cmd, exited
+	c.mu.Unlock()
+
+	deadline := time.Now().Add(10 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return fmt.Errorf("critest: containerd exited at start: %s", c.LogTail(20))
+		default:
+		}
+		if last = c.version(); last == nil {
+			c.opts.Logf("critest: containerd pid %d ready in %s (%s)", cmd.Process.Pid, time.Since(t0).Round(time.Millisecond), c.Dir)
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("critest: containerd not ready in 10s: %v; log: %s", last, c.LogTail(20))
+}
+
+// version calls CRI Version once.
+func (c *Containerd) version() error {
+	if _, err := os.Stat(c.Socket); err != nil {
+		return err
+	}
+	cc, err := grpc.NewClient("unix://"+c.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = runtimeapi.NewRuntimeServiceClient(cc).Version(ctx, &runtimeapi.VersionRequest{})
+	return err
+}
+
+// PID is containerd's process ID, 0 when it is not running.
+func (c *Containerd) PID() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd == nil {
+		return 0
+	}
+	return c.cmd.Process.Pid
+}
+
+// Kill stops containerd (SIGTERM to its PID, SIGKILL after 10 s) and waits until the process
+// is gone; containers keep running in their shims. It is what a containerd restart looks like
+// to a client.
+func (c *Containerd) Kill() error {
+	c.mu.Lock()
+	cmd, exited := c.cmd, c.exited
+	c.cmd = nil
+	c.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	return nil
+}
+
+// Restart starts containerd again on the same run directory after Kill.
+func (c *Containerd) Restart() error {
+	if c.PID() != 0 {
+		return errors.New("critest: containerd is still running")
+	}
+	return c.start()
+}
+
+// Stop stops containerd and every container it runs (their shims), unmounts the image fs and
+// removes the run directory.
+func (c *Containerd) Stop() error {
+	var errs []error
+	if c.PID() != 0 {
+		c.removeAll()
+	}
+	if err := c.Kill(); err != nil {
+		errs = append(errs, err)
+	}
+	// Mounts the shims and snapshotter left (rootfs, shm) must go before the directory.
+	for _, m := range mountsUnder(c.Dir) {
+		if m != c.Root {
+			_ = unix.Unmount(m, unix.MNT_DETACH)
+		}
+	}
+	if c.mounted {
+		if err := unix.Unmount(c.Root, unix.MNT_DETACH); err != nil {
+			errs = append(errs, fmt.Errorf("critest: unmount %s: %w", c.Root, err))
+		}
+		c.mounted = false
+	}
+	if err := os.RemoveAll(c.Dir); err != nil {
+		errs = append(errs, fmt.Errorf("critest: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// removeAll stops and removes every pod sandbox (and so its containers), so that no shim
+// outlives the test.
+func (c *Containerd) removeAll() {
+	cc, err := grpc.NewClient("unix://"+c.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return
+	}
+	defer cc.Close()
+	rs := runtimeapi.NewRuntimeServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list, err := rs.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return
+	}
+	for _, sb := range list.Items {
+		_, _ = rs.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id})
+		_, _ = rs.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id})
+	}
+}
+
+// Ctr runs `ctr --address <socket> -n k8s.io args...`.
+func (c *Containerd) Ctr(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, CtrBinary, append([]string{"--address", c.Socket, "-n", "k8s.io"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return string(out), nil
+}
+
+// ImportImage writes img as an OCI layout and imports it (ctr images import, which also
+// unpacks it for the overlayfs snapshotter).
+func (c *Containerd) ImportImage(ctx context.Context, img Image) error {
+	path := filepath.Join(c.Dir, "import.tar")
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("critest: %w", err)
+	}
+	defer os.Remove(path)
+	if _, err := WriteImage(f, img); err != nil {
+		f.Close()
+		return fmt.Errorf("critest: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("critest: %w", err)
+	}
+	t0 := time.Now()
+	if _, err := c.Ctr(ctx, "images", "import", path); err != nil {
+		return fmt.Errorf("critest: import %s: %w", img.Name, err)
+	}
+	c.opts.Logf("critest: image %s imported in %s", img.Name, time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// LogTail returns the last n lines of containerd's log.
+func (c *Containerd) LogTail(n int) string {
+	data, _ := os.ReadFile(filepath.Join(c.Dir, "containerd.log"))
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// mountsUnder lists the mount points below dir, deepest first.
+func mountsUnder(dir string) []string {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			out = append(out, f[4])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(out)))
+	return out
+}

@@ -1,0 +1,222 @@
+package critest
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"time"
+)
+
+// DefaultBusybox is a statically linked busybox (Debian's busybox-static).
+const DefaultBusybox = "/bin/busybox"
+
+// busyboxApplets are the commands the image links to busybox.
+var busyboxApplets = []string{
+	"sh", "sleep", "echo", "cat", "ls", "true", "false", "date", "seq", "printf", "kill", "ps",
+	"id", "env", "mkdir", "touch", "wc", "head", "tail", "dd", "rm", "yes",
+}
+
+// Image describes an image to write as an OCI image layout.
+type Image struct {
+	// Name is the reference it is imported as, e.g. "slicelet.test/busybox:1". Required.
+	Name string
+	// Cmd is the image's default command.
+	Cmd []string
+	// RandomMiB adds a second layer of that many MiB of random bytes, for images of distinct
+	// sizes (and IDs).
+	RandomMiB int
+	// Busybox is the static busybox binary of the first layer; DefaultBusybox when empty.
+	Busybox string
+}
+
+// blob is one content-addressed blob of the layout.
+type blob struct {
+	digest string
+	data   []byte
+}
+
+func newBlob(data []byte) blob {
+	sum := sha256.Sum256(data)
+	return blob{digest: "sha256:" + hex.EncodeToString(sum[:]), data: data}
+}
+
+// WriteImage writes img as an OCI image-layout tar (oci-layout, index.json, blobs/sha256/*)
+// with uncompressed layers, ready for `ctr images import`, and returns the image ID (the
+// config digest, which is what CRI reports as the image's id).
+func WriteImage(w io.Writer, img Image) (string, error) {
+	if img.Name == "" {
+		return "", fmt.Errorf("image: no name")
+	}
+	bb := img.Busybox
+	if bb == "" {
+		bb = DefaultBusybox
+	}
+	base, err := busyboxLayer(bb)
+	if err != nil {
+		return "", fmt.Errorf("image %s: %w", img.Name, err)
+	}
+	layers := []blob{newBlob(base)}
+	if img.RandomMiB > 0 {
+		l, err := randomLayer(img.RandomMiB)
+		if err != nil {
+			return "", fmt.Errorf("image %s: %w", img.Name, err)
+		}
+		layers = append(layers, newBlob(l))
+	}
+	diffIDs := make([]string, len(layers))
+	type desc struct {
+		MediaType   string            `json:"mediaType"`
+		Digest      string            `json:"digest"`
+		Size        int               `json:"size"`
+		Platform    map[string]string `json:"platform,omitempty"`
+		Annotations map[string]string `json:"annotations,omitempty"`
+	}
+	var layerDescs []desc
+	for i, l := range layers {
+		// Uncompressed layers: the diff ID is the layer digest.
+		diffIDs[i] = l.digest
+		layerDescs = append(layerDescs, desc{MediaType: "application/vnd.oci.image.layer.v1.tar", Digest: l.digest, Size: len(l.data)})
+	}
+	cfg, err := json.Marshal(map[string]any{
+		"architecture": runtime.GOARCH,
+		"os":           "linux",
+		"created":      time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		"config": map[string]any{
+			"Cmd": img.Cmd,
+			"Env": []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs},
+	})
+	if err != nil {
+		return "", err
+	}
+	config := newBlob(cfg)
+	man, err := json.Marshal(map[string]any{
+		"schemaVersion": 2,
+		"mediaType":     "application/vnd.oci.image.manifest.v1+json",
+		"config":        desc{MediaType: "application/vnd.oci.image.config.v1+json", Digest: config.digest, Size: len(config.data)},
+		"layers":        layerDescs,
+	})
+	if err != nil {
+		return "", err
+	}
+	manifest := newBlob(man)
+	index, err := json.Marshal(map[string]any{
+		"schemaVersion": 2,
+		"manifests": []desc{{
+			MediaType: "application/vnd.oci.image.manifest.v1+json", Digest: manifest.digest, Size: len(manifest.data),
+			Platform:    map[string]string{"architecture": runtime.GOARCH, "os": "linux"},
+			Annotations: map[string]string{"io.containerd.image.name": img.Name},
+		}},
+	})
+	if err != nil {
+		return "", err
+	}
+	tw := tar.NewWriter(w)
+	files := []struct {
+		name string
+		data []byte
+	}{
+		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
+		{"index.json", index},
+	}
+	for _, b := range append([]blob{config, manifest}, layers...) {
+		files = append(files, struct {
+			name string
+			data []byte
+		}{"blobs/sha256/" + b.digest[len("sha256:"):], b.data})
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: "blobs/", Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
+		return "", err
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: "blobs/sha256/", Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
+		return "", err
+	}
+	for _, f := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), Typeflag: tar.TypeReg}); err != nil {
+			return "", err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return "", err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return "", err
+	}
+	return config.digest, nil
+}
+
+// busyboxLayer is a layer with /bin/busybox, its applets as symlinks, /etc/passwd and /etc/group,
+// and the usual empty directories.
+func busyboxLayer(busybox string) ([]byte, error) {
+	bin, err := os.ReadFile(busybox)
+	if err != nil {
+		return nil, fmt.Errorf("busybox layer: %w", err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	mt := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	dir := func(name string, mode int64) error {
+		return tw.WriteHeader(&tar.Header{Name: name + "/", Typeflag: tar.TypeDir, Mode: mode, ModTime: mt})
+	}
+	file := func(name string, mode int64, data []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(data)), ModTime: mt}); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	}
+	for _, d := range []string{"bin", "etc", "proc", "sys", "dev", "root", "var"} {
+		if err := dir(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := dir("tmp", 0o1777); err != nil {
+		return nil, err
+	}
+	if err := file("bin/busybox", 0o755, bin); err != nil {
+		return nil, err
+	}
+	for _, a := range busyboxApplets {
+		if err := tw.WriteHeader(&tar.Header{Name: "bin/" + a, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777, ModTime: mt}); err != nil {
+			return nil, err
+		}
+	}
+	if err := file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n")); err != nil {
+		return nil, err
+	}
+	if err := file("etc/group", 0o644, []byte("root:x:0:\nnogroup:x:65534:\n")); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// randomLayer is a layer with one file of n MiB of random bytes (incompressible, unique).
+func randomLayer(n int) ([]byte, error) {
+	data := make([]byte, n<<20)
+	if _, err := rand.Read(data); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "random.bin", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data)), ModTime: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

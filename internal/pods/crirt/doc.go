@@ -1,0 +1,31 @@
+// Package crirt is slicelet's CRI runtime: a pods.Runtime that runs pods through a container
+// runtime's CRI endpoint (k8s.io/cri-api runtime v1 over gRPC on a unix socket; containerd in
+// practice), with the kubelet's semantics for init containers, sidecars, restart policies,
+// back-off, pod phase and container statuses (the same rules as the built-in systemd runtime).
+//
+// # Pods, sandboxes and containers
+//
+// A pod is one pod sandbox whose linux.cgroup_parent is the pod's slice (systemd cgroup driver:
+// the slice name, so the runtime puts each container in cri-containerd-<id>.scope under it),
+// host network unless Options.HostNetwork is false, and one CRI container per run of each of
+// its containers. Sandboxes and containers carry the kubelet's labels (io.kubernetes.pod.uid,
+// io.kubernetes.pod.name, io.kubernetes.pod.namespace, io.kubernetes.container.name) and the
+// restart count in metadata.attempt and the io.kubernetes.container.restartCount annotation,
+// plus slicelet.io/managed=true. Everything the runtime knows about a pod is rebuilt from the
+// runtime itself on every sync, so a restarted slicelet adopts what runs and never starts a
+// duplicate: the current instance of a container is its container with the highest attempt.
+// Only the restart back-off is kept in StateDir (the kubelet keeps it in memory only and loses
+// it on restart), with the pods' emptyDir volumes.
+//
+// # Logs
+//
+// The runtime writes each instance's output to LogRoot/<ns>_<name>_<uid>/<container>/<n>.log
+// (n = restart count) in the CRI log format; Logs reads those files and writes plain lines.
+//
+// # Runtime down
+//
+// The endpoint is probed (Version) with exponential back-off until it answers, and again
+// whenever a call fails with gRPC Unavailable. While it is down every call fails with an error
+// that wraps pods.ErrRuntimeUnavailable and names the endpoint: the controller reports the pods
+// Unknown and deletes nothing, and resyncs them when the runtime answers again.
+package crirt

@@ -1,0 +1,263 @@
+package crirt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/slicelet/slicelet/gc"
+)
+
+// The primitives of image and container GC (gc.ImageRuntime, gc.ContainerRuntime). They act on
+// what slicelet created (LabelManaged) and on images; deciding what to remove is the GC's plan.
+var (
+	_ gc.ImageRuntime     = (*Runtime)(nil)
+	_ gc.ContainerRuntime = (*Runtime)(nil)
+)
+
+// SandboxImage is the pod sandbox image, which image GC must never remove (containerd 1.6
+// does not report it pinned): Options.SandboxImage when set, else what the runtime reports in
+// its verbose status (containerd's CRI config "sandboxImage").
+func (r *Runtime) SandboxImage(ctx context.Context) (string, error) {
+	if r.opts.SandboxImage != "" {
+		return r.opts.SandboxImage, nil
+	}
+	r.sandboxMu.Lock()
+	defer r.sandboxMu.Unlock()
+	if r.sandboxImage != "" {
+		return r.sandboxImage, nil
+	}
+	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.StatusResponse, error) {
+		return r.rs.Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
+	})
+	if err != nil {
+		return "", fmt.Errorf("sandbox image: runtime status: %w", err)
+	}
+	var cfg struct {
+		SandboxImage string `json:"sandboxImage"`
+	}
+	if raw := resp.Info["config"]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+			return "", fmt.Errorf("sandbox image: runtime status config: %w", err)
+		}
+	}
+	if cfg.SandboxImage == "" {
+		return "", fmt.Errorf("sandbox image: cri runtime %s does not report one; set runtime.sandbox_image", r.opts.Endpoint)
+	}
+	r.sandboxImage = cfg.SandboxImage
+	return cfg.SandboxImage, nil
+}
+
+// ListImages lists every image the runtime holds. The sandbox image is reported pinned (as
+// containerd 1.7 does and 1.6 does not): removing it would make every new pod fail. When the
+// sandbox image is not known (no option, and the runtime does not say), listing fails rather
+// than let image GC take it.
+func (r *Runtime) ListImages(ctx context.Context) ([]gc.ListedImage, error) {
+	sandbox, err := r.SandboxImage(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("images: list: %w", err)
+	}
+	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.ListImagesResponse, error) {
+		return r.is.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("images: list: %w", err)
+	}
+	out := make([]gc.ListedImage, 0, len(resp.Images))
+	for _, img := range resp.Images {
+		names := append(append([]string(nil), img.RepoTags...), img.RepoDigests...)
+		pinned := img.Pinned || gc.IsImage(img.Id, names, sandbox)
+		out = append(out, gc.ListedImage{ID: img.Id, Names: names, SizeBytes: clampInt64(img.Size), Pinned: pinned})
+	}
+	return out, nil
+}
+
+// clampInt64 converts a runtime's unsigned size; a garbage value beyond int64 stays visibly
+// wrong (MaxInt64) for the GC to report instead of wrapping negative.
+func clampInt64(v uint64) int64 {
+	if v > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(v)
+}
+
+// ImageFsInfo measures the image filesystem: used bytes and the timestamp from the runtime
+// (containerd refreshes them every stats_collect_period), capacity and available space from
+// statfs of the mountpoint the runtime reports (containerd reports no capacity). The numbers are
+// returned as they are, capacity 0 included: judging them is the GC's job.
+func (r *Runtime) ImageFsInfo(ctx context.Context) (gc.ImageFsInfo, error) {
+	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+		return r.is.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+	})
+	if err != nil {
+		return gc.ImageFsInfo{}, fmt.Errorf("image filesystem info: %w", err)
+	}
+	if len(resp.ImageFilesystems) == 0 {
+		return gc.ImageFsInfo{}, fmt.Errorf("image filesystem info: cri runtime %s reported no image filesystem", r.opts.Endpoint)
+	}
+	fs := resp.ImageFilesystems[0]
+	mp := fs.GetFsId().GetMountpoint()
+	if mp == "" {
+		return gc.ImageFsInfo{}, fmt.Errorf("image filesystem info: cri runtime %s reported no mountpoint", r.opts.Endpoint)
+	}
+	statfs := r.statfs
+	if statfs == nil {
+		statfs = statfsBytes
+	}
+	capacity, avail, err := statfs(mp)
+	if err != nil {
+		return gc.ImageFsInfo{}, fmt.Errorf("image filesystem %s: %w", mp, err)
+	}
+	out := gc.ImageFsInfo{ImageFs: gc.ImageFs{CapacityBytes: capacity, AvailableBytes: avail}}
+	if fs.UsedBytes != nil {
+		out.UsedBytes = clampInt64(fs.UsedBytes.Value)
+	}
+	if fs.Timestamp > 0 {
+		out.Timestamp = time.Unix(0, fs.Timestamp)
+	}
+	return out, nil
+}
+
+// RemoveImage removes one image by ID (every tag of it); an image already gone is not an error.
+func (r *Runtime) RemoveImage(ctx context.Context, id string) error {
+	_, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.RemoveImageResponse, error) {
+		return r.is.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: id}})
+	})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("image %s: remove: %w", id, err)
+	}
+	return nil
+}
+
+// gcState maps a CRI container state to gc's.
+func gcState(s runtimeapi.ContainerState) string {
+	switch s {
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return gc.StateRunning
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		return gc.StateExited
+	case runtimeapi.ContainerState_CONTAINER_CREATED:
+		return gc.StateCreated
+	}
+	return gc.StateUnknown
+}
+
+// ListContainers lists every container slicelet created, in all states, with its pod UID,
+// name, image (ImageRef), sandbox and creation time.
+func (r *Runtime) ListContainers(ctx context.Context) ([]gc.Container, error) {
+	ctrs, err := r.listContainers(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]gc.Container, 0, len(ctrs))
+	for _, c := range ctrs {
+		name := c.Labels[LabelContainerName]
+		if name == "" {
+			name = c.Metadata.GetName()
+		}
+		out = append(out, gc.Container{
+			ID: c.Id, PodUID: c.Labels[LabelPodUID], Name: name, ImageID: c.ImageRef,
+			SandboxID: c.PodSandboxId, State: gcState(c.State), CreatedAt: unixNano(c.CreatedAt),
+		})
+	}
+	return out, nil
+}
+
+// StopContainer stops a container within its pod's grace period (from its annotation; 30 s
+// when absent); one already gone is not an error.
+func (r *Runtime) StopContainer(ctx context.Context, id string) error {
+	grace := 30 * time.Second
+	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.ListContainersResponse, error) {
+		return r.rs.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{Id: id}})
+	})
+	if err != nil {
+		return fmt.Errorf("container %s: stop: %w", id, err)
+	}
+	if len(resp.Containers) == 0 {
+		return nil
+	}
+	if g, err := strconv.ParseInt(resp.Containers[0].Annotations[AnnotationGracePeriod], 10, 64); err == nil && g >= 0 {
+		grace = time.Duration(g) * time.Second
+	}
+	secs := int64((grace + time.Second - 1) / time.Second)
+	_, err = call(ctx, r, grace, func(ctx context.Context) (*runtimeapi.StopContainerResponse, error) {
+		return r.rs.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: secs})
+	})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("container %s: stop: %w", id, err)
+	}
+	return nil
+}
+
+// RemoveContainer removes a container and its log file; one already gone is not an error.
+func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
+	st, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.ContainerStatusResponse, error) {
+		return r.rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	})
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("container %s: remove: %w", id, err)
+	}
+	_, err = call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.RemoveContainerResponse, error) {
+		return r.rs.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
+	})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("container %s: remove: %w", id, err)
+	}
+	r.mu.Lock()
+	delete(r.final, id)
+	r.mu.Unlock()
+	if p := st.GetStatus().GetLogPath(); p != "" {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("container %s: remove log %s: %w", id, p, err)
+		}
+	}
+	return nil
+}
+
+// ListSandboxes lists the pod sandboxes slicelet created.
+func (r *Runtime) ListSandboxes(ctx context.Context) ([]gc.Sandbox, error) {
+	sbs, err := r.listSandboxes(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]gc.Sandbox, 0, len(sbs))
+	for _, sb := range sbs {
+		out = append(out, gc.Sandbox{
+			ID: sb.Id, PodUID: sb.Labels[LabelPodUID],
+			Ready: sb.State == runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: unixNano(sb.CreatedAt),
+		})
+	}
+	return out, nil
+}
+
+// StopSandbox stops a sandbox and every container in it; one already gone is not an error.
+func (r *Runtime) StopSandbox(ctx context.Context, id string) error {
+	_, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.StopPodSandboxResponse, error) {
+		return r.rs.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+	})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("pod sandbox %s: stop: %w", id, err)
+	}
+	return nil
+}
+
+// RemoveSandbox removes a stopped sandbox; one already gone is not an error.
+func (r *Runtime) RemoveSandbox(ctx context.Context, id string) error {
+	_, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.RemovePodSandboxResponse, error) {
+		return r.rs.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
+	})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("pod sandbox %s: remove: %w", id, err)
+	}
+	return nil
+}

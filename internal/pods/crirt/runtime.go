@@ -1,0 +1,230 @@
+package crirt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/systemdrt"
+	"github.com/slicelet/slicelet/slices"
+)
+
+// Clock tells the time; time.Now when Options.Clock is nil (faked by testing/synctest).
+type Clock interface{ Now() time.Time }
+
+// DefaultLogRoot is where the kubelet (and so this runtime) keeps container logs.
+const DefaultLogRoot = "/var/log/pods"
+
+// Options configure a Runtime.
+type Options struct {
+	// Endpoint is the CRI socket, e.g. "unix:///run/containerd/containerd.sock". Required.
+	Endpoint string
+	// SandboxImage is the image of the pods' sandboxes, the one the runtime is configured with
+	// (containerd: sandbox_image); it is only reported to image GC, which must never remove it.
+	SandboxImage string
+	// LogRoot holds the pods' log directories; DefaultLogRoot when empty.
+	LogRoot string
+	// StateDir holds the pods' restart back-off and emptyDir volumes (StateDir/pods/<uid>).
+	// Required.
+	StateDir string
+	// Logger gets state changes; discarded when nil.
+	Logger *slog.Logger
+	// Clock; time.Now when nil.
+	Clock Clock
+	// HostNetwork runs every pod in the host's network namespace, which needs no CNI plugin;
+	// true when nil. With false, pods without spec.hostNetwork get a network namespace of their
+	// own from the runtime's CNI configuration.
+	HostNetwork *bool
+	// MemoryCapacity is the node's memory in bytes, for the kubelet's OOM score of Burstable
+	// containers.
+	MemoryCapacity int64
+	// Resources are the node's CPU options for container quotas; slices.DefaultOptions() when
+	// nil.
+	Resources *slices.Options
+	// Backoff is the container restart back-off; zero fields take the kubelet's values.
+	Backoff systemdrt.Backoff
+	// RetryInitial and RetryMax bound the exponential back-off of endpoint probes while the
+	// runtime is down; DefaultRetryInitial and DefaultRetryMax when zero.
+	RetryInitial, RetryMax time.Duration
+	// CallTimeout bounds each CRI call (StopContainer gets its grace period on top);
+	// DefaultCallTimeout when zero.
+	CallTimeout time.Duration
+	// FollowPoll is how often Logs with Follow looks for new output; 100 ms when zero.
+	FollowPoll time.Duration
+}
+
+// Runtime is the CRI runtime. Its methods are safe for concurrent use; calls for the same pod
+// are serialized.
+type Runtime struct {
+	opts    Options
+	log     *slog.Logger
+	conn    *conn
+	rs      runtimeapi.RuntimeServiceClient
+	is      runtimeapi.ImageServiceClient
+	backoff systemdrt.Backoff
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	// statfs measures a filesystem; statfsBytes when nil (tests replace it).
+	statfs func(path string) (capacity, available int64, err error)
+
+	// sandboxImage caches SandboxImage's discovery (the option, or containerd's own).
+	sandboxMu    sync.Mutex
+	sandboxImage string
+
+	mu    sync.Mutex
+	pods  map[string]*podEntry
+	final map[string]*instance // exited containers' final state, by container ID
+}
+
+var _ pods.Runtime = (*Runtime)(nil)
+
+// New returns a Runtime for the endpoint. A malformed endpoint or option is an error. An
+// endpoint that does not answer is not: New probes it once (logging the failure, naming the
+// endpoint) and keeps probing with exponential back-off in the background until ctx ends or
+// Close is called; meanwhile calls fail with errors wrapping pods.ErrRuntimeUnavailable.
+func New(ctx context.Context, opts Options) (*Runtime, error) {
+	if _, err := ParseEndpoint(opts.Endpoint); err != nil {
+		return nil, fmt.Errorf("cri runtime: %w", err)
+	}
+	if opts.StateDir == "" || !filepath.IsAbs(opts.StateDir) {
+		return nil, fmt.Errorf("cri runtime: state dir %q: must be an absolute path", opts.StateDir)
+	}
+	if opts.LogRoot == "" {
+		opts.LogRoot = DefaultLogRoot
+	}
+	if !filepath.IsAbs(opts.LogRoot) {
+		return nil, fmt.Errorf("cri runtime: log root %q: must be an absolute path", opts.LogRoot)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Resources == nil {
+		d := slices.DefaultOptions()
+		opts.Resources = &d
+	}
+	if opts.RetryInitial <= 0 {
+		opts.RetryInitial = DefaultRetryInitial
+	}
+	if opts.RetryMax <= 0 {
+		opts.RetryMax = DefaultRetryMax
+	}
+	opts.RetryMax = max(opts.RetryMax, opts.RetryInitial)
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.FollowPoll <= 0 {
+		opts.FollowPoll = 100 * time.Millisecond
+	}
+	if err := os.MkdirAll(filepath.Join(opts.StateDir, "pods"), 0o750); err != nil {
+		return nil, fmt.Errorf("cri runtime: state dir: %w", err)
+	}
+	cc, err := dial(opts.Endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("cri runtime: %w", err)
+	}
+	rs := runtimeapi.NewRuntimeServiceClient(cc)
+	r := &Runtime{
+		opts: opts, log: opts.Logger, rs: rs, is: runtimeapi.NewImageServiceClient(cc),
+		backoff: withDefaults(opts.Backoff),
+		pods:    map[string]*podEntry{}, final: map[string]*instance{},
+		done: make(chan struct{}),
+	}
+	r.conn = newConn(opts.Endpoint, opts.Logger, opts.RetryInitial, opts.RetryMax, versionProbe(cc, rs, DefaultProbeTimeout))
+	r.conn.cc = cc
+	// One probe now, so that a daemon that starts with the runtime up is ready at once and
+	// one that starts without it says so in its first lines.
+	r.conn.set(r.conn.probe(ctx))
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.cancel = cancel
+	go func() {
+		defer close(r.done)
+		defer cc.Close()
+		stop := context.AfterFunc(ctx, cancel)
+		defer stop()
+		r.conn.run(lctx)
+	}()
+	return r, nil
+}
+
+// withDefaults fills zero back-off fields with the kubelet's values.
+func withDefaults(b systemdrt.Backoff) systemdrt.Backoff {
+	d := systemdrt.DefaultBackoff()
+	if b.Initial <= 0 {
+		b.Initial = d.Initial
+	}
+	if b.Max <= 0 {
+		b.Max = max(d.Max, b.Initial)
+	}
+	if b.ResetAfter <= 0 {
+		b.ResetAfter = 2 * b.Max
+	}
+	return b
+}
+
+// Close stops probing and closes the connection.
+func (r *Runtime) Close() error {
+	r.cancel()
+	<-r.done
+	return nil
+}
+
+// Name is "cri".
+func (r *Runtime) Name() string { return "cri" }
+
+// Endpoint is the CRI endpoint.
+func (r *Runtime) Endpoint() string { return r.opts.Endpoint }
+
+// Err is nil while the runtime answers, else why it is unavailable (wrapping
+// pods.ErrRuntimeUnavailable).
+func (r *Runtime) Err() error { return r.conn.ready() }
+
+// WaitReady waits until the runtime answers or ctx ends.
+func (r *Runtime) WaitReady(ctx context.Context) error {
+	for {
+		up, changed := r.conn.state()
+		if up {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(r.conn.ready(), ctx.Err())
+		case <-changed:
+		}
+	}
+}
+
+func (r *Runtime) now() time.Time {
+	if r.opts.Clock != nil {
+		return r.opts.Clock.Now()
+	}
+	return time.Now()
+}
+
+func (r *Runtime) hostNetwork() bool {
+	return r.opts.HostNetwork == nil || *r.opts.HostNetwork
+}
+
+// call runs one CRI call with the call timeout when the runtime answers; a transport failure
+// marks it down. Errors wrap pods.ErrRuntimeUnavailable when the runtime cannot be reached.
+func call[T any](ctx context.Context, r *Runtime, extra time.Duration, f func(ctx context.Context) (T, error)) (T, error) {
+	var zero T
+	if err := r.conn.ready(); err != nil {
+		return zero, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout+extra)
+	defer cancel()
+	out, err := f(ctx)
+	if err != nil {
+		return zero, r.conn.check(err)
+	}
+	return out, nil
+}

@@ -1,0 +1,992 @@
+package crirt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/slicelet/slicelet/gc"
+	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/slices"
+)
+
+const fakeImage = "example.test/app:1"
+
+// env is a fake CRI server and a runtime connected to it.
+type env struct {
+	clock *fakeClock
+	cri   *fakeCRI
+	srv   *fakeServer
+	rt    *Runtime
+	opts  Options
+}
+
+func newEnv(t *testing.T) *env { return newBenchEnv(t) }
+
+func newBenchEnv(t testing.TB) *env {
+	t.Helper()
+	clock := &fakeClock{t: time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)}
+	cri := newFakeCRI(clock)
+	cri.addImage("sha256:app", 5<<20, fakeImage)
+	srv := startFake(t, cri)
+	dir := shortDir(t)
+	e := &env{clock: clock, cri: cri, srv: srv, opts: Options{
+		Endpoint: srv.endpoint(), SandboxImage: "example.test/pause:1",
+		LogRoot: filepath.Join(dir, "logs"), StateDir: filepath.Join(dir, "state"),
+		Clock: clock, MemoryCapacity: 8 << 30, RetryInitial: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond,
+	}}
+	e.rt = e.newRuntime(t)
+	return e
+}
+
+func (e *env) newRuntime(t testing.TB) *Runtime {
+	t.Helper()
+	rt, err := New(t.Context(), e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := rt.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+func fakePod(uid string, policy v1.RestartPolicy, cs ...v1.Container) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: types.UID(uid), Labels: map[string]string{"app": "web"}},
+		Spec:       v1.PodSpec{Containers: cs, RestartPolicy: policy},
+	}
+}
+
+func app(name string) v1.Container {
+	return v1.Container{Name: name, Image: fakeImage, ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"/app"}}
+}
+
+var testSlice = slices.PodSlice{UID: "u1", Unit: "kubepods-burstable-podu1.slice"}
+
+func (e *env) sync(t *testing.T, pod *v1.Pod) v1.PodStatus {
+	t.Helper()
+	st, err := e.rt.SyncPod(t.Context(), pod, testSlice)
+	if err != nil {
+		t.Fatalf("SyncPod: %v", err)
+	}
+	return st
+}
+
+func (e *env) calls(name string) int {
+	e.cri.mu.Lock()
+	defer e.cri.mu.Unlock()
+	return e.cri.calls[name]
+}
+
+func TestParseEndpoint(t *testing.T) {
+	cases := []struct {
+		name, in, want, err string
+	}{
+		{"unix url", "unix:///run/containerd/containerd.sock", "/run/containerd/containerd.sock", ""},
+		{"bare path", "/run/crio/crio.sock", "/run/crio/crio.sock", ""},
+		{"tcp", "tcp://127.0.0.1:1234", "", `cri endpoint "tcp://127.0.0.1:1234": only unix:// endpoints are supported`},
+		{"relative", "unix://run/x.sock", "", `cri endpoint "unix://run/x.sock": want unix:///absolute/path.sock`},
+		{"empty", "", "", `cri endpoint "": want unix:///absolute/path.sock`},
+		{"too long", "unix:///" + strings.Repeat("a", 120), "", "unix sockets allow 107"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := ParseEndpoint(c.in)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("ParseEndpoint(%q) = %q, %v; want error %q", c.in, got, err, c.err)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Fatalf("ParseEndpoint(%q) = %q, %v; want %q", c.in, got, err, c.want)
+			}
+		})
+	}
+}
+
+// TestConnBackoff: while the endpoint fails, probes come after 0.5, 1, 2, 4 s … capped at the
+// maximum; a success resets the back-off; a call that finds the runtime gone probes at once.
+func TestConnBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var at []time.Duration
+		failing := true
+		start := time.Now()
+		probe := func(context.Context) error {
+			mu.Lock()
+			defer mu.Unlock()
+			at = append(at, time.Since(start))
+			if failing {
+				return errors.New("dial unix /run/x.sock: connect: no such file or directory")
+			}
+			return nil
+		}
+		c := newConn("unix:///run/x.sock", slog.New(slog.DiscardHandler), 500*time.Millisecond, 4*time.Second, probe)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.run(ctx)
+		time.Sleep(12 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		want := []time.Duration{0, 500 * time.Millisecond, 1500 * time.Millisecond, 3500 * time.Millisecond, 7500 * time.Millisecond, 11500 * time.Millisecond}
+		if len(at) != len(want) {
+			t.Fatalf("probes at %v, want %v", at, want)
+		}
+		for i := range want {
+			if at[i] != want[i] {
+				t.Fatalf("probes at %v, want %v", at, want)
+			}
+		}
+		failing = false
+		mu.Unlock()
+		err := c.ready()
+		if !errors.Is(err, pods.ErrRuntimeUnavailable) || !strings.Contains(err.Error(), "unix:///run/x.sock") || !strings.Contains(err.Error(), "no such file") {
+			t.Errorf("ready() while down = %v; want ErrRuntimeUnavailable naming the endpoint and the cause", err)
+		}
+		time.Sleep(4 * time.Second)
+		synctest.Wait()
+		if err := c.ready(); err != nil {
+			t.Fatalf("ready() after a successful probe: %v", err)
+		}
+		// A call finds the runtime gone: marked down, probed again at once.
+		mu.Lock()
+		n := len(at)
+		failing = true
+		mu.Unlock()
+		if err := c.check(status.Error(codes.Unavailable, "connection refused")); !errors.Is(err, pods.ErrRuntimeUnavailable) {
+			t.Errorf("check(Unavailable) = %v", err)
+		}
+		synctest.Wait()
+		mu.Lock()
+		if len(at) != n+1 || c.ready() == nil {
+			t.Errorf("after a call saw Unavailable: %d probes (want %d), ready %v", len(at), n+1, c.ready())
+		}
+		mu.Unlock()
+		// The back-off restarts from the initial wait.
+		time.Sleep(500 * time.Millisecond)
+		synctest.Wait()
+		mu.Lock()
+		if len(at) != n+2 {
+			t.Errorf("probes after the initial wait: %d, want %d", len(at), n+2)
+		}
+		mu.Unlock()
+	})
+}
+
+// TestNewUnreachableEndpoint: a socket nobody listens on is not an error at New (the daemon
+// stays up), but every call fails with ErrRuntimeUnavailable naming the endpoint.
+func TestNewUnreachableEndpoint(t *testing.T) {
+	endpoint := "unix://" + filepath.Join(shortDir(t), "nothing.sock")
+	rt, err := New(t.Context(), Options{Endpoint: endpoint, StateDir: shortDir(t), RetryInitial: time.Millisecond})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer rt.Close()
+	for name, err := range map[string]error{
+		"Err": rt.Err(),
+		"SyncPod": func() error {
+			_, err := rt.SyncPod(t.Context(), fakePod("u1", "", app("a")), testSlice)
+			return err
+		}(),
+		"PodUIDs": func() error { _, err := rt.PodUIDs(t.Context()); return err }(),
+		"KillPod": func() error {
+			_, err := rt.KillPod(t.Context(), fakePod("u1", "", app("a")), 0)
+			return err
+		}(),
+		"ListImages": func() error { _, err := rt.ListImages(t.Context()); return err }(),
+	} {
+		if !errors.Is(err, pods.ErrRuntimeUnavailable) || !strings.Contains(err.Error(), endpoint) {
+			t.Errorf("%s: %v; want ErrRuntimeUnavailable naming %s", name, err, endpoint)
+		}
+	}
+}
+
+// TestNewNotCRI: an endpoint that speaks gRPC but not CRI is reported as such.
+func TestNewNotCRI(t *testing.T) {
+	sock := filepath.Join(shortDir(t), "other.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	rt, err := New(t.Context(), Options{Endpoint: "unix://" + sock, StateDir: shortDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if err := rt.Err(); !errors.Is(err, pods.ErrRuntimeUnavailable) || !strings.Contains(err.Error(), "not a CRI v1 runtime") {
+		t.Errorf("Err() = %v; want it to say the endpoint is not a CRI runtime", err)
+	}
+}
+
+func TestNewBadOptions(t *testing.T) {
+	cases := []struct {
+		name string
+		opts Options
+		err  string
+	}{
+		{"tcp endpoint", Options{Endpoint: "tcp://1.2.3.4:5", StateDir: "/tmp/x"}, `cri endpoint "tcp://1.2.3.4:5"`},
+		{"no state dir", Options{Endpoint: "unix:///run/x.sock"}, `state dir ""`},
+		{"relative log root", Options{Endpoint: "unix:///run/x.sock", StateDir: "/tmp/x", LogRoot: "logs"}, `log root "logs"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := New(t.Context(), c.opts)
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Fatalf("New = %v, want error with %q", err, c.err)
+			}
+		})
+	}
+}
+
+// TestSyncPodRequests: the sandbox is in the pod slice with host network and the kubelet's
+// labels; the container gets its resources, PID namespace CONTAINER, restart count and log
+// path.
+func TestSyncPodRequests(t *testing.T) {
+	e := newEnv(t)
+	c := app("main")
+	c.Resources = v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m"), v1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("128Mi")},
+	}
+	c.Env = []v1.EnvVar{{Name: "A", Value: "1"}}
+	pod := fakePod("u1", "", c)
+	st := e.sync(t, pod)
+	if st.Phase != v1.PodRunning || st.ContainerStatuses[0].State.Running == nil || st.ContainerStatuses[0].ImageID != "sha256:app" {
+		t.Fatalf("status: %+v", st)
+	}
+	e.cri.mu.Lock()
+	defer e.cri.mu.Unlock()
+	if len(e.cri.sandboxes) != 1 || len(e.cri.containers) != 1 {
+		t.Fatalf("sandboxes %d containers %d, want 1 and 1", len(e.cri.sandboxes), len(e.cri.containers))
+	}
+	for _, sb := range e.cri.sandboxes {
+		cfg := sb.cfg
+		ns := cfg.Linux.SecurityContext.NamespaceOptions
+		if cfg.Linux.CgroupParent != testSlice.Unit || ns.Network != runtimeapi.NamespaceMode_NODE || ns.Pid != runtimeapi.NamespaceMode_CONTAINER || cfg.Hostname != "" {
+			t.Errorf("sandbox linux config: %+v", cfg.Linux)
+		}
+		if cfg.LogDirectory != filepath.Join(e.opts.LogRoot, "default_web_u1") {
+			t.Errorf("log directory %s", cfg.LogDirectory)
+		}
+		if cfg.Labels[LabelPodUID] != "u1" || cfg.Labels[LabelPodName] != "web" || cfg.Labels[LabelPodNamespace] != "default" || cfg.Labels["app"] != "web" || cfg.Labels[LabelManaged] != "true" {
+			t.Errorf("sandbox labels %v", cfg.Labels)
+		}
+	}
+	for _, fc := range e.cri.containers {
+		cfg := fc.cfg
+		r := cfg.Linux.Resources
+		if r.CpuShares != 256 || r.CpuQuota != 50000 || r.CpuPeriod != 100000 || r.MemoryLimitInBytes != 128<<20 || r.OomScoreAdj <= 0 || r.OomScoreAdj >= 1000 {
+			t.Errorf("container resources %+v", r)
+		}
+		if cfg.Linux.SecurityContext.NamespaceOptions.Pid != runtimeapi.NamespaceMode_CONTAINER {
+			t.Errorf("container pid namespace %v", cfg.Linux.SecurityContext.NamespaceOptions.Pid)
+		}
+		if cfg.Labels[LabelContainerName] != "main" || cfg.Labels[LabelPodUID] != "u1" || cfg.Annotations[AnnotationRestartCount] != "0" || cfg.Metadata.Attempt != 0 {
+			t.Errorf("container labels %v annotations %v attempt %d", cfg.Labels, cfg.Annotations, cfg.Metadata.Attempt)
+		}
+		if cfg.LogPath != "main/0.log" || cfg.Image.Image != "sha256:app" || cfg.Image.UserSpecifiedImage != fakeImage || string(cfg.Envs[0].Value) != "1" {
+			t.Errorf("container config: log %s image %+v envs %v", cfg.LogPath, cfg.Image, cfg.Envs)
+		}
+	}
+}
+
+// TestRestartsWithKubeletBackoff: the first restart is immediate, the next waits 10 s
+// (CrashLoopBackOff), then 20 s; restart counts and last terminations follow; syncs in between
+// start nothing.
+func TestRestartsWithKubeletBackoff(t *testing.T) {
+	e := newEnv(t)
+	pod := fakePod("u1", v1.RestartPolicyAlways, app("main"))
+	e.sync(t, pod)
+	e.cri.exit(t, "main", 1)
+	st := e.sync(t, pod)
+	cs := st.ContainerStatuses[0]
+	if cs.RestartCount != 1 || cs.State.Running == nil || cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 1 {
+		t.Fatalf("after the first exit: %+v", cs)
+	}
+	e.clock.Advance(time.Second)
+	e.cri.exit(t, "main", 1)
+	st = e.sync(t, pod)
+	cs = st.ContainerStatuses[0]
+	if cs.State.Waiting == nil || cs.State.Waiting.Reason != ReasonCrashLoopBackOff || !strings.Contains(cs.State.Waiting.Message, "back-off 10s") || cs.RestartCount != 1 {
+		t.Fatalf("after the second exit: %+v", cs)
+	}
+	if next := e.rt.NextSync("u1"); !next.Equal(e.clock.Now().Add(10 * time.Second)) {
+		t.Errorf("NextSync = %v, want now+10s", next)
+	}
+	creates := e.calls("CreateContainer")
+	e.clock.Advance(9 * time.Second)
+	e.sync(t, pod)
+	if e.calls("CreateContainer") != creates {
+		t.Fatal("restarted during the back-off")
+	}
+	e.clock.Advance(time.Second)
+	st = e.sync(t, pod)
+	if cs := st.ContainerStatuses[0]; cs.RestartCount != 2 || cs.State.Running == nil {
+		t.Fatalf("after the back-off: %+v", cs)
+	}
+	e.clock.Advance(time.Second)
+	e.cri.exit(t, "main", 2)
+	st = e.sync(t, pod)
+	if w := st.ContainerStatuses[0].State.Waiting; w == nil || !strings.Contains(w.Message, "back-off 20s") {
+		t.Fatalf("third exit: %+v", st.ContainerStatuses[0])
+	}
+	// The back-off survives a new runtime instance (it is kept in the state dir).
+	rt2 := e.newRuntime(t)
+	st, err := rt2.SyncPod(t.Context(), pod, testSlice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := st.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != ReasonCrashLoopBackOff {
+		t.Fatalf("new runtime ignores the back-off: %+v", st.ContainerStatuses[0])
+	}
+}
+
+// TestAdoption: a new runtime instance finds the running container (no second create), and
+// starts a container that was created but never started instead of creating another.
+func TestAdoption(t *testing.T) {
+	e := newEnv(t)
+	pod := fakePod("u1", "", app("main"), app("side"))
+	st := e.sync(t, pod)
+	id := st.ContainerStatuses[0].ContainerID
+	// slicelet "crashed" between CreateContainer and StartContainer of side's next instance.
+	e.cri.exit(t, "side", 0)
+	e.cri.mu.Lock()
+	var sbID string
+	for id := range e.cri.sandboxes {
+		sbID = id
+	}
+	e.cri.mu.Unlock()
+	cfg, err := e.rt.containerConfig(pod, &pod.Spec.Containers[1], 2, "sha256:app", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cri.CreateContainer(t.Context(), &runtimeapi.CreateContainerRequest{PodSandboxId: sbID, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	creates, starts := e.calls("CreateContainer"), e.calls("StartContainer")
+
+	rt2 := e.newRuntime(t)
+	uids, err := rt2.PodUIDs(t.Context())
+	if err != nil || len(uids) != 1 || uids[0] != "u1" {
+		t.Fatalf("PodUIDs = %v, %v", uids, err)
+	}
+	st, err = rt2.SyncPod(t.Context(), pod, testSlice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.calls("CreateContainer") != creates || e.calls("StartContainer") != starts+1 || e.calls("RunPodSandbox") != 1 {
+		t.Errorf("adoption: creates %d→%d starts %d→%d sandboxes %d", creates, e.calls("CreateContainer"), starts, e.calls("StartContainer"), e.calls("RunPodSandbox"))
+	}
+	if st.ContainerStatuses[0].ContainerID != id || st.ContainerStatuses[1].RestartCount != 1 || st.ContainerStatuses[1].State.Running == nil {
+		t.Errorf("after adoption: %+v", st.ContainerStatuses)
+	}
+}
+
+// TestRuntimeDownThenBack: with the runtime down every call fails with ErrRuntimeUnavailable and
+// nothing is removed; when it is back the runtime reconnects and the pod is resynced with the
+// same container.
+func TestRuntimeDownThenBack(t *testing.T) {
+	e := newEnv(t)
+	pod := fakePod("u1", "", app("main"))
+	id := e.sync(t, pod).ContainerStatuses[0].ContainerID
+	e.srv.stop()
+	_, err := e.rt.SyncPod(t.Context(), pod, testSlice)
+	if !errors.Is(err, pods.ErrRuntimeUnavailable) || !strings.Contains(err.Error(), e.srv.endpoint()) {
+		t.Fatalf("SyncPod while down: %v", err)
+	}
+	if _, err := e.rt.KillPod(t.Context(), pod, 0); !errors.Is(err, pods.ErrRuntimeUnavailable) {
+		t.Errorf("KillPod while down: %v", err)
+	}
+	if err := e.rt.Forget(t.Context(), "u1"); !errors.Is(err, pods.ErrRuntimeUnavailable) {
+		t.Errorf("Forget while down: %v", err)
+	}
+	if _, err := e.rt.PodUIDs(t.Context()); !errors.Is(err, pods.ErrRuntimeUnavailable) {
+		t.Errorf("PodUIDs while down: %v", err)
+	}
+	if _, err := e.rt.Relist(t.Context()); !errors.Is(err, pods.ErrRuntimeUnavailable) {
+		t.Errorf("Relist while down: %v", err)
+	}
+	e.srv.serve(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := e.rt.WaitReady(ctx); err != nil {
+		t.Fatalf("no reconnect: %v", err)
+	}
+	st := e.sync(t, pod)
+	if st.ContainerStatuses[0].ContainerID != id || st.Phase != v1.PodRunning {
+		t.Errorf("after reconnect: %+v", st)
+	}
+	if r := e.cri.removed(); r != "" {
+		t.Errorf("removed on a transient failure: %s", r)
+	}
+}
+
+// TestImagePullPolicies: the kubelet's semantics of Always, IfNotPresent, Never and the
+// default policy, and the waiting reasons of failures.
+func TestImagePullPolicies(t *testing.T) {
+	cases := []struct {
+		name    string
+		image   string
+		policy  v1.PullPolicy
+		pullErr error
+		pulls   int
+		waiting string
+		running bool
+	}{
+		{"IfNotPresent and present", fakeImage, v1.PullIfNotPresent, nil, 0, "", true},
+		{"IfNotPresent and missing", "example.test/new:2", v1.PullIfNotPresent, nil, 1, "", true},
+		{"Always and present", fakeImage, v1.PullAlways, nil, 1, "", true},
+		{"Never and present", fakeImage, v1.PullNever, nil, 0, "", true},
+		{"Never and missing", "example.test/new:2", v1.PullNever, nil, 0, ReasonErrImageNeverPull, false},
+		{"default for latest is Always", "example.test/app:latest", "", nil, 1, "", true},
+		{"default for a tag is IfNotPresent", fakeImage, "", nil, 0, "", true},
+		{"pull fails", "example.test/new:2", v1.PullIfNotPresent, status.Error(codes.NotFound, "manifest unknown"), 1, ReasonImagePullBackOff, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.cri.pullErr = c.pullErr
+			ctr := app("main")
+			ctr.Image, ctr.ImagePullPolicy = c.image, c.policy
+			st := e.sync(t, fakePod("u1", "", ctr))
+			cs := st.ContainerStatuses[0]
+			if got := len(e.cri.pulls); got != c.pulls {
+				t.Errorf("pulls = %d, want %d", got, c.pulls)
+			}
+			if c.running != (cs.State.Running != nil) {
+				t.Errorf("running = %v, want %v: %+v", cs.State.Running != nil, c.running, cs.State)
+			}
+			if c.waiting != "" && (cs.State.Waiting == nil || cs.State.Waiting.Reason != c.waiting || !strings.Contains(cs.State.Waiting.Message, c.image)) {
+				t.Errorf("waiting = %+v, want %s naming the image", cs.State.Waiting, c.waiting)
+			}
+		})
+	}
+}
+
+// TestPullFailureBackoff: after a failed pull the next attempt waits the back-off.
+func TestPullFailureBackoff(t *testing.T) {
+	e := newEnv(t)
+	e.cri.pullErr = errors.New("registry unreachable")
+	ctr := app("main")
+	ctr.Image = "example.test/new:2"
+	pod := fakePod("u1", "", ctr)
+	e.sync(t, pod)
+	e.sync(t, pod)
+	if len(e.cri.pulls) != 1 {
+		t.Fatalf("pulls during the back-off: %d", len(e.cri.pulls))
+	}
+	e.cri.mu.Lock()
+	e.cri.pullErr = nil
+	e.cri.mu.Unlock()
+	e.clock.Advance(10 * time.Second)
+	if st := e.sync(t, pod); st.ContainerStatuses[0].State.Running == nil || len(e.cri.pulls) != 2 {
+		t.Fatalf("after the back-off: pulls %d, %+v", len(e.cri.pulls), st.ContainerStatuses[0].State)
+	}
+}
+
+func TestCreateContainerError(t *testing.T) {
+	e := newEnv(t)
+	e.cri.createErr = status.Error(codes.InvalidArgument, "bad mount")
+	st := e.sync(t, fakePod("u1", "", app("main")))
+	if w := st.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != ReasonCreateContainerError || !strings.Contains(w.Message, "bad mount") {
+		t.Fatalf("status: %+v", st.ContainerStatuses[0].State)
+	}
+}
+
+// TestInitContainersFake: init containers run one at a time, in order, before the app.
+func TestInitContainersFake(t *testing.T) {
+	e := newEnv(t)
+	pod := fakePod("u1", v1.RestartPolicyAlways, app("main"))
+	pod.Spec.InitContainers = []v1.Container{app("one"), app("two")}
+	st := e.sync(t, pod)
+	if st.Phase != v1.PodPending || st.InitContainerStatuses[0].State.Running == nil || st.InitContainerStatuses[1].State.Waiting == nil || st.ContainerStatuses[0].State.Waiting.Reason != ReasonPodInitializing {
+		t.Fatalf("first sync: %+v", st)
+	}
+	e.cri.exit(t, "one", 0)
+	st = e.sync(t, pod)
+	if st.InitContainerStatuses[1].State.Running == nil || st.ContainerStatuses[0].State.Waiting == nil {
+		t.Fatalf("after one: %+v", st)
+	}
+	e.cri.exit(t, "two", 0)
+	st = e.sync(t, pod)
+	if st.Phase != v1.PodRunning || st.ContainerStatuses[0].State.Running == nil {
+		t.Fatalf("after two: %+v", st)
+	}
+}
+
+func TestKillPodAndForget(t *testing.T) {
+	e := newEnv(t)
+	pod := fakePod("u1", v1.RestartPolicyAlways, app("main"))
+	e.sync(t, pod)
+	dir := filepath.Join(e.opts.LogRoot, "default_web_u1")
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("pod log dir: %v", err)
+	}
+	st, err := e.rt.KillPod(t.Context(), pod, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs := st.ContainerStatuses[0]; cs.State.Terminated == nil || st.Phase != v1.PodSucceeded {
+		t.Fatalf("after KillPod: phase %s %+v", st.Phase, cs.State)
+	}
+	if e.calls("StopContainer") != 1 || e.calls("StopPodSandbox") != 1 {
+		t.Errorf("stops: container %d sandbox %d", e.calls("StopContainer"), e.calls("StopPodSandbox"))
+	}
+	// Killed pods are not restarted by a later sync of the controller's last status read.
+	if err := e.rt.Forget(t.Context(), "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.cri.removed(); !strings.Contains(r, "container c") || !strings.Contains(r, "sandbox sb") {
+		t.Errorf("Forget removed %q", r)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pod log dir after Forget: %v", err)
+	}
+	if uids, err := e.rt.PodUIDs(t.Context()); err != nil || len(uids) != 0 {
+		t.Errorf("PodUIDs after Forget = %v, %v", uids, err)
+	}
+}
+
+func TestRelist(t *testing.T) {
+	e := newEnv(t)
+	pod := fakePod("u1", v1.RestartPolicyAlways, app("main"))
+	e.sync(t, pod)
+	if got, err := e.rt.Relist(t.Context()); err != nil || len(got) != 0 {
+		t.Fatalf("Relist with nothing changed = %v, %v", got, err)
+	}
+	e.cri.exit(t, "main", 1)
+	if got, err := e.rt.Relist(t.Context()); err != nil || len(got) != 1 || got[0] != "u1" {
+		t.Fatalf("Relist after an exit = %v, %v", got, err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	rt := &Runtime{}
+	neg := int64(-1)
+	sig := v1.Signal("SIGNOPE")
+	cases := []struct {
+		name   string
+		mutate func(p *v1.Pod)
+		want   string
+	}{
+		{"ok", func(*v1.Pod) {}, ""},
+		{"no image", func(p *v1.Pod) { p.Spec.Containers[0].Image = "" }, "spec.containers[0].image: Required value"},
+		{"bad pull policy", func(p *v1.Pod) { p.Spec.Containers[0].ImagePullPolicy = "Sometimes" }, `spec.containers[0].imagePullPolicy: Unsupported value: "Sometimes"`},
+		{"configMap volume", func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "cm", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}}}
+		}, "spec.volumes[0]: Unsupported value"},
+		{"unknown mount", func(p *v1.Pod) { p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "x", MountPath: "/x"}} }, `spec.containers[0].volumeMounts[0].name: Not found: "x"`},
+		{"env from", func(p *v1.Pod) {
+			p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "A", ValueFrom: &v1.EnvVarSource{}}}
+		}, "spec.containers[0].env[0].valueFrom: Forbidden"},
+		{"negative grace", func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = &neg }, "spec.terminationGracePeriodSeconds: Invalid value: -1"},
+		{"bad stop signal", func(p *v1.Pod) { p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{StopSignal: &sig} }, `spec.containers[0].lifecycle.stopSignal: Invalid value: "SIGNOPE"`},
+		{"init container without image", func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{{Name: "i"}} }, "spec.initContainers[0].image: Required value"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := fakePod("u1", "", app("main"))
+			c.mutate(p)
+			errs := rt.Validate(p)
+			if c.want == "" {
+				if len(errs) != 0 {
+					t.Fatalf("Validate = %v", errs)
+				}
+				return
+			}
+			if !strings.Contains(errs.ToAggregate().Error(), c.want) {
+				t.Fatalf("Validate = %v, want %q", errs, c.want)
+			}
+		})
+	}
+}
+
+func TestPullPolicyDefault(t *testing.T) {
+	cases := map[string]v1.PullPolicy{
+		"busybox":                         v1.PullAlways,
+		"busybox:latest":                  v1.PullAlways,
+		"busybox:1.36":                    v1.PullIfNotPresent,
+		"registry:5000/busybox":           v1.PullAlways,
+		"registry:5000/busybox:1":         v1.PullIfNotPresent,
+		"busybox@sha256:0123456789abcdef": v1.PullIfNotPresent,
+	}
+	for img, want := range cases {
+		t.Run(img, func(t *testing.T) {
+			if got := pullPolicy(&v1.Container{Image: img}); got != want {
+				t.Errorf("pullPolicy(%s) = %s, want %s", img, got, want)
+			}
+		})
+	}
+}
+
+func TestCRILogDecode(t *testing.T) {
+	cases := []struct {
+		name   string
+		chunks []string
+		want   string
+	}{
+		{"full lines", []string{"2026-11-21T08:00:00.000000001Z stdout F hello\n2026-11-21T08:00:00.1Z stderr F world\n"}, "hello\nworld\n"},
+		{"partial records joined", []string{"2026-11-21T08:00:00Z stdout P hel\n2026-11-21T08:00:00Z stdout P lo \n2026-11-21T08:00:00Z stdout F there\n"}, "hello there\n"},
+		{"record split across reads", []string{"2026-11-21T08:00:00Z std", "out F split\n"}, "split\n"},
+		{"empty message", []string{"2026-11-21T08:00:00Z stdout F \n2026-11-21T08:00:00Z stdout F\n"}, "\n\n"},
+		{"malformed skipped", []string{"garbage\nnot-a-time stdout F x\n2026-11-21T08:00:00Z stdin F x\n2026-11-21T08:00:00Z stdout X x\n2026-11-21T08:00:00Z stdout F ok\n"}, "ok\n"},
+		{"no trailing newline yet", []string{"2026-11-21T08:00:00Z stdout F done\n2026-11-21T08:00:00Z stdout F pend"}, "done\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out bytes.Buffer
+			d := &criLog{emit: func(l []byte) error { out.Write(l); return nil }}
+			for _, ch := range c.chunks {
+				if _, err := d.Write([]byte(ch)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if out.String() != c.want {
+				t.Errorf("decoded %q, want %q", out.String(), c.want)
+			}
+		})
+	}
+}
+
+// TestLogsFiles: current and previous instance from the files, TailLines, ErrNoLogs.
+func TestLogsFiles(t *testing.T) {
+	e := newEnv(t)
+	pod := fakePod("u1", "", app("main"))
+	dir := filepath.Join(e.opts.LogRoot, "default_web_u1", "main")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(n int, lines ...string) {
+		var b strings.Builder
+		for _, l := range lines {
+			b.WriteString("2026-11-21T08:00:00Z stdout F " + l + "\n")
+		}
+		if err := os.WriteFile(filepath.Join(dir, []string{"0.log", "1.log", "2.log"}[n]), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(0, "a0")
+	write(1, "b1", "b2", "b3")
+	write(2, "c1", "c2")
+	cases := []struct {
+		name string
+		opts pods.LogOptions
+		want string
+	}{
+		{"current", pods.LogOptions{}, "c1\nc2\n"},
+		{"previous", pods.LogOptions{Previous: true}, "b1\nb2\nb3\n"},
+		{"previous tail 2", pods.LogOptions{Previous: true, TailLines: 2}, "b2\nb3\n"},
+		{"tail more than there is", pods.LogOptions{TailLines: 10}, "c1\nc2\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := e.rt.Logs(t.Context(), pod, "main", c.opts, &out); err != nil {
+				t.Fatal(err)
+			}
+			if out.String() != c.want {
+				t.Errorf("Logs = %q, want %q", out.String(), c.want)
+			}
+		})
+	}
+	other := fakePod("u2", "", app("main"))
+	if err := e.rt.Logs(t.Context(), other, "main", pods.LogOptions{}, &bytes.Buffer{}); !errors.Is(err, pods.ErrNoLogs) {
+		t.Errorf("Logs of a container that never ran: %v", err)
+	}
+	if err := e.rt.Logs(t.Context(), pod, "nosuch", pods.LogOptions{}, &bytes.Buffer{}); !errors.Is(err, pods.ErrNoLogs) {
+		t.Errorf("Logs of an unknown container: %v", err)
+	}
+}
+
+// TestImageFsInfo: numbers come back as the runtime and statfs give them, capacity 0 and
+// garbage included; no filesystem or mountpoint is an error naming the endpoint.
+func TestImageFsInfo(t *testing.T) {
+	ts := time.Date(2026, 11, 21, 8, 0, 1, 500, time.UTC)
+	fs := func(used uint64, mp string) *runtimeapi.ImageFsInfoResponse {
+		return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{
+			Timestamp: ts.UnixNano(), FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: mp}, UsedBytes: &runtimeapi.UInt64Value{Value: used},
+		}}}
+	}
+	cases := []struct {
+		name         string
+		resp         *runtimeapi.ImageFsInfoResponse
+		capacity, av int64
+		want         gc.ImageFsInfo
+		err          string
+	}{
+		{"normal", fs(300, "/var/lib/containerd/snap"), 1000, 600, gc.ImageFsInfo{ImageFs: gc.ImageFs{CapacityBytes: 1000, AvailableBytes: 600}, UsedBytes: 300, Timestamp: ts}, ""},
+		{"capacity 0 as is", fs(300, "/snap"), 0, 0, gc.ImageFsInfo{UsedBytes: 300, Timestamp: ts}, ""},
+		{"garbage used bytes", fs(math.MaxUint64, "/snap"), 1000, 600, gc.ImageFsInfo{ImageFs: gc.ImageFs{CapacityBytes: 1000, AvailableBytes: 600}, UsedBytes: math.MaxInt64, Timestamp: ts}, ""},
+		{"no filesystem", &runtimeapi.ImageFsInfoResponse{}, 0, 0, gc.ImageFsInfo{}, "reported no image filesystem"},
+		{"no mountpoint", fs(1, ""), 0, 0, gc.ImageFsInfo{}, "reported no mountpoint"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.cri.fsInfo = c.resp
+			e.rt.statfs = func(string) (int64, int64, error) { return c.capacity, c.av, nil }
+			got, err := e.rt.ImageFsInfo(t.Context())
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), e.opts.Endpoint) {
+					t.Fatalf("ImageFsInfo = %+v, %v; want error %q naming the endpoint", got, err, c.err)
+				}
+				return
+			}
+			if err != nil || !got.Timestamp.Equal(c.want.Timestamp) || got.ImageFs != c.want.ImageFs || got.UsedBytes != c.want.UsedBytes {
+				t.Fatalf("ImageFsInfo = %+v, %v; want %+v", got, err, c.want)
+			}
+		})
+	}
+}
+
+// TestGCPrimitivesFake: containers and sandboxes listed with pod UID, name, image and gc
+// state; removal of a container removes its log file; removing what is gone is no error.
+func TestGCPrimitivesFake(t *testing.T) {
+	e := newEnv(t)
+	pod := fakePod("u1", v1.RestartPolicyNever, app("main"))
+	e.sync(t, pod)
+	e.cri.exit(t, "main", 0)
+	ctrs, err := e.rt.ListContainers(t.Context())
+	if err != nil || len(ctrs) != 1 {
+		t.Fatalf("ListContainers = %+v, %v", ctrs, err)
+	}
+	c := ctrs[0]
+	if c.PodUID != "u1" || c.Name != "main" || c.State != gc.StateExited || c.ImageID != "sha256:app" || c.SandboxID == "" || !c.CreatedAt.Equal(e.clock.Now()) {
+		t.Errorf("container %+v", c)
+	}
+	logFile := filepath.Join(e.opts.LogRoot, "default_web_u1", "main", "0.log")
+	if err := os.MkdirAll(filepath.Dir(logFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(logFile, []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rt.RemoveContainer(t.Context(), c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(logFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("log file after RemoveContainer: %v", err)
+	}
+	for name, err := range map[string]error{
+		"RemoveContainer": e.rt.RemoveContainer(t.Context(), c.ID),
+		"StopContainer":   e.rt.StopContainer(t.Context(), c.ID),
+		"StopSandbox":     e.rt.StopSandbox(t.Context(), "nosuch"),
+	} {
+		if err != nil {
+			t.Errorf("%s of something gone: %v", name, err)
+		}
+	}
+	sbs, err := e.rt.ListSandboxes(t.Context())
+	if err != nil || len(sbs) != 1 || sbs[0].PodUID != "u1" || !sbs[0].Ready {
+		t.Fatalf("ListSandboxes = %+v, %v", sbs, err)
+	}
+	imgs, err := e.rt.ListImages(t.Context())
+	if err != nil || len(imgs) != 1 || imgs[0].ID != "sha256:app" || imgs[0].SizeBytes != 5<<20 || imgs[0].Names[0] != fakeImage {
+		t.Fatalf("ListImages = %+v, %v", imgs, err)
+	}
+	if err := e.rt.RemoveImage(t.Context(), "sha256:app"); err != nil {
+		t.Fatal(err)
+	}
+	if img, err := e.rt.SandboxImage(t.Context()); err != nil || img != "example.test/pause:1" {
+		t.Errorf("SandboxImage = %q, %v", img, err)
+	}
+	e.opts.SandboxImage = ""
+	if img, err := e.newRuntime(t).SandboxImage(t.Context()); err != nil || img != "example.test/pause:from-runtime" {
+		t.Errorf("SandboxImage from the runtime's status = %q, %v", img, err)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	vars := map[string]string{"A": "1", "B": "two"}
+	cases := []struct{ name, in, want string }{
+		{"plain", "echo hi", "echo hi"},
+		{"defined", "$(A)-$(B)", "1-two"},
+		{"undefined kept", "$(C) $(A)", "$(C) 1"},
+		{"escaped", "$$(A) $$", "$(A) $"},
+		{"lone dollar", "cost $5 $", "cost $5 $"},
+		{"unterminated", "x $(A", "x $(A"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := expand(c.in, vars); got != c.want {
+				t.Errorf("expand(%q) = %q, want %q", c.in, got, c.want)
+			}
+		})
+	}
+	env, cmd, args := containerEnv(&v1.Container{
+		Env:     []v1.EnvVar{{Name: "A", Value: "a"}, {Name: "B", Value: "$(A)b"}},
+		Command: []string{"/bin/$(B)"}, Args: []string{"$(A)", "$(Z)"},
+	})
+	if env[1][1] != "ab" || cmd[0] != "/bin/ab" || args[0] != "a" || args[1] != "$(Z)" {
+		t.Errorf("containerEnv = %v %v %v", env, cmd, args)
+	}
+}
+
+// TestSidecars: a restartable init container starts before the app containers and keeps
+// running; when the app containers have ended for good it is stopped.
+func TestSidecars(t *testing.T) {
+	e := newEnv(t)
+	always := v1.ContainerRestartPolicyAlways
+	side := app("side")
+	side.RestartPolicy = &always
+	pod := fakePod("u1", v1.RestartPolicyNever, app("main"))
+	pod.Spec.InitContainers = []v1.Container{side}
+	st := e.sync(t, pod)
+	if st.InitContainerStatuses[0].State.Running == nil || st.ContainerStatuses[0].State.Running == nil || st.Phase != v1.PodRunning {
+		t.Fatalf("sidecar and app: %+v", st)
+	}
+	e.cri.exit(t, "main", 0)
+	st = e.sync(t, pod)
+	if st.InitContainerStatuses[0].State.Terminated == nil || st.Phase != v1.PodSucceeded {
+		t.Fatalf("after the app ended: phase %s, sidecar %+v", st.Phase, st.InitContainerStatuses[0].State)
+	}
+}
+
+// TestPodNetwork: with HostNetwork false, a pod without spec.hostNetwork gets its own network
+// namespace and its hostname; one with spec.hostNetwork keeps the host's.
+func TestPodNetwork(t *testing.T) {
+	e := newEnv(t)
+	off := false
+	e.opts.HostNetwork = &off
+	rt := e.newRuntime(t)
+	cases := []struct {
+		name     string
+		host     bool
+		mode     runtimeapi.NamespaceMode
+		hostname string
+	}{
+		{"own network", false, runtimeapi.NamespaceMode_POD, "web"},
+		{"spec.hostNetwork", true, runtimeapi.NamespaceMode_NODE, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pod := fakePod("u1", "", app("main"))
+			pod.Spec.HostNetwork = c.host
+			cfg := rt.sandboxConfig(pod, "s.slice", 0)
+			if cfg.Linux.SecurityContext.NamespaceOptions.Network != c.mode || cfg.Hostname != c.hostname {
+				t.Errorf("network %v hostname %q, want %v %q", cfg.Linux.SecurityContext.NamespaceOptions.Network, cfg.Hostname, c.mode, c.hostname)
+			}
+		})
+	}
+}
+
+// TestKillOrphan: the controller kills pods it only knows by UID (orphans found after a
+// restart); every live container of that UID is stopped.
+func TestKillOrphan(t *testing.T) {
+	e := newEnv(t)
+	e.sync(t, fakePod("u1", "", app("main"), app("side")))
+	orphan := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1"}}
+	if _, err := e.rt.KillPod(t.Context(), orphan, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.calls("StopContainer"); n != 2 {
+		t.Errorf("StopContainer calls = %d, want 2", n)
+	}
+	if err := e.rt.Forget(t.Context(), "u1"); err != nil {
+		t.Fatal(err)
+	}
+	e.cri.mu.Lock()
+	defer e.cri.mu.Unlock()
+	if len(e.cri.containers) != 0 || len(e.cri.sandboxes) != 0 {
+		t.Errorf("left after Forget: %d containers, %d sandboxes", len(e.cri.containers), len(e.cri.sandboxes))
+	}
+}
+
+// TestLogsFollowFake: Follow streams what is appended to the file and returns, drained, once
+// the runtime reports the instance exited.
+func TestLogsFollowFake(t *testing.T) {
+	e := newEnv(t)
+	e.opts.FollowPoll = 5 * time.Millisecond
+	rt := e.newRuntime(t)
+	pod := fakePod("u1", v1.RestartPolicyNever, app("main"))
+	if _, err := rt.SyncPod(t.Context(), pod, testSlice); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(e.opts.LogRoot, "default_web_u1", "main", "0.log")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("2026-11-21T08:00:00Z stdout F before\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- rt.Logs(ctx, pod, "main", pods.LogOptions{Follow: true}, &out) }()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("2026-11-21T08:00:01Z stderr P after-\n2026-11-21T08:00:01Z stderr F exit\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	e.cri.exit(t, "main", 0)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Follow did not return after the container exited")
+	}
+	if out.String() != "before\nafter-exit\n" {
+		t.Errorf("followed %q", out.String())
+	}
+}
+
+// TestSandboxDied: when the pod's sandbox is no longer ready (stopped behind slicelet's back,
+// e.g. a reboot), the containers restart per policy in a new sandbox with the next attempt.
+func TestSandboxDied(t *testing.T) {
+	e := newEnv(t)
+	pod := fakePod("u1", v1.RestartPolicyAlways, app("main"))
+	e.sync(t, pod)
+	e.cri.mu.Lock()
+	var sbID string
+	for id := range e.cri.sandboxes {
+		sbID = id
+	}
+	e.cri.mu.Unlock()
+	if _, err := e.cri.StopPodSandbox(t.Context(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: sbID}); err != nil {
+		t.Fatal(err)
+	}
+	st := e.sync(t, pod)
+	if cs := st.ContainerStatuses[0]; cs.RestartCount != 1 || cs.State.Running == nil || e.calls("RunPodSandbox") != 2 {
+		t.Fatalf("after the sandbox died: %+v, sandboxes run %d", cs, e.calls("RunPodSandbox"))
+	}
+	e.cri.mu.Lock()
+	defer e.cri.mu.Unlock()
+	for id, sb := range e.cri.sandboxes {
+		if id != sbID && sb.sb.Metadata.Attempt != 1 {
+			t.Errorf("new sandbox attempt %d, want 1", sb.sb.Metadata.Attempt)
+		}
+	}
+}

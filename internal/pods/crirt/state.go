@@ -1,0 +1,136 @@
+package crirt
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// backoffVersion is the format of backoff.json.
+const backoffVersion = 1
+
+// backoffEntry is one container's restart back-off (flowcontrol.Backoff's entry).
+type backoffEntry struct {
+	Delay   time.Duration `json:"delay"`
+	Updated time.Time     `json:"updated"`
+}
+
+// backoffFile is StateDir/pods/<uid>/backoff.json.
+type backoffFile struct {
+	Version    int                     `json:"version"`
+	Containers map[string]backoffEntry `json:"containers"`
+}
+
+// podEntry is the in-memory side of one pod.
+type podEntry struct {
+	mu          sync.Mutex // serializes SyncPod, KillPod, Forget of the pod
+	loaded      bool
+	backoff     map[string]backoffEntry
+	waits       map[string]*waitErr
+	initialized bool
+
+	// guarded by Runtime.mu:
+	nextSync time.Time
+	seen     map[string]runtimeapi.ContainerState // container ID → state at the last sync
+}
+
+// entry returns the pod's entry, creating it.
+func (r *Runtime) entry(uid string) *podEntry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.pods[uid]
+	if e == nil {
+		e = &podEntry{backoff: map[string]backoffEntry{}, waits: map[string]*waitErr{}}
+		r.pods[uid] = e
+	}
+	return e
+}
+
+// podDir is StateDir/pods/<uid>; uid passed slices.ValidateUID, so it is one path element.
+func (r *Runtime) podDir(uid string) string {
+	return filepath.Join(r.opts.StateDir, "pods", uid)
+}
+
+// loadBackoff reads the pod's back-off once. Call with e.mu held.
+func (r *Runtime) loadBackoff(e *podEntry, uid string) error {
+	if e.loaded {
+		return nil
+	}
+	path := filepath.Join(r.podDir(uid), "backoff.json")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		e.loaded = true
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pod %s state: %w", uid, err)
+	}
+	var f backoffFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return fmt.Errorf("pod %s state %s: %w", uid, path, err)
+	}
+	if f.Version != backoffVersion {
+		return fmt.Errorf("pod %s state %s: version %d, want %d", uid, path, f.Version, backoffVersion)
+	}
+	for k, v := range f.Containers {
+		e.backoff[k] = v
+	}
+	e.loaded = true
+	return nil
+}
+
+// saveBackoff writes the pod's back-off atomically (temp file, fsync, rename, fsync of the
+// directory). Call with e.mu held.
+func (r *Runtime) saveBackoff(e *podEntry, uid string) error {
+	dir := r.podDir(uid)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("pod %s state: %w", uid, err)
+	}
+	data, err := json.MarshalIndent(backoffFile{Version: backoffVersion, Containers: e.backoff}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("pod %s state: %w", uid, err)
+	}
+	return writeFileAtomic(filepath.Join(dir, "backoff.json"), append(data, '\n'))
+}
+
+func writeFileAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".state-*.tmp")
+	if err != nil {
+		return fmt.Errorf("state file %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("state file %s: %w", path, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("state file %s: %w", path, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("state dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err = d.Sync(); err != nil {
+		return fmt.Errorf("state dir %s: %w", dir, err)
+	}
+	return nil
+}
