@@ -76,6 +76,16 @@ func Require(t testing.TB) Env {
 	return Env{}
 }
 
+// SandboxOnly skips t, saying why, when it runs in the cgroup v2 VM: for tests whose subject
+// does not depend on the cgroup layout and that are too slow under the VM's software emulation
+// (each such test states what of it the VM still covers). In the sandbox it does nothing.
+func SandboxOnly(t testing.TB, env Env, why string) {
+	t.Helper()
+	if env.Where == "vm" {
+		t.Skipf("sandbox only (runs in the hybrid sandbox of this same run): %s", why)
+	}
+}
+
 // Main is the body of TestMain for packages whose tests need systemd. Inside an instance it runs
 // the tests; outside it boots a sandbox, re-runs the binary there and returns its exit code.
 func Main(m *testing.M) int {

@@ -262,6 +262,9 @@ func etcSkeleton() []skeletonFile {
 		{Path: "nsswitch.conf", Mode: 0o644, Data: "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"},
 		{Path: "hostname", Mode: 0o644, Data: "slicelet-vmtest\n"},
 		{Path: "hosts", Mode: 0o644, Data: "127.0.0.1 localhost slicelet-vmtest\n"},
+		// The guest has no network, but programs copy the file into what they start
+		// (containerd into every pod sandbox, and fails without it).
+		{Path: "resolv.conf", Mode: 0o644, Data: "# slicelet-vmtest: no network, no name servers\n"},
 		{Path: "os-release", Symlink: "../usr/lib/os-release"},
 		{Path: "fstab", Mode: 0o644, Data: ""},
 		{Path: "systemd/system/default.target", Symlink: "/lib/systemd/system/multi-user.target"},
