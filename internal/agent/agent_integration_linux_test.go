@@ -113,7 +113,7 @@ func TestIntegrationDaemonBuildsAndAdoptsHierarchy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sd.Close()
+	t.Cleanup(func() { sd.Close() }) // after the cleanups below (LIFO), which still need it
 
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "config.toml")

@@ -54,7 +54,7 @@ func TestIntegrationEvictionEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sd.Close()
+	t.Cleanup(func() { sd.Close() }) // after the cleanups below (LIFO), which still need it
 
 	cfg := config.Default()
 	cfg.StateDir = t.TempDir()
