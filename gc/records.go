@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/slicelet/slicelet/internal/atomicfile"
 )
 
 // recordsVersion is the format of the records file.
@@ -48,46 +50,14 @@ func loadRecords(path string) (recs map[string]Record, corrupt bool, err error) 
 	return f.Images, false, nil
 }
 
-// saveRecords writes the records file atomically: a temp file in the same directory, fsync,
-// rename, fsync of the directory. A crash leaves the old or the new file, never a torn one.
-func saveRecords(path string, recs map[string]Record) (err error) {
-	data, err := json.MarshalIndent(recordsFile{Version: recordsVersion, Images: recs}, "", "  ")
-	if err != nil {
+// saveRecords writes the records file atomically (atomicfile.WriteJSON): a crash leaves the
+// old or the new file, never a torn one.
+func saveRecords(path string, recs map[string]Record) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return fmt.Errorf("image gc records %s: %w", path, err)
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("image gc records %s: %w", path, err)
-	}
-	f, err := os.CreateTemp(dir, ".gc-records-*.tmp")
-	if err != nil {
-		return fmt.Errorf("image gc records %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(append(data, '\n')); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		return fmt.Errorf("image gc records %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("image gc records %s: %w", path, err)
-	}
-	defer d.Close()
-	if err = d.Sync(); err != nil {
-		return fmt.Errorf("image gc records %s: directory: %w", path, err)
+	if err := atomicfile.WriteJSON(path, recordsFile{Version: recordsVersion, Images: recs}); err != nil {
+		return fmt.Errorf("image gc records: %w", err)
 	}
 	return nil
 }

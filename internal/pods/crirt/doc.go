@@ -1,7 +1,8 @@
 // Package crirt is slicelet's CRI runtime: a pods.Runtime that runs pods through a container
 // runtime's CRI endpoint (k8s.io/cri-api runtime v1 over gRPC on a unix socket; containerd in
 // practice), with the kubelet's semantics for init containers, sidecars, restart policies,
-// back-off, pod phase and container statuses (the same rules as the built-in systemd runtime).
+// back-off, pod phase and container statuses: package lifecycle's rules, the ones the built-in
+// systemd runtime follows too.
 //
 // # Pods, sandboxes and containers
 //

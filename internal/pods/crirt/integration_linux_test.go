@@ -21,8 +21,8 @@ import (
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/critest"
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/internal/pods/runtimetest"
-	"github.com/slicelet/slicelet/internal/pods/systemdrt"
 	"github.com/slicelet/slicelet/internal/systemdtest"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) { os.Exit(systemdtest.Main(m)) }
 const testImage = "slicelet.test/busybox:1"
 
 // fastBackoff keeps restart tests short; the kubelet's values are tested with the fake.
-var fastBackoff = systemdrt.Backoff{Initial: 200 * time.Millisecond, Max: 400 * time.Millisecond}
+var fastBackoff = lifecycle.Backoff{Initial: 200 * time.Millisecond, Max: 400 * time.Millisecond}
 
 type testLogWriter struct{ t testing.TB }
 

@@ -13,7 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/slicelet/slicelet/internal/pods"
-	"github.com/slicelet/slicelet/internal/pods/systemdrt"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -50,7 +50,7 @@ type Options struct {
 	// nil.
 	Resources *slices.Options
 	// Backoff is the container restart back-off; zero fields take the kubelet's values.
-	Backoff systemdrt.Backoff
+	Backoff lifecycle.Backoff
 	// RetryInitial and RetryMax bound the exponential back-off of endpoint probes while the
 	// runtime is down; DefaultRetryInitial and DefaultRetryMax when zero.
 	RetryInitial, RetryMax time.Duration
@@ -69,7 +69,7 @@ type Runtime struct {
 	conn    *conn
 	rs      runtimeapi.RuntimeServiceClient
 	is      runtimeapi.ImageServiceClient
-	backoff systemdrt.Backoff
+	backoff lifecycle.Backoff
 	cancel  context.CancelFunc
 	done    chan struct{}
 
@@ -134,7 +134,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	rs := runtimeapi.NewRuntimeServiceClient(cc)
 	r := &Runtime{
 		opts: opts, log: opts.Logger, rs: rs, is: runtimeapi.NewImageServiceClient(cc),
-		backoff: withDefaults(opts.Backoff),
+		backoff: opts.Backoff.WithDefaults(),
 		pods:    map[string]*podEntry{}, final: map[string]*instance{},
 		done: make(chan struct{}),
 	}
@@ -153,21 +153,6 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		r.conn.run(lctx)
 	}()
 	return r, nil
-}
-
-// withDefaults fills zero back-off fields with the kubelet's values.
-func withDefaults(b systemdrt.Backoff) systemdrt.Backoff {
-	d := systemdrt.DefaultBackoff()
-	if b.Initial <= 0 {
-		b.Initial = d.Initial
-	}
-	if b.Max <= 0 {
-		b.Max = max(d.Max, b.Initial)
-	}
-	if b.ResetAfter <= 0 {
-		b.ResetAfter = 2 * b.Max
-	}
-	return b
 }
 
 // Close stops probing and closes the connection.

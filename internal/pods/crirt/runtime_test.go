@@ -26,6 +26,7 @@ import (
 
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -334,7 +335,7 @@ func TestRestartsWithKubeletBackoff(t *testing.T) {
 	e.cri.exit(t, "main", 1)
 	st = e.sync(t, pod)
 	cs = st.ContainerStatuses[0]
-	if cs.State.Waiting == nil || cs.State.Waiting.Reason != ReasonCrashLoopBackOff || !strings.Contains(cs.State.Waiting.Message, "back-off 10s") || cs.RestartCount != 1 {
+	if cs.State.Waiting == nil || cs.State.Waiting.Reason != lifecycle.ReasonCrashLoopBackOff || !strings.Contains(cs.State.Waiting.Message, "back-off 10s") || cs.RestartCount != 1 {
 		t.Fatalf("after the second exit: %+v", cs)
 	}
 	if next := e.rt.NextSync("u1"); !next.Equal(e.clock.Now().Add(10 * time.Second)) {
@@ -363,7 +364,7 @@ func TestRestartsWithKubeletBackoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := st.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != ReasonCrashLoopBackOff {
+	if w := st.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != lifecycle.ReasonCrashLoopBackOff {
 		t.Fatalf("new runtime ignores the back-off: %+v", st.ContainerStatuses[0])
 	}
 }
@@ -464,10 +465,10 @@ func TestImagePullPolicies(t *testing.T) {
 		{"IfNotPresent and missing", "example.test/new:2", v1.PullIfNotPresent, nil, 1, "", true},
 		{"Always and present", fakeImage, v1.PullAlways, nil, 1, "", true},
 		{"Never and present", fakeImage, v1.PullNever, nil, 0, "", true},
-		{"Never and missing", "example.test/new:2", v1.PullNever, nil, 0, ReasonErrImageNeverPull, false},
+		{"Never and missing", "example.test/new:2", v1.PullNever, nil, 0, lifecycle.ReasonErrImageNeverPull, false},
 		{"default for latest is Always", "example.test/app:latest", "", nil, 1, "", true},
 		{"default for a tag is IfNotPresent", fakeImage, "", nil, 0, "", true},
-		{"pull fails", "example.test/new:2", v1.PullIfNotPresent, status.Error(codes.NotFound, "manifest unknown"), 1, ReasonImagePullBackOff, false},
+		{"pull fails", "example.test/new:2", v1.PullIfNotPresent, status.Error(codes.NotFound, "manifest unknown"), 1, lifecycle.ReasonImagePullBackOff, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -515,7 +516,7 @@ func TestCreateContainerError(t *testing.T) {
 	e := newEnv(t)
 	e.cri.createErr = status.Error(codes.InvalidArgument, "bad mount")
 	st := e.sync(t, fakePod("u1", "", app("main")))
-	if w := st.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != ReasonCreateContainerError || !strings.Contains(w.Message, "bad mount") {
+	if w := st.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != lifecycle.ReasonCreateContainerError || !strings.Contains(w.Message, "bad mount") {
 		t.Fatalf("status: %+v", st.ContainerStatuses[0].State)
 	}
 }
@@ -526,7 +527,7 @@ func TestInitContainersFake(t *testing.T) {
 	pod := fakePod("u1", v1.RestartPolicyAlways, app("main"))
 	pod.Spec.InitContainers = []v1.Container{app("one"), app("two")}
 	st := e.sync(t, pod)
-	if st.Phase != v1.PodPending || st.InitContainerStatuses[0].State.Running == nil || st.InitContainerStatuses[1].State.Waiting == nil || st.ContainerStatuses[0].State.Waiting.Reason != ReasonPodInitializing {
+	if st.Phase != v1.PodPending || st.InitContainerStatuses[0].State.Running == nil || st.InitContainerStatuses[1].State.Waiting == nil || st.ContainerStatuses[0].State.Waiting.Reason != lifecycle.ReasonPodInitializing {
 		t.Fatalf("first sync: %+v", st)
 	}
 	e.cri.exit(t, "one", 0)
@@ -820,32 +821,6 @@ func TestGCPrimitivesFake(t *testing.T) {
 	e.opts.SandboxImage = ""
 	if img, err := e.newRuntime(t).SandboxImage(t.Context()); err != nil || img != "example.test/pause:from-runtime" {
 		t.Errorf("SandboxImage from the runtime's status = %q, %v", img, err)
-	}
-}
-
-func TestExpand(t *testing.T) {
-	vars := map[string]string{"A": "1", "B": "two"}
-	cases := []struct{ name, in, want string }{
-		{"plain", "echo hi", "echo hi"},
-		{"defined", "$(A)-$(B)", "1-two"},
-		{"undefined kept", "$(C) $(A)", "$(C) 1"},
-		{"escaped", "$$(A) $$", "$(A) $"},
-		{"lone dollar", "cost $5 $", "cost $5 $"},
-		{"unterminated", "x $(A", "x $(A"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := expand(c.in, vars); got != c.want {
-				t.Errorf("expand(%q) = %q, want %q", c.in, got, c.want)
-			}
-		})
-	}
-	env, cmd, args := containerEnv(&v1.Container{
-		Env:     []v1.EnvVar{{Name: "A", Value: "a"}, {Name: "B", Value: "$(A)b"}},
-		Command: []string{"/bin/$(B)"}, Args: []string{"$(A)", "$(Z)"},
-	})
-	if env[1][1] != "ab" || cmd[0] != "/bin/ab" || args[0] != "a" || args[1] != "$(Z)" {
-		t.Errorf("containerEnv = %v %v %v", env, cmd, args)
 	}
 }
 

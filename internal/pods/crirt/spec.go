@@ -3,17 +3,17 @@ package crirt
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/slicelet/slicelet/internal/pods/systemdrt"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -119,11 +119,11 @@ func (r *Runtime) sandboxConfig(pod *v1.Pod, slice string, attempt uint32) *runt
 	}
 }
 
-// containerResources converts the kubelet's container cgroup values (systemdrt's
-// ContainerResources, kuberuntime calculateLinuxResources) into CRI resources, with the
-// kubelet's OOM score.
+// containerResources converts the kubelet's container cgroup values
+// (lifecycle.ContainerResources, kuberuntime calculateLinuxResources) into CRI resources, with
+// the kubelet's OOM score.
 func (r *Runtime) containerResources(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources {
-	rc := systemdrt.ContainerResources(c, *r.opts.Resources)
+	rc := lifecycle.ContainerResources(c, *r.opts.Resources)
 	out := &runtimeapi.LinuxContainerResources{OomScoreAdj: int64(slices.ContainerOOMScoreAdj(pod, c, r.opts.MemoryCapacity))}
 	if rc.CPUShares != nil {
 		out.CpuShares = int64(*rc.CPUShares)
@@ -142,10 +142,10 @@ func (r *Runtime) containerResources(pod *v1.Pod, c *v1.Container) *runtimeapi.L
 
 // containerConfig is run n of container c.
 func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, n int, imageRef string, vols map[string]string) (*runtimeapi.ContainerConfig, error) {
-	env, command, args := containerEnv(c)
+	env, command, args := lifecycle.ExpandContainer(c)
 	var envs []*runtimeapi.KeyValue
-	for _, kv := range env {
-		envs = append(envs, &runtimeapi.KeyValue{Key: kv[0], Value: []byte(kv[1])})
+	for _, e := range env {
+		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
 	}
 	var mounts []*runtimeapi.Mount
 	for _, m := range c.VolumeMounts {
@@ -156,10 +156,10 @@ func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, n int, imageRef 
 		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly})
 	}
 	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: r.namespaces(pod)}
-	if u := runAsUser(pod, c); u != nil {
+	if u := lifecycle.RunAsUser(pod, c); u != nil {
 		sc.RunAsUser = &runtimeapi.Int64Value{Value: *u}
 	}
-	if g := runAsGroup(pod, c); g != nil {
+	if g := lifecycle.RunAsGroup(pod, c); g != nil {
 		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *g}
 	}
 	if psc := pod.Spec.SecurityContext; psc != nil {
@@ -169,7 +169,7 @@ func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, n int, imageRef 
 		sc.Privileged = csc.Privileged != nil && *csc.Privileged
 		sc.ReadonlyRootfs = csc.ReadOnlyRootFilesystem != nil && *csc.ReadOnlyRootFilesystem
 	}
-	grace := int64(30)
+	grace := int64(lifecycle.DefaultGracePeriod / time.Second)
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		grace = *g
 	}
@@ -197,26 +197,6 @@ func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, n int, imageRef 
 	return cfg, nil
 }
 
-func runAsUser(pod *v1.Pod, c *v1.Container) *int64 {
-	if c.SecurityContext != nil && c.SecurityContext.RunAsUser != nil {
-		return c.SecurityContext.RunAsUser
-	}
-	if pod.Spec.SecurityContext != nil {
-		return pod.Spec.SecurityContext.RunAsUser
-	}
-	return nil
-}
-
-func runAsGroup(pod *v1.Pod, c *v1.Container) *int64 {
-	if c.SecurityContext != nil && c.SecurityContext.RunAsGroup != nil {
-		return c.SecurityContext.RunAsGroup
-	}
-	if pod.Spec.SecurityContext != nil {
-		return pod.Spec.SecurityContext.RunAsGroup
-	}
-	return nil
-}
-
 // pullPolicy is the container's imagePullPolicy with the API's default: Always for an image
 // without a tag or tagged latest (and no digest), else IfNotPresent.
 func pullPolicy(c *v1.Container) v1.PullPolicy {
@@ -238,62 +218,14 @@ func pullPolicy(c *v1.Container) v1.PullPolicy {
 // and the hostPath directories and files of the *OrCreate types, and returns every volume's
 // host path.
 func (r *Runtime) prepareVolumes(pod *v1.Pod) (map[string]string, error) {
-	out := map[string]string{}
-	for i := range pod.Spec.Volumes {
-		v := &pod.Spec.Volumes[i]
-		switch {
-		case v.EmptyDir != nil:
-			dir := filepath.Join(r.podDir(string(pod.UID)), "volumes", v.Name)
-			if err := os.MkdirAll(dir, 0o750); err != nil {
-				return nil, fmt.Errorf("pod %s/%s: volume %q: %w", pod.Namespace, pod.Name, v.Name, err)
-			}
-			out[v.Name] = dir
-		case v.HostPath != nil:
-			if err := prepareHostPath(v.HostPath); err != nil {
-				return nil, fmt.Errorf("pod %s/%s: volume %q: hostPath %s: %w", pod.Namespace, pod.Name, v.Name, v.HostPath.Path, err)
-			}
-			out[v.Name] = v.HostPath.Path
-		}
-	}
-	return out, nil
-}
-
-func prepareHostPath(hp *v1.HostPathVolumeSource) error {
-	t := v1.HostPathUnset
-	if hp.Type != nil {
-		t = *hp.Type
-	}
-	switch t {
-	case v1.HostPathDirectoryOrCreate:
-		return os.MkdirAll(hp.Path, 0o755)
-	case v1.HostPathFileOrCreate:
-		if err := os.MkdirAll(filepath.Dir(hp.Path), 0o755); err != nil {
-			return err
-		}
-		f, err := os.OpenFile(hp.Path, os.O_RDONLY|os.O_CREATE, 0o644)
-		if err != nil {
-			return err
-		}
-		return f.Close()
-	case v1.HostPathUnset:
-		return nil
-	}
-	fi, err := os.Stat(hp.Path)
+	vols, err := lifecycle.PrepareVolumes(pod, func(v *v1.Volume) (string, error) {
+		dir := filepath.Join(r.podDir(string(pod.UID)), "volumes", v.Name)
+		return dir, os.MkdirAll(dir, 0o750)
+	})
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	m := fi.Mode()
-	ok := map[v1.HostPathType]bool{
-		v1.HostPathDirectory: m.IsDir(),
-		v1.HostPathFile:      m.IsRegular(),
-		v1.HostPathSocket:    m&fs.ModeSocket != 0,
-		v1.HostPathCharDev:   m&fs.ModeCharDevice != 0,
-		v1.HostPathBlockDev:  m&fs.ModeDevice != 0 && m&fs.ModeCharDevice == 0,
-	}[t]
-	if !ok {
-		return fmt.Errorf("is not a %s", t)
-	}
-	return nil
+	return vols, nil
 }
 
 // Validate reports what this runtime cannot run, with field paths and values: containers

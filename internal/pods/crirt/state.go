@@ -11,6 +11,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/slicelet/slicelet/internal/atomicfile"
 )
 
 // backoffVersion is the format of backoff.json.
@@ -86,51 +88,15 @@ func (r *Runtime) loadBackoff(e *podEntry, uid string) error {
 	return nil
 }
 
-// saveBackoff writes the pod's back-off atomically (temp file, fsync, rename, fsync of the
-// directory). Call with e.mu held.
+// saveBackoff writes the pod's back-off atomically (atomicfile). Call with e.mu held.
 func (r *Runtime) saveBackoff(e *podEntry, uid string) error {
 	dir := r.podDir(uid)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("pod %s state: %w", uid, err)
 	}
-	data, err := json.MarshalIndent(backoffFile{Version: backoffVersion, Containers: e.backoff}, "", "  ")
-	if err != nil {
+	f := backoffFile{Version: backoffVersion, Containers: e.backoff}
+	if err := atomicfile.WriteJSON(filepath.Join(dir, "backoff.json"), f); err != nil {
 		return fmt.Errorf("pod %s state: %w", uid, err)
-	}
-	return writeFileAtomic(filepath.Join(dir, "backoff.json"), append(data, '\n'))
-}
-
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".state-*.tmp")
-	if err != nil {
-		return fmt.Errorf("state file %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("state file %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("state file %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("state dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err = d.Sync(); err != nil {
-		return fmt.Errorf("state dir %s: %w", dir, err)
 	}
 	return nil
 }

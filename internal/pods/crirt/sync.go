@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	stdslices "slices"
@@ -15,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -101,9 +103,9 @@ func (r *Runtime) inspect(ctx context.Context, c *runtimeapi.Container) (*instan
 			in.StartedAt = in.FinishedAt
 		}
 		if in.Reason == "" {
-			in.Reason = ReasonCompleted
+			in.Reason = lifecycle.ReasonCompleted
 			if in.ExitCode != 0 {
-				in.Reason = ReasonError
+				in.Reason = lifecycle.ReasonError
 			}
 		}
 	}
@@ -215,22 +217,8 @@ func (r *Runtime) observe(ctx context.Context, pod *v1.Pod, e *podEntry) (*obser
 
 // inSpec reports whether the pod has a container (init or regular) of that name.
 func inSpec(pod *v1.Pod, name string) bool {
-	c, _ := containerByName(pod, name)
+	c, _ := lifecycle.ContainerByName(pod, name)
 	return c != nil
-}
-
-func containerByName(pod *v1.Pod, name string) (*v1.Container, bool) {
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i], true
-		}
-	}
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i], false
-		}
-	}
-	return nil, false
 }
 
 // SyncPod makes the pod's containers match its spec inside slice (see pods.Runtime): it loops
@@ -258,7 +246,7 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlic
 	}
 	var (
 		o *observed
-		p plan
+		p lifecycle.Plan
 	)
 	for i := 0; ; i++ {
 		var err error
@@ -284,8 +272,8 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlic
 		var errs []error
 		for _, name := range p.StopSidecars {
 			if cur := o.rec.Containers[name].Current; cur != nil {
-				c, _ := containerByName(pod, name)
-				errs = append(errs, r.stopContainer(ctx, pod, c.Name, cur.ID, gracePeriod(pod)))
+				c, _ := lifecycle.ContainerByName(pod, name)
+				errs = append(errs, r.stopContainer(ctx, pod, c.Name, cur.ID, lifecycle.GracePeriod(pod)))
 			}
 		}
 		if len(p.Start) > 0 {
@@ -308,17 +296,9 @@ func (r *Runtime) stopStray(ctx context.Context, pod *v1.Pod, stray []*instance)
 	var errs []error
 	for _, in := range stray {
 		r.log.Info("stopping a container that is not in the pod's spec or whose sandbox is gone", "pod_uid", string(pod.UID), "container_id", in.ID)
-		errs = append(errs, r.stopContainer(ctx, pod, "", in.ID, gracePeriod(pod)))
+		errs = append(errs, r.stopContainer(ctx, pod, "", in.ID, lifecycle.GracePeriod(pod)))
 	}
 	return errors.Join(errs...)
-}
-
-// gracePeriod is the pod's terminationGracePeriodSeconds, 30 s when unset.
-func gracePeriod(pod *v1.Pod) time.Duration {
-	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && *g >= 0 {
-		return time.Duration(*g) * time.Second
-	}
-	return 30 * time.Second
 }
 
 // runSandbox creates the pod's sandbox in its slice.
@@ -345,7 +325,7 @@ func (r *Runtime) runSandbox(ctx context.Context, pod *v1.Pod, slice string, sbs
 // A pull or create failure holds the container back with back-off (ErrImagePull,
 // CreateContainerError); a start failure leaves an exited container (StartError) to which
 // the restart policy applies.
-func (r *Runtime) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlice, e *podEntry, o *observed, acts []startAction) error {
+func (r *Runtime) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlice, e *podEntry, o *observed, acts []lifecycle.StartAction) error {
 	uid := string(pod.UID)
 	sbID := ""
 	if o.sandbox != nil {
@@ -371,7 +351,7 @@ func (r *Runtime) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSli
 		return err
 	}
 	for _, a := range acts {
-		c, _ := containerByName(pod, a.Container)
+		c, _ := lifecycle.ContainerByName(pod, a.Container)
 		cr := o.rec.container(c.Name)
 		if cur := cr.Current; cur != nil && cur.Done {
 			bo := e.backoff[c.Name]
@@ -401,7 +381,7 @@ func (r *Runtime) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSli
 			return fmt.Errorf("pod %s/%s: container %s: create: %w", pod.Namespace, pod.Name, c.Name, err)
 		}
 		if err != nil {
-			r.hold(e, c.Name, ReasonCreateContainerError, err.Error())
+			r.hold(e, c.Name, lifecycle.ReasonCreateContainerError, err.Error())
 			r.log.Warn("container could not be created", "pod_uid", uid, "container", c.Name, "error", err)
 			continue
 		}
@@ -440,21 +420,21 @@ func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		return r.is.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: spec})
 	})
 	if err != nil {
-		return "", ReasonErrImagePull, fmt.Errorf("image %q: status: %w", c.Image, err)
+		return "", lifecycle.ReasonErrImagePull, fmt.Errorf("image %q: status: %w", c.Image, err)
 	}
 	present := st.Image != nil && st.Image.Id != ""
 	if present && policy != v1.PullAlways {
 		return st.Image.Id, "", nil
 	}
 	if !present && policy == v1.PullNever {
-		return "", ReasonErrImageNeverPull, fmt.Errorf("container image %q is not present with pull policy of Never", c.Image)
+		return "", lifecycle.ReasonErrImageNeverPull, fmt.Errorf("container image %q is not present with pull policy of Never", c.Image)
 	}
 	r.log.Info("pulling image", "pod_uid", string(pod.UID), "container", c.Name, "image", c.Image, "policy", string(policy))
 	pulled, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.PullImageResponse, error) {
 		return r.is.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sbCfg})
 	})
 	if err != nil {
-		return "", ReasonErrImagePull, fmt.Errorf("image %q: pull: %w", c.Image, err)
+		return "", lifecycle.ReasonErrImagePull, fmt.Errorf("image %q: pull: %w", c.Image, err)
 	}
 	return pulled.ImageRef, "", nil
 }
@@ -495,7 +475,7 @@ func (r *Runtime) KillPod(ctx context.Context, pod *v1.Pod, grace time.Duration)
 	}
 	sidecar := map[string]bool{}
 	for i := range pod.Spec.InitContainers {
-		if isSidecar(&pod.Spec.InitContainers[i]) {
+		if lifecycle.IsSidecar(&pod.Spec.InitContainers[i]) {
 			sidecar[pod.Spec.InitContainers[i].Name] = true
 		}
 	}
@@ -687,22 +667,10 @@ func (r *Runtime) Relist(ctx context.Context) ([]string, error) {
 	var out []string
 	for uid, e := range r.pods {
 		due := !e.nextSync.IsZero() && !now.Before(e.nextSync)
-		if due || (e.seen != nil && !sameStates(e.seen, current[uid])) {
+		if due || (e.seen != nil && !maps.Equal(e.seen, current[uid])) {
 			out = append(out, uid)
 		}
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-func sameStates(a, b map[string]runtimeapi.ContainerState) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }

@@ -6,59 +6,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func TestBackoff(t *testing.T) {
-	b := DefaultBackoff()
-	// A container that crashes 1 s after each start: the kubelet's sequence of delays.
-	var delay time.Duration
-	var updated time.Time
-	finished := t0
-	var waits []time.Duration
-	for range 8 {
-		until, wait := b.Until(delay, updated, finished, finished)
-		w := time.Duration(0)
-		if wait {
-			w = until.Sub(finished)
-		}
-		waits = append(waits, w)
-		delay, updated = b.Next(delay, updated, finished)
-		finished = finished.Add(w + time.Second)
-	}
-	want := []time.Duration{0, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 300 * time.Second, 300 * time.Second}
-	if !reflect.DeepEqual(waits, want) {
-		t.Errorf("waits %v, want %v", waits, want)
-	}
-
-	cases := []struct {
-		name              string
-		delay             time.Duration
-		updated, finished time.Time
-		now               time.Time
-		wantWait          bool
-		wantUntil         time.Time
-		wantNext          time.Duration
-	}{
-		{"no entry: restart now", 0, time.Time{}, t0, t0, false, time.Time{}, 10 * time.Second},
-		{"in back-off", 20 * time.Second, t0, t0.Add(time.Minute), t0.Add(time.Minute + 5*time.Second), true, t0.Add(time.Minute + 20*time.Second), 40 * time.Second},
-		{"back-off over", 20 * time.Second, t0, t0.Add(time.Minute), t0.Add(time.Minute + 20*time.Second), false, time.Time{}, 40 * time.Second},
-		{"capped", 300 * time.Second, t0, t0.Add(time.Minute), t0.Add(time.Minute), true, t0.Add(6 * time.Minute), 300 * time.Second},
-		{"ran 10 minutes: reset", 300 * time.Second, t0, t0.Add(11 * time.Minute), t0.Add(11 * time.Minute), false, time.Time{}, 10 * time.Second},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			until, wait := b.Until(c.delay, c.updated, c.finished, c.now)
-			if wait != c.wantWait || !until.Equal(c.wantUntil) {
-				t.Errorf("Until = %v %v, want %v %v", until, wait, c.wantUntil, c.wantWait)
-			}
-			if next, _ := b.Next(c.delay, c.updated, c.finished); next != c.wantNext {
-				t.Errorf("Next = %v, want %v", next, c.wantNext)
-			}
-		})
-	}
-}
 
 // rec builds a record from container states: "running", "starting", "exit:N", "intent" (recorded,
 // never created), with n the instance number.
@@ -87,6 +39,11 @@ func mkRecord(states ...cstate) *podRecord {
 	return r
 }
 
+// start is the action that starts instance n of container name.
+func start(name string, init bool, n int) lifecycle.StartAction {
+	return lifecycle.StartAction{Container: name, Init: init, N: n}
+}
+
 func TestDecideAndPhase(t *testing.T) {
 	sidecar := cmd("side", "infinity")
 	sidecar.RestartPolicy = ptr(v1.ContainerRestartPolicyAlways)
@@ -101,36 +58,36 @@ func TestDecideAndPhase(t *testing.T) {
 		pod         *v1.Pod
 		rec         *podRecord
 		initialized bool
-		wantStart   []startAction
+		wantStart   []lifecycle.StartAction
 		wantStop    []string
 		wantPhase   v1.PodPhase
 		wantInit    bool
 		wantReady   bool
 	}{
 		{name: "new pod starts all app containers", pod: pod(""), rec: mkRecord(),
-			wantStart: []startAction{{"a", false, 1}, {"b", false, 1}}, wantPhase: v1.PodPending, wantInit: true},
+			wantStart: []lifecycle.StartAction{start("a", false, 1), start("b", false, 1)}, wantPhase: v1.PodPending, wantInit: true},
 		{name: "new pod with init containers starts the first only", pod: pod("", cmd("i1", "1"), cmd("i2", "1")), rec: mkRecord(),
-			wantStart: []startAction{{"i1", true, 1}}, wantPhase: v1.PodPending},
+			wantStart: []lifecycle.StartAction{start("i1", true, 1)}, wantPhase: v1.PodPending},
 		{name: "first init running: wait", pod: pod("", cmd("i1", "1"), cmd("i2", "1")), rec: mkRecord(cstate{name: "i1", state: "running"}),
 			wantPhase: v1.PodPending},
 		{name: "first init done: second starts", pod: pod("", cmd("i1", "1"), cmd("i2", "1")), rec: mkRecord(cstate{name: "i1", state: "exit"}),
-			wantStart: []startAction{{"i2", true, 1}}, wantPhase: v1.PodPending},
+			wantStart: []lifecycle.StartAction{start("i2", true, 1)}, wantPhase: v1.PodPending},
 		{name: "inits done: apps start", pod: pod("", cmd("i1", "1"), cmd("i2", "1")), rec: mkRecord(cstate{name: "i1", state: "exit"}, cstate{name: "i2", state: "exit"}),
-			wantStart: []startAction{{"a", false, 1}, {"b", false, 1}}, wantPhase: v1.PodPending, wantInit: true},
+			wantStart: []lifecycle.StartAction{start("a", false, 1), start("b", false, 1)}, wantPhase: v1.PodPending, wantInit: true},
 		{name: "init failed, OnFailure: restart it", pod: pod(v1.RestartPolicyOnFailure, cmd("i1", "1")), rec: mkRecord(cstate{name: "i1", state: "exit", code: 2}),
-			wantStart: []startAction{{"i1", true, 2}}, wantPhase: v1.PodPending},
+			wantStart: []lifecycle.StartAction{start("i1", true, 2)}, wantPhase: v1.PodPending},
 		{name: "init failed, Never: pod failed", pod: pod(v1.RestartPolicyNever, cmd("i1", "1"), cmd("i2", "1")), rec: mkRecord(cstate{name: "i1", state: "exit", code: 2}),
 			wantPhase: v1.PodFailed},
 		{name: "init failed, Never: running sidecar stopped", pod: pod(v1.RestartPolicyNever, sidecar, cmd("i1", "1")),
 			rec: mkRecord(cstate{name: "side", state: "running"}, cstate{name: "i1", state: "exit", code: 1}), wantStop: []string{"side"}, wantPhase: v1.PodFailed},
 		{name: "sidecar starts before the next init", pod: pod("", sidecar, cmd("i1", "1")), rec: mkRecord(),
-			wantStart: []startAction{{"side", true, 1}}, wantPhase: v1.PodPending},
+			wantStart: []lifecycle.StartAction{start("side", true, 1)}, wantPhase: v1.PodPending},
 		{name: "sidecar starting: next init waits", pod: pod("", sidecar, cmd("i1", "1")), rec: mkRecord(cstate{name: "side", state: "starting"}),
 			wantPhase: v1.PodPending},
 		{name: "sidecar running: next init starts", pod: pod("", sidecar, cmd("i1", "1")), rec: mkRecord(cstate{name: "side", state: "running"}),
-			wantStart: []startAction{{"i1", true, 1}}, wantPhase: v1.PodPending},
+			wantStart: []lifecycle.StartAction{start("i1", true, 1)}, wantPhase: v1.PodPending},
 		{name: "sidecar exited 0 is restarted", pod: pod(v1.RestartPolicyNever, sidecar), rec: mkRecord(cstate{name: "side", state: "exit"}, cstate{name: "a", state: "running"}, cstate{name: "b", state: "running"}),
-			initialized: true, wantStart: []startAction{{"side", true, 2}}, wantPhase: v1.PodRunning, wantInit: true},
+			initialized: true, wantStart: []lifecycle.StartAction{start("side", true, 2)}, wantPhase: v1.PodRunning, wantInit: true},
 		{name: "apps done under Never: sidecar stopped, Succeeded", pod: pod(v1.RestartPolicyNever, sidecar),
 			rec:         mkRecord(cstate{name: "side", state: "running"}, cstate{name: "a", state: "exit"}, cstate{name: "b", state: "exit"}),
 			initialized: true, wantStop: []string{"side"}, wantPhase: v1.PodSucceeded, wantInit: true},
@@ -145,20 +102,20 @@ func TestDecideAndPhase(t *testing.T) {
 		{name: "Never: one failed", pod: pod(v1.RestartPolicyNever), rec: mkRecord(cstate{name: "a", state: "exit", code: 3}, cstate{name: "b", state: "exit"}), initialized: true,
 			wantPhase: v1.PodFailed, wantInit: true},
 		{name: "OnFailure: failed one restarts", pod: pod(v1.RestartPolicyOnFailure), rec: mkRecord(cstate{name: "a", state: "exit", code: 3}, cstate{name: "b", state: "exit"}), initialized: true,
-			wantStart: []startAction{{"a", false, 2}}, wantPhase: v1.PodRunning, wantInit: true},
+			wantStart: []lifecycle.StartAction{start("a", false, 2)}, wantPhase: v1.PodRunning, wantInit: true},
 		{name: "OnFailure: all succeeded", pod: pod(v1.RestartPolicyOnFailure), rec: mkRecord(cstate{name: "a", state: "exit"}, cstate{name: "b", state: "exit"}), initialized: true,
 			wantPhase: v1.PodSucceeded, wantInit: true},
 		{name: "Always: exit 0 restarts", pod: pod(v1.RestartPolicyAlways), rec: mkRecord(cstate{name: "a", state: "exit", n: 4}, cstate{name: "b", state: "running"}), initialized: true,
-			wantStart: []startAction{{"a", false, 5}}, wantPhase: v1.PodRunning, wantInit: true},
+			wantStart: []lifecycle.StartAction{start("a", false, 5)}, wantPhase: v1.PodRunning, wantInit: true},
 		{name: "recorded never created: same instance", pod: pod(""), rec: mkRecord(cstate{name: "a", state: "intent", n: 3}, cstate{name: "b", state: "running"}), initialized: true,
-			wantStart: []startAction{{"a", false, 3}}, wantPhase: v1.PodPending, wantInit: true},
+			wantStart: []lifecycle.StartAction{start("a", false, 3)}, wantPhase: v1.PodPending, wantInit: true},
 		{name: "initialized pods never rerun init containers", pod: pod(v1.RestartPolicyAlways, cmd("i1", "1")), rec: mkRecord(cstate{name: "a", state: "running"}, cstate{name: "b", state: "running"}),
 			initialized: true, wantPhase: v1.PodRunning, wantInit: true, wantReady: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.rec.Initialized = c.initialized
-			p := decide(c.pod, c.rec, now, DefaultBackoff(), false)
+			p := decide(c.pod, c.rec, now, lifecycle.DefaultBackoff(), false)
 			if !reflect.DeepEqual(p.Start, c.wantStart) {
 				t.Errorf("start %v, want %v", p.Start, c.wantStart)
 			}
@@ -182,34 +139,48 @@ func TestDecideAndPhase(t *testing.T) {
 				t.Error("PodScheduled not true")
 			}
 			// killed: nothing is started.
-			if k := decide(c.pod, c.rec, now, DefaultBackoff(), true); len(k.Start) > 0 || len(k.StopSidecars) > 0 {
+			if k := decide(c.pod, c.rec, now, lifecycle.DefaultBackoff(), true); len(k.Start) > 0 || len(k.StopSidecars) > 0 {
 				t.Errorf("killed pod plans %v %v", k.Start, k.StopSidecars)
 			}
 		})
 	}
 }
 
+// TestContainerStatusStates: the record's instances as lifecycle sees them (unit IDs, signal,
+// reason) in a container's status.
 func TestContainerStatusStates(t *testing.T) {
 	c := cmd("a", "1")
-	prev := &instance{N: 1, Unit: "slicelet-x-a-1.service", Created: true, Done: true, StartedAt: t0, FinishedAt: t0.Add(time.Second), ExitCode: 137, Signal: 9, Reason: ReasonOOMKilled}
+	prev := &instance{N: 1, Unit: "slicelet-x-a-1.service", Created: true, Done: true, StartedAt: t0, FinishedAt: t0.Add(time.Second), ExitCode: 137, Signal: 9, Reason: lifecycle.ReasonOOMKilled}
 	running := &instance{N: 2, Unit: "slicelet-x-a-2.service", Created: true, StartedAt: t0.Add(20 * time.Second)}
-	st := containerStatus(&c, &containerRecord{Current: running, Previous: prev}, plan{}, ReasonContainerCreating)
+	status := func(cr *containerRecord, p lifecycle.Plan, waitReason string) v1.ContainerStatus {
+		rec := newPodRecord("cs-1")
+		if cr != nil {
+			rec.Containers["a"] = cr
+		}
+		return lifecycle.ContainerStatus(&c, rec.view().Containers["a"], false, p, waitReason)
+	}
+	st := status(&containerRecord{Current: running, Previous: prev}, lifecycle.Plan{}, lifecycle.ReasonContainerCreating)
 	if st.State.Running == nil || !st.State.Running.StartedAt.Time.Equal(running.StartedAt) || st.RestartCount != 1 || !st.Ready || !*st.Started ||
 		st.ContainerID != "systemd://slicelet-x-a-2.service" || st.Image != "" {
 		t.Errorf("running: %+v", st)
 	}
-	if lt := st.LastTerminationState.Terminated; lt == nil || lt.Reason != ReasonOOMKilled || lt.ExitCode != 137 || lt.Signal != 9 || lt.ContainerID != "systemd://slicelet-x-a-1.service" {
+	if lt := st.LastTerminationState.Terminated; lt == nil || lt.Reason != lifecycle.ReasonOOMKilled || lt.ExitCode != 137 || lt.Signal != 9 || lt.ContainerID != "systemd://slicelet-x-a-1.service" {
 		t.Errorf("last termination: %+v", lt)
 	}
 	// In back-off: waiting CrashLoopBackOff with the dead instance as last termination.
-	w := v1.ContainerStateWaiting{Reason: ReasonCrashLoopBackOff, Message: "back-off 10s"}
-	st = containerStatus(&c, &containerRecord{Current: prev}, plan{Waiting: map[string]v1.ContainerStateWaiting{"a": w}}, "")
-	if st.State.Waiting == nil || st.State.Waiting.Reason != ReasonCrashLoopBackOff || st.LastTerminationState.Terminated == nil || st.Ready {
+	w := v1.ContainerStateWaiting{Reason: lifecycle.ReasonCrashLoopBackOff, Message: "back-off 10s"}
+	st = status(&containerRecord{Current: prev}, lifecycle.Plan{Waiting: map[string]v1.ContainerStateWaiting{"a": w}}, "")
+	if st.State.Waiting == nil || st.State.Waiting.Reason != lifecycle.ReasonCrashLoopBackOff || st.LastTerminationState.Terminated == nil || st.Ready {
 		t.Errorf("back-off: %+v", st)
 	}
+	// Recorded, never created: waiting with the given reason, no container ID, its restart count.
+	st = status(&containerRecord{Current: &instance{N: 3, Unit: "slicelet-x-a-3.service"}}, lifecycle.Plan{}, lifecycle.ReasonPodInitializing)
+	if st.State.Waiting == nil || st.State.Waiting.Reason != lifecycle.ReasonPodInitializing || st.ContainerID != "" || st.RestartCount != 2 {
+		t.Errorf("intent: %+v", st)
+	}
 	// Never run: waiting with the given reason, no container ID.
-	st = containerStatus(&c, nil, plan{}, ReasonPodInitializing)
-	if st.State.Waiting == nil || st.State.Waiting.Reason != ReasonPodInitializing || st.ContainerID != "" {
+	st = status(nil, lifecycle.Plan{}, lifecycle.ReasonPodInitializing)
+	if st.State.Waiting == nil || st.State.Waiting.Reason != lifecycle.ReasonPodInitializing || st.ContainerID != "" {
 		t.Errorf("new: %+v", st)
 	}
 }
@@ -230,12 +201,12 @@ func TestKilledPhase(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			pod := testPod("kp-1", c.policy, cmd("a", "1"))
 			c.rec.Initialized = true
-			if got := buildStatus(pod, c.rec, decide(pod, c.rec, t0, DefaultBackoff(), true)).Phase; got != c.want {
+			if got := buildStatus(pod, c.rec, decide(pod, c.rec, t0, lifecycle.DefaultBackoff(), true)).Phase; got != c.want {
 				t.Errorf("phase %s, want %s", got, c.want)
 			}
 			// Not killed, Always: Running (restarts pending).
 			if c.policy == v1.RestartPolicyAlways {
-				if got := buildStatus(pod, c.rec, decide(pod, c.rec, t0, DefaultBackoff(), false)).Phase; got != v1.PodRunning {
+				if got := buildStatus(pod, c.rec, decide(pod, c.rec, t0, lifecycle.DefaultBackoff(), false)).Phase; got != v1.PodRunning {
 					t.Errorf("not killed: phase %s, want Running", got)
 				}
 			}

@@ -1,6 +1,7 @@
 // Package systemdrt is slicelet's built-in container runtime: every container of a pod runs as a
 // transient systemd service inside the pod's slice, with the kubelet's semantics for init
-// containers, sidecars, restart policies, back-off, pod phase and container statuses.
+// containers, sidecars, restart policies, back-off, pod phase and container statuses (package
+// lifecycle's rules, shared with the CRI runtime).
 //
 // # Units
 //

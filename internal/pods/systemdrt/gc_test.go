@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/slicelet/slicelet/gc"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -28,7 +29,7 @@ func crashLoop(t *testing.T, rt *Runtime, sd *fakeSystemd, uid string) (*v1.Pod,
 	time.Sleep(time.Second)
 	sd.exit(unit(2), cldExited, 4, "exit-code")
 	st := mustSync(t, rt, pod)
-	if cs := st.ContainerStatuses[0]; cs.State.Waiting == nil || cs.State.Waiting.Reason != ReasonCrashLoopBackOff || cs.RestartCount != 1 {
+	if cs := st.ContainerStatuses[0]; cs.State.Waiting == nil || cs.State.Waiting.Reason != lifecycle.ReasonCrashLoopBackOff || cs.RestartCount != 1 {
 		t.Fatalf("not crash-looping: %s", describe(st))
 	}
 	return pod, unit

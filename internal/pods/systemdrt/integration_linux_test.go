@@ -21,6 +21,7 @@ import (
 
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/internal/systemdtest"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -47,7 +48,7 @@ func (w testLogWriter) Write(p []byte) (int, error) {
 }
 
 // fastBackoff keeps restart tests short; the kubelet's values are tested with the fake.
-var fastBackoff = Backoff{Initial: 200 * time.Millisecond, Max: 400 * time.Millisecond}
+var fastBackoff = lifecycle.Backoff{Initial: 200 * time.Millisecond, Max: 400 * time.Millisecond}
 
 func newIT(t *testing.T) *itEnv {
 	t.Helper()
@@ -317,7 +318,7 @@ func TestIntegrationRestartPolicies(t *testing.T) {
 		t.Errorf("OnFailure: phase %s, want Running", st.Phase)
 	}
 	last := cs.LastTerminationState.Terminated
-	if last == nil || last.ExitCode != 3 || last.Reason != ReasonError {
+	if last == nil || last.ExitCode != 3 || last.Reason != lifecycle.ReasonError {
 		t.Errorf("OnFailure: last termination %+v", last)
 	}
 
@@ -325,7 +326,7 @@ func TestIntegrationRestartPolicies(t *testing.T) {
 	never := itPod("never", "rp-never", v1.RestartPolicyNever, sh("fail", "exit 3"))
 	st = it.syncUntil(t, never, "Failed", func(st v1.PodStatus) bool { return st.Phase == v1.PodFailed })
 	cs = st.ContainerStatuses[0]
-	if term := cs.State.Terminated; term == nil || term.ExitCode != 3 || term.Reason != ReasonError || cs.RestartCount != 0 {
+	if term := cs.State.Terminated; term == nil || term.ExitCode != 3 || term.Reason != lifecycle.ReasonError || cs.RestartCount != 0 {
 		t.Errorf("Never: %+v restarts %d", cs.State, cs.RestartCount)
 	}
 	if term := cs.State.Terminated; term != nil && (term.StartedAt.IsZero() || term.FinishedAt.Before(&term.StartedAt)) {
@@ -335,7 +336,7 @@ func TestIntegrationRestartPolicies(t *testing.T) {
 	// OnFailure with exit 0: Succeeded.
 	ok := itPod("ok", "rp-ok", v1.RestartPolicyOnFailure, sh("ok", "exit 0"))
 	st = it.syncUntil(t, ok, "Succeeded", func(st v1.PodStatus) bool { return st.Phase == v1.PodSucceeded })
-	if term := st.ContainerStatuses[0].State.Terminated; term == nil || term.Reason != ReasonCompleted {
+	if term := st.ContainerStatuses[0].State.Terminated; term == nil || term.Reason != lifecycle.ReasonCompleted {
 		t.Errorf("OnFailure exit 0: %s", describe(st))
 	}
 
@@ -426,7 +427,7 @@ func TestIntegrationOOMKilled(t *testing.T) {
 	pod := itPod("oom", "oom-1", v1.RestartPolicyNever, hog)
 	st := it.syncUntil(t, pod, "Failed", func(st v1.PodStatus) bool { return st.Phase == v1.PodFailed })
 	term := st.ContainerStatuses[0].State.Terminated
-	if term == nil || term.Reason != ReasonOOMKilled || term.ExitCode != 137 {
+	if term == nil || term.Reason != lifecycle.ReasonOOMKilled || term.ExitCode != 137 {
 		t.Fatalf("status %+v", st.ContainerStatuses[0].State)
 	}
 	t.Logf("OOM kill reported: %+v", *term)
@@ -458,7 +459,7 @@ func TestIntegrationKillPodGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	term := st.ContainerStatuses[0].State.Terminated
-	if term == nil || term.ExitCode != 137 || term.Signal != 9 || term.Reason != ReasonError {
+	if term == nil || term.ExitCode != 137 || term.Signal != 9 || term.Reason != lifecycle.ReasonError {
 		t.Errorf("after KillPod: %+v", st.ContainerStatuses[0].State)
 	}
 	if took < time.Second || took > 5*time.Second {
@@ -627,7 +628,7 @@ func TestIntegrationContainerGC(t *testing.T) {
 	pod := itPod("crash", uid, v1.RestartPolicyAlways, sh("crash", `echo "run $(date +%N)"; exit 1`))
 	st := it.syncUntil(t, pod, "two dead instances", func(st v1.PodStatus) bool {
 		cs := st.ContainerStatuses[0]
-		return cs.RestartCount >= 2 && cs.State.Waiting != nil && cs.State.Waiting.Reason == ReasonCrashLoopBackOff
+		return cs.RestartCount >= 2 && cs.State.Waiting != nil && cs.State.Waiting.Reason == lifecycle.ReasonCrashLoopBackOff
 	})
 	restarts := int(st.ContainerStatuses[0].RestartCount)
 	current, _ := UnitName(uid, "crash", restarts+1)

@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	slicelet "github.com/slicelet/slicelet/slices"
 )
 
@@ -32,7 +33,7 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 	if err := slicelet.ValidateUID(uid); err != nil {
 		return err
 	}
-	if c, _ := containerByName(pod, container); c == nil {
+	if c, _ := lifecycle.ContainerByName(pod, container); c == nil {
 		return fmt.Errorf("pod %s/%s: no container %q: %w", pod.Namespace, pod.Name, container, pods.ErrNoLogs)
 	}
 	n, invocation, since, err := r.instanceFor(ctx, uid, container, opts.Previous)

@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -20,9 +20,6 @@ import (
 // DefaultPath is the PATH that bare command names are looked up in when the container's env
 // sets none (systemd's default PATH for services).
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-// DefaultGracePeriod is terminationGracePeriodSeconds' default.
-const DefaultGracePeriod = 30 * time.Second
 
 // signals are the stop signals a container may ask for (lifecycle.stopSignal), by the names
 // the API uses.
@@ -71,47 +68,12 @@ func stopSignal(c *v1.Container) syscall.Signal {
 	return syscall.SIGTERM
 }
 
-// gracePeriod is the pod's terminationGracePeriodSeconds, DefaultGracePeriod when unset.
-func gracePeriod(pod *v1.Pod) time.Duration {
-	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && *g >= 0 {
-		return time.Duration(*g) * time.Second
-	}
-	return DefaultGracePeriod
-}
-
-// runAsUser is the container's runAsUser, else the pod's.
-func runAsUser(pod *v1.Pod, c *v1.Container) *int64 {
-	if c.SecurityContext != nil && c.SecurityContext.RunAsUser != nil {
-		return c.SecurityContext.RunAsUser
-	}
-	if pod.Spec.SecurityContext != nil {
-		return pod.Spec.SecurityContext.RunAsUser
-	}
-	return nil
-}
-
-// runAsGroup is the container's runAsGroup, else the pod's.
-func runAsGroup(pod *v1.Pod, c *v1.Container) *int64 {
-	if c.SecurityContext != nil && c.SecurityContext.RunAsGroup != nil {
-		return c.SecurityContext.RunAsGroup
-	}
-	if pod.Spec.SecurityContext != nil {
-		return pod.Spec.SecurityContext.RunAsGroup
-	}
-	return nil
-}
-
 // nonRoot is the container's runAsNonRoot, else the pod's.
 func nonRoot(pod *v1.Pod, c *v1.Container) bool {
 	if c.SecurityContext != nil && c.SecurityContext.RunAsNonRoot != nil {
 		return *c.SecurityContext.RunAsNonRoot
 	}
 	return pod.Spec.SecurityContext != nil && pod.Spec.SecurityContext.RunAsNonRoot != nil && *pod.Spec.SecurityContext.RunAsNonRoot
-}
-
-// isSidecar reports whether c is a restartable init container.
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
 // isExecutable is the default Options.Executable: a regular file with an execute bit.
@@ -175,83 +137,6 @@ func commandProblem(cmd string) string {
 	return ""
 }
 
-// expand replaces $(NAME) in s with the value of NAME from vars, as the kubelet expands
-// command, args and env values: $$ is a literal $, and references to undefined names stay as
-// they are.
-func expand(s string, vars map[string]string) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteString(s[i:])
-				return b.String()
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := vars[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString(s[i : i+3+end])
-			}
-			i += 2 + end
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
-}
-
-// containerEnv returns the container's environment as NAME=value entries in order, each value
-// expanded against the entries before it, and the final variables for command expansion.
-func containerEnv(c *v1.Container) ([]string, map[string]string) {
-	vars := map[string]string{}
-	var out []string
-	for _, e := range c.Env {
-		v := expand(e.Value, vars)
-		vars[e.Name] = v
-		out = append(out, e.Name+"="+v)
-	}
-	return out, vars
-}
-
-// ContainerResources is the kubelet's container-level cgroup configuration
-// (kuberuntime calculateLinuxResources): CPU shares from the CPU request (from the limit when
-// only a limit is set; MinShares when neither), a CFS quota from the CPU limit when CPU limits are
-// enforced, and the memory limit.
-func ContainerResources(c *v1.Container, opts slices.Options) slices.ResourceConfig {
-	var rc slices.ResourceConfig
-	req, lim := c.Resources.Requests.Cpu(), c.Resources.Limits.Cpu()
-	shares := slices.MilliCPUToShares(req.MilliValue())
-	if req.IsZero() && !lim.IsZero() {
-		shares = slices.MilliCPUToShares(lim.MilliValue())
-	}
-	rc.CPUShares = &shares
-	if opts.EnforceCPULimits && !lim.IsZero() {
-		period := opts.CPUPeriod
-		if period == 0 {
-			period = slices.QuotaPeriod
-		}
-		quota := slices.MilliCPUToQuota(lim.MilliValue(), int64(period))
-		rc.CPUQuota, rc.CPUPeriod = &quota, &period
-	}
-	if mem := c.Resources.Limits.Memory(); !mem.IsZero() {
-		v := mem.Value()
-		rc.Memory = &v
-	}
-	return rc
-}
-
 // unitSpec is everything the unit of one container instance is made of.
 type unitSpec struct {
 	Pod       *v1.Pod
@@ -277,14 +162,13 @@ func description(pod *v1.Pod, container string, n int) string {
 // fixed order.
 func unitProperties(s unitSpec) []units.Property {
 	pod, c := s.Pod, s.Container
-	env, vars := containerEnv(c)
-	argv := make([]string, 0, len(c.Command)+len(c.Args))
-	for _, w := range c.Command {
-		argv = append(argv, expand(w, vars))
+	vars, command, args := lifecycle.ExpandContainer(c)
+	env := make([]string, 0, len(vars))
+	for _, e := range vars {
+		env = append(env, e.Name+"="+e.Value)
 	}
-	for _, w := range c.Args {
-		argv = append(argv, expand(w, vars))
-	}
+	argv := make([]string, 0, len(command)+len(args))
+	argv = append(append(argv, command...), args...)
 	p := []units.Property{
 		{Name: "Description", Value: description(pod, c.Name, s.N)},
 		{Name: "Slice", Value: s.Slice},
@@ -305,10 +189,10 @@ func unitProperties(s unitSpec) []units.Property {
 	if c.WorkingDir != "" {
 		p = append(p, units.Property{Name: "WorkingDirectory", Value: c.WorkingDir})
 	}
-	if u := runAsUser(pod, c); u != nil {
+	if u := lifecycle.RunAsUser(pod, c); u != nil {
 		p = append(p, units.Property{Name: "User", Value: strconv.FormatInt(*u, 10)})
 	}
-	if g := runAsGroup(pod, c); g != nil {
+	if g := lifecycle.RunAsGroup(pod, c); g != nil {
 		p = append(p, units.Property{Name: "Group", Value: strconv.FormatInt(*g, 10)})
 	}
 	if sc := pod.Spec.SecurityContext; sc != nil && (len(sc.SupplementalGroups) > 0 || sc.FSGroup != nil) {
@@ -354,13 +238,13 @@ func unitProperties(s unitSpec) []units.Property {
 		units.Property{Name: "SyslogIdentifier", Value: c.Name},
 		units.Property{Name: "LogExtraFields", Value: LogFields(pod, c.Name)},
 		units.Property{Name: "KillSignal", Value: int32(stopSignal(c))},
-		units.Property{Name: "TimeoutStopUSec", Value: gracePeriod(pod)},
+		units.Property{Name: "TimeoutStopUSec", Value: lifecycle.GracePeriod(pod)},
 		units.Property{Name: "OOMScoreAdjust", Value: int32(s.OOMScoreAdj)},
 		units.Property{Name: "MemoryAccounting", Value: true},
 		units.Property{Name: "CPUAccounting", Value: true},
 		units.Property{Name: "TasksAccounting", Value: true},
 	)
-	p = append(p, slices.SliceProperties(ContainerResources(c, s.Resources), s.Mode)...)
+	p = append(p, slices.SliceProperties(lifecycle.ContainerResources(c, s.Resources), s.Mode)...)
 	return p
 }
 

@@ -220,25 +220,3 @@ func TestOOMScoreOnUnits(t *testing.T) {
 		})
 	}
 }
-
-func TestExpand(t *testing.T) {
-	vars := map[string]string{"A": "x", "B": "y y"}
-	cases := []struct{ name, in, want string }{
-		{"none", "plain", "plain"},
-		{"one", "$(A)", "x"},
-		{"two", "$(A)-$(B)", "x-y y"},
-		{"undefined stays", "$(C)", "$(C)"},
-		{"escaped", "$$(A)", "$(A)"},
-		{"dollar dollar", "$$", "$"},
-		{"lone dollar", "a$", "a$"},
-		{"shell var untouched", "$HOME", "$HOME"},
-		{"unterminated", "$(A", "$(A"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := expand(c.in, vars); got != c.want {
-				t.Errorf("expand(%q) = %q, want %q", c.in, got, c.want)
-			}
-		})
-	}
-}

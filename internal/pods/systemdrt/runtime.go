@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	stdslices "slices"
@@ -16,6 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -43,6 +45,9 @@ const (
 	DefaultKillWait = 10 * time.Second
 )
 
+// Backoff is the container restart back-off, lifecycle.Backoff; Options.Backoff has this type.
+type Backoff = lifecycle.Backoff
+
 // Options configure a Runtime.
 type Options struct {
 	// Systemd runs the units. Required.
@@ -63,7 +68,7 @@ type Options struct {
 	// nil.
 	Resources *slices.Options
 	// Backoff is the restart back-off; zero fields take the kubelet's values.
-	Backoff Backoff
+	Backoff lifecycle.Backoff
 	// Journalctl is the journalctl binary; "journalctl" (looked up in PATH) when empty.
 	Journalctl string
 	// Executable checks that a command path can be run; a regular file with an execute bit
@@ -81,7 +86,7 @@ type Runtime struct {
 	opts    Options
 	sd      Systemd
 	log     *slog.Logger
-	backoff Backoff
+	backoff lifecycle.Backoff
 	oom     oomPolicy
 	oomOnce sync.Once
 
@@ -136,7 +141,7 @@ func New(opts Options) (*Runtime, error) {
 	if err := os.MkdirAll(filepath.Join(opts.StateDir, "pods"), 0o750); err != nil {
 		return nil, fmt.Errorf("systemd runtime: state dir: %w", err)
 	}
-	r := &Runtime{opts: opts, sd: opts.Systemd, log: opts.Logger, backoff: opts.Backoff.withDefaults(), pods: map[string]*podEntry{}}
+	r := &Runtime{opts: opts, sd: opts.Systemd, log: opts.Logger, backoff: opts.Backoff.WithDefaults(), pods: map[string]*podEntry{}}
 	var err error
 	r.oom, err = detectOOMPolicy(opts.ProcRoot)
 	if err != nil {
@@ -225,39 +230,12 @@ func (r *Runtime) Relist(ctx context.Context) ([]string, error) {
 	var out []string
 	for uid, e := range r.pods {
 		due := !e.nextSync.IsZero() && !now.Before(e.nextSync)
-		if due || !sameStates(e.seen, current[uid]) {
+		if due || !maps.Equal(e.seen, current[uid]) {
 			out = append(out, uid)
 		}
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-func sameStates(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// containerByName finds a container of the pod and whether it is an init container.
-func containerByName(pod *v1.Pod, name string) (*v1.Container, bool) {
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == name {
-			return &pod.Spec.InitContainers[i], true
-		}
-	}
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i], false
-		}
-	}
-	return nil, false
 }
 
 // SyncPod makes the pod's containers match its spec inside slice (see pods.Runtime). It loops
@@ -292,7 +270,7 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlic
 		}
 	}
 
-	var p plan
+	var p lifecycle.Plan
 	for range len(pod.Spec.InitContainers) + 3 {
 		if err := r.observe(ctx, pod, rec); err != nil {
 			return buildStatus(pod, rec, decide(pod, rec, r.now(), r.backoff, false)), err
@@ -309,8 +287,8 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlic
 		}
 		var errs []error
 		for _, name := range p.StopSidecars {
-			c, _ := containerByName(pod, name)
-			if err := r.stopContainer(ctx, pod, rec, c, gracePeriod(pod)); err != nil {
+			c, _ := lifecycle.ContainerByName(pod, name)
+			if err := r.stopContainer(ctx, pod, rec, c, lifecycle.GracePeriod(pod)); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -327,7 +305,7 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlic
 
 // startAll starts the containers of one plan step; several regular containers start
 // concurrently (the kubelet starts them one after the other, but nothing orders them).
-func (r *Runtime) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlice, rec *podRecord, acts []startAction) []error {
+func (r *Runtime) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlice, rec *podRecord, acts []lifecycle.StartAction) []error {
 	if len(acts) == 0 {
 		return nil
 	}
@@ -338,7 +316,7 @@ func (r *Runtime) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSli
 	// Record every instance about to start before systemd hears of any (intent first), so a
 	// crash in between is recovered by observe as "never created" or "adopt".
 	type job struct {
-		act  startAction
+		act  lifecycle.StartAction
 		c    *v1.Container
 		name string
 		cur  *instance
@@ -346,7 +324,7 @@ func (r *Runtime) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSli
 	jobs := make([]job, 0, len(acts))
 	now := r.now()
 	for _, a := range acts {
-		c, _ := containerByName(pod, a.Container)
+		c, _ := lifecycle.ContainerByName(pod, a.Container)
 		name, err := UnitName(string(pod.UID), c.Name, a.N)
 		if err != nil {
 			return []error{err}
@@ -418,7 +396,7 @@ func (r *Runtime) startInstance(ctx context.Context, pod *v1.Pod, slice slices.P
 		}
 	}
 	rec.locked(func() {
-		cur.Done, cur.FinishedAt, cur.ExitCode, cur.Reason, cur.Message = true, now, 128, ReasonStartError, err.Error()
+		cur.Done, cur.FinishedAt, cur.ExitCode, cur.Reason, cur.Message = true, now, 128, lifecycle.ReasonStartError, err.Error()
 		cur.StartedAt = now
 	})
 	r.log.Warn("container could not be started", "pod_uid", string(pod.UID), "container", c.Name, "unit", cur.Unit, "error", err)
@@ -468,7 +446,7 @@ func (r *Runtime) observe(ctx context.Context, pod *v1.Pod, rec *podRecord) erro
 		}
 		byName[u.Name] = u
 		seen[u.Name] = u.ActiveState + "/" + u.SubState
-		if c, _ := containerByName(pod, id.Container); c == nil {
+		if c, _ := lifecycle.ContainerByName(pod, id.Container); c == nil {
 			// The kubelet kills containers that are not in the pod's spec.
 			if u.ActiveState == "active" || u.ActiveState == "activating" {
 				unknown = append(unknown, u.Name)
@@ -506,7 +484,7 @@ func (r *Runtime) observe(ctx context.Context, pod *v1.Pod, rec *podRecord) erro
 		if !ok {
 			if cur.Created {
 				cur.Done, cur.FinishedAt, cur.ExitCode = true, now, 137
-				cur.Reason, cur.Message = ReasonUnknown, "the container's unit was gone before its exit status could be read"
+				cur.Reason, cur.Message = lifecycle.ReasonUnknown, "the container's unit was gone before its exit status could be read"
 				if cur.StartedAt.IsZero() {
 					cur.StartedAt = now
 				}
@@ -546,7 +524,7 @@ func (r *Runtime) observe(ctx context.Context, pod *v1.Pod, rec *podRecord) erro
 			changed = true
 			continue
 		}
-		c, _ := containerByName(pod, name)
+		c, _ := lifecycle.ContainerByName(pod, name)
 		finish(cur, info, r.sd.Mode(), r.memoryLimited(pod, c), now)
 		changed = true
 		r.log.Info("container ended", "pod_uid", uid, "container", name, "unit", cur.Unit,
@@ -640,20 +618,20 @@ func finish(cur *instance, info units.UnitInfo, mode units.Mode, memLimited bool
 		cur.ExitCode = 128 + info.ExecMainStatus
 	default:
 		// The main process never ran (or systemd lost it): the start failed.
-		cur.ExitCode, cur.Reason = 128, ReasonStartError
+		cur.ExitCode, cur.Reason = 128, lifecycle.ReasonStartError
 		cur.Message = fmt.Sprintf("systemd result %q before the command ran", info.Result)
 		return
 	}
 	switch {
 	case info.Result == "oom-kill":
-		cur.Reason = ReasonOOMKilled
+		cur.Reason = lifecycle.ReasonOOMKilled
 	case !mode.V2() && info.Result == "signal" && cur.Signal == int32(syscall.SIGKILL) && !cur.Stopping && memLimited:
-		cur.Reason = ReasonOOMKilled
+		cur.Reason = lifecycle.ReasonOOMKilled
 		cur.Message = "killed by SIGKILL under a memory limit; cgroup v1 gives systemd no OOM record, so this is inferred"
 	case cur.ExitCode == 0:
-		cur.Reason = ReasonCompleted
+		cur.Reason = lifecycle.ReasonCompleted
 	default:
-		cur.Reason = ReasonError
+		cur.Reason = lifecycle.ReasonError
 		if info.ExecMainCode == cldExited {
 			cur.Message = systemdExitMessage(info.ExecMainStatus)
 		}
@@ -691,7 +669,7 @@ func (r *Runtime) stopContainer(ctx context.Context, pod *v1.Pod, rec *podRecord
 			if !created {
 				// Recorded but never started: nothing runs. Mark it so nothing starts it.
 				now := r.now()
-				cur.Done, cur.FinishedAt, cur.StartedAt, cur.ExitCode, cur.Reason = true, now, now, 0, ReasonCompleted
+				cur.Done, cur.FinishedAt, cur.StartedAt, cur.ExitCode, cur.Reason = true, now, now, 0, lifecycle.ReasonCompleted
 				cur.Message = "stopped before it started"
 			}
 		}
@@ -728,7 +706,7 @@ func (r *Runtime) stopContainer(ctx context.Context, pod *v1.Pod, rec *podRecord
 		if err != nil {
 			now := r.now()
 			cur.Done, cur.FinishedAt, cur.ExitCode, cur.Signal = true, now, 128+int32(sig), int32(sig)
-			cur.Reason, cur.Message = ReasonError, "stopped; the unit was gone before its exit status could be read"
+			cur.Reason, cur.Message = lifecycle.ReasonError, "stopped; the unit was gone before its exit status could be read"
 			return
 		}
 		if cur.InvocationID == "" {
@@ -806,7 +784,7 @@ func (r *Runtime) KillPod(ctx context.Context, pod *v1.Pod, grace time.Duration)
 	deadline := r.now().Add(grace)
 	var first, sidecars []*v1.Container
 	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; isSidecar(c) {
+		if c := &pod.Spec.InitContainers[i]; lifecycle.IsSidecar(c) {
 			sidecars = append(sidecars, c)
 		} else {
 			first = append(first, c)

@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -65,7 +66,7 @@ func TestSyncPodRestartBackoff(t *testing.T) {
 			exited := time.Now()
 			st = mustSync(t, rt, pod)
 			cs = st.ContainerStatuses[0]
-			if cs.State.Waiting == nil || cs.State.Waiting.Reason != ReasonCrashLoopBackOff || st.Phase != v1.PodRunning {
+			if cs.State.Waiting == nil || cs.State.Waiting.Reason != lifecycle.ReasonCrashLoopBackOff || st.Phase != v1.PodRunning {
 				t.Fatalf("crash %d: %+v phase %s", n, cs.State, st.Phase)
 			}
 			if next := rt.NextSync("bo-1"); !next.Equal(exited.Add(delay)) {
@@ -176,7 +177,7 @@ func TestSyncPodNoDuplicates(t *testing.T) {
 		}
 		st := mustSync(t, rt, pod)
 		cs := st.ContainerStatuses[0]
-		if lt := cs.LastTerminationState.Terminated; lt == nil || lt.Reason != ReasonUnknown || lt.ExitCode != 137 || cs.State.Running == nil {
+		if lt := cs.LastTerminationState.Terminated; lt == nil || lt.Reason != lifecycle.ReasonUnknown || lt.ExitCode != 137 || cs.State.Running == nil {
 			t.Errorf("status %+v", cs)
 		}
 	})
@@ -187,7 +188,7 @@ func TestSyncPodNoDuplicates(t *testing.T) {
 		sd.InjectError("StartService", a1, errors.New("unit: start: invalid argument"))
 		st := mustSync(t, rt, pod)
 		term := st.ContainerStatuses[0].State.Terminated
-		if term == nil || term.Reason != ReasonStartError || term.ExitCode != 128 || st.Phase != v1.PodFailed {
+		if term == nil || term.Reason != lifecycle.ReasonStartError || term.ExitCode != 128 || st.Phase != v1.PodFailed {
 			t.Errorf("status %s %+v", st.Phase, st.ContainerStatuses[0].State)
 		}
 	})
@@ -202,7 +203,7 @@ func TestSyncPodExitedUnitStopped(t *testing.T) {
 	mustSync(t, rt, pod)
 	sd.exit(a1, cldExited, 0, "success")
 	st := mustSync(t, rt, pod)
-	if st.Phase != v1.PodSucceeded || st.ContainerStatuses[0].State.Terminated.Reason != ReasonCompleted {
+	if st.Phase != v1.PodSucceeded || st.ContainerStatuses[0].State.Terminated.Reason != lifecycle.ReasonCompleted {
 		t.Fatalf("status %s %s", st.Phase, describe(st))
 	}
 	if _, ok := sd.Unit(a1); ok {
@@ -257,7 +258,7 @@ func TestKillPod(t *testing.T) {
 				}
 				for _, cs := range append(st.InitContainerStatuses, st.ContainerStatuses...) {
 					term := cs.State.Terminated
-					if term == nil || term.ExitCode != c.wantCode || term.Reason != ReasonError {
+					if term == nil || term.ExitCode != c.wantCode || term.Reason != lifecycle.ReasonError {
 						t.Errorf("%s: %+v", cs.Name, cs.State)
 					}
 				}
@@ -299,17 +300,17 @@ func TestFinish(t *testing.T) {
 		wantReason string
 		wantMsg    string
 	}{
-		{"exit 0", exit(cldExited, 0, "success"), units.ModeHybrid, false, false, 0, 0, ReasonCompleted, ""},
-		{"exit 3", exit(cldExited, 3, "exit-code"), units.ModeHybrid, false, false, 3, 0, ReasonError, ""},
-		{"exec failed", exit(cldExited, 203, "exit-code"), units.ModeHybrid, false, false, 203, 0, ReasonError, "203/EXEC"},
-		{"v2 oom-kill", exit(cldKilled, 9, "oom-kill"), units.ModeUnified, true, false, 137, 9, ReasonOOMKilled, ""},
-		{"v2 SIGKILL without oom-kill", exit(cldKilled, 9, "signal"), units.ModeUnified, true, false, 137, 9, ReasonError, ""},
-		{"v1 SIGKILL under a limit: inferred", exit(cldKilled, 9, "signal"), units.ModeHybrid, true, false, 137, 9, ReasonOOMKilled, "inferred"},
-		{"v1 SIGKILL without a limit", exit(cldKilled, 9, "signal"), units.ModeHybrid, false, false, 137, 9, ReasonError, ""},
-		{"v1 SIGKILL while stopping", exit(cldKilled, 9, "signal"), units.ModeHybrid, true, true, 137, 9, ReasonError, ""},
-		{"v1 SIGKILL by systemd's stop timeout", exit(cldKilled, 9, "timeout"), units.ModeHybrid, true, false, 137, 9, ReasonError, ""},
-		{"core dump", exit(cldDumped, 11, "core-dump"), units.ModeHybrid, false, false, 139, 11, ReasonError, ""},
-		{"never ran", exit(0, 0, "resources"), units.ModeHybrid, false, false, 128, 0, ReasonStartError, "resources"},
+		{"exit 0", exit(cldExited, 0, "success"), units.ModeHybrid, false, false, 0, 0, lifecycle.ReasonCompleted, ""},
+		{"exit 3", exit(cldExited, 3, "exit-code"), units.ModeHybrid, false, false, 3, 0, lifecycle.ReasonError, ""},
+		{"exec failed", exit(cldExited, 203, "exit-code"), units.ModeHybrid, false, false, 203, 0, lifecycle.ReasonError, "203/EXEC"},
+		{"v2 oom-kill", exit(cldKilled, 9, "oom-kill"), units.ModeUnified, true, false, 137, 9, lifecycle.ReasonOOMKilled, ""},
+		{"v2 SIGKILL without oom-kill", exit(cldKilled, 9, "signal"), units.ModeUnified, true, false, 137, 9, lifecycle.ReasonError, ""},
+		{"v1 SIGKILL under a limit: inferred", exit(cldKilled, 9, "signal"), units.ModeHybrid, true, false, 137, 9, lifecycle.ReasonOOMKilled, "inferred"},
+		{"v1 SIGKILL without a limit", exit(cldKilled, 9, "signal"), units.ModeHybrid, false, false, 137, 9, lifecycle.ReasonError, ""},
+		{"v1 SIGKILL while stopping", exit(cldKilled, 9, "signal"), units.ModeHybrid, true, true, 137, 9, lifecycle.ReasonError, ""},
+		{"v1 SIGKILL by systemd's stop timeout", exit(cldKilled, 9, "timeout"), units.ModeHybrid, true, false, 137, 9, lifecycle.ReasonError, ""},
+		{"core dump", exit(cldDumped, 11, "core-dump"), units.ModeHybrid, false, false, 139, 11, lifecycle.ReasonError, ""},
+		{"never ran", exit(0, 0, "resources"), units.ModeHybrid, false, false, 128, 0, lifecycle.ReasonStartError, "resources"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -460,7 +461,7 @@ func TestSyncPodMissingBinary(t *testing.T) {
 	}
 	st := mustSync(t, rt, pod)
 	term := st.ContainerStatuses[1].State.Terminated
-	if st.ContainerStatuses[0].State.Running == nil || term == nil || term.Reason != ReasonStartError || !bytes.Contains([]byte(term.Message), []byte("not runnable")) {
+	if st.ContainerStatuses[0].State.Running == nil || term == nil || term.Reason != lifecycle.ReasonStartError || !bytes.Contains([]byte(term.Message), []byte("not runnable")) {
 		t.Errorf("status %s %+v", describe(st), term)
 	}
 }

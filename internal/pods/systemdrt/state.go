@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/slicelet/slicelet/internal/atomicfile"
 )
 
 // stateVersion is the format of state.json.
@@ -129,9 +131,8 @@ func (r *Runtime) loadRecord(uid string) (*podRecord, error) {
 	return rec, nil
 }
 
-// saveRecord writes a pod's record atomically: a temp file in the same directory, fsync,
-// rename over state.json, fsync of the directory. A crash leaves the old or the new file,
-// never a torn one.
+// saveRecord writes a pod's record atomically (atomicfile): a crash leaves the old or the new
+// state.json, never a torn one.
 func (r *Runtime) saveRecord(rec *podRecord) error {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -139,44 +140,8 @@ func (r *Runtime) saveRecord(rec *podRecord) error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("pod %s state: %w", rec.UID, err)
 	}
-	data, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
+	if err := atomicfile.WriteJSON(r.statePath(rec.UID), rec); err != nil {
 		return fmt.Errorf("pod %s state: %w", rec.UID, err)
-	}
-	return writeFileAtomic(filepath.Join(dir, "state.json"), append(data, '\n'))
-}
-
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".state-*.tmp")
-	if err != nil {
-		return fmt.Errorf("state file %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("state file %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("state file %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("state dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err = d.Sync(); err != nil {
-		return fmt.Errorf("state dir %s: %w", dir, err)
 	}
 	return nil
 }

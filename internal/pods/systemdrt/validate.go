@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 )
 
 // useCRI is the advice for everything only a container runtime can do.
@@ -137,7 +139,7 @@ func (r *Runtime) validateContainer(pod *v1.Pod, p *field.Path, c *v1.Container,
 		errs = append(errs, validateIDs(p.Child("securityContext"), sc.RunAsUser, sc.RunAsGroup)...)
 	}
 	if nonRoot(pod, c) {
-		if uid := runAsUser(pod, c); uid == nil || *uid == 0 {
+		if uid := lifecycle.RunAsUser(pod, c); uid == nil || *uid == 0 {
 			errs = append(errs, field.Invalid(p.Child("securityContext", "runAsNonRoot"), true,
 				"without an image there is no image user: set a non-zero runAsUser, or the command would run as root"))
 		}

@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -23,31 +24,16 @@ func (r *Runtime) emptyDirPath(uid, name string) string {
 // files of the *OrCreate types, and returns the host path of every volume. A hostPath whose
 // type does not match is an error naming the volume.
 func (r *Runtime) prepareVolumes(pod *v1.Pod) (map[string]string, error) {
-	out := map[string]string{}
-	uid := string(pod.UID)
-	for i := range pod.Spec.Volumes {
-		v := &pod.Spec.Volumes[i]
-		switch {
-		case v.EmptyDir != nil:
-			dir := r.emptyDirPath(uid, v.Name)
-			if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
-				return nil, fmt.Errorf("volume %q: %w", v.Name, err)
-			}
-			if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
-				return nil, fmt.Errorf("volume %q: %w", v.Name, err)
-			}
-			if err := r.ownEmptyDir(pod, v.Name, dir); err != nil {
-				return nil, fmt.Errorf("volume %q: %w", v.Name, err)
-			}
-			out[v.Name] = dir
-		case v.HostPath != nil:
-			if err := prepareHostPath(v.HostPath); err != nil {
-				return nil, fmt.Errorf("volume %q: hostPath %s: %w", v.Name, v.HostPath.Path, err)
-			}
-			out[v.Name] = v.HostPath.Path
+	return lifecycle.PrepareVolumes(pod, func(v *v1.Volume) (string, error) {
+		dir := r.emptyDirPath(string(pod.UID), v.Name)
+		if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+			return "", err
 		}
-	}
-	return out, nil
+		if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+		return dir, r.ownEmptyDir(pod, v.Name, dir)
+	})
 }
 
 // ownEmptyDir gives an emptyDir to the pod's fsGroup (group rwx, setgid), or, when every
@@ -71,10 +57,10 @@ func (r *Runtime) ownEmptyDir(pod *v1.Pod, name, dir string) error {
 				continue
 			}
 			var u, g int64
-			if p := runAsUser(pod, c); p != nil {
+			if p := lifecycle.RunAsUser(pod, c); p != nil {
 				u = *p
 			}
-			if p := runAsGroup(pod, c); p != nil {
+			if p := lifecycle.RunAsGroup(pod, c); p != nil {
 				g = *p
 			}
 			if set && (u != uid || g != gid) {
@@ -85,45 +71,6 @@ func (r *Runtime) ownEmptyDir(pod *v1.Pod, name, dir string) error {
 	}
 	if set && same && (uid != 0 || gid != 0) {
 		return os.Chown(dir, int(uid), int(gid))
-	}
-	return nil
-}
-
-// prepareHostPath checks or creates a hostPath per its type.
-func prepareHostPath(hp *v1.HostPathVolumeSource) error {
-	t := v1.HostPathUnset
-	if hp.Type != nil {
-		t = *hp.Type
-	}
-	switch t {
-	case v1.HostPathDirectoryOrCreate:
-		return os.MkdirAll(hp.Path, 0o755)
-	case v1.HostPathFileOrCreate:
-		if err := os.MkdirAll(filepath.Dir(hp.Path), 0o755); err != nil {
-			return err
-		}
-		f, err := os.OpenFile(hp.Path, os.O_RDONLY|os.O_CREATE, 0o644)
-		if err != nil {
-			return err
-		}
-		return f.Close()
-	case v1.HostPathUnset:
-		return nil
-	}
-	fi, err := os.Stat(hp.Path)
-	if err != nil {
-		return err
-	}
-	m := fi.Mode()
-	ok := map[v1.HostPathType]bool{
-		v1.HostPathDirectory: m.IsDir(),
-		v1.HostPathFile:      m.IsRegular(),
-		v1.HostPathSocket:    m&fs.ModeSocket != 0,
-		v1.HostPathCharDev:   m&fs.ModeCharDevice != 0,
-		v1.HostPathBlockDev:  m&fs.ModeDevice != 0 && m&fs.ModeCharDevice == 0,
-	}[t]
-	if !ok {
-		return fmt.Errorf("is not a %s", t)
 	}
 	return nil
 }

@@ -1,12 +1,14 @@
-package systemdrt
+package lifecycle
 
 import "time"
 
 // The kubelet's container restart back-off (pkg/kubelet: backOffPeriod, MaxContainerBackOff;
 // k8s.io/client-go/util/flowcontrol.Backoff).
 const (
+	// DefaultBackoffInitial is the first restart delay (the kubelet's backOffPeriod).
 	DefaultBackoffInitial = 10 * time.Second
-	DefaultBackoffMax     = 300 * time.Second
+	// DefaultBackoffMax is the longest restart delay (the kubelet's MaxContainerBackOff).
+	DefaultBackoffMax = 300 * time.Second
 )
 
 // Backoff is the restart back-off of a container: the first restart is immediate, then each
@@ -24,8 +26,9 @@ func DefaultBackoff() Backoff {
 	return Backoff{Initial: DefaultBackoffInitial, Max: DefaultBackoffMax, ResetAfter: 2 * DefaultBackoffMax}
 }
 
-// withDefaults fills zero fields.
-func (b Backoff) withDefaults() Backoff {
+// WithDefaults returns b with its zero fields filled: Initial and Max from DefaultBackoff (Max
+// at least Initial), ResetAfter 2·Max.
+func (b Backoff) WithDefaults() Backoff {
 	d := DefaultBackoff()
 	if b.Initial <= 0 {
 		b.Initial = d.Initial

@@ -1,0 +1,80 @@
+package lifecycle
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestBackoff(t *testing.T) {
+	b := DefaultBackoff()
+	// A container that crashes 1 s after each start: the kubelet's sequence of delays.
+	var delay time.Duration
+	var updated time.Time
+	finished := t0
+	var waits []time.Duration
+	for range 8 {
+		until, wait := b.Until(delay, updated, finished, finished)
+		w := time.Duration(0)
+		if wait {
+			w = until.Sub(finished)
+		}
+		waits = append(waits, w)
+		delay, updated = b.Next(delay, updated, finished)
+		finished = finished.Add(w + time.Second)
+	}
+	want := []time.Duration{0, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 300 * time.Second, 300 * time.Second}
+	if !reflect.DeepEqual(waits, want) {
+		t.Errorf("waits %v, want %v", waits, want)
+	}
+
+	cases := []struct {
+		name              string
+		delay             time.Duration
+		updated, finished time.Time
+		now               time.Time
+		wantWait          bool
+		wantUntil         time.Time
+		wantNext          time.Duration
+	}{
+		{"no entry: restart now", 0, time.Time{}, t0, t0, false, time.Time{}, 10 * time.Second},
+		{"in back-off", 20 * time.Second, t0, t0.Add(time.Minute), t0.Add(time.Minute + 5*time.Second), true, t0.Add(time.Minute + 20*time.Second), 40 * time.Second},
+		{"back-off over", 20 * time.Second, t0, t0.Add(time.Minute), t0.Add(time.Minute + 20*time.Second), false, time.Time{}, 40 * time.Second},
+		{"capped", 300 * time.Second, t0, t0.Add(time.Minute), t0.Add(time.Minute), true, t0.Add(6 * time.Minute), 300 * time.Second},
+		{"ran 10 minutes: reset", 300 * time.Second, t0, t0.Add(11 * time.Minute), t0.Add(11 * time.Minute), false, time.Time{}, 10 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			until, wait := b.Until(c.delay, c.updated, c.finished, c.now)
+			if wait != c.wantWait || !until.Equal(c.wantUntil) {
+				t.Errorf("Until = %v %v, want %v %v", until, wait, c.wantUntil, c.wantWait)
+			}
+			if next, _ := b.Next(c.delay, c.updated, c.finished); next != c.wantNext {
+				t.Errorf("Next = %v, want %v", next, c.wantNext)
+			}
+		})
+	}
+}
+
+func TestBackoffWithDefaults(t *testing.T) {
+	cases := []struct {
+		name string
+		in   Backoff
+		want Backoff
+	}{
+		{"zero: the kubelet's values", Backoff{}, DefaultBackoff()},
+		{"initial only", Backoff{Initial: time.Second}, Backoff{Initial: time.Second, Max: DefaultBackoffMax, ResetAfter: 2 * DefaultBackoffMax}},
+		{"initial above the default max", Backoff{Initial: 10 * time.Minute}, Backoff{Initial: 10 * time.Minute, Max: 10 * time.Minute, ResetAfter: 20 * time.Minute}},
+		{"max given: reset after 2·max", Backoff{Initial: 200 * time.Millisecond, Max: 400 * time.Millisecond}, Backoff{Initial: 200 * time.Millisecond, Max: 400 * time.Millisecond, ResetAfter: 800 * time.Millisecond}},
+		{"all given", Backoff{Initial: 1, Max: 2, ResetAfter: 3}, Backoff{Initial: 1, Max: 2, ResetAfter: 3}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.in.WithDefaults(); got != c.want {
+				t.Errorf("WithDefaults() = %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}

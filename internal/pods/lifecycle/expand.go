@@ -1,0 +1,65 @@
+package lifecycle
+
+import (
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Expand is the kubelet's $(VAR) expansion of env values, commands and args
+// (third_party/forked/golang/expansion): $(NAME) becomes the variable's value when vars defines
+// it and stays as written otherwise, $$ is a literal $, and any other $ (a lone one, $NAME, an
+// unterminated $( ) is kept.
+func Expand(s string, vars map[string]string) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for len(s) > 0 {
+		i := strings.IndexByte(s, '$')
+		if i < 0 || i == len(s)-1 {
+			b.WriteString(s)
+			break
+		}
+		b.WriteString(s[:i])
+		s = s[i:]
+		switch s[1] {
+		case '$':
+			b.WriteByte('$')
+			s = s[2:]
+			continue
+		case '(':
+			if end := strings.IndexByte(s, ')'); end > 0 {
+				if v, ok := vars[s[2:end]]; ok {
+					b.WriteString(v)
+				} else {
+					b.WriteString(s[:end+1])
+				}
+				s = s[end+1:]
+				continue
+			}
+		}
+		b.WriteByte('$')
+		s = s[1:]
+	}
+	return b.String()
+}
+
+// ExpandContainer expands the container's env values in order, each against the values before
+// it, and its command and args against the result, as the kubelet does. env keeps the order and
+// the names of c.Env, with plain values (valueFrom is not resolved).
+func ExpandContainer(c *v1.Container) (env []v1.EnvVar, command, args []string) {
+	vars := map[string]string{}
+	for _, e := range c.Env {
+		v := Expand(e.Value, vars)
+		vars[e.Name] = v
+		env = append(env, v1.EnvVar{Name: e.Name, Value: v})
+	}
+	for _, s := range c.Command {
+		command = append(command, Expand(s, vars))
+	}
+	for _, s := range c.Args {
+		args = append(args, Expand(s, vars))
+	}
+	return env, command, args
+}

@@ -1,0 +1,78 @@
+package lifecycle
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// PrepareVolumes makes the pod's volumes ready on the host and returns the host path of each
+// by name: emptyDir makes an emptyDir volume (the runtime decides where it lives and who owns
+// it) and returns its path; a hostPath volume is checked or created per its type
+// (PrepareHostPath). Other volume types are left out (validation rejects them). An error names
+// the volume.
+func PrepareVolumes(pod *v1.Pod, emptyDir func(v *v1.Volume) (string, error)) (map[string]string, error) {
+	out := map[string]string{}
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		switch {
+		case v.EmptyDir != nil:
+			dir, err := emptyDir(v)
+			if err != nil {
+				return nil, fmt.Errorf("volume %q: %w", v.Name, err)
+			}
+			out[v.Name] = dir
+		case v.HostPath != nil:
+			if err := PrepareHostPath(v.HostPath); err != nil {
+				return nil, fmt.Errorf("volume %q: hostPath %s: %w", v.Name, v.HostPath.Path, err)
+			}
+			out[v.Name] = v.HostPath.Path
+		}
+	}
+	return out, nil
+}
+
+// PrepareHostPath checks or creates a hostPath per its type, as the kubelet does:
+// DirectoryOrCreate makes the directory (0755), FileOrCreate an empty file (0644) and its
+// parent directories; the other types must already exist as that kind of file; no type is not
+// checked.
+func PrepareHostPath(hp *v1.HostPathVolumeSource) error {
+	t := v1.HostPathUnset
+	if hp.Type != nil {
+		t = *hp.Type
+	}
+	switch t {
+	case v1.HostPathDirectoryOrCreate:
+		return os.MkdirAll(hp.Path, 0o755)
+	case v1.HostPathFileOrCreate:
+		if err := os.MkdirAll(filepath.Dir(hp.Path), 0o755); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(hp.Path, os.O_RDONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	case v1.HostPathUnset:
+		return nil
+	}
+	fi, err := os.Stat(hp.Path)
+	if err != nil {
+		return err
+	}
+	m := fi.Mode()
+	ok := map[v1.HostPathType]bool{
+		v1.HostPathDirectory: m.IsDir(),
+		v1.HostPathFile:      m.IsRegular(),
+		v1.HostPathSocket:    m&fs.ModeSocket != 0,
+		v1.HostPathCharDev:   m&fs.ModeCharDevice != 0,
+		v1.HostPathBlockDev:  m&fs.ModeDevice != 0 && m&fs.ModeCharDevice == 0,
+	}[t]
+	if !ok {
+		return fmt.Errorf("is not a %s", t)
+	}
+	return nil
+}
