@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 )
 
 // describeCmd: describe pod NAME ...
@@ -198,7 +199,7 @@ func describeContainer(tw io.Writer, c *v1.Container, cs *v1.ContainerStatus, kv
 	if c.Image != "" {
 		kv(2, "Image", c.Image)
 	}
-	if isSidecar(c) {
+	if lifecycle.IsSidecar(c) {
 		kv(2, "Restart Policy", "Always (sidecar)")
 	}
 	if len(c.Command) > 0 {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -21,11 +22,6 @@ type podRow struct {
 	QOS             string
 	Slice           string
 	Source          string
-}
-
-// isSidecar reports a restartable init container (restartPolicy: Always).
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
 // ago formats the time since t as kubectl does ("5m", "3h12m", "2d"); "<unknown>" for zero.
@@ -52,7 +48,7 @@ func newPodRow(p *v1.Pod, now time.Time) podRow {
 	}
 	sidecars := map[string]bool{}
 	for i := range p.Spec.InitContainers {
-		if isSidecar(&p.Spec.InitContainers[i]) {
+		if lifecycle.IsSidecar(&p.Spec.InitContainers[i]) {
 			sidecars[p.Spec.InitContainers[i].Name] = true
 			total++
 		}

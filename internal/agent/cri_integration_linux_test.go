@@ -21,6 +21,7 @@ import (
 	"github.com/slicelet/slicelet/internal/critest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/crirt"
+	"github.com/slicelet/slicelet/internal/systemdtest"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -39,6 +40,7 @@ const criTestImage = "slicelet.test/busybox:1"
 //   - an endpoint where nothing listens leaves slicelet up (READY=1), logging an error that
 //     names the endpoint, with its pods Unknown.
 func TestIntegrationDaemonCRI(t *testing.T) {
+	systemdtest.SandboxOnly(t, systemdtest.Require(t), "the daemon's CRI wiring does not depend on the cgroup layout; crirt's TestIntegrationScopeInPodSlice covers CRI on cgroup v2")
 	critest.Require(t)
 	writablePodLogRoot(t)
 	ctrd := critest.Start(t, critest.Options{Logf: t.Logf})

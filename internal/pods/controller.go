@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -50,8 +51,6 @@ const (
 	steadyResync = 10 * time.Second
 	// syncWorkers bounds how many pods are synced at once.
 	syncWorkers = 8
-	// DefaultGracePeriod is terminationGracePeriodSeconds' default.
-	DefaultGracePeriod = 30 * time.Second
 )
 
 // podState is the controller's record of one pod.
@@ -432,18 +431,10 @@ func resyncAfter(s v1.PodStatus) time.Duration {
 	return steadyResync
 }
 
-// gracePeriod is the pod's terminationGracePeriodSeconds.
-func gracePeriod(pod *v1.Pod) time.Duration {
-	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && *g >= 0 {
-		return time.Duration(*g) * time.Second
-	}
-	return DefaultGracePeriod
-}
-
 // deletePod stops the containers gracefully, destroys the slice and forgets the pod.
 func (c *Controller) deletePod(ctx context.Context, pod *v1.Pod) error {
 	uid := string(pod.UID)
-	if _, err := c.rt.KillPod(ctx, pod, gracePeriod(pod)); err != nil {
+	if _, err := c.rt.KillPod(ctx, pod, lifecycle.GracePeriod(pod)); err != nil {
 		return fmt.Errorf("pod %s: stop containers: %w", key(pod), err)
 	}
 	if err := c.slices.DestroyPod(ctx, uid); err != nil {

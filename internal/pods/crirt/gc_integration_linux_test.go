@@ -139,6 +139,7 @@ func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 // pod, the image of an exited container (containerd 1.6 would delete it) and the sandbox
 // image survive, and a new pod still starts.
 func TestIntegrationImageGC(t *testing.T) {
+	sandboxOnly(t)
 	const capacity = 256 << 20
 	it := newIT(t, critest.Options{ImageFsSize: capacity})
 	rt := it.runtime(t)
@@ -418,6 +419,7 @@ func TestIntegrationImageGC(t *testing.T) {
 // any source, all sources ready) loses its dead containers, its stopped sandbox and its log
 // directory. A dry run before removes nothing.
 func TestIntegrationContainerGC(t *testing.T) {
+	sandboxOnly(t)
 	it := newIT(t, critest.Options{})
 	rt := it.runtime(t)
 	ctx := t.Context()

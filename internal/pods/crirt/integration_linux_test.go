@@ -46,6 +46,7 @@ func (w testLogWriter) Write(p []byte) (int, error) {
 // itEnv is a private containerd in the sandbox, systemd, a slice manager and the runtime's
 // directories.
 type itEnv struct {
+	env   systemdtest.Env
 	ctrd  *critest.Containerd
 	sd    *units.Manager
 	sl    *slices.Manager
@@ -55,6 +56,14 @@ type itEnv struct {
 	mem   int64
 	mu    sync.Mutex
 	rts   []*Runtime
+}
+
+// sandboxOnly runs t in the hybrid sandbox only: CRI behaviour that does not depend on the cgroup
+// layout. TestIntegrationScopeInPodSlice covers CRI on cgroup v2 in the VM, where containerd under
+// software emulation makes each of these tests take half a minute.
+func sandboxOnly(t *testing.T) {
+	t.Helper()
+	systemdtest.SandboxOnly(t, systemdtest.Require(t), "CRI lifecycle and GC do not depend on the cgroup layout; TestIntegrationScopeInPodSlice covers CRI on cgroup v2")
 }
 
 func newIT(tb testing.TB, opts critest.Options) *itEnv {
@@ -92,7 +101,7 @@ func newIT(tb testing.TB, opts critest.Options) *itEnv {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	it := &itEnv{ctrd: ctrd, sd: sd, sl: sl, state: filepath.Join(dir, "state"), logs: filepath.Join(dir, "logs"), log: log, mem: capacity.Memory}
+	it := &itEnv{env: env, ctrd: ctrd, sd: sd, sl: sl, state: filepath.Join(dir, "state"), logs: filepath.Join(dir, "logs"), log: log, mem: capacity.Memory}
 	tb.Cleanup(func() {
 		it.mu.Lock()
 		for _, rt := range it.rts {
@@ -143,6 +152,7 @@ func container(name, script string) v1.Container {
 
 // TestIntegrationConformance runs the shared pod-lifecycle suite against containerd.
 func TestIntegrationConformance(t *testing.T) {
+	sandboxOnly(t)
 	it := newIT(t, critest.Options{})
 	runtimetest.Run(t, runtimetest.Harness{
 		NewRuntime: func(t *testing.T) pods.Runtime { return it.runtime(t) },
@@ -202,11 +212,19 @@ func TestIntegrationScopeInPodSlice(t *testing.T) {
 	id := strings.TrimPrefix(st.ContainerStatuses[0].ContainerID, "containerd://")
 	scope := "cri-containerd-" + id + ".scope"
 	cg := slices.NewCgroupFS("/sys/fs/cgroup")
-	for _, c := range []struct{ controller, file, want string }{
+	want := []struct{ controller, file, want string }{
 		{"memory", "memory.limit_in_bytes", "67108864"},
 		{"cpu", "cpu.cfs_quota_us", "20000"},
 		{"cpu", "cpu.shares", "102"},
-	} {
+	}
+	if it.env.Where == "vm" { // pure cgroup v2: the same limits in the unified files
+		want = []struct{ controller, file, want string }{
+			{"memory", "memory.max", "67108864"},
+			{"cpu", "cpu.max", "20000 100000"},
+			{"cpu", "cpu.weight", "4"},
+		}
+	}
+	for _, c := range want {
 		path := slice.CgroupPath + "/" + scope
 		got, err := cg.Read(path, c.controller, c.file)
 		if err != nil {
@@ -258,6 +276,7 @@ func TestIntegrationScopeInPodSlice(t *testing.T) {
 // running in its shim; when containerd is back the runtime reconnects and the pod is resynced
 // with the same container (no duplicate start).
 func TestIntegrationRuntimeRestart(t *testing.T) {
+	sandboxOnly(t)
 	it := newIT(t, critest.Options{})
 	rt := it.runtime(t)
 	pod := itPod("restart", "it-restart-1", container("main", "trap 'exit 0' TERM; while true; do sleep 0.1; done"))
@@ -297,6 +316,7 @@ func TestIntegrationRuntimeRestart(t *testing.T) {
 
 // TestIntegrationGCPrimitives: the image and container GC primitives against containerd.
 func TestIntegrationGCPrimitives(t *testing.T) {
+	sandboxOnly(t)
 	it := newIT(t, critest.Options{ImageFsSize: 256 << 20})
 	rt := it.runtime(t)
 	ctx := t.Context()

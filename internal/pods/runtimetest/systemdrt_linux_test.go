@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/internal/pods/runtimetest"
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
 	"github.com/slicelet/slicelet/internal/systemdtest"
@@ -56,7 +57,7 @@ func TestSystemdRuntime(t *testing.T) {
 		NewRuntime: func(t *testing.T) pods.Runtime {
 			rt, err := systemdrt.New(systemdrt.Options{
 				Systemd: sd, StateDir: state, Logger: log, MemoryCapacity: capacity.Memory,
-				Backoff: systemdrt.Backoff{Initial: 200 * time.Millisecond, Max: 400 * time.Millisecond},
+				Backoff: lifecycle.Backoff{Initial: 200 * time.Millisecond, Max: 400 * time.Millisecond},
 			})
 			if err != nil {
 				t.Fatal(err)

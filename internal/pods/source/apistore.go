@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/slicelet/slicelet/internal/atomicfile"
 	"github.com/slicelet/slicelet/internal/pods"
 )
 
@@ -36,8 +37,8 @@ var (
 // APIStoreDir is where API pods are stored, relative to the state directory.
 const APIStoreDir = "pods/api"
 
-// tempPrefix starts the name of a file being written; one left over is from a crash.
-const tempPrefix = ".tmp-"
+// tempPrefix starts the name of a file being written (atomicfile); one left over is from a crash.
+const tempPrefix = atomicfile.TempPrefix
 
 // APIStoreOptions configure an APIStore.
 type APIStoreOptions struct {

@@ -45,9 +45,6 @@ const (
 	DefaultKillWait = 10 * time.Second
 )
 
-// Backoff is the container restart back-off, lifecycle.Backoff; Options.Backoff has this type.
-type Backoff = lifecycle.Backoff
-
 // Options configure a Runtime.
 type Options struct {
 	// Systemd runs the units. Required.
