@@ -31,7 +31,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(agentModeEnv); path != "" {
 		os.Exit(runAgentMode(path))
 	}
-	os.Exit(systemdtest.Main(m))
+	// make build's slicectl, for the GC timers' services (TestIntegrationGCTimers).
+	slicectl, _ := filepath.Abs("../../bin/slicectl")
+	os.Exit(systemdtest.MainWith(m, systemdtest.Options{Files: []string{slicectl}}))
 }
 
 // daemonEnv is a connection to the instance's systemd and a slicelet configuration in a

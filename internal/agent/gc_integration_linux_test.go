@@ -13,20 +13,20 @@ import (
 	"github.com/slicelet/slicelet/internal/systemdtest"
 )
 
-// slicectlBinary returns a slicectl binary for the GC timers to run: make build's bin/slicectl
-// (make test builds it first), else one built now.
+// slicectlBinary returns a slicectl binary for the GC timers to run: make build's bin/slicectl,
+// which TestMain hands into the sandbox (make test builds it first), else one built now from the
+// module (possible when the package directory sits in a module the sandbox can see).
 func slicectlBinary(t *testing.T) string {
 	t.Helper()
-	if p, err := filepath.Abs("../../bin/slicectl"); err == nil {
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p
-		}
+	p := filepath.Join(os.Getenv(systemdtest.FilesEnv), "slicectl")
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+		return p
 	}
 	out := filepath.Join(t.TempDir(), "slicectl")
 	cmd := exec.Command("go", "build", "-o", out, "../../cmd/slicectl")
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building slicectl for the gc timers: %v\n%s", err, b)
+		t.Fatalf("no slicectl for the gc timers: bin/slicectl is missing (run make build) and building one failed: %v\n%s", err, b)
 	}
 	return out
 }

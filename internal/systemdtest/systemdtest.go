@@ -86,9 +86,25 @@ func SandboxOnly(t testing.TB, env Env, why string) {
 	}
 }
 
+// FilesEnv names, inside a sandbox, the directory holding the files given in Options.Files.
+const FilesEnv = "SLICELET_SYSTEMDTEST_FILES"
+
+// Options configure MainWith.
+type Options struct {
+	// Files are host files (absolute paths) the tests need inside the sandbox, such as a binary
+	// make build wrote: the sandbox sees neither the host's /tmp nor the module outside the
+	// package directory. They are copied into one directory, named by FilesEnv inside. A file
+	// that does not exist is left out; the test that needs it says so. The cgroup v2 VM gets
+	// none: such tests run in the sandbox only (SandboxOnly).
+	Files []string
+}
+
 // Main is the body of TestMain for packages whose tests need systemd. Inside an instance it runs
 // the tests; outside it boots a sandbox, re-runs the binary there and returns its exit code.
-func Main(m *testing.M) int {
+func Main(m *testing.M) int { return MainWith(m, Options{}) }
+
+// MainWith is Main with options.
+func MainWith(m *testing.M, o Options) int {
 	if Inside() || listOnly(os.Args[1:]) {
 		return m.Run()
 	}
@@ -103,7 +119,7 @@ func Main(m *testing.M) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	code := runInSandbox(ctx, os.Stdout, os.Stderr)
+	code := runInSandbox(ctx, o, os.Stdout, os.Stderr)
 	if code == 0 && os.Getenv(VMEnv) == "1" {
 		code = runInVM(ctx, os.Stdout, os.Stderr)
 	}
@@ -167,7 +183,7 @@ func runInVM(ctx context.Context, stdout, stderr io.Writer) int {
 }
 
 // runInSandbox boots an instance, runs this test binary inside and always stops the instance.
-func runInSandbox(ctx context.Context, stdout, stderr io.Writer) int {
+func runInSandbox(ctx context.Context, o Options, stdout, stderr io.Writer) int {
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "FAIL: systemdtest: test binary: %v\n", err)
@@ -187,7 +203,7 @@ func runInSandbox(ctx context.Context, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stderr, "systemdtest: sandbox %s booted in %s\n", inst.Name(), inst.BootDuration().Round(1e6))
-	code := runInside(ctx, inst, exe, cwd, stdout, stderr)
+	code := runInside(ctx, inst, exe, cwd, o.Files, stdout, stderr)
 	if err := inst.Stop(); err != nil {
 		fmt.Fprintf(stderr, "FAIL: systemdtest: stopping sandbox %s: %v\n", inst.Name(), err)
 		if code == 0 {
@@ -199,14 +215,28 @@ func runInSandbox(ctx context.Context, stdout, stderr io.Writer) int {
 
 // runInside copies the test binary into the instance's state dir (the binary lives under the
 // host /tmp, which the instance cannot see) and runs it there with the same arguments.
-func runInside(ctx context.Context, inst *sandbox.Instance, exe, cwd string, stdout, stderr io.Writer) int {
+func runInside(ctx context.Context, inst *sandbox.Instance, exe, cwd string, files []string, stdout, stderr io.Writer) int {
 	inner := filepath.Join(inst.StateDir(), filepath.Base(exe))
 	if err := copyFile(exe, inner); err != nil {
 		fmt.Fprintf(stderr, "FAIL: systemdtest: %v\n", err)
 		return 1
 	}
+	filesDir := filepath.Join(inst.StateDir(), "files")
+	if err := os.MkdirAll(filesDir, 0o755); err != nil {
+		fmt.Fprintf(stderr, "FAIL: systemdtest: %v\n", err)
+		return 1
+	}
+	for _, f := range files {
+		if _, err := os.Stat(f); err != nil {
+			continue
+		}
+		if err := copyFile(f, filepath.Join(filesDir, filepath.Base(f))); err != nil {
+			fmt.Fprintf(stderr, "FAIL: systemdtest: %v\n", err)
+			return 1
+		}
+	}
 	cmd := inst.CommandIn(ctx, cwd, inner, os.Args[1:]...)
-	cmd.Env = innerEnv(os.Environ())
+	cmd.Env = append(innerEnv(os.Environ()), FilesEnv+"="+filesDir)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	err := cmd.Run()
 	var ee *exec.ExitError
