@@ -27,7 +27,7 @@ test: build test-deps
 	@set -o pipefail; rc=0; SLICELET_VM=1 $(GO) test $(TESTFLAGS) -v $(PKGS) 2>&1 | tee build/test.log || rc=$$?; \
 	  if [ $$rc -ne 0 ]; then \
 	    echo; echo "== make test failed (exit $$rc); the failures, from build/test.log:"; \
-	    grep -n -A 12 -E -e '^--- FAIL|^panic:|^FAIL: |test timed out|build failed|\[setup failed\]' build/test.log | cut -c1-400 | head -150; \
+	    grep -n -B 15 -E -e '^--- FAIL|^panic:|^FAIL: |test timed out|build failed|\[setup failed\]' build/test.log | cut -c1-400 | head -150; \
 	    grep -E '^FAIL' build/test.log; \
 	    exit $$rc; \
 	  fi
