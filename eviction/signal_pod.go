@@ -87,6 +87,11 @@ type Sources struct {
 	// ImageFsPath is a directory on the image filesystem; empty means the same as nodefs
 	// (the systemd runtime; a single-filesystem layout).
 	ImageFsPath string
+	// ImageFsPathOf, when set, gives the image filesystem's directory at each observation
+	// instead of ImageFsPath: the CRI runtime reports its image store's mountpoint, which is
+	// only known once the runtime answered. An error (runtime unreachable) leaves imagefs.*
+	// and containerfs.* unobserved, with that reason.
+	ImageFsPathOf func() (string, error)
 }
 
 // Observe reads every node-level signal at now. A signal that cannot be read is left out of
@@ -137,7 +142,18 @@ func (s Sources) Observe(now time.Time) (Observations, []Unavailable) {
 		return obs, missing
 	}
 	b, in, ok := fsSignals(s.NodeFsPath, SignalNodeFsAvailable, SignalNodeFsInodesFree)
-	if s.ImageFsPath == "" || s.ImageFsPath == s.NodeFsPath {
+	imagePath := s.ImageFsPath
+	if s.ImageFsPathOf != nil {
+		p, err := s.ImageFsPathOf()
+		if err != nil {
+			for _, sig := range []Signal{SignalImageFsAvailable, SignalImageFsInodesFree, SignalContainerFsAvailable, SignalContainerFsInodesFree} {
+				note(sig, fmt.Errorf("image filesystem: %w", err))
+			}
+			return obs, missing
+		}
+		imagePath = p
+	}
+	if imagePath == "" || imagePath == s.NodeFsPath {
 		if ok {
 			obs[SignalImageFsAvailable] = b
 			obs[SignalContainerFsAvailable] = b
@@ -148,6 +164,14 @@ func (s Sources) Observe(now time.Time) (Observations, []Unavailable) {
 		}
 		return obs, missing
 	}
-	fsSignals(s.ImageFsPath, SignalImageFsAvailable, SignalImageFsInodesFree)
+	// A dedicated image filesystem holds the runtime's writable layers too (containerd's root):
+	// containerfs.* is imagefs.*, as the kubelet's summary reports it without a split.
+	ib, iin, iok := fsSignals(imagePath, SignalImageFsAvailable, SignalImageFsInodesFree)
+	if iok {
+		obs[SignalContainerFsAvailable] = ib
+		if iin != nil {
+			obs[SignalContainerFsInodesFree] = *iin
+		}
+	}
 	return obs, missing
 }

@@ -156,6 +156,50 @@ func TestReadFs(t *testing.T) {
 	}
 }
 
+// TestObserveImageFsOfRuntime: the CRI runtime names its image filesystem at each observation;
+// imagefs.* and containerfs.* come from it, and while the runtime cannot say, they are not
+// observed (with the reason) instead of borrowing nodefs.
+func TestObserveImageFsOfRuntime(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	node, image := t.TempDir(), t.TempDir()
+	base := Sources{CgroupRoot: "testdata/v2/cgroup", ProcRoot: "testdata/v2/proc", Mode: units.ModeUnified, NodeFsPath: node}
+	down := errors.New("cri runtime unix:///run/containerd/containerd.sock: unavailable")
+	for _, tc := range []struct {
+		name     string
+		of       func() (string, error)
+		observed bool
+	}{
+		{"runtime reports its image store", func() (string, error) { return image, nil }, true},
+		{"runtime down", func() (string, error) { return "", down }, false},
+		{"runtime reports nothing: single filesystem", func() (string, error) { return "", nil }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := base
+			src.ImageFsPathOf = tc.of
+			obs, missing := src.Observe(now)
+			if _, ok := obs[SignalNodeFsAvailable]; !ok {
+				t.Error("nodefs.available not observed")
+			}
+			for _, sig := range []Signal{SignalImageFsAvailable, SignalContainerFsAvailable} {
+				if _, ok := obs[sig]; ok != tc.observed {
+					t.Errorf("%s observed = %v, want %v", sig, ok, tc.observed)
+				}
+			}
+			if !tc.observed {
+				found := false
+				for _, m := range missing {
+					if m.Signal == SignalImageFsAvailable && errors.Is(m.Err, down) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("imagefs.available not reported unavailable with the runtime's error: %+v", missing)
+				}
+			}
+		})
+	}
+}
+
 // TestReadErrors: a malformed file is a real error naming the file, not "unavailable".
 func TestReadErrors(t *testing.T) {
 	root := t.TempDir()

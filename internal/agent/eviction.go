@@ -39,6 +39,11 @@ type evictionOptions struct {
 	Runtime pods.Runtime
 }
 
+// imageFsMountpointer is a runtime with an image store of its own (crirt).
+type imageFsMountpointer interface {
+	ImageFsMountpoint(ctx context.Context) (string, error)
+}
+
 // storageDirs is what a runtime tells about where a pod keeps local storage: emptyDir volumes by
 // name, per-container directories (logs, writable layers) and further directories counted in
 // the pod's total.
@@ -79,6 +84,14 @@ func startEviction(ctx context.Context, wg *sync.WaitGroup, o evictionOptions) (
 		Mode:           o.Mode,
 		KubepodsCgroup: slices.SliceCgroupPath(slices.KubepodsSlice),
 		NodeFsPath:     cfg.StateDir,
+	}
+	if im, ok := o.Runtime.(imageFsMountpointer); ok {
+		// The CRI runtime's image store may be its own filesystem: imagefs.* is observed there.
+		src.ImageFsPathOf = func() (string, error) {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			return im.ImageFsMountpoint(ctx)
+		}
 	}
 	var notifiers []eviction.Notifier
 	if !o.PollingOnly {

@@ -107,6 +107,7 @@ func (r *Runtime) ImageFsInfo(ctx context.Context) (gc.ImageFsInfo, error) {
 	if mp == "" {
 		return gc.ImageFsInfo{}, fmt.Errorf("image filesystem info: cri runtime %s reported no mountpoint", r.opts.Endpoint)
 	}
+	r.imageFsPath.Store(&mp)
 	statfs := r.statfs
 	if statfs == nil {
 		statfs = statfsBytes
@@ -123,6 +124,22 @@ func (r *Runtime) ImageFsInfo(ctx context.Context) (gc.ImageFsInfo, error) {
 		out.Timestamp = time.Unix(0, fs.Timestamp)
 	}
 	return out, nil
+}
+
+// ImageFsMountpoint is the mountpoint of the runtime's image store, for the eviction
+// manager's imagefs.* signals: the one the last ImageFsInfo reported, else asked now (an
+// unreachable runtime is an error wrapping pods.ErrRuntimeUnavailable).
+func (r *Runtime) ImageFsMountpoint(ctx context.Context) (string, error) {
+	if p := r.imageFsPath.Load(); p != nil {
+		return *p, nil
+	}
+	if _, err := r.ImageFsInfo(ctx); err != nil {
+		if p := r.imageFsPath.Load(); p != nil {
+			return *p, nil // the mountpoint came back; only statfs failed
+		}
+		return "", err
+	}
+	return *r.imageFsPath.Load(), nil
 }
 
 // RemoveImage removes one image by ID (every tag of it); an image already gone is not an error.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -79,6 +80,8 @@ type Runtime struct {
 	// sandboxImage caches SandboxImage's discovery (the option, or containerd's own).
 	sandboxMu    sync.Mutex
 	sandboxImage string
+	// imageFsPath caches ImageFsInfo's mountpoint (ImageFsMountpoint).
+	imageFsPath atomic.Pointer[string]
 
 	mu    sync.Mutex
 	pods  map[string]*podEntry

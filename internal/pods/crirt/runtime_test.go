@@ -767,6 +767,27 @@ func TestImageFsInfo(t *testing.T) {
 	}
 }
 
+// TestImageFsMountpoint: the mountpoint is asked once and cached, and still known when a later
+// statfs fails; no answer at all is the runtime's error.
+func TestImageFsMountpoint(t *testing.T) {
+	e := newEnv(t)
+	e.cri.fsInfo = &runtimeapi.ImageFsInfoResponse{}
+	if mp, err := e.rt.ImageFsMountpoint(t.Context()); err == nil {
+		t.Fatalf("ImageFsMountpoint without a filesystem = %q, want an error", mp)
+	}
+	e.cri.fsInfo = &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{
+		FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: "/var/lib/containerd/snap"}, UsedBytes: &runtimeapi.UInt64Value{Value: 1}}}}
+	e.rt.statfs = func(string) (int64, int64, error) { return 0, 0, errors.New("statfs: no such file") }
+	mp, err := e.rt.ImageFsMountpoint(t.Context())
+	if err != nil || mp != "/var/lib/containerd/snap" {
+		t.Fatalf("ImageFsMountpoint = %q, %v", mp, err)
+	}
+	e.cri.fsInfo = &runtimeapi.ImageFsInfoResponse{}
+	if mp, err := e.rt.ImageFsMountpoint(t.Context()); err != nil || mp != "/var/lib/containerd/snap" {
+		t.Errorf("cached ImageFsMountpoint = %q, %v", mp, err)
+	}
+}
+
 // TestGCPrimitivesFake: containers and sandboxes listed with pod UID, name, image and gc
 // state; removal of a container removes its log file; removing what is gone is no error.
 func TestGCPrimitivesFake(t *testing.T) {
