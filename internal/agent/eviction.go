@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/metrics"
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/crirt"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -39,6 +41,12 @@ type evictionOptions struct {
 	Runtime pods.Runtime
 }
 
+// writableLayers is a runtime whose containers have writable layers in its own store (crirt):
+// their usage counts in the pods' ephemeral storage.
+type writableLayers interface {
+	WritableLayers(ctx context.Context, pod *v1.Pod) (map[string]crirt.LayerUsage, error)
+}
+
 // imageFsMountpointer is a runtime with an image store of its own (crirt).
 type imageFsMountpointer interface {
 	ImageFsMountpoint(ctx context.Context) (string, error)
@@ -58,10 +66,24 @@ func podStorage(rt pods.Runtime) (eviction.PodStorage, error) {
 	if !ok {
 		return nil, nil
 	}
-	fs, err := eviction.NewFSStorage(eviction.FSStorageOptions{Dirs: func(pod *v1.Pod) eviction.PodDirs {
+	opts := eviction.FSStorageOptions{Dirs: func(pod *v1.Pod) eviction.PodDirs {
 		v, c, o := sd.StorageDirs(pod)
 		return eviction.PodDirs{Volumes: v, Containers: c, Other: o}
-	}})
+	}}
+	if wl, ok := rt.(writableLayers); ok {
+		opts.Layers = func(ctx context.Context, pod *v1.Pod) (map[string]eviction.DiskUsage, error) {
+			layers, err := wl.WritableLayers(ctx, pod)
+			if err != nil {
+				return nil, err
+			}
+			out := make(map[string]eviction.DiskUsage, len(layers))
+			for name, u := range layers {
+				out[name] = eviction.DiskUsage{Bytes: int64(min(u.Bytes, math.MaxInt64)), Inodes: int64(min(u.Inodes, math.MaxInt64))}
+			}
+			return out, nil
+		}
+	}
+	fs, err := eviction.NewFSStorage(opts)
 	if err != nil {
 		return nil, err
 	}

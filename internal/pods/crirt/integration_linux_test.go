@@ -235,6 +235,13 @@ func TestIntegrationScopeInPodSlice(t *testing.T) {
 			t.Errorf("%s %s = %s, want %s", path, c.file, got, c.want)
 		}
 	}
+	// The runtime reports the container's writable layer (its usage counts in the pod's
+	// ephemeral storage).
+	if layers, err := rt.WritableLayers(t.Context(), pod); err != nil {
+		t.Errorf("WritableLayers: %v", err)
+	} else if _, ok := layers["main"]; !ok {
+		t.Errorf("WritableLayers = %v, want the main container's layer", layers)
+	}
 	list, err := it.sd.List(t.Context(), scope)
 	if err != nil || len(list) != 1 || list[0].ActiveState != "active" {
 		t.Errorf("systemd unit %s: %+v, %v; want it active", scope, list, err)

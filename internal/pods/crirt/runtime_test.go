@@ -986,3 +986,26 @@ func TestSandboxDied(t *testing.T) {
 		}
 	}
 }
+
+// TestStorageDirsAndLayers: the pod's local storage is its emptyDirs and its log directories;
+// a runtime without container stats (the fake, like a CRI runtime that lacks them) reports no
+// writable layers rather than an error.
+func TestStorageDirsAndLayers(t *testing.T) {
+	e := newEnv(t)
+	pod := fakePod("u1", v1.RestartPolicyAlways, app("main"))
+	pod.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	vols, ctrs, other := e.rt.StorageDirs(pod)
+	logs := filepath.Join(e.opts.LogRoot, "default_web_u1")
+	if vols["scratch"] != filepath.Join(e.opts.StateDir, "pods", "u1", "volumes", "scratch") || len(ctrs["main"]) != 1 || ctrs["main"][0] != filepath.Join(logs, "main") || len(other) != 1 || other[0] != logs {
+		t.Errorf("StorageDirs = %v, %v, %v", vols, ctrs, other)
+	}
+	bad := pod.DeepCopy()
+	bad.UID = "../x"
+	if v, c, o := e.rt.StorageDirs(bad); v != nil || c != nil || o != nil {
+		t.Errorf("StorageDirs of an invalid UID = %v, %v, %v", v, c, o)
+	}
+	layers, err := e.rt.WritableLayers(t.Context(), pod)
+	if err != nil || len(layers) != 0 {
+		t.Errorf("WritableLayers without container stats = %v, %v; want none", layers, err)
+	}
+}

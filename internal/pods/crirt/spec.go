@@ -214,12 +214,17 @@ func pullPolicy(c *v1.Container) v1.PullPolicy {
 	return v1.PullIfNotPresent
 }
 
+// emptyDirPath is where an emptyDir volume lives: StateDir/pods/<uid>/volumes/<name>.
+func (r *Runtime) emptyDirPath(uid, name string) string {
+	return filepath.Join(r.podDir(uid), "volumes", name)
+}
+
 // prepareVolumes creates the pod's emptyDir directories (StateDir/pods/<uid>/volumes/<name>)
 // and the hostPath directories and files of the *OrCreate types, and returns every volume's
 // host path.
 func (r *Runtime) prepareVolumes(pod *v1.Pod) (map[string]string, error) {
 	vols, err := lifecycle.PrepareVolumes(pod, func(v *v1.Volume) (string, error) {
-		dir := filepath.Join(r.podDir(string(pod.UID)), "volumes", v.Name)
+		dir := r.emptyDirPath(string(pod.UID), v.Name)
 		return dir, os.MkdirAll(dir, 0o750)
 	})
 	if err != nil {
