@@ -154,12 +154,9 @@ func parseContainerID(id string) (string, unitID, error) {
 	return unit, ref, nil
 }
 
-// RemoveContainer removes a dead instance: its unit is stopped if still loaded and active
-// (exited, awaiting its stop), reset if failed, and the instance is marked removed in the
-// pod's record (see instance.GCRemoved) so it is no longer listed. An instance that is running
-// (or recorded and about to start) is refused with ErrInstanceRunning. A unit that is gone
-// already is success. Journal entries are not deleted (see the package comment above).
-func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
+// withInstance parses a container ID, locks its pod's entry, reads the pod's record and runs f
+// with them (the lock held).
+func (r *Runtime) withInstance(id string, f func(unit string, ref unitID, rec *podRecord) error) error {
 	unit, ref, err := parseContainerID(id)
 	if err != nil {
 		return err
@@ -171,6 +168,22 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	return f(unit, ref, rec)
+}
+
+// RemoveContainer removes a dead instance: its unit is stopped if still loaded and active
+// (exited, awaiting its stop), reset if failed, and the instance is marked removed in the
+// pod's record (see instance.GCRemoved) so it is no longer listed. An instance that is running
+// (or recorded and about to start) is refused with ErrInstanceRunning. A unit that is gone
+// already is success. Journal entries are not deleted (see the package comment above).
+func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
+	return r.withInstance(id, func(unit string, ref unitID, rec *podRecord) error {
+		return r.removeInstance(ctx, unit, ref, rec)
+	})
+}
+
+// removeInstance is RemoveContainer with the pod's entry locked and its record read.
+func (r *Runtime) removeInstance(ctx context.Context, unit string, ref unitID, rec *podRecord) error {
 	var in *instance
 	if cr := rec.Containers[ref.Container]; cr != nil {
 		for _, x := range []*instance{cr.Current, cr.Previous} {
@@ -223,17 +236,13 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 // processes are killed and the unit stopped. The running instance is refused with
 // ErrInstanceRunning; the pod's lifecycle stops it with its grace period.
 func (r *Runtime) StopContainer(ctx context.Context, id string) error {
-	unit, ref, err := parseContainerID(id)
-	if err != nil {
-		return err
-	}
-	e := r.entry(ref.UID)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	rec, err := r.record(e, ref.UID)
-	if err != nil {
-		return err
-	}
+	return r.withInstance(id, func(unit string, ref unitID, rec *podRecord) error {
+		return r.stopInstance(ctx, unit, ref, rec)
+	})
+}
+
+// stopInstance is StopContainer with the pod's entry locked and its record read.
+func (r *Runtime) stopInstance(ctx context.Context, unit string, ref unitID, rec *podRecord) error {
 	if cr := rec.Containers[ref.Container]; cr != nil && cr.Current != nil && cr.Current.N == ref.N && !cr.Current.Done {
 		return fmt.Errorf("container %s: instance %d (%s): %w", ref.Container, ref.N, unit, ErrInstanceRunning)
 	}
