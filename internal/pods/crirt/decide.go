@@ -50,6 +50,11 @@ type containerRecord struct {
 	BackoffUpdated time.Time
 	// Wait holds the container back after a failed pull or create.
 	Wait *waitErr
+	// Stale marks an init container whose Current ended in a sandbox other than the one the
+	// pod runs in (or gets) now: the pod started over in a new sandbox, so the container runs
+	// again, as instance Current.N+1, without back-off (the kubelet purges the init
+	// containers of the old sandbox, so none is found to back off from).
+	Stale bool
 }
 
 // podRecord is a pod as the runtime shows it, rebuilt at every sync.
@@ -94,8 +99,11 @@ func (in *instance) view() *lifecycle.Instance {
 	}
 }
 
-// view is the record as lifecycle's decisions see it.
-func (p *podRecord) view() *lifecycle.Pod {
+// view is the record as lifecycle sees it. For the decisions (decisions set), a stale init
+// container shows as its next instance, recorded but not created yet, so that Decide starts it
+// in order under the next number; for the status it shows its last instance, as the kubelet
+// keeps showing the terminated state of a purged init container until it runs again.
+func (p *podRecord) view(decisions bool) *lifecycle.Pod {
 	obs := &lifecycle.Pod{StartTime: p.StartTime, Initialized: p.Initialized, Images: true, Containers: make(map[string]*lifecycle.Container, len(p.Containers))}
 	for name, cr := range p.Containers {
 		c := &lifecycle.Container{Backoff: cr.Backoff, BackoffUpdated: cr.BackoffUpdated}
@@ -104,6 +112,9 @@ func (p *podRecord) view() *lifecycle.Pod {
 		}
 		if prev := cr.Previous; prev != nil && prev.Done {
 			c.Previous = prev.view()
+		}
+		if cur := cr.Current; cur != nil && cr.Stale && decisions {
+			c.State, c.Current, c.Previous = lifecycle.StateNone, &lifecycle.Instance{N: cur.N + 1}, cur.view()
 		}
 		if w := cr.Wait; w != nil {
 			c.Hold = &lifecycle.Hold{Reason: w.Reason, Message: w.Message, Until: w.Until}
@@ -115,12 +126,43 @@ func (p *podRecord) view() *lifecycle.Pod {
 
 // decide is lifecycle.Decide on the record.
 func decide(pod *v1.Pod, rec *podRecord, now time.Time, b lifecycle.Backoff, killed bool) lifecycle.Plan {
-	return lifecycle.Decide(pod, rec.view(), now, b, killed)
+	return lifecycle.Decide(pod, rec.view(true), now, b, killed)
 }
 
 // buildStatus is lifecycle.PodStatus on the record.
 func buildStatus(pod *v1.Pod, rec *podRecord, p lifecycle.Plan) v1.PodStatus {
-	return lifecycle.PodStatus(pod, rec.view(), p)
+	return lifecycle.PodStatus(pod, rec.view(false), p)
+}
+
+// startsOver is the kubelet's computePodActions for a pod without a ready sandbox: whether it
+// gets a new one (hadSandbox: it had one before), in which it starts over — every init
+// container runs again, in order, before the regular containers. It gets none under
+// restartPolicy Never once it had a sandbox and a container was created, nor when no regular
+// container would start again (under OnFailure, those that succeeded are not) and
+// initialization was done (a regular container was created).
+func startsOver(pod *v1.Pod, rec *podRecord, hadSandbox bool) bool {
+	created := func(name string) bool {
+		cr := rec.Containers[name]
+		return cr != nil && cr.Current != nil
+	}
+	policy := lifecycle.RestartPolicy(pod)
+	if hadSandbox && policy == v1.RestartPolicyNever {
+		for name := range rec.Containers {
+			if created(name) {
+				return false
+			}
+		}
+	}
+	for i := range pod.Spec.Containers {
+		name := pod.Spec.Containers[i].Name
+		succeeded := created(name) && rec.Containers[name].Current.Done && rec.Containers[name].Current.ExitCode == 0
+		if policy != v1.RestartPolicyOnFailure || !succeeded {
+			return true
+		}
+	}
+	// Every regular container succeeded under OnFailure: they were created, so initialization
+	// was done, and none starts again.
+	return len(pod.Spec.Containers) == 0
 }
 
 // ContainerID is the status containerID of a CRI container, as the kubelet writes it for

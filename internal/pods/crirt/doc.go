@@ -18,6 +18,14 @@
 // Only the restart back-off is kept in StateDir (the kubelet keeps it in memory only and loses
 // it on restart), with the pods' emptyDir volumes.
 //
+// A pod whose sandbox is no longer ready (it died, or was stopped behind slicelet's back) gets
+// a new one, attempt = the highest so far + 1, and starts over in it as with the kubelet's
+// computePodActions: its live containers are stopped, its init containers run again, in order,
+// each to completion, before its regular containers restart; restart counts continue. Only
+// instances in the current sandbox count towards initialization. Under restartPolicy Never once
+// a container was created, or under OnFailure once every regular container succeeded, it gets
+// no new sandbox and nothing runs again.
+//
 // # Logs
 //
 // The runtime writes each instance's output to LogRoot/<ns>_<name>_<uid>/<container>/<n>.log

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/critest"
@@ -312,6 +313,58 @@ func TestIntegrationRuntimeRestart(t *testing.T) {
 	st = syncUntil(t, rt, pod, slice, "running again", running)
 	if got := st.ContainerStatuses[0]; got.ContainerID != id || got.RestartCount != 0 {
 		t.Errorf("after the containerd restart: %s (%s); want the same container %s, no restart", runtimetest.Describe(st), got.ContainerID, id)
+	}
+	if _, err := rt.KillPod(t.Context(), pod, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Forget(t.Context(), string(pod.UID)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestIntegrationSandboxDiedInitContainers: containerd stops the pod's sandbox behind slicelet's
+// back; the next syncs run the pod in a new sandbox (attempt 1), the init container again, to
+// completion, before the app container, both with restart count 1.
+func TestIntegrationSandboxDiedInitContainers(t *testing.T) {
+	sandboxOnly(t)
+	it := newIT(t, critest.Options{})
+	rt := it.runtime(t)
+	pod := itPod("reinit", "it-reinit-1", container("main", "trap 'exit 0' TERM; while true; do sleep 0.1; done"))
+	pod.Spec.InitContainers = []v1.Container{container("init", "exit 0")}
+	slice := it.slice(t, pod)
+	syncUntil(t, rt, pod, slice, "running", running)
+	sbs, err := rt.listSandboxes(t.Context(), string(pod.UID))
+	if err != nil || len(sbs) != 1 {
+		t.Fatalf("sandboxes %v: %v", sbs, err)
+	}
+	if err := rt.StopSandbox(t.Context(), sbs[0].Id); err != nil {
+		t.Fatal(err)
+	}
+	st := syncUntil(t, rt, pod, slice, "running in a new sandbox", func(st v1.PodStatus, err error) bool {
+		return running(st, err) && st.ContainerStatuses[0].RestartCount == 1
+	})
+	ics, cs := st.InitContainerStatuses[0], st.ContainerStatuses[0]
+	if ics.RestartCount != 1 || ics.State.Terminated == nil || ics.State.Terminated.ExitCode != 0 || ics.LastTerminationState.Terminated == nil {
+		t.Fatalf("init container after the sandbox died: %s", runtimetest.Describe(st))
+	}
+	if ics.State.Terminated.FinishedAt.After(cs.State.Running.StartedAt.Time) {
+		t.Errorf("app started at %v, before the init container finished at %v", cs.State.Running.StartedAt, ics.State.Terminated.FinishedAt)
+	}
+	sbs, err = rt.listSandboxes(t.Context(), string(pod.UID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := 0
+	for _, sb := range sbs {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			ready++
+			if sb.Metadata.GetAttempt() != 1 {
+				t.Errorf("new sandbox attempt %d, want 1", sb.Metadata.GetAttempt())
+			}
+		}
+	}
+	if ready != 1 {
+		t.Errorf("ready sandboxes %d of %d, want 1", ready, len(sbs))
 	}
 	if _, err := rt.KillPod(t.Context(), pod, time.Second); err != nil {
 		t.Fatal(err)

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"os"
 	"path/filepath"
+	stdslices "slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -985,6 +989,218 @@ func TestSandboxDied(t *testing.T) {
 			t.Errorf("new sandbox attempt %d, want 1", sb.sb.Metadata.Attempt)
 		}
 	}
+}
+
+// killSandbox stops the pod's only ready sandbox behind the runtime's back (its live
+// containers exit 137) and returns its ID.
+func (e *env) killSandbox(t *testing.T) string {
+	t.Helper()
+	e.cri.mu.Lock()
+	var ids []string
+	for id, sb := range e.cri.sandboxes {
+		if sb.sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			ids = append(ids, id)
+		}
+	}
+	e.cri.mu.Unlock()
+	if len(ids) != 1 {
+		t.Fatalf("ready sandboxes %v, want one", ids)
+	}
+	if _, err := e.cri.StopPodSandbox(t.Context(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	return ids[0]
+}
+
+// createdOutside lists, in creation order, the containers created outside sandbox old, as
+// name/CRI attempt/restart count annotation.
+func (e *env) createdOutside(old string) []string {
+	e.cri.mu.Lock()
+	defer e.cri.mu.Unlock()
+	var ids []string
+	for id, c := range e.cri.containers {
+		if c.c.PodSandboxId != old {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids) // the fake's IDs grow with each creation
+	var out []string
+	for _, id := range ids {
+		c := e.cri.containers[id]
+		out = append(out, fmt.Sprintf("%s/%d/%s", c.cfg.Metadata.Name, c.cfg.Metadata.Attempt, c.cfg.Annotations[AnnotationRestartCount]))
+	}
+	return out
+}
+
+// TestSandboxDiedInitContainers: when the sandbox of an initialized pod dies, the next sync
+// gives the pod a new sandbox in which it starts over as the kubelet does: the init containers
+// run again, one at a time, in order, to completion, before the app container restarts; every
+// restart count continues (CRI attempt and restart count annotation), and the status shows it.
+func TestSandboxDiedInitContainers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		inits []string
+	}{
+		{name: "one init container", inits: []string{"one"}},
+		{name: "two init containers", inits: []string{"one", "two"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			pod := fakePod("u1", v1.RestartPolicyAlways, app("main"))
+			for _, n := range tc.inits {
+				pod.Spec.InitContainers = append(pod.Spec.InitContainers, app(n))
+			}
+			e.sync(t, pod)
+			for _, n := range tc.inits {
+				e.cri.exit(t, n, 0)
+				e.sync(t, pod)
+			}
+			st := e.sync(t, pod)
+			if st.Phase != v1.PodRunning || st.ContainerStatuses[0].State.Running == nil {
+				t.Fatalf("before the sandbox died: %+v", st)
+			}
+			e.clock.Advance(time.Minute)
+			old := e.killSandbox(t)
+			var want []string
+			for i, n := range tc.inits {
+				st = e.sync(t, pod)
+				if got := e.calls("RunPodSandbox"); got != 2 {
+					t.Fatalf("sandboxes run %d, want 2", got)
+				}
+				want = append(want, n+"/1/1")
+				if got := e.createdOutside(old); !stdslices.Equal(got, want) {
+					t.Fatalf("init %s: created in the new sandbox %v, want %v", n, got, want)
+				}
+				if st.Phase != v1.PodPending || podCondition(st, v1.PodInitialized) != v1.ConditionFalse {
+					t.Fatalf("init %s: phase %s, initialized %s", n, st.Phase, podCondition(st, v1.PodInitialized))
+				}
+				ics := st.InitContainerStatuses[i]
+				if ics.State.Running == nil || ics.RestartCount != 1 || ics.LastTerminationState.Terminated == nil || ics.LastTerminationState.Terminated.ExitCode != 0 {
+					t.Fatalf("init %s running again: %+v", n, ics)
+				}
+				for _, later := range st.InitContainerStatuses[i+1:] {
+					// Not run again yet: its last run shows, as the kubelet keeps it.
+					if later.State.Terminated == nil || later.State.Terminated.ExitCode != 0 || later.RestartCount != 0 {
+						t.Fatalf("init %s waiting to run again: %+v", later.Name, later)
+					}
+				}
+				if cs := st.ContainerStatuses[0]; cs.State.Running != nil || cs.RestartCount != 0 {
+					t.Fatalf("app started before init %s completed: %+v", n, cs)
+				}
+				e.cri.exit(t, n, 0)
+			}
+			st = e.sync(t, pod)
+			want = append(want, "main/1/1")
+			if got := e.createdOutside(old); !stdslices.Equal(got, want) {
+				t.Fatalf("created in the new sandbox %v, want %v", got, want)
+			}
+			cs := st.ContainerStatuses[0]
+			if st.Phase != v1.PodRunning || podCondition(st, v1.PodInitialized) != v1.ConditionTrue || cs.State.Running == nil || cs.RestartCount != 1 ||
+				cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 137 {
+				t.Fatalf("after initialization: phase %s, app %+v", st.Phase, cs)
+			}
+			for _, ics := range st.InitContainerStatuses {
+				if ics.State.Terminated == nil || ics.State.Terminated.ExitCode != 0 || ics.RestartCount != 1 {
+					t.Errorf("init %s: %+v", ics.Name, ics)
+				}
+			}
+			// Initialized in the new sandbox: a crash of the app restarts it alone, after the
+			// back-off its restart in the new sandbox began.
+			e.cri.exit(t, "main", 1)
+			st = e.sync(t, pod)
+			if w := st.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != lifecycle.ReasonCrashLoopBackOff || !strings.Contains(w.Message, "back-off 10s") {
+				t.Fatalf("app crash in the new sandbox: %+v", st.ContainerStatuses[0])
+			}
+			e.clock.Advance(10 * time.Second)
+			st = e.sync(t, pod)
+			want = append(want, "main/2/2")
+			if got := e.createdOutside(old); !stdslices.Equal(got, want) || st.ContainerStatuses[0].RestartCount != 2 || e.calls("RunPodSandbox") != 2 {
+				t.Fatalf("app restart in the new sandbox: created %v, status %+v", got, st.ContainerStatuses[0])
+			}
+		})
+	}
+}
+
+// TestSandboxDiedNoNewSandbox: as in the kubelet, a pod whose sandbox died gets no new one
+// under restartPolicy Never once a container was created, nor under OnFailure when every app
+// container succeeded; nothing runs again.
+func TestSandboxDiedNoNewSandbox(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy v1.RestartPolicy
+		exit   bool // the app exits 0 before the sandbox dies
+		phase  v1.PodPhase
+	}{
+		{name: "never, app killed with the sandbox", policy: v1.RestartPolicyNever, phase: v1.PodFailed},
+		{name: "on failure, app succeeded", policy: v1.RestartPolicyOnFailure, exit: true, phase: v1.PodSucceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			pod := fakePod("u1", tc.policy, app("main"))
+			pod.Spec.InitContainers = []v1.Container{app("one")}
+			e.sync(t, pod)
+			e.cri.exit(t, "one", 0)
+			e.sync(t, pod)
+			if tc.exit {
+				e.cri.exit(t, "main", 0)
+			}
+			e.killSandbox(t)
+			creates := e.calls("CreateContainer")
+			st := e.sync(t, pod)
+			if e.calls("RunPodSandbox") != 1 || e.calls("CreateContainer") != creates {
+				t.Fatalf("sandboxes run %d, creates %d→%d", e.calls("RunPodSandbox"), creates, e.calls("CreateContainer"))
+			}
+			if st.Phase != tc.phase || podCondition(st, v1.PodInitialized) != v1.ConditionTrue || st.ContainerStatuses[0].State.Terminated == nil {
+				t.Fatalf("phase %s, want %s; status %+v", st.Phase, tc.phase, st)
+			}
+		})
+	}
+}
+
+// TestStartsOver: the kubelet's rule for a pod without a ready sandbox.
+func TestStartsOver(t *testing.T) {
+	done := func(code int32) *containerRecord {
+		return &containerRecord{Current: &instance{N: 1, Done: true, ExitCode: code}}
+	}
+	running := &containerRecord{Current: &instance{N: 1, State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
+	for _, tc := range []struct {
+		name       string
+		policy     v1.RestartPolicy
+		containers map[string]*containerRecord
+		hadSandbox bool
+		want       bool
+	}{
+		{name: "first sandbox", policy: v1.RestartPolicyAlways, want: true},
+		{name: "first sandbox, never", policy: v1.RestartPolicyNever, want: true},
+		{name: "always, app killed", policy: v1.RestartPolicyAlways, hadSandbox: true, containers: map[string]*containerRecord{"init": done(0), "main": done(137)}, want: true},
+		{name: "always, app succeeded", policy: v1.RestartPolicyAlways, hadSandbox: true, containers: map[string]*containerRecord{"main": done(0), "side": done(0)}, want: true},
+		{name: "always, during init", policy: v1.RestartPolicyAlways, hadSandbox: true, containers: map[string]*containerRecord{"init": done(137)}, want: true},
+		{name: "never, container created", policy: v1.RestartPolicyNever, hadSandbox: true, containers: map[string]*containerRecord{"init": done(0)}, want: false},
+		{name: "never, nothing created", policy: v1.RestartPolicyNever, hadSandbox: true, containers: map[string]*containerRecord{"init": {}}, want: true},
+		{name: "on failure, one app failed", policy: v1.RestartPolicyOnFailure, hadSandbox: true, containers: map[string]*containerRecord{"main": done(0), "side": done(1)}, want: true},
+		{name: "on failure, one app running", policy: v1.RestartPolicyOnFailure, hadSandbox: true, containers: map[string]*containerRecord{"main": done(0), "side": running}, want: true},
+		{name: "on failure, one app never ran", policy: v1.RestartPolicyOnFailure, hadSandbox: true, containers: map[string]*containerRecord{"main": done(0)}, want: true},
+		{name: "on failure, apps succeeded", policy: v1.RestartPolicyOnFailure, hadSandbox: true, containers: map[string]*containerRecord{"init": done(0), "main": done(0), "side": done(0)}, want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := fakePod("u1", tc.policy, app("main"), app("side"))
+			pod.Spec.InitContainers = []v1.Container{app("init")}
+			rec := &podRecord{UID: "u1", Containers: map[string]*containerRecord{}}
+			maps.Copy(rec.Containers, tc.containers)
+			if got := startsOver(pod, rec, tc.hadSandbox); got != tc.want {
+				t.Errorf("startsOver = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func podCondition(st v1.PodStatus, t v1.PodConditionType) v1.ConditionStatus {
+	for _, c := range st.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return ""
 }
 
 // TestStorageDirsAndLayers: the pod's local storage is its emptyDirs and its log directories;

@@ -32,11 +32,13 @@ type backoffFile struct {
 
 // podEntry is the in-memory side of one pod.
 type podEntry struct {
-	mu          sync.Mutex // serializes SyncPod, KillPod, Forget of the pod
-	loaded      bool
-	backoff     map[string]backoffEntry
-	waits       map[string]*waitErr
-	initialized bool
+	mu      sync.Mutex // serializes SyncPod, KillPod, Forget of the pod
+	loaded  bool
+	backoff map[string]backoffEntry
+	waits   map[string]*waitErr
+	// initializedIn is the sandbox in which every regular init container succeeded: the
+	// kubelet never runs them again in that sandbox, only in a new one.
+	initializedIn string
 
 	// guarded by Runtime.mu:
 	nextSync time.Time

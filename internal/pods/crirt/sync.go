@@ -29,6 +29,9 @@ type observed struct {
 	// stray are live containers to stop: not in the spec, or in a sandbox that is not ready.
 	stray []*instance
 	seen  map[string]runtimeapi.ContainerState
+	// startOver: there is no ready sandbox and the pod gets a new one, in which it starts over
+	// (startsOver); when false without a ready sandbox, nothing starts.
+	startOver bool
 }
 
 func managedSelector(uid string) map[string]string {
@@ -126,8 +129,9 @@ func unixNano(ns int64) time.Time {
 // observe rebuilds the pod's record from the runtime: its sandboxes, and per container the
 // instance with the highest attempt (current) and the one before it. Containers of a current
 // sandbox that were created but never started (slicelet stopped between Create and Start) are
-// started now, so adoption never creates a second instance. Call with e.mu held.
-func (r *Runtime) observe(ctx context.Context, pod *v1.Pod, e *podEntry) (*observed, error) {
+// started now, so adoption never creates a second instance. killed is set for a pod being
+// stopped for good: it gets no new sandbox. Call with e.mu held.
+func (r *Runtime) observe(ctx context.Context, pod *v1.Pod, e *podEntry, killed bool) (*observed, error) {
 	uid := string(pod.UID)
 	sbs, err := r.listSandboxes(ctx, uid)
 	if err != nil {
@@ -205,14 +209,47 @@ func (r *Runtime) observe(ctx context.Context, pod *v1.Pod, e *podEntry) (*obser
 			o.rec.container(name).Wait = w
 		}
 	}
-	// The kubelet never runs init containers again once a regular container was created.
-	o.rec.Initialized = e.initialized
-	for i := range pod.Spec.Containers {
-		if len(byName[pod.Spec.Containers[i].Name]) > 0 {
-			o.rec.Initialized = true
+	initProgress(pod, e, o, byName, killed)
+	return o, nil
+}
+
+// initProgress sets whether the pod is initialized and which init containers must run again,
+// as the kubelet's computePodActions does: within a sandbox, init containers never run again
+// once they all succeeded or a regular container was created in it; a pod that gets a new
+// sandbox (the old one died) starts over, its init containers run again, in order, under the
+// next instance numbers. Instances of other sandboxes do not count (the kubelet purges the old
+// sandbox's init containers and looks only at the active sandbox's regular containers). A
+// killed pod gets no new sandbox.
+func initProgress(pod *v1.Pod, e *podEntry, o *observed, byName map[string][]*instance, killed bool) {
+	createdIn := func(sbID string) bool {
+		for i := range pod.Spec.Containers {
+			for _, in := range byName[pod.Spec.Containers[i].Name] {
+				if sbID == "" || in.SandboxID == sbID {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	sbID := ""
+	switch {
+	case o.sandbox != nil:
+		sbID = o.sandbox.Id
+		o.rec.Initialized = e.initializedIn == sbID || createdIn(sbID)
+	case !killed && startsOver(pod, o.rec, len(o.sandboxes) > 0):
+		o.startOver = true
+		o.rec.Initialized = false
+	default:
+		// No new sandbox: nothing will run again; report what was.
+		o.rec.Initialized = e.initializedIn != "" || createdIn("")
+		return
+	}
+	for i := range pod.Spec.InitContainers {
+		cr := o.rec.Containers[pod.Spec.InitContainers[i].Name]
+		if cr != nil && cr.Current != nil && cr.Current.Done && (sbID == "" || cr.Current.SandboxID != sbID) {
+			cr.Stale = true
 		}
 	}
-	return o, nil
 }
 
 // inSpec reports whether the pod has a container (init or regular) of that name.
@@ -250,7 +287,7 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlic
 	)
 	for i := 0; ; i++ {
 		var err error
-		o, err = r.observe(ctx, pod, e)
+		o, err = r.observe(ctx, pod, e, false)
 		if err != nil {
 			return v1.PodStatus{}, err
 		}
@@ -258,13 +295,17 @@ func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlic
 			if err := r.stopStray(ctx, pod, o.stray); err != nil {
 				return v1.PodStatus{}, err
 			}
-			if o, err = r.observe(ctx, pod, e); err != nil {
+			if o, err = r.observe(ctx, pod, e, false); err != nil {
 				return v1.PodStatus{}, err
 			}
 		}
 		p = decide(pod, o.rec, r.now(), r.backoff, false)
-		if p.Initialized {
-			e.initialized = true
+		if o.sandbox == nil && !o.startOver {
+			// The kubelet makes no new sandbox for this pod (startsOver): nothing starts.
+			p.Start = nil
+		}
+		if p.Initialized && o.sandbox != nil {
+			e.initializedIn = o.sandbox.Id
 		}
 		if (len(p.Start) == 0 && len(p.StopSidecars) == 0) || i > len(pod.Spec.InitContainers)+2 {
 			break
@@ -331,6 +372,9 @@ func (r *Runtime) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSli
 	if o.sandbox != nil {
 		sbID = o.sandbox.Id
 	} else {
+		if len(o.sandboxes) > 0 {
+			r.log.Info("pod sandbox changed, the pod starts over in a new one", "pod_uid", uid, "pod", pod.Namespace+"/"+pod.Name)
+		}
 		id, err := r.runSandbox(ctx, pod, slice.Unit, o.sandboxes)
 		if err != nil {
 			return err
@@ -353,7 +397,7 @@ func (r *Runtime) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSli
 	for _, a := range acts {
 		c, _ := lifecycle.ContainerByName(pod, a.Container)
 		cr := o.rec.container(c.Name)
-		if cur := cr.Current; cur != nil && cur.Done {
+		if cur := cr.Current; cur != nil && cur.Done && !cr.Stale {
 			bo := e.backoff[c.Name]
 			delay, updated := r.backoff.Next(bo.Delay, bo.Updated, cur.FinishedAt)
 			e.backoff[c.Name] = backoffEntry{Delay: delay, Updated: updated}
@@ -517,7 +561,7 @@ func (r *Runtime) KillPod(ctx context.Context, pod *v1.Pod, grace time.Duration)
 			errs = append(errs, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err))
 		}
 	}
-	o, err := r.observe(ctx, pod, e)
+	o, err := r.observe(ctx, pod, e, true)
 	if err != nil {
 		errs = append(errs, err)
 		return v1.PodStatus{}, errors.Join(errs...)
