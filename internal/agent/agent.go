@@ -221,7 +221,7 @@ func Run(ctx context.Context, o Options) error {
 			log.Error("api server stopped", "error", err)
 		}
 	})
-	stopTimers, err := startGCTimers(runCtx, sd, cfg, log)
+	stopTimers, err := startGCTimers(runCtx, sd, cfg, hasImages, log)
 	if err != nil {
 		// GC still runs for eviction and on `slicectl gc`; only the schedule is missing.
 		log.Error("gc timers not started; collections run only on demand and under disk pressure", "error", err)

@@ -124,7 +124,7 @@ func startCRIDaemon(t *testing.T, unit, endpoint, sandboxImage string) *criDaemo
 			_ = e.sd.Stop(ctx, s)
 		}
 	})
-	agentService(t, e.sd, unit, e.cfgPath)
+	agentService(t, e.sd, unit, e.cfgPath, "PATH="+filepath.Dir(slicectlBinary(t))+":/usr/sbin:/usr/bin:/sbin:/bin")
 	return d
 }
 
@@ -253,6 +253,10 @@ func podContainers(t *testing.T, rt *crirt.Runtime, uid string) ([]gc.Container,
 
 func testDaemonCRIRestart(t *testing.T, ctrd *critest.Containerd) {
 	d := startCRIDaemon(t, "slicelet-cri-it.service", ctrd.Endpoint, ctrd.SandboxImage)
+	// A runtime with images gets both GC timers.
+	if list, err := d.sd.List(t.Context(), "slicelet-gc-*.timer"); err != nil || len(list) != 2 {
+		t.Errorf("GC timers with the CRI runtime: %+v, %v; want slicelet-gc-containers.timer and slicelet-gc-images.timer", list, err)
+	}
 	ctx := t.Context()
 	mainPID := d.active(t, "started", 0)
 	cri := criClient(t, ctrd.Endpoint)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/slicelet/slicelet/internal/systemdtest"
+	"github.com/slicelet/slicelet/units"
 )
 
 // slicectlBinary returns a slicectl binary for the GC timers to run: make build's bin/slicectl,
@@ -31,18 +32,20 @@ func slicectlBinary(t *testing.T) string {
 	return out
 }
 
-// TestIntegrationGCTimers: slicelet under a service creates slicelet-gc-containers.timer and
-// slicelet-gc-images.timer, PartOf its own unit; they fire their oneshot services, which run
-// `slicectl gc …` against the daemon successfully and put the result in the journal; stopping
-// slicelet takes the timers along.
+// TestIntegrationGCTimers: slicelet (built-in runtime) under a service creates
+// slicelet-gc-containers.timer, PartOf its own unit, and removes an image GC timer a previous
+// run left (this runtime has no images); the timer fires its oneshot service, which runs
+// `slicectl gc containers` against the daemon successfully and puts the result in the journal;
+// stopping slicelet takes the timer along. (TestIntegrationDaemonCRI checks the CRI runtime's
+// two timers.)
 func TestIntegrationGCTimers(t *testing.T) {
-	e := newDaemonEnv(t, "[gc.containers]\nperiod = \"1s\"\n[gc.images]\nperiod = \"2s\"\n")
+	e := newDaemonEnv(t, "[gc.containers]\nperiod = \"1s\"\n")
 	// The guest has neither make build's bin/ nor a module to build slicectl from.
 	systemdtest.SandboxOnly(t, e.env, "the GC timers are plain systemd timers, independent of the cgroup layout")
 	ctx := t.Context()
 	slicectl := slicectlBinary(t)
 	unit := "slicelet-gc-it.service"
-	timers := []string{"slicelet-gc-containers.timer", "slicelet-gc-images.timer"}
+	timers := []string{"slicelet-gc-containers.timer"}
 	t.Cleanup(func() {
 		for _, u := range append([]string{unit, "slicelet-gc-containers.service", "slicelet-gc-images.service"}, timers...) {
 			_ = e.sd.Stop(context.Background(), u)
@@ -51,7 +54,20 @@ func TestIntegrationGCTimers(t *testing.T) {
 			_ = e.sd.Stop(context.Background(), s)
 		}
 	})
+	// A stale image GC timer, as a slicelet that ran the CRI runtime and was killed leaves it.
+	if err := e.sd.StartTimer(ctx, "slicelet-gc-images.timer", []units.Property{
+		{Name: "Description", Value: "stale"},
+		{Name: "TimersMonotonic", Value: []units.TimerMonotonic{{Base: "OnActiveSec", Elapse: time.Hour}}},
+	}, "slicelet-gc-images.service", []units.Property{
+		{Name: "Description", Value: "stale"}, {Name: "Type", Value: "oneshot"},
+		{Name: "ExecStart", Value: units.Exec{Path: "/bin/true"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
 	agentService(t, e.sd, unit, e.cfgPath, "PATH="+filepath.Dir(slicectl)+":/usr/sbin:/usr/bin:/sbin:/bin")
+	if list, err := e.sd.List(ctx, "slicelet-gc-images.*"); err != nil || len(list) != 0 {
+		t.Errorf("stale image GC units after start: %+v, %v; want none (the built-in runtime has no images)", list, err)
+	}
 
 	for _, timer := range timers {
 		partOf, err := e.sd.Property(ctx, timer, "Unit", "PartOf")
@@ -62,7 +78,7 @@ func TestIntegrationGCTimers(t *testing.T) {
 			t.Errorf("%s PartOf = %v, want %s", timer, partOf, unit)
 		}
 	}
-	for _, kind := range []string{"containers", "images"} {
+	for _, kind := range []string{"containers"} {
 		svc := "slicelet-gc-" + kind + ".service"
 		deadline := time.Now().Add(30 * time.Second)
 		for {
@@ -81,7 +97,7 @@ func TestIntegrationGCTimers(t *testing.T) {
 			t.Errorf("journal of %s lacks %q:\n%s", svc, want, out)
 		}
 	}
-	if list, err := e.sd.List(ctx, "slicelet-gc-*.timer"); err != nil || len(list) != 2 {
+	if list, err := e.sd.List(ctx, "slicelet-gc-*.timer"); err != nil || len(list) != 1 {
 		t.Errorf("timers listed: %+v, %v", list, err)
 	}
 	// The daemon's own record of the runs (journal fields of the collector's records).

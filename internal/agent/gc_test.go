@@ -29,7 +29,7 @@ func TestGCTimerPlan(t *testing.T) {
 		{"owner unknown", "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan, err := gcTimerPlan(cfg, "/usr/bin/slicectl", tc.owner)
+			plan, err := gcTimerPlan(cfg, "/usr/bin/slicectl", tc.owner, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,8 +58,13 @@ func TestGCTimerPlan(t *testing.T) {
 			}
 		})
 	}
-	if _, err := gcTimerPlan(cfg, "slicectl", ""); err == nil {
+	if _, err := gcTimerPlan(cfg, "slicectl", "", true); err == nil {
 		t.Error("a relative slicectl path was accepted")
+	}
+	// The built-in runtime has no images: no image GC timer firing only to be skipped.
+	plan, err := gcTimerPlan(cfg, "/usr/bin/slicectl", "slicelet.service", false)
+	if err != nil || len(plan) != 1 || plan[0].Kind != gcContainers {
+		t.Errorf("plan without images = %+v, %v; want the container GC timer only", plan, err)
 	}
 }
 

@@ -46,8 +46,9 @@ type gcTimer struct {
 // `slicectl gc KIND --socket SOCKET` every period (the first run one period after start, as the
 // kubelet's GC loops). owner is the daemon's own unit: when it is a service, timers and
 // services are PartOf it, so `systemctl stop slicelet` (or a restart) takes them along. A period
-// of 0 has no timer (the collection still runs on demand and for eviction). Pure.
-func gcTimerPlan(cfg *config.Config, slicectl, owner string) ([]gcTimer, error) {
+// of 0 has no timer (the collection still runs on demand and for eviction), and neither does
+// image GC for a runtime without images (images false: the built-in systemd runtime). Pure.
+func gcTimerPlan(cfg *config.Config, slicectl, owner string, images bool) ([]gcTimer, error) {
 	if !filepath.IsAbs(slicectl) {
 		return nil, fmt.Errorf("gc timers: slicectl path %q is not absolute", slicectl)
 	}
@@ -60,7 +61,7 @@ func gcTimerPlan(cfg *config.Config, slicectl, owner string) ([]gcTimer, error) 
 		{gcContainers, cfg.GC.Containers.Period, "dead containers"},
 		{gcImages, cfg.GC.Images.Period, "unused images"},
 	} {
-		if k.period <= 0 {
+		if k.period <= 0 || (k.kind == gcImages && !images) {
 			continue
 		}
 		base := "slicelet-gc-" + k.kind
@@ -117,10 +118,10 @@ func lookPath(name string) (string, error) {
 	return "", fmt.Errorf("slicectl: not next to slicelet and not on PATH")
 }
 
-// startGCTimers (re)creates the GC timers: an existing one is stopped first, so a changed
-// period takes effect. It returns a function that stops them (the daemon calls it on shutdown,
+// startGCTimers (re)creates the GC timers: existing ones are stopped first, so a changed
+// period or runtime takes effect. It returns a function that stops them (the daemon calls it on shutdown,
 // so no timer keeps firing at a socket nobody serves).
-func startGCTimers(ctx context.Context, sd timerUnits, cfg *config.Config, log *slog.Logger) (stop func(context.Context), err error) {
+func startGCTimers(ctx context.Context, sd timerUnits, cfg *config.Config, images bool, log *slog.Logger) (stop func(context.Context), err error) {
 	slicectl, err := slicectlPath()
 	if err != nil {
 		return nil, fmt.Errorf("gc timers: %w", err)
@@ -129,7 +130,7 @@ func startGCTimers(ctx context.Context, sd timerUnits, cfg *config.Config, log *
 	if err != nil {
 		log.Debug("own unit unknown; gc timers are not tied to it", "error", err)
 	}
-	plan, err := gcTimerPlan(cfg, slicectl, owner)
+	plan, err := gcTimerPlan(cfg, slicectl, owner, images)
 	if err != nil {
 		return nil, err
 	}
@@ -144,12 +145,16 @@ func startGCTimers(ctx context.Context, sd timerUnits, cfg *config.Config, log *
 		}
 	}
 	var errs []error
-	for _, t := range plan {
-		for _, u := range []string{t.Timer, t.Service} {
-			if err := sd.Stop(ctx, u); err != nil {
+	// Every GC timer a previous run may have left (a killed slicelet, another runtime or
+	// period) goes first; then the planned ones start afresh.
+	for _, kind := range []string{gcContainers, gcImages} {
+		for _, suffix := range []string{units.SuffixTimer, units.SuffixService} {
+			if err := sd.Stop(ctx, "slicelet-gc-"+kind+suffix); err != nil {
 				errs = append(errs, err)
 			}
 		}
+	}
+	for _, t := range plan {
 		if err := sd.StartTimer(ctx, t.Timer, t.TimerProps, t.Service, t.ServiceProps); err != nil {
 			errs = append(errs, err)
 			continue
