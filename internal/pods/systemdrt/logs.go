@@ -23,6 +23,9 @@ import (
 // last lines (written asynchronously by journald) still arrive.
 const followDrain = 500 * time.Millisecond
 
+// followCatchUp bounds the reads after a followed instance ended (see Logs).
+const followCatchUp = 2 * time.Second
+
 // Logs writes a container's output from the journal (journalctl --output=json
 // _SYSTEMD_UNIT=<unit>, one line per entry's MESSAGE): the current instance, or with Previous
 // the one before it. TailLines limits the output to the last lines; Follow then streams new
@@ -111,27 +114,62 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 			}
 		}
 	}()
-	args = append(slices.Clone(base), "--follow", "--lines=0")
-	if cursor != "" {
-		args = append(args, "--after-cursor="+cursor)
-	} else if !since.IsZero() {
-		args = append(args, "--lines=all", "--since=@"+strconv.FormatInt(since.Unix()-1, 10))
+	from := func(follow bool) []string {
+		args := slices.Clone(base)
+		if follow {
+			args = append(args, "--follow", "--lines=0")
+		}
+		if cursor != "" {
+			return append(args, "--after-cursor="+cursor)
+		}
+		if !since.IsZero() {
+			args = append(args, "--lines=all", "--since=@"+strconv.FormatInt(since.Unix()-1, 10))
+		}
+		return args
 	}
-	err = r.journal(cctx, append(args, match), func(e journalEntry) error {
+	write := func(e journalEntry) error {
+		cursor = e.Cursor
 		msg, ok := e.message()
 		if !ok || !filter.keep(e) {
 			return nil
 		}
 		_, err := w.Write(append(msg, '\n'))
 		return err
-	})
-	if cctx.Err() != nil {
-		return nil // ended with the instance, or the caller is gone
 	}
-	if err != nil {
+	err = r.journal(cctx, append(from(true), match), write)
+	if ctx.Err() != nil {
+		return nil // the caller is gone
+	}
+	if cctx.Err() == nil && err != nil {
 		return fmt.Errorf("logs of %s: %w", unit, err)
 	}
-	return nil
+	// The instance ended. The follower may have been stopped before it printed what journald
+	// had stored meanwhile, and journald may store the stream's last lines a little later
+	// (under load, after followDrain): read on from the last entry printed until two reads in a
+	// row find nothing new, for at most followCatchUp.
+	deadline := time.Now().Add(followCatchUp)
+	for quiet := 0; ; {
+		before := cursor
+		if err := r.journal(ctx, append(from(false), match), write); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("logs of %s: %w", unit, err)
+		}
+		if cursor == before {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		if quiet == 2 || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(followDrain / 5):
+		}
+	}
 }
 
 // journal runs journalctl with args and calls fn for every entry of its JSON output.
