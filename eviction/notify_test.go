@@ -125,8 +125,14 @@ func TestUsagePollerWakesOncePerCrossing(t *testing.T) {
 		if err := os.MkdirAll(kp, 0o755); err != nil {
 			t.Fatal(err)
 		}
+		// Replace files whole (write + rename), as cgroupfs reads are atomic: the poller's first
+		// read runs concurrently with the first step and must never see a truncated file.
 		write := func(name, v string) {
-			if err := os.WriteFile(filepath.Join(kp, name), []byte(v), 0o644); err != nil {
+			tmp := filepath.Join(root, name+".tmp")
+			if err := os.WriteFile(tmp, []byte(v), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, filepath.Join(kp, name)); err != nil {
 				t.Fatal(err)
 			}
 		}
