@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/distribution/reference"
 )
 
 // ImageFs is the image filesystem as the runtime reports it (CRI ImageFsInfo, or statfs of the
@@ -464,34 +466,19 @@ func IsImage(id string, names []string, ref string) bool {
 	return slices.ContainsFunc(names, func(n string) bool { return NormalizeImageRef(n) == want })
 }
 
-// NormalizeImageRef returns ref in its fully qualified form: a first path component that is not
-// a registry host (no '.', no ':', not "localhost") gets "docker.io/" in front, a single
-// component under docker.io gets "library/", and a reference with neither tag nor digest gets
-// ":latest". Anything else is returned as it is.
+// NormalizeImageRef returns ref in its fully qualified form, as container runtimes name images
+// (github.com/distribution/reference): "pause:3.9" is "docker.io/library/pause:3.9", and a
+// reference with neither tag nor digest gets ":latest". An image ID ("sha256:…") or a string that
+// is not a reference is returned as it is.
 func NormalizeImageRef(ref string) string {
 	if ref == "" || strings.HasPrefix(ref, "sha256:") {
 		return ref
 	}
-	name, rest := ref, ""
-	if i := strings.IndexByte(ref, '@'); i >= 0 {
-		name, rest = ref[:i], ref[i:]
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return ref
 	}
-	if rest == "" {
-		// A tag is after the last ':' that follows the last '/': a registry port is not a tag.
-		if i := strings.LastIndexByte(name, ':'); i > strings.LastIndexByte(name, '/') {
-			name, rest = name[:i], name[i:]
-		} else {
-			rest = ":latest"
-		}
-	}
-	first, _, hasSlash := strings.Cut(name, "/")
-	if !hasSlash || (!strings.ContainsAny(first, ".:") && first != "localhost") {
-		name = "docker.io/" + name
-	}
-	if strings.HasPrefix(name, "docker.io/") && strings.Count(name, "/") == 1 {
-		name = "docker.io/library/" + strings.TrimPrefix(name, "docker.io/")
-	}
-	return name + rest
+	return reference.TagNameOnly(named).String()
 }
 
 // mulDiv returns a*b/c for non-negative a, b and positive c with a*b/c < 2^63, without the

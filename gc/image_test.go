@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -610,7 +611,7 @@ func TestNormalizeImageRef(t *testing.T) {
 		{"registry with port, no tag", "localhost:5000/app", "localhost:5000/app:latest"},
 		{"registry with port and tag", "reg:5000/team/app:2", "reg:5000/team/app:2"},
 		{"localhost", "localhost/app:1", "localhost/app:1"},
-		{"digest", "busybox@sha256:abc", "docker.io/library/busybox@sha256:abc"},
+		{"digest", "busybox@sha256:" + strings.Repeat("ab", 32), "docker.io/library/busybox@sha256:" + strings.Repeat("ab", 32)},
 		{"image id", "sha256:abc", "sha256:abc"},
 		{"test domain", "slicelet.test/pause:1", "slicelet.test/pause:1"},
 	} {
