@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -100,22 +101,11 @@ func slicectlPath() (string, error) {
 			return p, nil
 		}
 	}
-	return lookPath("slicectl")
-}
-
-// lookPath finds name on PATH (exec.LookPath without its relative-path handling: the result
-// must be absolute for ExecStart=).
-func lookPath(name string) (string, error) {
-	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
-		if !filepath.IsAbs(dir) {
-			continue
-		}
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
-			return p, nil
-		}
+	p, err := exec.LookPath("slicectl")
+	if err != nil {
+		return "", fmt.Errorf("slicectl: not next to slicelet and not on PATH: %w", err)
 	}
-	return "", fmt.Errorf("slicectl: not next to slicelet and not on PATH")
+	return p, nil
 }
 
 // startGCTimers (re)creates the GC timers: existing ones are stopped first, so a changed
