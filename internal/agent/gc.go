@@ -71,7 +71,7 @@ func newGCService(col collector, met *metrics.Metrics, log *slog.Logger) *gcServ
 func (s *gcService) Images(ctx context.Context, dryRun bool) (gc.ImageResult, error) {
 	res, err := s.col.CollectImages(ctx, dryRun)
 	if !dryRun {
-		s.record(gcImages, res.Skipped == "" || err != nil, uint64(max(res.FreedBytes, 0)), len(res.Removed), err)
+		s.recordImages(res, err)
 	}
 	return res, err
 }
@@ -80,7 +80,7 @@ func (s *gcService) Images(ctx context.Context, dryRun bool) (gc.ImageResult, er
 func (s *gcService) Containers(ctx context.Context, dryRun bool) (gc.ContainerResult, error) {
 	res, err := s.col.CollectContainers(ctx, dryRun)
 	if !dryRun {
-		s.record(gcContainers, true, 0, len(res.Removed)+len(res.RemovedSandboxes)+len(res.RemovedLogDirs), err)
+		s.recordContainers(res, err)
 	}
 	return res, err
 }
@@ -96,11 +96,11 @@ func (s *gcService) Reclaim(ctx context.Context, steps []eviction.ReclaimStep) e
 		case eviction.ReclaimContainers:
 			var res gc.ContainerResult
 			res, err = s.col.DeleteAllUnusedContainers(ctx)
-			s.record(gcContainers, true, 0, len(res.Removed)+len(res.RemovedSandboxes)+len(res.RemovedLogDirs), err)
+			s.recordContainers(res, err)
 		case eviction.ReclaimImages:
 			var res gc.ImageResult
 			res, err = s.col.DeleteUnusedImages(ctx)
-			s.record(gcImages, res.Skipped == "" || err != nil, uint64(max(res.FreedBytes, 0)), len(res.Removed), err)
+			s.recordImages(res, err)
 		default:
 			err = fmt.Errorf("unknown reclaim step %q", step)
 		}
@@ -109,6 +109,17 @@ func (s *gcService) Reclaim(ctx context.Context, steps []eviction.ReclaimStep) e
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// recordImages records an image collection; one skipped by configuration (no images) is no run.
+func (s *gcService) recordImages(res gc.ImageResult, err error) {
+	s.record(gcImages, res.Skipped == "" || err != nil, uint64(max(res.FreedBytes, 0)), len(res.Removed), err)
+}
+
+// recordContainers records a container collection: containers, sandboxes and log directories
+// removed count alike.
+func (s *gcService) recordContainers(res gc.ContainerResult, err error) {
+	s.record(gcContainers, true, 0, len(res.Removed)+len(res.RemovedSandboxes)+len(res.RemovedLogDirs), err)
 }
 
 // record counts one collection and logs a change between working and failing. ran is false
