@@ -363,8 +363,9 @@ func (l *loader) validateGC() {
 		}
 		l.bad(keys, "%s", p.msg)
 	}
-	if g.Containers.MinimumAge < 0 {
-		l.at(key("gc", "containers", "minimum_age"), "minimum age %v must not be negative", g.Containers.MinimumAge)
+	// gc.ContainerPolicy's only rule is the minimum age's (negative counts mean no limit).
+	if err := g.Containers.Policy().Validate(); err != nil {
+		l.at(key("gc", "containers", "minimum_age"), "%v", err)
 	}
 	if g.Containers.Period <= 0 {
 		l.at(key("gc", "containers", "period"), "period %v must be positive", g.Containers.Period)
