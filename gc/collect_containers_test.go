@@ -1,7 +1,6 @@
 package gc
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -240,14 +239,7 @@ func TestContainerResultJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := json.Marshal(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
+	m, data := jsonObject(t, res)
 	want := []string{"kind", "dryRun", "startedAt", "duration", "allSourcesReady", "deletedPods", "remove", "removeSandboxes",
 		"removeLogDirs", "removed", "removedSandboxes", "removedLogDirs", "failed", "error"}
 	for _, k := range want {

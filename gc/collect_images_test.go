@@ -479,14 +479,7 @@ func TestImageResultJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, err := json.Marshal(res)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]any
-		if err := json.Unmarshal(data, &m); err != nil {
-			t.Fatal(err)
-		}
+		m, data := jsonObject(t, res)
 		want := []string{"kind", "dryRun", "startedAt", "duration", "skipped", "imageFs", "usagePercent", "amountToFree",
 			"remove", "kept", "removed", "failed", "plannedFreedBytes", "removedBytes", "measured", "freedBytes",
 			"imageFsAfter", "usagePercentAfter", "measureWait", "measureError", "error"}

@@ -2,10 +2,12 @@ package gc
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -161,3 +163,17 @@ func mib(n int64) int64 { return n << 20 }
 
 // slogText is a logger writing text records to w.
 func slogText(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// jsonObject marshals v and decodes it as a JSON object: the keys a result really has.
+func jsonObject(t *testing.T, v any) (map[string]any, []byte) {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m, data
+}
