@@ -63,14 +63,29 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 	base := []string{"--no-pager", "--quiet", "--output=json", "--output-fields=MESSAGE,_SYSTEMD_INVOCATION_ID", "--all"}
 	match := "_SYSTEMD_UNIT=" + unit
 
-	// What is in the journal now: all of it, or its last TailLines lines.
-	args := append(slices.Clone(base), "--lines=all")
-	if !since.IsZero() {
-		args = append(args, "--since=@"+strconv.FormatInt(since.Unix()-1, 10))
-	}
-	var ring [][]byte
+	// from are the arguments that read on from the last entry seen (cursor), or from the run's
+	// start; follow streams new entries from there.
 	cursor := ""
-	err = r.journal(ctx, append(args, match), func(e journalEntry) error {
+	from := func(follow bool) []string {
+		args := slices.Clone(base)
+		if follow {
+			args = append(args, "--follow", "--lines=0")
+		}
+		if cursor != "" {
+			return append(args, "--after-cursor="+cursor)
+		}
+		if !since.IsZero() {
+			return append(args, "--lines=all", "--since=@"+strconv.FormatInt(since.Unix()-1, 10))
+		}
+		if !follow {
+			args = append(args, "--lines=all")
+		}
+		return args
+	}
+
+	// What is in the journal now: all of it, or its last TailLines lines.
+	var ring [][]byte
+	err = r.journal(ctx, append(from(false), match), func(e journalEntry) error {
 		cursor = e.Cursor
 		msg, ok := e.message()
 		if !ok || !filter.keep(e) {
@@ -114,19 +129,6 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 			}
 		}
 	}()
-	from := func(follow bool) []string {
-		args := slices.Clone(base)
-		if follow {
-			args = append(args, "--follow", "--lines=0")
-		}
-		if cursor != "" {
-			return append(args, "--after-cursor="+cursor)
-		}
-		if !since.IsZero() {
-			args = append(args, "--lines=all", "--since=@"+strconv.FormatInt(since.Unix()-1, 10))
-		}
-		return args
-	}
 	write := func(e journalEntry) error {
 		cursor = e.Cursor
 		msg, ok := e.message()
