@@ -369,19 +369,19 @@ func randomSuffix() string {
 func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
-		return fmt.Errorf("copy test binary: %w", err)
+		return fmt.Errorf("copy %s into the sandbox: %w", src, err)
 	}
 	defer in.Close()
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
 	if err != nil {
-		return fmt.Errorf("copy test binary: %w", err)
+		return fmt.Errorf("copy %s into the sandbox: %w", src, err)
 	}
 	if _, err := io.Copy(out, in); err != nil {
 		out.Close()
-		return fmt.Errorf("copy test binary to %s: %w", dst, err)
+		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
 	}
 	if err := out.Close(); err != nil {
-		return fmt.Errorf("copy test binary to %s: %w", dst, err)
+		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
 	}
 	return nil
 }
