@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -21,12 +22,7 @@ func (r *Runtime) StorageDirs(pod *v1.Pod) (volumes map[string]string, container
 	if slices.ValidateUID(string(pod.UID)) != nil {
 		return nil, nil, nil
 	}
-	volumes = map[string]string{}
-	for _, v := range pod.Spec.Volumes {
-		if v.EmptyDir != nil {
-			volumes[v.Name] = r.emptyDirPath(string(pod.UID), v.Name)
-		}
-	}
+	volumes = lifecycle.EmptyDirs(pod, func(name string) string { return r.emptyDirPath(string(pod.UID), name) })
 	logs := r.podLogDir(pod)
 	containers = map[string][]string{}
 	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {

@@ -9,6 +9,18 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
+// EmptyDirs maps the pod's emptyDir volumes by name to where the runtime keeps them (path of the
+// volume's name), for ephemeral-storage accounting.
+func EmptyDirs(pod *v1.Pod, path func(name string) string) map[string]string {
+	out := map[string]string{}
+	for _, v := range pod.Spec.Volumes {
+		if v.EmptyDir != nil {
+			out[v.Name] = path(v.Name)
+		}
+	}
+	return out
+}
+
 // PrepareVolumes makes the pod's volumes ready on the host and returns the host path of each
 // by name: emptyDir makes an emptyDir volume (the runtime decides where it lives and who owns
 // it) and returns its path; a hostPath volume is checked or created per its type

@@ -107,3 +107,14 @@ func TestPrepareVolumes(t *testing.T) {
 		})
 	}
 }
+
+func TestEmptyDirs(t *testing.T) {
+	pod := &v1.Pod{Spec: v1.PodSpec{Volumes: []v1.Volume{
+		{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/srv"}}},
+	}}}
+	got := EmptyDirs(pod, func(name string) string { return "/state/" + name })
+	if len(got) != 1 || got["scratch"] != "/state/scratch" {
+		t.Errorf("EmptyDirs = %v, want only scratch at /state/scratch", got)
+	}
+}

@@ -94,11 +94,6 @@ func (r *Runtime) StorageDirs(pod *v1.Pod) (volumes map[string]string, container
 	if slices.ValidateUID(uid) != nil {
 		return nil, nil, nil
 	}
-	volumes = map[string]string{}
-	for _, v := range pod.Spec.Volumes {
-		if v.EmptyDir != nil {
-			volumes[v.Name] = r.emptyDirPath(uid, v.Name)
-		}
-	}
+	volumes = lifecycle.EmptyDirs(pod, func(name string) string { return r.emptyDirPath(uid, name) })
 	return volumes, nil, nil
 }
