@@ -105,7 +105,13 @@ func reaction(t testing.TB, sd *units.Manager, root string, pollingOnly bool, na
 	if err != nil {
 		t.Fatal(err)
 	}
-	go m.Run(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { m.Run(ctx) })
+	// The loop logs through t: it must have returned before the test does.
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	<-firstCycle
 
 	exe, err := os.Executable()

@@ -12,7 +12,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/slicelet/slicelet/config"
 )
 
 // ResourcePID is the kubelet's internal "pid" resource (pkg/kubelet/stats/pidlimit): reservable
@@ -192,21 +191,22 @@ func CgroupConfig(rl v1.ResourceList, compressibleOnly bool) *ResourceConfig {
 	return &rc
 }
 
-// Enforcement keys of enforce_node_allocatable (the kubelet's enforceNodeAllocatable); the
-// names are config's, so the file, its validation and the enforcement agree.
+// Enforcement keys of enforce_node_allocatable (the kubelet's enforceNodeAllocatable,
+// pkg/kubelet/types/constants.go); config's values are these, so the file, its validation and
+// the enforcement agree.
 const (
 	// EnforceNone enforces nothing; it must be the only entry.
-	EnforceNone = config.EnforceNone
+	EnforceNone = "none"
 	// EnforcePods limits kubepods.slice to capacity − system_reserved − kube_reserved.
-	EnforcePods = config.EnforcePods
+	EnforcePods = "pods"
 	// EnforceSystemReserved limits the system-reserved cgroup to system_reserved.
-	EnforceSystemReserved = config.EnforceSystemReserved
+	EnforceSystemReserved = "system-reserved"
 	// EnforceSystemReservedCompressible limits it to the system_reserved CPU only.
-	EnforceSystemReservedCompressible = config.EnforceSystemReservedCompressible
+	EnforceSystemReservedCompressible = "system-reserved-compressible"
 	// EnforceKubeReserved limits the kube-reserved cgroup to kube_reserved.
-	EnforceKubeReserved = config.EnforceKubeReserved
+	EnforceKubeReserved = "kube-reserved"
 	// EnforceKubeReservedCompressible limits it to the kube_reserved CPU only.
-	EnforceKubeReservedCompressible = config.EnforceKubeReservedCompressible
+	EnforceKubeReservedCompressible = "kube-reserved-compressible"
 )
 
 // Enforcement is a parsed enforce_node_allocatable list.

@@ -8,16 +8,15 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 
-	"github.com/slicelet/slicelet/config"
 )
 
 // Memory reservation policies (kubelet memoryReservationPolicy, spec §1.1).
 const (
 	// MemoryReservationNone writes no memory.min/memory.low protection (explicit "0" resets on the
 	// QoS cgroups).
-	MemoryReservationNone = config.MemoryReservationNone
+	MemoryReservationNone = "None"
 	// MemoryReservationTiered writes memory.min for Guaranteed and memory.low for Burstable.
-	MemoryReservationTiered = config.MemoryReservationTieredReservation
+	MemoryReservationTiered = "TieredReservation"
 )
 
 // Unified (cgroup v2) keys slicelet writes through ResourceConfig.Unified.

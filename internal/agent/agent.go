@@ -85,7 +85,7 @@ func Run(ctx context.Context, o Options) error {
 
 	// Refuse an impossible reservation before touching systemd (the kubelet's
 	// validateNodeAllocatable), so a bad configuration creates nothing.
-	pre, err := slices.ManagerConfigFrom(cfg, capacity, units.ModeUnknown)
+	pre, err := cfg.SlicesConfig(capacity, false)
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func Run(ctx context.Context, o Options) error {
 	defer sd.Close()
 	log.Info("connected to systemd", "cgroup_mode", sd.Mode().String())
 
-	mcfg, err := slices.ManagerConfigFrom(cfg, capacity, sd.Mode())
+	mcfg, err := cfg.SlicesConfig(capacity, sd.Mode().V2())
 	if err != nil {
 		return err
 	}

@@ -66,7 +66,7 @@ func TestIntegrationEvictionEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	capacity.Memory = 400 << 20 // kubepods.slice's limit: capacity − reservations (none)
-	mcfg, err := slices.ManagerConfigFrom(cfg, capacity, sd.Mode())
+	mcfg, err := cfg.SlicesConfig(capacity, sd.Mode().V2())
 	if err != nil {
 		t.Fatal(err)
 	}
