@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/slicelet/slicelet/internal/procfs"
 )
 
 // ResourcePID is the kubelet's internal "pid" resource (pkg/kubelet/stats/pidlimit): reservable
@@ -312,19 +313,12 @@ func ReadCapacity(procRoot, sysRoot, ephemeralDir string) (Capacity, error) {
 	}
 	c.CPU = int64(n) * MilliCPUToCPU
 
-	if c.Memory, err = readMemTotal(filepath.Join(procRoot, "meminfo")); err != nil {
+	if c.Memory, err = procfs.MemTotal(procRoot); err != nil {
 		return c, err
 	}
-
-	pidMax, err := readInt(filepath.Join(procRoot, "sys/kernel/pid_max"))
-	if err != nil {
+	if c.Pids, err = procfs.PIDLimit(procRoot); err != nil {
 		return c, err
 	}
-	threadsMax, err := readInt(filepath.Join(procRoot, "sys/kernel/threads-max"))
-	if err != nil {
-		return c, err
-	}
-	c.Pids = min(pidMax, threadsMax)
 
 	if c.HugePages, err = readHugePages(filepath.Join(sysRoot, "kernel/mm/hugepages")); err != nil {
 		return c, err
@@ -362,30 +356,6 @@ func CountCPUList(list string) (int, error) {
 		n += b - a + 1
 	}
 	return n, nil
-}
-
-// readMemTotal returns MemTotal of a meminfo file in bytes.
-func readMemTotal(path string) (int64, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0, fmt.Errorf("meminfo: %w", err)
-	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		rest, ok := strings.CutPrefix(line, "MemTotal:")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("meminfo %s: MemTotal line %q: want \"<n> kB\"", path, line)
-		}
-		kb, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("meminfo %s: MemTotal: %w", path, err)
-		}
-		return kb * 1024, nil
-	}
-	return 0, fmt.Errorf("meminfo %s: no MemTotal line", path)
 }
 
 // readInt reads a file holding one decimal integer.
