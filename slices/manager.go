@@ -1,21 +1,17 @@
 package slices
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"path"
-	"path/filepath"
 	"reflect"
 	stdslices "slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -43,8 +39,10 @@ const (
 	// retried until it sticks (usage may exceed a new limit until evictions bring it down).
 	DefaultEnforceRetryInterval = time.Minute
 	// destroyKillRounds is how often Destroy kills what is left of a pod cgroup, as the
-	// kubelet's tryKillingCgroupProcesses does.
+	// kubelet's tryKillingCgroupProcesses does; each round waits up to destroyKillWait for the
+	// processes to exit (SIGKILL is asynchronous).
 	destroyKillRounds = 5
+	destroyKillWait   = time.Second
 	// qosSettleDelay is how long a requested QoS reconcile waits for more pod changes to join it.
 	// Pod slices are created at ≈2 ms each, so a burst of 100 settles in a few writes.
 	qosSettleDelay = 100 * time.Millisecond
@@ -63,9 +61,6 @@ type ManagerConfig struct {
 	// or a slice unit name ("system.slice"). They must exist; slicelet never creates them.
 	SystemReservedCgroup string
 	KubeReservedCgroup   string
-	// ProcRoot is where procfs is mounted ("/proc" when empty); leftover processes are checked
-	// there.
-	ProcRoot string
 	// ReconcileInterval and EnforceRetryInterval default to one minute.
 	ReconcileInterval    time.Duration
 	EnforceRetryInterval time.Duration
@@ -129,9 +124,6 @@ type Manager struct {
 func NewManager(sd Systemd, cg Cgroupfs, cfg ManagerConfig, log *slog.Logger) *Manager {
 	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = DefaultReconcileInterval
-	}
-	if cfg.ProcRoot == "" {
-		cfg.ProcRoot = "/proc"
 	}
 	if cfg.EnforceRetryInterval <= 0 {
 		cfg.EnforceRetryInterval = DefaultEnforceRetryInterval
@@ -679,66 +671,31 @@ func (m *Manager) destroySlice(ctx context.Context, unit, cgPath string) error {
 	return nil
 }
 
-// killLeftovers SIGKILLs what is left in the cgroup, up to destroyKillRounds rounds, as the
-// kubelet's tryKillingCgroupProcesses does; a process that is already gone counts as killed.
+// killLeftovers SIGKILLs what is left in the cgroup, up to destroyKillRounds rounds of
+// Cgroupfs.Kill (each waits up to destroyKillWait for the processes to exit), as the kubelet's
+// tryKillingCgroupProcesses does.
 func (m *Manager) killLeftovers(cgPath string) error {
 	// Never sweep anything but a pod slice: an empty or wrong path would name the root cgroup,
 	// and its processes are the whole machine.
 	if _, _, ok := ParsePodSliceName(path.Base(cgPath)); !ok || !strings.HasPrefix(cgPath, "/"+KubepodsSlice+"/") {
 		return fmt.Errorf("cgroup %q: not a pod slice, refusing to kill its processes", cgPath)
 	}
+	var left []int
 	var lastErr error
 	for round := range destroyKillRounds {
-		pids, err := m.livePids(cgPath)
-		if err != nil {
-			lastErr = err
-			continue
+		res, err := m.cg.Kill(cgPath, destroyKillWait)
+		if res.Signalled > 0 {
+			m.log.Info("killed processes left in a pod cgroup", "cgroup", cgPath, "pids", res.Signalled, "round", round+1)
 		}
-		if len(pids) == 0 {
+		left, lastErr = res.Left, err
+		if err == nil && len(left) == 0 {
 			return nil
 		}
-		var errs []error
-		for _, pid := range pids {
-			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-				errs = append(errs, fmt.Errorf("kill pid %d: %w", pid, err))
-			}
-		}
-		m.log.Info("killed processes left in a pod cgroup", "cgroup", cgPath, "pids", len(pids), "round", round+1)
-		lastErr = errors.Join(errs...)
-		// SIGKILL is asynchronous: give the kernel a moment to finish the exits before looking
-		// again.
-		time.Sleep(time.Duration(round+1) * 10 * time.Millisecond)
-	}
-	pids, _ := m.livePids(cgPath)
-	if len(pids) == 0 {
-		return nil
 	}
 	if lastErr != nil {
-		return fmt.Errorf("processes still in cgroup after %d kill rounds: %v: %w", destroyKillRounds, pids, lastErr)
+		return fmt.Errorf("processes still in cgroup after %d kill rounds: %v: %w", destroyKillRounds, left, lastErr)
 	}
-	return fmt.Errorf("processes still in cgroup after %d kill rounds: %v", destroyKillRounds, pids)
-}
-
-// livePids are the processes of the cgroup that are not zombies: a killed process stays listed
-// (cgroup v1) until its parent reaps it, and no signal can make it go any faster.
-func (m *Manager) livePids(cgPath string) ([]int, error) {
-	pids, err := m.cg.Pids(cgPath)
-	if err != nil {
-		return nil, err
-	}
-	live := pids[:0]
-	for _, pid := range pids {
-		stat, err := os.ReadFile(filepath.Join(m.cfg.ProcRoot, strconv.Itoa(pid), "stat"))
-		if err != nil {
-			continue // gone
-		}
-		// The state follows the parenthesised command name, which may contain spaces.
-		if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-			continue
-		}
-		live = append(live, pid)
-	}
-	return live, nil
+	return fmt.Errorf("processes still in cgroup after %d kill rounds: %v", destroyKillRounds, left)
 }
 
 // Orphans returns the pod slices that exist in systemd but belong to no pod the Manager knows,

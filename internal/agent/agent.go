@@ -105,7 +105,6 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	mcfg.ProcRoot = o.ProcRoot
 	mgr := slices.NewManager(sd, slices.NewCgroupFS(o.CgroupRoot), mcfg, log)
 	start := time.Now()
 	if err := mgr.Start(ctx); err != nil {

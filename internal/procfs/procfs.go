@@ -1,5 +1,5 @@
-// Package procfs is slicelet's /proc adapter: the few kernel facts the node's capacity, the
-// eviction signals and the pod slice teardown read, parsed by github.com/prometheus/procfs (the
+// Package procfs is slicelet's /proc adapter: the few kernel facts the node's capacity and the
+// eviction signals read, parsed by github.com/prometheus/procfs (the
 // parser node_exporter uses) under an injected procfs root, with errors that name the file.
 //
 // A file or value the kernel does not provide is an error wrapping fs.ErrNotExist (a missing
@@ -111,23 +111,4 @@ func Tasks(root string) (int64, error) {
 		return 0, fmt.Errorf("%s: field %q is not running/total", path, fields[3])
 	}
 	return tasks, nil
-}
-
-// Zombie reports whether process pid has exited and waits for its parent to reap it (state Z
-// in root/<pid>/stat): it stays listed in its cgroup (cgroup v1) and no signal can remove it.
-// A process that is gone is an error wrapping fs.ErrNotExist.
-func Zombie(root string, pid int) (bool, error) {
-	p, err := open(root, strconv.Itoa(pid))
-	if err != nil {
-		return false, err
-	}
-	proc, err := p.Proc(pid)
-	if err != nil {
-		return false, err
-	}
-	st, err := proc.Stat()
-	if err != nil {
-		return false, fmt.Errorf("process %d: %w", pid, err)
-	}
-	return st.State == "Z", nil
 }

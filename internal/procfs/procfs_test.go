@@ -123,22 +123,3 @@ func TestTasks(t *testing.T) {
 		}
 	}
 }
-
-func TestZombie(t *testing.T) {
-	root := writeTree(t, map[string]string{
-		"10/stat": "10 (sleep) S 1 10 10 0 -1 4194560 91 0 0 0 0 0 0 0 20 0 1 0 1234 8192 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
-		"11/stat": "11 (a (weird) name) Z 1 11 11 0 -1 4194560 91 0 0 0 0 0 0 0 20 0 1 0 1234 8192 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
-	})
-	for pid, want := range map[int]bool{10: false, 11: true} {
-		if got, err := Zombie(root, pid); err != nil || got != want {
-			t.Errorf("Zombie(%d) = %v, %v; want %v", pid, got, err, want)
-		}
-	}
-	if _, err := Zombie(root, 12); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("Zombie(gone) error = %v, want ErrNotExist", err)
-	}
-	// The test's own process on the real /proc is alive.
-	if z, err := Zombie("/proc", os.Getpid()); err != nil || z {
-		t.Errorf("Zombie(self) = %v, %v", z, err)
-	}
-}
