@@ -7,7 +7,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
-
 )
 
 // Memory reservation policies (kubelet memoryReservationPolicy, spec §1.1).
