@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -199,6 +201,8 @@ type UsagePoller struct {
 	Interval time.Duration
 	// Log receives state changes.
 	Log *slog.Logger
+	// Clock runs the read interval; clock.RealClock when nil.
+	Clock clock.WithTicker
 
 	rearmOnce sync.Once
 	rearm     chan struct{}
@@ -250,13 +254,17 @@ func (u *UsagePoller) Run(ctx context.Context, wake func()) error {
 		return fmt.Errorf("usage poller: no memory signal readable: %w", ErrUnavailable)
 	}
 	u.Log.Info("memory usage poller started", "interval", interval, "targets", len(u.Targets))
-	t := time.NewTicker(interval)
+	clk := u.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	t := clk.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 			check()
 		case <-u.rearmCh():
 			check()

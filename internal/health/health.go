@@ -107,7 +107,7 @@ type WarnableState struct {
 	// Failures counts failures in a row; FailuresToUnhealthy is the warnable's threshold.
 	Failures            int `json:"failures,omitempty"`
 	FailuresToUnhealthy int `json:"failuresToUnhealthy,omitempty"`
-	// Expires is the end of the lease of the last Renew; zero without one.
+	// Expires is the last instant the lease of the last Renew is valid; zero without one.
 	Expires time.Time `json:"expires,omitzero"`
 	// Transitions counts status changes between Healthy and Unhealthy since the start.
 	Transitions int `json:"transitions"`
@@ -278,8 +278,8 @@ func (t *Tracker) Set(w *Warnable, err error) {
 	t.SetUnhealthy(w, err.Error())
 }
 
-// Renew reports w healthy until validFor from now: unless renewed (or reported) again by then,
-// it turns unhealthy on its own, with a message saying since when nothing was heard. It is how
+// Renew reports w healthy until validFor from now (inclusive): unless renewed (or reported)
+// again by then, it turns unhealthy right after, with a message saying since when nothing was heard. It is how
 // a loop reports that it is alive.
 func (t *Tracker) Renew(w *Warnable, validFor time.Duration) { t.report(w, nil, "", validFor) }
 
@@ -314,7 +314,7 @@ func (t *Tracker) report(w *Warnable, failure *string, note string, lease time.D
 			s.expires = now.Add(lease)
 			// In a goroutine of its own: a fake clock runs the callback while holding its
 			// lock, and expire asks it for the time.
-			s.timer = t.clock.AfterFunc(lease, func() { go t.expire(w) })
+			s.timer = t.clock.AfterFunc(lease+time.Nanosecond, func() { go t.expire(w) })
 		}
 	}
 	t.transitionLocked(w, s, next, now)
@@ -330,7 +330,7 @@ func (t *Tracker) expire(w *Warnable) {
 // expireLocked applies an expired lease; readers call it too, so a read never shows a lease
 // that ran out as healthy even before the timer's callback ran.
 func (t *Tracker) expireLocked(w *Warnable, s *state, now time.Time) {
-	if s == nil || s.expires.IsZero() || now.Before(s.expires) {
+	if s == nil || s.expires.IsZero() || !now.After(s.expires) {
 		return
 	}
 	s.message = fmt.Sprintf("no report since %s (expected within %s)",

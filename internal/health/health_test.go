@@ -127,9 +127,13 @@ func TestRenewExpires(t *testing.T) {
 	if !tr.Get(loop).Healthy() {
 		t.Fatal("unhealthy within a renewed lease")
 	}
-	clk.Step(30 * time.Second) // +119s: the timer fires
+	clk.Step(30 * time.Second) // +119s: the lease's last instant
+	if !tr.Get(loop).Healthy() {
+		t.Fatal("unhealthy at the last instant of the lease")
+	}
+	clk.Step(time.Second) // the timer fires
 	ws := tr.Get(loop)
-	if ws.Status != StatusUnhealthy || !ws.Since.Equal(t0.Add(119*time.Second)) ||
+	if ws.Status != StatusUnhealthy || !ws.Since.Equal(t0.Add(120*time.Second)) ||
 		ws.Message != "no report since 2030-01-02T03:05:04Z (expected within 1m0s)" {
 		t.Errorf("after the lease: %+v", ws)
 	}
