@@ -15,7 +15,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
+	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -64,6 +66,10 @@ type ManagerConfig struct {
 	// ReconcileInterval and EnforceRetryInterval default to one minute.
 	ReconcileInterval    time.Duration
 	EnforceRetryInterval time.Duration
+	// Clock runs Run's tickers and timers; clock.RealClock when nil.
+	Clock clock.WithTicker
+	// Health receives node allocatable enforcement and QoS reconcile failures; nil for none.
+	Health *health.Tracker
 }
 
 // PodSlice is what the Manager knows about one pod's slice.
@@ -99,10 +105,12 @@ type Orphan struct {
 //
 // Methods are safe for concurrent use.
 type Manager struct {
-	sd  Systemd
-	cg  Cgroupfs
-	cfg ManagerConfig
-	log *slog.Logger
+	sd     Systemd
+	cg     Cgroupfs
+	cfg    ManagerConfig
+	log    *slog.Logger
+	clock  clock.WithTicker
+	health *health.Tracker
 
 	mode units.Mode
 	// hugetlb is whether the hugetlb controller is usable; pageSizes are the host's sizes.
@@ -128,6 +136,9 @@ func NewManager(sd Systemd, cg Cgroupfs, cfg ManagerConfig, log *slog.Logger) *M
 	if cfg.EnforceRetryInterval <= 0 {
 		cfg.EnforceRetryInterval = DefaultEnforceRetryInterval
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -136,11 +147,14 @@ func NewManager(sd Systemd, cg Cgroupfs, cfg ManagerConfig, log *slog.Logger) *M
 		cg:      cg,
 		cfg:     cfg,
 		log:     log,
+		clock:   cfg.Clock,
+		health:  cfg.Health,
 		mode:    sd.Mode(),
 		pods:    map[string]*PodSlice{},
 		written: map[string][]units.Property{},
 		kick:    make(chan struct{}, 1),
 	}
+	m.health.Register(EnforcementWarnable, QoSReconcileWarnable)
 	m.hugetlb = cg.HasController("hugetlb")
 	if m.hugetlb {
 		m.pageSizes = cfg.Capacity.PageSizes()
@@ -190,11 +204,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := m.startSlice(ctx, KubepodsSlice, QOSSliceDescription(v1.PodQOSGuaranteed), RootSlice, kubepods); err != nil {
 		return err
 	}
-	if err := m.checkEnforced(kubepods); err != nil {
-		m.log.Warn("node allocatable not enforced yet, retrying", "slice", KubepodsSlice, "error", err, "retry_in", m.cfg.EnforceRetryInterval)
-	} else {
-		m.setEnforced(true)
-	}
+	m.reportEnforced(m.checkEnforced(kubepods))
 
 	qos := QOSConfigs(nil, m.qosOptions())
 	for _, s := range []struct {
@@ -366,10 +376,17 @@ func (m *Manager) checkEnforced(rc ResourceConfig) error {
 	return nil
 }
 
-func (m *Manager) setEnforced(v bool) {
+// reportEnforced records the outcome of enforcing node allocatable on kubepods.slice: Run
+// retries until it holds, and the health tracker shows it (and logs each change).
+func (m *Manager) reportEnforced(err error) {
 	m.mu.Lock()
-	m.enforced = v
+	m.enforced = err == nil
 	m.mu.Unlock()
+	if err != nil {
+		m.health.SetUnhealthy(EnforcementWarnable, fmt.Sprintf("%s: %v (retrying every %s)", KubepodsSlice, err, m.cfg.EnforceRetryInterval))
+		return
+	}
+	m.health.SetHealthy(EnforcementWarnable)
 }
 
 // Enforced reports whether kubepods.slice verifiably holds its node allocatable limits.
@@ -393,54 +410,33 @@ func (m *Manager) enforce(ctx context.Context) error {
 // ReconcileInterval, and node allocatable enforcement retried every EnforceRetryInterval until
 // it holds. Errors are logged when their state changes, not every time.
 func (m *Manager) Run(ctx context.Context) {
-	reconcile := time.NewTicker(m.cfg.ReconcileInterval)
+	reconcile := m.clock.NewTicker(m.cfg.ReconcileInterval)
 	defer reconcile.Stop()
-	retry := time.NewTicker(m.cfg.EnforceRetryInterval)
+	retry := m.clock.NewTicker(m.cfg.EnforceRetryInterval)
 	defer retry.Stop()
-	var lastQoSErr, lastEnforceErr string
 	// pending is the settle timer of a requested QoS reconcile: requests arriving while it runs
 	// join it, so a burst of pods costs one write per QoS slice.
 	var pending <-chan time.Time
-	report := func(last *string, what string, err error) {
-		msg := ""
-		if err != nil {
-			msg = err.Error()
-		}
-		if msg == *last {
-			return
-		}
-		*last = msg
-		if err != nil {
-			m.log.Warn(what+" failed", "error", err)
-		} else {
-			m.log.Info(what + " succeeded")
-		}
-	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.kick:
 			if pending == nil {
-				pending = time.After(qosSettleDelay)
+				pending = m.clock.After(qosSettleDelay)
 			}
 		case <-pending:
 			pending = nil
-			report(&lastQoSErr, "qos reconcile", m.updateQoS(ctx, false))
-		case <-reconcile.C:
+			m.health.Set(QoSReconcileWarnable, m.updateQoS(ctx, false))
+		case <-reconcile.C():
 			// The periodic reconcile rewrites everything, repairing drift made behind our back.
-			report(&lastQoSErr, "qos reconcile", m.updateQoS(ctx, true))
-		case <-retry.C:
+			m.health.Set(QoSReconcileWarnable, m.updateQoS(ctx, true))
+		case <-retry.C():
 			if m.Enforced() {
 				continue
 			}
 			err := m.enforce(ctx)
-			if err == nil {
-				m.setEnforced(true)
-				m.log.Info("node allocatable enforced", "slice", KubepodsSlice)
-				continue
-			}
-			report(&lastEnforceErr, "node allocatable enforcement", err)
+			m.reportEnforced(err)
 		}
 	}
 }
