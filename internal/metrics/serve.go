@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/unixsock"
 )
 
@@ -44,7 +45,7 @@ func ParseAddress(address string) (network, addr string, err error) {
 }
 
 // Handler serves /metrics (the registry in the Prometheus text or OpenMetrics format, as the
-// scraper asks), /healthz and /readyz (HealthHandler on the health tracker). Gathering errors are logged to log and the rest of the
+// scraper asks), /healthz and /readyz (health.Handler). Gathering errors are logged to log and the rest of the
 // metrics still served.
 func (m *Metrics) Handler(log *slog.Logger) http.Handler {
 	if log == nil {
@@ -60,8 +61,8 @@ func (m *Metrics) Handler(log *slog.Logger) http.Handler {
 		Timeout:             10 * time.Second,
 		EnableOpenMetrics:   true,
 	}))
-	mux.Handle("GET /healthz", HealthHandler(m.health, false))
-	mux.Handle("GET /readyz", HealthHandler(m.health, true))
+	mux.Handle("GET /healthz", health.Handler(m.health, false))
+	mux.Handle("GET /readyz", health.Handler(m.health, true))
 	return mux
 }
 
