@@ -52,4 +52,3 @@ func TestDetectModeReal(t *testing.T) {
 	}
 	t.Logf("this machine: %v", m)
 }
-
