@@ -16,7 +16,7 @@ import (
 	"github.com/slicelet/slicelet/internal/health"
 )
 
-// Timing of the eviction manager (kubelet.md §3.4).
+// Timing of the eviction manager (pkg/kubelet/eviction/eviction_manager.go).
 const (
 	// DefaultMonitoringInterval is the kubelet's housekeeping interval for eviction (10 s).
 	DefaultMonitoringInterval = 10 * time.Second
@@ -236,7 +236,8 @@ func (m *Manager) PodsChanged() {
 	}
 }
 
-// Run runs the loop until ctx ends (kubelet.md §3.4): a cycle every monitoring interval, at
+// Run runs the loop until ctx ends, as the kubelet's eviction manager does
+// (pkg/kubelet/eviction/eviction_manager.go, Start): a cycle every monitoring interval, at
 // once on every pressure event, and at once after PodsChanged (re-arming the notifiers first);
 // after an eviction, no sleep: wait for the pod's cleanup (≤ PodCleanupTimeout, polled every
 // PodCleanupPoll), then the next cycle.

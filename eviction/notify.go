@@ -157,7 +157,8 @@ type MemcgThresholdNotifier struct {
 func (n *MemcgThresholdNotifier) Name() string { return "memcg_threshold" }
 
 // UsageThreshold is the memory usage at which target's threshold is met: capacity − threshold
-// quantity + inactive_file (kubelet.md §3.8), from the cgroup's current numbers. ok is false
+// quantity + inactive_file (the kubelet's memory threshold notifier,
+// pkg/kubelet/eviction/memory_threshold_notifier.go), from the cgroup's current numbers. ok is false
 // when the threshold cannot be expressed (no observation, or a threshold above capacity).
 func (n *MemcgThresholdNotifier) UsageThreshold(target ThresholdTarget, now time.Time) (int64, bool, error) {
 	s := n.Sources

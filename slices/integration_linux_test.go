@@ -393,7 +393,8 @@ func TestIntegrationSystemctlSeesTree(t *testing.T) {
 
 // TestIntegrationMemoryQoSTiers: with memory_reservation_policy TieredReservation on cgroup v2,
 // Guaranteed pods get memory.min, Burstable pods memory.low, kubepods.slice memory.min = G + B
-// and the Burstable slice memory.low = B (spec §1.4, §1.6). On cgroup v1 there is no memory QoS:
+// and the Burstable slice memory.low = B (pkg/kubelet/cm/qos_container_manager_linux.go,
+// setMemoryQoS; helpers_linux.go, ResourceConfigForPod). On cgroup v1 there is no memory QoS:
 // nothing is written.
 func TestIntegrationMemoryQoSTiers(t *testing.T) {
 	it := newIT(t)

@@ -32,7 +32,8 @@ type Systemd interface {
 	Properties(ctx context.Context, name string) (units.UnitInfo, error)
 }
 
-// Intervals of the kubelet's container manager (spec §8).
+// Intervals of the kubelet's container manager (pkg/kubelet/cm/qos_container_manager_linux.go,
+// periodicQOSCgroupUpdateInterval).
 const (
 	// DefaultReconcileInterval is periodicQOSCgroupUpdateInterval: the QoS slices are recomputed
 	// from the active pods this often even when nothing changed.

@@ -18,7 +18,8 @@ const (
 	DriverSystemd = "systemd"
 )
 
-// Names of the kubepods hierarchy (spec §1.2, §1.5).
+// Names of the kubepods hierarchy (pkg/kubelet/cm/qos_container_manager_linux.go,
+// pod_container_manager_linux.go).
 const (
 	// NodeAllocatableCgroupName is the kubelet's defaultNodeAllocatableCgroupName.
 	NodeAllocatableCgroupName = "kubepods"

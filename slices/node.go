@@ -95,7 +95,8 @@ func SumResources(lists ...v1.ResourceList) v1.ResourceList {
 	return out
 }
 
-// NodeAllocatable is the allocatable the kubelet reports to the scheduler (spec §1.3a):
+// NodeAllocatable is the allocatable the kubelet reports to the scheduler
+// (capacity − GetNodeAllocatableReservation, pkg/kubelet/cm/node_container_manager_linux.go):
 // capacity − (systemReserved + kubeReserved + hardEvictionReservation) per resource, clamped at
 // 0, and then the hugepage capacity subtracted from memory (clamped at 0). hardEviction is the
 // memory and ephemeral-storage amount of the hard memory.available and nodefs.available
@@ -124,8 +125,8 @@ func NodeAllocatable(capacity Capacity, systemReserved, kubeReserved, hardEvicti
 	return out
 }
 
-// KubepodsLimits is what kubepods.slice is limited to (spec §1.3b, the kubelet's
-// getNodeAllocatableInternalAbsolute): internal capacity (pid included) − systemReserved −
+// KubepodsLimits is what kubepods.slice is limited to (the kubelet's
+// getNodeAllocatableInternalAbsolute, pkg/kubelet/cm/node_container_manager_linux.go): internal capacity (pid included) − systemReserved −
 // kubeReserved per resource, clamped at 0. Eviction thresholds are NOT subtracted (pods may use
 // memory down to the threshold; eviction guards the gap) and hugepages are not taken from memory.
 func KubepodsLimits(capacity Capacity, systemReserved, kubeReserved v1.ResourceList) v1.ResourceList {
