@@ -89,32 +89,36 @@ func planMounts(o Options, stat func(string) (fs.FileInfo, error)) (mountPlan, e
 		}
 	}
 
-	for _, f := range o.FileBinds {
-		if err := checkFileBind(f, stat); err != nil {
-			return mountPlan{}, err
-		}
-		plan.files = append(plan.files, f)
+	files, err := checkedSorted(o.FileBinds, "sandbox file bind", func(f FileBind) string { return f.Target },
+		func(f FileBind) error { return checkFileBind(f, stat) })
+	if err != nil {
+		return mountPlan{}, err
 	}
-	slices.SortStableFunc(plan.files, func(a, b FileBind) int { return cmp.Compare(a.Target, b.Target) })
-	for n := 1; n < len(plan.files); n++ {
-		if plan.files[n].Target == plan.files[n-1].Target {
-			return mountPlan{}, fmt.Errorf("sandbox file bind %q: given twice", plan.files[n].Target)
-		}
+	links, err := checkedSorted(o.Symlinks, "sandbox symlink", func(l Symlink) string { return l.Path }, checkSymlink)
+	if err != nil {
+		return mountPlan{}, err
 	}
-
-	for _, l := range o.Symlinks {
-		if err := checkSymlink(l); err != nil {
-			return mountPlan{}, err
-		}
-		plan.links = append(plan.links, l)
-	}
-	slices.SortStableFunc(plan.links, func(a, b Symlink) int { return cmp.Compare(a.Path, b.Path) })
-	for n := 1; n < len(plan.links); n++ {
-		if plan.links[n].Path == plan.links[n-1].Path {
-			return mountPlan{}, fmt.Errorf("sandbox symlink %q: given twice", plan.links[n].Path)
-		}
-	}
+	plan.files, plan.links = files, links
 	return plan, nil
+}
+
+// checkedSorted checks every element of xs and returns them sorted by key, refusing a key given
+// twice (what names the kind of element in the error).
+func checkedSorted[T any](xs []T, what string, key func(T) string, check func(T) error) ([]T, error) {
+	var out []T
+	for _, x := range xs {
+		if err := check(x); err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	slices.SortStableFunc(out, func(a, b T) int { return cmp.Compare(key(a), key(b)) })
+	for n := 1; n < len(out); n++ {
+		if key(out[n]) == key(out[n-1]) {
+			return nil, fmt.Errorf("%s %q: given twice", what, key(out[n]))
+		}
+	}
+	return out, nil
 }
 
 // coveredByNearest reports whether b is redundant after the binds kept so far (sorted by

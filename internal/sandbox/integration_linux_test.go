@@ -521,13 +521,7 @@ func TestExtraBindFileAndRejectedPaths(t *testing.T) {
 func TestBindsFilesAndSymlinks(t *testing.T) {
 	requireSandbox(t)
 	sysctls := []string{"/proc/sys/vm/overcommit_memory", "/proc/sys/kernel/panic", "/proc/sys/kernel/panic_on_oops"}
-	for _, tc := range []struct {
-		name    string
-		overlay bool
-	}{
-		{"read-only root", false},
-		{"overlay root", true},
-	} {
+	for _, tc := range rootModes {
 		t.Run(tc.name, func(t *testing.T) {
 			before := snapshotHost(t)
 			mountsBefore := hostMountinfoLines(t)
