@@ -301,22 +301,15 @@ func (d *daemon) runSource(ctx context.Context, what string, w *health.Warnable,
 
 // statusLoop refreshes STATUS= every few seconds so `systemctl status slicelet` stays current.
 func statusLoop(ctx context.Context, clk clock.WithTicker, status func() string, log *slog.Logger) {
-	t := clk.NewTicker(5 * time.Second)
-	defer t.Stop()
 	last := ""
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			if s := status(); s != last {
-				last = s
-				if _, err := units.Notify(s); err != nil {
-					log.Debug("sd_notify status failed", "error", err)
-				}
+	every(ctx, clk, 5*time.Second, func() {
+		if s := status(); s != last {
+			last = s
+			if _, err := units.Notify(s); err != nil {
+				log.Debug("sd_notify status failed", "error", err)
 			}
 		}
-	}
+	})
 }
 
 // status is the STATUS= line: pods by phase, node allocatable, pressure and evictions, and

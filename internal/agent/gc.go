@@ -165,14 +165,5 @@ const imageDetectPeriod = 5 * time.Minute
 // to the health tracker (which logs a failure once, when it begins, and the recovery).
 func detectLoop(ctx context.Context, clk clock.WithTicker, period time.Duration, detect func(context.Context) error, tr *health.Tracker) {
 	tr.Register(imageDetectionWarnable)
-	t := clk.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			tr.Set(imageDetectionWarnable, detect(ctx))
-		}
-	}
+	every(ctx, clk, period, func() { tr.Set(imageDetectionWarnable, detect(ctx)) })
 }

@@ -123,16 +123,23 @@ func newMonitor(d *daemon, watchdog time.Duration, notify func(string) (bool, er
 
 // run probes (and pings) every interval until ctx ends.
 func (m *monitor) run(ctx context.Context) {
-	t := m.clock.NewTicker(m.interval)
+	every(ctx, m.clock, m.interval, func() {
+		m.probe(ctx)
+		m.ping()
+	})
+}
+
+// every runs f every period, the first time one period from now, until ctx ends.
+func every(ctx context.Context, clk clock.WithTicker, period time.Duration, f func()) {
+	t := clk.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+			f()
 		}
-		m.probe(ctx)
-		m.ping()
 	}
 }
 
