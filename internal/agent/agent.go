@@ -266,7 +266,6 @@ func (d *daemon) run(ctx context.Context) error {
 	// GC still runs for eviction and on `slicectl gc` without its timers; only the schedule
 	// is missing.
 	d.health.Set(gcTimersWarnable, err)
-	mon.probe(runCtx) // systemd and the runtime are known before READY=1
 	if _, err := units.Notify(units.NotifyReady + "\n" + d.status()); err != nil {
 		log.Warn("sd_notify failed", "error", err)
 	}

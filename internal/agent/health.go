@@ -121,8 +121,9 @@ func newMonitor(d *daemon, watchdog time.Duration, notify func(string) (bool, er
 	return m
 }
 
-// run probes (and pings) every interval until ctx ends.
+// run probes at once, then probes and pings every interval until ctx ends.
 func (m *monitor) run(ctx context.Context) {
+	m.probe(ctx)
 	every(ctx, m.clock, m.interval, func() {
 		m.probe(ctx)
 		m.ping()

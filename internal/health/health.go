@@ -203,6 +203,26 @@ type Tracker struct {
 	order  []*Warnable
 	states map[*Warnable]*state
 	codes  map[string]*Warnable
+	// pending are the transition records to log once mu is released (unlock): a logger that
+	// blocks (journald under load) must not hold up the tracker's readers.
+	pending []logRecord
+}
+
+// logRecord is one transition to log.
+type logRecord struct {
+	level slog.Level
+	msg   string
+	attrs []any
+}
+
+// unlock releases mu and then logs the transitions recorded while it was held.
+func (t *Tracker) unlock() {
+	recs := t.pending
+	t.pending = nil
+	t.mu.Unlock()
+	for _, r := range recs {
+		t.log.Log(context.Background(), r.level, r.msg, r.attrs...)
+	}
 }
 
 // state is what the Tracker keeps per Warnable.
@@ -289,7 +309,7 @@ func (t *Tracker) report(w *Warnable, failure *string, note string, lease time.D
 		return
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	now := t.clock.Now()
 	s := t.registerLocked(w)
 	s.lastReport = now
@@ -323,7 +343,7 @@ func (t *Tracker) report(w *Warnable, failure *string, note string, lease time.D
 // expire turns a warnable whose lease ran out unhealthy (the timer's callback).
 func (t *Tracker) expire(w *Warnable) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	t.expireLocked(w, t.states[w], t.clock.Now())
 }
 
@@ -340,8 +360,8 @@ func (t *Tracker) expireLocked(w *Warnable, s *state, now time.Time) {
 	t.transitionLocked(w, s, StatusUnhealthy, now)
 }
 
-// transitionLocked moves s to next, logging and counting a change between healthy and
-// unhealthy. The first report of a healthy warnable is no transition and is not logged.
+// transitionLocked moves s to next, counting a change between healthy and unhealthy and
+// recording it for the log (unlock writes it). The first report of a healthy warnable is no transition and is not logged.
 func (t *Tracker) transitionLocked(w *Warnable, s *state, next Status, now time.Time) {
 	prev := s.status
 	if prev == next {
@@ -366,13 +386,13 @@ func (t *Tracker) transitionLocked(w *Warnable, s *state, next Status, now time.
 		if w.Severity == SeverityCritical {
 			level = slog.LevelError
 		}
-		t.log.Log(context.Background(), level, w.Title+" unhealthy", attrs...)
+		t.pending = append(t.pending, logRecord{level, w.Title + " unhealthy", attrs})
 		return
 	}
 	if w.Condition != nil {
 		attrs = append(attrs, "condition", w.Condition.Type, "status", "False")
 	}
-	t.log.Info(w.Title+" healthy again", attrs...)
+	t.pending = append(t.pending, logRecord{slog.LevelInfo, w.Title + " healthy again", attrs})
 }
 
 // Get returns the state of w now (StatusUnknown for a warnable never reported or registered).
@@ -381,7 +401,7 @@ func (t *Tracker) Get(w *Warnable) WarnableState {
 		return stateOf(w, &state{status: StatusUnknown})
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	s, ok := t.states[w]
 	if !ok {
 		return stateOf(w, &state{status: StatusUnknown})
@@ -396,7 +416,7 @@ func (t *Tracker) State() State {
 		return State{}
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	now := t.clock.Now()
 	out := State{At: now, Warnables: make([]WarnableState, 0, len(t.order))}
 	for _, w := range t.order {
