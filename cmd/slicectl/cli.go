@@ -38,7 +38,7 @@ Usage:
   slicectl get pods [NAME ...] [-o wide|json|yaml|name] [-A]
   slicectl get pod NAME [-o wide|json|yaml|name]
   slicectl describe pod NAME
-  slicectl apply -f FILE [-f FILE ...]      FILE: YAML (multi-document) or JSON manifest, or a directory
+  slicectl apply -f FILE [-f FILE ...] [--dry-run=server]   FILE: YAML (multi-document) or JSON manifest, or a directory
   slicectl delete pod NAME [NAME ...]
   slicectl logs NAME [-c CONTAINER] [-f] [--previous] [--tail N]
   slicectl node [-o json|yaml]
@@ -112,7 +112,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // exit reports err and maps it to an exit code.
 func (c *cli) exit(err error) int {
-	var status *api.StatusError
 	var perm *api.SocketPermissionError
 	switch {
 	case err == nil:
@@ -132,7 +131,7 @@ func (c *cli) exit(err error) int {
 	switch {
 	case errors.Is(err, api.ErrDaemonDown):
 		return exitDaemonDown
-	case errors.As(err, &perm), errors.As(err, &status) && status.Code == 403:
+	case errors.As(err, &perm), isPeerRefused(err):
 		return exitPermission
 	default:
 		return exitFailure

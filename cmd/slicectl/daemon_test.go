@@ -174,6 +174,7 @@ func TestApplyAndDelete(t *testing.T) {
 	writeFile(t, manifests, "d2.json", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"d2"},"spec":{"containers":[{"name":"app"}]}}`)
 	writeFile(t, manifests, "README", "not a manifest")
 	empty := writeFile(t, dir, "empty.yaml", "# nothing\n")
+	hostnet := writeFile(t, dir, "hostnet.yaml", strings.Replace(pod("hostnet", "1Mi"), "spec:\n", "spec:\n  hostNetwork: true\n  hostPID: true\n", 1)+"---\n"+pod("e", "1Mi"))
 
 	runCases(t, sock, []cliCase{
 		{name: "multi-document with failures", args: []string{"apply", "-f", multi}, code: exitFailure,
@@ -193,6 +194,16 @@ func TestApplyAndDelete(t *testing.T) {
 			code: exitFailure, errOut: []string{`ns.yaml: the manifest's namespace "other" does not match -n "team"`}},
 		{name: "get in namespace", args: []string{"get", "pods", "-n", "team", "-o", "name"}, golden: true, out: []string{"pod/a\n"}},
 		{name: "get after apply", args: []string{"get", "pods", "a", "d2", "-o", "name"}, golden: true, out: []string{"pod/a\npod/d2\n"}},
+
+		{name: "pod security refuses, the next document still applies", args: []string{"apply", "-f", hostnet}, code: exitFailure,
+			out:    []string{"pod/e created\n"},
+			errOut: []string{"slicectl: " + hostnet + `: document 0: pods "hostnet" is forbidden: violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true, hostPID=true)` + "\n"}},
+		{name: "dry run", args: []string{"apply", "-f", writeFile(t, dir, "dry.yaml", pod("dry", "1Mi")), "--dry-run=server"}, golden: true,
+			out: []string{"pod/dry created (server dry run)\n"}},
+		{name: "dry run stored nothing", args: []string{"get", "pod", "dry"}, code: exitFailure, errOut: []string{`pod "default/dry": not found`}},
+		{name: "dry run of a refused pod", args: []string{"apply", "-f", hostnet, "--dry-run", "server"}, code: exitFailure,
+			out: []string{"pod/e unchanged (server dry run)\n"}, errOut: []string{`pods "hostnet" is forbidden: violates PodSecurity`}},
+		{name: "client dry run", args: []string{"apply", "-f", single, "--dry-run=client"}, code: exitUsage, errOut: []string{"use --dry-run=server"}},
 
 		{name: "delete", args: []string{"delete", "pod", "a", "d1"}, golden: true, out: []string{"pod \"a\" deleted\npod \"d1\" deleted\n"}},
 		{name: "delete again", args: []string{"delete", "pod", "a"}, code: exitFailure, errOut: []string{`slicectl: pod "default/a": not found`}},

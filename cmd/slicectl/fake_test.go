@@ -21,6 +21,7 @@ import (
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -60,7 +61,8 @@ func (f *fakeDaemon) GetPod(_ context.Context, ns, name string) (v1.Pod, error) 
 	return p, nil
 }
 
-func (f *fakeDaemon) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, error) {
+// ApplyPod refuses what Pod Security baseline refuses (the daemon's default API level).
+func (f *fakeDaemon) ApplyPod(_ context.Context, manifest []byte, dryRun bool) (v1.Pod, error) {
 	pod, err := slices.DecodePod(manifest)
 	if err != nil {
 		return v1.Pod{}, &api.InvalidError{Problems: []string{err.Error()}}
@@ -74,6 +76,10 @@ func (f *fakeDaemon) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, error
 			ie.Problems = append(ie.Problems, e.Error())
 		}
 		return v1.Pod{}, ie
+	}
+	baseline, _ := admission.ParsePodSecurity("baseline", "latest")
+	if d := admission.CheckPodSecurity(pod, baseline); !d.Admit {
+		return v1.Pod{}, api.PodForbidden(pod.Name, d.Message)
 	}
 	uid, _ := slices.PodUID(pod, "api")
 	pod.UID = types.UID(uid)
@@ -89,7 +95,9 @@ func (f *fakeDaemon) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, error
 			return old, nil
 		}
 	}
-	f.pods[key] = *pod
+	if !dryRun {
+		f.pods[key] = *pod
+	}
 	return *pod, nil
 }
 

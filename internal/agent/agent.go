@@ -126,10 +126,18 @@ func Run(ctx context.Context, o Options) error {
 	if c, ok := rt.(io.Closer); ok {
 		defer c.Close()
 	}
+	security, err := podSecurity(cfg)
+	if err != nil {
+		return err
+	}
+	if security[pods.SourceAPI].AllowsRoot() {
+		log.Info("members of the api socket's group can run pods as root on this node: membership is root-equivalent",
+			"api_group", cfg.API.Group, "pod_security", security[pods.SourceAPI].String())
+	}
 	// The eviction manager starts after the controller it evicts through; admission reads its
 	// node conditions once it exists.
 	var evm atomic.Pointer[eviction.Manager]
-	admitter := admission.Admitter{Node: func() admission.NodeState {
+	admitter := admission.Admitter{PodSecurity: security, Node: func() admission.NodeState {
 		n := admission.NodeState{Allocatable: admission.WithMaxPods(alloc, cfg.Node.MaxPods), PriorityClasses: cfg.Eviction.PriorityClasses}
 		if m := evm.Load(); m != nil {
 			n.Conditions = m.Conditions()
@@ -152,7 +160,8 @@ func Run(ctx context.Context, o Options) error {
 	gcs := newGCService(col, met, log)
 	_, hasImages := rt.(gc.ImageRuntime)
 	hostname, _ := os.Hostname()
-	back := &backend{ctrl: ctrl, store: store, rt: rt, mgr: mgr, mcfg: mcfg, mode: sd.Mode(), maxPods: cfg.Node.MaxPods, hostname: hostname, gc: gcs}
+	back := &backend{ctrl: ctrl, store: store, rt: rt, mgr: mgr, mcfg: mcfg, mode: sd.Mode(), maxPods: cfg.Node.MaxPods, hostname: hostname, gc: gcs,
+		apiSecurity: security[pods.SourceAPI]}
 	srv, err := api.NewServer(back,
 		api.Options{Socket: cfg.API.Socket, Group: cfg.API.Group, Logger: log.With("component", "api")})
 	if err != nil {
@@ -245,6 +254,19 @@ func Run(ctx context.Context, o Options) error {
 	wg.Wait()
 	log.Info("stopped; pods keep running under systemd")
 	return nil
+}
+
+// podSecurity is the Pod Security level of each pod source, from [pods.security].
+func podSecurity(cfg *config.Config) (map[string]admission.PodSecurity, error) {
+	out := map[string]admission.PodSecurity{}
+	for src, p := range map[string]config.PodSecurity{pods.SourceFile: cfg.Pods.Security.File, pods.SourceAPI: cfg.Pods.Security.API} {
+		lv, err := admission.ParsePodSecurity(p.Enforce, p.EnforceVersion)
+		if err != nil {
+			return nil, fmt.Errorf("pods.security.%s: %w", src, err)
+		}
+		out[src] = lv
+	}
+	return out, nil
 }
 
 // statusLoop refreshes STATUS= every few seconds so `systemctl status slicelet` stays current.

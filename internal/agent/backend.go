@@ -15,6 +15,7 @@ import (
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/pods/source"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -36,6 +37,8 @@ type backend struct {
 	lastDecision func() (eviction.Decision, time.Time)
 	// gc runs collections; nil until it exists.
 	gc *gcService
+	// apiSecurity is the Pod Security level enforced on API pods.
+	apiSecurity admission.PodSecurity
 }
 
 var _ api.Backend = (*backend)(nil)
@@ -50,8 +53,10 @@ func (b *backend) GetPod(_ context.Context, namespace, name string) (v1.Pod, err
 	return p, nil
 }
 
-// ApplyPod stores an API pod; the store's next snapshot hands it to the controller.
-func (b *backend) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, error) {
+// ApplyPod stores an API pod; the store's next snapshot hands it to the controller. A pod the
+// API's Pod Security level refuses is refused here, as the API server refuses it, and never
+// stored. The pod records who applied it (api.AnnotationAppliedBy).
+func (b *backend) ApplyPod(ctx context.Context, manifest []byte, dryRun bool) (v1.Pod, error) {
 	parsed, err := slices.ParsePodManifest("manifest", "api", manifest)
 	if err != nil {
 		return v1.Pod{}, &api.InvalidError{Problems: splitErrors(err)}
@@ -63,10 +68,17 @@ func (b *backend) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, error) {
 		return v1.Pod{}, fmt.Errorf("pod %s/%s is defined by the manifest file %s; edit that file instead: %w",
 			p.Namespace, p.Name, p.Annotations[pods.AnnotationOrigin], api.ErrConflict)
 	}
+	if d := admission.CheckPodSecurity(parsed[0], b.apiSecurity); !d.Admit {
+		return v1.Pod{}, api.PodForbidden(parsed[0].Name, d.Message)
+	}
 	if errs := b.rt.Validate(parsed[0]); len(errs) > 0 {
 		return v1.Pod{}, &api.InvalidError{Problems: splitErrors(errs.ToAggregate())}
 	}
-	pod, err := b.store.Apply(manifest)
+	opts := source.ApplyOptions{DryRun: dryRun}
+	if peer, ok := api.PeerFrom(ctx); ok {
+		opts.Annotations = map[string]string{api.AnnotationAppliedBy: peer.String()}
+	}
+	pod, err := b.store.Apply(manifest, opts)
 	if err != nil {
 		return v1.Pod{}, &api.InvalidError{Problems: splitErrors(err)}
 	}

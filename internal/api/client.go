@@ -85,6 +85,14 @@ func (c *Client) ApplyPod(ctx context.Context, manifest []byte) (ApplyResult, er
 	return res, err
 }
 
+// ApplyPodDryRun is ApplyPod with nothing stored: every check the daemon makes (decoding,
+// validation, Pod Security, the runtime's validation) and the result it would give.
+func (c *Client) ApplyPodDryRun(ctx context.Context, manifest []byte) (ApplyResult, error) {
+	var res ApplyResult
+	err := c.getJSON(ctx, http.MethodPost, "/v1/pods?dryRun=true", manifest, &res)
+	return res, err
+}
+
 // DeletePod deletes a pod (DELETE /v1/pods/{namespace}/{name}).
 func (c *Client) DeletePod(ctx context.Context, namespace, name string) error {
 	resp, err := c.do(ctx, http.MethodDelete, podPath(namespace, name), nil)
@@ -220,7 +228,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) (*htt
 	se := &StatusError{Code: resp.StatusCode}
 	var eb errorBody
 	if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
-		se.Message, se.Problems = eb.Error, eb.Problems
+		se.Message, se.Problems, se.Reason = eb.Error, eb.Problems, eb.Reason
 	} else {
 		se.Message = string(bytes.TrimSpace(data))
 	}

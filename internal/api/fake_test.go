@@ -18,6 +18,7 @@ import (
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -37,7 +38,18 @@ type fakeBackend struct {
 	lastLogOpts pods.LogOptions
 	// gcCalls records the collections asked for, as "images dry" / "containers run".
 	gcCalls []string
+	// lastDryRun is the dryRun of the last ApplyPod.
+	lastDryRun bool
 }
+
+// baseline is the API's default Pod Security level.
+var baseline = func() admission.PodSecurity {
+	p, err := admission.ParsePodSecurity("baseline", "latest")
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
 
 func newFakeBackend() *fakeBackend {
 	return &fakeBackend{
@@ -86,7 +98,8 @@ func (f *fakeBackend) GetPod(_ context.Context, ns, name string) (v1.Pod, error)
 	return p, nil
 }
 
-func (f *fakeBackend) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, error) {
+// ApplyPod refuses what Pod Security baseline refuses, as the daemon's API level does by default.
+func (f *fakeBackend) ApplyPod(ctx context.Context, manifest []byte, dryRun bool) (v1.Pod, error) {
 	if f.err != nil {
 		return v1.Pod{}, f.err
 	}
@@ -104,6 +117,9 @@ func (f *fakeBackend) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, erro
 		}
 		return v1.Pod{}, ie
 	}
+	if d := admission.CheckPodSecurity(pod, baseline); !d.Admit {
+		return v1.Pod{}, PodForbidden(pod.Name, d.Message)
+	}
 	uid, err := slices.PodUID(pod, "api")
 	if err != nil {
 		return v1.Pod{}, err
@@ -111,6 +127,7 @@ func (f *fakeBackend) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, erro
 	pod.UID = types.UID(uid)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lastDryRun = dryRun
 	key := pod.Namespace + "/" + pod.Name
 	if old, ok := f.pods[key]; ok && old.Annotations[pods.AnnotationSource] == pods.SourceFile {
 		return v1.Pod{}, fmt.Errorf("pod %q comes from manifest file %s: %w", key, old.Annotations[pods.AnnotationOrigin], ErrConflict)
@@ -120,8 +137,13 @@ func (f *fakeBackend) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, erro
 	}
 	pod.Annotations[pods.AnnotationSource] = pods.SourceAPI
 	pod.Annotations[pods.AnnotationOrigin] = "api"
+	if peer, ok := PeerFrom(ctx); ok {
+		pod.Annotations[AnnotationAppliedBy] = peer.String()
+	}
 	pod.Status.Phase = v1.PodPending
-	f.pods[key] = *pod
+	if !dryRun {
+		f.pods[key] = *pod
+	}
 	return *pod, nil
 }
 
