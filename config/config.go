@@ -226,8 +226,14 @@ type PodSecurity struct {
 	EnforceVersion string `toml:"enforce_version"`
 }
 
-// AllowsRoot reports whether the level lets a pod run as root: every level but restricted.
-func (p PodSecurity) AllowsRoot() bool { return p.Enforce != PodSecurityRestricted }
+// BySource is each source's level and version by source name ("file", "api", as the
+// kubernetes.io/config.source annotation names the sources).
+func (s PodSecuritySources) BySource() map[string][2]string {
+	return map[string][2]string{
+		"file": {s.File.Enforce, s.File.EnforceVersion},
+		"api":  {s.API.Enforce, s.API.EnforceVersion},
+	}
+}
 
 // API is the local control socket used by slicectl.
 type API struct {

@@ -271,6 +271,8 @@ func TestExplainOnline(t *testing.T) {
 	dir := t.TempDir()
 	pod := writeFile(t, dir, "b.yaml", burstablePod)
 	cfg := writeFile(t, dir, "config.toml", "")
+	strictCfg := writeFile(t, dir, "strict.toml", "[pods.security.api]\nenforce = \"restricted\"\nenforce_version = \"v1.30\"\n")
+	hostnet := writeFile(t, dir, "hostnet.yaml", strings.Replace(burstablePod, "spec:\n", "spec:\n  hostNetwork: true\n", 1))
 	runCases(t, sock, []cliCase{
 		{name: "node asks the daemon", args: []string{"explain", "node"}, out: []string{
 			"Explained by slicelet at " + sock + ".\nCgroup mode: v2\n",
@@ -285,6 +287,14 @@ func TestExplainOnline(t *testing.T) {
 		}},
 		{name: "pod offline by default", args: []string{"explain", "pod", "-f", pod, "--config", cfg, "--cgroup-mode", "v1", "--capacity", "cpu=4,memory=16Gi"}, out: []string{
 			"Pod: default/nginx-b (uid 11111111-aaaa-bbbb-cccc-000000000003)\n", "Cgroup mode: hybrid\n",
+		}},
+		{name: "pod security verdicts from the configuration", args: []string{"explain", "pod", "-f", hostnet, "--config", strictCfg, "--cgroup-mode", "v2", "--capacity", "cpu=4,memory=16Gi"}, out: []string{
+			"Pod Security:\n  SOURCE LEVEL VERDICT\n",
+			"  api restricted:v1.30 violates PodSecurity \"restricted:v1.30\": host namespaces (hostNetwork=true), allowPrivilegeEscalation != false",
+			"  file privileged:latest allowed\n",
+		}},
+		{name: "pod security verdicts in json", args: []string{"explain", "pod", "-f", pod, "--config", cfg, "--cgroup-mode", "v2", "--capacity", "cpu=4,memory=16Gi", "-o", "json"}, out: []string{
+			`"podSecurity": [`, `"level": "baseline:latest",`, `"level": "privileged:latest",`,
 		}},
 		{name: "node offline with --capacity", args: []string{"explain", "node", "--config", cfg, "--cgroup-mode", "v1", "--capacity", "cpu=2,memory=4Gi"}, out: []string{
 			"Cgroup mode: hybrid\n", "capacity 2000 4294967296 0\n",

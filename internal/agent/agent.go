@@ -126,7 +126,7 @@ func Run(ctx context.Context, o Options) error {
 	if c, ok := rt.(io.Closer); ok {
 		defer c.Close()
 	}
-	security, err := podSecurity(cfg)
+	security, err := admission.ParsePodSecurityLevels(cfg.Pods.Security.BySource())
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func Run(ctx context.Context, o Options) error {
 	_, hasImages := rt.(gc.ImageRuntime)
 	hostname, _ := os.Hostname()
 	back := &backend{ctrl: ctrl, store: store, rt: rt, mgr: mgr, mcfg: mcfg, mode: sd.Mode(), maxPods: cfg.Node.MaxPods, hostname: hostname, gc: gcs,
-		apiSecurity: security[pods.SourceAPI]}
+		podSecurity: security}
 	srv, err := api.NewServer(back,
 		api.Options{Socket: cfg.API.Socket, Group: cfg.API.Group, Logger: log.With("component", "api")})
 	if err != nil {
@@ -254,19 +254,6 @@ func Run(ctx context.Context, o Options) error {
 	wg.Wait()
 	log.Info("stopped; pods keep running under systemd")
 	return nil
-}
-
-// podSecurity is the Pod Security level of each pod source, from [pods.security].
-func podSecurity(cfg *config.Config) (map[string]admission.PodSecurity, error) {
-	out := map[string]admission.PodSecurity{}
-	for src, p := range map[string]config.PodSecurity{pods.SourceFile: cfg.Pods.Security.File, pods.SourceAPI: cfg.Pods.Security.API} {
-		lv, err := admission.ParsePodSecurity(p.Enforce, p.EnforceVersion)
-		if err != nil {
-			return nil, fmt.Errorf("pods.security.%s: %w", src, err)
-		}
-		out[src] = lv
-	}
-	return out, nil
 }
 
 // statusLoop refreshes STATUS= every few seconds so `systemctl status slicelet` stays current.

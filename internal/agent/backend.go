@@ -37,8 +37,8 @@ type backend struct {
 	lastDecision func() (eviction.Decision, time.Time)
 	// gc runs collections; nil until it exists.
 	gc *gcService
-	// apiSecurity is the Pod Security level enforced on API pods.
-	apiSecurity admission.PodSecurity
+	// podSecurity is the Pod Security level enforced on each pod source's pods.
+	podSecurity map[string]admission.PodSecurity
 }
 
 var _ api.Backend = (*backend)(nil)
@@ -68,7 +68,7 @@ func (b *backend) ApplyPod(ctx context.Context, manifest []byte, dryRun bool) (v
 		return v1.Pod{}, fmt.Errorf("pod %s/%s is defined by the manifest file %s; edit that file instead: %w",
 			p.Namespace, p.Name, p.Annotations[pods.AnnotationOrigin], api.ErrConflict)
 	}
-	if d := admission.CheckPodSecurity(parsed[0], b.apiSecurity); !d.Admit {
+	if d := admission.CheckPodSecurity(parsed[0], b.podSecurity[pods.SourceAPI]); !d.Admit {
 		return v1.Pod{}, api.PodForbidden(parsed[0].Name, d.Message)
 	}
 	if errs := b.rt.Validate(parsed[0]); len(errs) > 0 {
@@ -182,7 +182,12 @@ func (b *backend) ExplainPod(_ context.Context, manifest []byte) (slices.PodExpl
 	if len(parsed) != 1 {
 		return slices.PodExplanation{}, &api.InvalidError{Problems: []string{fmt.Sprintf("manifest: holds %d pods; explain one pod per request", len(parsed))}}
 	}
-	return slices.ExplainPod(parsed[0], b.mcfg.Pod, b.mode, b.mcfg.Capacity)
+	x, err := slices.ExplainPod(parsed[0], b.mcfg.Pod, b.mode, b.mcfg.Capacity)
+	if err != nil {
+		return x, err
+	}
+	x.PodSecurity = admission.PodSecurityVerdicts(parsed[0], b.podSecurity)
+	return x, nil
 }
 
 func (b *backend) ExplainNode(context.Context) (slices.NodeExplanation, error) {

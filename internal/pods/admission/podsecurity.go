@@ -2,11 +2,14 @@ package admission
 
 import (
 	"fmt"
+	"sort"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	psapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
+
+	"github.com/slicelet/slicelet/slices"
 )
 
 // ReasonForbidden is the status reason of a pod that Pod Security refuses: the API server's
@@ -86,4 +89,34 @@ func CheckPodSecurity(pod *v1.Pod, level PodSecurity) Decision {
 		return Decision{Admit: true}
 	}
 	return Decision{Reason: ReasonForbidden, Message: fmt.Sprintf("violates PodSecurity %q: %s", level.lv.String(), res.ForbiddenDetail())}
+}
+
+// PodSecurityVerdicts is the verdict of every source's level on pod, sources in name order,
+// for explanations.
+func PodSecurityVerdicts(pod *v1.Pod, levels map[string]PodSecurity) []slices.PodSecurityVerdict {
+	sources := make([]string, 0, len(levels))
+	for src := range levels {
+		sources = append(sources, src)
+	}
+	sort.Strings(sources)
+	out := make([]slices.PodSecurityVerdict, 0, len(sources))
+	for _, src := range sources {
+		d := CheckPodSecurity(pod, levels[src])
+		out = append(out, slices.PodSecurityVerdict{Source: src, Level: levels[src].String(), Allowed: d.Admit, Message: d.Message})
+	}
+	return out
+}
+
+// ParsePodSecurityLevels parses the level and version of each source (source → [level,
+// version], as [pods.security.<source>] enforce and enforce_version give them).
+func ParsePodSecurityLevels(bySource map[string][2]string) (map[string]PodSecurity, error) {
+	out := make(map[string]PodSecurity, len(bySource))
+	for src, lv := range bySource {
+		p, err := ParsePodSecurity(lv[0], lv[1])
+		if err != nil {
+			return nil, fmt.Errorf("pods.security.%s: %w", src, err)
+		}
+		out[src] = p
+	}
+	return out, nil
 }
