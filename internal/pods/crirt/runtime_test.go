@@ -1225,3 +1225,45 @@ func TestStorageDirsAndLayers(t *testing.T) {
 		t.Errorf("WritableLayers without container stats = %v, %v; want none", layers, err)
 	}
 }
+
+// TestContainerCgroups: the child cgroups of a pod slice are named by the container IDs they
+// carry (systemd driver: <prefix>-<id>.scope; cgroupfs driver: the bare ID); the sandbox's and
+// foreign cgroups are left out, and of a restarted container the later attempt's is kept.
+func TestContainerCgroups(t *testing.T) {
+	e := newEnv(t)
+	pod := fakePod("u1", v1.RestartPolicyAlways, app("main"), app("side"))
+	e.sync(t, pod)
+	e.cri.exit(t, "main", 1)
+	e.sync(t, pod) // main restarts at once: attempt 1
+	resp, err := e.cri.ListContainers(t.Context(), &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string][]string{} // name → ids by attempt
+	for _, c := range resp.Containers {
+		n := c.Metadata.Name
+		for len(ids[n]) <= int(c.Metadata.Attempt) {
+			ids[n] = append(ids[n], "")
+		}
+		ids[n][c.Metadata.Attempt] = c.Id
+	}
+	if len(ids["main"]) != 2 || len(ids["side"]) != 1 {
+		t.Fatalf("containers: %v", ids)
+	}
+	sbs, _ := e.cri.ListPodSandbox(t.Context(), &runtimeapi.ListPodSandboxRequest{})
+	dirs := []string{
+		"cri-containerd-" + ids["main"][1] + ".scope", "cri-containerd-" + ids["main"][0] + ".scope", // new before old
+		ids["side"][0], // cgroupfs driver
+		"cri-containerd-" + sbs.Items[0].Id + ".scope",            // the sandbox
+		"cri-containerd-0000.scope", "system.slice", "crio.scope", // not the pod's
+	}
+	got, err := e.rt.ContainerCgroups(t.Context(), pod, dirs)
+	want := map[string]string{dirs[0]: "main", dirs[2]: "side"}
+	if err != nil || !maps.Equal(got, want) {
+		t.Errorf("ContainerCgroups = %v, %v; want %v", got, err, want)
+	}
+	stdslices.Reverse(dirs[:2]) // old before new: the same answer
+	if got, _ := e.rt.ContainerCgroups(t.Context(), pod, dirs); got[dirs[1]] != "main" || len(got) != 2 {
+		t.Errorf("old before new: %v", got)
+	}
+}

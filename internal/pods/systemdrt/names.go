@@ -1,9 +1,12 @@
 package systemdrt
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
+
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -93,4 +96,27 @@ func ParseUnitName(name string) (uid, container string, n int, ok bool) {
 func parseUnit(name string) (unitID, bool) {
 	uid, c, n, ok := ParseUnitName(name)
 	return unitID{UID: uid, Container: c, N: n}, ok
+}
+
+// ContainerCgroups names the pod's container units among the child cgroups of its pod slice
+// (podstats.Namer): slicelet-<uid_>-<container_>-<n>.service of this pod's UID, the highest
+// instance of each container (an instance's cgroup outlives it only until its processes are
+// gone). Other directories are left out. It needs no runtime state.
+func ContainerCgroups(_ context.Context, pod *v1.Pod, dirs []string) (map[string]string, error) {
+	out := map[string]string{}
+	best := map[string]int{} // container → highest instance seen
+	for _, dir := range dirs {
+		uid, container, n, ok := ParseUnitName(dir)
+		if !ok || uid != string(pod.UID) || n < best[container] {
+			continue
+		}
+		for d, c := range out {
+			if c == container {
+				delete(out, d)
+			}
+		}
+		best[container] = n
+		out[dir] = container
+	}
+	return out, nil
 }
