@@ -113,7 +113,9 @@ func TestReadPodErrors(t *testing.T) {
 		t.Errorf("pod cgroup gone: %v, want ErrUnavailable", err)
 	}
 	broken := NewReader(filepath.Join("testdata", "v2", "cgroup"), "", units.ModeUnified,
-		NamerFunc(func(context.Context, *v1.Pod, []string) (map[string]string, error) { return nil, errors.New("runtime down") }))
+		NamerFunc(func(context.Context, *v1.Pod, []string) (map[string]string, error) {
+			return nil, errors.New("runtime down")
+		}))
 	if _, err := broken.ReadPod(t.Context(), systemdPod(), systemdPodCgroup); err == nil || !strings.Contains(err.Error(), "pod default/web: containers' cgroups: runtime down") {
 		t.Errorf("namer failing: %v", err)
 	}
