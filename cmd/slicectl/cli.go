@@ -42,6 +42,8 @@ Usage:
   slicectl delete pod NAME [NAME ...]
   slicectl logs NAME [-c CONTAINER] [-f] [--previous] [--tail N]
   slicectl node [-o json|yaml]
+  slicectl top pods [NAME] [--containers] [-A] [--sort-by cpu|memory] [--sum] [--no-headers]
+  slicectl top node [--sort-by cpu|memory] [--no-headers]      CPU(cores) and MEMORY(bytes) as kubectl top shows them
   slicectl gc images|containers [--dry-run] [-o json]   collect now (what the GC timers run), or preview
   slicectl explain pod -f POD.yaml [--online] [--config F] [--cgroup-mode v1|v2] [--capacity LIST] [-o json]
   slicectl explain node [--online|--offline] [--config F] [--cgroup-mode v1|v2] [--capacity LIST] [-f POD.yaml ...] [-o json]
@@ -104,6 +106,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = c.nodeCmd(args[1:])
 	case "gc":
 		err = c.gcCmd(args[1:])
+	case "top":
+		err = c.topCmd(args[1:])
 	default:
 		err = usageErr("unknown command %q", args[0])
 	}

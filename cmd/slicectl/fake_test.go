@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
@@ -39,6 +40,9 @@ type fakeDaemon struct {
 	imageGC     gc.ImageResult
 	containerGC gc.ContainerResult
 	gcCalls     []string
+	// podMetrics and nodeMetrics are what the metrics endpoints return.
+	podMetrics  []metricsv1beta1.PodMetrics
+	nodeMetrics []metricsv1beta1.NodeMetrics
 }
 
 func (f *fakeDaemon) ListPods(context.Context) ([]v1.Pod, error) {
@@ -153,6 +157,18 @@ func (f *fakeDaemon) ExplainPod(_ context.Context, manifest []byte) (slices.PodE
 
 func (f *fakeDaemon) ExplainNode(context.Context) (slices.NodeExplanation, error) {
 	return slices.ExplainNode(slices.Capacity{CPU: 4000, Memory: 16 << 30, Pids: 4194304}, slices.NodeConfig{}, nil, units.ModeUnified)
+}
+
+func (f *fakeDaemon) PodMetrics(context.Context) ([]metricsv1beta1.PodMetrics, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.podMetrics, nil
+}
+
+func (f *fakeDaemon) NodeMetrics(context.Context) ([]metricsv1beta1.NodeMetrics, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nodeMetrics, nil
 }
 
 func (f *fakeDaemon) ExplainEviction(context.Context) (eviction.Explanation, error) {

@@ -27,6 +27,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods/crirt"
 	"github.com/slicelet/slicelet/internal/pods/source"
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
+	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -204,7 +205,21 @@ func Run(ctx context.Context, o Options) error {
 	if hasImages {
 		wg.Go(func() { detectLoop(runCtx, imageDetectPeriod, col.Detect, log.With("component", "gc")) })
 	}
-	m, err := startEviction(runCtx, &wg, evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: sd.Mode(), Controller: ctrl, Logger: log, Metrics: met, BeforeCycle: o.evictionBeforeCycle, Reclaim: gcs.Reclaim, Runtime: rt})
+	// Per-container usage, read from the pods' cgroups: the eviction message names the
+	// containers over their requests; the sampler serves `slicectl top`.
+	namer, _ := rt.(podstats.Namer)
+	statsReader := podstats.NewReader(o.CgroupRoot, o.ProcRoot, sd.Mode(), namer)
+	sampler, err := podstats.NewSampler(podstats.SamplerOptions{Reader: statsReader, Pods: ctrl,
+		Interval: cfg.Eviction.MonitoringInterval, Logger: log.With("component", "podstats")})
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return err
+	}
+	back.stats = sampler
+	wg.Go(func() { sampler.Run(runCtx) })
+	m, err := startEviction(runCtx, &wg, evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: sd.Mode(), Controller: ctrl, Logger: log, Metrics: met, BeforeCycle: o.evictionBeforeCycle, Reclaim: gcs.Reclaim, Runtime: rt,
+		ContainerMemory: statsReader.ContainerMemory})
 	if err != nil {
 		cancel()
 		wg.Wait()

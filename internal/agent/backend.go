@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
@@ -17,6 +18,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/pods/source"
+	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -39,6 +41,27 @@ type backend struct {
 	gc *gcService
 	// podSecurity is the Pod Security level enforced on each pod source's pods.
 	podSecurity map[string]admission.PodSecurity
+	// stats samples the pods' and the node's usage for the metrics; nil until it exists.
+	stats *podstats.Sampler
+}
+
+// PodMetrics is what `slicectl top pods` shows.
+func (b *backend) PodMetrics(context.Context) ([]metricsv1beta1.PodMetrics, error) {
+	if b.stats == nil {
+		return nil, nil
+	}
+	return b.stats.PodMetrics(), nil
+}
+
+// NodeMetrics is what `slicectl top node` shows.
+func (b *backend) NodeMetrics(context.Context) ([]metricsv1beta1.NodeMetrics, error) {
+	if b.stats == nil {
+		return nil, nil
+	}
+	if m, ok := b.stats.NodeMetrics(b.hostname); ok {
+		return []metricsv1beta1.NodeMetrics{m}, nil
+	}
+	return nil, nil
 }
 
 var _ api.Backend = (*backend)(nil)

@@ -39,6 +39,9 @@ type evictionOptions struct {
 	// Runtime, when it tells where pods keep local storage (storageDirs), has the pods'
 	// ephemeral storage measured for the local-storage limits and the nodefs ranking.
 	Runtime pods.Runtime
+	// ContainerMemory reads each container's working set for the eviction message; nil for
+	// none.
+	ContainerMemory func(ctx context.Context, p eviction.ActivePod) ([]eviction.ContainerUsage, error)
 }
 
 // writableLayers is a runtime whose containers have writable layers in its own store (crirt):
@@ -124,7 +127,8 @@ func startEviction(ctx context.Context, wg *sync.WaitGroup, o evictionOptions) (
 		return nil, fmt.Errorf("pod storage: %w", err)
 	}
 	m, err := eviction.NewManager(eviction.ManagerOptions{
-		Storage: storage,
+		Storage:         storage,
+		ContainerMemory: o.ContainerMemory,
 		Config: eviction.Config{
 			Thresholds:                    thresholds,
 			PressureTransitionPeriod:      cfg.Eviction.PressureTransitionPeriod,

@@ -18,6 +18,12 @@
 //	POST   /v1/explain/pod                           slices.PodExplanation; body: one pod manifest
 //	GET    /v1/explain/node                          slices.NodeExplanation
 //	GET    /v1/explain/eviction                      eviction.Explanation (the last decision)
+//	GET    /v1/metrics/pods                          metrics.k8s.io/v1beta1 PodMetricsList (every namespace)
+//	GET    /v1/metrics/nodes                         metrics.k8s.io/v1beta1 NodeMetricsList (this node)
+//
+// The metrics are what metrics-server serves kubectl top: per container, the CPU used between the
+// daemon's last two samples (cores) and the last working-set memory; a pod or node sampled once
+// has none yet (the lists leave it out).
 //
 // Error statuses: 400 bad request (query, empty body), 403 peer not allowed, or a
 // *ForbiddenError (a pod Pod Security refuses; its error body has "reason": "Forbidden"), 404
@@ -38,6 +44,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
@@ -79,6 +86,10 @@ type Backend interface {
 	// ExplainNode explains the node with the daemon's configuration, capacity, cgroup mode and
 	// active pods.
 	ExplainNode(ctx context.Context) (slices.NodeExplanation, error)
+	// PodMetrics returns the metrics of every pod sampled at least twice (podstats.Sampler).
+	PodMetrics(ctx context.Context) ([]metricsv1beta1.PodMetrics, error)
+	// NodeMetrics returns the node's metrics, or none before it was sampled twice.
+	NodeMetrics(ctx context.Context) ([]metricsv1beta1.NodeMetrics, error)
 	// ExplainEviction explains the eviction manager's last decision: thresholds met, node
 	// conditions, the ranking with reasons and the pod chosen (At "" before its first cycle).
 	ExplainEviction(ctx context.Context) (eviction.Explanation, error)

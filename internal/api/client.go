@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	v1 "k8s.io/api/core/v1"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
@@ -83,6 +84,20 @@ func (c *Client) ApplyPod(ctx context.Context, manifest []byte) (ApplyResult, er
 	var res ApplyResult
 	err := c.getJSON(ctx, http.MethodPost, "/v1/pods", manifest, &res)
 	return res, err
+}
+
+// PodMetrics returns the metrics of every pod that has them (GET /v1/metrics/pods).
+func (c *Client) PodMetrics(ctx context.Context) ([]metricsv1beta1.PodMetrics, error) {
+	var list metricsv1beta1.PodMetricsList
+	err := c.getJSON(ctx, http.MethodGet, "/v1/metrics/pods", nil, &list)
+	return list.Items, err
+}
+
+// NodeMetrics returns the node's metrics; none before the daemon sampled it twice.
+func (c *Client) NodeMetrics(ctx context.Context) ([]metricsv1beta1.NodeMetrics, error) {
+	var list metricsv1beta1.NodeMetricsList
+	err := c.getJSON(ctx, http.MethodGet, "/v1/metrics/nodes", nil, &list)
+	return list.Items, err
 }
 
 // ApplyPodDryRun is ApplyPod with nothing stored: every check the daemon makes (decoding,

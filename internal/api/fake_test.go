@@ -13,7 +13,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
@@ -220,6 +222,19 @@ func (f *fakeBackend) ExplainNode(context.Context) (slices.NodeExplanation, erro
 		return slices.NodeExplanation{}, f.err
 	}
 	return slices.NodeExplanation{Allocatable: slices.Amounts{CPU: 3800, Memory: 14760 << 20}}, nil
+}
+
+func (f *fakeBackend) PodMetrics(context.Context) ([]metricsv1beta1.PodMetrics, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return []metricsv1beta1.PodMetrics{{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Containers: []metricsv1beta1.ContainerMetrics{{Name: "app", Usage: v1.ResourceList{
+			v1.ResourceCPU: resource.MustParse("250m"), v1.ResourceMemory: resource.MustParse("64Mi")}}}}}, nil
+}
+
+func (f *fakeBackend) NodeMetrics(context.Context) ([]metricsv1beta1.NodeMetrics, error) {
+	return nil, f.err // not sampled twice yet
 }
 
 func (f *fakeBackend) ExplainEviction(context.Context) (eviction.Explanation, error) {

@@ -19,6 +19,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/slicelet/slicelet/internal/pods"
@@ -187,6 +188,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/explain/pod", s.explainPod)
 	mux.HandleFunc("GET /v1/explain/node", s.explainNode)
 	mux.HandleFunc("GET /v1/explain/eviction", s.explainEviction)
+	mux.HandleFunc("GET /v1/metrics/pods", s.podMetrics)
+	mux.HandleFunc("GET /v1/metrics/nodes", s.nodeMetrics)
 	mux.HandleFunc("POST /v1/gc/images", s.collectImages)
 	mux.HandleFunc("POST /v1/gc/containers", s.collectContainers)
 	return s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -542,6 +545,32 @@ func (s *Server) explainEviction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, x)
+}
+
+func (s *Server) podMetrics(w http.ResponseWriter, r *http.Request) {
+	items, err := s.backend.PodMetrics(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if items == nil {
+		items = []metricsv1beta1.PodMetrics{}
+	}
+	writeJSON(w, http.StatusOK, metricsv1beta1.PodMetricsList{
+		TypeMeta: metav1.TypeMeta{Kind: "PodMetricsList", APIVersion: metricsv1beta1.SchemeGroupVersion.String()}, Items: items})
+}
+
+func (s *Server) nodeMetrics(w http.ResponseWriter, r *http.Request) {
+	items, err := s.backend.NodeMetrics(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if items == nil {
+		items = []metricsv1beta1.NodeMetrics{}
+	}
+	writeJSON(w, http.StatusOK, metricsv1beta1.NodeMetricsList{
+		TypeMeta: metav1.TypeMeta{Kind: "NodeMetricsList", APIVersion: metricsv1beta1.SchemeGroupVersion.String()}, Items: items})
 }
 
 // dryRun reads the dryRun query parameter of a GC request ("true"/"false", "1"/"0"; absent is

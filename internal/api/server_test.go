@@ -666,3 +666,24 @@ func TestApplyPodSecurity(t *testing.T) {
 		t.Errorf("change records:\n got %s\nwant %s\n%s", got, wantChanges, logs.String())
 	}
 }
+
+// TestMetrics: the metrics lists have metrics-server's shape (metrics.k8s.io/v1beta1), empty
+// lists included.
+func TestMetrics(t *testing.T) {
+	_, c := startServer(t, newFakeBackend(), 0)
+	code, body := rawRequest(t, c, "GET", "/v1/metrics/pods", nil)
+	if code != 200 || !strings.Contains(body, `"kind": "PodMetricsList"`) || !strings.Contains(body, `"apiVersion": "metrics.k8s.io/v1beta1"`) || !strings.Contains(body, `"cpu": "250m"`) {
+		t.Errorf("GET /v1/metrics/pods = %d %s", code, body)
+	}
+	code, body = rawRequest(t, c, "GET", "/v1/metrics/nodes", nil)
+	if code != 200 || !strings.Contains(body, `"kind": "NodeMetricsList"`) || !strings.Contains(body, `"items": []`) {
+		t.Errorf("GET /v1/metrics/nodes = %d %s", code, body)
+	}
+	pods, err := c.PodMetrics(t.Context())
+	if err != nil || len(pods) != 1 || pods[0].Containers[0].Usage.Memory().String() != "64Mi" {
+		t.Errorf("PodMetrics = %+v, %v", pods, err)
+	}
+	if nodes, err := c.NodeMetrics(t.Context()); err != nil || len(nodes) != 0 {
+		t.Errorf("NodeMetrics = %+v, %v", nodes, err)
+	}
+}

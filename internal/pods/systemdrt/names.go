@@ -120,3 +120,8 @@ func ContainerCgroups(_ context.Context, pod *v1.Pod, dirs []string) (map[string
 	}
 	return out, nil
 }
+
+// ContainerCgroups is the package's ContainerCgroups, so the runtime is a podstats.Namer.
+func (r *Runtime) ContainerCgroups(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]string, error) {
+	return ContainerCgroups(ctx, pod, dirs)
+}
