@@ -21,6 +21,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -128,16 +130,81 @@ func procCPU(procRoot string) (time.Duration, error) {
 
 // ReadCgroup reads one cgroup's working set and CPU time. The error wraps
 // eviction.ErrUnavailable when the cgroup is gone or a controller file is missing.
+//
+// On cgroup v1 a cgroup may have no cpuacct.usage although its memory is accounted: where the
+// cpuacct controller is mounted on its own rather than with cpu ("cpu,cpuacct", as systemd
+// mounts it), systemd does not create units' cgroups in it. The CPU time is then the CPU time
+// of the processes the cgroup holds now (utime + stime of <procRoot>/<pid>/stat): what they
+// used while alive, without processes that already exited, so a rate over it skips a window in
+// which one exited (the sum went down).
 func (r *Reader) ReadCgroup(cgroupPath string) (Usage, error) {
 	m, err := eviction.ReadCgroupMemory(r.root, r.mode, cgroupPath)
 	if err != nil {
 		return Usage{}, err
 	}
 	cpu, err := eviction.ReadCgroupCPU(r.root, r.mode, cgroupPath)
+	if errors.Is(err, eviction.ErrUnavailable) && r.mode != units.ModeUnified {
+		cpu, err = r.processesCPU(cgroupPath)
+	}
 	if err != nil {
 		return Usage{}, err
 	}
 	return Usage{MemoryWorkingSet: m.WorkingSet, CPU: cpu}, nil
+}
+
+// processesCPU is the CPU time of the processes in cgroupPath and its descendants (their
+// cgroup.procs in the memory hierarchy); a process that exits while it is read is left out.
+func (r *Reader) processesCPU(cgroupPath string) (time.Duration, error) {
+	dir, err := eviction.CgroupDir(r.root, r.mode, "memory", cgroupPath)
+	if err != nil {
+		return 0, err
+	}
+	fs, err := procfs.NewFS(r.proc)
+	if err != nil {
+		return 0, fmt.Errorf("cpu of %s: %w", cgroupPath, err)
+	}
+	var secs float64
+	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil // a child cgroup removed during the walk
+			}
+			return err
+		}
+		if d.IsDir() || d.Name() != "cgroup.procs" {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, f := range strings.Fields(string(b)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a pid", p, f)
+			}
+			proc, err := fs.Proc(pid)
+			if err != nil {
+				continue // exited
+			}
+			st, err := proc.Stat()
+			if err != nil {
+				continue // exited
+			}
+			secs += st.CPUTime()
+		}
+		return nil
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("cpu of %s: %w", cgroupPath, eviction.ErrUnavailable)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("cpu of %s: %w", cgroupPath, err)
+	}
+	return time.Duration(secs * float64(time.Second)), nil
 }
 
 // ReadPod reads the pod's usage from its cgroup (podCgroup as slices.PodCgroupPath gives it)

@@ -181,3 +181,39 @@ func TestReadNode(t *testing.T) {
 		}
 	}
 }
+
+// TestReadCgroupWithoutCPUAccounting: on a v1 host whose cpuacct controller is mounted on its
+// own (systemd then creates no unit cgroups in it), a cgroup's CPU time is its processes' (and
+// its descendants'): utime + stime of /proc/<pid>/stat at USER_HZ 100 — 150 + 50 ticks for 101
+// and 30 + 20 for 102 = 2.5 s; pid 103 has exited and counts nothing.
+func TestReadCgroupWithoutCPUAccounting(t *testing.T) {
+	dir := t.TempDir()
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unit := filepath.Join(dir, "cgroup", "memory", "pod.slice", "app.service")
+	write(filepath.Join(unit, "..", "memory.usage_in_bytes"), "1048576\n")
+	write(filepath.Join(unit, "..", "memory.stat"), "total_inactive_file 0\n")
+	write(filepath.Join(unit, "..", "cgroup.procs"), "")
+	write(filepath.Join(unit, "memory.usage_in_bytes"), "1048576\n")
+	write(filepath.Join(unit, "memory.stat"), "total_inactive_file 0\n")
+	write(filepath.Join(unit, "cgroup.procs"), "101\n102\n103\n")
+	stat := func(pid, comm string, utime, stime int) string {
+		return fmt.Sprintf("%s (%s) S 1 %s %s 0 -1 4194560 100 0 0 0 %d %d 0 0 20 0 1 0 100 1000000 100 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n", pid, comm, pid, pid, utime, stime)
+	}
+	write(filepath.Join(dir, "proc", "101", "stat"), stat("101", "dd", 150, 50))
+	write(filepath.Join(dir, "proc", "102", "stat"), stat("102", "sleep", 30, 20))
+	r := NewReader(filepath.Join(dir, "cgroup"), filepath.Join(dir, "proc"), units.ModeHybrid, nil)
+	for _, cg := range []string{"/pod.slice/app.service", "/pod.slice"} {
+		u, err := r.ReadCgroup(cg)
+		if err != nil || u.CPU != 2500*time.Millisecond || u.MemoryWorkingSet != 1<<20 {
+			t.Errorf("%s: %+v, %v; want 2.5s of CPU", cg, u, err)
+		}
+	}
+}
