@@ -33,20 +33,28 @@ import (
 	"github.com/slicelet/slicelet/units"
 )
 
+// ContainerCgroup is what a child cgroup of a pod's cgroup is: a container of the pod and which
+// instance of it (the systemd runtime's unit instance, the CRI attempt). Of several cgroups of
+// one container (a restart caught halfway, a dead instance's cgroup not yet removed), the
+// highest instance's is the container's.
+type ContainerCgroup struct {
+	Name     string
+	Instance int
+}
+
 // Namer names the containers of a pod's child cgroups.
 type Namer interface {
 	// ContainerCgroups maps the child cgroups of the pod's cgroup (directory names, as listed)
-	// to the names of the pod's containers. A directory that is not one of them (a sandbox, a
-	// foreign cgroup) is left out; when several directories belong to one container (a
-	// restart caught halfway), only the current instance's is returned.
-	ContainerCgroups(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]string, error)
+	// that are the pod's containers to which container and instance each is. A directory that
+	// is none of them (a sandbox, a foreign cgroup) is left out.
+	ContainerCgroups(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]ContainerCgroup, error)
 }
 
 // NamerFunc adapts a function to Namer.
-type NamerFunc func(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]string, error)
+type NamerFunc func(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]ContainerCgroup, error)
 
 // ContainerCgroups calls f.
-func (f NamerFunc) ContainerCgroups(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]string, error) {
+func (f NamerFunc) ContainerCgroups(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]ContainerCgroup, error) {
 	return f(ctx, pod, dirs)
 }
 
@@ -231,8 +239,14 @@ func (r *Reader) ReadPod(ctx context.Context, pod *v1.Pod, podCgroup string) (Po
 	if err != nil {
 		return PodUsage{}, fmt.Errorf("pod %s/%s: containers' cgroups: %w", pod.Namespace, pod.Name, err)
 	}
-	byName := make(map[string]ContainerUsage, len(names))
-	for dir, name := range names {
+	current := map[string]string{} // container → the directory of its highest instance
+	for dir, c := range names {
+		if have, ok := current[c.Name]; !ok || names[have].Instance < c.Instance {
+			current[c.Name] = dir
+		}
+	}
+	byName := make(map[string]ContainerUsage, len(current))
+	for name, dir := range current {
 		cg := path.Join(podCgroup, dir)
 		u, err := r.ReadCgroup(cg)
 		if errors.Is(err, eviction.ErrUnavailable) {

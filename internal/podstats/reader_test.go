@@ -1,4 +1,4 @@
-package podstats
+package podstats_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
+	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -46,19 +47,19 @@ func criPod() *v1.Pod {
 }
 
 // criNamer names containers as the CRI runtime would: from the container IDs it knows.
-var criNamer = NamerFunc(func(_ context.Context, pod *v1.Pod, dirs []string) (map[string]string, error) {
+var criNamer = podstats.NamerFunc(func(_ context.Context, pod *v1.Pod, dirs []string) (map[string]podstats.ContainerCgroup, error) {
 	ids := map[string]string{"c1c1c1c1c1c1": "c1"}
-	out := map[string]string{}
+	out := map[string]podstats.ContainerCgroup{}
 	for _, d := range dirs {
 		id := strings.TrimSuffix(strings.TrimPrefix(d, "cri-containerd-"), ".scope")
 		if name, ok := ids[id]; ok {
-			out[d] = name
+			out[d] = podstats.ContainerCgroup{Name: name}
 		}
 	}
 	return out, nil
 })
 
-func usageString(u PodUsage) string {
+func usageString(u podstats.PodUsage) string {
 	s := fmt.Sprintf("pod ws=%dMi cpu=%v", u.MemoryWorkingSet/mib, u.CPU)
 	for _, c := range u.Containers {
 		s += fmt.Sprintf(" | %s ws=%dMi cpu=%v %s", c.Name, c.MemoryWorkingSet/mib, c.CPU, filepath.Base(c.Cgroup))
@@ -71,12 +72,12 @@ func usageString(u PodUsage) string {
 // current); setup's inactive_file is above its usage, so its working set is 0; the foreign
 // unit of another pod and the CRI sandbox's scope are not containers of the pod.
 func TestReadPod(t *testing.T) {
-	systemd := NamerFunc(systemdrt.ContainerCgroups)
+	systemd := podstats.NamerFunc(systemdrt.ContainerCgroups)
 	tests := []struct {
 		name   string
 		pod    *v1.Pod
 		cgroup string
-		namer  Namer
+		namer  podstats.Namer
 		want   string
 	}{
 		{name: "systemd runtime", pod: systemdPod(), cgroup: systemdPodCgroup, namer: systemd,
@@ -94,7 +95,7 @@ func TestReadPod(t *testing.T) {
 	}{{"v1", units.ModeHybrid}, {"v2", units.ModeUnified}} {
 		for _, tt := range tests {
 			t.Run(tree.name+"/"+tt.name, func(t *testing.T) {
-				r := NewReader(filepath.Join("testdata", tree.name, "cgroup"), filepath.Join("testdata", tree.name, "proc"), tree.mode, tt.namer)
+				r := podstats.NewReader(filepath.Join("testdata", tree.name, "cgroup"), filepath.Join("testdata", tree.name, "proc"), tree.mode, tt.namer)
 				u, err := r.ReadPod(t.Context(), tt.pod, tt.cgroup)
 				if err != nil {
 					t.Fatal(err)
@@ -108,12 +109,12 @@ func TestReadPod(t *testing.T) {
 }
 
 func TestReadPodErrors(t *testing.T) {
-	r := NewReader(filepath.Join("testdata", "v2", "cgroup"), "", units.ModeUnified, NamerFunc(systemdrt.ContainerCgroups))
+	r := podstats.NewReader(filepath.Join("testdata", "v2", "cgroup"), "", units.ModeUnified, podstats.NamerFunc(systemdrt.ContainerCgroups))
 	if _, err := r.ReadPod(t.Context(), systemdPod(), "/kubepods.slice/gone.slice"); !errors.Is(err, eviction.ErrUnavailable) {
 		t.Errorf("pod cgroup gone: %v, want ErrUnavailable", err)
 	}
-	broken := NewReader(filepath.Join("testdata", "v2", "cgroup"), "", units.ModeUnified,
-		NamerFunc(func(context.Context, *v1.Pod, []string) (map[string]string, error) {
+	broken := podstats.NewReader(filepath.Join("testdata", "v2", "cgroup"), "", units.ModeUnified,
+		podstats.NamerFunc(func(context.Context, *v1.Pod, []string) (map[string]podstats.ContainerCgroup, error) {
 			return nil, errors.New("runtime down")
 		}))
 	if _, err := broken.ReadPod(t.Context(), systemdPod(), systemdPodCgroup); err == nil || !strings.Contains(err.Error(), "pod default/web: containers' cgroups: runtime down") {
@@ -137,7 +138,7 @@ func TestReadPodErrors(t *testing.T) {
 	write(filepath.Join(pod, "memory.stat"), "inactive_file 0\n")
 	write(filepath.Join(pod, "cpu.stat"), "usage_usec 1\n")
 	os.MkdirAll(filepath.Join(pod, "slicelet-aaaaaaaa_0000_0000_0000_000000000001-app-1.service"), 0o755) // emptied: no files
-	r = NewReader(filepath.Join(dir, "cgroup"), "", units.ModeUnified, NamerFunc(systemdrt.ContainerCgroups))
+	r = podstats.NewReader(filepath.Join(dir, "cgroup"), "", units.ModeUnified, podstats.NamerFunc(systemdrt.ContainerCgroups))
 	u, err := r.ReadPod(t.Context(), systemdPod(), "/pod.slice")
 	if err != nil || len(u.Containers) != 0 || u.MemoryWorkingSet != 100 {
 		t.Errorf("exited container: %+v, %v", u, err)
@@ -147,7 +148,7 @@ func TestReadPodErrors(t *testing.T) {
 // TestContainerMemory is what the eviction manager gets: regular containers first, then init
 // containers, in spec order, as the kubelet's eviction message walks them.
 func TestContainerMemory(t *testing.T) {
-	r := NewReader(filepath.Join("testdata", "v1", "cgroup"), "", units.ModeHybrid, NamerFunc(systemdrt.ContainerCgroups))
+	r := podstats.NewReader(filepath.Join("testdata", "v1", "cgroup"), "", units.ModeHybrid, podstats.NamerFunc(systemdrt.ContainerCgroups))
 	got, err := r.ContainerMemory(t.Context(), eviction.ActivePod{Pod: systemdPod(), CgroupPath: systemdPodCgroup})
 	if err != nil {
 		t.Fatal(err)
@@ -169,12 +170,12 @@ func TestReadNode(t *testing.T) {
 	for _, tt := range []struct {
 		tree string
 		mode units.Mode
-		want Usage
+		want podstats.Usage
 	}{
-		{"v1", units.ModeHybrid, Usage{MemoryWorkingSet: 5 << 30, CPU: 900 * time.Second}},
-		{"v2", units.ModeUnified, Usage{MemoryWorkingSet: 5 << 30, CPU: 806 * time.Second}},
+		{"v1", units.ModeHybrid, podstats.Usage{MemoryWorkingSet: 5 << 30, CPU: 900 * time.Second}},
+		{"v2", units.ModeUnified, podstats.Usage{MemoryWorkingSet: 5 << 30, CPU: 806 * time.Second}},
 	} {
-		r := NewReader(filepath.Join("testdata", tt.tree, "cgroup"), filepath.Join("testdata", tt.tree, "proc"), tt.mode, nil)
+		r := podstats.NewReader(filepath.Join("testdata", tt.tree, "cgroup"), filepath.Join("testdata", tt.tree, "proc"), tt.mode, nil)
 		got, err := r.ReadNode()
 		if err != nil || got != tt.want {
 			t.Errorf("%s: %+v, %v; want %+v", tt.tree, got, err, tt.want)
@@ -209,7 +210,7 @@ func TestReadCgroupWithoutCPUAccounting(t *testing.T) {
 	}
 	write(filepath.Join(dir, "proc", "101", "stat"), stat("101", "dd", 150, 50))
 	write(filepath.Join(dir, "proc", "102", "stat"), stat("102", "sleep", 30, 20))
-	r := NewReader(filepath.Join(dir, "cgroup"), filepath.Join(dir, "proc"), units.ModeHybrid, nil)
+	r := podstats.NewReader(filepath.Join(dir, "cgroup"), filepath.Join(dir, "proc"), units.ModeHybrid, nil)
 	for _, cg := range []string{"/pod.slice/app.service", "/pod.slice"} {
 		u, err := r.ReadCgroup(cg)
 		if err != nil || u.CPU != 2500*time.Millisecond || u.MemoryWorkingSet != 1<<20 {

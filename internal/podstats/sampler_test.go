@@ -17,6 +17,8 @@ import (
 	"github.com/slicelet/slicelet/eviction"
 )
 
+const mib = 1 << 20
+
 // fakeWorld is the pods and their cumulative usage, changed by the test between samples.
 type fakeWorld struct {
 	mu    sync.Mutex

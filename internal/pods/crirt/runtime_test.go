@@ -28,6 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/slicelet/slicelet/internal/podstats"
+
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
@@ -1227,8 +1229,8 @@ func TestStorageDirsAndLayers(t *testing.T) {
 }
 
 // TestContainerCgroups: the child cgroups of a pod slice are named by the container IDs they
-// carry (systemd driver: <prefix>-<id>.scope; cgroupfs driver: the bare ID); the sandbox's and
-// foreign cgroups are left out, and of a restarted container the later attempt's is kept.
+// carry (systemd driver: <prefix>-<id>.scope; cgroupfs driver: the bare ID), each with its
+// attempt; the sandbox's and foreign cgroups are left out.
 func TestContainerCgroups(t *testing.T) {
 	e := newEnv(t)
 	pod := fakePod("u1", v1.RestartPolicyAlways, app("main"), app("side"))
@@ -1252,18 +1254,14 @@ func TestContainerCgroups(t *testing.T) {
 	}
 	sbs, _ := e.cri.ListPodSandbox(t.Context(), &runtimeapi.ListPodSandboxRequest{})
 	dirs := []string{
-		"cri-containerd-" + ids["main"][1] + ".scope", "cri-containerd-" + ids["main"][0] + ".scope", // new before old
+		"cri-containerd-" + ids["main"][1] + ".scope", "cri-containerd-" + ids["main"][0] + ".scope",
 		ids["side"][0], // cgroupfs driver
 		"cri-containerd-" + sbs.Items[0].Id + ".scope",            // the sandbox
 		"cri-containerd-0000.scope", "system.slice", "crio.scope", // not the pod's
 	}
 	got, err := e.rt.ContainerCgroups(t.Context(), pod, dirs)
-	want := map[string]string{dirs[0]: "main", dirs[2]: "side"}
+	want := map[string]podstats.ContainerCgroup{dirs[0]: {Name: "main", Instance: 1}, dirs[1]: {Name: "main"}, dirs[2]: {Name: "side"}}
 	if err != nil || !maps.Equal(got, want) {
 		t.Errorf("ContainerCgroups = %v, %v; want %v", got, err, want)
-	}
-	stdslices.Reverse(dirs[:2]) // old before new: the same answer
-	if got, _ := e.rt.ContainerCgroups(t.Context(), pod, dirs); got[dirs[1]] != "main" || len(got) != 2 {
-		t.Errorf("old before new: %v", got)
 	}
 }

@@ -6,15 +6,17 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/slicelet/slicelet/internal/podstats"
 )
 
 // ContainerCgroups names the pod's containers among the child cgroups of its pod slice
 // (podstats.Namer): with the systemd cgroup driver a container's cgroup is
 // <prefix>-<container id>.scope (containerd's cri-containerd-<id>.scope, CRI-O's
-// crio-<id>.scope), with the cgroupfs driver the bare <container id>. The sandbox's cgroup and
-// anything else not a container of the pod is left out; of two cgroups of one container name
-// (a restart caught halfway) the later attempt's is kept.
-func (r *Runtime) ContainerCgroups(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]string, error) {
+// crio-<id>.scope), with the cgroupfs driver the bare <container id>; the instance is the
+// container's attempt. The sandbox's cgroup and anything else not a container of the pod is
+// left out.
+func (r *Runtime) ContainerCgroups(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]podstats.ContainerCgroup, error) {
 	list, err := r.listContainers(ctx, string(pod.UID))
 	if err != nil {
 		return nil, err
@@ -23,24 +25,11 @@ func (r *Runtime) ContainerCgroups(ctx context.Context, pod *v1.Pod, dirs []stri
 	for _, c := range list {
 		byID[c.Id] = c
 	}
-	out := map[string]string{}
-	chosen := map[string]*runtimeapi.Container{} // container name → the instance whose cgroup is kept
+	out := map[string]podstats.ContainerCgroup{}
 	for _, dir := range dirs {
-		c, ok := byID[cgroupContainerID(dir)]
-		if !ok {
-			continue
+		if c, ok := byID[cgroupContainerID(dir)]; ok {
+			out[dir] = podstats.ContainerCgroup{Name: c.GetMetadata().GetName(), Instance: int(c.GetMetadata().GetAttempt())}
 		}
-		name := c.GetMetadata().GetName()
-		if prev, ok := chosen[name]; ok && prev.GetMetadata().GetAttempt() > c.GetMetadata().GetAttempt() {
-			continue
-		}
-		for d, n := range out {
-			if n == name {
-				delete(out, d)
-			}
-		}
-		chosen[name] = c
-		out[dir] = name
 	}
 	return out, nil
 }

@@ -8,6 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/slicelet/slicelet/internal/podstats"
+
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -99,29 +101,19 @@ func parseUnit(name string) (unitID, bool) {
 }
 
 // ContainerCgroups names the pod's container units among the child cgroups of its pod slice
-// (podstats.Namer): slicelet-<uid_>-<container_>-<n>.service of this pod's UID, the highest
-// instance of each container (an instance's cgroup outlives it only until its processes are
-// gone). Other directories are left out. It needs no runtime state.
-func ContainerCgroups(_ context.Context, pod *v1.Pod, dirs []string) (map[string]string, error) {
-	out := map[string]string{}
-	best := map[string]int{} // container → highest instance seen
+// (podstats.Namer): slicelet-<uid_>-<container_>-<n>.service of this pod's UID, instance n.
+// Other directories are left out. It needs no runtime state.
+func ContainerCgroups(_ context.Context, pod *v1.Pod, dirs []string) (map[string]podstats.ContainerCgroup, error) {
+	out := map[string]podstats.ContainerCgroup{}
 	for _, dir := range dirs {
-		uid, container, n, ok := ParseUnitName(dir)
-		if !ok || uid != string(pod.UID) || n < best[container] {
-			continue
+		if uid, container, n, ok := ParseUnitName(dir); ok && uid == string(pod.UID) {
+			out[dir] = podstats.ContainerCgroup{Name: container, Instance: n}
 		}
-		for d, c := range out {
-			if c == container {
-				delete(out, d)
-			}
-		}
-		best[container] = n
-		out[dir] = container
 	}
 	return out, nil
 }
 
 // ContainerCgroups is the package's ContainerCgroups, so the runtime is a podstats.Namer.
-func (r *Runtime) ContainerCgroups(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]string, error) {
+func (r *Runtime) ContainerCgroups(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]podstats.ContainerCgroup, error) {
 	return ContainerCgroups(ctx, pod, dirs)
 }
