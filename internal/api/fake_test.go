@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -300,6 +301,12 @@ const (
 // startServer serves b on a fresh socket whose group is gid (the test's own gid when 0).
 func startServer(t *testing.T, b Backend, gid uint32) (*Server, *Client) {
 	t.Helper()
+	return startServerLogging(t, b, gid, nil)
+}
+
+// startServerLogging is startServer with the server's logger.
+func startServerLogging(t *testing.T, b Backend, gid uint32, log *slog.Logger) (*Server, *Client) {
+	t.Helper()
 	if gid == 0 {
 		gid = uint32(os.Getgid())
 	}
@@ -312,6 +319,7 @@ func startServer(t *testing.T, b Backend, gid uint32) (*Server, *Client) {
 			}
 			return 0, fmt.Errorf("group %q not found", name)
 		},
+		Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)

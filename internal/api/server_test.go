@@ -597,30 +597,10 @@ spec:
 func TestApplyPodSecurity(t *testing.T) {
 	f := newFakeBackend()
 	var logs bytes.Buffer
-	s, err := NewServer(f, Options{
-		Socket:      testSocketPath(t),
-		Group:       testGroup,
-		LookupGroup: func(string) (uint32, error) { return uint32(os.Getgid()), nil },
-		Logger:      slog.New(slog.NewJSONHandler(&logs, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	c := NewClient(s.Socket())
+	_, c := startServerLogging(t, f, 0, slog.New(slog.NewJSONHandler(&logs, nil)))
+	ctx := t.Context()
 
-	_, err = c.ApplyPod(ctx, []byte(hostNetworkManifest))
+	_, err := c.ApplyPod(ctx, []byte(hostNetworkManifest))
 	var forbidden *ForbiddenError
 	want := `pods "hostnet" is forbidden: violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true)`
 	if statusOf(err) != 403 || !errors.As(err, &forbidden) || err.Error() != want {
