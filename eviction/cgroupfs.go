@@ -103,3 +103,9 @@ func procfsError(err error) error {
 	}
 	return err
 }
+
+// CgroupDir is the directory of cgroupPath for a controller (controllerDir), for readers
+// outside this package that walk a cgroup's children (podstats).
+func CgroupDir(cgroupRoot string, mode units.Mode, controller, cgroupPath string) (string, error) {
+	return controllerDir(cgroupRoot, mode, controller, cgroupPath)
+}

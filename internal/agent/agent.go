@@ -33,6 +33,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods/crirt"
 	"github.com/slicelet/slicelet/internal/pods/source"
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
+	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -99,6 +100,7 @@ type daemon struct {
 	gc      *gcService
 	detect  func(context.Context) error // image records refresh; nil without images
 	evm     *eviction.Manager
+	stats   *podstats.Sampler
 	store   *source.APIStore
 	dir     *source.ManifestDir
 	api     *api.Server
@@ -161,9 +163,17 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 		return nil, err
 	}
 	_, d.images = d.rt.(gc.ImageRuntime)
+	security, err := admission.ParsePodSecurityLevels(cfg.Pods.Security.BySource())
+	if err != nil {
+		return nil, err
+	}
+	if security[pods.SourceAPI].AllowsRoot() {
+		log.Info("members of the api socket's group can run pods as root on this node: membership is root-equivalent",
+			"api_group", cfg.API.Group, "pod_security", security[pods.SourceAPI].String())
+	}
 	// Admission reads the node's pressure conditions from the health tracker, where the
 	// eviction manager reports them.
-	admitter := admission.Admitter{Node: func() admission.NodeState {
+	admitter := admission.Admitter{PodSecurity: security, Node: func() admission.NodeState {
 		return admission.NodeState{
 			Allocatable:     admission.WithMaxPods(d.alloc, cfg.Node.MaxPods),
 			PriorityClasses: cfg.Eviction.PriorityClasses,
@@ -173,6 +183,14 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	d.ctrl = pods.NewController(d.mgr, d.rt, admitter, log, pods.SourceFile, pods.SourceAPI)
 	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: sdOps, Pods: d.ctrl, Health: d.health})
 	d.ctrl.OnReject(d.metrics.AdmissionRejected)
+	// Per-container usage, read from the pods' cgroups: the eviction message names the
+	// containers over their requests; the sampler serves `slicectl top`.
+	namer, _ := d.rt.(podstats.Namer)
+	statsReader := podstats.NewReader(o.CgroupRoot, o.ProcRoot, mode, namer)
+	if d.stats, err = podstats.NewSampler(podstats.SamplerOptions{Reader: statsReader, Pods: d.ctrl,
+		Interval: cfg.Eviction.MonitoringInterval, Logger: log.With("component", "podstats")}); err != nil {
+		return nil, err
+	}
 
 	col, err := newGCCollector(cfg, d.rt, d.ctrl.GCPodState, log)
 	if err != nil {
@@ -184,7 +202,8 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	d.gc = newGCService(col, d.metrics, d.health)
 	if d.evm, err = newEvictionManager(evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: mode,
 		Controller: d.ctrl, Logger: log, Metrics: d.metrics, Health: d.health, Clock: d.clock,
-		BeforeCycle: o.evictionBeforeCycle, Reclaim: d.gc.Reclaim, Runtime: d.rt}); err != nil {
+		BeforeCycle: o.evictionBeforeCycle, Reclaim: d.gc.Reclaim, Runtime: d.rt,
+		ContainerMemory: statsReader.ContainerMemory}); err != nil {
 		return nil, err
 	}
 	// Pods coming and going re-arm the pressure thresholds at once (not at the next 10 s).
@@ -199,7 +218,7 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	}
 	hostname, _ := os.Hostname()
 	back := &backend{ctrl: d.ctrl, store: d.store, rt: d.rt, mcfg: d.mcfg, mode: mode, maxPods: cfg.Node.MaxPods,
-		hostname: hostname, gc: d.gc, evm: d.evm, health: d.health}
+		hostname: hostname, gc: d.gc, evm: d.evm, health: d.health, podSecurity: security, stats: d.stats}
 	if d.api, err = api.NewServer(back, api.Options{Socket: cfg.API.Socket, Group: cfg.API.Group,
 		Logger: log.With("component", "api"), Health: d.health}); err != nil {
 		return nil, err
@@ -253,6 +272,7 @@ func (d *daemon) run(ctx context.Context) error {
 	if d.detect != nil {
 		wg.Go(func() { detectLoop(runCtx, d.clock, imageDetectPeriod, d.detect, d.health) })
 	}
+	wg.Go(func() { d.stats.Run(runCtx) })
 	wg.Go(func() { d.evm.Run(runCtx) })
 	wg.Go(func() { d.runSource(runCtx, "manifest directory source", manifestsWarnable, d.dir.Run) })
 	wg.Go(func() { d.runSource(runCtx, "api pod source", apiStoreWarnable, d.store.Run) })

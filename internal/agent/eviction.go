@@ -44,6 +44,9 @@ type evictionOptions struct {
 	// Runtime, when it tells where pods keep local storage (storageDirs), has the pods'
 	// ephemeral storage measured for the local-storage limits and the nodefs ranking.
 	Runtime pods.Runtime
+	// ContainerMemory reads each container's working set for the eviction message; nil for
+	// none.
+	ContainerMemory func(ctx context.Context, p eviction.ActivePod) ([]eviction.ContainerUsage, error)
 }
 
 // writableLayers is a runtime whose containers have writable layers in its own store (crirt):
@@ -131,6 +134,7 @@ func newEvictionManager(o evictionOptions) (*eviction.Manager, error) {
 	}
 	m, err := eviction.NewManager(eviction.ManagerOptions{
 		Storage:            storage,
+		ContainerMemory:    o.ContainerMemory,
 		Config:             ecfg,
 		Sources:            src,
 		Pods:               o.Controller,

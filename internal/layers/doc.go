@@ -5,7 +5,8 @@
 //	  → internal/agent (the wiring: the only reader of config besides cmd)
 //	    → config (the file format, and the components' options derived from it)
 //	      → components: slices, eviction, gc, internal/metrics (independent of each other);
-//	        internal/pods/... (pods, lifecycle, admission, sources, runtimes); internal/api
+//	        internal/pods/... (pods, lifecycle, admission, sources, runtimes), internal/podstats;
+//	        internal/api
 //	        → adapters: units (systemd over D-Bus), internal/procfs (/proc), the CRI client in
 //	          internal/pods/crirt
 //	          → leaves: internal/health, internal/atomicfile, internal/unixsock,

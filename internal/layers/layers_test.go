@@ -49,13 +49,14 @@ var layers = map[string]pkgLayer{
 	"units":           {layer: adapter},
 	"internal/procfs": {layer: adapter},
 
-	"slices":           {layer: component, group: "core"},
-	"eviction":         {layer: component, group: "core"},
-	"gc":               {layer: component, group: "core"},
-	"internal/metrics": {layer: component, group: "core"},
-	"internal/pods":    {layer: component, group: "pods"},
-	"internal/pods/":   {layer: component, group: "pods"},
-	"internal/api":     {layer: component, group: "api"},
+	"slices":            {layer: component, group: "core"},
+	"eviction":          {layer: component, group: "core"},
+	"gc":                {layer: component, group: "core"},
+	"internal/metrics":  {layer: component, group: "core"},
+	"internal/pods":     {layer: component, group: "pods"},
+	"internal/pods/":    {layer: component, group: "pods"},
+	"internal/podstats": {layer: component, group: "pods"},
+	"internal/api":      {layer: component, group: "api"},
 
 	"config": {layer: configLayer},
 

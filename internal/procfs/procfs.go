@@ -1,5 +1,5 @@
-// Package procfs is slicelet's /proc adapter: the few kernel facts the node's capacity and the
-// eviction signals read, parsed by github.com/prometheus/procfs (the
+// Package procfs is slicelet's /proc adapter: the few kernel facts the node's capacity, the
+// eviction signals and the pods' usage (podstats) read, parsed by github.com/prometheus/procfs (the
 // parser node_exporter uses) under an injected procfs root, with errors that name the file.
 //
 // A file or value the kernel does not provide is an error wrapping fs.ErrNotExist (a missing
@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	promprocfs "github.com/prometheus/procfs"
 )
@@ -111,4 +112,38 @@ func Tasks(root string) (int64, error) {
 		return 0, fmt.Errorf("%s: field %q is not running/total", path, fields[3])
 	}
 	return tasks, nil
+}
+
+// NodeCPU is the CPU time the node has used, from root/stat: user, nice, system, irq, softirq
+// and steal of the "cpu" line (idle and iowait are not use; guest time is inside user).
+func NodeCPU(root string) (time.Duration, error) {
+	p, err := open(root, "stat")
+	if err != nil {
+		return 0, err
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", filepath.Join(root, "stat"), err)
+	}
+	c := st.CPUTotal
+	secs := c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
+// ProcessCPU is the CPU time process pid has used, utime + stime of root/<pid>/stat. A process
+// that is gone is an error wrapping fs.ErrNotExist.
+func ProcessCPU(root string, pid int) (time.Duration, error) {
+	p, err := open(root, strconv.Itoa(pid))
+	if err != nil {
+		return 0, err
+	}
+	proc, err := p.Proc(pid)
+	if err != nil {
+		return 0, err
+	}
+	st, err := proc.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("process %d: %w", pid, err)
+	}
+	return time.Duration(st.CPUTime() * float64(time.Second)), nil
 }

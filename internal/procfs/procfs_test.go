@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func writeTree(t *testing.T, files map[string]string) string {
@@ -121,5 +122,26 @@ func TestTasks(t *testing.T) {
 		if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 			t.Errorf("Tasks(%q) error = %v, want %q", tt.loadavg, err, tt.wantErr)
 		}
+	}
+}
+
+func TestCPU(t *testing.T) {
+	root := writeTree(t, map[string]string{
+		// USER_HZ is 100: 100 ticks are one second.
+		"stat":    "cpu  100 20 30 5000 400 6 7 8 0 0\ncpu0 100 20 30 5000 400 6 7 8 0 0\nintr 0\nctxt 0\nbtime 0\nprocesses 1\nprocs_running 1\nprocs_blocked 0\n",
+		"42/stat": "42 (a (weird) name) S 1 42 42 0 -1 4194560 91 0 0 0 150 50 0 0 20 0 1 0 1234 8192 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+	})
+	// user + nice + system + irq + softirq + steal = 100+20+30+6+7+8 ticks.
+	if got, err := NodeCPU(root); err != nil || got != 1710*time.Millisecond {
+		t.Errorf("NodeCPU = %v, %v; want 1.71s", got, err)
+	}
+	if got, err := ProcessCPU(root, 42); err != nil || got != 2*time.Second {
+		t.Errorf("ProcessCPU = %v, %v; want utime+stime 2s", got, err)
+	}
+	if _, err := ProcessCPU(root, 43); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ProcessCPU of a gone process: %v, want ErrNotExist", err)
+	}
+	if _, err := NodeCPU(filepath.Join(root, "none")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("NodeCPU of a missing root: %v", err)
 	}
 }
