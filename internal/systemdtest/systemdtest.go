@@ -108,6 +108,7 @@ func MainWith(m *testing.M, o Options) int {
 	if Inside() || listOnly(os.Args[1:]) {
 		return m.Run()
 	}
+	deadline := runDeadline(os.Args[1:], time.Now())
 	if err := sandbox.Prerequisites(); err != nil {
 		skipReason = err.Error()
 		if CI() {
@@ -121,7 +122,7 @@ func MainWith(m *testing.M, o Options) int {
 	defer stop()
 	code := runInSandbox(ctx, o, os.Stdout, os.Stderr)
 	if code == 0 && os.Getenv(VMEnv) == "1" {
-		code = runInVM(ctx, os.Stdout, os.Stderr)
+		code = runInVM(ctx, deadline, os.Stdout, os.Stderr)
 	}
 	return code
 }
@@ -141,7 +142,7 @@ func listOnly(args []string) bool {
 // guest with a pure cgroup v2 kernel and the host's systemd as PID 1. The same tests that ran in
 // the hybrid sandbox run again there; only their expected cgroup files differ by mode. With
 // CI=true a VM that cannot be prepared or booted is a failure, never a skip.
-func runInVM(ctx context.Context, stdout, stderr io.Writer) int {
+func runInVM(ctx context.Context, deadline time.Time, stdout, stderr io.Writer) int {
 	if err := vmtest.Prepare(ctx); err != nil {
 		if errors.Is(err, vmtest.ErrPrerequisite) && !CI() {
 			fmt.Fprintf(stderr, "SKIP: systemdtest: no cgroup v2 VM here: %v\n", err)
@@ -165,13 +166,14 @@ func runInVM(ctx context.Context, stdout, stderr io.Writer) int {
 	if CI() {
 		env = append(env, "CI=true")
 	}
-	fmt.Fprintf(stderr, "systemdtest: running the tests again in a cgroup v2 VM\n")
+	budget := vmBudget(deadline, time.Now())
+	fmt.Fprintf(stderr, "systemdtest: running the tests again in a cgroup v2 VM (guard %s)\n", budget.Round(time.Second))
 	res, err := vmtest.Run(ctx, vmtest.Options{
 		Binary:  exe,
 		Args:    vmtest.GuestTestArgs(os.Args[1:]),
 		Env:     env,
 		Dir:     cwd,
-		Timeout: 5 * time.Minute,
+		Timeout: budget,
 	})
 	_, _ = stdout.Write(res.Output)
 	fmt.Fprintf(stderr, "systemdtest: cgroup v2 VM run took %s\n", res.Duration.Round(time.Millisecond))
@@ -180,6 +182,57 @@ func runInVM(ctx context.Context, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return res.ExitCode
+}
+
+// Timing of the VM run. The VM's guard used to be a fixed 5 minutes; under software emulation
+// the guest slows down with the host's load many times over, and healthy runs of the slower
+// packages were killed on a loaded machine. The guard is now what is left of the test binary's
+// own -test.timeout (go test kills the binary one minute after it), so it only fires where go
+// test would have failed the package anyway, and early enough to report the console's tail.
+const (
+	// noTimeoutBudget is the VM's guard when the binary runs without -test.timeout.
+	noTimeoutBudget = 30 * time.Minute
+	// vmReportMargin is kept back from the deadline for the VM's output to come back.
+	vmReportMargin = 30 * time.Second
+	// minVMBudget is the least the VM gets, even past the deadline (go test's kill comes later).
+	minVMBudget = 2 * time.Minute
+)
+
+// runDeadline is when the test binary started at start with args runs out of its -test.timeout;
+// the zero time when it has none.
+func runDeadline(args []string, start time.Time) time.Time {
+	d := testTimeout(args)
+	if d <= 0 {
+		return time.Time{}
+	}
+	return start.Add(d)
+}
+
+// testTimeout is the value of -test.timeout in args (0 when absent, zero or malformed).
+func testTimeout(args []string) time.Duration {
+	var d time.Duration
+	for i := 0; i < len(args); i++ {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !strings.HasPrefix(args[i], "-") || name != "test.timeout" {
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			i++
+			value = args[i]
+		}
+		if v, err := time.ParseDuration(value); err == nil {
+			d = v
+		}
+	}
+	return d
+}
+
+// vmBudget is the VM's guard at now for a binary whose time ends at deadline.
+func vmBudget(deadline, now time.Time) time.Duration {
+	if deadline.IsZero() {
+		return noTimeoutBudget
+	}
+	return max(deadline.Sub(now)-vmReportMargin, minVMBudget)
 }
 
 // runInSandbox boots an instance, runs this test binary inside and always stops the instance.

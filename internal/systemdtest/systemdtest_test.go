@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -174,6 +175,29 @@ func TestListOnly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := listOnly(tc.args); got != tc.want {
 				t.Errorf("listOnly(%q) = %v, want %v", tc.args, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestVMBudget(t *testing.T) {
+	start := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		elapsed time.Duration
+		want    time.Duration
+	}{
+		{"what is left of go test's timeout, less the report margin", []string{"-test.v", "-test.timeout=20m0s"}, 4 * time.Minute, 16*time.Minute - vmReportMargin},
+		{"the value as the next argument", []string{"-test.timeout", "10m"}, 0, 10*time.Minute - vmReportMargin},
+		{"no timeout flag", []string{"-test.run=X"}, time.Hour, noTimeoutBudget},
+		{"timeout zero means none", []string{"-test.timeout=0s"}, 0, noTimeoutBudget},
+		{"past the deadline still gets the minimum", []string{"-test.timeout=5m"}, 6 * time.Minute, minVMBudget},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := vmBudget(runDeadline(tc.args, start), start.Add(tc.elapsed))
+			if got != tc.want {
+				t.Errorf("vmBudget = %s, want %s", got, tc.want)
 			}
 		})
 	}
