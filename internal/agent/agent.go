@@ -7,10 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -20,13 +18,10 @@ import (
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/eviction"
-	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
-	"github.com/slicelet/slicelet/internal/pods/crirt"
 	"github.com/slicelet/slicelet/internal/pods/source"
-	"github.com/slicelet/slicelet/internal/pods/systemdrt"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -119,15 +114,17 @@ func Run(ctx context.Context, o Options) error {
 		"allocatable_cpu_millis", alloc.Cpu().MilliValue(), "allocatable_memory_bytes", alloc.Memory().Value(),
 		"kubepods_cpu_millis", limits.Cpu().MilliValue(), "kubepods_memory_bytes", limits.Memory().Value())
 
-	rt, err := newRuntime(ctx, cfg, sd, capacity, mcfg, log)
+	hostname, _ := os.Hostname()
+	events, stopEvents := newEventRecorder(hostname, log.With("component", "events"))
+	defer stopEvents()
+	prt, err := newRuntime(ctx, cfg, sd, capacity, mcfg, events, log)
 	if err != nil {
 		return err
 	}
-	if c, ok := rt.(io.Closer); ok {
-		defer c.Close()
-	}
+	defer prt.close()
+	rt := prt.worker
 	// The eviction manager starts after the controller it evicts through; admission reads its
-	// node conditions once it exists.
+	// node conditions once it exists, and the controller tells it when pods change.
 	var evm atomic.Pointer[eviction.Manager]
 	admitter := admission.Admitter{Node: func() admission.NodeState {
 		n := admission.NodeState{Allocatable: admission.WithMaxPods(alloc, cfg.Node.MaxPods), PriorityClasses: cfg.Eviction.PriorityClasses}
@@ -136,7 +133,17 @@ func Run(ctx context.Context, o Options) error {
 		}
 		return n
 	}}
-	ctrl := pods.NewController(mgr, rt, admitter, log, pods.SourceFile, pods.SourceAPI)
+	ctrl := pods.NewController(pods.ControllerOptions{
+		Slices: mgr, Runtime: rt, Admitter: admitter, Logger: log,
+		WantSources: []string{pods.SourceFile, pods.SourceAPI},
+		OnReject:    met.AdmissionRejected,
+		// Pods coming and going re-arm the pressure thresholds at once (not at the next 10 s).
+		OnChange: func() {
+			if m := evm.Load(); m != nil {
+				m.PodsChanged()
+			}
+		},
+	})
 	store, err := source.OpenAPIStore(cfg.StateDir, source.APIStoreOptions{Log: log.With("source", pods.SourceAPI)})
 	if err != nil {
 		return fmt.Errorf("api pod store: %w", err)
@@ -145,13 +152,12 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("manifest directory: %w", err)
 	}
-	col, err := newGCCollector(cfg, rt, ctrl.GCPodState, log)
+	col, err := newGCCollector(cfg, prt, ctrl.GCPodState, log)
 	if err != nil {
 		return err
 	}
 	gcs := newGCService(col, met, log)
-	_, hasImages := rt.(gc.ImageRuntime)
-	hostname, _ := os.Hostname()
+	hasImages := prt.images != nil
 	back := &backend{ctrl: ctrl, store: store, rt: rt, mgr: mgr, mcfg: mcfg, mode: sd.Mode(), maxPods: cfg.Node.MaxPods, hostname: hostname, gc: gcs}
 	srv, err := api.NewServer(back,
 		api.Options{Socket: cfg.API.Socket, Group: cfg.API.Group, Logger: log.With("component", "api")})
@@ -165,7 +171,6 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	ctrl.OnReject(met.AdmissionRejected)
 
 	status := func() string {
 		byQOS, byPhase := ctrl.Counts()
@@ -195,15 +200,13 @@ func Run(ctx context.Context, o Options) error {
 	if hasImages {
 		wg.Go(func() { detectLoop(runCtx, imageDetectPeriod, col.Detect, log.With("component", "gc")) })
 	}
-	m, err := startEviction(runCtx, &wg, evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: sd.Mode(), Controller: ctrl, Logger: log, Metrics: met, BeforeCycle: o.evictionBeforeCycle, Reclaim: gcs.Reclaim, Runtime: rt})
+	m, err := startEviction(runCtx, &wg, evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: sd.Mode(), Controller: ctrl, Logger: log, Metrics: met, BeforeCycle: o.evictionBeforeCycle, Reclaim: gcs.Reclaim, Storage: prt.storage, ImageFsPath: prt.imageFsPath})
 	if err != nil {
 		cancel()
 		wg.Wait()
 		return err
 	}
 	evm.Store(m)
-	// Pods coming and going re-arm the pressure thresholds at once (not at the next 10 s).
-	ctrl.OnChange(m.PodsChanged)
 	back.conditions = m.NodeConditions
 	back.lastDecision = m.LastDecisionAt
 	wg.Go(func() {
@@ -216,6 +219,18 @@ func Run(ctx context.Context, o Options) error {
 			log.Error("api pod source stopped", "error", err)
 		}
 	})
+	// The API and READY wait until the controller adopted the pods that kept running while
+	// slicelet was down, so that no client sees a running pod Pending because slicelet
+	// restarted; bounded, so that a source that never reports does not hold the daemon back.
+	adopt := time.NewTimer(adoptTimeout)
+	select {
+	case <-ctrl.Adopted():
+		log.Info("pods adopted", "duration", time.Since(start))
+	case <-adopt.C:
+		log.Warn("pods not adopted in time; serving anyway", "timeout", adoptTimeout)
+	case <-ctx.Done():
+	}
+	adopt.Stop()
 	wg.Go(func() {
 		if err := srv.Serve(runCtx); err != nil && runCtx.Err() == nil {
 			log.Error("api server stopped", "error", err)
@@ -247,6 +262,9 @@ func Run(ctx context.Context, o Options) error {
 	return nil
 }
 
+// adoptTimeout bounds the wait for the pods' adoption before the API is served and READY sent.
+const adoptTimeout = 30 * time.Second
+
 // statusLoop refreshes STATUS= every few seconds so `systemctl status slicelet` stays current.
 func statusLoop(ctx context.Context, status func() string, log *slog.Logger) {
 	t := time.NewTicker(5 * time.Second)
@@ -264,35 +282,6 @@ func statusLoop(ctx context.Context, status func() string, log *slog.Logger) {
 				}
 			}
 		}
-	}
-}
-
-// newRuntime builds the configured container runtime. The CRI runtime connects lazily: an
-// endpoint that is not up yet is retried with back-off (pods report Unknown meanwhile), so a
-// daemon started before containerd comes up stays up.
-func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capacity slices.Capacity, mcfg slices.ManagerConfig, log *slog.Logger) (pods.Runtime, error) {
-	opts := mcfg.Pod
-	switch cfg.Runtime.Type {
-	case config.RuntimeSystemd, "":
-		return systemdrt.New(systemdrt.Options{
-			Systemd:        sd,
-			StateDir:       filepath.Join(cfg.StateDir, "runtime"),
-			Logger:         log.With("runtime", "systemd"),
-			MemoryCapacity: capacity.Memory,
-			Resources:      &opts,
-		})
-	case config.RuntimeCRI:
-		return crirt.New(ctx, crirt.Options{
-			Endpoint:       cfg.Runtime.Endpoint,
-			SandboxImage:   cfg.Runtime.SandboxImage,
-			LogRoot:        podLogRoot,
-			StateDir:       filepath.Join(cfg.StateDir, "runtime-cri"),
-			Logger:         log.With("runtime", "cri"),
-			MemoryCapacity: capacity.Memory,
-			Resources:      &opts,
-		})
-	default:
-		return nil, fmt.Errorf("runtime.type %q: want \"systemd\" or \"cri\"", cfg.Runtime.Type)
 	}
 }
 
