@@ -58,6 +58,7 @@ type podState struct {
 	// observed is set once the status came from the runtime (a relist or a sync), not from
 	// admission alone.
 	observed  bool
+	syncing   bool // a sync of the pod is in flight
 	nextSync  time.Time
 	deleting  bool
 	createdAt time.Time
@@ -111,6 +112,9 @@ type Controller struct {
 	want      []string             // sources that must report before orphans are cleaned
 	cleaned   bool
 	kick      chan struct{}
+	done      chan struct{} // a sync ended
+	running   int           // syncs in flight
+	syncs     sync.WaitGroup
 	adopted   chan struct{} // closed by the first relist after every wanted source reported
 }
 
@@ -140,6 +144,7 @@ func NewController(opts ControllerOptions) *Controller {
 		sources:   map[string]bool{},
 		want:      opts.WantSources,
 		kick:      make(chan struct{}, 1),
+		done:      make(chan struct{}, 1),
 		adopted:   make(chan struct{}),
 	}
 }
@@ -271,17 +276,30 @@ func (c *Controller) Problems() []Problem {
 	return stdslices.Clone(c.problems)
 }
 
-// Run syncs pods until ctx ends: at once after every snapshot, and every tick for pods due.
+// Run syncs pods until ctx ends: a relist and the due pods' syncs at once after every
+// snapshot and every tick, and further due pods whenever a sync ends. Syncs run on their own,
+// at most syncWorkers at a time, so a slow sync never holds back the relist that adopts the
+// pods of a source that reported later. Run returns once the syncs in flight have ended.
 func (c *Controller) Run(ctx context.Context) {
 	t := c.clock.NewTicker(c.tick)
 	defer t.Stop()
+	defer c.syncs.Wait()
+	relist := true
 	for {
-		c.syncDue(ctx)
+		if relist {
+			c.relist(ctx)
+		}
+		c.dispatch(ctx)
+		c.maybeCleanupOrphans(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.kick:
+			relist = true
 		case <-t.C():
+			relist = true
+		case <-c.done:
+			relist = false
 		}
 	}
 }
@@ -354,51 +372,52 @@ func unknownStatus(status v1.PodStatus, err error) v1.PodStatus {
 	return status
 }
 
-// syncDue syncs every pod whose next sync is due, a few at a time, after a relist that makes
-// the pods whose containers changed due at once.
-func (c *Controller) syncDue(ctx context.Context) {
-	c.relist(ctx)
+// dispatch starts the syncs of pods whose next sync is due and that are not being synced, as
+// many as there are free sync workers.
+func (c *Controller) dispatch(ctx context.Context) {
 	now := c.clock.Now()
 	c.mu.Lock()
-	var due []string
+	defer c.mu.Unlock()
 	for uid, ps := range c.pods {
-		if !ps.nextSync.After(now) && (ps.admitted || ps.deleting) {
-			due = append(due, uid)
+		if c.running >= syncWorkers {
+			return
 		}
-	}
-	allReady := c.allSourcesReadyLocked()
-	c.mu.Unlock()
-	defer func() {
-		// Orphans are only judged once every source reported and every admitted pod has its
-		// slice, so nothing live is ever taken for an orphan.
-		c.mu.Lock()
-		for _, ps := range c.pods {
-			if ps.admitted && !ps.deleting && ps.slice.Unit == "" {
-				allReady = false
-			}
+		if ps.syncing || ps.nextSync.After(now) || !(ps.admitted || ps.deleting) {
+			continue
 		}
-		c.mu.Unlock()
-		if allReady && !c.isCleaned() && ctx.Err() == nil {
-			c.cleanupOrphans(ctx)
-		}
-	}()
-
-	sem := make(chan struct{}, syncWorkers)
-	var wg sync.WaitGroup
-	for _, uid := range due {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		ps.syncing = true
+		c.running++
+		c.syncs.Go(func() {
 			c.syncPod(ctx, uid)
+			c.mu.Lock()
+			ps.syncing = false
+			c.running--
+			c.mu.Unlock()
+			select {
+			case c.done <- struct{}{}:
+			default:
+			}
 		})
 	}
-	wg.Wait()
 }
 
-func (c *Controller) isCleaned() bool {
+// maybeCleanupOrphans cleans orphans once every source reported and every admitted pod has its
+// slice, so nothing live is ever taken for an orphan.
+func (c *Controller) maybeCleanupOrphans(ctx context.Context) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cleaned
+	ready := c.allSourcesReadyLocked() && !c.cleaned
+	for _, ps := range c.pods {
+		if !ready {
+			break
+		}
+		if ps.admitted && !ps.deleting && ps.slice.Unit == "" {
+			ready = false
+		}
+	}
+	c.mu.Unlock()
+	if ready && ctx.Err() == nil {
+		c.cleanupOrphans(ctx)
+	}
 }
 
 // syncPod brings one pod to its desired state.
