@@ -137,6 +137,12 @@ func (w *Worker) stopStray(ctx context.Context, pod *v1.Pod, stray []ContainerSt
 // SIGKILL), reporting it as the kubelet's killContainer does. A container that is gone already
 // is not an error.
 func (w *Worker) stopContainer(ctx context.Context, pod *v1.Pod, st ContainerStatus, grace time.Duration, why string) error {
+	if uid := string(pod.UID); uid != "" {
+		e := w.entry(uid)
+		e.recMu.Lock()
+		e.stopped[st.ID] = true
+		e.recMu.Unlock()
+	}
 	msg := "Stopping container " + st.Name
 	if why != "" {
 		msg += ": " + why

@@ -74,6 +74,7 @@ type entry struct {
 	rec         *podRecord // nil until loaded
 	waits       map[string]*hold
 	backOffSeen map[string]uint32 // container → attempt whose back-off was reported
+	stopped     map[string]bool   // IDs of the runs the worker stopped: their end is no failure
 
 	// guarded by Worker.mu:
 	nextSync time.Time
@@ -157,7 +158,7 @@ func (w *Worker) entry(uid string) *entry {
 	defer w.mu.Unlock()
 	e := w.pods[uid]
 	if e == nil {
-		e = &entry{waits: map[string]*hold{}, backOffSeen: map[string]uint32{}}
+		e = &entry{waits: map[string]*hold{}, backOffSeen: map[string]uint32{}, stopped: map[string]bool{}}
 		w.pods[uid] = e
 	}
 	return e
