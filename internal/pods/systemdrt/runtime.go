@@ -316,7 +316,7 @@ func (r *Runtime) ListPodSandbox(_ context.Context, podUID string) ([]worker.San
 	var out []worker.Sandbox
 	var errs []error
 	for _, uid := range uids {
-		errs = append(errs, r.locked(uid, func(e *podEntry) error {
+		err := r.locked(uid, func(e *podEntry) error {
 			if e.rec == nil {
 				return nil
 			}
@@ -324,9 +324,21 @@ func (r *Runtime) ListPodSandbox(_ context.Context, podUID string) ([]worker.San
 				out = append(out, worker.Sandbox{ID: sb.ID, PodUID: uid, Attempt: sb.Attempt, Ready: sb.Ready, CreatedAt: sb.CreatedAt})
 			}
 			return nil
-		}))
+		})
+		errs = append(errs, r.skipUnreadable(podUID, uid, err))
 	}
 	return out, errors.Join(errs...)
+}
+
+// skipUnreadable is err for a listing of one pod; a listing of every pod leaves out a pod
+// whose record cannot be read, with a warning, rather than fail for all of them (the pod's own
+// syncs report the error).
+func (r *Runtime) skipUnreadable(listed, uid string, err error) error {
+	if err == nil || listed != "" {
+		return err
+	}
+	r.log.Warn("pod state unreadable, the pod is left out of the listing", "pod_uid", uid, "error", err)
+	return nil
 }
 
 // CreateContainer records a run of a container in the sandbox; its unit is started by
@@ -539,12 +551,13 @@ func (r *Runtime) ListContainers(ctx context.Context, podUID string) ([]worker.C
 	var errs []error
 	var ended []string
 	for _, uid := range uids {
-		errs = append(errs, r.locked(uid, func(e *podEntry) error {
+		err := r.locked(uid, func(e *podEntry) error {
 			cs, stop, err := r.listPod(e, uid, byPod[uid], listedAt)
 			out = append(out, cs...)
 			ended = append(ended, stop...)
 			return err
-		}))
+		})
+		errs = append(errs, r.skipUnreadable(podUID, uid, err))
 	}
 	for _, unit := range ended {
 		// A run whose end was recorded before its unit was stopped (slicelet stopped in
@@ -648,7 +661,7 @@ func parseContainerID(id string) (string, unitID, error) {
 	}
 	ref, ok := parseUnit(unit)
 	if !ok {
-		return "", unitID{}, fmt.Errorf("container %q: not a container unit of the systemd runtime: %w", id, worker.ErrNotFound)
+		return "", unitID{}, fmt.Errorf("container %q: not a container unit of the systemd runtime", id)
 	}
 	return unit, ref, nil
 }

@@ -84,11 +84,15 @@ func (g containerGC) StopContainer(ctx context.Context, id string) error {
 const defaultGCGrace = 30 * time.Second
 
 // RemoveContainer removes a container that does not run; one already gone is not an error.
-// Its end is recorded first (see ContainerGC).
+// Its end is recorded first (see ContainerGC). One the runtime cannot inspect is left to the
+// runtime's own removal, which refuses what still runs.
 func (g containerGC) RemoveContainer(ctx context.Context, id string) error {
 	w := g.w
 	st, err := w.rt.ContainerStatus(ctx, id)
 	if errors.Is(err, ErrNotFound) {
+		if err := w.rt.RemoveContainer(ctx, id); err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("container %s: remove: %w", id, err)
+		}
 		return nil
 	}
 	if err != nil {

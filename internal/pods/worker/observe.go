@@ -142,6 +142,21 @@ func inSpec(pod *v1.Pod, name string) bool {
 	return c != nil
 }
 
+// list lists the containers, then the sandboxes, of the pod with that UID (of every pod for
+// ""). Containers first: a runtime that adopts a container it finds without a sandbox (the
+// systemd runtime after its state was lost) has the sandbox by the time it is listed.
+func (w *Worker) list(ctx context.Context, uid string) ([]Sandbox, []Container, error) {
+	ctrs, err := w.rt.ListContainers(ctx, uid)
+	if err != nil {
+		return nil, nil, err
+	}
+	sbs, err := w.rt.ListPodSandbox(ctx, uid)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sbs, ctrs, nil
+}
+
 // observe lists the pod's sandboxes and containers and builds what was observed. With act,
 // containers of the spec that were created in the current sandbox but never started (slicelet
 // stopped between CreateContainer and StartContainer) are started, so adoption never creates a
@@ -149,11 +164,7 @@ func inSpec(pod *v1.Pod, name string) bool {
 // e.mu held.
 func (w *Worker) observe(ctx context.Context, pod *v1.Pod, e *entry, act, killed bool) (*observed, error) {
 	uid := string(pod.UID)
-	sbs, err := w.rt.ListPodSandbox(ctx, uid)
-	if err != nil {
-		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	ctrs, err := w.rt.ListContainers(ctx, uid)
+	sbs, ctrs, err := w.list(ctx, uid)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
@@ -259,6 +270,9 @@ func (w *Worker) observeFrom(ctx context.Context, pod *v1.Pod, e *entry, sbs []S
 		case v == nil:
 			// Every run is gone from the runtime: the record tells how the last one ended.
 			o.byName[name] = &containerView{current: last}
+		case last.Attempt > v.current.Attempt:
+			// The newest run is gone from the runtime (container GC removed it).
+			v.previous, v.current = v.current, last
 		case v.previous == nil && last.Attempt < v.current.Attempt:
 			v.previous = last
 		}

@@ -22,11 +22,7 @@ import (
 // reports it).
 func (w *Worker) Relist(ctx context.Context, podList []*v1.Pod) (pods.Relisted, error) {
 	var res pods.Relisted
-	sbs, err := w.rt.ListPodSandbox(ctx, "")
-	if err != nil {
-		return res, err
-	}
-	ctrs, err := w.rt.ListContainers(ctx, "")
+	sbs, ctrs, err := w.list(ctx, "")
 	if err != nil {
 		return res, err
 	}
