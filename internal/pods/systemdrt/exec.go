@@ -97,7 +97,12 @@ func (r *Runtime) ExecSync(ctx context.Context, id string, cmd []string, timeout
 		_ = r.resetUnit(cctx, name)
 	}()
 	if err := r.sd.StartService(ctx, name, props); err != nil {
-		return worker.ExecResult{}, fmt.Errorf("exec in container %s: %w", rn.Name, err)
+		// A command that ends before the start job does (Type=exec) fails the job; its unit
+		// stays (RemainAfterExit) with the exit status.
+		list, lerr := r.sd.List(ctx, name)
+		if !(errors.Is(err, units.ErrJobFailed) || errors.Is(err, units.ErrTimeout)) || lerr != nil || !loaded(list, name) {
+			return worker.ExecResult{}, fmt.Errorf("exec in container %s: %w", rn.Name, err)
+		}
 	}
 	ended, err := r.waitEnded(ctx, name, timeout)
 	if err != nil {

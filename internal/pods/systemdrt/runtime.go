@@ -883,6 +883,7 @@ func systemdExitMessage(code int32) string {
 		203: "203/EXEC: systemd could not execute the command",
 		204: "204/MEMORY: systemd ran out of memory setting up the process",
 		206: "206/OOM_ADJUST: systemd could not set oom_score_adj",
+		209: "209/STDOUT: systemd could not set up standard output or error",
 		214: "214/SETSCHEDULER: systemd could not set the scheduling policy",
 		216: "216/GROUP: systemd could not set the group (runAsGroup)",
 		217: "217/USER: systemd could not set the user (runAsUser)",
