@@ -50,7 +50,7 @@ func (admitAll) Admit(*v1.Pod, []*v1.Pod) (bool, string, string) { return true, 
 func TestControllerWithRuntimeDown(t *testing.T) {
 	e := newEnv(t)
 	sl := &memSlices{}
-	ctrl := pods.NewController(sl, e.rt, admitAll{}, nil, pods.SourceFile)
+	ctrl := pods.NewController(pods.ControllerOptions{Slices: sl, Runtime: e.rt, Admitter: admitAll{}, WantSources: []string{pods.SourceFile}})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go ctrl.Run(ctx)

@@ -71,10 +71,10 @@ func (w *Worker) namespaces(pod *v1.Pod) *runtimeapi.NamespaceOption {
 	return ns
 }
 
-// sandboxConfig is the pod's sandbox (kuberuntime generatePodSandboxConfig): cgroup parent =
+// SandboxConfig is the pod's sandbox (kuberuntime generatePodSandboxConfig): cgroup parent =
 // the pod slice (systemd cgroup driver), the pod's resources (calculateSandboxResources), the
 // kubelet's labels. The log directory is the runtime's to fill in.
-func (w *Worker) sandboxConfig(pod *v1.Pod, slice string, attempt uint32) *runtimeapi.PodSandboxConfig {
+func (w *Worker) SandboxConfig(pod *v1.Pod, slice string, attempt uint32) *runtimeapi.PodSandboxConfig {
 	labels := map[string]string{}
 	for k, v := range pod.Labels {
 		labels[k] = v
@@ -157,11 +157,11 @@ func (w *Worker) containerResources(pod *v1.Pod, c *v1.Container) *runtimeapi.Li
 	return out
 }
 
-// containerConfig is the run with restart count attempt of container c (kuberuntime
+// ContainerConfig is the run with restart count attempt of container c (kuberuntime
 // generateContainerConfig): env values, command and args expanded, the volumes' host paths
 // mounted, the security context, resources, labels and annotations. The log path is the
 // runtime's to fill in.
-func (w *Worker) containerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, imageRef string, vols map[string]string) (*runtimeapi.ContainerConfig, error) {
+func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, imageRef string, vols map[string]string) (*runtimeapi.ContainerConfig, error) {
 	env, command, args := lifecycle.ExpandContainer(c)
 	var envs []*runtimeapi.KeyValue
 	for _, e := range env {

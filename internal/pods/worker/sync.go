@@ -165,7 +165,7 @@ func (w *Worker) runSandbox(ctx context.Context, pod *v1.Pod, slice string, o *o
 		w.log.Info("pod sandbox changed, the pod starts over in a new one", "pod_uid", string(pod.UID), "pod", pod.Namespace+"/"+pod.Name)
 		w.podEvent(pod, v1.EventTypeNormal, EventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
 	}
-	cfg := w.sandboxConfig(pod, slice, attempt)
+	cfg := w.SandboxConfig(pod, slice, attempt)
 	id, err := w.rt.RunPodSandbox(ctx, cfg)
 	if err != nil {
 		return "", nil, fmt.Errorf("pod %s/%s: run pod sandbox in %s: %w", pod.Namespace, pod.Name, slice, err)
@@ -183,7 +183,7 @@ func (w *Worker) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlic
 	var sbID string
 	var sbCfg *runtimeapi.PodSandboxConfig
 	if o.sandbox != nil {
-		sbID, sbCfg = o.sandbox.ID, w.sandboxConfig(pod, slice.Unit, o.sandbox.Attempt)
+		sbID, sbCfg = o.sandbox.ID, w.SandboxConfig(pod, slice.Unit, o.sandbox.Attempt)
 	} else {
 		var err error
 		if sbID, sbCfg, err = w.runSandbox(ctx, pod, slice.Unit, o); err != nil {
@@ -248,7 +248,7 @@ func (w *Worker) startContainer(ctx context.Context, pod *v1.Pod, e *entry, sbID
 		}
 		imageRef = ref
 	}
-	cfg, err := w.containerConfig(pod, c, uint32(a.N-1), imageRef, vols)
+	cfg, err := w.ContainerConfig(pod, c, uint32(a.N-1), imageRef, vols)
 	if err != nil {
 		return err
 	}
