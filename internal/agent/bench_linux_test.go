@@ -119,12 +119,22 @@ type benchAgent struct {
 	unit    string
 	dir     string
 	podsDir string
+	cfgPath string
 	client  *api.Client
 }
 
 // startBenchAgent runs slicelet (this binary in agent mode) as a Type=notify service with an
 // empty manifest directory and max_pods = maxPods.
 func startBenchAgent(b *testing.B, sd *units.Manager, unit string, maxPods int, heapProfile bool) *benchAgent {
+	b.Helper()
+	a := newBenchAgent(b, sd, unit, maxPods, heapProfile)
+	benchAgentService(b, sd, unit, a.cfgPath)
+	return a
+}
+
+// newBenchAgent writes the configuration of a slicelet service and its empty manifest
+// directory; the service is started by benchAgentService.
+func newBenchAgent(b *testing.B, sd *units.Manager, unit string, maxPods int, heapProfile bool) *benchAgent {
 	b.Helper()
 	dir := b.TempDir()
 	a := &benchAgent{sd: sd, unit: unit, dir: dir, podsDir: filepath.Join(dir, "pods.d")}
@@ -152,7 +162,7 @@ address = ""
 		}
 	}
 	b.Cleanup(func() { _ = sd.Stop(context.Background(), unit) })
-	benchAgentService(b, sd, unit, cfgPath)
+	a.cfgPath = cfgPath
 	a.client = api.NewClient(sock)
 	return a
 }
