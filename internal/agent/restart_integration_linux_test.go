@@ -96,10 +96,9 @@ func TestIntegrationRestartNoStatusRegression(t *testing.T) {
 	}
 
 	// A clean restart (systemctl restart), then a crash.
-	if err := d.sd.Stop(ctx, unit); err != nil {
+	if err := d.sd.Stop(ctx, unit); err != nil { // waits until it is gone
 		t.Fatal(err)
 	}
-	waitInactive(t, d.sd, unit)
 	agentService(t, d.sd, unit, d.cfgPath)
 	check("after a clean restart")
 	if err := d.sd.Kill(ctx, unit, syscall.SIGKILL, units.KillMain); err != nil {
