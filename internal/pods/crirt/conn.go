@@ -55,9 +55,6 @@ func ParseEndpoint(endpoint string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
-// errRuntimeUnavailable is pods.ErrRuntimeUnavailable, for errors.Is.
-var errRuntimeUnavailable = pods.ErrRuntimeUnavailable
-
 // prober asks the endpoint whether it is a CRI runtime that answers.
 type prober func(ctx context.Context) error
 
