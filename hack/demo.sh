@@ -5,18 +5,35 @@
 # namespaces (internal/sandbox, see hack/sandbox) and everything happens inside it; nothing is
 # left on the machine afterwards. Where PID 1 is systemd, the machine's own systemd is used,
 # with a warning, and slicelet runs as a transient unit that the demo stops at the end.
+#
+# It runs from any checkout: the throwaway systemd has its own /tmp, /run and /var/tmp, so the
+# checkout is bound into it at the same path (read-write, as it is for root outside).
+# SLICELET_DEMO_NAME names the throwaway systemd (default slicelet-demo; the test of this script
+# uses its own, so that it never stops a demo someone is watching).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repo=$PWD
+# The physical path: a symlink on the way could point into a directory that is private inside.
+repo=$(pwd -P)
 export GOTOOLCHAIN=local
 
 bold() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
+case $repo in
+*[[:cntrl:]]*)
+	echo "make demo: the checkout path $(printf %q "$repo") holds a control character; clone it elsewhere" >&2
+	exit 1
+	;;
+esac
 go build -o build/sandbox ./hack/sandbox
 mkdir -p build/demo
-sed "s#@REPO@#$repo#g" examples/demo/config.toml > build/demo/config.toml
+# The checkout path goes into TOML basic strings: escape backslashes and quotes. (Bash expansion,
+# not sed: the path may hold any of sed's special characters; the quoted replacement keeps '&'.)
+repo_toml=${repo//\\/\\\\}
+repo_toml=${repo_toml//\"/\\\"}
+template=$(<examples/demo/config.toml)
+printf '%s\n' "${template//@REPO@/"$repo_toml"}" >build/demo/config.toml
 conf=$repo/build/demo/config.toml
-name=slicelet-demo
+name=${SLICELET_DEMO_NAME:-slicelet-demo}
 inside=()
 if [ "$(cat /proc/1/comm)" = systemd ]; then
 	echo "WARNING: PID 1 is systemd: the demo uses this machine's real systemd (kubepods.slice is created for real)." >&2
@@ -25,7 +42,7 @@ else
 	[ "$(id -u)" = 0 ] || { echo "make demo needs root (it boots a throwaway systemd)" >&2; exit 1; }
 	bold "booting a throwaway systemd ($name)"
 	build/sandbox stop "$name" >/dev/null 2>&1 || true
-	build/sandbox start "$name"
+	build/sandbox start -bind "$repo" "$name"
 	trap 'bold "stopping the throwaway systemd"; build/sandbox stop "$name"' EXIT
 	inside=(build/sandbox exec "$name" --)
 fi
@@ -42,12 +59,18 @@ sb systemctl --no-pager status slicelet-demo | head -n 12 || true
 
 bold "waiting for the example pods (examples/pods) to run"
 ctl() { local c=$1; shift; sb "$repo/bin/slicectl" "$c" --socket /run/slicelet-demo/slicelet.sock "$@"; }
-for _ in $(seq 1 100); do
+running=0
+for _ in $(seq 1 600); do
 	running=$(ctl get pods 2>/dev/null | grep -c Running || true)
 	[ "$running" -ge 3 ] && break
 	sleep 0.1
 done
 ctl get pods -o wide
+if [ "$running" -lt 3 ]; then
+	echo "make demo: $running of the 3 example pods Running after a minute; slicelet's journal:" >&2
+	sb journalctl --no-pager -u slicelet-demo -o cat | tail -n 30 >&2
+	exit 1
+fi
 
 bold "an API pod: slicectl apply"
 ctl apply -f "$repo/examples/api/web.yaml"

@@ -14,8 +14,8 @@ import (
 )
 
 // planInstance reads the host's cgroup mounts and unit directories and returns the instance's
-// configuration.
-func planInstance(name, stateDir string, extra []string) (*instanceConfig, error) {
+// configuration, without the binds and links of its [Options].
+func planInstance(name, stateDir string) (*instanceConfig, error) {
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil, fmt.Errorf("mountinfo: %w", err)
@@ -49,7 +49,7 @@ func planInstance(name, stateDir string, extra []string) (*instanceConfig, error
 	if err != nil {
 		return nil, err
 	}
-	var links []symlink
+	var links []cgroupLink
 	entries, err := os.ReadDir(cgroupRoot)
 	if err != nil {
 		return nil, fmt.Errorf("cgroup root: %w", err)
@@ -60,7 +60,7 @@ func planInstance(name, stateDir string, extra []string) (*instanceConfig, error
 			if err != nil {
 				return nil, fmt.Errorf("cgroup symlink: %w", err)
 			}
-			links = append(links, symlink{Name: e.Name(), Target: t})
+			links = append(links, cgroupLink{Name: e.Name(), Target: t})
 		}
 	}
 	taken := map[string]bool{}
@@ -78,13 +78,12 @@ func planInstance(name, stateDir string, extra []string) (*instanceConfig, error
 		return nil, err
 	}
 	return &instanceConfig{
-		Name:       name,
-		StateDir:   stateDir,
-		Cgroups:    hs,
-		Decoys:     decoys,
-		Symlinks:   links,
-		Masks:      masks,
-		ExtraBinds: extra,
+		Name:        name,
+		StateDir:    stateDir,
+		Cgroups:     hs,
+		Decoys:      decoys,
+		CgroupLinks: links,
+		Masks:       masks,
 	}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,7 +103,7 @@ func snapshotHost(t testing.TB) hostState {
 			s.hierarchies = append(s.hierarchies, f[0]+" "+f[1]+" "+f[3])
 		}
 	}
-	cfg, err := planInstance("probe", "/nonexistent", nil)
+	cfg, err := planInstance("probe", "/nonexistent")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +449,7 @@ func TestBootTimeoutCleansUp(t *testing.T) {
 	if exists(filepath.Join(DefaultStateRoot, name)) {
 		t.Errorf("state dir of %s left after a failed start", name)
 	}
-	cfg, perr := planInstance(name, "/nonexistent", nil)
+	cfg, perr := planInstance(name, "/nonexistent")
 	if perr != nil {
 		t.Fatal(perr)
 	}
@@ -512,4 +513,97 @@ func TestExtraBindFileAndRejectedPaths(t *testing.T) {
 			t.Errorf("bound file reads %q inside, want host", got)
 		}
 	})
+}
+
+// TestBindsFilesAndSymlinks: binds at another path and read-only, files over /proc/sys and
+// /dev, and a symlink, as a standalone kubelet needs them (kernel settings it checks, /dev/kmsg),
+// with the machine's kernel settings, mounts and /tmp left as they are; in both root modes.
+func TestBindsFilesAndSymlinks(t *testing.T) {
+	requireSandbox(t)
+	sysctls := []string{"/proc/sys/vm/overcommit_memory", "/proc/sys/kernel/panic", "/proc/sys/kernel/panic_on_oops"}
+	for _, tc := range rootModes {
+		t.Run(tc.name, func(t *testing.T) {
+			before := snapshotHost(t)
+			mountsBefore := hostMountinfoLines(t)
+			sysBefore := checksums(t, sysctls)
+			// Every source under the host /tmp, which the instance hides.
+			rw, ro, files := t.TempDir(), t.TempDir(), t.TempDir()
+			if err := os.WriteFile(filepath.Join(ro, "f"), []byte("ro\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			one, ten := filepath.Join(files, "one"), filepath.Join(files, "ten")
+			for f, v := range map[string]string{one: "1\n", ten: "10\n"} {
+				if err := os.WriteFile(f, []byte(v), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			hidden := filepath.Join(t.TempDir(), "hidden")
+			if err := os.WriteFile(hidden, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			const rwTarget = "/run/slicelet-probe/rw"
+			inst := startInstance(t, Options{
+				OverlayRoot: tc.overlay,
+				Binds:       []Bind{{Source: rw, Target: rwTarget}, {Source: ro, ReadOnly: true}},
+				FileBinds: []FileBind{
+					{Source: one, Target: sysctls[0]}, {Source: ten, Target: sysctls[1]}, {Source: one, Target: sysctls[2]},
+					{Source: ten, Target: "/dev/slicelet-probe"},
+				},
+				Symlinks: []Symlink{{Path: "/dev/kmsg", Target: "/dev/console"}},
+			})
+
+			inside(t, inst, "sh", "-c", "echo from-inside > "+rwTarget+"/w")
+			if b, err := os.ReadFile(filepath.Join(rw, "w")); err != nil || string(b) != "from-inside\n" {
+				t.Errorf("file written inside at %s: host has %q, %v", rwTarget, b, err)
+			}
+			if got := inside(t, inst, "cat", filepath.Join(ro, "f")); got != "ro" {
+				t.Errorf("read-only bind reads %q inside, want ro", got)
+			}
+			if err := inst.Command(context.Background(), "touch", filepath.Join(ro, "g")).Run(); err == nil || exists(filepath.Join(ro, "g")) {
+				t.Errorf("writing into the read-only bind succeeded (err %v)", err)
+			}
+			for n, want := range []string{"1", "10", "1"} {
+				if got := inside(t, inst, "cat", sysctls[n]); got != want {
+					t.Errorf("%s reads %q inside, want %s", sysctls[n], got, want)
+				}
+				if err := inst.Command(context.Background(), "sh", "-c", "echo 0 > "+sysctls[n]).Run(); err == nil {
+					t.Errorf("writing %s inside succeeded, want read-only", sysctls[n])
+				}
+			}
+			if got := inside(t, inst, "cat", "/dev/slicelet-probe"); got != "10" {
+				t.Errorf("/dev/slicelet-probe reads %q inside, want 10", got)
+			}
+			if got := inside(t, inst, "readlink", "/dev/kmsg"); got != "/dev/console" {
+				t.Errorf("/dev/kmsg inside links to %q, want /dev/console", got)
+			}
+			inside(t, inst, "test", "-c", "/dev/kmsg")
+
+			// What exec's hint relies on.
+			if dir, ok := inst.HiddenPath(hidden); !ok || dir != "/tmp" {
+				t.Errorf("HiddenPath(%s) = %q, %v; want /tmp, true", hidden, dir, ok)
+			}
+			for _, p := range []string{filepath.Join(ro, "f"), "/etc/hostname", "/tmp", "/tmp/slicelet-no-such-file", "relative/path"} {
+				if dir, ok := inst.HiddenPath(p); ok {
+					t.Errorf("HiddenPath(%s) = %q, true; want false", p, dir)
+				}
+			}
+
+			if err := inst.Stop(); err != nil {
+				t.Fatalf("stop: %v", err)
+			}
+			if got := checksums(t, sysctls); !maps.Equal(got, sysBefore) {
+				t.Errorf("the machine's kernel settings changed:\nbefore %v\nafter  %v", sysBefore, got)
+			}
+			if b, err := os.ReadFile(one); err != nil || string(b) != "1\n" {
+				t.Errorf("file bind source %s: %q, %v", one, b, err)
+			}
+			if !exists(hidden) {
+				t.Errorf("%s in the host /tmp is gone", hidden)
+			}
+			if got := hostMountinfoLines(t); !slices.Equal(got, mountsBefore) {
+				t.Errorf("host mount table changed:\nbefore %q\nafter  %q", mountsBefore, got)
+			}
+			checkHostUnchanged(t, before, snapshotHost(t))
+		})
+	}
 }

@@ -124,6 +124,15 @@ func TestCheckOverlayRootRefusesTheHostRoot(t *testing.T) {
 	}
 }
 
+// rootModes are the two kinds of root an instance can have, for tests that run in both.
+var rootModes = []struct {
+	name    string
+	overlay bool
+}{
+	{"read-only root", false},
+	{"overlay root", true},
+}
+
 // hostFiles are checksummed before and after an overlay instance wrote to its root.
 var hostFiles = []string{"/etc/group", "/etc/passwd", "/etc/shadow", "/etc/gshadow", "/var/lib/dpkg/status", "/etc/hostname"}
 
@@ -292,13 +301,7 @@ func TestOverlayRootWritesStayInside(t *testing.T) {
 // on the host's writable root, and `touch ./x` wrote to the machine.)
 func TestCommandWorkingDirIsInside(t *testing.T) {
 	requireSandbox(t)
-	for _, tc := range []struct {
-		name    string
-		overlay bool
-	}{
-		{"read-only root", false},
-		{"overlay root", true},
-	} {
+	for _, tc := range rootModes {
 		t.Run(tc.name, func(t *testing.T) {
 			inst := startInstance(t, Options{OverlayRoot: tc.overlay})
 			probe := "slicelet-cwd-probe-" + randomName()

@@ -48,8 +48,17 @@ type Options struct {
 	// Log receives progress lines (boot time, degraded units); default discarded.
 	Log io.Writer
 	// ExtraBinds are host paths bind-mounted read-write at the same path inside, e.g. a repository
-	// checkout. Paths under /tmp etc. are fine: they are attached after the private tmpfs mounts.
+	// checkout: shorthand for [Bind]s whose Target is their Source.
 	ExtraBinds []string
+	// Binds are host files or directories made visible inside, read-write or read-only, at the
+	// same or another path (see [Bind]). Paths under /tmp etc. are fine: they are attached after
+	// the private tmpfs mounts.
+	Binds []Bind
+	// FileBinds put host files, read-only, over paths inside, including paths in the instance's
+	// own /proc and /dev (see [FileBind]).
+	FileBinds []FileBind
+	// Symlinks are symbolic links created inside (see [Symlink]).
+	Symlinks []Symlink
 	// Detached starts the launcher in its own session without a parent-death signal, so that the
 	// instance outlives the calling process (hack/sandbox start). Stop it later via [Attach].
 	Detached bool
@@ -57,14 +66,41 @@ type Options struct {
 	// root file system and whose upper layer is a tmpfs private to the instance, so that a package
 	// manager can write /usr, /etc and /var inside while nothing reaches the host; it all vanishes
 	// with the instance. Other host mounts (/sys, separate file systems under /) are bound in
-	// read-only, as without the overlay; the state dir and ExtraBinds stay the host's, writable.
+	// read-only, as without the overlay; the state dir and the binds stay the host's.
 	OverlayRoot bool
 }
 
-// statePrefixesHiddenInside are host paths that the instance replaces with fresh tmpfs or
-// private mounts; a state root below them would be invisible inside.
-var statePrefixesHiddenInside = []string{
-	"/tmp", "/run", "/var/tmp", "/var/lib/systemd", "/var/log/journal", "/dev", "/proc", "/sys",
+// privateTmpfs are the directories that get a fresh tmpfs inside, with their modes. A missing
+// directory is skipped: creating it would write to the host.
+var privateTmpfs = []struct {
+	dir  string
+	mode string
+}{
+	{"/run", "0755"},
+	{"/tmp", "1777"},
+	{"/var/tmp", "1777"},
+	{"/var/log/journal", "2755"},
+	{"/var/lib/systemd", "0755"},
+}
+
+// kernelFileSystems are the machine's kernel file systems. The instance mounts its own /proc and
+// /dev and its own cgroupfs under /sys/fs/cgroup, and sees the rest of /sys read-only.
+var kernelFileSystems = []string{"/proc", "/sys", "/dev"}
+
+// privateInside returns the host directories whose contents the instance never sees: those it
+// covers with its own tmpfs, /proc, /dev and cgroupfs. A host path below one of them is hidden
+// inside unless a bind brings it in.
+func privateInside() []string {
+	out := make([]string, 0, len(privateTmpfs)+3)
+	for _, t := range privateTmpfs {
+		out = append(out, t.dir)
+	}
+	return append(out, "/proc", "/dev", cgroupRoot)
+}
+
+// under reports whether the clean absolute path p is dir or lies below it.
+func under(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/")
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,47}$`)
@@ -85,8 +121,8 @@ func validateStateRoot(root string) error {
 	if root == "/" {
 		return fmt.Errorf("sandbox state root %q: must not be /", root)
 	}
-	for _, p := range statePrefixesHiddenInside {
-		if root == p || strings.HasPrefix(root, p+"/") {
+	for _, p := range append(privateInside(), kernelFileSystems...) {
+		if under(root, p) {
 			return fmt.Errorf("sandbox state root %q: under %s, which is private inside the instance", root, p)
 		}
 	}
@@ -96,20 +132,25 @@ func validateStateRoot(root string) error {
 // instanceConfig is written by Start into the state directory and read by the launcher, the
 // namespace setup step and Attach.
 type instanceConfig struct {
-	Name       string      `json:"name"`
-	StateDir   string      `json:"state_dir"`
-	Cgroups    []hierarchy `json:"cgroups"`
-	Decoys     []string    `json:"decoys"`
-	Symlinks   []symlink   `json:"symlinks,omitempty"`
-	Masks      []string    `json:"masks"`
-	ExtraBinds []string    `json:"extra_binds,omitempty"`
+	Name     string      `json:"name"`
+	StateDir string      `json:"state_dir"`
+	Cgroups  []hierarchy `json:"cgroups"`
+	Decoys   []string    `json:"decoys"`
+	// CgroupLinks are the symbolic links directly under /sys/fs/cgroup.
+	CgroupLinks []cgroupLink `json:"cgroup_links,omitempty"`
+	Masks       []string     `json:"masks"`
+	// Binds, FileBinds and Symlinks: see [Options]; Binds include the ExtraBinds, all of them
+	// checked and put in order by [planMounts].
+	Binds     []Bind     `json:"binds,omitempty"`
+	FileBinds []FileBind `json:"file_binds,omitempty"`
+	Symlinks  []Symlink  `json:"symlinks,omitempty"`
 	// OverlayRoot: see [Options.OverlayRoot].
 	OverlayRoot bool `json:"overlay_root,omitempty"`
 }
 
-// symlink is a symbolic link directly under /sys/fs/cgroup on the host (e.g. cpu -> cpu,cpuacct),
+// cgroupLink is a symbolic link directly under /sys/fs/cgroup on the host (e.g. cpu -> cpu,cpuacct),
 // recreated inside.
-type symlink struct {
+type cgroupLink struct {
 	Name   string `json:"name"`
 	Target string `json:"target"`
 }

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,20 +85,10 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 			return nil, err
 		}
 	}
-	for _, p := range o.ExtraBinds {
-		if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
-			return nil, fmt.Errorf("sandbox extra bind %q: want a clean absolute path other than /", p)
-		}
-		for _, api := range []string{"/proc", "/sys", "/dev"} {
-			if p == api || strings.HasPrefix(p, api+"/") {
-				return nil, fmt.Errorf("sandbox extra bind %q: under %s, which the instance replaces", p, api)
-			}
-		}
-		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("sandbox extra bind: %w", err)
-		}
+	mounts, err := planMounts(o, os.Stat)
+	if err != nil {
+		return nil, err
 	}
-	o.ExtraBinds = outermost(o.ExtraBinds)
 	if err := os.MkdirAll(o.StateRoot, 0o755); err != nil {
 		return nil, fmt.Errorf("sandbox state root: %w", err)
 	}
@@ -107,7 +96,7 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	inst, err := launch(o)
+	inst, err := launch(o, mounts)
 	unlock()
 	if err != nil {
 		return nil, err
@@ -127,36 +116,22 @@ func Start(ctx context.Context, o Options) (*Instance, error) {
 	return inst, nil
 }
 
-// outermost returns the sorted paths that are not below another path of the list: binding the
-// outer path read-write already covers the inner one.
-func outermost(paths []string) []string {
-	sorted := slices.Clone(paths)
-	slices.Sort(sorted)
-	var out []string
-	for _, p := range sorted {
-		if n := len(out); n > 0 && (out[n-1] == p || strings.HasPrefix(p, out[n-1]+"/")) {
-			continue
-		}
-		out = append(out, p)
-	}
-	return out
-}
-
 // adjustConfig lets tests break an instance's configuration on purpose; nil otherwise.
 var adjustConfig func(*instanceConfig)
 
 // launch runs with the state root locked: sweep, cgroups, config, launcher, init PID.
-func launch(o Options) (*Instance, error) {
+func launch(o Options, mounts mountPlan) (*Instance, error) {
 	sweep(o.StateRoot, o.Log)
 	stateDir := filepath.Join(o.StateRoot, o.Name)
 	if _, err := os.Stat(stateDir); err == nil {
 		return nil, fmt.Errorf("sandbox %s: already running (state dir %s)", o.Name, stateDir)
 	}
-	cfg, err := planInstance(o.Name, stateDir, o.ExtraBinds)
+	cfg, err := planInstance(o.Name, stateDir)
 	if err != nil {
 		return nil, err
 	}
 	cfg.OverlayRoot = o.OverlayRoot
+	cfg.Binds, cfg.FileBinds, cfg.Symlinks = mounts.binds, mounts.files, mounts.links
 	if adjustConfig != nil {
 		adjustConfig(cfg)
 	}
@@ -297,6 +272,36 @@ func (i *Instance) CgroupDirs() []string {
 // "/" and everything it starts is charged to the instance); it dies with the instance.
 func (i *Instance) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	return i.CommandIn(ctx, "/", name, args...)
+}
+
+// HiddenPath reports whether the host path p is out of sight inside the instance, and why: p
+// exists on the host, nothing exists at p inside, and p lies below dir, a host directory whose
+// contents the instance never sees (it has its own /tmp, /run, /var/tmp, /var/lib/systemd,
+// /var/log/journal, /dev, /proc and cgroupfs). A bind of p, or of a directory above it below dir,
+// brings it in. ok is false for a relative p and whenever the instance sees something at p.
+func (i *Instance) HiddenPath(p string) (dir string, ok bool) {
+	if !filepath.IsAbs(p) {
+		return "", false
+	}
+	p = filepath.Clean(p)
+	for _, d := range privateInside() {
+		if under(p, d) {
+			dir = d
+			break
+		}
+	}
+	if dir == "" {
+		return "", false
+	}
+	if _, err := os.Lstat(p); err != nil {
+		return "", false
+	}
+	// The instance's file system tree, seen from the host through its init's root.
+	inside := filepath.Join("/proc", strconv.Itoa(i.pids.InitPID), "root", p)
+	if _, err := os.Lstat(inside); !errors.Is(err, os.ErrNotExist) {
+		return "", false
+	}
+	return dir, true
 }
 
 // joinRootCgroups is run by /bin/sh inside the instance before exec'ing the command. nsenter

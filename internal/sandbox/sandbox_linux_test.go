@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,26 +73,6 @@ func TestCheckPrerequisites(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not name %q", err, w)
 				}
-			}
-		})
-	}
-}
-
-func TestOutermost(t *testing.T) {
-	tests := []struct {
-		name string
-		in   []string
-		want []string
-	}{
-		{"nested dropped", []string{"/work/main/units", "/work/main"}, []string{"/work/main"}},
-		{"duplicates dropped", []string{"/a", "/a"}, []string{"/a"}},
-		{"prefix that is no parent kept", []string{"/work/m", "/work/main"}, []string{"/work/m", "/work/main"}},
-		{"empty", nil, nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := outermost(tc.in); !slices.Equal(got, tc.want) {
-				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -56,5 +56,8 @@ func (i *Instance) CommandIn(ctx context.Context, dir, name string, args ...stri
 	return exec.CommandContext(ctx, "false")
 }
 
+// HiddenPath returns false.
+func (i *Instance) HiddenPath(string) (string, bool) { return "", false }
+
 // Stop returns nil.
 func (i *Instance) Stop() error { return nil }

@@ -22,19 +22,6 @@ const (
 	systemdBinary  = "/lib/systemd/systemd"
 )
 
-// privateTmpfs are the directories that get a fresh tmpfs inside, with their modes. A missing
-// directory is skipped: creating it would write to the host.
-var privateTmpfs = []struct {
-	dir  string
-	mode string
-}{
-	{"/run", "0755"},
-	{"/tmp", "1777"},
-	{"/var/tmp", "1777"},
-	{"/var/log/journal", "2755"},
-	{"/var/lib/systemd", "0755"},
-}
-
 // procReadOnly are /proc entries that reach the shared kernel; they are bound read-only onto
 // themselves (as systemd-nspawn does).
 var procReadOnly = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs", "/proc/acpi"}
@@ -79,15 +66,30 @@ func runInit(stateDir, ptsPath string) error {
 	}
 
 	// Detached copies of what is re-attached later, taken while the host view is still in place:
-	// the state dir (stays writable), extra binds (writable, possibly under the host /tmp that is
-	// hidden next), and the console pty (the host /dev is replaced).
+	// the state dir (stays writable), the binds and file binds (possibly under the host /tmp that
+	// is hidden next), and the console pty (the host /dev is replaced). The read-only ones are
+	// made so while still detached, before anything inside can reach them.
 	stateTree, err := cloneTree(stateDir, false)
 	if err != nil {
 		return err
 	}
-	extraTrees := make([]int, len(cfg.ExtraBinds))
-	for n, p := range cfg.ExtraBinds {
-		if extraTrees[n], err = cloneTree(p, true); err != nil {
+	bindTrees := make([]int, len(cfg.Binds))
+	for n, b := range cfg.Binds {
+		if bindTrees[n], err = cloneTree(b.Source, true); err != nil {
+			return err
+		}
+		if b.ReadOnly {
+			if err := readOnlyTree(bindTrees[n], b.Source); err != nil {
+				return err
+			}
+		}
+	}
+	fileTrees := make([]int, len(cfg.FileBinds))
+	for n, f := range cfg.FileBinds {
+		if fileTrees[n], err = cloneTree(f.Source, false); err != nil {
+			return err
+		}
+		if err := readOnlyTree(fileTrees[n], f.Source); err != nil {
 			return err
 		}
 	}
@@ -144,11 +146,11 @@ func runInit(stateDir, ptsPath string) error {
 	if err := attachTree(stateTree, stateDir); err != nil {
 		return err
 	}
-	for n, p := range cfg.ExtraBinds {
-		if err := makeMountPoint(extraTrees[n], p); err != nil {
+	for n, b := range cfg.Binds {
+		if err := makeMountPoint(bindTrees[n], b.Target); err != nil {
 			return err
 		}
-		if err := attachTree(extraTrees[n], p); err != nil {
+		if err := attachTree(bindTrees[n], b.Target); err != nil {
 			return err
 		}
 	}
@@ -167,6 +169,23 @@ func runInit(stateDir, ptsPath string) error {
 				continue
 			}
 			return err
+		}
+	}
+	// Last, so that files can go over the instance's own /proc and /dev.
+	for n, f := range cfg.FileBinds {
+		if err := makeMountPoint(fileTrees[n], f.Target); err != nil {
+			return err
+		}
+		if err := attachTree(fileTrees[n], f.Target); err != nil {
+			return err
+		}
+	}
+	for _, l := range cfg.Symlinks {
+		if err := os.MkdirAll(filepath.Dir(l.Path), 0o755); err != nil {
+			return fmt.Errorf("sandbox symlink %s: %w", l.Path, err)
+		}
+		if err := os.Symlink(l.Target, l.Path); err != nil {
+			return fmt.Errorf("sandbox symlink: %w", err)
 		}
 	}
 	if err := setHostname(cfg.Name); err != nil {
@@ -230,6 +249,15 @@ func cloneTree(p string, recursive bool) (int, error) {
 		return -1, fmt.Errorf("clone mount of %s: %w", p, err)
 	}
 	return fd, nil
+}
+
+// readOnlyTree makes a detached tree from cloneTree, and every mount in it, read-only.
+func readOnlyTree(fd int, source string) error {
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+		return fmt.Errorf("make the bind of %s read-only: %w", source, err)
+	}
+	return nil
 }
 
 // makeMountPoint creates target, if missing, as the same kind (directory or file) as the tree
@@ -331,7 +359,7 @@ func setupCgroupfs(cfg *instanceConfig) error {
 			return fmt.Errorf("mount %s -o %q at %s: %w", h.FSType, h.Options, dir, err)
 		}
 	}
-	for _, l := range cfg.Symlinks {
+	for _, l := range cfg.CgroupLinks {
 		if err := os.Symlink(l.Target, filepath.Join(cgroupRoot, l.Name)); err != nil {
 			return fmt.Errorf("cgroup symlink %s: %w", l.Name, err)
 		}
