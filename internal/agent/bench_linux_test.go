@@ -560,15 +560,9 @@ func (a *benchAgent) round(b *testing.B, r, n int) roundResult {
 // once, and stops them afterwards.
 func floorRound(b *testing.B, sd *units.Manager, r, n int) roundResult {
 	b.Helper()
-	type pod struct{ uid, name, unit, slice string }
-	pods := make([]pod, n)
-	for i := range pods {
-		uid := benchUID()
-		u := strings.ReplaceAll(uid, "-", "_")
-		pods[i] = pod{uid: uid, name: fmt.Sprintf("floor-r%d-p%03d", r, i), unit: "benchfloor-" + u + "-c-1.service", slice: "kubepods-besteffort-pod" + u + ".slice"}
-	}
+	pods := newFloorPods(n, fmt.Sprintf("floor-r%d-p%%03d", r))
 	pid10 := pid1CPU()
-	queue := make(chan pod, n)
+	queue := make(chan floorPod, n)
 	start := time.Now()
 	for _, p := range pods {
 		queue <- p
@@ -606,8 +600,47 @@ func floorRound(b *testing.B, sd *units.Manager, r, n int) roundResult {
 		}
 	}
 	res.total = last.Sub(start)
+	stopFloorPods(b, sd, pods)
+	return res
+}
 
-	stopq := make(chan pod, n)
+// benchSystemd connects to the sandbox's systemd for a benchmark; the kubepods slices slicelet
+// left are stopped at the end.
+func benchSystemd(b *testing.B) *units.Manager {
+	b.Helper()
+	env := systemdtest.Require(b)
+	sd, err := units.Connect(b.Context(), units.Options{CgroupRoot: env.CgroupRoot})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		for _, s := range []string{"kubepods-burstable.slice", "kubepods-besteffort.slice", "kubepods.slice"} {
+			_ = sd.Stop(context.Background(), s)
+		}
+		sd.Close()
+	})
+	return sd
+}
+
+// floorPod is one pod of a floor: its UID, name, container unit and pod slice.
+type floorPod struct{ uid, name, unit, slice string }
+
+// newFloorPods names n floor pods with random UIDs; name formats the pod name of index i.
+func newFloorPods(n int, name string) []floorPod {
+	pods := make([]floorPod, n)
+	for i := range pods {
+		uid := benchUID()
+		u := strings.ReplaceAll(uid, "-", "_")
+		pods[i] = floorPod{uid: uid, name: fmt.Sprintf(name, i), unit: "benchfloor-" + u + "-c-1.service", slice: "kubepods-besteffort-pod" + u + ".slice"}
+	}
+	return pods
+}
+
+// stopFloorPods stops the floor pods' units and slices, benchFloorWorkers at a time, and waits
+// until no floor unit is active.
+func stopFloorPods(b *testing.B, sd *units.Manager, pods []floorPod) {
+	b.Helper()
+	stopq := make(chan floorPod, len(pods))
 	for _, p := range pods {
 		stopq <- p
 	}
@@ -628,23 +661,13 @@ func floorRound(b *testing.B, sd *units.Manager, r, n int) roundResult {
 		c := countActive(b, sd, "benchfloor-*.service")
 		return c == 0, fmt.Sprintf("%d floor units active", c)
 	})
-	return res
 }
 
 // BenchmarkPodsManifestToRunning is issue 5's benchmark; see the comment at the top of the file.
 // Run it with -benchtime 1x: each sub-benchmark does its own rounds.
 func BenchmarkPodsManifestToRunning(b *testing.B) {
-	env := systemdtest.Require(b)
-	sd, err := units.Connect(b.Context(), units.Options{CgroupRoot: env.CgroupRoot})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sd.Close()
-	b.Cleanup(func() {
-		for _, s := range []string{"kubepods-burstable.slice", "kubepods-besteffort.slice", "kubepods.slice"} {
-			_ = sd.Stop(context.Background(), s)
-		}
-	})
+	sd := benchSystemd(b)
+	var err error
 	n := envInt(b, benchPodsEnv, 100)
 	rounds := envInt(b, benchRoundsEnv, 3)
 

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
-	"github.com/slicelet/slicelet/internal/systemdtest"
 	sl "github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -40,17 +39,7 @@ const benchColdPodsEnv = "SLICELET_BENCH_COLD_PODS"
 // BenchmarkPodsColdStartAndRestart is issue 12's benchmark; see the comment above. Run it with
 // -benchtime 1x.
 func BenchmarkPodsColdStartAndRestart(b *testing.B) {
-	env := systemdtest.Require(b)
-	sd, err := units.Connect(b.Context(), units.Options{CgroupRoot: env.CgroupRoot})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sd.Close()
-	b.Cleanup(func() {
-		for _, s := range []string{"kubepods-burstable.slice", "kubepods-besteffort.slice", "kubepods.slice"} {
-			_ = sd.Stop(context.Background(), s)
-		}
-	})
+	sd := benchSystemd(b)
 	n := envInt(b, benchColdPodsEnv, 1000)
 	for range b.N {
 		benchColdStart(b, sd, n)
@@ -181,13 +170,7 @@ func (a *benchAgent) running(b *testing.B) (ok, total int, err error) {
 // last unit active and systemd's CPU meanwhile, and stops everything before it returns.
 func dbusFloor(b *testing.B, sd *units.Manager, n int) (time.Duration, time.Duration) {
 	b.Helper()
-	type pod struct{ uid, name, unit, slice string }
-	pods := make([]pod, n)
-	for i := range pods {
-		uid := benchUID()
-		u := strings.ReplaceAll(uid, "-", "_")
-		pods[i] = pod{uid: uid, name: fmt.Sprintf("floor-p%04d", i), unit: "benchfloor-" + u + "-c-1.service", slice: "kubepods-besteffort-pod" + u + ".slice"}
-	}
+	pods := newFloorPods(n, "floor-p%04d")
 	mode := sd.Mode()
 	// The QoS slices the pod slices live in, as slicelet's hierarchy has them.
 	for _, s := range []string{"kubepods.slice", "kubepods-besteffort.slice"} {
@@ -195,7 +178,7 @@ func dbusFloor(b *testing.B, sd *units.Manager, n int) (time.Duration, time.Dura
 			b.Fatal(err)
 		}
 	}
-	queue := make(chan pod, n)
+	queue := make(chan floorPod, n)
 	for _, p := range pods {
 		queue <- p
 	}
@@ -232,28 +215,10 @@ func dbusFloor(b *testing.B, sd *units.Manager, n int) (time.Duration, time.Dura
 		}
 	}
 	total, pid1 := last.Sub(start), pid1CPU()-pid10
-	stopq := make(chan pod, n)
-	for _, p := range pods {
-		stopq <- p
-	}
-	close(stopq)
-	var sw sync.WaitGroup
-	for range benchFloorWorkers {
-		sw.Go(func() {
-			for p := range stopq {
-				_ = sd.Stop(context.Background(), p.unit)
-				_ = sd.Stop(context.Background(), p.slice)
-			}
-		})
-	}
-	sw.Wait()
+	stopFloorPods(b, sd, pods)
 	for _, s := range []string{"kubepods-besteffort.slice", "kubepods.slice"} {
 		_ = sd.Stop(context.Background(), s)
 	}
-	waitUntil(b, 2*time.Minute, "floor units gone", func() (bool, string) {
-		c := countActive(b, sd, "benchfloor-*.service")
-		return c == 0, fmt.Sprintf("%d floor units active", c)
-	})
 	return total, pid1
 }
 
