@@ -483,19 +483,23 @@ func TestImagePullPolicies(t *testing.T) {
 		pulls   int
 		waiting string
 		running bool
+		event   string // the image event the kubelet records, by its prefix
 	}{
-		{"IfNotPresent and present", fakeImage, v1.PullIfNotPresent, nil, 0, "", true},
-		{"IfNotPresent and missing", "example.test/new:2", v1.PullIfNotPresent, nil, 1, "", true},
-		{"Always and present", fakeImage, v1.PullAlways, nil, 1, "", true},
-		{"Never and present", fakeImage, v1.PullNever, nil, 0, "", true},
-		{"Never and missing", "example.test/new:2", v1.PullNever, nil, 0, lifecycle.ReasonErrImageNeverPull, false},
-		{"default for latest is Always", "example.test/app:latest", "", nil, 1, "", true},
-		{"default for a tag is IfNotPresent", fakeImage, "", nil, 0, "", true},
-		{"pull fails", "example.test/new:2", v1.PullIfNotPresent, status.Error(codes.NotFound, "manifest unknown"), 1, lifecycle.ReasonImagePullBackOff, false},
+		{"IfNotPresent and present", fakeImage, v1.PullIfNotPresent, nil, 0, "", true, `Normal Pulled Container image "example.test/app:1" already present on machine`},
+		{"IfNotPresent and missing", "example.test/new:2", v1.PullIfNotPresent, nil, 1, "", true, `Normal Pulled Successfully pulled image "example.test/new:2" in `},
+		{"Always and present", fakeImage, v1.PullAlways, nil, 1, "", true, `Normal Pulled Successfully pulled image "example.test/app:1"`},
+		{"Never and present", fakeImage, v1.PullNever, nil, 0, "", true, `Normal Pulled Container image "example.test/app:1" already present on machine`},
+		{"Never and missing", "example.test/new:2", v1.PullNever, nil, 0, lifecycle.ReasonErrImageNeverPull, false, `Warning ErrImageNeverPull Container image "example.test/new:2" is not present with pull policy of Never`},
+		{"default for latest is Always", "example.test/app:latest", "", nil, 1, "", true, `Normal Pulling Pulling image "example.test/app:latest"`},
+		{"default for a tag is IfNotPresent", fakeImage, "", nil, 0, "", true, `Normal Pulled Container image "example.test/app:1" already present`},
+		{"pull fails", "example.test/new:2", v1.PullIfNotPresent, status.Error(codes.NotFound, "manifest unknown"), 1, lifecycle.ReasonImagePullBackOff, false, `Warning Failed Failed to pull image "example.test/new:2": `},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
+			events := record.NewFakeRecorder(100)
+			e.wopts.Recorder = events
+			e.rt = e.newRuntime(t)
 			e.cri.pullErr = c.pullErr
 			ctr := app("main")
 			ctr.Image, ctr.ImagePullPolicy = c.image, c.policy
@@ -509,6 +513,16 @@ func TestImagePullPolicies(t *testing.T) {
 			}
 			if c.waiting != "" && (cs.State.Waiting == nil || cs.State.Waiting.Reason != c.waiting || !strings.Contains(cs.State.Waiting.Message, c.image)) {
 				t.Errorf("waiting = %+v, want %s naming the image", cs.State.Waiting, c.waiting)
+			}
+			var got []string
+			for len(events.Events) > 0 {
+				got = append(got, <-events.Events)
+			}
+			if !stdslices.ContainsFunc(got, func(e string) bool { return strings.HasPrefix(e, c.event) }) {
+				t.Errorf("events %q, want one starting %q", got, c.event)
+			}
+			if c.running && !stdslices.Contains(got, "Normal Started Started container main") {
+				t.Errorf("events %q, want Started", got)
 			}
 		})
 	}
