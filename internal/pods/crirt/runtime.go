@@ -104,7 +104,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		opts: opts, log: opts.Logger, clock: opts.Clock, rs: rs, is: runtimeapi.NewImageServiceClient(cc),
 		done: make(chan struct{}),
 	}
-	r.conn = newConn(opts.Endpoint, opts.Logger, opts.RetryInitial, opts.RetryMax, versionProbe(cc, rs, DefaultProbeTimeout))
+	r.conn = newConn(opts.Endpoint, opts.Logger, opts.Clock, opts.RetryInitial, opts.RetryMax, versionProbe(cc, rs, DefaultProbeTimeout))
 	r.conn.cc = cc
 	// One probe now, so that a daemon that starts with the runtime up is ready at once and
 	// one that starts without it says so in its first lines.

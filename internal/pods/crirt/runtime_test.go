@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/pods"
@@ -164,7 +165,7 @@ func TestConnBackoff(t *testing.T) {
 			}
 			return nil
 		}
-		c := newConn("unix:///run/x.sock", slog.New(slog.DiscardHandler), 500*time.Millisecond, 4*time.Second, probe)
+		c := newConn("unix:///run/x.sock", slog.New(slog.DiscardHandler), clock.RealClock{}, 500*time.Millisecond, 4*time.Second, probe)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		go c.run(ctx)
