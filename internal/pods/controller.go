@@ -373,18 +373,32 @@ func unknownStatus(status v1.PodStatus, err error) v1.PodStatus {
 }
 
 // dispatch starts the syncs of pods whose next sync is due and that are not being synced, as
-// many as there are free sync workers.
+// many as there are free sync workers, the longest due first: a pod that was never synced (due
+// since it was admitted) goes before the resyncs of running pods that came due meanwhile, as it
+// would in a round that syncs every pod due at its start.
 func (c *Controller) dispatch(ctx context.Context) {
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	free := syncWorkers - c.running
+	if free <= 0 {
+		return
+	}
+	type duePod struct {
+		uid string
+		ps  *podState
+	}
+	var due []duePod
 	for uid, ps := range c.pods {
-		if c.running >= syncWorkers {
-			return
+		if !ps.syncing && !ps.nextSync.After(now) && (ps.admitted || ps.deleting) {
+			due = append(due, duePod{uid, ps})
 		}
-		if ps.syncing || ps.nextSync.After(now) || !(ps.admitted || ps.deleting) {
-			continue
-		}
+	}
+	stdslices.SortFunc(due, func(a, b duePod) int {
+		return cmp.Or(a.ps.nextSync.Compare(b.ps.nextSync), cmp.Compare(a.uid, b.uid))
+	})
+	for _, d := range due[:min(free, len(due))] {
+		ps, uid := d.ps, d.uid
 		ps.syncing = true
 		c.running++
 		c.syncs.Go(func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	stdslices "slices"
 	"strings"
 	"sync"
 	"testing"
@@ -66,14 +67,19 @@ type fakeRuntime struct {
 	relisted [][]string // the fresh pods each relist was given
 	down     bool
 	gate     chan struct{} // when set, SyncPod waits for it
+	entered  []string      // the UIDs SyncPod was called for, in order
 }
 
 func (f *fakeRuntime) Name() string                     { return "fake" }
 func (f *fakeRuntime) Validate(*v1.Pod) field.ErrorList { return nil }
 func (f *fakeRuntime) SyncPod(ctx context.Context, pod *v1.Pod, _ slices.PodSlice) (v1.PodStatus, error) {
-	if f.gate != nil {
+	f.mu.Lock()
+	f.entered = append(f.entered, string(pod.UID))
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
 		select {
-		case <-f.gate:
+		case <-gate:
 		case <-ctx.Done():
 			return v1.PodStatus{}, ctx.Err()
 		}
@@ -521,5 +527,53 @@ func TestControllerAdoptsWithRuntimeDown(t *testing.T) {
 		if len(rt.killed) != 0 || len(s.destroyed) != 0 {
 			t.Errorf("deleted with the runtime down: killed %v destroyed %v", rt.killed, s.destroyed)
 		}
+	})
+}
+
+// TestControllerNewPodsFirst: pods never synced go before the resyncs of running pods that came
+// due earlier, so a burst of new pods is not held back by the steady resyncs of many running
+// ones.
+func TestControllerNewPodsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _, rt := newTestController(maxPods(100), SourceFile)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		var old []Desired
+		for i := range 20 {
+			old = append(old, desired(SourceFile, fmt.Sprintf("old-%02d", i), fmt.Sprintf("uid-old-%02d", i)))
+		}
+		c.Update(Snapshot{Source: SourceFile, Pods: old})
+		synctest.Wait()
+		// Syncs now wait at the gate, one token each. The 20 running pods come due for their
+		// steady resync: 8 are in flight, 12 wait.
+		gate := make(chan struct{}, 100)
+		rt.mu.Lock()
+		rt.gate, rt.entered = gate, nil
+		rt.mu.Unlock()
+		time.Sleep(steadyResync + DefaultTick)
+		synctest.Wait()
+		fresh := stdslices.Clone(old)
+		for i := range 5 {
+			fresh = append(fresh, desired(SourceFile, fmt.Sprintf("new-%d", i), fmt.Sprintf("uid-new-%d", i)))
+		}
+		c.Update(Snapshot{Source: SourceFile, Pods: fresh})
+		synctest.Wait()
+		for range syncWorkers {
+			gate <- struct{}{}
+		}
+		synctest.Wait()
+		rt.mu.Lock()
+		entered := stdslices.Clone(rt.entered)
+		rt.mu.Unlock()
+		if len(entered) != 2*syncWorkers {
+			t.Fatalf("%d syncs started, want %d: %v", len(entered), 2*syncWorkers, entered)
+		}
+		for i := range 5 {
+			if uid := fmt.Sprintf("uid-new-%d", i); !stdslices.Contains(entered[syncWorkers:], uid) {
+				t.Errorf("new pod %s waits behind resyncs: started %v", uid, entered)
+			}
+		}
+		close(gate)
 	})
 }
