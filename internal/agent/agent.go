@@ -115,9 +115,7 @@ func Run(ctx context.Context, o Options) error {
 		"kubepods_cpu_millis", limits.Cpu().MilliValue(), "kubepods_memory_bytes", limits.Memory().Value())
 
 	hostname, _ := os.Hostname()
-	events, stopEvents := newEventRecorder(hostname, log.With("component", "events"))
-	defer stopEvents()
-	prt, err := newRuntime(ctx, cfg, sd, capacity, mcfg, events, log)
+	prt, err := newRuntime(ctx, cfg, sd, capacity, mcfg, logRecorder{log.With("component", "events")}, log)
 	if err != nil {
 		return err
 	}

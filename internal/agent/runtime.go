@@ -9,7 +9,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/eviction"
@@ -42,7 +41,7 @@ type podRuntime struct {
 // newRuntime builds the configured container runtime and the pod worker over it. The CRI
 // runtime connects lazily: an endpoint that is not up yet is retried with back-off (pods
 // report Unknown meanwhile), so a daemon started before containerd comes up stays up.
-func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capacity slices.Capacity, mcfg slices.ManagerConfig, events record.EventRecorder, log *slog.Logger) (*podRuntime, error) {
+func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capacity slices.Capacity, mcfg slices.ManagerConfig, events worker.EventRecorder, log *slog.Logger) (*podRuntime, error) {
 	wopts := worker.Options{
 		Recorder:       events,
 		MemoryCapacity: capacity.Memory,
@@ -109,18 +108,16 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 	return pr, nil
 }
 
-// newEventRecorder is the recorder of the pods' events: for now they go to the log at debug
-// level (the worker logs the same changes at info level). It returns the function that stops it.
-func newEventRecorder(hostname string, log *slog.Logger) (record.EventRecorder, func()) {
-	b := record.NewBroadcaster()
-	w := b.StartEventWatcher(func(e *v1.Event) {
-		log.Debug("event", "type", e.Type, "reason", e.Reason, "pod", e.InvolvedObject.Namespace+"/"+e.InvolvedObject.Name,
-			"field", e.InvolvedObject.FieldPath, "message", e.Message)
-	})
-	scheme := runtime.NewScheme()
-	_ = v1.AddToScheme(scheme)
-	return b.NewRecorder(scheme, v1.EventSource{Component: "slicelet", Host: hostname}), func() {
-		w.Stop()
-		b.Shutdown()
+// logRecorder is the recorder of the pods' events for now: they go to the log at debug level
+// (the worker logs the same changes at info level). It is a worker.EventRecorder (the Eventf of
+// client-go's record.EventRecorder).
+type logRecorder struct{ log *slog.Logger }
+
+// Eventf logs one event; object is the reference the worker records events with.
+func (r logRecorder) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	attrs := []any{"type", eventtype, "reason", reason, "message", fmt.Sprintf(messageFmt, args...)}
+	if ref, ok := object.(*v1.ObjectReference); ok {
+		attrs = append(attrs, "pod", ref.Namespace+"/"+ref.Name, "pod_uid", string(ref.UID), "field", ref.FieldPath)
 	}
+	r.log.Debug("event", attrs...)
 }

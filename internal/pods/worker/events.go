@@ -4,7 +4,16 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
+
+// EventRecorder records events about pods and their containers: the Eventf of client-go's
+// record.EventRecorder (the kubelet's recorder), which satisfies it. It is declared here, the
+// one method the worker calls, so that the worker links no more of client-go than its caller
+// chooses to.
+type EventRecorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
+}
 
 // Event reasons, the kubelet's (pkg/kubelet/events/event.go).
 const (

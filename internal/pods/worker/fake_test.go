@@ -237,3 +237,6 @@ func drain(events *record.FakeRecorder) []string {
 		}
 	}
 }
+
+// client-go's recorder (the kubelet's) is what the daemon may give the worker.
+var _ EventRecorder = record.EventRecorder(nil)

@@ -14,7 +14,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/internal/pods"
@@ -29,8 +28,8 @@ type Options struct {
 	// Images pulls images; nil for a runtime without images (the systemd runtime).
 	Images ImageService
 	// Recorder receives the kubelet's container events (Created, Started, Killing, BackOff,
-	// Failed, Pulling, Pulled). Required.
-	Recorder record.EventRecorder
+	// Failed, Pulling, Pulled): a client-go record.EventRecorder. Required.
+	Recorder EventRecorder
 	// StateDir holds the pods' records and emptyDir volumes (StateDir/pods/<uid>). Required.
 	StateDir string
 	// Logger gets state changes; discarded when nil.
@@ -58,7 +57,7 @@ type Worker struct {
 	log     *slog.Logger
 	clock   clock.Clock
 	backoff lifecycle.Backoff
-	events  record.EventRecorder
+	events  EventRecorder
 
 	mu     sync.Mutex
 	pods   map[string]*entry
