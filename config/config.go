@@ -194,6 +194,45 @@ type Systemd struct {
 type Pods struct {
 	// ManifestDir holds Pod manifests (YAML or JSON), the kubelet's staticPodPath.
 	ManifestDir string `toml:"manifest_dir"`
+	// Security is the Pod Security Standards level enforced at admission, per pod source.
+	Security PodSecuritySources `toml:"security"`
+}
+
+// Pod Security Standards levels ([pods.security.*] enforce), as the API server's PodSecurity
+// admission names them (k8s.io/pod-security-admission/api).
+const (
+	PodSecurityPrivileged = "privileged"
+	PodSecurityBaseline   = "baseline"
+	PodSecurityRestricted = "restricted"
+	// PodSecurityLatest is the enforce_version that follows the library's newest checks.
+	PodSecurityLatest = "latest"
+)
+
+// PodSecuritySources is the Pod Security level of each pod source. The sources are the ones
+// the kubernetes.io/config.source annotation names: "file" (the manifest directory) and "api".
+type PodSecuritySources struct {
+	// File applies to pods from the manifest directory.
+	File PodSecurity `toml:"file"`
+	// API applies to pods applied through the local API (slicectl apply).
+	API PodSecurity `toml:"api"`
+}
+
+// PodSecurity is one source's enforced level, as the pod-security.kubernetes.io/enforce and
+// enforce-version namespace labels give it on a cluster.
+type PodSecurity struct {
+	// Enforce is "privileged", "baseline" or "restricted".
+	Enforce string `toml:"enforce"`
+	// EnforceVersion is "latest" or a policy version "v1.N".
+	EnforceVersion string `toml:"enforce_version"`
+}
+
+// BySource is each source's level and version by source name ("file", "api", as the
+// kubernetes.io/config.source annotation names the sources).
+func (s PodSecuritySources) BySource() map[string][2]string {
+	return map[string][2]string{
+		"file": {s.File.Enforce, s.File.EnforceVersion},
+		"api":  {s.API.Enforce, s.API.EnforceVersion},
+	}
 }
 
 // API is the local control socket used by slicectl.
@@ -272,7 +311,14 @@ func Default() *Config {
 		},
 		Runtime: Runtime{Type: RuntimeSystemd},
 		Systemd: Systemd{JobTimeout: 30 * time.Second},
-		Pods:    Pods{ManifestDir: "/etc/slicelet/pods.d"},
+		Pods: Pods{
+			ManifestDir: "/etc/slicelet/pods.d",
+			// Only root writes the manifest directory; the API's socket group need not be root.
+			Security: PodSecuritySources{
+				File: PodSecurity{Enforce: PodSecurityPrivileged, EnforceVersion: PodSecurityLatest},
+				API:  PodSecurity{Enforce: PodSecurityBaseline, EnforceVersion: PodSecurityLatest},
+			},
+		},
 		API:     API{Socket: "/run/slicelet/slicelet.sock", Group: "slicelet"},
 		Metrics: Metrics{Address: "127.0.0.1:10255"},
 		Log:     Log{Level: "info", Format: "auto"},

@@ -323,6 +323,21 @@ func TestBadInput(t *testing.T) {
 			},
 		},
 		{
+			name: "pod security level",
+			toml: "[pods.security.api]\nenforce = \"strict\"\n",
+			want: []string{`f.toml:2:1: pods.security.api.enforce: invalid level "strict": must be one of privileged, baseline, restricted`},
+		},
+		{
+			name: "pod security version, dotted key",
+			toml: "[pods]\nsecurity.file.enforce_version = \"1.30\"\n",
+			want: []string{`f.toml:2:1: pods.security.file.enforce_version: invalid version "1.30": must be "latest" or "v1.x"`},
+		},
+		{
+			name: "pod security unknown source",
+			toml: "[pods.security.manifests]\nenforce = \"baseline\"\n",
+			want: []string{`f.toml:1:2: pods.security.manifests: unknown key`},
+		},
+		{
 			name: "runtime type",
 			toml: "[runtime]\ntype = \"docker\"\n",
 			want: []string{`f.toml:2:1: runtime.type: invalid runtime type "docker": want "systemd" or "cri"`},

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+	psapi "k8s.io/pod-security-admission/api"
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/logging"
@@ -94,6 +95,8 @@ func (l *loader) validate() {
 		l.at(key("systemd", "job_timeout"), "job timeout %v must be positive", c.Systemd.JobTimeout)
 	}
 	l.absolutePath(key("pods", "manifest_dir"), c.Pods.ManifestDir, true)
+	l.validatePodSecurity("file", c.Pods.Security.File)
+	l.validatePodSecurity("api", c.Pods.Security.API)
 	l.absolutePath(key("api", "socket"), c.API.Socket, true)
 	if c.API.Group == "" {
 		l.at(key("api", "group"), "group must not be empty")
@@ -369,6 +372,17 @@ func (l *loader) validateGC() {
 	}
 	if g.Containers.Period <= 0 {
 		l.at(key("gc", "containers", "period"), "period %v must be positive", g.Containers.Period)
+	}
+}
+
+// validatePodSecurity checks one source's Pod Security level and version with the parsers
+// the API server's PodSecurity admission uses for its namespace labels.
+func (l *loader) validatePodSecurity(source string, p PodSecurity) {
+	if _, err := psapi.ParseLevel(p.Enforce); err != nil {
+		l.at(key("pods", "security", source, "enforce"), "invalid level %q: %v", p.Enforce, err)
+	}
+	if _, err := psapi.ParseVersion(p.EnforceVersion); err != nil {
+		l.at(key("pods", "security", source, "enforce_version"), "invalid version %q: %v", p.EnforceVersion, err)
 	}
 }
 

@@ -118,3 +118,9 @@ func readMeminfo(path string) (map[string]int64, error) {
 	}
 	return out, nil
 }
+
+// CgroupDir is the directory of cgroupPath for a controller (controllerDir), for readers
+// outside this package that walk a cgroup's children (podstats).
+func CgroupDir(cgroupRoot string, mode units.Mode, controller, cgroupPath string) (string, error) {
+	return controllerDir(cgroupRoot, mode, controller, cgroupPath)
+}

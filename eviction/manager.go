@@ -107,6 +107,12 @@ type ManagerOptions struct {
 	// PodUsage overrides reading a pod's usage from its cgroup (tests); it returns nil for a
 	// pod without stats.
 	PodUsage func(p ActivePod) *PodUsage
+	// ContainerMemory, when set, reads the working set of each container of a pod, Name and
+	// Memory set (podstats.Reader over the containers' cgroups), in the order the message is to
+	// name them: it names the containers using more than their request in the eviction message
+	// and annotations. nil, or an error for a pod, leaves the pod's containers unmeasured (the
+	// message names none).
+	ContainerMemory func(ctx context.Context, p ActivePod) ([]ContainerUsage, error)
 	// Storage measures each active pod's local storage (emptyDir volumes, container writable
 	// layers and logs; NewFSStorage) for local-storage limit eviction and the ranking under
 	// disk pressure. Run measures every active pod once per monitoring interval in a goroutine

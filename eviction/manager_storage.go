@@ -70,7 +70,7 @@ func (m *Manager) measurePod(ctx context.Context, p ActivePod) storageResult {
 // measured yet. A pod whose storage cannot be measured keeps its memory and process numbers
 // and has no storage stats.
 func (m *Manager) podUsage(ctx context.Context, p ActivePod) *PodUsage {
-	u := m.o.PodUsage(p)
+	u := m.withContainerMemory(ctx, p, m.o.PodUsage(p))
 	if u == nil || m.o.Storage == nil {
 		return u
 	}
@@ -111,4 +111,28 @@ func (m *Manager) forgetStorage(active []ActivePod) {
 			delete(m.storageState, uid)
 		}
 	}
+}
+
+// withContainerMemory returns u with each container's working set from ContainerMemory (a
+// copy; u itself is not changed). A pod whose containers cannot be read keeps u as it is.
+func (m *Manager) withContainerMemory(ctx context.Context, p ActivePod, u *PodUsage) *PodUsage {
+	if u == nil || m.o.ContainerMemory == nil {
+		return u
+	}
+	mem, err := m.o.ContainerMemory(ctx, p)
+	if err != nil {
+		m.log.Debug("container memory unavailable", "pod_uid", string(p.Pod.UID), "pod_cgroup", p.CgroupPath, "error", err)
+		return u
+	}
+	v := *u
+	v.Containers = slices.Clone(u.Containers)
+	for _, c := range mem {
+		i := slices.IndexFunc(v.Containers, func(have ContainerUsage) bool { return have.Name == c.Name })
+		if i < 0 {
+			v.Containers = append(v.Containers, ContainerUsage{Name: c.Name})
+			i = len(v.Containers) - 1
+		}
+		v.Containers[i].Memory = c.Memory
+	}
+	return &v
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,9 @@ type fakeNode struct {
 	block     chan struct{} // when set, Observe blocks on it (a hung read)
 	reclaimed [][]ReclaimStep
 	reclaimTo string // disk available after reclaim
+	// lastMessage and lastAnnotations are the last eviction's.
+	lastMessage     string
+	lastAnnotations map[string]string
 }
 
 func (f *fakeNode) observe(now time.Time) (Observations, []Unavailable) {
@@ -78,10 +82,11 @@ func (f *fakeNode) podUsage(p ActivePod) *PodUsage {
 	return &PodUsage{Memory: resource.MustParse(u)}
 }
 
-func (f *fakeNode) EvictPod(_ context.Context, pod *v1.Pod, _ time.Duration, _ string, _ map[string]string) error {
+func (f *fakeNode) EvictPod(_ context.Context, pod *v1.Pod, _ time.Duration, msg string, ann map[string]string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.evicted = append(f.evicted, pod.Name)
+	f.lastMessage, f.lastAnnotations = msg, ann
 	f.cleanAt[string(pod.UID)] = time.Now().Add(f.cleanup)
 	return nil
 }
@@ -473,5 +478,48 @@ func BenchmarkSynchronize1000Pods(b *testing.B) {
 		if len(m.Synchronize(b.Context())) != 1 {
 			b.Fatal("no eviction")
 		}
+	}
+}
+
+// TestManagerNamesOffendingContainers: with ContainerMemory the eviction message and
+// annotations name the containers using more than their request, in the order it gives them,
+// exactly as the kubelet's evictionMessage words them; a pod whose containers cannot be read
+// is evicted with the node-level sentences only.
+func TestManagerNamesOffendingContainers(t *testing.T) {
+	hog := newPod("hog", defaultPriority, []v1.Container{
+		newContainer("app", newResourceList("", "100Mi", ""), nil),
+		newContainer("hog", newResourceList("", "10Mi", ""), nil),
+	}, nil)
+	tests := []struct {
+		name    string
+		read    func(context.Context, ActivePod) ([]ContainerUsage, error)
+		wantMsg string
+		wantAnn map[string]string
+	}{
+		{name: "measured", read: func(_ context.Context, p ActivePod) ([]ContainerUsage, error) {
+			return []ContainerUsage{{Name: "app", Memory: q("50Mi")}, {Name: "hog", Memory: q("3Gi")}}, nil
+		},
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 1Gi, available: 512Mi. " +
+				"Container hog was using 3Gi, request is 10Mi, has larger consumption of memory. ",
+			wantAnn: map[string]string{"offending_containers": "hog", "offending_containers_usage": "3Gi", "starved_resource": "memory"}},
+		{name: "unreadable containers", read: func(context.Context, ActivePod) ([]ContainerUsage, error) {
+			return nil, fmt.Errorf("gone: %w", ErrUnavailable)
+		},
+			wantMsg: "The node was low on resource: memory. Threshold quantity: 1Gi, available: 512Mi. ",
+			wantAnn: map[string]string{"offending_containers": "", "offending_containers_usage": "", "starved_resource": "memory"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeNode{available: "512Mi", usage: map[string]string{"hog": "3Gi"}}
+			f.pods = []ActivePod{{Pod: hog, CgroupPath: "/kubepods.slice/hog"}}
+			m, _ := newTestManager(t, f, map[string]string{"memory.available": "1Gi"})
+			m.o.ContainerMemory = tt.read
+			if got := m.Synchronize(t.Context()); len(got) != 1 {
+				t.Fatalf("evicted %v", got)
+			}
+			if f.lastMessage != tt.wantMsg || !maps.Equal(f.lastAnnotations, tt.wantAnn) {
+				t.Errorf("message %q\n   want %q\nannotations %v\n       want %v", f.lastMessage, tt.wantMsg, f.lastAnnotations, tt.wantAnn)
+			}
+		})
 	}
 }

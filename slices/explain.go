@@ -69,6 +69,22 @@ type PodExplanation struct {
 	SystemdProperties map[string]any `json:"systemdProperties"`
 	// Containers are the init and regular containers in spec order with their oom_score_adj.
 	Containers []ContainerExplanation `json:"containers"`
+	// PodSecurity is the Pod Security verdict at each pod source's configured level, filled in
+	// by whoever knows the levels (the daemon, or slicectl from the configuration); empty when
+	// not evaluated.
+	PodSecurity []PodSecurityVerdict `json:"podSecurity,omitempty"`
+}
+
+// PodSecurityVerdict is what one pod source's Pod Security level says of a pod.
+type PodSecurityVerdict struct {
+	// Source is the pod source, "file" or "api" (kubernetes.io/config.source).
+	Source string `json:"source"`
+	// Level is "level:version", e.g. "baseline:latest".
+	Level string `json:"level"`
+	// Allowed is true when the level admits the pod.
+	Allowed bool `json:"allowed"`
+	// Message is the API server's refusal ("violates PodSecurity ..."); empty when allowed.
+	Message string `json:"message,omitempty"`
 }
 
 // ExplainPod explains a pod for a node with the given options, cgroup mode and capacity (only

@@ -126,7 +126,12 @@ func (c *cli) applyCmd(args []string) error {
 	var files stringList
 	fs.Var(&files, "f", "pod manifest file or directory; repeatable")
 	fs.Var(&files, "filename", "pod manifest file or directory; repeatable")
+	dryRun := fs.String("dry-run", "none", `"server": the daemon checks everything (decoding, Pod Security, the runtime) and stores nothing`)
 	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	server, err := parseDryRun(*dryRun)
 	if err != nil {
 		return err
 	}
@@ -156,7 +161,11 @@ func (c *cli) applyCmd(args []string) error {
 				continue
 			}
 		}
-		res, err := cl.ApplyPod(c.ctx, data)
+		apply := cl.ApplyPod
+		if server {
+			apply = cl.ApplyPodDryRun
+		}
+		res, err := apply(c.ctx, data)
 		if err != nil {
 			if isFatal(err) {
 				return err
@@ -165,12 +174,34 @@ func (c *cli) applyCmd(args []string) error {
 			c.reportDocError(d.where, err)
 			continue
 		}
-		fmt.Fprintf(c.stdout, "pod/%s %s\n", res.Pod.Name, res.Action)
+		fmt.Fprintf(c.stdout, "pod/%s %s%s\n", res.Pod.Name, res.Action, dryRunSuffix(res.DryRun))
 	}
 	if failed {
 		return errReported
 	}
 	return nil
+}
+
+// parseDryRun reads apply's --dry-run as kubectl takes it: "none" or "server" (true for
+// server). "client" is refused: only the daemon can say what it would decide.
+func parseDryRun(v string) (server bool, err error) {
+	switch v {
+	case "none", "":
+		return false, nil
+	case "server":
+		return true, nil
+	case "client":
+		return false, usageErr(`apply: --dry-run=client is not supported: use --dry-run=server, which has slicelet check everything and store nothing`)
+	}
+	return false, usageErr(`apply: --dry-run=%q: want "none" or "server"`, v)
+}
+
+// dryRunSuffix is what kubectl adds to the result of a dry run.
+func dryRunSuffix(dry bool) string {
+	if dry {
+		return " (server dry run)"
+	}
+	return ""
 }
 
 // withNamespace puts a manifest into namespace ns, as kubectl apply -n does: a manifest without
@@ -203,9 +234,15 @@ func withNamespace(doc []byte, ns string) ([]byte, error) {
 // isFatal is true for errors that will repeat for every further request.
 func isFatal(err error) bool {
 	var perm *api.SocketPermissionError
+	return errors.Is(err, api.ErrDaemonDown) || errors.As(err, &perm) || isPeerRefused(err)
+}
+
+// isPeerRefused is a 403 for the caller (not root, not in the group); a *api.ForbiddenError (a
+// pod Pod Security refuses) is about the request and is not.
+func isPeerRefused(err error) bool {
 	var status *api.StatusError
-	return errors.Is(err, api.ErrDaemonDown) || errors.As(err, &perm) ||
-		(errors.As(err, &status) && status.Code == 403)
+	var forbidden *api.ForbiddenError
+	return errors.As(err, &status) && status.Code == 403 && !errors.As(err, &forbidden)
 }
 
 // reportDocError prints a failed document: an invalid manifest lists one problem per line.

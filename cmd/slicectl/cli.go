@@ -38,10 +38,12 @@ Usage:
   slicectl get pods [NAME ...] [-o wide|json|yaml|name] [-A]
   slicectl get pod NAME [-o wide|json|yaml|name]
   slicectl describe pod NAME
-  slicectl apply -f FILE [-f FILE ...]      FILE: YAML (multi-document) or JSON manifest, or a directory
+  slicectl apply -f FILE [-f FILE ...] [--dry-run=server]   FILE: YAML (multi-document) or JSON manifest, or a directory
   slicectl delete pod NAME [NAME ...]
   slicectl logs NAME [-c CONTAINER] [-f] [--previous] [--tail N]
   slicectl node [-o json|yaml]
+  slicectl top pods [NAME] [--containers] [-A] [--sort-by cpu|memory] [--sum] [--no-headers]
+  slicectl top node [--sort-by cpu|memory] [--no-headers]      CPU(cores) and MEMORY(bytes) as kubectl top shows them
   slicectl gc images|containers [--dry-run] [-o json]   collect now (what the GC timers run), or preview
   slicectl explain pod -f POD.yaml [--online] [--config F] [--cgroup-mode v1|v2] [--capacity LIST] [-o json]
   slicectl explain node [--online|--offline] [--config F] [--cgroup-mode v1|v2] [--capacity LIST] [-f POD.yaml ...] [-o json]
@@ -104,6 +106,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = c.nodeCmd(args[1:])
 	case "gc":
 		err = c.gcCmd(args[1:])
+	case "top":
+		err = c.topCmd(args[1:])
 	default:
 		err = usageErr("unknown command %q", args[0])
 	}
@@ -112,7 +116,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // exit reports err and maps it to an exit code.
 func (c *cli) exit(err error) int {
-	var status *api.StatusError
 	var perm *api.SocketPermissionError
 	switch {
 	case err == nil:
@@ -132,7 +135,7 @@ func (c *cli) exit(err error) int {
 	switch {
 	case errors.Is(err, api.ErrDaemonDown):
 		return exitDaemonDown
-	case errors.As(err, &perm), errors.As(err, &status) && status.Code == 403:
+	case errors.As(err, &perm), isPeerRefused(err):
 		return exitPermission
 	default:
 		return exitFailure

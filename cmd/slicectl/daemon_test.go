@@ -174,6 +174,7 @@ func TestApplyAndDelete(t *testing.T) {
 	writeFile(t, manifests, "d2.json", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"d2"},"spec":{"containers":[{"name":"app"}]}}`)
 	writeFile(t, manifests, "README", "not a manifest")
 	empty := writeFile(t, dir, "empty.yaml", "# nothing\n")
+	hostnet := writeFile(t, dir, "hostnet.yaml", strings.Replace(pod("hostnet", "1Mi"), "spec:\n", "spec:\n  hostNetwork: true\n  hostPID: true\n", 1)+"---\n"+pod("e", "1Mi"))
 
 	runCases(t, sock, []cliCase{
 		{name: "multi-document with failures", args: []string{"apply", "-f", multi}, code: exitFailure,
@@ -193,6 +194,16 @@ func TestApplyAndDelete(t *testing.T) {
 			code: exitFailure, errOut: []string{`ns.yaml: the manifest's namespace "other" does not match -n "team"`}},
 		{name: "get in namespace", args: []string{"get", "pods", "-n", "team", "-o", "name"}, golden: true, out: []string{"pod/a\n"}},
 		{name: "get after apply", args: []string{"get", "pods", "a", "d2", "-o", "name"}, golden: true, out: []string{"pod/a\npod/d2\n"}},
+
+		{name: "pod security refuses, the next document still applies", args: []string{"apply", "-f", hostnet}, code: exitFailure,
+			out:    []string{"pod/e created\n"},
+			errOut: []string{"slicectl: " + hostnet + `: document 0: pods "hostnet" is forbidden: violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true, hostPID=true)` + "\n"}},
+		{name: "dry run", args: []string{"apply", "-f", writeFile(t, dir, "dry.yaml", pod("dry", "1Mi")), "--dry-run=server"}, golden: true,
+			out: []string{"pod/dry created (server dry run)\n"}},
+		{name: "dry run stored nothing", args: []string{"get", "pod", "dry"}, code: exitFailure, errOut: []string{`pod "default/dry": not found`}},
+		{name: "dry run of a refused pod", args: []string{"apply", "-f", hostnet, "--dry-run", "server"}, code: exitFailure,
+			out: []string{"pod/e unchanged (server dry run)\n"}, errOut: []string{`pods "hostnet" is forbidden: violates PodSecurity`}},
+		{name: "client dry run", args: []string{"apply", "-f", single, "--dry-run=client"}, code: exitUsage, errOut: []string{"use --dry-run=server"}},
 
 		{name: "delete", args: []string{"delete", "pod", "a", "d1"}, golden: true, out: []string{"pod \"a\" deleted\npod \"d1\" deleted\n"}},
 		{name: "delete again", args: []string{"delete", "pod", "a"}, code: exitFailure, errOut: []string{`slicectl: pod "default/a": not found`}},
@@ -260,6 +271,8 @@ func TestExplainOnline(t *testing.T) {
 	dir := t.TempDir()
 	pod := writeFile(t, dir, "b.yaml", burstablePod)
 	cfg := writeFile(t, dir, "config.toml", "")
+	strictCfg := writeFile(t, dir, "strict.toml", "[pods.security.api]\nenforce = \"restricted\"\nenforce_version = \"v1.30\"\n")
+	hostnet := writeFile(t, dir, "hostnet.yaml", strings.Replace(burstablePod, "spec:\n", "spec:\n  hostNetwork: true\n", 1))
 	runCases(t, sock, []cliCase{
 		{name: "node asks the daemon", args: []string{"explain", "node"}, out: []string{
 			"Explained by slicelet at " + sock + ".\nCgroup mode: v2\n",
@@ -274,6 +287,14 @@ func TestExplainOnline(t *testing.T) {
 		}},
 		{name: "pod offline by default", args: []string{"explain", "pod", "-f", pod, "--config", cfg, "--cgroup-mode", "v1", "--capacity", "cpu=4,memory=16Gi"}, out: []string{
 			"Pod: default/nginx-b (uid 11111111-aaaa-bbbb-cccc-000000000003)\n", "Cgroup mode: hybrid\n",
+		}},
+		{name: "pod security verdicts from the configuration", args: []string{"explain", "pod", "-f", hostnet, "--config", strictCfg, "--cgroup-mode", "v2", "--capacity", "cpu=4,memory=16Gi"}, out: []string{
+			"Pod Security:\n  SOURCE LEVEL VERDICT\n",
+			"  api restricted:v1.30 violates PodSecurity \"restricted:v1.30\": host namespaces (hostNetwork=true), allowPrivilegeEscalation != false",
+			"  file privileged:latest allowed\n",
+		}},
+		{name: "pod security verdicts in json", args: []string{"explain", "pod", "-f", pod, "--config", cfg, "--cgroup-mode", "v2", "--capacity", "cpu=4,memory=16Gi", "-o", "json"}, out: []string{
+			`"podSecurity": [`, `"level": "baseline:latest",`, `"level": "privileged:latest",`,
 		}},
 		{name: "node offline with --capacity", args: []string{"explain", "node", "--config", cfg, "--cgroup-mode", "v1", "--capacity", "cpu=2,memory=4Gi"}, out: []string{
 			"Cgroup mode: hybrid\n", "capacity 2000 4294967296 0\n",

@@ -16,6 +16,7 @@ import (
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -290,12 +291,17 @@ func explainPod(o explainOptions, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	levels, err := admission.ParsePodSecurityLevels(e.cfg.Pods.Security.BySource())
+	if err != nil {
+		return err
+	}
 	var out []slices.PodExplanation
 	for _, pod := range pods {
 		x, err := slices.ExplainPod(pod, e.mcfg.Pod, e.mode, e.capacity)
 		if err != nil {
 			return err
 		}
+		x.PodSecurity = admission.PodSecurityVerdicts(pod, levels)
 		out = append(out, x)
 	}
 	if o.output == "json" {
@@ -373,6 +379,19 @@ func printPod(w io.Writer, pod *v1.Pod, x slices.PodExplanation, mode units.Mode
 		fmt.Fprintf(tw, "  %s\t%d\n", c.Name, c.OOMScoreAdj)
 	}
 	tw.Flush()
+	if len(x.PodSecurity) > 0 {
+		fmt.Fprintln(w, "Pod Security:")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  SOURCE\tLEVEL\tVERDICT")
+		for _, v := range x.PodSecurity {
+			verdict := "allowed"
+			if !v.Allowed {
+				verdict = v.Message
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", v.Source, v.Level, verdict)
+		}
+		tw.Flush()
+	}
 }
 
 func printProps(w io.Writer, props map[string]any) {

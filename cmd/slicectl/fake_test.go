@@ -16,11 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -38,6 +40,9 @@ type fakeDaemon struct {
 	imageGC     gc.ImageResult
 	containerGC gc.ContainerResult
 	gcCalls     []string
+	// podMetrics and nodeMetrics are what the metrics endpoints return.
+	podMetrics  []metricsv1beta1.PodMetrics
+	nodeMetrics []metricsv1beta1.NodeMetrics
 }
 
 func (f *fakeDaemon) ListPods(context.Context) ([]v1.Pod, error) {
@@ -60,7 +65,8 @@ func (f *fakeDaemon) GetPod(_ context.Context, ns, name string) (v1.Pod, error) 
 	return p, nil
 }
 
-func (f *fakeDaemon) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, error) {
+// ApplyPod refuses what Pod Security baseline refuses (the daemon's default API level).
+func (f *fakeDaemon) ApplyPod(_ context.Context, manifest []byte, dryRun bool) (v1.Pod, error) {
 	pod, err := slices.DecodePod(manifest)
 	if err != nil {
 		return v1.Pod{}, &api.InvalidError{Problems: []string{err.Error()}}
@@ -74,6 +80,10 @@ func (f *fakeDaemon) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, error
 			ie.Problems = append(ie.Problems, e.Error())
 		}
 		return v1.Pod{}, ie
+	}
+	baseline, _ := admission.ParsePodSecurity("baseline", "latest")
+	if d := admission.CheckPodSecurity(pod, baseline); !d.Admit {
+		return v1.Pod{}, api.PodForbidden(pod.Name, d.Message)
 	}
 	uid, _ := slices.PodUID(pod, "api")
 	pod.UID = types.UID(uid)
@@ -89,7 +99,9 @@ func (f *fakeDaemon) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, error
 			return old, nil
 		}
 	}
-	f.pods[key] = *pod
+	if !dryRun {
+		f.pods[key] = *pod
+	}
 	return *pod, nil
 }
 
@@ -145,6 +157,18 @@ func (f *fakeDaemon) ExplainPod(_ context.Context, manifest []byte) (slices.PodE
 
 func (f *fakeDaemon) ExplainNode(context.Context) (slices.NodeExplanation, error) {
 	return slices.ExplainNode(slices.Capacity{CPU: 4000, Memory: 16 << 30, Pids: 4194304}, slices.NodeConfig{}, nil, units.ModeUnified)
+}
+
+func (f *fakeDaemon) PodMetrics(context.Context) ([]metricsv1beta1.PodMetrics, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.podMetrics, nil
+}
+
+func (f *fakeDaemon) NodeMetrics(context.Context) ([]metricsv1beta1.NodeMetrics, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nodeMetrics, nil
 }
 
 func (f *fakeDaemon) ExplainEviction(context.Context) (eviction.Explanation, error) {

@@ -22,6 +22,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/pods/source"
+	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -121,10 +122,18 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer prt.close()
 	rt := prt.worker
+	security, err := admission.ParsePodSecurityLevels(cfg.Pods.Security.BySource())
+	if err != nil {
+		return err
+	}
+	if security[pods.SourceAPI].AllowsRoot() {
+		log.Info("members of the api socket's group can run pods as root on this node: membership is root-equivalent",
+			"api_group", cfg.API.Group, "pod_security", security[pods.SourceAPI].String())
+	}
 	// The eviction manager starts after the controller it evicts through; admission reads its
 	// node conditions once it exists, and the controller tells it when pods change.
 	var evm atomic.Pointer[eviction.Manager]
-	admitter := admission.Admitter{Node: func() admission.NodeState {
+	admitter := admission.Admitter{PodSecurity: security, Node: func() admission.NodeState {
 		n := admission.NodeState{Allocatable: admission.WithMaxPods(alloc, cfg.Node.MaxPods), PriorityClasses: cfg.Eviction.PriorityClasses}
 		if m := evm.Load(); m != nil {
 			n.Conditions = m.Conditions()
@@ -156,7 +165,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	gcs := newGCService(col, met, log)
 	hasImages := prt.images != nil
-	back := &backend{ctrl: ctrl, store: store, rt: rt, mgr: mgr, mcfg: mcfg, mode: sd.Mode(), maxPods: cfg.Node.MaxPods, hostname: hostname, gc: gcs}
+	back := &backend{ctrl: ctrl, store: store, rt: rt, mgr: mgr, mcfg: mcfg, mode: sd.Mode(), maxPods: cfg.Node.MaxPods, hostname: hostname, gc: gcs,
+		podSecurity: security}
 	srv, err := api.NewServer(back,
 		api.Options{Socket: cfg.API.Socket, Group: cfg.API.Group, Logger: log.With("component", "api")})
 	if err != nil {
@@ -198,7 +208,20 @@ func Run(ctx context.Context, o Options) error {
 	if hasImages {
 		wg.Go(func() { detectLoop(runCtx, imageDetectPeriod, col.Detect, log.With("component", "gc")) })
 	}
-	m, err := startEviction(runCtx, &wg, evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: sd.Mode(), Controller: ctrl, Logger: log, Metrics: met, BeforeCycle: o.evictionBeforeCycle, Reclaim: gcs.Reclaim, Storage: prt.storage, ImageFsPath: prt.imageFsPath})
+	// Per-container usage, read from the pods' cgroups: the eviction message names the
+	// containers over their requests; the sampler serves `slicectl top`.
+	statsReader := podstats.NewReader(o.CgroupRoot, o.ProcRoot, sd.Mode(), prt.namer)
+	sampler, err := podstats.NewSampler(podstats.SamplerOptions{Reader: statsReader, Pods: ctrl,
+		Interval: cfg.Eviction.MonitoringInterval, Logger: log.With("component", "podstats")})
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return err
+	}
+	back.stats = sampler
+	wg.Go(func() { sampler.Run(runCtx) })
+	m, err := startEviction(runCtx, &wg, evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: sd.Mode(), Controller: ctrl, Logger: log, Metrics: met, BeforeCycle: o.evictionBeforeCycle, Reclaim: gcs.Reclaim,
+		Storage: prt.storage, ImageFsPath: prt.imageFsPath, ContainerMemory: statsReader.ContainerMemory})
 	if err != nil {
 		cancel()
 		wg.Wait()

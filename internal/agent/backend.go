@@ -10,12 +10,15 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/pods/source"
+	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -36,6 +39,29 @@ type backend struct {
 	lastDecision func() (eviction.Decision, time.Time)
 	// gc runs collections; nil until it exists.
 	gc *gcService
+	// podSecurity is the Pod Security level enforced on each pod source's pods.
+	podSecurity map[string]admission.PodSecurity
+	// stats samples the pods' and the node's usage for the metrics; nil until it exists.
+	stats *podstats.Sampler
+}
+
+// PodMetrics is what `slicectl top pods` shows.
+func (b *backend) PodMetrics(context.Context) ([]metricsv1beta1.PodMetrics, error) {
+	if b.stats == nil {
+		return nil, nil
+	}
+	return b.stats.PodMetrics(), nil
+}
+
+// NodeMetrics is what `slicectl top node` shows.
+func (b *backend) NodeMetrics(context.Context) ([]metricsv1beta1.NodeMetrics, error) {
+	if b.stats == nil {
+		return nil, nil
+	}
+	if m, ok := b.stats.NodeMetrics(b.hostname); ok {
+		return []metricsv1beta1.NodeMetrics{m}, nil
+	}
+	return nil, nil
 }
 
 var _ api.Backend = (*backend)(nil)
@@ -50,8 +76,10 @@ func (b *backend) GetPod(_ context.Context, namespace, name string) (v1.Pod, err
 	return p, nil
 }
 
-// ApplyPod stores an API pod; the store's next snapshot hands it to the controller.
-func (b *backend) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, error) {
+// ApplyPod stores an API pod; the store's next snapshot hands it to the controller. A pod the
+// API's Pod Security level refuses is refused here, as the API server refuses it, and never
+// stored. The pod records who applied it (api.AnnotationAppliedBy).
+func (b *backend) ApplyPod(ctx context.Context, manifest []byte, dryRun bool) (v1.Pod, error) {
 	parsed, err := slices.ParsePodManifest("manifest", "api", manifest)
 	if err != nil {
 		return v1.Pod{}, &api.InvalidError{Problems: splitErrors(err)}
@@ -63,10 +91,17 @@ func (b *backend) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, error) {
 		return v1.Pod{}, fmt.Errorf("pod %s/%s is defined by the manifest file %s; edit that file instead: %w",
 			p.Namespace, p.Name, p.Annotations[pods.AnnotationOrigin], api.ErrConflict)
 	}
+	if d := admission.CheckPodSecurity(parsed[0], b.podSecurity[pods.SourceAPI]); !d.Admit {
+		return v1.Pod{}, api.PodForbidden(parsed[0].Name, d.Message)
+	}
 	if errs := b.rt.Validate(parsed[0]); len(errs) > 0 {
 		return v1.Pod{}, &api.InvalidError{Problems: splitErrors(errs.ToAggregate())}
 	}
-	pod, err := b.store.Apply(manifest)
+	opts := source.ApplyOptions{DryRun: dryRun}
+	if peer, ok := api.PeerFrom(ctx); ok {
+		opts.Annotations = map[string]string{api.AnnotationAppliedBy: peer.String()}
+	}
+	pod, err := b.store.Apply(manifest, opts)
 	if err != nil {
 		return v1.Pod{}, &api.InvalidError{Problems: splitErrors(err)}
 	}
@@ -170,7 +205,12 @@ func (b *backend) ExplainPod(_ context.Context, manifest []byte) (slices.PodExpl
 	if len(parsed) != 1 {
 		return slices.PodExplanation{}, &api.InvalidError{Problems: []string{fmt.Sprintf("manifest: holds %d pods; explain one pod per request", len(parsed))}}
 	}
-	return slices.ExplainPod(parsed[0], b.mcfg.Pod, b.mode, b.mcfg.Capacity)
+	x, err := slices.ExplainPod(parsed[0], b.mcfg.Pod, b.mode, b.mcfg.Capacity)
+	if err != nil {
+		return x, err
+	}
+	x.PodSecurity = admission.PodSecurityVerdicts(parsed[0], b.podSecurity)
+	return x, nil
 }
 
 func (b *backend) ExplainNode(context.Context) (slices.NodeExplanation, error) {

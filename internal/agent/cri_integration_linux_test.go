@@ -102,7 +102,7 @@ type criDaemon struct {
 // slices and the pod's log directory.
 func startCRIDaemon(t *testing.T, unit, endpoint, sandboxImage string) *criDaemon {
 	t.Helper()
-	e := newDaemonEnv(t, fmt.Sprintf("[runtime]\ntype = \"cri\"\nendpoint = %q\nsandbox_image = %q\n", endpoint, sandboxImage))
+	e := newDaemonEnv(t, fmt.Sprintf("[runtime]\ntype = \"cri\"\nendpoint = %q\nsandbox_image = %q\n[eviction]\nmonitoring_interval = \"1s\"\n", endpoint, sandboxImage))
 	d := &criDaemon{daemonEnv: e, unit: unit, client: api.NewClient(e.sock)}
 	t.Cleanup(func() {
 		ctx := context.Background()
@@ -307,6 +307,20 @@ func testDaemonCRIRestart(t *testing.T, ctrd *critest.Containerd) {
 	if self, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", shell)); err != nil || !strings.Contains(string(self), scopeInfo.ControlGroup+"\n") {
 		t.Errorf("/proc/%d/cgroup lacks %s: %s (%v)", shell, scopeInfo.ControlGroup, self, err)
 	}
+	// slicectl top's metrics: the scope is named by its container ID as the container main (and
+	// the sandbox's scope as nothing), sampled every monitoring interval.
+	waitFor(t, 30*time.Second, "metrics of the container main", func() bool {
+		list, err := d.client.PodMetrics(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range list {
+			if m.Name == "cri-a" && len(m.Containers) == 1 && m.Containers[0].Name == "main" && m.Containers[0].Usage.Memory().Value() > 0 {
+				return true
+			}
+		}
+		return false
+	})
 
 	// containerd goes away: the pod is Unknown within seconds, nothing is deleted, slicelet
 	// stays up.

@@ -38,6 +38,9 @@ type evictionOptions struct {
 	// ImageFsPath, when set, is where the runtime keeps its images: imagefs.* is observed
 	// there (CRI).
 	ImageFsPath func(ctx context.Context) (string, error)
+	// ContainerMemory reads each container's working set for the eviction message; nil for
+	// none.
+	ContainerMemory func(ctx context.Context, p eviction.ActivePod) ([]eviction.ContainerUsage, error)
 }
 
 // startEviction builds the eviction manager from the configuration and runs it (with its PSI
@@ -78,7 +81,8 @@ func startEviction(ctx context.Context, wg *sync.WaitGroup, o evictionOptions) (
 		storage = fs
 	}
 	m, err := eviction.NewManager(eviction.ManagerOptions{
-		Storage: storage,
+		Storage:         storage,
+		ContainerMemory: o.ContainerMemory,
 		Config: eviction.Config{
 			Thresholds:                    thresholds,
 			PressureTransitionPeriod:      cfg.Eviction.PressureTransitionPeriod,

@@ -16,6 +16,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods/crirt"
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
 	"github.com/slicelet/slicelet/internal/pods/worker"
+	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -32,6 +33,8 @@ type podRuntime struct {
 	images gc.ImageRuntime
 	// storage tells the eviction manager where pods keep local storage.
 	storage eviction.FSStorageOptions
+	// namer names the containers of a pod's child cgroups (podstats).
+	namer podstats.Namer
 	// imageFsPath is where the runtime keeps its images (imagefs.*), nil without images.
 	imageFsPath func(ctx context.Context) (string, error)
 	// close releases the runtime (the CRI connection).
@@ -60,6 +63,7 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 			return nil, err
 		}
 		wopts.Runtime, wopts.StateDir, wopts.Logger = rt, state, log.With("runtime", "systemd")
+		pr.namer = rt
 	case config.RuntimeCRI:
 		rt, err := crirt.New(ctx, crirt.Options{
 			Endpoint:     cfg.Runtime.Endpoint,
@@ -72,7 +76,7 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 		}
 		wopts.Runtime, wopts.Images = rt, rt
 		wopts.StateDir, wopts.Logger = filepath.Join(cfg.StateDir, "runtime-cri"), log.With("runtime", "cri")
-		pr.images, pr.close = rt, rt.Close
+		pr.images, pr.close, pr.namer = rt, rt.Close, rt
 		pr.imageFsPath = rt.ImageFsMountpoint
 		pr.storage.Layers = func(ctx context.Context, pod *v1.Pod) (map[string]eviction.DiskUsage, error) {
 			layers, err := rt.WritableLayers(ctx, pod)

@@ -11,17 +11,29 @@
 //	GET    /healthz                                  "ok\n" (text)
 //	GET    /v1/pods                                  v1.PodList (every namespace)
 //	GET    /v1/pods/{namespace}/{name}               v1.Pod
-//	POST   /v1/pods                                  ApplyResult; body: one pod manifest, YAML or JSON, ≤ 1 MiB
+//	POST   /v1/pods?dryRun=                          ApplyResult; body: one pod manifest, YAML or JSON, ≤ 1 MiB
 //	DELETE /v1/pods/{namespace}/{name}               204
 //	GET    /v1/pods/{namespace}/{name}/log?container=&follow=&previous=&tail=   text, streamed
 //	GET    /v1/node                                  NodeInfo
 //	POST   /v1/explain/pod                           slices.PodExplanation; body: one pod manifest
 //	GET    /v1/explain/node                          slices.NodeExplanation
 //	GET    /v1/explain/eviction                      eviction.Explanation (the last decision)
+//	GET    /v1/metrics/pods                          metrics.k8s.io/v1beta1 PodMetricsList (every namespace)
+//	GET    /v1/metrics/nodes                         metrics.k8s.io/v1beta1 NodeMetricsList (this node)
 //
-// Error statuses: 400 bad request (query, empty body), 403 peer not allowed, 404 ErrNotFound or
-// pods.ErrNoLogs, 405 wrong method, 409 ErrConflict, 413 body over 1 MiB, 422 *InvalidError,
-// 503 the request was canceled (client gone, daemon stopping), 500 anything else.
+// The metrics are what metrics-server serves kubectl top: per container, the CPU used between the
+// daemon's last two samples (cores) and the last working-set memory; a pod or node sampled once
+// has none yet (the lists leave it out).
+//
+// Error statuses: 400 bad request (query, empty body), 403 peer not allowed, or a
+// *ForbiddenError (a pod Pod Security refuses; its error body has "reason": "Forbidden"), 404
+// ErrNotFound or pods.ErrNoLogs, 405 wrong method, 409 ErrConflict, 413 body over 1 MiB, 422
+// *InvalidError, 503 the request was canceled (client gone, daemon stopping), 500 anything else.
+//
+// Every request that changes something (POST, DELETE; a dry run changes nothing) is logged at
+// Info as "api change" with the peer's credentials (peer_uid, peer_gid, peer_pid, peer_comm),
+// the method, path and status; a pod applied through the API carries who applied it in the
+// annotation AnnotationAppliedBy.
 package api
 
 import (
@@ -32,6 +44,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
@@ -52,9 +65,12 @@ type Backend interface {
 	ListPods(ctx context.Context) ([]v1.Pod, error)
 	// GetPod returns one pod, or an error wrapping ErrNotFound.
 	GetPod(ctx context.Context, namespace, name string) (v1.Pod, error)
-	// ApplyPod creates or replaces an API pod from one manifest (YAML or JSON). Bad input is an
-	// *InvalidError with field paths; a name that belongs to a file-source pod is ErrConflict.
-	ApplyPod(ctx context.Context, manifest []byte) (v1.Pod, error)
+	// ApplyPod creates or replaces an API pod from one manifest (YAML or JSON); with dryRun it
+	// checks everything and returns the pod as it would be stored, storing nothing. Bad input is
+	// an *InvalidError with field paths; a name that belongs to a file-source pod is
+	// ErrConflict; a pod the API's Pod Security level refuses is a *ForbiddenError. The peer
+	// that asked is PeerFrom(ctx).
+	ApplyPod(ctx context.Context, manifest []byte, dryRun bool) (v1.Pod, error)
 	// DeletePod deletes an API pod: ErrNotFound if there is none, ErrConflict for a file-source
 	// pod (the message says which manifest file to remove).
 	DeletePod(ctx context.Context, namespace, name string) error
@@ -70,6 +86,10 @@ type Backend interface {
 	// ExplainNode explains the node with the daemon's configuration, capacity, cgroup mode and
 	// active pods.
 	ExplainNode(ctx context.Context) (slices.NodeExplanation, error)
+	// PodMetrics returns the metrics of every pod sampled at least twice (podstats.Sampler).
+	PodMetrics(ctx context.Context) ([]metricsv1beta1.PodMetrics, error)
+	// NodeMetrics returns the node's metrics, or none before it was sampled twice.
+	NodeMetrics(ctx context.Context) ([]metricsv1beta1.NodeMetrics, error)
 	// ExplainEviction explains the eviction manager's last decision: thresholds met, node
 	// conditions, the ranking with reasons and the pod chosen (At "" before its first cycle).
 	ExplainEviction(ctx context.Context) (eviction.Explanation, error)
@@ -92,6 +112,31 @@ var (
 	// connection refused). The error is a *DaemonDownError.
 	ErrDaemonDown = errors.New("daemon down")
 )
+
+// AnnotationAppliedBy is set on every pod applied through the API to the credentials of the
+// process that applied its current version ("uid=1000 gid=1000 pid=4242", Peer.String). A value
+// in the manifest is replaced; re-applying an unchanged pod keeps the first applier.
+const AnnotationAppliedBy = "slicelet.io/applied-by"
+
+// ReasonForbidden is the "reason" of a *ForbiddenError's 403 body, the API server's status reason.
+const ReasonForbidden = "Forbidden"
+
+// ForbiddenError is 403 with reason "Forbidden": a policy refused what was asked (a pod that
+// violates the API's Pod Security level). Unlike a refused peer (403 without a reason), the
+// caller may use the API; this request is what is refused.
+type ForbiddenError struct {
+	// Message is the whole message, in the API server's words:
+	// `pods "web" is forbidden: violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true)`.
+	Message string
+}
+
+// PodForbidden is the API server's refusal of pod name for reason why.
+func PodForbidden(name, why string) *ForbiddenError {
+	return &ForbiddenError{Message: fmt.Sprintf("pods %q is forbidden: %s", name, why)}
+}
+
+// Error is the message.
+func (e *ForbiddenError) Error() string { return e.Message }
 
 // InvalidError is 422: the manifest cannot be used. Problems name the field path and value, one
 // problem each.
@@ -119,8 +164,10 @@ type ApplyResult struct {
 	// Action is ActionCreated (no pod of that namespace/name existed), ActionUnchanged (the pod
 	// existed with the same UID, labels, annotations and spec) or ActionConfigured.
 	Action string `json:"action"`
-	// Pod is the pod as the backend stored it.
+	// Pod is the pod as the backend stored it (or, in a dry run, would store it).
 	Pod v1.Pod `json:"pod"`
+	// DryRun is true when nothing was stored (POST /v1/pods?dryRun=true).
+	DryRun bool `json:"dryRun,omitempty"`
 }
 
 // NodeInfo is the answer to GET /v1/node.
@@ -178,11 +225,13 @@ func CountPods(list []v1.Pod, maxPods int64) PodCounts {
 // errorBody is the JSON of every error response.
 type errorBody struct {
 	Error    string   `json:"error"`
+	Reason   string   `json:"reason,omitempty"`
 	Problems []string `json:"problems,omitempty"`
 }
 
 // StatusError is an error response the client received: the HTTP status and the server's message.
-// It unwraps to ErrNotFound (404), ErrConflict (409) or an *InvalidError (422) so callers can use
+// It unwraps to ErrNotFound (404), ErrConflict (409), an *InvalidError (422) or a *ForbiddenError
+// (403 with reason Forbidden) so callers can use
 // errors.Is / errors.As as they would on the server side.
 type StatusError struct {
 	// Code is the HTTP status code.
@@ -191,6 +240,8 @@ type StatusError struct {
 	Message string
 	// Problems are the individual problems of a 422.
 	Problems []string
+	// Reason is the body's reason: ReasonForbidden for a *ForbiddenError, "" otherwise.
+	Reason string
 }
 
 // Error is the server's message (the status code is not repeated: messages are written for people).
@@ -210,6 +261,10 @@ func (e *StatusError) Unwrap() error {
 		return ErrConflict
 	case 422:
 		return &InvalidError{Problems: e.Problems}
+	case 403:
+		if e.Reason == ReasonForbidden {
+			return &ForbiddenError{Message: e.Message}
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,12 +15,25 @@ import (
 	"strings"
 )
 
-// peerCred is the identity of the process at the other end of a connection, as the kernel recorded
+// Peer is the identity of the process at the other end of a connection, as the kernel recorded
 // it at connect() (SO_PEERCRED: effective uid and gid).
-type peerCred struct {
+type Peer struct {
 	PID int32
 	UID uint32
 	GID uint32
+}
+
+// String is "uid=U gid=G pid=P", the value of the pod annotation AnnotationAppliedBy.
+func (p Peer) String() string { return fmt.Sprintf("uid=%d gid=%d pid=%d", p.UID, p.GID, p.PID) }
+
+// PeerFrom returns the peer credentials of the connection a request came on; ok is false for a
+// context that does not come from Server's listener.
+func PeerFrom(ctx context.Context) (Peer, bool) {
+	info, ok := ctx.Value(peerKey{}).(peerInfo)
+	if !ok || info.err != nil {
+		return Peer{}, false
+	}
+	return info.peer, true
 }
 
 // errPermission marks refusals (403).
@@ -28,7 +42,7 @@ var errPermission = errors.New("permission denied")
 // authorize decides whether peer may use the API: root, or a member of the group with the given
 // gid by primary gid or by supplementary groups (groups, which may be nil when the primary gid
 // already decides). It is pure so it can be table-tested; the caller looks up the groups.
-func authorize(peer peerCred, groups []uint32, gid uint32, group string) error {
+func authorize(peer Peer, groups []uint32, gid uint32, group string) error {
 	if peer.UID == 0 || peer.GID == gid || slices.Contains(groups, gid) {
 		return nil
 	}
@@ -100,7 +114,7 @@ func userGroups(uid uint32) ([]uint32, error) {
 
 // peerGroups returns peer's supplementary groups: from /proc when the pid is visible, else from
 // the user database.
-func peerGroups(procRoot string, peer peerCred) ([]uint32, error) {
+func peerGroups(procRoot string, peer Peer) ([]uint32, error) {
 	if peer.PID > 0 {
 		groups, err := procGroups(procRoot, peer.PID, peer.UID)
 		if err == nil || !errors.Is(err, fs.ErrNotExist) {

@@ -16,16 +16,16 @@ import (
 func TestAuthorize(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		peer   peerCred
+		peer   Peer
 		groups []uint32
 		ok     bool
 	}{
-		{"root", peerCred{UID: 0, GID: 0}, nil, true},
-		{"root with another gid", peerCred{UID: 0, GID: 100}, nil, true},
-		{"primary group", peerCred{UID: 1000, GID: 4242}, nil, true},
-		{"supplementary group", peerCred{UID: 1000, GID: 1000}, []uint32{27, 4242}, true},
-		{"stranger", peerCred{UID: 1000, GID: 1000}, []uint32{27, 100}, false},
-		{"stranger without groups", peerCred{UID: 65534, GID: 65534}, nil, false},
+		{"root", Peer{UID: 0, GID: 0}, nil, true},
+		{"root with another gid", Peer{UID: 0, GID: 100}, nil, true},
+		{"primary group", Peer{UID: 1000, GID: 4242}, nil, true},
+		{"supplementary group", Peer{UID: 1000, GID: 1000}, []uint32{27, 4242}, true},
+		{"stranger", Peer{UID: 1000, GID: 1000}, []uint32{27, 100}, false},
+		{"stranger without groups", Peer{UID: 65534, GID: 65534}, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := authorize(tc.peer, tc.groups, 4242, "slicelet")

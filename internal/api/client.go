@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	v1 "k8s.io/api/core/v1"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
@@ -82,6 +83,28 @@ func (c *Client) GetPod(ctx context.Context, namespace, name string) (v1.Pod, er
 func (c *Client) ApplyPod(ctx context.Context, manifest []byte) (ApplyResult, error) {
 	var res ApplyResult
 	err := c.getJSON(ctx, http.MethodPost, "/v1/pods", manifest, &res)
+	return res, err
+}
+
+// PodMetrics returns the metrics of every pod that has them (GET /v1/metrics/pods).
+func (c *Client) PodMetrics(ctx context.Context) ([]metricsv1beta1.PodMetrics, error) {
+	var list metricsv1beta1.PodMetricsList
+	err := c.getJSON(ctx, http.MethodGet, "/v1/metrics/pods", nil, &list)
+	return list.Items, err
+}
+
+// NodeMetrics returns the node's metrics; none before the daemon sampled it twice.
+func (c *Client) NodeMetrics(ctx context.Context) ([]metricsv1beta1.NodeMetrics, error) {
+	var list metricsv1beta1.NodeMetricsList
+	err := c.getJSON(ctx, http.MethodGet, "/v1/metrics/nodes", nil, &list)
+	return list.Items, err
+}
+
+// ApplyPodDryRun is ApplyPod with nothing stored: every check the daemon makes (decoding,
+// validation, Pod Security, the runtime's validation) and the result it would give.
+func (c *Client) ApplyPodDryRun(ctx context.Context, manifest []byte) (ApplyResult, error) {
+	var res ApplyResult
+	err := c.getJSON(ctx, http.MethodPost, "/v1/pods?dryRun=true", manifest, &res)
 	return res, err
 }
 
@@ -220,7 +243,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) (*htt
 	se := &StatusError{Code: resp.StatusCode}
 	var eb errorBody
 	if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
-		se.Message, se.Problems = eb.Error, eb.Problems
+		se.Message, se.Problems, se.Reason = eb.Error, eb.Problems, eb.Reason
 	} else {
 		se.Message = string(bytes.TrimSpace(data))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,11 +14,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -37,7 +41,18 @@ type fakeBackend struct {
 	lastLogOpts pods.LogOptions
 	// gcCalls records the collections asked for, as "images dry" / "containers run".
 	gcCalls []string
+	// lastDryRun is the dryRun of the last ApplyPod.
+	lastDryRun bool
 }
+
+// baseline is the API's default Pod Security level.
+var baseline = func() admission.PodSecurity {
+	p, err := admission.ParsePodSecurity("baseline", "latest")
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
 
 func newFakeBackend() *fakeBackend {
 	return &fakeBackend{
@@ -86,7 +101,8 @@ func (f *fakeBackend) GetPod(_ context.Context, ns, name string) (v1.Pod, error)
 	return p, nil
 }
 
-func (f *fakeBackend) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, error) {
+// ApplyPod refuses what Pod Security baseline refuses, as the daemon's API level does by default.
+func (f *fakeBackend) ApplyPod(ctx context.Context, manifest []byte, dryRun bool) (v1.Pod, error) {
 	if f.err != nil {
 		return v1.Pod{}, f.err
 	}
@@ -104,6 +120,9 @@ func (f *fakeBackend) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, erro
 		}
 		return v1.Pod{}, ie
 	}
+	if d := admission.CheckPodSecurity(pod, baseline); !d.Admit {
+		return v1.Pod{}, PodForbidden(pod.Name, d.Message)
+	}
 	uid, err := slices.PodUID(pod, "api")
 	if err != nil {
 		return v1.Pod{}, err
@@ -111,6 +130,7 @@ func (f *fakeBackend) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, erro
 	pod.UID = types.UID(uid)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lastDryRun = dryRun
 	key := pod.Namespace + "/" + pod.Name
 	if old, ok := f.pods[key]; ok && old.Annotations[pods.AnnotationSource] == pods.SourceFile {
 		return v1.Pod{}, fmt.Errorf("pod %q comes from manifest file %s: %w", key, old.Annotations[pods.AnnotationOrigin], ErrConflict)
@@ -120,8 +140,13 @@ func (f *fakeBackend) ApplyPod(_ context.Context, manifest []byte) (v1.Pod, erro
 	}
 	pod.Annotations[pods.AnnotationSource] = pods.SourceAPI
 	pod.Annotations[pods.AnnotationOrigin] = "api"
+	if peer, ok := PeerFrom(ctx); ok {
+		pod.Annotations[AnnotationAppliedBy] = peer.String()
+	}
 	pod.Status.Phase = v1.PodPending
-	f.pods[key] = *pod
+	if !dryRun {
+		f.pods[key] = *pod
+	}
 	return *pod, nil
 }
 
@@ -200,6 +225,19 @@ func (f *fakeBackend) ExplainNode(context.Context) (slices.NodeExplanation, erro
 	return slices.NodeExplanation{Allocatable: slices.Amounts{CPU: 3800, Memory: 14760 << 20}}, nil
 }
 
+func (f *fakeBackend) PodMetrics(context.Context) ([]metricsv1beta1.PodMetrics, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return []metricsv1beta1.PodMetrics{{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Containers: []metricsv1beta1.ContainerMetrics{{Name: "app", Usage: v1.ResourceList{
+			v1.ResourceCPU: resource.MustParse("250m"), v1.ResourceMemory: resource.MustParse("64Mi")}}}}}, nil
+}
+
+func (f *fakeBackend) NodeMetrics(context.Context) ([]metricsv1beta1.NodeMetrics, error) {
+	return nil, f.err // not sampled twice yet
+}
+
 func (f *fakeBackend) ExplainEviction(context.Context) (eviction.Explanation, error) {
 	if f.err != nil {
 		return eviction.Explanation{}, f.err
@@ -263,6 +301,12 @@ const (
 // startServer serves b on a fresh socket whose group is gid (the test's own gid when 0).
 func startServer(t *testing.T, b Backend, gid uint32) (*Server, *Client) {
 	t.Helper()
+	return startServerLogging(t, b, gid, nil)
+}
+
+// startServerLogging is startServer with the server's logger.
+func startServerLogging(t *testing.T, b Backend, gid uint32, log *slog.Logger) (*Server, *Client) {
+	t.Helper()
 	if gid == 0 {
 		gid = uint32(os.Getgid())
 	}
@@ -275,6 +319,7 @@ func startServer(t *testing.T, b Backend, gid uint32) (*Server, *Client) {
 			}
 			return 0, fmt.Errorf("group %q not found", name)
 		},
+		Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -8,14 +8,14 @@ import (
 )
 
 // peerOf reads the peer credentials of a unix socket connection (SO_PEERCRED).
-func peerOf(c net.Conn) (peerCred, error) {
+func peerOf(c net.Conn) (Peer, error) {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return peerCred{}, fmt.Errorf("peer credentials: %T is not a unix socket connection", c)
+		return Peer{}, fmt.Errorf("peer credentials: %T is not a unix socket connection", c)
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return peerCred{}, fmt.Errorf("peer credentials: %w", err)
+		return Peer{}, fmt.Errorf("peer credentials: %w", err)
 	}
 	var (
 		cred    *unix.Ucred
@@ -24,10 +24,10 @@ func peerOf(c net.Conn) (peerCred, error) {
 	if err := raw.Control(func(fd uintptr) {
 		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return peerCred{}, fmt.Errorf("peer credentials: %w", err)
+		return Peer{}, fmt.Errorf("peer credentials: %w", err)
 	}
 	if credErr != nil {
-		return peerCred{}, fmt.Errorf("peer credentials: SO_PEERCRED: %w", credErr)
+		return Peer{}, fmt.Errorf("peer credentials: SO_PEERCRED: %w", credErr)
 	}
-	return peerCred{PID: cred.Pid, UID: cred.Uid, GID: cred.Gid}, nil
+	return Peer{PID: cred.Pid, UID: cred.Uid, GID: cred.Gid}, nil
 }

@@ -8,6 +8,6 @@ import (
 )
 
 // peerOf fails closed where SO_PEERCRED does not exist: nobody gets access.
-func peerOf(net.Conn) (peerCred, error) {
-	return peerCred{}, errors.New("peer credentials: not supported on this system")
+func peerOf(net.Conn) (Peer, error) {
+	return Peer{}, errors.New("peer credentials: not supported on this system")
 }

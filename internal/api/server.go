@@ -12,12 +12,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/slicelet/slicelet/internal/pods"
@@ -132,7 +134,7 @@ type peerKey struct{}
 
 // peerInfo is what ConnContext stores for the handlers.
 type peerInfo struct {
-	peer peerCred
+	peer Peer
 	err  error
 }
 
@@ -186,6 +188,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/explain/pod", s.explainPod)
 	mux.HandleFunc("GET /v1/explain/node", s.explainNode)
 	mux.HandleFunc("GET /v1/explain/eviction", s.explainEviction)
+	mux.HandleFunc("GET /v1/metrics/pods", s.podMetrics)
+	mux.HandleFunc("GET /v1/metrics/nodes", s.nodeMetrics)
 	mux.HandleFunc("POST /v1/gc/images", s.collectImages)
 	mux.HandleFunc("POST /v1/gc/containers", s.collectContainers)
 	return s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -250,13 +254,21 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
+		if mutating(r) {
+			// The audit record of every change: who (as the kernel vouches for it), what, and
+			// how it ended. A refused change is recorded too.
+			s.log.Info("api change", "method", r.Method, "path", r.URL.Path, "status", rec.status,
+				"peer_uid", info.peer.UID, "peer_gid", info.peer.GID, "peer_pid", info.peer.PID,
+				"peer_comm", peerComm(s.proc, info.peer.PID), "duration", time.Since(start))
+			return
+		}
 		s.log.Debug("api request", "method", r.Method, "path", r.URL.Path, "status", rec.status,
 			"peer_uid", info.peer.UID, "peer_pid", info.peer.PID, "duration", time.Since(start))
 	})
 }
 
 // authorize checks a peer, looking up its supplementary groups only when needed.
-func (s *Server) authorize(p peerCred) error {
+func (s *Server) authorize(p Peer) error {
 	if authorize(p, nil, s.gid, s.group) == nil {
 		return nil
 	}
@@ -265,6 +277,29 @@ func (s *Server) authorize(p peerCred) error {
 		return fmt.Errorf("%w: uid %d is not root and its groups cannot be read: %v", errPermission, p.UID, err)
 	}
 	return authorize(p, groups, s.gid, s.group)
+}
+
+// mutating reports whether a request may change something: every POST and DELETE except a dry
+// run (and except the explanations, which only compute).
+func mutating(r *http.Request) bool {
+	if r.Method != http.MethodPost && r.Method != http.MethodDelete {
+		return false
+	}
+	if strings.HasPrefix(r.URL.Path, "/v1/explain/") {
+		return false
+	}
+	dry, err := strconv.ParseBool(r.URL.Query().Get("dryRun"))
+	return err != nil || !dry
+}
+
+// peerComm is the peer's command name (procRoot/<pid>/comm) for the audit record; "" when it is
+// gone. The pid may have been reused since the request: the name is a hint, the uid is the fact.
+func peerComm(procRoot string, pid int32) string {
+	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(int(pid)), "comm"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // statusRecorder remembers the status for the request log and passes flushes through.
@@ -331,6 +366,10 @@ type manifestMeta struct {
 }
 
 func (s *Server) applyPod(w http.ResponseWriter, r *http.Request) {
+	dry, ok := dryRun(w, r)
+	if !ok {
+		return
+	}
 	body, ok := readManifest(w, r)
 	if !ok {
 		return
@@ -351,12 +390,12 @@ func (s *Server) applyPod(w http.ResponseWriter, r *http.Request) {
 		before, err = s.backend.GetPod(r.Context(), ns, meta.Metadata.Name)
 		hadBefore = err == nil
 	}
-	pod, err := s.backend.ApplyPod(r.Context(), body)
+	pod, err := s.backend.ApplyPod(r.Context(), body, dry)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	res := ApplyResult{Action: ActionCreated, Pod: withPodType(pod)}
+	res := ApplyResult{Action: ActionCreated, Pod: withPodType(pod), DryRun: dry}
 	status := http.StatusCreated
 	if hadBefore && before.Namespace == pod.Namespace && before.Name == pod.Name {
 		status = http.StatusOK
@@ -508,6 +547,32 @@ func (s *Server) explainEviction(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, x)
 }
 
+func (s *Server) podMetrics(w http.ResponseWriter, r *http.Request) {
+	items, err := s.backend.PodMetrics(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if items == nil {
+		items = []metricsv1beta1.PodMetrics{}
+	}
+	writeJSON(w, http.StatusOK, metricsv1beta1.PodMetricsList{
+		TypeMeta: metav1.TypeMeta{Kind: "PodMetricsList", APIVersion: metricsv1beta1.SchemeGroupVersion.String()}, Items: items})
+}
+
+func (s *Server) nodeMetrics(w http.ResponseWriter, r *http.Request) {
+	items, err := s.backend.NodeMetrics(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if items == nil {
+		items = []metricsv1beta1.NodeMetrics{}
+	}
+	writeJSON(w, http.StatusOK, metricsv1beta1.NodeMetricsList{
+		TypeMeta: metav1.TypeMeta{Kind: "NodeMetricsList", APIVersion: metricsv1beta1.SchemeGroupVersion.String()}, Items: items})
+}
+
 // dryRun reads the dryRun query parameter of a GC request ("true"/"false", "1"/"0"; absent is
 // false); a bad value is answered with 400.
 func dryRun(w http.ResponseWriter, r *http.Request) (dry, ok bool) {
@@ -552,9 +617,12 @@ func (s *Server) collectContainers(w http.ResponseWriter, r *http.Request) {
 // fail maps a backend error to its status and writes it.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var invalid *InvalidError
+	var forbidden *ForbiddenError
 	switch {
 	case errors.As(err, &invalid):
 		writeError(w, http.StatusUnprocessableEntity, err.Error(), invalid.Problems)
+	case errors.As(err, &forbidden):
+		writeJSON(w, http.StatusForbidden, errorBody{Error: forbidden.Message, Reason: ReasonForbidden})
 	case errors.Is(err, ErrNotFound), errors.Is(err, pods.ErrNoLogs):
 		writeError(w, http.StatusNotFound, err.Error(), nil)
 	case errors.Is(err, ErrConflict):

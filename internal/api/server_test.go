@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -577,4 +578,92 @@ func TestListenSocket(t *testing.T) {
 			t.Errorf("file was touched: %q", data)
 		}
 	})
+}
+
+const hostNetworkManifest = `apiVersion: v1
+kind: Pod
+metadata: {name: hostnet}
+spec:
+  hostNetwork: true
+  containers:
+  - name: app
+    command: [/bin/sleep, infinity]
+`
+
+// TestApplyPodSecurity: a pod the API's Pod Security level refuses is a 403 with reason
+// Forbidden and the API server's message, which the client hands back as a *ForbiddenError
+// (not a refused peer); a dry run answers as apply would and stores nothing; every change is
+// logged with the peer's credentials and the pod records who applied it.
+func TestApplyPodSecurity(t *testing.T) {
+	f := newFakeBackend()
+	var logs bytes.Buffer
+	_, c := startServerLogging(t, f, 0, slog.New(slog.NewJSONHandler(&logs, nil)))
+	ctx := t.Context()
+
+	_, err := c.ApplyPod(ctx, []byte(hostNetworkManifest))
+	var forbidden *ForbiddenError
+	want := `pods "hostnet" is forbidden: violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true)`
+	if statusOf(err) != 403 || !errors.As(err, &forbidden) || err.Error() != want {
+		t.Fatalf("apply of a host-network pod: %v (status %d), want 403 %q", err, statusOf(err), want)
+	}
+	if code, body := rawRequest(t, c, "POST", "/v1/pods", strings.NewReader(hostNetworkManifest)); code != 403 || !strings.Contains(body, `"reason": "Forbidden"`) {
+		t.Errorf("raw 403 body: %d %s", code, body)
+	}
+	if _, err := c.ApplyPodDryRun(ctx, []byte(hostNetworkManifest)); !errors.As(err, &forbidden) {
+		t.Errorf("dry run of a refused pod: %v", err)
+	}
+
+	res, err := c.ApplyPodDryRun(ctx, []byte(webManifest))
+	if err != nil || !res.DryRun || res.Action != ActionCreated || !f.lastDryRun {
+		t.Fatalf("dry run: %+v, %v", res, err)
+	}
+	if _, err := c.GetPod(ctx, "default", "web"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("dry run stored the pod: %v", err)
+	}
+	res, err = c.ApplyPod(ctx, []byte(webManifest))
+	wantBy := fmt.Sprintf("uid=%d gid=%d pid=%d", os.Geteuid(), os.Getegid(), os.Getpid())
+	if err != nil || res.DryRun || res.Pod.Annotations[AnnotationAppliedBy] != wantBy {
+		t.Fatalf("apply: %+v, %v; want applied-by %q", res.Pod.Annotations, err, wantBy)
+	}
+	if err := c.DeletePod(ctx, "default", "web"); err != nil {
+		t.Fatal(err)
+	}
+
+	// One "api change" record per change (refused ones included), none for the dry runs.
+	var changes []string
+	for line := range strings.Lines(logs.String()) {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "api change" {
+			continue
+		}
+		if rec["peer_uid"] != float64(os.Geteuid()) || rec["peer_gid"] != float64(os.Getegid()) || rec["peer_pid"] != float64(os.Getpid()) || rec["level"] != "INFO" {
+			t.Errorf("change record without the peer: %s", line)
+		}
+		changes = append(changes, fmt.Sprintf("%v %v %v", rec["method"], rec["path"], rec["status"]))
+	}
+	wantChanges := "POST /v1/pods 403|POST /v1/pods 403|POST /v1/pods 201|DELETE /v1/pods/default/web 204"
+	if got := strings.Join(changes, "|"); got != wantChanges {
+		t.Errorf("change records:\n got %s\nwant %s\n%s", got, wantChanges, logs.String())
+	}
+}
+
+// TestMetrics: the metrics lists have metrics-server's shape (metrics.k8s.io/v1beta1), empty
+// lists included.
+func TestMetrics(t *testing.T) {
+	_, c := startServer(t, newFakeBackend(), 0)
+	code, body := rawRequest(t, c, "GET", "/v1/metrics/pods", nil)
+	if code != 200 || !strings.Contains(body, `"kind": "PodMetricsList"`) || !strings.Contains(body, `"apiVersion": "metrics.k8s.io/v1beta1"`) || !strings.Contains(body, `"cpu": "250m"`) {
+		t.Errorf("GET /v1/metrics/pods = %d %s", code, body)
+	}
+	code, body = rawRequest(t, c, "GET", "/v1/metrics/nodes", nil)
+	if code != 200 || !strings.Contains(body, `"kind": "NodeMetricsList"`) || !strings.Contains(body, `"items": []`) {
+		t.Errorf("GET /v1/metrics/nodes = %d %s", code, body)
+	}
+	pods, err := c.PodMetrics(t.Context())
+	if err != nil || len(pods) != 1 || pods[0].Containers[0].Usage.Memory().String() != "64Mi" {
+		t.Errorf("PodMetrics = %+v, %v", pods, err)
+	}
+	if nodes, err := c.NodeMetrics(t.Context()); err != nil || len(nodes) != 0 {
+		t.Errorf("NodeMetrics = %+v, %v", nodes, err)
+	}
 }

@@ -20,9 +20,15 @@ import (
 	"github.com/slicelet/slicelet/slices"
 )
 
-// Admitter decides whether a pod may run next to the pods already admitted (node allocatable,
-// max pods, node conditions). It is pure; ok=false carries the kubelet's reason and message.
+// Admitter decides whether a pod may run. It is pure; ok=false carries the reason and message
+// shown on the pod.
 type Admitter interface {
+	// AdmitSecurity checks the pod against its source's policy (Pod Security at the level
+	// configured for the source). It comes first, before the runtime's validation and Admit,
+	// as the API server's admission comes before the kubelet's.
+	AdmitSecurity(pod *v1.Pod, source string) (ok bool, reason, message string)
+	// Admit decides whether the pod may run next to the pods already admitted (node
+	// allocatable, max pods, node conditions), with the kubelet's reasons and messages.
 	Admit(pod *v1.Pod, admitted []*v1.Pod) (ok bool, reason, message string)
 }
 
@@ -228,11 +234,13 @@ func (c *Controller) reconcileDesiredLocked() {
 		}
 		d := wanted[uid]
 		ps := &podState{desired: d, createdAt: now}
-		ok, reason, msg := false, ReasonUnsupported, ""
-		if errs := c.rt.Validate(d.Pod); len(errs) > 0 {
-			msg = fmt.Sprintf("the %s runtime cannot run this pod: %s", c.rt.Name(), errs.ToAggregate())
-		} else {
-			ok, reason, msg = c.admit.Admit(d.Pod, c.admittedLocked())
+		ok, reason, msg := c.admit.AdmitSecurity(d.Pod, d.Source)
+		if ok {
+			if errs := c.rt.Validate(d.Pod); len(errs) > 0 {
+				ok, reason, msg = false, ReasonUnsupported, fmt.Sprintf("the %s runtime cannot run this pod: %s", c.rt.Name(), errs.ToAggregate())
+			} else {
+				ok, reason, msg = c.admit.Admit(d.Pod, c.admittedLocked())
+			}
 		}
 		ps.admitted = ok
 		if !ok {

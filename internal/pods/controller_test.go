@@ -167,6 +167,14 @@ func (n maxPods) Admit(_ *v1.Pod, admitted []*v1.Pod) (bool, string, string) {
 	return true, "", ""
 }
 
+// AdmitSecurity refuses API pods in the host network (a stand-in for Pod Security baseline).
+func (maxPods) AdmitSecurity(pod *v1.Pod, source string) (bool, string, string) {
+	if source == SourceAPI && pod.Spec.HostNetwork {
+		return false, "Forbidden", `violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true)`
+	}
+	return true, "", ""
+}
+
 func desired(source, name, uid string) Desired {
 	return Desired{Source: source, Origin: source + ":" + name, Pod: &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID(uid)}}}
 }
@@ -346,6 +354,38 @@ func TestControllerRejectsWhatTheRuntimeCannotRun(t *testing.T) {
 		}
 		if s.ensured["uid-img"] != 0 {
 			t.Error("an unsupported pod got a slice")
+		}
+	})
+}
+
+// TestControllerRejectsBySourceSecurity: the source's security policy is checked first, before
+// the runtime's validation, and only for the source it applies to; the refused pod is shown
+// Failed with the policy's reason and message and never gets a slice.
+func TestControllerRejectsBySourceSecurity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
+		rt := pickyRuntime{&fakeRuntime{synced: map[string]int{}}}
+		c := NewController(ControllerOptions{Slices: s, Runtime: rt, Admitter: maxPods(10), WantSources: []string{SourceFile, SourceAPI}})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		api := desired(SourceAPI, "host", "uid-api")
+		api.Pod.Spec.HostNetwork = true
+		api.Pod.Spec.Containers = []v1.Container{{Name: "c", Image: "nginx"}} // the runtime would refuse it too
+		file := desired(SourceFile, "filehost", "uid-file")
+		file.Pod.Spec.HostNetwork = true
+		c.Update(Snapshot{Source: SourceAPI, Pods: []Desired{api}})
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{file}})
+		synctest.Wait()
+		p, _ := c.Pod("default", "host")
+		if p.Status.Phase != v1.PodFailed || p.Status.Reason != "Forbidden" || p.Status.Message != `violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true)` {
+			t.Errorf("api pod status = %+v", p.Status)
+		}
+		if s.ensured["uid-api"] != 0 {
+			t.Error("a refused pod got a slice")
+		}
+		if f, _ := c.Pod("default", "filehost"); f.Status.Phase != v1.PodRunning {
+			t.Errorf("file pod status = %+v, want Running (its source's policy admits it)", f.Status)
 		}
 	})
 }

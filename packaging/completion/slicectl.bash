@@ -11,7 +11,7 @@ _slicectl()
     local cur prev words cword
     _init_completion || return
 
-    local commands='get describe apply delete logs node gc explain help'
+    local commands='get describe apply delete logs node top gc explain help'
     local cmd='' sub='' i
     for ((i = 1; i < cword; i++)); do
         case ${words[i]} in
@@ -55,6 +55,10 @@ _slicectl()
             COMPREPLY=($(compgen -W 'v1 v2' -- "$cur"))
             return
             ;;
+        --sort-by)
+            COMPREPLY=($(compgen -W 'cpu memory' -- "$cur"))
+            return
+            ;;
         -n | --namespace | -c | --container | --tail | --capacity)
             return
             ;;
@@ -86,7 +90,16 @@ _slicectl()
             fi
             ;;
         apply)
-            COMPREPLY=($(compgen -W "$global -f --filename" -- "$cur"))
+            COMPREPLY=($(compgen -W "$global -f --filename --dry-run=server" -- "$cur"))
+            ;;
+        top)
+            if [[ -z $sub ]]; then
+                COMPREPLY=($(compgen -W 'pods node' -- "$cur"))
+            elif [[ $cur == -* ]]; then
+                COMPREPLY=($(compgen -W "$global --containers -A --all-namespaces --sort-by --sum --no-headers" -- "$cur"))
+            elif [[ $sub == pod* ]]; then
+                COMPREPLY=($(compgen -W "$(_slicectl_pods)" -- "$cur"))
+            fi
             ;;
         logs | log)
             if [[ $cur == -* || -n $sub ]]; then

@@ -355,10 +355,20 @@ func isScalarResourceName(name v1.ResourceName) bool {
 		strings.HasPrefix(string(name), v1.ResourceAttachableVolumesPrefix)
 }
 
-// Admitter adapts Admit to the controller's Admitter interface (internal/pods): Node returns the
-// node's current allocatable and conditions; the admitted pods come from the controller.
+// Admitter adapts Admit and CheckPodSecurity to the controller's Admitter interface
+// (internal/pods): Node returns the node's current allocatable and conditions; the admitted pods
+// come from the controller.
 type Admitter struct {
 	Node func() NodeState
+	// PodSecurity is the level enforced on each pod source ("file", "api"); a source it does
+	// not name is privileged (nothing checked).
+	PodSecurity map[string]PodSecurity
+}
+
+// AdmitSecurity implements the controller's Admitter: Pod Security at the source's level.
+func (a Admitter) AdmitSecurity(pod *v1.Pod, source string) (ok bool, reason, message string) {
+	d := CheckPodSecurity(pod, a.PodSecurity[source])
+	return d.Admit, d.Reason, d.Message
 }
 
 // Admit implements the controller's Admitter.

@@ -41,7 +41,8 @@ func (m *memSlices) Pods() []slices.PodSlice { return nil }
 
 type admitAll struct{}
 
-func (admitAll) Admit(*v1.Pod, []*v1.Pod) (bool, string, string) { return true, "", "" }
+func (admitAll) Admit(*v1.Pod, []*v1.Pod) (bool, string, string)      { return true, "", "" }
+func (admitAll) AdmitSecurity(*v1.Pod, string) (bool, string, string) { return true, "", "" }
 
 // TestControllerWithRuntimeDown: the pod controller over this runtime and a CRI server that goes
 // away: the pod turns Unknown, nothing is stopped, removed or cleaned as an orphan, and when the

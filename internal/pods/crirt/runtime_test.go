@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"os"
@@ -28,6 +29,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/slicelet/slicelet/internal/podstats"
 
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/pods"
@@ -1180,5 +1183,43 @@ func TestStorageDirsAndLayers(t *testing.T) {
 	layers, err := e.back.WritableLayers(t.Context(), pod)
 	if err != nil || len(layers) != 0 {
 		t.Errorf("WritableLayers without container stats = %v, %v; want none", layers, err)
+	}
+}
+
+// TestContainerCgroups: the child cgroups of a pod slice are named by the container IDs they
+// carry (systemd driver: <prefix>-<id>.scope; cgroupfs driver: the bare ID), each with its
+// attempt; the sandbox's and foreign cgroups are left out.
+func TestContainerCgroups(t *testing.T) {
+	e := newEnv(t)
+	pod := fakePod("u1", v1.RestartPolicyAlways, app("main"), app("side"))
+	e.sync(t, pod)
+	e.cri.exit(t, "main", 1)
+	e.sync(t, pod) // main restarts at once: attempt 1
+	resp, err := e.cri.ListContainers(t.Context(), &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string][]string{} // name → ids by attempt
+	for _, c := range resp.Containers {
+		n := c.Metadata.Name
+		for len(ids[n]) <= int(c.Metadata.Attempt) {
+			ids[n] = append(ids[n], "")
+		}
+		ids[n][c.Metadata.Attempt] = c.Id
+	}
+	if len(ids["main"]) != 2 || len(ids["side"]) != 1 {
+		t.Fatalf("containers: %v", ids)
+	}
+	sbs, _ := e.cri.ListPodSandbox(t.Context(), &runtimeapi.ListPodSandboxRequest{})
+	dirs := []string{
+		"cri-containerd-" + ids["main"][1] + ".scope", "cri-containerd-" + ids["main"][0] + ".scope",
+		ids["side"][0], // cgroupfs driver
+		"cri-containerd-" + sbs.Items[0].Id + ".scope",            // the sandbox
+		"cri-containerd-0000.scope", "system.slice", "crio.scope", // not the pod's
+	}
+	got, err := e.back.ContainerCgroups(t.Context(), pod, dirs)
+	want := map[string]podstats.ContainerCgroup{dirs[0]: {Name: "main", Instance: 1}, dirs[1]: {Name: "main"}, dirs[2]: {Name: "side"}}
+	if err != nil || !maps.Equal(got, want) {
+		t.Errorf("ContainerCgroups = %v, %v; want %v", got, err, want)
 	}
 }

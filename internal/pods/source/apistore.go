@@ -179,12 +179,22 @@ func (s *APIStore) readStored(path, name string) (*v1.Pod, error) {
 // fileName is the store's file name of a pod.
 func fileName(namespace, name string) string { return namespace + "_" + name + ".json" }
 
+// ApplyOptions modify Apply.
+type ApplyOptions struct {
+	// DryRun checks everything and returns the pod as it would be stored, storing nothing.
+	DryRun bool
+	// Annotations are set on the pod, replacing the manifest's values of those keys (who applied
+	// it). They are not content: re-applying the same manifest with other Annotations changes
+	// nothing and keeps the stored values.
+	Annotations map[string]string
+}
+
 // Apply creates or replaces the pod of a manifest (YAML or JSON, exactly one pod, at most
 // DefaultMaxFileSize bytes) and returns it as stored (namespace, UID, creation time and
 // annotation filled in). Invalid input is an error wrapping
 // ErrInvalid with field paths and values ("api: spec.containers[0].name: Required value: ...");
-// a full store is ErrTooManyPods. The pod is on disk when Apply returns.
-func (s *APIStore) Apply(manifest []byte) (*v1.Pod, error) {
+// a full store is ErrTooManyPods. The pod is on disk when Apply returns (unless opts.DryRun).
+func (s *APIStore) Apply(manifest []byte, opts ApplyOptions) (*v1.Pod, error) {
 	if len(manifest) > DefaultMaxFileSize {
 		return nil, fmt.Errorf("%w: api: manifest too large: %d bytes, at most %d", ErrInvalid, len(manifest), DefaultMaxFileSize)
 	}
@@ -196,12 +206,15 @@ func (s *APIStore) Apply(manifest []byte) (*v1.Pod, error) {
 		return nil, fmt.Errorf("%w: api: %d pods in the manifest, apply one at a time", ErrInvalid, len(list))
 	}
 	pod := annotate(list[0], pods.SourceAPI, "")
+	for k, v := range opts.Annotations {
+		pod.Annotations[k] = v
+	}
 	k := podKey(pod)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, exists := s.pods[k]
-	if exists && sameContent(old, pod) {
+	if exists && sameContent(old, pod, opts.Annotations) {
 		return old.DeepCopy(), nil
 	}
 	if !exists && len(s.pods) >= s.maxPods {
@@ -211,6 +224,9 @@ func (s *APIStore) Apply(manifest []byte) (*v1.Pod, error) {
 	pod.CreationTimestamp = metav1.NewTime(s.now().Truncate(time.Second)) // what JSON keeps
 	if pod.APIVersion == "" {
 		pod.APIVersion, pod.Kind = "v1", "Pod"
+	}
+	if opts.DryRun {
+		return pod, nil
 	}
 	if err := s.write(pod); err != nil {
 		return nil, err
@@ -226,11 +242,16 @@ func (s *APIStore) Apply(manifest []byte) (*v1.Pod, error) {
 	return pod.DeepCopy(), nil
 }
 
-// sameContent reports whether two pods are equal apart from UID and creation time.
-func sameContent(a, b *v1.Pod) bool {
+// sameContent reports whether two pods are equal apart from UID, creation time and the
+// annotations named in ignore (Apply's own, which are not content).
+func sameContent(a, b *v1.Pod, ignore map[string]string) bool {
 	a, b = a.DeepCopy(), b.DeepCopy()
 	a.UID, b.UID = "", ""
 	a.CreationTimestamp, b.CreationTimestamp = metav1.Time{}, metav1.Time{}
+	for k := range ignore {
+		delete(a.Annotations, k)
+		delete(b.Annotations, k)
+	}
 	return apiequality.Semantic.DeepEqual(a, b)
 }
 

@@ -26,7 +26,7 @@ func openStore(t *testing.T, stateDir string) *APIStore {
 func TestAPIStoreRoundTrip(t *testing.T) {
 	state := t.TempDir()
 	s := openStore(t, state)
-	a, err := s.Apply([]byte(podYAML("a")))
+	a, err := s.Apply([]byte(podYAML("a")), ApplyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,21 +37,21 @@ func TestAPIStoreRoundTrip(t *testing.T) {
 		t.Fatalf("stored file: %v", err)
 	}
 	// Same content again: kept, same UID.
-	again, err := s.Apply([]byte(podYAML("a")))
+	again, err := s.Apply([]byte(podYAML("a")), ApplyOptions{})
 	if err != nil || again.UID != a.UID {
 		t.Fatalf("re-apply of the same content: uid %q (was %q), err %v", again.UID, a.UID, err)
 	}
 	// metadata.uid in the manifest is ignored, as the API server does.
 	withUID := strings.Replace(podYAML("a"), "  name: a\n", "  name: a\n  uid: 11111111-2222-3333-4444-555555555555\n", 1)
-	if again, err = s.Apply([]byte(withUID)); err != nil || again.UID != a.UID {
+	if again, err = s.Apply([]byte(withUID), ApplyOptions{}); err != nil || again.UID != a.UID {
 		t.Fatalf("re-apply with a uid: uid %q (was %q), err %v", again.UID, a.UID, err)
 	}
 	// Changed content: replaced, new UID.
-	changed, err := s.Apply([]byte(podYAML("a", "  restartPolicy: Never\n")))
+	changed, err := s.Apply([]byte(podYAML("a", "  restartPolicy: Never\n")), ApplyOptions{})
 	if err != nil || changed.UID == a.UID {
 		t.Fatalf("apply of changed content: uid %q (was %q), err %v", changed.UID, a.UID, err)
 	}
-	if _, err := s.Apply([]byte(strings.Replace(podYAML("b"), "  name: b\n", "  name: b\n  namespace: team\n", 1))); err != nil {
+	if _, err := s.Apply([]byte(strings.Replace(podYAML("b"), "  name: b\n", "  name: b\n  namespace: team\n", 1)), ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -64,7 +64,7 @@ func TestAPIStoreRoundTrip(t *testing.T) {
 	if got.Pods[0].Pod.UID != changed.UID || got.Pods[0].Source != pods.SourceAPI || got.Pods[0].Origin != pods.SourceAPI {
 		t.Fatalf("reopened pod a: %+v uid %s, want uid %s", got.Pods[0], got.Pods[0].Pod.UID, changed.UID)
 	}
-	if !sameContent(got.Pods[0].Pod, changed) {
+	if !sameContent(got.Pods[0].Pod, changed, nil) {
 		t.Fatalf("reopened pod differs from the applied one")
 	}
 	if g, err := s2.Get("team", "b"); err != nil || g.Name != "b" {
@@ -108,10 +108,10 @@ func TestAPIStoreApplyRejects(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			state := t.TempDir()
 			s := openStore(t, state)
-			if _, err := s.Apply([]byte(podYAML("keep"))); err != nil {
+			if _, err := s.Apply([]byte(podYAML("keep")), ApplyOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			_, err := s.Apply([]byte(tt.manifest))
+			_, err := s.Apply([]byte(tt.manifest), ApplyOptions{})
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Apply error = %v, want ErrInvalid containing %q", err, tt.want)
 			}
@@ -131,14 +131,14 @@ func TestAPIStoreMaxPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Apply([]byte(podYAML("a"))); err != nil {
+	if _, err := s.Apply([]byte(podYAML("a")), ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Apply([]byte(podYAML("b"))); !errors.Is(err, ErrTooManyPods) {
+	if _, err := s.Apply([]byte(podYAML("b")), ApplyOptions{}); !errors.Is(err, ErrTooManyPods) {
 		t.Fatalf("second pod: %v, want ErrTooManyPods", err)
 	}
 	// Replacing the one pod is fine.
-	if _, err := s.Apply([]byte(podYAML("a", "  restartPolicy: Never\n"))); err != nil {
+	if _, err := s.Apply([]byte(podYAML("a", "  restartPolicy: Never\n")), ApplyOptions{}); err != nil {
 		t.Fatalf("replace at the cap: %v", err)
 	}
 }
@@ -146,11 +146,11 @@ func TestAPIStoreMaxPods(t *testing.T) {
 func TestAPIStoreCrashLeftovers(t *testing.T) {
 	state := t.TempDir()
 	s := openStore(t, state)
-	good, err := s.Apply([]byte(podYAML("good")))
+	good, err := s.Apply([]byte(podYAML("good")), ApplyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Apply([]byte(podYAML("victim"))); err != nil {
+	if _, err := s.Apply([]byte(podYAML("victim")), ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(state, "pods", "api")
@@ -198,7 +198,7 @@ func TestAPIStoreCrashLeftovers(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "default_victim.json")); !os.IsNotExist(err) {
 		t.Errorf("broken file not removed by Delete: %v", err)
 	}
-	if _, err := s2.Apply([]byte(podYAML("victim"))); err != nil {
+	if _, err := s2.Apply([]byte(podYAML("victim")), ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	snap = s2.Snapshot()
@@ -223,12 +223,12 @@ func TestAPIStoreConcurrent(t *testing.T) {
 			defer wg.Done()
 			for r := range rounds {
 				own := fmt.Sprintf("w%d-%d", w, r%3)
-				if _, err := s.Apply([]byte(podYAML(own, fmt.Sprintf("  activeDeadlineSeconds: %d\n", r+1)))); err != nil {
+				if _, err := s.Apply([]byte(podYAML(own, fmt.Sprintf("  activeDeadlineSeconds: %d\n", r+1))), ApplyOptions{}); err != nil {
 					t.Error(err)
 					return
 				}
 				// A name every worker fights over.
-				if _, err := s.Apply([]byte(podYAML("shared", fmt.Sprintf("  activeDeadlineSeconds: %d\n", w+1)))); err != nil {
+				if _, err := s.Apply([]byte(podYAML("shared", fmt.Sprintf("  activeDeadlineSeconds: %d\n", w+1))), ApplyOptions{}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -252,7 +252,7 @@ func TestAPIStoreConcurrent(t *testing.T) {
 		t.Fatalf("memory has %d pods, disk %d", len(mem.Pods), len(disk.Pods))
 	}
 	for i := range mem.Pods {
-		if mem.Pods[i].Pod.UID != disk.Pods[i].Pod.UID || !sameContent(mem.Pods[i].Pod, disk.Pods[i].Pod) {
+		if mem.Pods[i].Pod.UID != disk.Pods[i].Pod.UID || !sameContent(mem.Pods[i].Pod, disk.Pods[i].Pod, nil) {
 			t.Fatalf("pod %s differs between memory and disk", podKey(mem.Pods[i].Pod))
 		}
 	}
@@ -276,7 +276,7 @@ func TestAPIStoreRun(t *testing.T) {
 	if sn := next(); sn.Source != pods.SourceAPI || len(sn.Pods) != 0 {
 		t.Fatalf("first snapshot %+v", sn)
 	}
-	if _, err := s.Apply([]byte(podYAML("a"))); err != nil {
+	if _, err := s.Apply([]byte(podYAML("a")), ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if sn := next(); len(sn.Pods) != 1 {
@@ -291,5 +291,45 @@ func TestAPIStoreRun(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAPIStoreApplyOptions: Apply's annotations are set (over the manifest's) but are not
+// content, and a dry run answers as Apply would and stores nothing.
+func TestAPIStoreApplyOptions(t *testing.T) {
+	state := t.TempDir()
+	s := openStore(t, state)
+	by := func(who string) ApplyOptions {
+		return ApplyOptions{Annotations: map[string]string{"slicelet.io/applied-by": who}}
+	}
+	dry := by("uid=7 gid=7 pid=7")
+	dry.DryRun = true
+	if p, err := s.Apply([]byte(podYAML("a")), dry); err != nil || p.UID == "" || p.Annotations["slicelet.io/applied-by"] != "uid=7 gid=7 pid=7" {
+		t.Fatalf("dry run: %v, %v", p, err)
+	}
+	if _, err := s.Get("default", "a"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("dry run stored the pod: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(state, "pods", "api", "default_a.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("dry run wrote the file: %v", err)
+	}
+	forged := strings.Replace(podYAML("a"), "  name: a\n", "  name: a\n  annotations:\n    slicelet.io/applied-by: uid=0 gid=0 pid=1\n", 1)
+	a, err := s.Apply([]byte(forged), by("uid=1000 gid=1000 pid=42"))
+	if err != nil || a.Annotations["slicelet.io/applied-by"] != "uid=1000 gid=1000 pid=42" {
+		t.Fatalf("apply: %v %v", a.Annotations, err)
+	}
+	// The same manifest from someone else: unchanged, first applier kept.
+	again, err := s.Apply([]byte(podYAML("a")), by("uid=0 gid=0 pid=99"))
+	if err != nil || again.UID != a.UID || again.Annotations["slicelet.io/applied-by"] != "uid=1000 gid=1000 pid=42" {
+		t.Fatalf("re-apply: uid %s (was %s) annotations %v err %v", again.UID, a.UID, again.Annotations, err)
+	}
+	// A dry run of a change says what would happen (a new UID) and changes nothing.
+	dry = by("uid=0 gid=0 pid=99")
+	dry.DryRun = true
+	if p, err := s.Apply([]byte(podYAML("a", "  restartPolicy: Never\n")), dry); err != nil || p.UID == a.UID {
+		t.Fatalf("dry run of a change: uid %s, err %v", p.UID, err)
+	}
+	if g, _ := s.Get("default", "a"); g.UID != a.UID || g.Spec.RestartPolicy == "Never" {
+		t.Fatalf("dry run of a change changed the pod: %s %s", g.UID, g.Spec.RestartPolicy)
 	}
 }

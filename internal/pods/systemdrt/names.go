@@ -1,9 +1,14 @@
 package systemdrt
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/slicelet/slicelet/internal/podstats"
 
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -93,4 +98,22 @@ func ParseUnitName(name string) (uid, container string, n int, ok bool) {
 func parseUnit(name string) (unitID, bool) {
 	uid, c, n, ok := ParseUnitName(name)
 	return unitID{UID: uid, Container: c, N: n}, ok
+}
+
+// ContainerCgroups names the pod's container units among the child cgroups of its pod slice
+// (podstats.Namer): slicelet-<uid_>-<container_>-<n>.service of this pod's UID, instance n.
+// Other directories are left out. It needs no runtime state.
+func ContainerCgroups(_ context.Context, pod *v1.Pod, dirs []string) (map[string]podstats.ContainerCgroup, error) {
+	out := map[string]podstats.ContainerCgroup{}
+	for _, dir := range dirs {
+		if uid, container, n, ok := ParseUnitName(dir); ok && uid == string(pod.UID) {
+			out[dir] = podstats.ContainerCgroup{Name: container, Instance: n}
+		}
+	}
+	return out, nil
+}
+
+// ContainerCgroups is the package's ContainerCgroups, so the runtime is a podstats.Namer.
+func (r *Runtime) ContainerCgroups(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]podstats.ContainerCgroup, error) {
+	return ContainerCgroups(ctx, pod, dirs)
 }

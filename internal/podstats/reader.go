@@ -1,0 +1,308 @@
+// Package podstats measures what each container of a pod uses — its working-set memory and the
+// CPU time it has used — from the pod's cgroup, as cAdvisor measures it for the kubelet's
+// summary API, in both runtimes: the systemd runtime's container services and a CRI runtime's
+// container scopes are child cgroups of the pod slice. It serves the eviction manager (which
+// names the offending containers in its message) and the API (`slicectl top`).
+//
+// The definitions are the kubelet's (cAdvisor's): working set = usage − inactive_file, at least
+// 0 (cgroup v2: memory.current and inactive_file of memory.stat; v1: memory.usage_in_bytes and
+// total_inactive_file), the number eviction ranks on; CPU = cumulative usage (v2 usage_usec of
+// cpu.stat, v1 cpuacct.usage), turned into cores by Sampler over two samples, as metrics-server
+// turns the summary's usageCoreNanoSeconds into its usage.
+//
+// Which child cgroup is which container is the runtime's knowledge (a unit name, a container
+// ID): a Namer tells. Every path comes from the injected cgroup root.
+package podstats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/procfs"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/slicelet/slicelet/eviction"
+	"github.com/slicelet/slicelet/units"
+)
+
+// ContainerCgroup is what a child cgroup of a pod's cgroup is: a container of the pod and which
+// instance of it (the systemd runtime's unit instance, the CRI attempt). Of several cgroups of
+// one container (a restart caught halfway, a dead instance's cgroup not yet removed), the
+// highest instance's is the container's.
+type ContainerCgroup struct {
+	Name     string
+	Instance int
+}
+
+// Namer names the containers of a pod's child cgroups.
+type Namer interface {
+	// ContainerCgroups maps the child cgroups of the pod's cgroup (directory names, as listed)
+	// that are the pod's containers to which container and instance each is. A directory that
+	// is none of them (a sandbox, a foreign cgroup) is left out.
+	ContainerCgroups(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]ContainerCgroup, error)
+}
+
+// NamerFunc adapts a function to Namer.
+type NamerFunc func(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]ContainerCgroup, error)
+
+// ContainerCgroups calls f.
+func (f NamerFunc) ContainerCgroups(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]ContainerCgroup, error) {
+	return f(ctx, pod, dirs)
+}
+
+// Usage is what one cgroup uses at a moment.
+type Usage struct {
+	// MemoryWorkingSet is usage − inactive_file in bytes, at least 0.
+	MemoryWorkingSet int64 `json:"memoryWorkingSetBytes"`
+	// CPU is the CPU time used since the cgroup was created.
+	CPU time.Duration `json:"cpuUsage"`
+}
+
+// ContainerUsage is one container's usage.
+type ContainerUsage struct {
+	// Name is the container's name in the pod spec.
+	Name string `json:"name"`
+	// Cgroup is the container's cgroup path (a CPU sample is only compared with one of the
+	// same cgroup: a restarted container is a new cgroup whose count starts at 0).
+	Cgroup string `json:"cgroup"`
+	Usage
+}
+
+// PodUsage is a pod's usage and its containers', read at one moment.
+type PodUsage struct {
+	// Usage is the pod cgroup's own (everything under it, sandbox included).
+	Usage
+	// Containers are the containers with a cgroup now: regular containers, then init
+	// containers, each in spec order (the order in which the kubelet's eviction message names
+	// them).
+	Containers []ContainerUsage `json:"containers"`
+}
+
+// Reader reads pods' usage from cgroupfs.
+type Reader struct {
+	root  string
+	proc  string
+	mode  units.Mode
+	namer Namer
+}
+
+// NewReader returns a reader of the cgroup tree at cgroupRoot (normally /sys/fs/cgroup) in
+// mode; procRoot (normally /proc) is read for the node's CPU time when the root cgroup has no
+// cpu.stat. namer names the containers' cgroups; nil means the pod's containers are not
+// measured (only the pod's totals are).
+func NewReader(cgroupRoot, procRoot string, mode units.Mode, namer Namer) *Reader {
+	return &Reader{root: cgroupRoot, proc: procRoot, mode: mode, namer: namer}
+}
+
+// ReadNode reads the node's usage: the root cgroup's working set (the one memory.available is
+// computed from) and CPU time; where the root cgroup does not account CPU (no cpu.stat in a
+// cgroup v2 root), the CPU time the kernel counts in <procRoot>/stat.
+func (r *Reader) ReadNode() (Usage, error) {
+	m, err := eviction.ReadCgroupMemory(r.root, r.mode, "/")
+	if err != nil {
+		return Usage{}, err
+	}
+	cpu, err := eviction.ReadCgroupCPU(r.root, r.mode, "/")
+	if errors.Is(err, eviction.ErrUnavailable) {
+		cpu, err = procCPU(r.proc)
+	}
+	if err != nil {
+		return Usage{}, err
+	}
+	return Usage{MemoryWorkingSet: m.WorkingSet, CPU: cpu}, nil
+}
+
+// procCPU is the CPU time the node has used, from procRoot/stat: user, nice, system, irq,
+// softirq and steal of the "cpu" line (idle and iowait are not use; guest time is inside user).
+func procCPU(procRoot string) (time.Duration, error) {
+	fs, err := procfs.NewFS(procRoot)
+	if err != nil {
+		return 0, fmt.Errorf("node cpu: %w", err)
+	}
+	st, err := fs.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("node cpu: %s: %w", filepath.Join(procRoot, "stat"), err)
+	}
+	c := st.CPUTotal
+	secs := c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
+// ReadCgroup reads one cgroup's working set and CPU time. The error wraps
+// eviction.ErrUnavailable when the cgroup is gone or a controller file is missing.
+//
+// On cgroup v1 a cgroup may have no cpuacct.usage although its memory is accounted: where the
+// cpuacct controller is mounted on its own rather than with cpu ("cpu,cpuacct", as systemd
+// mounts it), systemd does not create units' cgroups in it. The CPU time is then the CPU time
+// of the processes the cgroup holds now (utime + stime of <procRoot>/<pid>/stat): what they
+// used while alive, without processes that already exited, so a rate over it skips a window in
+// which one exited (the sum went down).
+func (r *Reader) ReadCgroup(cgroupPath string) (Usage, error) {
+	m, err := eviction.ReadCgroupMemory(r.root, r.mode, cgroupPath)
+	if err != nil {
+		return Usage{}, err
+	}
+	cpu, err := eviction.ReadCgroupCPU(r.root, r.mode, cgroupPath)
+	if errors.Is(err, eviction.ErrUnavailable) && r.mode != units.ModeUnified {
+		cpu, err = r.processesCPU(cgroupPath)
+	}
+	if err != nil {
+		return Usage{}, err
+	}
+	return Usage{MemoryWorkingSet: m.WorkingSet, CPU: cpu}, nil
+}
+
+// processesCPU is the CPU time of the processes in cgroupPath and its descendants (their
+// cgroup.procs in the memory hierarchy); a process that exits while it is read is left out.
+func (r *Reader) processesCPU(cgroupPath string) (time.Duration, error) {
+	dir, err := eviction.CgroupDir(r.root, r.mode, "memory", cgroupPath)
+	if err != nil {
+		return 0, err
+	}
+	fs, err := procfs.NewFS(r.proc)
+	if err != nil {
+		return 0, fmt.Errorf("cpu of %s: %w", cgroupPath, err)
+	}
+	var secs float64
+	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil // a child cgroup removed during the walk
+			}
+			return err
+		}
+		if d.IsDir() || d.Name() != "cgroup.procs" {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, f := range strings.Fields(string(b)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a pid", p, f)
+			}
+			proc, err := fs.Proc(pid)
+			if err != nil {
+				continue // exited
+			}
+			st, err := proc.Stat()
+			if err != nil {
+				continue // exited
+			}
+			secs += st.CPUTime()
+		}
+		return nil
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("cpu of %s: %w", cgroupPath, eviction.ErrUnavailable)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("cpu of %s: %w", cgroupPath, err)
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
+// ReadPod reads the pod's usage from its cgroup (podCgroup as slices.PodCgroupPath gives it)
+// and each container's from the child cgroups the Namer names. A container whose cgroup went
+// away while it was read (it exited) is left out. The error wraps eviction.ErrUnavailable when
+// the pod's cgroup is not there (a pod starting or gone).
+func (r *Reader) ReadPod(ctx context.Context, pod *v1.Pod, podCgroup string) (PodUsage, error) {
+	total, err := r.ReadCgroup(podCgroup)
+	if err != nil {
+		return PodUsage{}, err
+	}
+	out := PodUsage{Usage: total, Containers: []ContainerUsage{}}
+	if r.namer == nil {
+		return out, nil
+	}
+	dirs, err := r.children(podCgroup)
+	if err != nil {
+		return PodUsage{}, err
+	}
+	if len(dirs) == 0 {
+		return out, nil
+	}
+	names, err := r.namer.ContainerCgroups(ctx, pod, dirs)
+	if err != nil {
+		return PodUsage{}, fmt.Errorf("pod %s/%s: containers' cgroups: %w", pod.Namespace, pod.Name, err)
+	}
+	current := map[string]string{} // container → the directory of its highest instance
+	for dir, c := range names {
+		if have, ok := current[c.Name]; !ok || names[have].Instance < c.Instance {
+			current[c.Name] = dir
+		}
+	}
+	byName := make(map[string]ContainerUsage, len(current))
+	for name, dir := range current {
+		cg := path.Join(podCgroup, dir)
+		u, err := r.ReadCgroup(cg)
+		if errors.Is(err, eviction.ErrUnavailable) {
+			continue
+		}
+		if err != nil {
+			return PodUsage{}, fmt.Errorf("pod %s/%s: container %s: %w", pod.Namespace, pod.Name, name, err)
+		}
+		byName[name] = ContainerUsage{Name: name, Cgroup: cg, Usage: u}
+	}
+	for _, list := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for _, c := range list {
+			if u, ok := byName[c.Name]; ok {
+				out.Containers = append(out.Containers, u)
+			}
+		}
+	}
+	return out, nil
+}
+
+// children lists the child cgroups of cgroupPath: in the unified tree on cgroup v2, in the
+// memory hierarchy on v1 (every container unit has memory accounting).
+func (r *Reader) children(cgroupPath string) ([]string, error) {
+	dir, err := eviction.CgroupDir(r.root, r.mode, "memory", cgroupPath)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", dir, eviction.ErrUnavailable)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("child cgroups of %s: %w", cgroupPath, err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// ContainerMemory reads the working set of each of the pod's containers for the eviction
+// manager (eviction.ManagerOptions.ContainerMemory), in ReadPod's order.
+func (r *Reader) ContainerMemory(ctx context.Context, p eviction.ActivePod) ([]eviction.ContainerUsage, error) {
+	if p.CgroupPath == "" {
+		return nil, fmt.Errorf("pod %s/%s has no cgroup yet: %w", p.Pod.Namespace, p.Pod.Name, eviction.ErrUnavailable)
+	}
+	u, err := r.ReadPod(ctx, p.Pod, p.CgroupPath)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]eviction.ContainerUsage, 0, len(u.Containers))
+	for _, c := range u.Containers {
+		out = append(out, eviction.ContainerUsage{Name: c.Name, Memory: resource.NewQuantity(c.MemoryWorkingSet, resource.BinarySI)})
+	}
+	return out, nil
+}
