@@ -561,8 +561,32 @@ func (a *benchAgent) round(b *testing.B, r, n int) roundResult {
 func floorRound(b *testing.B, sd *units.Manager, r, n int) roundResult {
 	b.Helper()
 	pods := newFloorPods(n, fmt.Sprintf("floor-r%d-p%%03d", r))
+	start, active, pid1 := startFloor(b, sd, pods, func(p floorPod) error {
+		if out, err := exec.Command("systemd-run", floorArgs(p.uid, p.name, p.unit, p.slice)...).CombinedOutput(); err != nil {
+			return fmt.Errorf("systemd-run %s: %w: %s", p.unit, err, out)
+		}
+		return nil
+	})
+	res := roundResult{pid1: pid1}
+	var last time.Time
+	for _, at := range active {
+		res.perPod = append(res.perPod, at.Sub(start))
+		if at.After(last) {
+			last = at
+		}
+	}
+	res.total = last.Sub(start)
+	stopFloorPods(b, sd, pods)
+	return res
+}
+
+// startFloor starts the floor pods with startOne, benchFloorWorkers at a time, and waits for
+// all their container services to be active. It returns when it began, when each service was
+// seen active, and systemd's CPU meanwhile.
+func startFloor(b *testing.B, sd *units.Manager, pods []floorPod, startOne func(floorPod) error) (time.Time, map[string]time.Time, time.Duration) {
+	b.Helper()
 	pid10 := pid1CPU()
-	queue := make(chan floorPod, n)
+	queue := make(chan floorPod, len(pods))
 	start := time.Now()
 	for _, p := range pods {
 		queue <- p
@@ -574,15 +598,15 @@ func floorRound(b *testing.B, sd *units.Manager, r, n int) roundResult {
 	for range benchFloorWorkers {
 		wg.Go(func() {
 			for p := range queue {
-				if out, err := exec.Command("systemd-run", floorArgs(p.uid, p.name, p.unit, p.slice)...).CombinedOutput(); err != nil {
+				if err := startOne(p); err != nil {
 					mu.Lock()
-					runErr = fmt.Errorf("systemd-run %s: %w: %s", p.unit, err, out)
+					runErr = err
 					mu.Unlock()
 				}
 			}
 		})
 	}
-	active := pollActive(b, sd, "benchfloor-*.service", n, func(units.UnitStatus) bool { return true }, func() error {
+	active := pollActive(b, sd, "benchfloor-*.service", len(pods), func(units.UnitStatus) bool { return true }, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		return runErr
@@ -591,17 +615,7 @@ func floorRound(b *testing.B, sd *units.Manager, r, n int) roundResult {
 	if runErr != nil {
 		b.Fatal(runErr)
 	}
-	res := roundResult{pid1: pid1CPU() - pid10}
-	var last time.Time
-	for _, at := range active {
-		res.perPod = append(res.perPod, at.Sub(start))
-		if at.After(last) {
-			last = at
-		}
-	}
-	res.total = last.Sub(start)
-	stopFloorPods(b, sd, pods)
-	return res
+	return start, active, pid1CPU() - pid10
 }
 
 // benchSystemd connects to the sandbox's systemd for a benchmark; the kubepods slices slicelet

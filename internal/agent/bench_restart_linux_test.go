@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -178,43 +177,16 @@ func dbusFloor(b *testing.B, sd *units.Manager, n int) (time.Duration, time.Dura
 			b.Fatal(err)
 		}
 	}
-	queue := make(chan floorPod, n)
-	for _, p := range pods {
-		queue <- p
-	}
-	close(queue)
-	pid10 := pid1CPU()
-	start := time.Now()
-	var mu sync.Mutex
-	var runErr error
-	var wg sync.WaitGroup
-	for range benchFloorWorkers {
-		wg.Go(func() {
-			for p := range queue {
-				if err := floorStart(b.Context(), sd, mode, p.uid, p.name, p.unit, p.slice); err != nil {
-					mu.Lock()
-					runErr = err
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	active := pollActive(b, sd, "benchfloor-*.service", n, func(units.UnitStatus) bool { return true }, func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		return runErr
+	start, active, pid1 := startFloor(b, sd, pods, func(p floorPod) error {
+		return floorStart(b.Context(), sd, mode, p.uid, p.name, p.unit, p.slice)
 	})
-	wg.Wait()
-	if runErr != nil {
-		b.Fatal(runErr)
-	}
 	var last time.Time
 	for _, at := range active {
 		if at.After(last) {
 			last = at
 		}
 	}
-	total, pid1 := last.Sub(start), pid1CPU()-pid10
+	total := last.Sub(start)
 	stopFloorPods(b, sd, pods)
 	for _, s := range []string{"kubepods-besteffort.slice", "kubepods.slice"} {
 		_ = sd.Stop(context.Background(), s)
