@@ -325,11 +325,13 @@ func waitEvery(b *testing.B, interval, timeout time.Duration, what string, cond 
 
 // pollActive lists the units matching pattern every benchPoll and returns when each unit
 // first showed ActiveState=active, once want of them (accepted by keep) did.
-// abort, when it returns an error, ends the wait with that error.
+// abort, when it returns an error, ends the wait with that error. It gives up after 5 minutes,
+// or 600 ms per unit wanted when that is longer (1000 pods on a loaded machine).
 func pollActive(b *testing.B, sd *units.Manager, pattern string, want int, keep func(units.UnitStatus) bool, abort func() error) map[string]time.Time {
 	b.Helper()
 	seen := make(map[string]time.Time, want)
-	deadline := time.Now().Add(5 * time.Minute)
+	limit := max(5*time.Minute, time.Duration(want)*600*time.Millisecond)
+	deadline := time.Now().Add(limit)
 	for len(seen) < want {
 		if err := abort(); err != nil {
 			b.Fatal(err)
@@ -345,7 +347,7 @@ func pollActive(b *testing.B, sd *units.Manager, pattern string, want int, keep 
 			}
 		}
 		if now.After(deadline) {
-			b.Fatalf("%s: %d of %d active after 5 minutes", pattern, len(seen), want)
+			b.Fatalf("%s: %d of %d active after %s", pattern, len(seen), want, limit)
 		}
 		time.Sleep(benchPoll)
 	}
