@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/slicelet/slicelet/eviction"
+	"github.com/slicelet/slicelet/slices"
 )
 
 // DefaultPath is the main configuration file read when no path is given.
@@ -19,20 +20,30 @@ const DefaultPath = "/etc/slicelet/config.toml"
 // applied after it in lexical order.
 const DropInDir = "config.d"
 
-// Values of [node] enforce_node_allocatable (the kubelet's enforceNodeAllocatable keys).
+// Values of [node] enforce_node_allocatable (the kubelet's enforceNodeAllocatable keys), as
+// the slice manager enforces them.
 const (
-	EnforceNone                       = "none"
-	EnforcePods                       = "pods"
-	EnforceSystemReserved             = "system-reserved"
-	EnforceSystemReservedCompressible = "system-reserved-compressible"
-	EnforceKubeReserved               = "kube-reserved"
-	EnforceKubeReservedCompressible   = "kube-reserved-compressible"
+	EnforceNone                       = slices.EnforceNone
+	EnforcePods                       = slices.EnforcePods
+	EnforceSystemReserved             = slices.EnforceSystemReserved
+	EnforceSystemReservedCompressible = slices.EnforceSystemReservedCompressible
+	EnforceKubeReserved               = slices.EnforceKubeReserved
+	EnforceKubeReservedCompressible   = slices.EnforceKubeReservedCompressible
 )
 
-// Values of [cgroups] memory_reservation_policy.
+// Values of [cgroups] memory_reservation_policy, as the slice manager applies them.
 const (
-	MemoryReservationNone              = "None"
-	MemoryReservationTieredReservation = "TieredReservation"
+	MemoryReservationNone              = slices.MemoryReservationNone
+	MemoryReservationTieredReservation = slices.MemoryReservationTiered
+)
+
+// Values of [log] level (case does not matter, "warning" means warn, empty means info) and
+// [log] format (empty means auto). The config only validates them: internal/logging builds the
+// logger from the same names, and cmd/slicelet's tests check that the two agree, so config
+// needs no logging package.
+var (
+	LogLevels  = []string{"debug", "info", "warn", "error"}
+	LogFormats = []string{"auto", "text", "json", "journal"}
 )
 
 // Values of [runtime] type.

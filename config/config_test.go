@@ -418,17 +418,18 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestImageGCPolicy is kubelet-cases L16.
+// TestImageGCPolicy: the kubelet's image GC policy validation (pkg/kubelet/images/image_gc_manager.go,
+// NewImageGCManager): thresholds within 0–100, low not above high.
 func TestImageGCPolicy(t *testing.T) {
 	tests := []struct {
 		name      string
 		high, low int
 		wantErr   string
 	}{
-		{name: "L16 high 101", high: 101, low: 80, wantErr: "invalid HighThresholdPercent 101, must be in range [0-100]"},
-		{name: "L16 low -1", high: 85, low: -1, wantErr: "invalid LowThresholdPercent -1, must be in range [0-100]"},
-		{name: "L16 low 90 high 80", high: 80, low: 90, wantErr: "LowThresholdPercent 90 can not be higher than HighThresholdPercent 80"},
-		{name: "L16 low 80 high 85", high: 85, low: 80},
+		{name: "high above 100 is refused", high: 101, low: 80, wantErr: "invalid HighThresholdPercent 101, must be in range [0-100]"},
+		{name: "low below 0 is refused", high: 85, low: -1, wantErr: "invalid LowThresholdPercent -1, must be in range [0-100]"},
+		{name: "low above high is refused", high: 80, low: 90, wantErr: "LowThresholdPercent 90 can not be higher than HighThresholdPercent 80"},
+		{name: "low 80 high 85 is valid", high: 85, low: 80},
 		{name: "high 100 disables disk-based GC", high: 100, low: 80},
 	}
 	for _, tc := range tests {

@@ -20,7 +20,6 @@ import (
 	psapi "k8s.io/pod-security-admission/api"
 
 	"github.com/slicelet/slicelet/eviction"
-	"github.com/slicelet/slicelet/internal/logging"
 )
 
 // Validate checks c the way Load does and returns Problems (without file
@@ -117,11 +116,11 @@ func (l *loader) validate() {
 			l.at(key("metrics", "address"), "invalid host %q in %q", host, a)
 		}
 	}
-	if _, err := logging.ParseLevel(c.Log.Level); err != nil {
-		l.at(key("log", "level"), "%v", err)
+	if level := strings.ToLower(c.Log.Level); level != "" && level != "warning" && !slices.Contains(LogLevels, level) {
+		l.at(key("log", "level"), "invalid log level %q: want debug, info, warn or error", c.Log.Level)
 	}
-	if err := logging.ValidFormat(c.Log.Format); err != nil {
-		l.at(key("log", "format"), "%v", err)
+	if f := c.Log.Format; f != "" && !slices.Contains(LogFormats, f) {
+		l.at(key("log", "format"), "invalid log format %q: want auto, text, json or journal", f)
 	}
 }
 

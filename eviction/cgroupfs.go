@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slicelet/slicelet/internal/procfs"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -90,33 +91,17 @@ func readKeyValues(path string) (map[string]int64, error) {
 	return out, nil
 }
 
-// readMeminfo returns the fields of a /proc/meminfo file in bytes.
-func readMeminfo(path string) (map[string]int64, error) {
-	b, err := readFile(path)
-	if err != nil {
-		return nil, err
+// procfsError turns what the kernel does not provide (a missing file or line) into
+// ErrUnavailable naming the file: a missing feature, not a failure.
+func procfsError(err error) error {
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s: %w", pe.Path, ErrUnavailable)
+	case errors.Is(err, procfs.ErrNoValue):
+		return fmt.Errorf("%w (%w)", err, ErrUnavailable)
 	}
-	out := map[string]int64{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(v)
-		if len(fields) == 0 {
-			continue
-		}
-		n, err := strconv.ParseInt(fields[0], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s: value %q is not a number", path, k, fields[0])
-		}
-		if len(fields) > 1 && fields[1] == "kB" {
-			n *= 1024
-		}
-		out[k] = n
-	}
-	return out, nil
+	return err
 }
 
 // CgroupDir is the directory of cgroupPath for a controller (controllerDir), for readers

@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// TestUpdateContainerFsThresholds holds section D-bis of kubelet-cases.md (no rows of its
-// own): the kubelet's TestAddContainerFsThresholds, ported — containerfs copies nodefs for a
+// TestUpdateContainerFsThresholds is the kubelet's TestAddContainerFsThresholds
+// (pkg/kubelet/eviction/helpers_test.go), ported: containerfs copies nodefs for a
 // single filesystem and for split images/layers, imagefs for a dedicated image filesystem,
 // and configured containerfs thresholds are overridden with a warning.
 func TestUpdateContainerFsThresholds(t *testing.T) {

@@ -51,7 +51,8 @@ type State struct {
 // ReclaimStep is a node-level reclaim function to run before evicting pods.
 type ReclaimStep string
 
-// The node-level reclaim functions (kubelet.md §3.5).
+// The node-level reclaim functions (pkg/kubelet/eviction/helpers.go,
+// buildSignalToNodeReclaimFuncs).
 const (
 	// ReclaimContainers is container GC removing every unused container, including those of
 	// pods not yet deleted (DeleteAllUnusedContainers).
@@ -125,7 +126,8 @@ type Decision struct {
 	Evict *Eviction
 }
 
-// Decide is one step of the kubelet's synchronize (kubelet.md §3.4) without I/O, at now:
+// Decide is one step of the kubelet's synchronize (pkg/kubelet/eviction/eviction_manager.go)
+// without I/O, at now:
 //
 //  1. thresholds met by obs, plus — the hysteresis — last round's thresholds still met with
 //     their minimum reclaim added;

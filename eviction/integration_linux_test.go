@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
+	stdslices "slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/systemdtest"
+	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -76,7 +77,6 @@ func reaction(t testing.TB, sd *units.Manager, root string, pollingOnly bool, na
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	mode := sd.Mode()
-	names := mode.ResourceNames()
 	const kubepods = "kubepods.slice"
 	thresholds := []eviction.Threshold{{Signal: eviction.SignalAllocatableMemoryAvailable,
 		Operator: eviction.OpLessThan, Value: eviction.ThresholdValue{Quantity: resource.NewQuantity(128<<20, resource.BinarySI)}}}
@@ -105,7 +105,13 @@ func reaction(t testing.TB, sd *units.Manager, root string, pollingOnly bool, na
 	if err != nil {
 		t.Fatal(err)
 	}
-	go m.Run(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { m.Run(ctx) })
+	// The loop logs through t: it must have returned before the test does.
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	<-firstCycle
 
 	exe, err := os.Executable()
@@ -117,10 +123,10 @@ func reaction(t testing.TB, sd *units.Manager, root string, pollingOnly bool, na
 		{Name: "ExecStart", Value: []units.Exec{{Path: exe, Args: []string{exe}}}},
 		{Name: "Environment", Value: []string{hogEnv + "=200"}},
 	}
-	if names.MemoryHigh != "" {
+	if mode.V2() {
 		// cgroup v2: throttle the hog just above the threshold so that it stalls on memory
 		// (PSI counts reclaim stalls, not usage).
-		props = append(props, units.Property{Name: names.MemoryHigh, Value: uint64(150 << 20)})
+		props = append(props, slices.SliceProperties(slices.ResourceConfig{Unified: map[string]string{"memory.high": strconv.Itoa(150 << 20)}}, mode)...)
 	}
 	crossed := make(chan time.Time, 1)
 	go func() {
@@ -175,8 +181,8 @@ func (w testWriter) Write(p []byte) (int, error) {
 // allocatableMemory.available<128Mi) and returns the PSI file that event mode relies on.
 func kubepodsForHog(t testing.TB, sd *units.Manager, root string) string {
 	t.Helper()
-	names := sd.Mode().ResourceNames()
-	if err := sd.StartSlice(t.Context(), "kubepods.slice", []units.Property{{Name: names.MemoryMax, Value: uint64(256 << 20)}}); err != nil {
+	limit := int64(256 << 20)
+	if err := sd.StartSlice(t.Context(), "kubepods.slice", slices.SliceProperties(slices.ResourceConfig{Memory: &limit}, sd.Mode())); err != nil {
 		t.Fatalf("start kubepods.slice: %v", err)
 	}
 	t.Cleanup(func() { _ = sd.Stop(context.Background(), "kubepods.slice") })
@@ -229,15 +235,15 @@ func BenchmarkEvictionReaction(b *testing.B) {
 	}
 	msOf := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	median := func(ds []time.Duration) time.Duration {
-		s := slices.Clone(ds)
-		slices.Sort(s)
+		s := stdslices.Clone(ds)
+		stdslices.Sort(s)
 		return s[len(s)/2]
 	}
 	em, pm := median(event), median(polling)
 	b.ReportMetric(msOf(em), "event-p50-ms")
-	b.ReportMetric(msOf(slices.Max(event)), "event-max-ms")
+	b.ReportMetric(msOf(stdslices.Max(event)), "event-max-ms")
 	b.ReportMetric(msOf(pm), "polling-p50-ms")
-	b.ReportMetric(msOf(slices.Max(polling)), "polling-max-ms")
+	b.ReportMetric(msOf(stdslices.Max(polling)), "polling-max-ms")
 	// An event-mode reaction below the crossing poller's 0.1 ms resolution counts as 0.1 ms.
 	b.ReportMetric(float64(pm)/float64(max(em, 100*time.Microsecond)), "speedup-x")
 	b.Logf("%s (%v): event %v, polling %v", env.Where, sd.Mode(), event, polling)

@@ -39,7 +39,8 @@ type Eviction struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
-// LocalStorageEvictions is the kubelet's localStorageEviction (kubelet.md §3.7): for each pod
+// LocalStorageEvictions is the kubelet's localStorageEviction
+// (pkg/kubelet/eviction/eviction_manager.go): for each pod
 // with stats, in order, the first rule that fires evicts it with a 1 s grace period:
 //  1. an emptyDir volume with sizeLimit > 0 using more than it;
 //  2. the pod's ephemeral storage above PodLimits' ephemeral-storage (the sum of the

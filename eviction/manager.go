@@ -11,10 +11,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/slicelet/slicelet/internal/health"
 )
 
-// Timing of the eviction manager (kubelet.md §3.4).
+// Timing of the eviction manager (pkg/kubelet/eviction/eviction_manager.go).
 const (
 	// DefaultMonitoringInterval is the kubelet's housekeeping interval for eviction (10 s).
 	DefaultMonitoringInterval = 10 * time.Second
@@ -99,9 +101,13 @@ type ManagerOptions struct {
 	// test seam: the watchdog test blocks in it to hang the loop). The storage measurement
 	// goroutine does not run it.
 	BeforeCycle func()
-	// Now is the clock; nil means time.Now. The loop's timers use package time (so tests run
-	// it under testing/synctest).
-	Now func() time.Time
+	// Clock tells the time and runs the loop's timers; clock.RealClock when nil (tests run the
+	// loop under testing/synctest or with a fake clock).
+	Clock clock.WithTicker
+	// Health receives the loop's liveness (a lease of HealthBound renewed every cycle: the
+	// watchdog's view), the freshness of the signals and the node's pressure conditions. Nil
+	// means a tracker of the manager's own (Health returns it).
+	Health *health.Tracker
 	// Observe overrides Sources.Observe (tests, replays).
 	Observe func(now time.Time) (Observations, []Unavailable)
 	// PodUsage overrides reading a pod's usage from its cgroup (tests); it returns nil for a
@@ -124,10 +130,10 @@ type ManagerOptions struct {
 	Metrics Metrics
 }
 
-// Metrics is what the manager reports to the metrics registry (*metrics.Metrics).
+// Metrics is what the manager reports to the metrics registry (*metrics.Metrics). The node
+// conditions reach the metrics through the health tracker.
 type Metrics interface {
 	Evicted(signal string)
-	SetNodeCondition(condition string, on bool)
 }
 
 // EvictionRecord is one eviction the manager carried out.
@@ -150,17 +156,14 @@ type EvictionRecord struct {
 type Manager struct {
 	o        ManagerOptions
 	log      *slog.Logger
+	clock    clock.WithTicker
+	health   *health.Tracker
 	interval time.Duration
 	wakeCh   chan struct{}
 	podsCh   chan struct{}
 
 	mu          sync.Mutex
 	state       State
-	current     []v1.NodeConditionType             // node conditions true now
-	transitions map[v1.NodeConditionType]time.Time // last transition of each condition
-	heartbeat   time.Time
-	lastCycle   time.Time
-	started     time.Time
 	last        *EvictionRecord
 	evictions   int
 	unavailable map[string]string // signal or pod → reason last logged
@@ -186,17 +189,19 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Health == nil {
+		o.Health = health.New(health.Options{Logger: o.Logger})
 	}
 	if o.Observe == nil {
 		o.Observe = o.Sources.Observe
 	}
 	m := &Manager{
-		o: o, log: o.Logger, interval: o.MonitoringInterval,
+		o: o, log: o.Logger, clock: o.Clock, health: o.Health, interval: o.MonitoringInterval,
 		wakeCh:      make(chan struct{}, 1),
 		podsCh:      make(chan struct{}, 1),
-		transitions: map[v1.NodeConditionType]time.Time{},
 		unavailable: map[string]string{},
 
 		storage:      map[string]storageResult{},
@@ -205,8 +210,16 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	if o.PodUsage == nil {
 		m.o.PodUsage = m.readPodUsage
 	}
+	m.health.Register(LoopWarnable, SignalsWarnable)
+	// The kubelet's pressure conditions exist, false, before the first cycle.
+	for _, c := range conditionOrder {
+		m.health.SetHealthy(PressureWarnables[c])
+	}
 	return m, nil
 }
+
+// Health returns the tracker the manager reports to.
+func (m *Manager) Health() *health.Tracker { return m.health }
 
 // Wake makes the loop run a cycle at once (a pressure event). It never blocks.
 func (m *Manager) Wake() {
@@ -229,14 +242,13 @@ func (m *Manager) PodsChanged() {
 	}
 }
 
-// Run runs the loop until ctx ends (kubelet.md §3.4): a cycle every monitoring interval, at
+// Run runs the loop until ctx ends, as the kubelet's eviction manager does
+// (pkg/kubelet/eviction/eviction_manager.go, Start): a cycle every monitoring interval, at
 // once on every pressure event, and at once after PodsChanged (re-arming the notifiers first);
 // after an eviction, no sleep: wait for the pod's cleanup (≤ PodCleanupTimeout, polled every
 // PodCleanupPoll), then the next cycle.
 func (m *Manager) Run(ctx context.Context) {
-	m.mu.Lock()
-	m.started = m.o.Now()
-	m.mu.Unlock()
+	m.health.Renew(LoopWarnable, m.HealthBound())
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if m.o.Storage != nil {
@@ -251,7 +263,7 @@ func (m *Manager) Run(ctx context.Context) {
 			}
 		})
 	}
-	t := time.NewTimer(m.interval)
+	t := m.clock.NewTimer(m.interval)
 	defer t.Stop()
 	for {
 		// A pod change noticed while the last cycle ran or while an evicted pod was cleaned
@@ -273,7 +285,7 @@ func (m *Manager) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		case <-m.wakeCh:
 			m.log.Debug("eviction loop woken by a pressure event")
 		case <-m.podsCh:
@@ -300,9 +312,9 @@ func (m *Manager) rearm() {
 // waitForCleanup is the kubelet's waitForPodsCleanup: poll until every evicted pod is
 // cleaned up or the timeout passes.
 func (m *Manager) waitForCleanup(ctx context.Context, uids []string) {
-	deadline := time.NewTimer(PodCleanupTimeout)
+	deadline := m.clock.NewTimer(PodCleanupTimeout)
 	defer deadline.Stop()
-	poll := time.NewTicker(PodCleanupPoll)
+	poll := m.clock.NewTicker(PodCleanupPoll)
 	defer poll.Stop()
 	for {
 		done := true
@@ -315,10 +327,10 @@ func (m *Manager) waitForCleanup(ctx context.Context, uids []string) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-deadline.C:
+		case <-deadline.C():
 			m.log.Warn("evicted pods not cleaned up in time, continuing", "pod_uids", uids, "timeout", PodCleanupTimeout)
 			return
-		case <-poll.C:
+		case <-poll.C():
 		}
 	}
 }
@@ -329,7 +341,7 @@ func (m *Manager) Synchronize(ctx context.Context) []string {
 	if m.o.BeforeCycle != nil {
 		m.o.BeforeCycle()
 	}
-	now := m.o.Now()
+	now := m.clock.Now()
 	obs, missing := m.o.Observe(now)
 	m.noteUnavailable(missing)
 	active := m.o.Pods.ActivePods()
@@ -345,7 +357,7 @@ func (m *Manager) Synchronize(ctx context.Context) []string {
 	m.lastDec = d
 	m.lastDecAt = now
 	m.mu.Unlock()
-	m.setConditions(d.NodeConditions, now)
+	m.setConditions(d.NodeConditions)
 	defer m.cycleDone()
 
 	if len(d.LocalStorage) > 0 {
@@ -365,7 +377,7 @@ func (m *Manager) Synchronize(ctx context.Context) []string {
 		if err != nil {
 			m.log.Warn("node-level reclaim failed", "signal", string(d.Signal), "steps", d.NodeReclaim, "error", err)
 		}
-		after, _ := m.o.Observe(m.o.Now())
+		after, _ := m.o.Observe(m.clock.Now())
 		if ReclaimedEnough(m.o.Config, after) {
 			m.log.Info("node-level reclaim relieved the pressure, no pod evicted", "signal", string(d.Signal), "steps", d.NodeReclaim)
 			return nil
@@ -390,7 +402,7 @@ func (m *Manager) evict(ctx context.Context, ev Eviction) bool {
 		m.log.Error("refusing to evict a critical pod", "pod", ev.Name, "pod_uid", string(pod.UID), "signal", string(ev.Signal))
 		return false
 	}
-	rec := EvictionRecord{At: m.o.Now(), Pod: ev.Name, UID: string(pod.UID), Signal: ev.Signal, Message: ev.Message}
+	rec := EvictionRecord{At: m.clock.Now(), Pod: ev.Name, UID: string(pod.UID), Signal: ev.Signal, Message: ev.Message}
 	m.log.Warn("evicting pod", "pod", ev.Name, "pod_uid", string(pod.UID), "signal", string(ev.Signal),
 		"grace_period", ev.GracePeriod, "message", ev.Message, "annotations", ev.Annotations)
 	// Recorded when the stop is issued, so STATUS= and the API show it while the pod stops.
@@ -410,56 +422,45 @@ func (m *Manager) evict(ctx context.Context, ev Eviction) bool {
 		return false
 	}
 	m.log.Info("pod evicted", "pod", ev.Name, "pod_uid", string(pod.UID), "signal", string(ev.Signal),
-		"duration", m.o.Now().Sub(rec.At))
+		"duration", m.clock.Since(rec.At))
 	if m.o.Metrics != nil {
 		m.o.Metrics.Evicted(string(ev.Signal))
 	}
 	return true
 }
 
-func (m *Manager) cycleDone() {
-	m.mu.Lock()
-	m.lastCycle = m.o.Now()
-	m.mu.Unlock()
-}
+// cycleDone renews the loop's lease: the watchdog pings systemd only while it is valid.
+func (m *Manager) cycleDone() { m.health.Renew(LoopWarnable, m.HealthBound()) }
 
-// setConditions records transitions of the node conditions and logs each change.
-func (m *Manager) setConditions(now []v1.NodeConditionType, at time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.heartbeat = at
+// setConditions reports the node conditions of a decision to the health tracker, which keeps
+// their transitions and logs each change.
+func (m *Manager) setConditions(now []v1.NodeConditionType) {
 	for _, c := range conditionOrder {
-		_, seen := m.transitions[c]
-		was := m.conditionTrueLocked(c)
-		is := slices.Contains(now, c)
-		if !seen || was != is {
-			m.transitions[c] = at
-		}
-		if seen && was != is {
-			m.log.Info("node condition changed", "condition", string(c), "status", statusOf(is))
-		}
-		if m.o.Metrics != nil {
-			m.o.Metrics.SetNodeCondition(string(c), is)
+		w := PressureWarnables[c]
+		if slices.Contains(now, c) {
+			m.health.SetUnhealthy(w, w.Condition.TrueMessage)
+		} else {
+			m.health.SetHealthy(w)
 		}
 	}
-	m.current = slices.Clone(now)
-}
-
-// conditionTrueLocked reports whether c was true after the previous cycle.
-func (m *Manager) conditionTrueLocked(c v1.NodeConditionType) bool {
-	return slices.Contains(m.current, c)
-}
-
-func statusOf(b bool) v1.ConditionStatus {
-	if b {
-		return v1.ConditionTrue
-	}
-	return v1.ConditionFalse
 }
 
 // noteUnavailable logs a signal or pod usage that became unavailable, or available again, once
-// per change.
+// per change, and reports the signals' freshness: SignalsWarnable is renewed for HealthBound
+// while every signal reads (a signal the node does not have, ErrUnavailable, is a state, not
+// a failure) and unhealthy, naming the signals, while one cannot be read.
 func (m *Manager) noteUnavailable(missing []Unavailable) {
+	var unreadable []string
+	for _, u := range missing {
+		if u.Signal != "" && !errors.Is(u.Err, ErrUnavailable) {
+			unreadable = append(unreadable, fmt.Sprintf("%s: %v", u.Signal, u.Err))
+		}
+	}
+	if len(unreadable) > 0 {
+		m.health.SetUnhealthy(SignalsWarnable, strings.Join(unreadable, "; "))
+	} else {
+		m.health.Renew(SignalsWarnable, m.HealthBound())
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	seen := map[string]bool{}
@@ -504,46 +505,8 @@ func (m *Manager) readPodUsage(p ActivePod) *PodUsage {
 }
 
 // Conditions returns the node conditions true now (MemoryPressure, DiskPressure, PIDPressure
-// order), for admission's NodeState.Conditions.
-func (m *Manager) Conditions() []v1.NodeConditionType {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.current)
-}
-
-// NodeConditions returns MemoryPressure, DiskPressure and PIDPressure as the API node shows
-// them, with the kubelet's reasons and messages and the time of the last transition. Before
-// the first cycle it returns nil.
-func (m *Manager) NodeConditions() []v1.NodeCondition {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.heartbeat.IsZero() {
-		return nil
-	}
-	texts := map[v1.NodeConditionType][2]string{
-		v1.NodeMemoryPressure: {"KubeletHasInsufficientMemory", "KubeletHasSufficientMemory"},
-		v1.NodeDiskPressure:   {"KubeletHasDiskPressure", "KubeletHasNoDiskPressure"},
-		v1.NodePIDPressure:    {"KubeletHasInsufficientPID", "KubeletHasSufficientPID"},
-	}
-	msgs := map[v1.NodeConditionType][2]string{
-		v1.NodeMemoryPressure: {"slicelet has insufficient memory available", "slicelet has sufficient memory available"},
-		v1.NodeDiskPressure:   {"slicelet has disk pressure", "slicelet has no disk pressure"},
-		v1.NodePIDPressure:    {"slicelet has insufficient PID available", "slicelet has sufficient PID available"},
-	}
-	out := make([]v1.NodeCondition, 0, len(conditionOrder))
-	for _, c := range conditionOrder {
-		i := 1
-		if slices.Contains(m.current, c) {
-			i = 0
-		}
-		out = append(out, v1.NodeCondition{
-			Type: c, Status: statusOf(i == 0), Reason: texts[c][i], Message: msgs[c][i],
-			LastHeartbeatTime:  metav1.NewTime(m.heartbeat),
-			LastTransitionTime: metav1.NewTime(m.transitions[c]),
-		})
-	}
-	return out
-}
+// order), as the health tracker has them.
+func (m *Manager) Conditions() []v1.NodeConditionType { return PressureConditions(m.health.State()) }
 
 // LastEviction returns the last eviction attempted, if any.
 func (m *Manager) LastEviction() (EvictionRecord, bool) {
@@ -573,14 +536,15 @@ func (m *Manager) LastDecisionAt() (Decision, time.Time) {
 // Summary is a short line for STATUS=: the node conditions and the last eviction, e.g.
 // "no node pressure; 2 evictions, last default/hog (memory.available) at 07:41:03".
 func (m *Manager) Summary() string {
+	conds := m.Conditions()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var b strings.Builder
-	if len(m.current) == 0 {
+	if len(conds) == 0 {
 		b.WriteString("no node pressure")
 	} else {
-		names := make([]string, len(m.current))
-		for i, c := range m.current {
+		names := make([]string, len(conds))
+		for i, c := range conds {
 			names[i] = string(c)
 		}
 		b.WriteString(strings.Join(names, ", "))
@@ -597,26 +561,12 @@ func (m *Manager) Summary() string {
 	return b.String()
 }
 
-// HealthBound is how long the loop may go without completing a cycle before Healthy turns
-// false: three monitoring intervals, plus the longest stop of an evicted pod (the eviction grace
-// period: 1 s, or MaxPodGracePeriod for soft thresholds), plus the cleanup wait after it.
+// HealthBound is the lease of LoopWarnable each cycle renews: three monitoring intervals,
+// plus the longest stop of an evicted pod (the eviction grace period: 1 s, or
+// MaxPodGracePeriod for soft thresholds), plus the cleanup wait after it. A loop that
+// completes no cycle within it is unhealthy, and the watchdog stops pinging systemd.
 func (m *Manager) HealthBound() time.Duration {
 	return 3*m.interval + max(m.o.Config.MaxPodGracePeriod, ImmediateGracePeriod) + PodCleanupTimeout
-}
-
-// Healthy reports whether the loop completed a cycle (or started) within HealthBound of now.
-// The watchdog pings systemd only while it is true, so a hung loop gets slicelet restarted.
-func (m *Manager) Healthy(now time.Time) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	last := m.lastCycle
-	if last.IsZero() {
-		last = m.started
-	}
-	if last.IsZero() {
-		return false
-	}
-	return now.Sub(last) <= m.HealthBound()
 }
 
 // Thresholds returns the configured thresholds (for the notifiers' re-arming).

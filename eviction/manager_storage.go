@@ -3,7 +3,6 @@ package eviction
 import (
 	"context"
 	"slices"
-	"time"
 )
 
 // storageResult is one pod's last storage measurement.
@@ -17,13 +16,13 @@ type storageResult struct {
 // its own local-storage limits it wakes the loop, so the pod is evicted now rather than at the
 // next tick.
 func (m *Manager) storageLoop(ctx context.Context) {
-	t := time.NewTicker(m.interval)
+	t := m.clock.NewTicker(m.interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		if m.measureStorage(ctx) {
 			m.log.Debug("eviction loop woken by a local-storage limit violation")

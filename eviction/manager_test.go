@@ -13,6 +13,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/slicelet/slicelet/internal/health"
 )
 
 // fakeNode is the world the manager sees: memory available, pods, an evictor.
@@ -258,7 +260,7 @@ func TestManagerEvictsOnePodPerCycleAndWaitsForCleanup(t *testing.T) {
 		f.pods = []ActivePod{activePod("big", defaultPriority, ""), activePod("hog", defaultPriority, ""),
 			activePod("crit", 0, "system-node-critical"), activePod("infra", 0, "infra")}
 		m, logs := newTestManager(t, f, map[string]string{"memory.available": "1Gi"})
-		met := &fakeMetrics{conditions: map[string]bool{}}
+		met := &fakeMetrics{}
 		m.o.Metrics = met
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
@@ -298,17 +300,19 @@ func TestManagerEvictsOnePodPerCycleAndWaitsForCleanup(t *testing.T) {
 		}
 		met.mu.Lock()
 		defer met.mu.Unlock()
-		if fmt.Sprint(met.evicted) != "[memory.available memory.available]" || !met.conditions["MemoryPressure"] || met.conditions["DiskPressure"] {
-			t.Errorf("metrics: evicted %v, conditions %v", met.evicted, met.conditions)
+		if fmt.Sprint(met.evicted) != "[memory.available memory.available]" {
+			t.Errorf("metrics: evicted %v", met.evicted)
+		}
+		if got := m.Conditions(); fmt.Sprint(got) != "[MemoryPressure]" {
+			t.Errorf("conditions %v, want MemoryPressure only", got)
 		}
 	})
 }
 
 // fakeMetrics records what the manager reports.
 type fakeMetrics struct {
-	mu         sync.Mutex
-	evicted    []string
-	conditions map[string]bool
+	mu      sync.Mutex
+	evicted []string
 }
 
 func (f *fakeMetrics) Evicted(signal string) {
@@ -317,56 +321,57 @@ func (f *fakeMetrics) Evicted(signal string) {
 	f.evicted = append(f.evicted, signal)
 }
 
-func (f *fakeMetrics) SetNodeCondition(c string, on bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.conditions[c] = on
-}
-
 func TestManagerNodeConditions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeNode{available: "5Gi"}
 		m, logs := newTestManager(t, f, map[string]string{"memory.available": "1Gi"})
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		if m.NodeConditions() != nil {
-			t.Error("NodeConditions before the first cycle is not nil")
+		start := time.Now()
+		// Before the first cycle the conditions exist, false, as the kubelet reports them.
+		for c, w := range PressureWarnables {
+			if ws := m.Health().Get(w); ws.Status != health.StatusHealthy || !ws.Since.Equal(start) {
+				t.Errorf("%s before the first cycle: %+v, want false since the start", c, ws)
+			}
 		}
 		go m.Run(ctx)
 		synctest.Wait()
-		start := time.Now()
-		check := func(name string, wantTrue bool, transition time.Duration) {
+		check := func(name string, wantTrue bool, transition, lastCycle time.Duration) {
 			t.Helper()
 			got := m.Conditions()
 			if HasCondition(got, v1.NodeMemoryPressure) != wantTrue {
 				t.Errorf("%s: Conditions = %v, want MemoryPressure %v", name, got, wantTrue)
 			}
-			for _, c := range m.NodeConditions() {
-				if c.Type != v1.NodeMemoryPressure {
-					if c.Status != v1.ConditionFalse {
-						t.Errorf("%s: %s = %s", name, c.Type, c.Status)
+			for c, w := range PressureWarnables {
+				ws := m.Health().Get(w)
+				if ws.LastReport.Sub(start) != lastCycle {
+					t.Errorf("%s: %s last reported at %v, want at the last cycle, %v", name, c, ws.LastReport.Sub(start), lastCycle)
+				}
+				if c != v1.NodeMemoryPressure {
+					if ws.Status != health.StatusHealthy {
+						t.Errorf("%s: %s = %s", name, c, ws.Status)
 					}
 					continue
 				}
-				if (c.Status == v1.ConditionTrue) != wantTrue || c.LastTransitionTime.Sub(start) != transition {
-					t.Errorf("%s: MemoryPressure %s since %v, want %v since %v", name, c.Status, c.LastTransitionTime.Sub(start), wantTrue, transition)
+				if (ws.Status == health.StatusUnhealthy) != wantTrue || ws.Since.Sub(start) != transition {
+					t.Errorf("%s: MemoryPressure %s since %v, want %v since %v", name, ws.Status, ws.Since.Sub(start), wantTrue, transition)
 				}
 			}
 		}
-		check("start", false, 0)
+		check("start", false, 0, 0)
 		time.Sleep(15 * time.Second)
 		f.set(func(f *fakeNode) { f.available = "500Mi" })
 		time.Sleep(10 * time.Second) // tick at 20s sees the pressure
 		synctest.Wait()
-		check("pressure", true, 20*time.Second)
+		check("pressure", true, 20*time.Second, 20*time.Second)
 		f.set(func(f *fakeNode) { f.available = "5Gi" })
 		time.Sleep(20 * time.Second) // ticks at 30s and 40s: relieved, still within the transition period
 		synctest.Wait()
-		check("within the transition period", true, 20*time.Second)
+		check("within the transition period", true, 20*time.Second, 40*time.Second)
 		time.Sleep(40 * time.Second) // last observed at 20s: the 80s tick is 1m after it and clears it
 		synctest.Wait()
-		check("after the transition period", false, 80*time.Second)
-		if n := strings.Count(logs.String(), "node condition changed"); n != 2 {
+		check("after the transition period", false, 80*time.Second, 80*time.Second)
+		if n := strings.Count(logs.String(), "memory pressure unhealthy") + strings.Count(logs.String(), "memory pressure healthy again"); n != 2 {
 			t.Errorf("%d condition change records, want 2:\n%s", n, logs)
 		}
 	})
@@ -401,7 +406,7 @@ func TestManagerHealthy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeNode{available: "5Gi"}
 		m, _ := newTestManager(t, f, map[string]string{"memory.available": "1Gi"})
-		if m.Healthy(time.Now()) {
+		if m.Health().Get(LoopWarnable).Healthy() {
 			t.Error("healthy before Run")
 		}
 		ctx, cancel := context.WithCancel(t.Context())
@@ -410,7 +415,7 @@ func TestManagerHealthy(t *testing.T) {
 		synctest.Wait()
 		time.Sleep(time.Hour)
 		synctest.Wait()
-		if !m.Healthy(time.Now()) {
+		if !m.Health().Get(LoopWarnable).Healthy() {
 			t.Error("a ticking loop is unhealthy")
 		}
 		// A read that hangs stalls the loop: unhealthy once HealthBound passes.
@@ -418,17 +423,17 @@ func TestManagerHealthy(t *testing.T) {
 		f.set(func(f *fakeNode) { f.block = block })
 		time.Sleep(m.HealthBound())
 		synctest.Wait()
-		if !m.Healthy(time.Now()) {
+		if !m.Health().Get(LoopWarnable).Healthy() {
 			t.Error("unhealthy before the bound passed")
 		}
 		time.Sleep(m.interval + time.Second)
-		if m.Healthy(time.Now()) {
+		if m.Health().Get(LoopWarnable).Healthy() {
 			t.Errorf("a loop stalled for %v is healthy", m.HealthBound()+m.interval+time.Second)
 		}
 		close(block)
 		f.set(func(f *fakeNode) { f.block = nil })
 		synctest.Wait()
-		if !m.Healthy(time.Now()) {
+		if !m.Health().Get(LoopWarnable).Healthy() {
 			t.Error("unhealthy after the loop resumed")
 		}
 	})

@@ -8,8 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// TestEvictionMessage holds the message part of section P of kubelet-cases.md (no rows of
-// its own): the kubelet's evictionMessage strings, trailing spaces included, modelled on
+// TestEvictionMessage holds the kubelet's evictionMessage strings (pkg/kubelet/eviction/helpers.go), trailing spaces included, modelled on
 // TestEvictonMessageWithResourceResize and the message formats of helpers.go.
 func TestEvictionMessage(t *testing.T) {
 	none := newResourceList("", "", "")
@@ -92,9 +91,9 @@ func TestEvictionMessage(t *testing.T) {
 	}
 }
 
-// TestLocalStorageEvictions holds the local-storage part of section P: the three rules of
-// kubelet.md §3.7 with their exact messages, first rule wins, critical pods and pods
-// without stats never evicted.
+// TestLocalStorageEvictions: the three rules of the kubelet's localStorageEviction
+// (pkg/kubelet/eviction/eviction_manager.go) with their exact messages, first rule wins,
+// critical pods and pods without stats never evicted.
 func TestLocalStorageEvictions(t *testing.T) {
 	none := newResourceList("", "", "")
 	sizeLimited := func(name string) *v1.Pod {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -155,7 +157,8 @@ type MemcgThresholdNotifier struct {
 func (n *MemcgThresholdNotifier) Name() string { return "memcg_threshold" }
 
 // UsageThreshold is the memory usage at which target's threshold is met: capacity − threshold
-// quantity + inactive_file (kubelet.md §3.8), from the cgroup's current numbers. ok is false
+// quantity + inactive_file (the kubelet's memory threshold notifier,
+// pkg/kubelet/eviction/memory_threshold_notifier.go), from the cgroup's current numbers. ok is false
 // when the threshold cannot be expressed (no observation, or a threshold above capacity).
 func (n *MemcgThresholdNotifier) UsageThreshold(target ThresholdTarget, now time.Time) (int64, bool, error) {
 	s := n.Sources
@@ -199,6 +202,8 @@ type UsagePoller struct {
 	Interval time.Duration
 	// Log receives state changes.
 	Log *slog.Logger
+	// Clock runs the read interval; clock.RealClock when nil.
+	Clock clock.WithTicker
 
 	rearmOnce sync.Once
 	rearm     chan struct{}
@@ -250,13 +255,17 @@ func (u *UsagePoller) Run(ctx context.Context, wake func()) error {
 		return fmt.Errorf("usage poller: no memory signal readable: %w", ErrUnavailable)
 	}
 	u.Log.Info("memory usage poller started", "interval", interval, "targets", len(u.Targets))
-	t := time.NewTicker(interval)
+	clk := u.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	t := clk.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 			check()
 		case <-u.rearmCh():
 			check()

@@ -7,8 +7,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// This file is the kubelet's core predicates (pkg/kubelet/eviction/helpers.go,
-// ../shared/spec/kubelet.md §3.3), as pure functions on values.
+// This file is the kubelet's core predicates (pkg/kubelet/eviction/helpers.go: thresholdsMet,
+// thresholdsUpdatedStats, thresholdsMetGracePeriod, nodeConditions...), as pure functions on
+// values.
 
 // ThresholdsMet returns the thresholds whose signal is observed and whose quantity (plus the
 // minimum reclaim when enforceMinReclaim) is strictly greater than what is available — equal

@@ -40,9 +40,10 @@ var (
 	}
 )
 
-// TestThresholdsMet holds section F of kubelet-cases.md, which lists no rows of its own:
-// the kubelet's TestThresholdsMet and TestPercentageThresholdsMet (helpers_test.go), ported,
-// plus the float32 exactness boundary of kubelet.md §3.2.
+// TestThresholdsMet is the kubelet's TestThresholdsMet and TestPercentageThresholdsMet
+// (pkg/kubelet/eviction/helpers_test.go), ported,
+// plus the float32 exactness boundary of percentage thresholds (the kubelet parses them as
+// float32).
 func TestThresholdsMet(t *testing.T) {
 	pct := []Threshold{pctMemory, pctNodeFs}
 	tenPct := Threshold{Signal: SignalMemoryAvailable, Operator: OpLessThan, Value: ThresholdValue{Percentage: 0.1}}

@@ -10,7 +10,8 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 )
 
-// This file is the kubelet's ranking (buildSignalToRankFunc, orderedBy; kubelet.md §3.6),
+// This file is the kubelet's ranking (pkg/kubelet/eviction/helpers.go: buildSignalToRankFunc,
+// orderedBy),
 // with a reason for each pod's place.
 
 // Candidate is one pod in eviction order.

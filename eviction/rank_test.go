@@ -17,8 +17,8 @@ func sortItems(res v1.ResourceName, stats []PodStats, cmps ...cmpFunc) []string 
 	return out
 }
 
-// TestOrderedBy holds section H of kubelet-cases.md, which lists no rows of its own: the
-// kubelet's TestOrderedBy* cases (helpers_test.go), each comparator chain as upstream.
+// TestOrderedBy is the kubelet's TestOrderedBy* cases (pkg/kubelet/eviction/helpers_test.go),
+// each comparator chain as upstream.
 func TestOrderedBy(t *testing.T) {
 	none := newResourceList("", "", "")
 	vol := emptyDirVolume("local-volume")

@@ -21,13 +21,14 @@ func pod(name string, requests v1.ResourceList) *v1.Pod {
 	}
 }
 
-// TestG1SoftThresholdConditionsAndAdmission is row G1 of kubelet-cases.md: soft
+// TestSoftThresholdConditionsAndAdmission is the kubelet's TestMemoryPressure timeline
+// (pkg/kubelet/eviction/eviction_manager_test.go): soft
 // memory.available<2Gi with grace 2m, transition period 5m, max pod grace 0; at t0 1.5Gi
 // available → MemoryPressure at t0 (conditions ignore the grace period), no eviction, a
 // BestEffort pod rejected at admission, a Burstable pod admitted. It continues the timeline
 // (a G-style fake clock): eviction only after the grace period, with grace 0; the condition
 // false only once the transition period has passed since it was last observed.
-func TestG1SoftThresholdConditionsAndAdmission(t *testing.T) {
+func TestSoftThresholdConditionsAndAdmission(t *testing.T) {
 	thresholds, err := eviction.ParseThresholdConfig(nil, nil,
 		map[string]string{"memory.available": "2Gi"}, map[string]string{"memory.available": "2m"}, nil)
 	if err != nil {
@@ -53,7 +54,7 @@ func TestG1SoftThresholdConditionsAndAdmission(t *testing.T) {
 		pressure  bool
 		evict     string
 	}{
-		{"G1 t0: pressure at once, no eviction", 0, "1.5Gi", true, ""},
+		{"t0: a soft threshold sets the condition at once, no eviction", 0, "1.5Gi", true, ""},
 		{"t0+1m: within grace, no eviction", time.Minute, "1.5Gi", true, ""},
 		{"t0+2m: grace elapsed, evict the hog", 2 * time.Minute, "1.5Gi", true, "hog"},
 		{"t0+3m: relieved, condition held by the transition period", 3 * time.Minute, "4Gi", true, ""},

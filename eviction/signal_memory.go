@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/slicelet/slicelet/internal/procfs"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -36,13 +37,9 @@ type MemoryUsage struct {
 // so usage is anon + file of the root memory.stat (opencontainers/cgroups
 // fs2.rootStatsFromMeminfo emulates v1's usage_in_bytes this way).
 func ReadMemory(cgroupRoot, procRoot string, mode units.Mode, now time.Time) (Observation, error) {
-	info, err := readMeminfo(filepath.Join(procRoot, "meminfo"))
+	total, err := procfs.MemTotal(procRoot)
 	if err != nil {
-		return Observation{}, fmt.Errorf("memory capacity: %w", err)
-	}
-	total, ok := info["MemTotal"]
-	if !ok {
-		return Observation{}, fmt.Errorf("memory capacity: %s has no MemTotal: %w", filepath.Join(procRoot, "meminfo"), ErrUnavailable)
+		return Observation{}, fmt.Errorf("memory capacity: %w", procfsError(err))
 	}
 	m, err := ReadCgroupMemory(cgroupRoot, mode, "/")
 	if err != nil {

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/slicelet/slicelet/internal/procfs"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -18,29 +18,14 @@ import (
 // procs, which is the kernel's nr_threads; /proc/loadavg's fourth field ("running/total")
 // carries the same number and, unlike a syscall, can be read from an injected procfs root.
 func ReadPIDs(procRoot string, now time.Time) (Observation, error) {
-	pidMax, err := readUint(filepath.Join(procRoot, "sys/kernel/pid_max"))
+	capacity, err := procfs.PIDLimit(procRoot)
 	if err != nil {
-		return Observation{}, fmt.Errorf("pid capacity: %w", err)
+		return Observation{}, fmt.Errorf("pid capacity: %w", procfsError(err))
 	}
-	threadsMax, err := readUint(filepath.Join(procRoot, "sys/kernel/threads-max"))
+	tasks, err := procfs.Tasks(procRoot)
 	if err != nil {
-		return Observation{}, fmt.Errorf("pid capacity: %w", err)
+		return Observation{}, fmt.Errorf("task count: %w", procfsError(err))
 	}
-	loadavg := filepath.Join(procRoot, "loadavg")
-	b, err := readFile(loadavg)
-	if err != nil {
-		return Observation{}, fmt.Errorf("task count: %w", err)
-	}
-	fields := strings.Fields(string(b))
-	if len(fields) < 4 {
-		return Observation{}, fmt.Errorf("task count: %s: want 5 fields, have %q", loadavg, strings.TrimSpace(string(b)))
-	}
-	_, total, ok := strings.Cut(fields[3], "/")
-	tasks, err := strconv.ParseInt(total, 10, 64)
-	if !ok || err != nil {
-		return Observation{}, fmt.Errorf("task count: %s: field %q is not running/total", loadavg, fields[3])
-	}
-	capacity := min(pidMax, threadsMax)
 	return newObservation(capacity-tasks, capacity, resource.DecimalSI, now), nil
 }
 

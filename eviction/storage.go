@@ -16,7 +16,7 @@ import (
 )
 
 // This file is per-pod local storage: what a pod's emptyDir volumes, container writable
-// layers and logs use on disk (kubelet.md §3.7: the inputs of local-storage limit eviction and
+// layers and logs use on disk (the inputs of the kubelet's local-storage limit eviction and
 // of the ranking under disk pressure). The kubelet gets these numbers from cAdvisor and the
 // runtime's stats; slicelet measures directories itself, like `du -x`.
 

@@ -1,7 +1,7 @@
 // Package eviction holds the kubelet's node-pressure eviction model: signals,
 // thresholds and (later) the eviction manager. This file is the threshold
 // model and its parser, kept exactly as the kubelet's
-// pkg/kubelet/eviction/helpers.go behaves (../shared/spec/kubelet.md §3.2),
+// pkg/kubelet/eviction/helpers.go (ParseThresholdConfig) behaves,
 // except that every problem is reported, not only the first.
 package eviction
 

@@ -10,19 +10,9 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
-
-// Clock tells the time and waits. realClock (time.Now, time.After) is used when
-// CollectorOptions.Clock is nil; under testing/synctest it runs on the bubble's fake time.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // PodState is what container GC must know about pods, from the daemon's pod controller.
 type PodState struct {
@@ -74,8 +64,9 @@ type CollectorOptions struct {
 	// PodState reports the pods; nil is "no source ready yet" (no pod is ever taken for
 	// deleted).
 	PodState func() PodState
-	// Clock; the real clock when nil.
-	Clock Clock
+	// Clock tells the time and waits; clock.RealClock when nil (under testing/synctest it runs
+	// on the bubble's fake time).
+	Clock clock.Clock
 	// Logger gets one record per removal and per collection; discarded when nil.
 	Logger *slog.Logger
 	// Started is when the daemon started (the kubelet's beganGC, which MaxAge waits for);
@@ -93,7 +84,7 @@ type CollectorOptions struct {
 // concurrently. Its methods are safe for concurrent use.
 type Collector struct {
 	opts  CollectorOptions
-	clock Clock
+	clock clock.Clock
 	log   *slog.Logger
 
 	imageMu    sync.Mutex
@@ -141,7 +132,7 @@ func NewCollector(opts CollectorOptions) (*Collector, error) {
 	}
 	c := &Collector{opts: opts, clock: opts.Clock, log: opts.Logger, records: map[string]Record{}}
 	if c.clock == nil {
-		c.clock = realClock{}
+		c.clock = clock.RealClock{}
 	}
 	if c.opts.Started.IsZero() {
 		c.opts.Started = c.clock.Now()

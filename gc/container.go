@@ -75,7 +75,7 @@ type containerGCInfo struct {
 
 type evictUnit struct{ podUID, name string }
 
-// PlanContainerGC plans the kubelet's evictContainers (§5):
+// PlanContainerGC plans the kubelet's evictContainers (pkg/kubelet/kuberuntime/kuberuntime_gc.go):
 //
 //   - evictable: not running and created at or before now−MinAge (age from creation, not exit),
 //     grouped by (pod UID, container name);
@@ -237,7 +237,8 @@ type SandboxPlan struct {
 	Err error
 }
 
-// PlanSandboxGC plans the kubelet's evictSandboxes (§5): a sandbox is active if it is ready or
+// PlanSandboxGC plans the kubelet's evictSandboxes (pkg/kubelet/kuberuntime/kuberuntime_gc.go):
+// a sandbox is active if it is ready or
 // any container (any state) references it. For a deleted pod — or, with evictNonDeletedPods, a
 // terminated one — every inactive sandbox goes; otherwise the newest sandbox stays (even when
 // inactive) and the other inactive ones go. The container GC policy does not apply. deletedPods

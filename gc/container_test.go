@@ -270,7 +270,8 @@ func TestContainerGCBadInput(t *testing.T) {
 	}
 }
 
-// TestSandboxGC ports upstream TestSandboxGC; N1 is its last case.
+// TestSandboxGC ports upstream TestSandboxGC (pkg/kubelet/kuberuntime/kuberuntime_gc_test.go);
+// "multiple sandboxes" is its last case.
 func TestSandboxGC(t *testing.T) {
 	type sb struct {
 		pod     string

@@ -1,6 +1,5 @@
 // Package gc is image and container garbage collection with the kubelet's rules
-// (pkg/kubelet/images/image_gc_manager.go, pkg/kubelet/kuberuntime/kuberuntime_gc.go; spec
-// ../shared/spec/kubelet.md §4 and §5).
+// (pkg/kubelet/images/image_gc_manager.go, pkg/kubelet/kuberuntime/kuberuntime_gc.go).
 //
 // The planners (PlanImageGC, PlanDeleteUnusedImages, Detect, PlanContainerGC, PlanSandboxGC,
 // PlanLogDirGC) are decisions without I/O, in the shape of containerd's pkg/gc: the caller

@@ -232,7 +232,8 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidInput, fmt.Sprintf(format, args...))
 }
 
-// PlanImageGC plans one image GC run exactly as the kubelet's GarbageCollect (§4):
+// PlanImageGC plans one image GC run exactly as the kubelet's GarbageCollect
+// (pkg/kubelet/images/image_gc_manager.go):
 //
 //  1. candidates are the images no container uses (running or exited), not pinned and not the
 //     sandbox image, least recently used first, ties by first detection (then by ID);

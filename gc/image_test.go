@@ -493,10 +493,10 @@ func TestImagePolicyValidate(t *testing.T) {
 		policy ImagePolicy
 		want   string
 	}{
-		{"L16 high 101", ImagePolicy{HighThresholdPercent: 101, LowThresholdPercent: 80}, "invalid HighThresholdPercent 101, must be in range [0-100]"},
-		{"L16 low -1", ImagePolicy{HighThresholdPercent: 85, LowThresholdPercent: -1}, "invalid LowThresholdPercent -1, must be in range [0-100]"},
-		{"L16 low 90 high 80", ImagePolicy{HighThresholdPercent: 80, LowThresholdPercent: 90}, "LowThresholdPercent 90 can not be higher than HighThresholdPercent 80"},
-		{"L16 low 80 high 85", ImagePolicy{HighThresholdPercent: 85, LowThresholdPercent: 80}, ""},
+		{"high above 100 is refused", ImagePolicy{HighThresholdPercent: 101, LowThresholdPercent: 80}, "invalid HighThresholdPercent 101, must be in range [0-100]"},
+		{"low below 0 is refused", ImagePolicy{HighThresholdPercent: 85, LowThresholdPercent: -1}, "invalid LowThresholdPercent -1, must be in range [0-100]"},
+		{"low above high is refused", ImagePolicy{HighThresholdPercent: 80, LowThresholdPercent: 90}, "LowThresholdPercent 90 can not be higher than HighThresholdPercent 80"},
+		{"low 80 high 85 is valid", ImagePolicy{HighThresholdPercent: 85, LowThresholdPercent: 80}, ""},
 		{"defaults", defaultPolicy, ""},
 		{"negative min age", ImagePolicy{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: -time.Second}, "minimum age -1s must not be negative"},
 		{"negative max age", ImagePolicy{HighThresholdPercent: 85, LowThresholdPercent: 80, MaxAge: -time.Second}, "maximum age -1s must not be negative"},
@@ -542,9 +542,10 @@ func TestDetect(t *testing.T) {
 	}
 }
 
-// TestDetectThenPlanL6 is L6 through the records the daemon keeps: detected at t0−1m, kept at
-// t0 (MinAge 2m), deleted once the clock has moved 2 minutes on.
-func TestDetectThenPlanL6(t *testing.T) {
+// TestDetectThenPlanMinAge: an unused image is kept until MinAge after it was first detected,
+// through the records the daemon keeps: detected at t0−1m, kept at t0 (MinAge 2m), deleted
+// once the clock has moved 2 minutes on.
+func TestDetectThenPlanMinAge(t *testing.T) {
 	fs := ImageFs{CapacityBytes: 1000, AvailableBytes: 100}
 	listed := []ListedImage{{ID: "a", SizeBytes: 500}}
 	recs, _ := Detect(nil, listed, nil, t0.Add(-time.Minute))

@@ -13,8 +13,8 @@ type ImageFsInfo struct {
 	// Timestamp is when the runtime measured the numbers. After removing images the collector
 	// waits for a timestamp newer than its last deletion before it reports the space really
 	// freed, because containerd refreshes its image fs usage on its own schedule
-	// (stats_collect_period) and removes content asynchronously (kubernetes#130663; see
-	// ../shared/docs/cri-testing.md). The zero time means the numbers are live, measured
+	// (stats_collect_period) and removes content asynchronously (kubernetes#130663). The zero
+	// time means the numbers are live, measured
 	// during the call.
 	Timestamp time.Time `json:"timestamp"`
 }

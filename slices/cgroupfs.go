@@ -3,6 +3,7 @@ package slices
 import (
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // Cgroupfs is what the slice manager needs from the cgroup filesystem, beyond what systemd
@@ -15,6 +16,11 @@ type Cgroupfs interface {
 	Dirs(cgroupPath string) []string
 	// Pids returns every process in the cgroup and its descendants, across all hierarchies.
 	Pids(cgroupPath string) ([]int, error)
+	// Kill SIGKILLs every process left in the cgroup and its descendants, never one outside
+	// it (a PID reused by another process is never signalled), and waits up to wait for them
+	// to exit. It returns how many it signalled and the processes still running after the
+	// wait (exited ones waiting to be reaped do not count).
+	Kill(cgroupPath string, wait time.Duration) (KillResult, error)
 	// Remove deletes the cgroup's directories depth-first, retrying briefly while the kernel
 	// still holds them busy. A cgroup that does not exist is not an error.
 	Remove(cgroupPath string) error
@@ -25,6 +31,15 @@ type Cgroupfs interface {
 	Write(cgroupPath, controller, file, value string) error
 	// Read returns the trimmed contents of a controller file of the cgroup.
 	Read(cgroupPath, controller, file string) (string, error)
+}
+
+// KillResult is what one Cgroupfs.Kill did.
+type KillResult struct {
+	// Signalled counts the processes that were sent SIGKILL (with cgroup.kill: those listed
+	// when it was written).
+	Signalled int
+	// Left are the processes still running in the cgroup after the wait.
+	Left []int
 }
 
 // ReadInt reads a controller file holding one integer; "max" reads as -1.

@@ -20,6 +20,9 @@ type CgroupFS struct {
 	Root string
 	// Unified is true when Root itself is a cgroup2 mount.
 	Unified bool
+
+	// noCgroupKill makes Kill use pidfds on cgroup v2 too (tests of that path).
+	noCgroupKill bool
 }
 
 // NewCgroupFS returns the cgroup filesystem under root, detecting its layout.

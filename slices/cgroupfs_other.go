@@ -2,7 +2,10 @@
 
 package slices
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // CgroupFS is the Linux cgroup filesystem; elsewhere every operation fails.
 type CgroupFS struct{ Root string }
@@ -17,6 +20,9 @@ func (c *CgroupFS) Dirs(string) []string { return nil }
 
 // Pids implements Cgroupfs.
 func (c *CgroupFS) Pids(string) ([]int, error) { return nil, errNoCgroups }
+
+// Kill implements Cgroupfs.
+func (c *CgroupFS) Kill(string, time.Duration) (KillResult, error) { return KillResult{}, errNoCgroups }
 
 // Remove implements Cgroupfs.
 func (c *CgroupFS) Remove(string) error { return errNoCgroups }

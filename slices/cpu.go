@@ -1,6 +1,6 @@
 package slices
 
-// CPU constants of the kubelet's cm/helpers_linux.go (spec §1.6).
+// CPU constants of the kubelet's pkg/kubelet/cm/helpers_linux.go.
 const (
 	// MinShares is the kernel's MIN_SHARES: the smallest cpu.shares value.
 	MinShares uint64 = 2
@@ -76,7 +76,8 @@ func QuotaToMilliCPU(quota, period int64) int64 {
 
 // CPUSharesToWeight converts cpu.shares to a cgroup v2 cpu.weight with the kubelet's linear
 // formula 1 + (shares-2)*9999/262142, which the kubelet still uses for pod, QoS and kubepods
-// cgroups (container cgroups get the runtime's non-linear formula, see spec §1.9). 0 means
+// cgroups (container cgroups get the OCI runtime's non-linear formula, runc's
+// ConvertCPUSharesToCgroupV2Value). 0 means
 // "unset" and gives 0; values below MinShares give 1 (the kubelet would underflow there, but
 // MilliCPUToShares never produces them); values at or above MaxShares give 10000.
 func CPUSharesToWeight(shares uint64) uint64 {

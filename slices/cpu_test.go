@@ -2,16 +2,16 @@ package slices
 
 import "testing"
 
-func TestMilliCPUToSharesA1(t *testing.T) {
+func TestMilliCPUToShares(t *testing.T) {
 	tests := []struct {
 		name string
 		in   int64
 		want uint64
 	}{
-		{"A1/0", 0, 2}, {"A1/1", 1, 2}, {"A1/2", 2, 2}, {"A1/3", 3, 3}, {"A1/100", 100, 102},
-		{"A1/500", 500, 512}, {"A1/1000", 1000, 1024}, {"A1/255999", 255999, 262142},
-		{"A1/256000", 256000, 262144}, {"A1/256001", 256001, 262144}, {"A1/-1", -1, 2},
-		{"NA-1 kubepods 3800m", 3800, 3891}, {"J1 3000m", 3000, 3072},
+		{"0m is 2 shares", 0, 2}, {"1m is 2 shares", 1, 2}, {"2m is 2 shares", 2, 2}, {"3m is 3 shares", 3, 3}, {"100m is 102 shares", 100, 102},
+		{"500m is 512 shares", 500, 512}, {"1000m is 1024 shares", 1000, 1024}, {"255999m is 262142 shares", 255999, 262142},
+		{"256000m is 262144 shares", 256000, 262144}, {"256001m is 262144 shares", 256001, 262144}, {"-1m is 2 shares", -1, 2},
+		{"kubepods of 4 CPUs less 200m reserved: 3800m is 3891 shares", 3800, 3891}, {"Burstable slice of 3000m of requests: 3072 shares", 3000, 3072},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -22,15 +22,15 @@ func TestMilliCPUToSharesA1(t *testing.T) {
 	}
 }
 
-func TestMilliCPUToQuotaA2(t *testing.T) {
+func TestMilliCPUToQuota(t *testing.T) {
 	tests := []struct {
 		name   string
 		m, per int64
 		want   int64
 	}{
-		{"A2/0", 0, 100000, 0}, {"A2/5", 5, 100000, 1000}, {"A2/9", 9, 100000, 1000},
-		{"A2/10", 10, 100000, 1000}, {"A2/200", 200, 100000, 20000}, {"A2/500", 500, 100000, 50000},
-		{"A2/1000", 1000, 100000, 100000}, {"A2/1500", 1500, 100000, 150000},
+		{"0m is a quota of 0 per 100000", 0, 100000, 0}, {"5m is a quota of 1000 per 100000", 5, 100000, 1000}, {"9m is a quota of 1000 per 100000", 9, 100000, 1000},
+		{"10m is a quota of 1000 per 100000", 10, 100000, 1000}, {"200m is a quota of 20000 per 100000", 200, 100000, 20000}, {"500m is a quota of 50000 per 100000", 500, 100000, 50000},
+		{"1000m is a quota of 100000 per 100000", 1000, 100000, 100000}, {"1500m is a quota of 150000 per 100000", 1500, 100000, 150000},
 		{"period 5000 200m clamped", 200, 5000, 1000}, {"period 5000 100m clamped", 100, 5000, 1000},
 		{"period 5000 1500m", 1500, 5000, 7500},
 		{"period 0 means default", 200, 0, 20000},
@@ -44,14 +44,14 @@ func TestMilliCPUToQuotaA2(t *testing.T) {
 	}
 }
 
-func TestSharesToMilliCPUA4(t *testing.T) {
+func TestSharesToMilliCPU(t *testing.T) {
 	tests := []struct {
 		name string
 		in   int64
 		want int64
 	}{
-		{"A4/0", 0, 0}, {"A4/1", 1, 0}, {"A4/2", 2, 2}, {"A4/3", 3, 3}, {"A4/102", 102, 100},
-		{"A4/512", 512, 500}, {"A4/1024", 1024, 1000}, {"A4/262144", 262144, 256000}, {"A4/-1", -1, 0},
+		{"0 shares are 0m", 0, 0}, {"1 shares are 0m", 1, 0}, {"2 shares are 2m", 2, 2}, {"3 shares are 3m", 3, 3}, {"102 shares are 100m", 102, 100},
+		{"512 shares are 500m", 512, 500}, {"1024 shares are 1000m", 1024, 1000}, {"262144 shares are 256000m", 262144, 256000}, {"-1 shares are 0m", -1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,14 +62,14 @@ func TestSharesToMilliCPUA4(t *testing.T) {
 	}
 }
 
-func TestQuotaToMilliCPUA5(t *testing.T) {
+func TestQuotaToMilliCPU(t *testing.T) {
 	tests := []struct {
 		name      string
 		q, period int64
 		want      int64
 	}{
-		{"A5/-1", -1, 100000, 0}, {"A5/0", 0, 100000, 0}, {"A5/1000", 1000, 100000, 10},
-		{"A5/5000-5000", 5000, 5000, 1000}, {"A5/1", 1, 100000, 0}, {"A5/100", 100, 100000, 1},
+		{"quota -1 per 100000 is 0m", -1, 100000, 0}, {"quota 0 per 100000 is 0m", 0, 100000, 0}, {"quota 1000 per 100000 is 10m", 1000, 100000, 10},
+		{"quota 5000 per 5000 is 1000m", 5000, 5000, 1000}, {"quota 1 per 100000 is 0m", 1, 100000, 0}, {"quota 100 per 100000 is 1m", 100, 100000, 1},
 		{"period 0 does not divide by zero", 1000, 0, 0},
 	}
 	for _, tt := range tests {
@@ -81,13 +81,13 @@ func TestQuotaToMilliCPUA5(t *testing.T) {
 	}
 }
 
-func TestCPUWeightToSharesA7(t *testing.T) {
+func TestCPUWeightToShares(t *testing.T) {
 	tests := []struct {
 		name string
 		in   uint64
 		want uint64
 	}{
-		{"A7/1", 1, 2}, {"A7/2", 2, 28}, {"A7/4", 4, 80}, {"A7/39", 39, 998}, {"A7/10000", 10000, 262144},
+		{"weight 1 is 2 shares", 1, 2}, {"weight 2 is 28 shares", 2, 28}, {"weight 4 is 80 shares", 4, 80}, {"weight 39 is 998 shares", 39, 998}, {"weight 10000 is 262144 shares", 10000, 262144},
 		{"0 is unset", 0, 0}, {"above max clamps", 20000, 262144},
 	}
 	for _, tt := range tests {
@@ -100,14 +100,14 @@ func TestCPUWeightToSharesA7(t *testing.T) {
 }
 
 func TestCPUSharesToWeight(t *testing.T) {
-	// Examples of spec §1.9 (kubelet linear getCPUWeight).
+	// The kubelet's linear getCPUWeight (pkg/kubelet/cm/cgroup_manager_linux.go).
 	tests := []struct {
 		name string
 		in   uint64
 		want uint64
 	}{
 		{"2", 2, 1}, {"51", 51, 2}, {"102", 102, 4}, {"512", 512, 20}, {"1024", 1024, 39},
-		{"2048", 2048, 79}, {"NA-1 3891", 3891, 149}, {"J1 3072", 3072, 118}, {"max", 262144, 10000},
+		{"2048", 2048, 79}, {"kubepods of 4 CPUs less 200m reserved: 3891", 3891, 149}, {"Burstable slice of 3000m of requests: 3072", 3072, 118}, {"max", 262144, 10000},
 		{"above max", 1 << 30, 10000}, {"just below max", 262143, 9999}, {"10000 shares", 10000, 382}, {"0 is unset", 0, 0}, {"1 clamps to 1", 1, 1},
 	}
 	for _, tt := range tests {
@@ -119,14 +119,14 @@ func TestCPUSharesToWeight(t *testing.T) {
 	}
 }
 
-func TestCPUSharesEqualAfterV2RoundTripA8(t *testing.T) {
+func TestCPUSharesEqualAfterV2RoundTrip(t *testing.T) {
 	tests := []struct {
 		name             string
 		desired, actuals uint64
 		want             bool
 	}{
-		{"A8/51-28", 51, 28, true}, {"A8/51-27", 51, 27, false}, {"A8/102-80", 102, 80, true},
-		{"A8/102-102", 102, 102, false}, {"A8/51-102", 51, 102, false},
+		{"desired 51, cpu.weight read back as 28 shares: equal", 51, 28, true}, {"desired 51, cpu.weight read back as 27 shares: different", 51, 27, false}, {"desired 102, cpu.weight read back as 80 shares: equal", 102, 80, true},
+		{"desired 102, cpu.weight read back as 102 shares: different", 102, 102, false}, {"desired 51, cpu.weight read back as 102 shares: different", 51, 102, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,7 +4,6 @@
 // the systemd form of all of it.
 //
 // Everything in the files of this package that do not talk to systemd is a pure function over
-// plain data, mirroring the kubelet's pkg/kubelet/cm and pkg/kubelet/qos (see
-// /work/shared/spec/kubelet.md §1 and §2). The actuation (creating slices through units/) lives
+// plain data, mirroring the kubelet's pkg/kubelet/cm and pkg/kubelet/qos. The actuation (creating slices through units/) lives
 // in separate files and consumes the data computed here.
 package slices

@@ -90,7 +90,8 @@ func TestExplainPodErrors(t *testing.T) {
 }
 
 func TestExplainPodJSONShape(t *testing.T) {
-	// B2: only shares are set, the rest must be null, and every documented key must be present.
+	// A Burstable pod with requests only: only shares are set, the rest must be null, and every
+	// documented key must be present.
 	e, err := ExplainPod(podOf(c("a", "100m/100Mi", "—")), DefaultOptions(), units.ModeUnified, explainCapacity())
 	fatalIf(t, err)
 	data, err := json.Marshal(e)
@@ -136,7 +137,7 @@ func TestExplainNodeGolden(t *testing.T) {
 			golden(t, "node-"+tt.name, e)
 		})
 	}
-	t.Run("NA-1 numbers", func(t *testing.T) {
+	t.Run("allocatable is capacity less reservations and the hard eviction threshold", func(t *testing.T) {
 		e, err := ExplainNode(capacity, tests[1].cfg, pods, units.ModeUnified)
 		fatalIf(t, err)
 		if e.Allocatable.Memory != 14760*mi || e.Allocatable.CPU != 3800 {

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Test notation of kubelet-cases.md: "cpu/memory" with "—" (or "-") for an absent value;
+// Test notation: "cpu/memory" with "—" (or "-") for an absent value;
 // "—" or "" alone for an absent list. Extra entries may follow after a comma, e.g.
 // "0/0,hugepages-2Mi=1Gi".
 func rl(spec string) v1.ResourceList {

@@ -14,7 +14,7 @@ func TestHugePageLimits(t *testing.T) {
 		in   v1.ResourceList
 		want map[int64]int64
 	}{
-		{"A10", v1.ResourceList{
+		{"hugepages-<size> keys sum per page size, other keys ignored", v1.ResourceList{
 			"hugepages-2Mi":      resource.MustParse("128"),
 			"hugepages-2097152":  resource.MustParse("256"),
 			"hugepages-4Mi":      resource.MustParse("512"),
@@ -22,7 +22,7 @@ func TestHugePageLimits(t *testing.T) {
 			v1.ResourceCPU:       resource.MustParse("1"),
 			"hugepages-bad-size": resource.MustParse("1"),
 		}, map[int64]int64{2097152: 384, 4194304: 512}},
-		{"A11", v1.ResourceList{"2Mi": resource.MustParse("128")}, map[int64]int64{}},
+		{"a key without the hugepages- prefix is no hugepage", v1.ResourceList{"2Mi": resource.MustParse("128")}, map[int64]int64{}},
 		{"nil list", nil, map[int64]int64{}},
 		{"zero page size dropped", v1.ResourceList{"hugepages-0": resource.MustParse("1Gi")}, map[int64]int64{}},
 		{"1Gi pages", v1.ResourceList{"hugepages-1Gi": resource.MustParse("2Gi")}, map[int64]int64{gi: 2 * gi}},

@@ -393,7 +393,8 @@ func TestIntegrationSystemctlSeesTree(t *testing.T) {
 
 // TestIntegrationMemoryQoSTiers: with memory_reservation_policy TieredReservation on cgroup v2,
 // Guaranteed pods get memory.min, Burstable pods memory.low, kubepods.slice memory.min = G + B
-// and the Burstable slice memory.low = B (spec §1.4, §1.6). On cgroup v1 there is no memory QoS:
+// and the Burstable slice memory.low = B (pkg/kubelet/cm/qos_container_manager_linux.go,
+// setMemoryQoS; helpers_linux.go, ResourceConfigForPod). On cgroup v1 there is no memory QoS:
 // nothing is written.
 func TestIntegrationMemoryQoSTiers(t *testing.T) {
 	it := newIT(t)
@@ -484,3 +485,72 @@ func TestIntegrationReservedCgroups(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestIntegrationCgroupFSKill: Kill empties a cgroup whose processes systemd does not know
+// (written to cgroup.procs behind its back), with cgroup.kill on cgroup v2 and with pidfds
+// (the cgroup v1 way, also tried on v2), and reports nothing left.
+func TestIntegrationCgroupFSKill(t *testing.T) {
+	it := newIT(t)
+	strategies := []struct {
+		name string
+		cg   *CgroupFS
+	}{{"default", it.cg}}
+	if it.mode.V2() {
+		strategies = append(strategies, struct {
+			name string
+			cg   *CgroupFS
+		}{"pidfd on v2", &CgroupFS{Root: it.cg.Root, Unified: true, noCgroupKill: true}})
+	}
+	for _, st := range strategies {
+		t.Run(st.name, func(t *testing.T) {
+			cgPath := "/slicelet-killtest.slice"
+			// On v1 the processes sit in the memory hierarchy only.
+			dir := filepath.Join(it.root, "memory", cgPath)
+			if it.mode.V2() {
+				dir = filepath.Join(it.root, cgPath)
+			}
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.cg.Remove(cgPath) })
+			var done []chan error
+			for range 3 {
+				cmd := exec.Command("/bin/sleep", "1000")
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = cmd.Process.Kill() })
+				if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				ch := make(chan error, 1)
+				go func() { ch <- cmd.Wait() }()
+				done = append(done, ch)
+			}
+			res, err := st.cg.Kill(cgPath, 5*time.Second)
+			if err != nil || res.Signalled != 3 || len(res.Left) != 0 {
+				t.Fatalf("Kill = %+v, %v; want 3 signalled, none left", res, err)
+			}
+			for i, ch := range done {
+				select {
+				case err := <-ch:
+					if !strings.Contains(fmt.Sprint(err), "killed") {
+						t.Errorf("process %d: %v, want killed", i, err)
+					}
+				case <-time.After(5 * time.Second):
+					t.Errorf("process %d survived Kill", i)
+				}
+			}
+			// An empty (or missing) cgroup: nothing to do.
+			if res, err := st.cg.Kill(cgPath, time.Second); err != nil || res.Signalled != 0 || len(res.Left) != 0 {
+				t.Errorf("Kill of an empty cgroup = %+v, %v", res, err)
+			}
+			if err := st.cg.Remove(cgPath); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := st.cg.Kill(cgPath, time.Second); err != nil || res.Signalled != 0 {
+				t.Errorf("Kill of a removed cgroup = %+v, %v", res, err)
+			}
+		})
+	}
+}

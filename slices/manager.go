@@ -1,25 +1,23 @@
 package slices
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"path"
-	"path/filepath"
 	"reflect"
 	stdslices "slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
+	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -34,7 +32,8 @@ type Systemd interface {
 	Properties(ctx context.Context, name string) (units.UnitInfo, error)
 }
 
-// Intervals of the kubelet's container manager (spec §8).
+// Intervals of the kubelet's container manager (pkg/kubelet/cm/qos_container_manager_linux.go,
+// periodicQOSCgroupUpdateInterval).
 const (
 	// DefaultReconcileInterval is periodicQOSCgroupUpdateInterval: the QoS slices are recomputed
 	// from the active pods this often even when nothing changed.
@@ -43,8 +42,10 @@ const (
 	// retried until it sticks (usage may exceed a new limit until evictions bring it down).
 	DefaultEnforceRetryInterval = time.Minute
 	// destroyKillRounds is how often Destroy kills what is left of a pod cgroup, as the
-	// kubelet's tryKillingCgroupProcesses does.
+	// kubelet's tryKillingCgroupProcesses does; each round waits up to destroyKillWait for the
+	// processes to exit (SIGKILL is asynchronous).
 	destroyKillRounds = 5
+	destroyKillWait   = time.Second
 	// qosSettleDelay is how long a requested QoS reconcile waits for more pod changes to join it.
 	// Pod slices are created at ≈2 ms each, so a burst of 100 settles in a few writes.
 	qosSettleDelay = 100 * time.Millisecond
@@ -63,12 +64,13 @@ type ManagerConfig struct {
 	// or a slice unit name ("system.slice"). They must exist; slicelet never creates them.
 	SystemReservedCgroup string
 	KubeReservedCgroup   string
-	// ProcRoot is where procfs is mounted ("/proc" when empty); leftover processes are checked
-	// there.
-	ProcRoot string
 	// ReconcileInterval and EnforceRetryInterval default to one minute.
 	ReconcileInterval    time.Duration
 	EnforceRetryInterval time.Duration
+	// Clock runs Run's tickers and timers; clock.RealClock when nil.
+	Clock clock.WithTicker
+	// Health receives node allocatable enforcement and QoS reconcile failures; nil for none.
+	Health *health.Tracker
 }
 
 // PodSlice is what the Manager knows about one pod's slice.
@@ -104,10 +106,12 @@ type Orphan struct {
 //
 // Methods are safe for concurrent use.
 type Manager struct {
-	sd  Systemd
-	cg  Cgroupfs
-	cfg ManagerConfig
-	log *slog.Logger
+	sd     Systemd
+	cg     Cgroupfs
+	cfg    ManagerConfig
+	log    *slog.Logger
+	clock  clock.WithTicker
+	health *health.Tracker
 
 	mode units.Mode
 	// hugetlb is whether the hugetlb controller is usable; pageSizes are the host's sizes.
@@ -130,11 +134,11 @@ func NewManager(sd Systemd, cg Cgroupfs, cfg ManagerConfig, log *slog.Logger) *M
 	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = DefaultReconcileInterval
 	}
-	if cfg.ProcRoot == "" {
-		cfg.ProcRoot = "/proc"
-	}
 	if cfg.EnforceRetryInterval <= 0 {
 		cfg.EnforceRetryInterval = DefaultEnforceRetryInterval
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -144,11 +148,14 @@ func NewManager(sd Systemd, cg Cgroupfs, cfg ManagerConfig, log *slog.Logger) *M
 		cg:      cg,
 		cfg:     cfg,
 		log:     log,
+		clock:   cfg.Clock,
+		health:  cfg.Health,
 		mode:    sd.Mode(),
 		pods:    map[string]*PodSlice{},
 		written: map[string][]units.Property{},
 		kick:    make(chan struct{}, 1),
 	}
+	m.health.Register(EnforcementWarnable, QoSReconcileWarnable)
 	m.hugetlb = cg.HasController("hugetlb")
 	if m.hugetlb {
 		m.pageSizes = cfg.Capacity.PageSizes()
@@ -198,11 +205,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := m.startSlice(ctx, KubepodsSlice, QOSSliceDescription(v1.PodQOSGuaranteed), RootSlice, kubepods); err != nil {
 		return err
 	}
-	if err := m.checkEnforced(kubepods); err != nil {
-		m.log.Warn("node allocatable not enforced yet, retrying", "slice", KubepodsSlice, "error", err, "retry_in", m.cfg.EnforceRetryInterval)
-	} else {
-		m.setEnforced(true)
-	}
+	m.reportEnforced(m.checkEnforced(kubepods))
 
 	qos := QOSConfigs(nil, m.qosOptions())
 	for _, s := range []struct {
@@ -374,10 +377,17 @@ func (m *Manager) checkEnforced(rc ResourceConfig) error {
 	return nil
 }
 
-func (m *Manager) setEnforced(v bool) {
+// reportEnforced records the outcome of enforcing node allocatable on kubepods.slice: Run
+// retries until it holds, and the health tracker shows it (and logs each change).
+func (m *Manager) reportEnforced(err error) {
 	m.mu.Lock()
-	m.enforced = v
+	m.enforced = err == nil
 	m.mu.Unlock()
+	if err != nil {
+		m.health.SetUnhealthy(EnforcementWarnable, fmt.Sprintf("%s: %v (retrying every %s)", KubepodsSlice, err, m.cfg.EnforceRetryInterval))
+		return
+	}
+	m.health.SetHealthy(EnforcementWarnable)
 }
 
 // Enforced reports whether kubepods.slice verifiably holds its node allocatable limits.
@@ -401,54 +411,33 @@ func (m *Manager) enforce(ctx context.Context) error {
 // ReconcileInterval, and node allocatable enforcement retried every EnforceRetryInterval until
 // it holds. Errors are logged when their state changes, not every time.
 func (m *Manager) Run(ctx context.Context) {
-	reconcile := time.NewTicker(m.cfg.ReconcileInterval)
+	reconcile := m.clock.NewTicker(m.cfg.ReconcileInterval)
 	defer reconcile.Stop()
-	retry := time.NewTicker(m.cfg.EnforceRetryInterval)
+	retry := m.clock.NewTicker(m.cfg.EnforceRetryInterval)
 	defer retry.Stop()
-	var lastQoSErr, lastEnforceErr string
 	// pending is the settle timer of a requested QoS reconcile: requests arriving while it runs
 	// join it, so a burst of pods costs one write per QoS slice.
 	var pending <-chan time.Time
-	report := func(last *string, what string, err error) {
-		msg := ""
-		if err != nil {
-			msg = err.Error()
-		}
-		if msg == *last {
-			return
-		}
-		*last = msg
-		if err != nil {
-			m.log.Warn(what+" failed", "error", err)
-		} else {
-			m.log.Info(what + " succeeded")
-		}
-	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.kick:
 			if pending == nil {
-				pending = time.After(qosSettleDelay)
+				pending = m.clock.After(qosSettleDelay)
 			}
 		case <-pending:
 			pending = nil
-			report(&lastQoSErr, "qos reconcile", m.updateQoS(ctx, false))
-		case <-reconcile.C:
+			m.health.Set(QoSReconcileWarnable, m.updateQoS(ctx, false))
+		case <-reconcile.C():
 			// The periodic reconcile rewrites everything, repairing drift made behind our back.
-			report(&lastQoSErr, "qos reconcile", m.updateQoS(ctx, true))
-		case <-retry.C:
+			m.health.Set(QoSReconcileWarnable, m.updateQoS(ctx, true))
+		case <-retry.C():
 			if m.Enforced() {
 				continue
 			}
 			err := m.enforce(ctx)
-			if err == nil {
-				m.setEnforced(true)
-				m.log.Info("node allocatable enforced", "slice", KubepodsSlice)
-				continue
-			}
-			report(&lastEnforceErr, "node allocatable enforcement", err)
+			m.reportEnforced(err)
 		}
 	}
 }
@@ -679,66 +668,31 @@ func (m *Manager) destroySlice(ctx context.Context, unit, cgPath string) error {
 	return nil
 }
 
-// killLeftovers SIGKILLs what is left in the cgroup, up to destroyKillRounds rounds, as the
-// kubelet's tryKillingCgroupProcesses does; a process that is already gone counts as killed.
+// killLeftovers SIGKILLs what is left in the cgroup, up to destroyKillRounds rounds of
+// Cgroupfs.Kill (each waits up to destroyKillWait for the processes to exit), as the kubelet's
+// tryKillingCgroupProcesses does.
 func (m *Manager) killLeftovers(cgPath string) error {
 	// Never sweep anything but a pod slice: an empty or wrong path would name the root cgroup,
 	// and its processes are the whole machine.
 	if _, _, ok := ParsePodSliceName(path.Base(cgPath)); !ok || !strings.HasPrefix(cgPath, "/"+KubepodsSlice+"/") {
 		return fmt.Errorf("cgroup %q: not a pod slice, refusing to kill its processes", cgPath)
 	}
+	var left []int
 	var lastErr error
 	for round := range destroyKillRounds {
-		pids, err := m.livePids(cgPath)
-		if err != nil {
-			lastErr = err
-			continue
+		res, err := m.cg.Kill(cgPath, destroyKillWait)
+		if res.Signalled > 0 {
+			m.log.Info("killed processes left in a pod cgroup", "cgroup", cgPath, "pids", res.Signalled, "round", round+1)
 		}
-		if len(pids) == 0 {
+		left, lastErr = res.Left, err
+		if err == nil && len(left) == 0 {
 			return nil
 		}
-		var errs []error
-		for _, pid := range pids {
-			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-				errs = append(errs, fmt.Errorf("kill pid %d: %w", pid, err))
-			}
-		}
-		m.log.Info("killed processes left in a pod cgroup", "cgroup", cgPath, "pids", len(pids), "round", round+1)
-		lastErr = errors.Join(errs...)
-		// SIGKILL is asynchronous: give the kernel a moment to finish the exits before looking
-		// again.
-		time.Sleep(time.Duration(round+1) * 10 * time.Millisecond)
-	}
-	pids, _ := m.livePids(cgPath)
-	if len(pids) == 0 {
-		return nil
 	}
 	if lastErr != nil {
-		return fmt.Errorf("processes still in cgroup after %d kill rounds: %v: %w", destroyKillRounds, pids, lastErr)
+		return fmt.Errorf("processes still in cgroup after %d kill rounds: %v: %w", destroyKillRounds, left, lastErr)
 	}
-	return fmt.Errorf("processes still in cgroup after %d kill rounds: %v", destroyKillRounds, pids)
-}
-
-// livePids are the processes of the cgroup that are not zombies: a killed process stays listed
-// (cgroup v1) until its parent reaps it, and no signal can make it go any faster.
-func (m *Manager) livePids(cgPath string) ([]int, error) {
-	pids, err := m.cg.Pids(cgPath)
-	if err != nil {
-		return nil, err
-	}
-	live := pids[:0]
-	for _, pid := range pids {
-		stat, err := os.ReadFile(filepath.Join(m.cfg.ProcRoot, strconv.Itoa(pid), "stat"))
-		if err != nil {
-			continue // gone
-		}
-		// The state follows the parenthesised command name, which may contain spaces.
-		if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-			continue
-		}
-		live = append(live, pid)
-	}
-	return live, nil
+	return fmt.Errorf("processes still in cgroup after %d kill rounds: %v", destroyKillRounds, left)
 }
 
 // Orphans returns the pod slices that exist in systemd but belong to no pod the Manager knows,

@@ -47,6 +47,13 @@ func (f *fakeCgroupfs) Pids(p string) ([]int, error) {
 	defer f.mu.Unlock()
 	return f.pids[p], nil
 }
+func (f *fakeCgroupfs) Kill(p string, _ time.Duration) (KillResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := len(f.pids[p])
+	delete(f.pids, p)
+	return KillResult{Signalled: n}, nil
+}
 func (f *fakeCgroupfs) Remove(p string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

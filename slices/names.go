@@ -18,7 +18,8 @@ const (
 	DriverSystemd = "systemd"
 )
 
-// Names of the kubepods hierarchy (spec §1.2, §1.5).
+// Names of the kubepods hierarchy (pkg/kubelet/cm/qos_container_manager_linux.go,
+// pod_container_manager_linux.go).
 const (
 	// NodeAllocatableCgroupName is the kubelet's defaultNodeAllocatableCgroupName.
 	NodeAllocatableCgroupName = "kubepods"
@@ -109,18 +110,18 @@ func (n CgroupName) Systemd() (string, error) {
 	if len(parts) == 0 {
 		return "/", nil
 	}
-	// units.SliceName + units.SlicePath are the kubelet's join-with-"-" and
+	// units.SliceName + units.ExpandSlice are the kubelet's join-with-"-" and
 	// cgroups/systemd.ExpandSlice ("a-b.slice" → "/a.slice/a-b.slice"), with systemd's own name
 	// rules checked in the one place slicelet keeps them.
 	slice, err := units.SliceName(parts...)
 	if err != nil {
 		return "", fmt.Errorf("cgroup name %q: %w", []string(n), err)
 	}
-	p, err := units.SlicePath(slice)
+	p, err := units.ExpandSlice(slice)
 	if err != nil {
 		return "", fmt.Errorf("cgroup name %q: %w", []string(n), err)
 	}
-	return "/" + p, nil
+	return p, nil
 }
 
 // SliceUnit returns the systemd unit name of the name: the base of ToSystemd, "-.slice" for the

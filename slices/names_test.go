@@ -8,20 +8,20 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-func TestNodeAllocatableRootA12(t *testing.T) {
+func TestNodeAllocatableRoot(t *testing.T) {
 	tests := []struct {
 		name, root string
 		perQOS     bool
 		driver     string
 		want       string
 	}{
-		{"A12/root-perqos-cgroupfs", "/", true, DriverCgroupfs, "/kubepods"},
-		{"A12/root-noperqos-cgroupfs", "/", false, DriverCgroupfs, "/"},
-		{"A12/custom-perqos-cgroupfs", "/custom", true, DriverCgroupfs, "/custom/kubepods"},
-		{"A12/custom-noperqos-cgroupfs", "/custom", false, DriverCgroupfs, "/custom"},
-		{"A12/root-perqos-systemd", "/", true, DriverSystemd, "/kubepods.slice"},
-		{"A12/empty-perqos-cgroupfs", "", true, DriverCgroupfs, "/kubepods"},
-		{"custom-perqos-systemd", "/custom", true, DriverSystemd, "/custom.slice/custom-kubepods.slice"},
+		{"root, per QoS, cgroupfs: /kubepods", "/", true, DriverCgroupfs, "/kubepods"},
+		{"root, no per QoS, cgroupfs: the root itself", "/", false, DriverCgroupfs, "/"},
+		{"custom root, per QoS, cgroupfs: kubepods below it", "/custom", true, DriverCgroupfs, "/custom/kubepods"},
+		{"custom root, no per QoS, cgroupfs: the root itself", "/custom", false, DriverCgroupfs, "/custom"},
+		{"root, per QoS, systemd: kubepods.slice", "/", true, DriverSystemd, "/kubepods.slice"},
+		{"empty root is the root", "", true, DriverCgroupfs, "/kubepods"},
+		{"custom root, per QoS, systemd: nested slices", "/custom", true, DriverSystemd, "/custom.slice/custom-kubepods.slice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -38,13 +38,13 @@ func TestCgroupNameToSystemd(t *testing.T) {
 		in   CgroupName
 		want string
 	}{
-		{"K1", CgroupName{"Burstable", "pod-123"}, "/Burstable.slice/Burstable-pod_123.slice"},
-		{"K3/empty", CgroupName{}, "/"},
-		{"K3/kubepods", CgroupName{"kubepods"}, "/kubepods.slice"},
-		{"K3/trailing-empty", CgroupName{"kubepods", ""}, "/kubepods.slice"},
-		{"K3/leading-empty", CgroupName{"", "Burstable", "pod-123"}, "/Burstable.slice/Burstable-pod_123.slice"},
+		{"dashes in a part become underscores", CgroupName{"Burstable", "pod-123"}, "/Burstable.slice/Burstable-pod_123.slice"},
+		{"no parts is the root slice", CgroupName{}, "/"},
+		{"one part is one slice", CgroupName{"kubepods"}, "/kubepods.slice"},
+		{"a trailing empty part is ignored", CgroupName{"kubepods", ""}, "/kubepods.slice"},
+		{"a leading empty part is ignored", CgroupName{"", "Burstable", "pod-123"}, "/Burstable.slice/Burstable-pod_123.slice"},
 		{"single empty part", CgroupName{""}, "/"},
-		{"K6 systemd", NewCgroupName(ParseCgroupfsToCgroupName("/a/"), "b"), "/a.slice/a-b.slice"},
+		{"a parsed trailing slash adds no level", NewCgroupName(ParseCgroupfsToCgroupName("/a/"), "b"), "/a.slice/a-b.slice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,7 +53,7 @@ func TestCgroupNameToSystemd(t *testing.T) {
 			}
 		})
 	}
-	t.Run("K2", func(t *testing.T) {
+	t.Run("a pod UID becomes underscores in the slice name", func(t *testing.T) {
 		got := path.Base(CgroupName{"BestEffort", "pod-6c1a4e95-6bb6-11e6-bc26-28d2444e470d"}.ToSystemd())
 		if want := "BestEffort-pod_6c1a4e95_6bb6_11e6_bc26_28d2444e470d.slice"; got != want {
 			t.Errorf("got %q, want %q", got, want)
@@ -66,14 +66,14 @@ func TestCgroupNameToSystemd(t *testing.T) {
 	})
 }
 
-func TestCgroupNameToCgroupfsK4(t *testing.T) {
+func TestCgroupNameToCgroupfs(t *testing.T) {
 	tests := []struct {
 		name string
 		in   CgroupName
 		want string
 	}{
-		{"K4/empty", CgroupName{}, "/"},
-		{"K4/Burstable", CgroupName{"Burstable"}, "/Burstable"},
+		{"no parts is /", CgroupName{}, "/"},
+		{"parts are joined with slashes", CgroupName{"Burstable"}, "/Burstable"},
 		{"nested", CgroupName{"kubepods", "burstable", "pod1"}, "/kubepods/burstable/pod1"},
 	}
 	for _, tt := range tests {
@@ -85,14 +85,14 @@ func TestCgroupNameToCgroupfsK4(t *testing.T) {
 	}
 }
 
-func TestParseSystemdToCgroupNameK5(t *testing.T) {
+func TestParseSystemdToCgroupName(t *testing.T) {
 	tests := []struct {
 		name, in string
 		want     CgroupName
 	}{
-		{"K5/test", "/test", CgroupName{"test"}},
-		{"K5/test.slice", "/test.slice", CgroupName{"test"}},
-		{"K5/pod", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12_34.slice", CgroupName{"kubepods", "burstable", "pod12-34"}},
+		{"a name without .slice", "/test", CgroupName{"test"}},
+		{"the .slice suffix is dropped", "/test.slice", CgroupName{"test"}},
+		{"each level keeps only its own part, underscores back to dashes", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod12_34.slice", CgroupName{"kubepods", "burstable", "pod12-34"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,7 +104,7 @@ func TestParseSystemdToCgroupNameK5(t *testing.T) {
 }
 
 func TestNewCgroupName(t *testing.T) {
-	t.Run("K6", func(t *testing.T) {
+	t.Run("a parsed trailing slash is an empty part", func(t *testing.T) {
 		got := NewCgroupName(ParseCgroupfsToCgroupName("/a/"), "b")
 		if want := (CgroupName{"a", "", "b"}); !slices.Equal(got, want) {
 			t.Errorf("got %q, want %q", got, want)
@@ -140,7 +140,7 @@ func TestPodNames(t *testing.T) {
 		wantPath  string
 		wantCgfs  string
 	}{
-		{"K8", v1.PodQOSBurstable, "0f1c-22", "kubepods-burstable-pod0f1c_22.slice",
+		{"a dash in the UID becomes an underscore in the slice, stays in cgroupfs", v1.PodQOSBurstable, "0f1c-22", "kubepods-burstable-pod0f1c_22.slice",
 			"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0f1c_22.slice", "/kubepods/burstable/pod0f1c-22"},
 		{"guaranteed", v1.PodQOSGuaranteed, "6c1a4e95-6bb6-11e6-bc26-28d2444e470d", "kubepods-pod6c1a4e95_6bb6_11e6_bc26_28d2444e470d.slice",
 			"/kubepods.slice/kubepods-pod6c1a4e95_6bb6_11e6_bc26_28d2444e470d.slice", "/kubepods/pod6c1a4e95-6bb6-11e6-bc26-28d2444e470d"},

@@ -12,7 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/slicelet/slicelet/config"
+	"github.com/slicelet/slicelet/internal/procfs"
 )
 
 // ResourcePID is the kubelet's internal "pid" resource (pkg/kubelet/stats/pidlimit): reservable
@@ -95,7 +95,8 @@ func SumResources(lists ...v1.ResourceList) v1.ResourceList {
 	return out
 }
 
-// NodeAllocatable is the allocatable the kubelet reports to the scheduler (spec §1.3a):
+// NodeAllocatable is the allocatable the kubelet reports to the scheduler
+// (capacity − GetNodeAllocatableReservation, pkg/kubelet/cm/node_container_manager_linux.go):
 // capacity − (systemReserved + kubeReserved + hardEvictionReservation) per resource, clamped at
 // 0, and then the hugepage capacity subtracted from memory (clamped at 0). hardEviction is the
 // memory and ephemeral-storage amount of the hard memory.available and nodefs.available
@@ -124,8 +125,8 @@ func NodeAllocatable(capacity Capacity, systemReserved, kubeReserved, hardEvicti
 	return out
 }
 
-// KubepodsLimits is what kubepods.slice is limited to (spec §1.3b, the kubelet's
-// getNodeAllocatableInternalAbsolute): internal capacity (pid included) − systemReserved −
+// KubepodsLimits is what kubepods.slice is limited to (the kubelet's
+// getNodeAllocatableInternalAbsolute, pkg/kubelet/cm/node_container_manager_linux.go): internal capacity (pid included) − systemReserved −
 // kubeReserved per resource, clamped at 0. Eviction thresholds are NOT subtracted (pods may use
 // memory down to the threshold; eviction guards the gap) and hugepages are not taken from memory.
 func KubepodsLimits(capacity Capacity, systemReserved, kubeReserved v1.ResourceList) v1.ResourceList {
@@ -192,21 +193,22 @@ func CgroupConfig(rl v1.ResourceList, compressibleOnly bool) *ResourceConfig {
 	return &rc
 }
 
-// Enforcement keys of enforce_node_allocatable (the kubelet's enforceNodeAllocatable); the
-// names are config's, so the file, its validation and the enforcement agree.
+// Enforcement keys of enforce_node_allocatable (the kubelet's enforceNodeAllocatable,
+// pkg/kubelet/types/constants.go); config's values are these, so the file, its validation and
+// the enforcement agree.
 const (
 	// EnforceNone enforces nothing; it must be the only entry.
-	EnforceNone = config.EnforceNone
+	EnforceNone = "none"
 	// EnforcePods limits kubepods.slice to capacity − system_reserved − kube_reserved.
-	EnforcePods = config.EnforcePods
+	EnforcePods = "pods"
 	// EnforceSystemReserved limits the system-reserved cgroup to system_reserved.
-	EnforceSystemReserved = config.EnforceSystemReserved
+	EnforceSystemReserved = "system-reserved"
 	// EnforceSystemReservedCompressible limits it to the system_reserved CPU only.
-	EnforceSystemReservedCompressible = config.EnforceSystemReservedCompressible
+	EnforceSystemReservedCompressible = "system-reserved-compressible"
 	// EnforceKubeReserved limits the kube-reserved cgroup to kube_reserved.
-	EnforceKubeReserved = config.EnforceKubeReserved
+	EnforceKubeReserved = "kube-reserved"
 	// EnforceKubeReservedCompressible limits it to the kube_reserved CPU only.
-	EnforceKubeReservedCompressible = config.EnforceKubeReservedCompressible
+	EnforceKubeReservedCompressible = "kube-reserved-compressible"
 )
 
 // Enforcement is a parsed enforce_node_allocatable list.
@@ -312,19 +314,12 @@ func ReadCapacity(procRoot, sysRoot, ephemeralDir string) (Capacity, error) {
 	}
 	c.CPU = int64(n) * MilliCPUToCPU
 
-	if c.Memory, err = readMemTotal(filepath.Join(procRoot, "meminfo")); err != nil {
+	if c.Memory, err = procfs.MemTotal(procRoot); err != nil {
 		return c, err
 	}
-
-	pidMax, err := readInt(filepath.Join(procRoot, "sys/kernel/pid_max"))
-	if err != nil {
+	if c.Pids, err = procfs.PIDLimit(procRoot); err != nil {
 		return c, err
 	}
-	threadsMax, err := readInt(filepath.Join(procRoot, "sys/kernel/threads-max"))
-	if err != nil {
-		return c, err
-	}
-	c.Pids = min(pidMax, threadsMax)
 
 	if c.HugePages, err = readHugePages(filepath.Join(sysRoot, "kernel/mm/hugepages")); err != nil {
 		return c, err
@@ -362,30 +357,6 @@ func CountCPUList(list string) (int, error) {
 		n += b - a + 1
 	}
 	return n, nil
-}
-
-// readMemTotal returns MemTotal of a meminfo file in bytes.
-func readMemTotal(path string) (int64, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0, fmt.Errorf("meminfo: %w", err)
-	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		rest, ok := strings.CutPrefix(line, "MemTotal:")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("meminfo %s: MemTotal line %q: want \"<n> kB\"", path, line)
-		}
-		kb, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("meminfo %s: MemTotal: %w", path, err)
-		}
-		return kb * 1024, nil
-	}
-	return 0, fmt.Errorf("meminfo %s: no MemTotal line", path)
 }
 
 // readInt reads a file holding one decimal integer.

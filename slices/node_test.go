@@ -12,7 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// na1 is the node of spec §1.3 / case NA-1.
+// na1 is a node of 4 CPUs and 16Gi with 100m/1Gi kube-reserved, 100m/500Mi system-reserved
+// and a 100Mi hard eviction threshold: 3800m and 14760Mi allocatable.
 func na1() (Capacity, v1.ResourceList, v1.ResourceList, v1.ResourceList) {
 	capacity := Capacity{CPU: 4000, Memory: 16 * gi, Pids: 4194304, HugePages: map[int64]int64{}}
 	kube := v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("1Gi")}

@@ -5,7 +5,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 )
 
-// OOM score adjustments of pkg/kubelet/qos/policy.go (spec §2).
+// OOM score adjustments of pkg/kubelet/qos/policy.go.
 const (
 	// KubeletOOMScoreAdj is the kubelet's own oom_score_adj; slicelet uses it for itself.
 	KubeletOOMScoreAdj = -999

@@ -18,11 +18,11 @@ func TestSliceProperties(t *testing.T) {
 	tiered := def
 	tiered.EnforceMemoryQoS = true
 	tiered.MemoryReservationPolicy = MemoryReservationTiered
-	b3 := PodResources(podOf(c("a", "100m/100Mi", "200m/200Mi")), def)
-	b4 := PodResources(podOf(c("a", "100m/100Mi", "200m/200Mi")), Options{})
-	b1 := PodResources(podOf(c("a", "—", "—")), def)
-	b13 := PodResources(podOf(c("a", "100m/100Mi", "100m/100Mi")), tiered)
-	b7 := PodResources(podOf(c("a", "100m/100Mi", "100m/100Mi")), Options{EnforceCPULimits: true, CPUPeriod: 5000})
+	burstable := PodResources(podOf(c("a", "100m/100Mi", "200m/200Mi")), def)
+	noQuota := PodResources(podOf(c("a", "100m/100Mi", "200m/200Mi")), Options{})
+	bestEffort := PodResources(podOf(c("a", "—", "—")), def)
+	tieredGuaranteed := PodResources(podOf(c("a", "100m/100Mi", "100m/100Mi")), tiered)
+	period5000 := PodResources(podOf(c("a", "100m/100Mi", "100m/100Mi")), Options{EnforceCPULimits: true, CPUPeriod: 5000})
 	odd := PodResources(podOf(c("a", "15m/100Mi", "15m/100Mi")), def)
 	const inf = uint64(math.MaxUint64)
 
@@ -32,21 +32,21 @@ func TestSliceProperties(t *testing.T) {
 		mode units.Mode
 		want props
 	}{
-		{"B3 v1", b3, units.ModeHybrid, props{p("MemoryLimit", uint64(209715200)), p("CPUShares", uint64(102)),
+		{"cgroup v1 names: MemoryLimit, CPUShares", burstable, units.ModeHybrid, props{p("MemoryLimit", uint64(209715200)), p("CPUShares", uint64(102)),
 			p("CPUQuotaPeriodUSec", uint64(100000)), p("CPUQuotaPerSecUSec", uint64(200000))}},
-		{"B3 legacy", b3, units.ModeLegacy, props{p("MemoryLimit", uint64(209715200)), p("CPUShares", uint64(102)),
+		{"legacy v1 names as hybrid", burstable, units.ModeLegacy, props{p("MemoryLimit", uint64(209715200)), p("CPUShares", uint64(102)),
 			p("CPUQuotaPeriodUSec", uint64(100000)), p("CPUQuotaPerSecUSec", uint64(200000))}},
-		{"B3 v2", b3, units.ModeUnified, props{p("MemoryMax", uint64(209715200)), p("CPUWeight", uint64(4)),
+		{"cgroup v2 names: MemoryMax, CPUWeight", burstable, units.ModeUnified, props{p("MemoryMax", uint64(209715200)), p("CPUWeight", uint64(4)),
 			p("CPUQuotaPeriodUSec", uint64(100000)), p("CPUQuotaPerSecUSec", uint64(200000))}},
-		{"B4 quota -1 is infinity", b4, units.ModeUnified, props{p("MemoryMax", uint64(209715200)), p("CPUWeight", uint64(4)),
+		{"quota -1 is infinity", noQuota, units.ModeUnified, props{p("MemoryMax", uint64(209715200)), p("CPUWeight", uint64(4)),
 			p("CPUQuotaPeriodUSec", uint64(100000)), p("CPUQuotaPerSecUSec", inf)}},
-		{"B1 v1", b1, units.ModeHybrid, props{p("CPUShares", uint64(2))}},
-		{"B1 v2", b1, units.ModeUnified, props{p("CPUWeight", uint64(1))}},
-		{"B7 period 5000", b7, units.ModeUnified, props{p("MemoryMax", uint64(104857600)), p("CPUWeight", uint64(4)),
+		{"BestEffort on v1: minimum shares", bestEffort, units.ModeHybrid, props{p("CPUShares", uint64(2))}},
+		{"BestEffort on v2: weight 1", bestEffort, units.ModeUnified, props{p("CPUWeight", uint64(1))}},
+		{"a 5000µs period keeps the per-second quota", period5000, units.ModeUnified, props{p("MemoryMax", uint64(104857600)), p("CPUWeight", uint64(4)),
 			p("CPUQuotaPeriodUSec", uint64(5000)), p("CPUQuotaPerSecUSec", uint64(200000))}},
-		{"B13 v2 memory.min", b13, units.ModeUnified, props{p("MemoryMax", uint64(104857600)), p("CPUWeight", uint64(4)),
+		{"memory.min becomes MemoryMin on v2", tieredGuaranteed, units.ModeUnified, props{p("MemoryMax", uint64(104857600)), p("CPUWeight", uint64(4)),
 			p("CPUQuotaPeriodUSec", uint64(100000)), p("CPUQuotaPerSecUSec", uint64(100000)), p("MemoryMin", uint64(104857600))}},
-		{"B13 v1 ignores unified", b13, units.ModeHybrid, props{p("MemoryLimit", uint64(104857600)), p("CPUShares", uint64(102)),
+		{"v1 has no unified keys", tieredGuaranteed, units.ModeHybrid, props{p("MemoryLimit", uint64(104857600)), p("CPUShares", uint64(102)),
 			p("CPUQuotaPeriodUSec", uint64(100000)), p("CPUQuotaPerSecUSec", uint64(100000))}},
 		{"15m rounds up to 2%", odd, units.ModeHybrid, props{p("MemoryLimit", uint64(104857600)), p("CPUShares", uint64(15)),
 			p("CPUQuotaPeriodUSec", uint64(100000)), p("CPUQuotaPerSecUSec", uint64(20000))}},

@@ -15,7 +15,8 @@ func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 	return ComputePodQOS(pod)
 }
 
-// ComputePodQOS classifies a pod from its resources alone (spec §2). Only cpu and memory count;
+// ComputePodQOS classifies a pod from its resources alone (pkg/apis/core/v1/helper/qos, as
+// component-helpers' qos package does). Only cpu and memory count;
 // hugepages, ephemeral-storage and extended resources are ignored. No API defaulting is applied:
 // a container with limits but no requests is not Guaranteed.
 //

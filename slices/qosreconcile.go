@@ -54,7 +54,8 @@ func QOSMemoryRequests(activePods []*v1.Pod, dra bool) (guaranteed, burstable in
 }
 
 // QOSConfigs computes what the kubelet's periodic QoS reconcile (UpdateCgroups, every minute and
-// whenever a pod slice is created) writes, in its steps 1–4 (spec §1.4):
+// whenever a pod slice is created; pkg/kubelet/cm/qos_container_manager_linux.go) writes, in its
+// steps 1–4:
 //  1. CPU: Burstable shares = MilliCPUToShares(Σ CPU requests of active Burstable pods), so 2
 //     when there are none; BestEffort shares = 2; kubepods untouched.
 //  2. Hugepages: an unbounded limit for every host page size on all three.

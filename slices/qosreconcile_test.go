@@ -7,7 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// jPods are the active pods of kubelet-cases.md §J.
+// jPods are a Guaranteed pod (1 CPU, 128Mi) and two Burstable ones (1 CPU/128Mi with limits,
+// 2 CPU/256Mi without): the active pods of the QoS reconcile cases.
 func jPods() (g, b1, b2 *v1.Pod) {
 	return podOf(c("g", "1/128Mi", "1/128Mi")), podOf(c("b1", "1/128Mi", "2/256Mi")), podOf(c("b2", "2/256Mi", "—"))
 }
@@ -29,17 +30,17 @@ func TestQOSConfigs(t *testing.T) {
 		opts                            QOSOptions
 		kubepods, burstable, besteffort expect
 	}{
-		{"J1", all, QOSOptions{}, expect{}, expect{S: u64(3072)}, expect{S: u64(2)}},
-		{"J2", []*v1.Pod{g}, QOSOptions{}, expect{}, expect{S: u64(2)}, expect{S: u64(2)}},
-		{"J3", all, tiered,
+		{"Burstable shares are the sum of the Burstable CPU requests", all, QOSOptions{}, expect{}, expect{S: u64(3072)}, expect{S: u64(2)}},
+		{"Guaranteed pods leave Burstable at the minimum shares", []*v1.Pod{g}, QOSOptions{}, expect{}, expect{S: u64(2)}, expect{S: u64(2)}},
+		{"memory QoS tiered: kubepods memory.min of all requests, Burstable memory.low of its own", all, tiered,
 			expect{U: map[string]string{"memory.min": "536870912"}},
 			expect{S: u64(3072), U: map[string]string{"memory.low": "402653184"}},
 			expect{S: u64(2)}},
-		{"J4", all, none,
+		{"memory QoS with policy None: explicit zero protections", all, none,
 			expect{U: map[string]string{"memory.min": "0"}},
 			expect{S: u64(3072), U: map[string]string{"memory.low": "0"}},
 			expect{S: u64(2)}},
-		{"J5", nil, tiered,
+		{"memory QoS tiered without pods: zero protections", nil, tiered,
 			expect{U: map[string]string{"memory.min": "0"}},
 			expect{S: u64(2), U: map[string]string{"memory.low": "0"}},
 			expect{S: u64(2)}},
@@ -64,8 +65,8 @@ func TestQOSConfigs(t *testing.T) {
 			t.Run("kubepods", func(t *testing.T) { checkConfig(t, cfg.Kubepods, tt.kubepods) })
 			t.Run("burstable", func(t *testing.T) { checkConfig(t, cfg.Burstable, tt.burstable) })
 			t.Run("besteffort", func(t *testing.T) { checkConfig(t, cfg.BestEffort, tt.besteffort) })
-			if tt.name == "J1" && CPUSharesToWeight(*cfg.Burstable.CPUShares) != 118 {
-				t.Errorf("J1 burstable weight = %d, want 118", CPUSharesToWeight(*cfg.Burstable.CPUShares))
+			if tt.name == "Burstable shares are the sum of the Burstable CPU requests" && CPUSharesToWeight(*cfg.Burstable.CPUShares) != 118 {
+				t.Errorf("burstable weight = %d, want 118", CPUSharesToWeight(*cfg.Burstable.CPUShares))
 			}
 		})
 	}

@@ -7,17 +7,16 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
-
-	"github.com/slicelet/slicelet/config"
 )
 
-// Memory reservation policies (kubelet memoryReservationPolicy, spec §1.1).
+// Memory reservation policies (the kubelet's memoryReservationPolicy,
+// pkg/kubelet/apis/config/types.go).
 const (
 	// MemoryReservationNone writes no memory.min/memory.low protection (explicit "0" resets on the
 	// QoS cgroups).
-	MemoryReservationNone = config.MemoryReservationNone
+	MemoryReservationNone = "None"
 	// MemoryReservationTiered writes memory.min for Guaranteed and memory.low for Burstable.
-	MemoryReservationTiered = config.MemoryReservationTieredReservation
+	MemoryReservationTiered = "TieredReservation"
 )
 
 // Unified (cgroup v2) keys slicelet writes through ResourceConfig.Unified.
@@ -89,7 +88,7 @@ func (o Options) podResourceOptions() resourcehelper.PodResourcesOptions {
 }
 
 // PodResources is the kubelet's ResourceConfigForPod plus the pod pids limit of EnsureExists: the
-// values of the pod's slice (spec §1.6).
+// values of the pod's slice (pkg/kubelet/cm/helpers_linux.go, ResourceConfigForPod).
 //
 // Requests and limits come from component-helpers PodRequests/PodLimits (init containers,
 // sidecars, overhead, pod-level resources). CPU quota and period are set for a Burstable pod

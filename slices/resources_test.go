@@ -8,7 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// expect is the "Expected" column of kubelet-cases.md §B: unset fields must be nil.
+// expect is a pod slice's expected ResourceConfig (the kubelet's TestResourceConfigForPod,
+// pkg/kubelet/cm/helpers_linux_test.go): unset fields must be nil.
 type expect struct {
 	S       *uint64
 	Q       *int64
@@ -77,28 +78,28 @@ func TestPodResources(t *testing.T) {
 		opts Options
 		want expect
 	}{
-		{"B1", podOf(c("a", "—", "—")), def, expect{S: u64(2)}},
-		{"B2", podOf(c("a", "100m/100Mi", "—")), def, expect{S: u64(102)}},
-		{"B3", b3(), def, expect{S: u64(102), Q: i64(20000), P: u64(100000), M: i64(209715200)}},
-		{"B4", b3(), noCPULimits, expect{S: u64(102), Q: i64(-1), P: u64(100000), M: i64(209715200)}},
-		{"B5", b5(), def, expect{S: u64(204)}},
-		{"B6", b6(), def, expect{S: u64(102), Q: i64(10000), P: u64(100000), M: i64(104857600)}},
-		{"B7", b6(), period5000, expect{S: u64(102), Q: i64(1000), P: u64(5000), M: i64(104857600)}},
-		{"B8", b8(), period5000, expect{S: u64(204)}},
-		{"B9", withPodLevel(podOf(c("a", "—", "—")), "100m/100Mi", "200m/200Mi"), def,
+		{"BestEffort: minimum shares only", podOf(c("a", "—", "—")), def, expect{S: u64(2)}},
+		{"Burstable with requests only: shares, no quota, no memory limit", podOf(c("a", "100m/100Mi", "—")), def, expect{S: u64(102)}},
+		{"Burstable with limits: quota and memory limit from the limits", b3(), def, expect{S: u64(102), Q: i64(20000), P: u64(100000), M: i64(209715200)}},
+		{"CPU limits not enforced: quota -1", b3(), noCPULimits, expect{S: u64(102), Q: i64(-1), P: u64(100000), M: i64(209715200)}},
+		{"Burstable with a container without limits: no quota, no memory limit", b5(), def, expect{S: u64(204)}},
+		{"Guaranteed: shares, quota and memory from the limits", b6(), def, expect{S: u64(102), Q: i64(10000), P: u64(100000), M: i64(104857600)}},
+		{"a 5000µs period scales the quota", b6(), period5000, expect{S: u64(102), Q: i64(1000), P: u64(5000), M: i64(104857600)}},
+		{"init containers: the larger of the sum and the init maximum; a container without limits means no quota", b8(), period5000, expect{S: u64(204)}},
+		{"pod-level resources replace the containers' ones", withPodLevel(podOf(c("a", "—", "—")), "100m/100Mi", "200m/200Mi"), def,
 			expect{S: u64(102), Q: i64(20000), P: u64(100000), M: i64(209715200)}},
-		{"B10", withPodLevel(podOf(c("a", "10m/50Mi", "—")), "100m/100Mi", "—"), def, expect{S: u64(102)}},
-		{"B11", withPodLevel(podOf(c("a", "200m/200Mi", "200m/200Mi")), "200m/300Mi", "—"), def,
+		{"pod-level requests without limits: no quota", withPodLevel(podOf(c("a", "10m/50Mi", "—")), "100m/100Mi", "—"), def, expect{S: u64(102)}},
+		{"pod-level requests with container limits: quota and memory from the containers", withPodLevel(podOf(c("a", "200m/200Mi", "200m/200Mi")), "200m/300Mi", "—"), def,
 			expect{S: u64(204), Q: i64(20000), P: u64(100000), M: i64(209715200)}},
-		{"B12", withPodLevel(podOf(c("a", "10m/50Mi", "50m/100Mi")), "100m/100Mi", "100m/100Mi"), def,
+		{"pod-level limits win over container limits", withPodLevel(podOf(c("a", "10m/50Mi", "50m/100Mi")), "100m/100Mi", "100m/100Mi"), def,
 			expect{S: u64(102), Q: i64(10000), P: u64(100000), M: i64(104857600)}},
-		{"B13", b6(), tiered, expect{S: u64(102), Q: i64(10000), P: u64(100000), M: i64(104857600), U: map[string]string{"memory.min": "104857600"}}},
-		{"B14", b3(), tiered, expect{S: u64(102), Q: i64(20000), P: u64(100000), M: i64(209715200), U: map[string]string{"memory.low": "104857600"}}},
-		{"B15", b5(), tiered, expect{S: u64(204), U: map[string]string{"memory.low": "209715200"}}},
-		{"B16", podOf(c("a", "—", "—")), tiered, expect{S: u64(2)}},
-		{"B17", b17(), dra, expect{S: u64(3072), Q: i64(500000), P: u64(100000), M: i64(524288000)}},
+		{"memory QoS tiered: Guaranteed gets memory.min", b6(), tiered, expect{S: u64(102), Q: i64(10000), P: u64(100000), M: i64(104857600), U: map[string]string{"memory.min": "104857600"}}},
+		{"memory QoS tiered: Burstable gets memory.low of its requests", b3(), tiered, expect{S: u64(102), Q: i64(20000), P: u64(100000), M: i64(209715200), U: map[string]string{"memory.low": "104857600"}}},
+		{"memory QoS tiered: memory.low sums the requests", b5(), tiered, expect{S: u64(204), U: map[string]string{"memory.low": "209715200"}}},
+		{"memory QoS tiered: BestEffort gets no protection", podOf(c("a", "—", "—")), tiered, expect{S: u64(2)}},
+		{"DRA node-allocatable claims add CPU to requests and limits", b17(), dra, expect{S: u64(3072), Q: i64(500000), P: u64(100000), M: i64(524288000)}},
 		// Own cases.
-		{"B17 without DRA option ignores the claim", b17(), def, expect{S: u64(1024), Q: i64(300000), P: u64(100000), M: i64(524288000)}},
+		{"without the DRA option a claim adds nothing", b17(), def, expect{S: u64(1024), Q: i64(300000), P: u64(100000), M: i64(524288000)}},
 		{"memory QoS with policy None sets nothing", b6(), memQoSNone, expect{S: u64(102), Q: i64(10000), P: u64(100000), M: i64(104857600)}},
 		{"pod pids limit", b1(), pids, expect{S: u64(2), Pids: i64(1024)}},
 		{"zero options: quota -1, default period", b6(), zeroOpts, expect{S: u64(102), Q: i64(-1), P: u64(100000), M: i64(104857600)}},

@@ -134,18 +134,27 @@ type limits struct {
 
 type cgFile struct{ controller, file, want string }
 
-// resourceLimits builds props for memory, cpu and tasks in the names of mode, and the files
-// systemd must write for them.
+// memoryMaxName is the hard memory limit's property in mode: MemoryMax on cgroup v2,
+// MemoryLimit on v1 (slices.SliceProperties makes the same choice for the product).
+func memoryMaxName(mode Mode) string {
+	if mode.V2() {
+		return "MemoryMax"
+	}
+	return "MemoryLimit"
+}
+
+// resourceLimits builds props for memory, cpu and tasks in the property names systemd applies
+// in mode (cgroup v2: MemoryMax, CPUWeight, MemoryMin, MemoryLow; v1: MemoryLimit, CPUShares),
+// and the files systemd must write for them.
 func resourceLimits(mode Mode, memory uint64, shares uint64, tasks uint64) limits {
-	n := mode.ResourceNames()
 	l := limits{}
-	l.props = append(l.props, Property{n.TasksMax, tasks})
+	l.props = append(l.props, Property{"TasksMax", tasks})
 	l.files = append(l.files, cgFile{"pids", "pids.max", strconv.FormatUint(tasks, 10)})
 	if mode == ModeUnified {
 		weight := 1 + ((shares-2)*9999)/262142 // the kubelet's conversion; any value will do
 		l.props = append(l.props,
-			Property{n.MemoryMax, memory}, Property{n.CPU, weight},
-			Property{n.MemoryMin, memory / 4}, Property{n.MemoryLow, memory / 2})
+			Property{"MemoryMax", memory}, Property{"CPUWeight", weight},
+			Property{"MemoryMin", memory / 4}, Property{"MemoryLow", memory / 2})
 		l.files = append(l.files,
 			cgFile{"memory", "memory.max", strconv.FormatUint(memory, 10)},
 			cgFile{"cpu", "cpu.weight", strconv.FormatUint(weight, 10)},
@@ -153,7 +162,7 @@ func resourceLimits(mode Mode, memory uint64, shares uint64, tasks uint64) limit
 			cgFile{"memory", "memory.low", strconv.FormatUint(memory/2, 10)})
 		return l
 	}
-	l.props = append(l.props, Property{n.MemoryMax, memory}, Property{n.CPU, shares})
+	l.props = append(l.props, Property{"MemoryLimit", memory}, Property{"CPUShares", shares})
 	l.files = append(l.files,
 		cgFile{"memory", "memory.limit_in_bytes", strconv.FormatUint(memory, 10)},
 		cgFile{"cpu", "cpu.shares", strconv.FormatUint(shares, 10)})
@@ -187,8 +196,8 @@ func TestIntegrationSliceLimitsSetPropertiesStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCG := "/itlim.slice/itlim-pod1.slice"
-	if p, _ := SlicePath(child); "/"+p != wantCG || info.ControlGroup != wantCG {
-		t.Fatalf("ControlGroup = %q (SlicePath %q), want %q", info.ControlGroup, p, wantCG)
+	if p, _ := ExpandSlice(child); p != wantCG || info.ControlGroup != wantCG {
+		t.Fatalf("ControlGroup = %q (ExpandSlice %q), want %q", info.ControlGroup, p, wantCG)
 	}
 	if info.ActiveState != "active" || info.Description != "it child" || info.LoadState != "loaded" {
 		t.Errorf("info = %+v", info)
@@ -366,7 +375,10 @@ func TestIntegrationService(t *testing.T) {
 }
 
 func TestIntegrationJobResults(t *testing.T) {
-	e := newIntegration(t, Options{JobTimeout: 500 * time.Millisecond})
+	// The jobs that must finish get the default timeout (a loaded machine may take seconds for
+	// a millisecond job); only the one meant to time out runs under a short one.
+	e := newIntegration(t, Options{})
+	short := newIntegration(t, Options{JobTimeout: 500 * time.Millisecond})
 	failing, _ := ServiceName("itjob", "false")
 	e.stopAtEnd(t, failing)
 	// A oneshot's start job waits for the process, so its failure is the job's result.
@@ -384,7 +396,7 @@ func TestIntegrationJobResults(t *testing.T) {
 	// A job longer than JobTimeout is ErrTimeout, not ErrJobFailed.
 	slow, _ := ServiceName("itjob", "slow")
 	e.stopAtEnd(t, slow)
-	err = e.m.StartService(e.ctx, slow, []Property{{"Type", "oneshot"}, {"ExecStart", Exec{Path: "/bin/sleep", Args: []string{"sleep", "30"}}}})
+	err = short.m.StartService(short.ctx, slow, []Property{{"Type", "oneshot"}, {"ExecStart", Exec{Path: "/bin/sleep", Args: []string{"sleep", "30"}}}})
 	if !errors.Is(err, ErrTimeout) || errors.Is(err, ErrJobFailed) || !strings.Contains(err.Error(), slow) {
 		t.Fatalf("StartService(sleep 30) = %v, want ErrTimeout naming the unit", err)
 	}
@@ -408,8 +420,7 @@ func TestIntegrationUnitExists(t *testing.T) {
 	e := newIntegration(t, Options{})
 	name, _ := SliceName("itexists")
 	e.stopAtEnd(t, name)
-	n := e.m.Mode().ResourceNames()
-	props := []Property{{"Description", "slicelet it"}, {n.TasksMax, uint64(50)}}
+	props := []Property{{"Description", "slicelet it"}, {"TasksMax", uint64(50)}}
 	if err := e.m.StartSlice(e.ctx, name, props); err != nil {
 		t.Fatal(err)
 	}
@@ -555,9 +566,9 @@ func TestIntegrationScopeAdoptsPID(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
-	n := e.m.Mode().ResourceNames()
+	memoryMax := memoryMaxName(e.m.Mode())
 	if err := e.m.StartScope(e.ctx, scope, []int{cmd.Process.Pid}, []Property{
-		{"Description", "it scope"}, {n.MemoryMax, uint64(32 << 20)},
+		{"Description", "it scope"}, {memoryMax, uint64(32 << 20)},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -748,7 +759,7 @@ func BenchmarkIntegrationSliceCreateDestroy(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = m.Stop(ctx, parent) }()
-	mem := m.Mode().ResourceNames().MemoryMax
+	mem := memoryMaxName(m.Mode())
 	var start, stop []time.Duration
 	i := 0
 	for b.Loop() {
@@ -786,7 +797,7 @@ func TestIntegrationConcurrentReexec(t *testing.T) {
 	if err := e.m.StartSlice(e.ctx, "itconc.slice", nil); err != nil {
 		t.Fatal(err)
 	}
-	mem := e.m.Mode().ResourceNames().MemoryMax
+	mem := memoryMaxName(e.m.Mode())
 	errs := make(chan error, workers)
 	for w := range workers {
 		go func() {

@@ -19,7 +19,7 @@ func (m *Manager) runJob(ctx context.Context, unit, op string, start startJobFun
 		ch    chan string
 		jobID int
 	)
-	began := time.Now()
+	began := m.clock.Now()
 	defer m.observeDone(op, unit, began, &err)
 	c, err := m.call(ctx, unit, op, func(c *conn) error {
 		// Buffered: go-systemd delivers the result while holding its job-listener lock, so an
@@ -33,20 +33,20 @@ func (m *Manager) runJob(ctx context.Context, unit, op string, start startJobFun
 		return err
 	}
 	err = m.waitJob(ctx, c, unit, op, jobID, ch)
-	m.log.Debug("systemd job finished", "unit", unit, "op", op, "job", jobID, "duration", time.Since(began), "err", err)
+	m.log.Debug("systemd job finished", "unit", unit, "op", op, "job", jobID, "duration", m.clock.Since(began), "err", err)
 	return err
 }
 
 // waitJob waits for the result of job jobID. If the connection drops meanwhile, the JobRemoved
 // signal is lost with it, so the result is recovered after reconnecting (recoverJob).
 func (m *Manager) waitJob(ctx context.Context, c *conn, unit, op string, jobID int, ch <-chan string) error {
-	deadline := time.Now().Add(m.opts.JobTimeout)
-	t := time.NewTimer(m.opts.JobTimeout)
+	deadline := m.clock.Now().Add(m.opts.JobTimeout)
+	t := m.clock.NewTimer(m.opts.JobTimeout)
 	defer t.Stop()
 	select {
 	case r := <-ch:
 		return jobResultError(unit, op, r)
-	case <-t.C:
+	case <-t.C():
 		return &JobError{Unit: unit, Op: op, Waited: m.opts.JobTimeout}
 	case <-ctx.Done():
 		return fmt.Errorf("unit %q: %s job: %w", unit, op, ctx.Err())
@@ -102,9 +102,9 @@ func (m *Manager) recoverJob(ctx context.Context, deadline time.Time, unit, op s
 			}
 			return &JobError{Unit: unit, Op: op, Result: result, Inferred: true}
 		}
-		t := time.NewTimer(20 * time.Millisecond)
+		t := m.clock.NewTimer(20 * time.Millisecond)
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 			t.Stop()
 			if ctx.Err() == context.DeadlineExceeded {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Defaults for Options.
@@ -37,6 +39,9 @@ type Options struct {
 	CgroupRoot string
 	// Observe, when set, is told about every finished operation (metrics); see ObserveFunc.
 	Observe ObserveFunc
+	// Clock times operations, job waits and reconnect back-off; clock.RealClock when nil.
+	// (Context deadlines, such as ReconnectTimeout's, stay on the wall clock.)
+	Clock clock.Clock
 
 	// dialers replaces the private-socket-then-system-bus order (tests).
 	dialers []namedDial
@@ -48,9 +53,10 @@ type Options struct {
 // reconnecting with bounded back-off; at most two retries), so the caller's work is not lost. Errors name the unit and the operation and wrap the
 // package's sentinel errors (ErrNoSuchUnit, ErrUnitExists, ErrJobFailed, ErrTimeout, ...).
 type Manager struct {
-	opts Options
-	log  *slog.Logger
-	mode Mode
+	opts  Options
+	log   *slog.Logger
+	clock clock.Clock
+	mode  Mode
 
 	life   context.Context // lifetime of all connections; canceled by Close
 	cancel context.CancelFunc
@@ -87,7 +93,10 @@ func Connect(ctx context.Context, opts Options) (*Manager, error) {
 			{name: "bus", dial: dialSystemBus},
 		}
 	}
-	m := &Manager{opts: opts, log: opts.Logger}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	m := &Manager{opts: opts, log: opts.Logger, clock: opts.Clock}
 	m.life, m.cancel = context.WithCancel(context.Background())
 	c, err := connectOnce(ctx, m.life, opts.dialers)
 	if err != nil {
@@ -162,7 +171,7 @@ func (m *Manager) reconnect(ctx context.Context, old *conn) (*conn, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, m.opts.ReconnectTimeout)
 	defer cancel()
-	start := time.Now()
+	start := m.clock.Now()
 	var lastErr error
 	// Prefer the way we were connected: right after a daemon-reexec the private socket is back
 	// a moment later, while the system bus would accept us at once and then block until
@@ -191,16 +200,16 @@ func (m *Manager) reconnect(ctx context.Context, old *conn) (*conn, error) {
 			}
 			m.c = c
 			m.mu.Unlock()
-			m.log.Info("systemd reconnected", "via", c.via, "attempts", attempt+1, "duration", time.Since(start))
+			m.log.Info("systemd reconnected", "via", c.via, "attempts", attempt+1, "duration", m.clock.Since(start))
 			return c, nil
 		}
 		lastErr = err
-		t := time.NewTimer(backoff(attempt))
+		t := m.clock.NewTimer(backoff(attempt))
 		select {
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("%w: gave up after %d attempts in %s: %w", ErrDisconnected, attempt+1, time.Since(start).Round(time.Millisecond), errors.Join(ctx.Err(), lastErr))
+			return nil, fmt.Errorf("%w: gave up after %d attempts in %s: %w", ErrDisconnected, attempt+1, m.clock.Since(start).Round(time.Millisecond), errors.Join(ctx.Err(), lastErr))
 		}
 	}
 }
@@ -216,7 +225,7 @@ const maxAttempts = 3
 // connection, at most maxAttempts times in all. The returned conn is the one the last attempt
 // used; the error is already mapped (mapError) and names unit and op.
 func (m *Manager) call(ctx context.Context, unit, op string, f func(c *conn) error) (c *conn, err error) {
-	defer m.observeCall(op, unit, time.Now(), &err)
+	defer m.observeCall(op, unit, m.clock.Now(), &err)
 	c, err = m.current(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("unit %q: %s: %w", unit, op, err)

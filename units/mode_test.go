@@ -52,26 +52,3 @@ func TestDetectModeReal(t *testing.T) {
 	}
 	t.Logf("this machine: %v", m)
 }
-
-func TestResourceNames(t *testing.T) {
-	tests := []struct {
-		mode                        Mode
-		cpu, memMax, memMin, memLow string
-	}{
-		{ModeLegacy, "CPUShares", "MemoryLimit", "", ""},
-		{ModeHybrid, "CPUShares", "MemoryLimit", "", ""},
-		{ModeUnified, "CPUWeight", "MemoryMax", "MemoryMin", "MemoryLow"},
-		{ModeUnknown, "CPUWeight", "MemoryMax", "MemoryMin", "MemoryLow"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.mode.String(), func(t *testing.T) {
-			n := tt.mode.ResourceNames()
-			if n.CPU != tt.cpu || n.MemoryMax != tt.memMax || n.MemoryMin != tt.memMin || n.MemoryLow != tt.memLow {
-				t.Errorf("ResourceNames() = %+v", n)
-			}
-			if n.CPUQuota != "CPUQuotaPerSecUSec" || n.CPUQuotaPeriod != "CPUQuotaPeriodUSec" || n.TasksMax != "TasksMax" {
-				t.Errorf("common names wrong: %+v", n)
-			}
-		})
-	}
-}

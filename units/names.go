@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	cgroupsystemd "github.com/opencontainers/cgroups/systemd"
 )
 
 // Unit names are checked and built in this file only. The rules follow systemd's
@@ -269,22 +271,19 @@ func SliceParent(slice string) (string, error) {
 	return prefix[:i] + SuffixSlice, nil
 }
 
-// SlicePath returns the cgroup path of a slice relative to the root of a hierarchy, as systemd
-// lays it out: "a-b-c.slice" → "a.slice/a-b.slice/a-b-c.slice"; the root slice "-.slice" → "".
-func SlicePath(slice string) (string, error) {
+// ExpandSlice returns the cgroup path of a slice as systemd lays it out, computed by the
+// kubelet's own cgroup driver (opencontainers/cgroups/systemd.ExpandSlice):
+// "a-b-c.slice" → "/a.slice/a-b.slice/a-b-c.slice", the root slice "-.slice" → "/". The name is
+// checked against systemd's rules first; a bad one is an error wrapping ErrInvalidName.
+func ExpandSlice(slice string) (string, error) {
 	if err := validateKind(slice, SuffixSlice); err != nil {
 		return "", err
 	}
-	prefix := strings.TrimSuffix(slice, SuffixSlice)
-	if prefix == "-" {
-		return "", nil
+	p, err := cgroupsystemd.ExpandSlice(slice)
+	if err != nil {
+		return "", fmt.Errorf("slice %q: %w: %w", slice, err, ErrInvalidName)
 	}
-	levels := strings.Split(prefix, "-")
-	dirs := make([]string, len(levels))
-	for i := range levels {
-		dirs[i] = strings.Join(levels[:i+1], "-") + SuffixSlice
-	}
-	return strings.Join(dirs, "/"), nil
+	return p, nil
 }
 
 // UnitName builds "<Escape(parts[0])>-<Escape(parts[1])>...<suffix>" from arbitrary text, for

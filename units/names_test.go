@@ -160,19 +160,19 @@ func TestSliceName(t *testing.T) {
 	}
 }
 
-func TestSlicePathAndParent(t *testing.T) {
+func TestExpandSliceAndParent(t *testing.T) {
 	tests := []struct {
 		name, slice, path, parent string
 	}{
-		{"root", "-.slice", "", ""},
-		{"top", "kubepods.slice", "kubepods.slice", "-.slice"},
-		{"nested", "kubepods-burstable-pod1.slice", "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice", "kubepods-burstable.slice"},
+		{"root", "-.slice", "/", ""},
+		{"top", "kubepods.slice", "/kubepods.slice", "-.slice"},
+		{"nested", "kubepods-burstable-pod1.slice", "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice", "kubepods-burstable.slice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := SlicePath(tt.slice)
+			p, err := ExpandSlice(tt.slice)
 			if err != nil || p != tt.path {
-				t.Fatalf("SlicePath(%q) = %q, %v; want %q", tt.slice, p, err, tt.path)
+				t.Fatalf("ExpandSlice(%q) = %q, %v; want %q", tt.slice, p, err, tt.path)
 			}
 			par, err := SliceParent(tt.slice)
 			if err != nil || par != tt.parent {
@@ -180,9 +180,9 @@ func TestSlicePathAndParent(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"a.service", "a/b.slice", "a--b.slice"} {
-		if _, err := SlicePath(bad); !errors.Is(err, ErrInvalidName) {
-			t.Errorf("SlicePath(%q) error = %v, want ErrInvalidName", bad, err)
+	for _, bad := range []string{"a.service", "a/b.slice", "a--b.slice", "-a.slice", ".slice"} {
+		if _, err := ExpandSlice(bad); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("ExpandSlice(%q) error = %v, want ErrInvalidName", bad, err)
 		}
 	}
 }

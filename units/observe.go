@@ -68,7 +68,7 @@ func (m *Manager) observeDone(op, unit string, began time.Time, err *error) {
 		return
 	}
 	op, _, _ = strings.Cut(op, " ")
-	m.opts.Observe(op, unit, time.Since(began), *err)
+	m.opts.Observe(op, unit, m.clock.Since(began), *err)
 }
 
 // observeCall is observeDone for call. Job operations (start, stop) only reach call through

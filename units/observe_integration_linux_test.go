@@ -16,8 +16,7 @@ func TestIntegrationObserve(t *testing.T) {
 	if err := e.m.StartSlice(e.ctx, name, []Property{{Name: "Description", Value: "observe test"}}); err != nil {
 		t.Fatalf("StartSlice: %v", err)
 	}
-	n := e.m.Mode().ResourceNames()
-	if err := e.m.SetProperties(e.ctx, name, []Property{{Name: n.TasksMax, Value: uint64(100)}}); err != nil {
+	if err := e.m.SetProperties(e.ctx, name, []Property{{Name: "TasksMax", Value: uint64(100)}}); err != nil {
 		t.Fatalf("SetProperties: %v", err)
 	}
 	if err := e.m.Stop(e.ctx, name); err != nil {

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 func TestResultOf(t *testing.T) {
@@ -92,7 +94,7 @@ func TestObserveClosedManager(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var rec recorder
-			m := &Manager{opts: Options{Observe: rec.observe}, log: slog.New(slog.DiscardHandler), closed: true}
+			m := &Manager{opts: Options{Observe: rec.observe}, log: slog.New(slog.DiscardHandler), clock: clock.RealClock{}, closed: true}
 			err := tt.run(t.Context(), m)
 			if !errors.Is(err, ErrClosed) {
 				t.Fatalf("error = %v, want ErrClosed", err)
@@ -113,14 +115,14 @@ func TestObserveClosedManager(t *testing.T) {
 // sent, is not an observed operation, and that a Manager without Observe works.
 func TestObserveNotCalledBeforeDBus(t *testing.T) {
 	var rec recorder
-	m := &Manager{opts: Options{Observe: rec.observe}, log: slog.New(slog.DiscardHandler), closed: true}
+	m := &Manager{opts: Options{Observe: rec.observe}, log: slog.New(slog.DiscardHandler), clock: clock.RealClock{}, closed: true}
 	if err := m.StartSlice(t.Context(), "not a unit", nil); !errors.Is(err, ErrInvalidName) {
 		t.Fatalf("StartSlice error = %v, want ErrInvalidName", err)
 	}
 	if got := rec.calls(); len(got) != 0 {
 		t.Errorf("observed %+v, want nothing", got)
 	}
-	quiet := &Manager{log: slog.New(slog.DiscardHandler), closed: true}
+	quiet := &Manager{log: slog.New(slog.DiscardHandler), clock: clock.RealClock{}, closed: true}
 	if err := quiet.Stop(t.Context(), "a.slice"); !errors.Is(err, ErrClosed) {
 		t.Errorf("Stop without Observe: error = %v, want ErrClosed", err)
 	}

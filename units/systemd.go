@@ -10,7 +10,8 @@ import (
 // subset they use; this interface exists so that one fake serves them all. The contracts are
 // documented on the Manager methods of the same name.
 type Systemd interface {
-	// Mode is the cgroup layout, which decides the resource property names (ResourceNames).
+	// Mode is the cgroup layout, which decides the resource property names (v1: CPUShares,
+	// MemoryLimit; v2: CPUWeight, MemoryMax; slices.SliceProperties picks them).
 	Mode() Mode
 	// StartSlice creates and starts a transient slice and waits for the job.
 	StartSlice(ctx context.Context, name string, props []Property) error

@@ -12,8 +12,8 @@ import "time"
 // timer property), or one of the structured types this package defines (Exec, BindPath,
 // TimerCalendar, TimerMonotonic, or slices of them); the adapter converts them to D-Bus
 // variants. The D-Bus type must be the one systemd expects for the name (e.g. uint64 for
-// MemoryMax, CPUShares and TasksMax): plain int is rejected rather than guessed. Mode's
-// ResourceNames gives the resource property names for the host's cgroup layout.
+// MemoryMax, CPUShares and TasksMax): plain int is rejected rather than guessed. The resource property names
+// depend on the host's cgroup layout (Mode); slices.SliceProperties chooses them.
 type Property struct {
 	Name  string
 	Value any

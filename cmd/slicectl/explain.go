@@ -218,7 +218,7 @@ func loadEnv(o explainOptions) (env, error) {
 	} else if e.capacity, err = slices.ReadCapacity("/proc", "/sys", ""); err != nil {
 		return e, fmt.Errorf("capacity of this machine (use --capacity): %w", err)
 	}
-	e.mcfg, err = slices.ManagerConfigFrom(cfg, e.capacity, e.mode)
+	e.mcfg, err = cfg.SlicesConfig(e.capacity, e.mode.V2())
 	return e, err
 }
 

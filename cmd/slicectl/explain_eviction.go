@@ -62,7 +62,7 @@ func (c *cli) explainEviction(args []string) error {
 	if err != nil {
 		return err
 	}
-	ecfg, err := evictionConfig(cfg)
+	ecfg, err := cfg.EvictionConfig()
 	if err != nil {
 		return err
 	}
@@ -108,21 +108,6 @@ func (c *cli) explainEvictionLive(output string) error {
 	}
 	printEvictionResult(c.stdout, "Last cycle at "+x.At, x)
 	return nil
-}
-
-// evictionConfig turns the [eviction] settings into the decision's configuration.
-func evictionConfig(cfg *config.Config) (eviction.Config, error) {
-	thresholds, err := cfg.EvictionThresholds()
-	if err != nil {
-		return eviction.Config{}, fmt.Errorf("eviction thresholds: %w", err)
-	}
-	return eviction.Config{
-		Thresholds:                    thresholds,
-		PressureTransitionPeriod:      cfg.Eviction.PressureTransitionPeriod,
-		MaxPodGracePeriod:             cfg.Eviction.MaxPodGracePeriod,
-		PriorityClasses:               cfg.Eviction.PriorityClasses,
-		LocalStorageCapacityIsolation: true, // the kubelet's default
-	}, nil
 }
 
 // The observations file. Every level is decoded strictly: an unknown field is an error.

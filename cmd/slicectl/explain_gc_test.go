@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// imageState is L6/L7/L8-like: usage 90% on a 1000-byte image filesystem (amountToFree 100),
+// imageState has an unused image past its minimum age, one in use and a pinned one: usage 90% on a 1000-byte image filesystem (amountToFree 100),
 // an image in use by an exited container, a pinned one, the sandbox image by name, one too
 // young, and two old unused images in LRU order.
 const imageState = `{

@@ -128,8 +128,9 @@ func jsonEqual(a, b any) bool {
 	return bytes.Equal(ja, jb)
 }
 
-// TestExplainNodeNA1 is the spec's NA-1 example through the CLI.
-func TestExplainNodeNA1(t *testing.T) {
+// TestExplainNodeAllocatable: a node of 4 CPUs with reservations and a hard eviction threshold,
+// explained through the CLI.
+func TestExplainNodeAllocatable(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeFile(t, dir, "config.toml", `
 [node]

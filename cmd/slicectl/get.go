@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/internal/health"
 )
 
 // getCmd: get pods [NAME ...] [-o wide|json|yaml|name] [-A].
@@ -211,6 +212,23 @@ func printNodeInfo(w io.Writer, n api.NodeInfo, now time.Time) {
 		fmt.Fprintln(tw, "  TYPE\tSTATUS\tSINCE\tREASON\tMESSAGE")
 		for _, c := range n.Node.Status.Conditions {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, ago(c.LastTransitionTime.Time, now), orDash(c.Reason), orDash(c.Message))
+		}
+		tw.Flush()
+	}
+	if len(n.Health) > 0 {
+		fmt.Fprintln(w, "Health:")
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "  PART\tSTATUS\tSINCE\tMESSAGE")
+		for _, h := range n.Health {
+			since := "-"
+			if !h.Since.IsZero() {
+				since = ago(h.Since, now)
+			}
+			msg := h.Message
+			if h.Status == health.StatusHealthy && h.Failures == 0 {
+				msg = "" // a note of a healthy part is not a problem
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", h.Code, h.Status, since, orDash(msg))
 		}
 		tw.Flush()
 	}

@@ -28,8 +28,8 @@
 //   - sandbox: boot/stop of the throwaway systemd (internal/sandbox BenchmarkBootStop) and the
 //     units adapter's D-Bus latency (units BenchmarkIntegrationSliceCreateDestroy).
 //
-// It must run as root on a machine where the sandbox works (see
-// ../shared/docs/systemd-sandbox.md); the go test runs get CI=true, so a missing prerequisite
+// It must run as root on a machine where the sandbox works (internal/sandbox: a throwaway
+// systemd in private namespaces); the go test runs get CI=true, so a missing prerequisite
 // fails instead of skipping. A section whose benchmarks fail is left as it was.
 package main
 
@@ -168,7 +168,7 @@ func run(o options) error {
 		return err
 	}
 	if os.Geteuid() != 0 {
-		return errors.New("must run as root: the benchmarks boot throwaway systemd instances (../shared/docs/systemd-sandbox.md)")
+		return errors.New("must run as root: the benchmarks boot throwaway systemd instances (internal/sandbox)")
 	}
 	if o.stdout == nil {
 		o.stdout = os.Stderr

@@ -1,6 +1,9 @@
 // Package agent wires the slicelet daemon together: it reads the node's capacity, connects to
-// systemd, builds and reconciles the kubepods hierarchy, and talks to the service manager
-// (READY=1, STATUS=, WATCHDOG=1). cmd/slicelet only parses flags and calls Run.
+// systemd, builds every component complete with its dependencies (slice manager, runtime, pod
+// controller, eviction manager, garbage collection, pod sources, local API, metrics, health
+// tracker), runs them, and talks to the service manager (READY=1, STATUS=, WATCHDOG=1). It is
+// the one place besides cmd that reads the configuration: components take their own options.
+// cmd/slicelet only parses flags and calls Run.
 package agent
 
 import (
@@ -11,14 +14,17 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/internal/buildinfo"
+	"github.com/slicelet/slicelet/internal/health"
+	"github.com/slicelet/slicelet/internal/metrics"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/pods/source"
@@ -63,213 +69,247 @@ func (o *Options) defaults() {
 // exist, no systemd). Stopping leaves every pod running: pods belong to systemd.
 func Run(ctx context.Context, o Options) error {
 	o.defaults()
+	d, err := newDaemon(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	return d.run(ctx)
+}
+
+// daemon is every part of a running slicelet, each built complete by newDaemon.
+type daemon struct {
+	cfg   *config.Config
+	log   *slog.Logger
+	clock clock.WithTicker
+
+	health  *health.Tracker
+	sd      *units.Manager
+	capa    slices.Capacity
+	mcfg    slices.ManagerConfig
+	alloc   v1.ResourceList
+	mgr     *slices.Manager
+	prt     *podRuntime  // the runtime and the parts of it other components need
+	rt      pods.Runtime // prt's pod worker
+	ctrl    *pods.Controller
+	metrics *metrics.Metrics
+	gc      *gcService
+	detect  func(context.Context) error // image records refresh; nil without images
+	evm     *eviction.Manager
+	stats   *podstats.Sampler
+	store   *source.APIStore
+	dir     *source.ManifestDir
+	api     *api.Server
+	images  bool // the runtime has images: image GC and its timer
+}
+
+// newDaemon builds every component from the configuration, each complete with what it depends
+// on. It refuses an impossible configuration before it touches systemd.
+func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	cfg, log := o.Config, o.Logger
 	if !cfg.Cgroups.PerQOS {
-		return errors.New("cgroups.per_qos = false: slicelet always builds the QoS slices (kubepods-burstable.slice, kubepods-besteffort.slice); set it to true")
+		return nil, errors.New("cgroups.per_qos = false: slicelet always builds the QoS slices (kubepods-burstable.slice, kubepods-besteffort.slice); set it to true")
 	}
 	if cfg.Cgroups.Root != "" && cfg.Cgroups.Root != "/" {
-		return fmt.Errorf("cgroups.root %q: slicelet creates kubepods.slice at the root of systemd's slice tree; only \"/\" is supported", cfg.Cgroups.Root)
+		return nil, fmt.Errorf("cgroups.root %q: slicelet creates kubepods.slice at the root of systemd's slice tree; only \"/\" is supported", cfg.Cgroups.Root)
 	}
 	setMemoryLimit(cfg.Node.MaxPods, log)
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
-		return fmt.Errorf("state directory: %w", err)
+		return nil, fmt.Errorf("state directory: %w", err)
 	}
 	capacity, err := slices.ReadCapacity(o.ProcRoot, o.SysRoot, cfg.StateDir)
 	if err != nil {
-		return fmt.Errorf("node capacity: %w", err)
+		return nil, fmt.Errorf("node capacity: %w", err)
 	}
-
 	// Refuse an impossible reservation before touching systemd (the kubelet's
 	// validateNodeAllocatable), so a bad configuration creates nothing.
-	pre, err := slices.ManagerConfigFrom(cfg, capacity, units.ModeUnknown)
+	pre, err := cfg.SlicesConfig(capacity, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := slices.ValidateReservation(capacity, slices.SumResources(pre.Node.SystemReserved, pre.Node.KubeReserved, pre.Node.HardEviction)); err != nil {
-		return err
+		return nil, err
 	}
 
-	met := newMetrics()
-	sd, err := units.Connect(ctx, units.Options{JobTimeout: cfg.Systemd.JobTimeout, Logger: log, CgroupRoot: o.CgroupRoot, Observe: systemdObserver(met)})
+	d = &daemon{cfg: cfg, log: log, clock: clock.RealClock{}, capa: capacity}
+	d.health = health.New(health.Options{Logger: log.With("component", "health")})
+	d.health.Register(systemdWarnable, runtimeWarnable, configWarnable)
+	sdOps := metrics.NewSystemdOperations()
+	d.sd, err = units.Connect(ctx, units.Options{JobTimeout: cfg.Systemd.JobTimeout, Logger: log, CgroupRoot: o.CgroupRoot, Observe: systemdObserver(sdOps)})
 	if err != nil {
-		return fmt.Errorf("systemd: %w", err)
+		return nil, fmt.Errorf("systemd: %w", err)
 	}
-	defer sd.Close()
-	log.Info("connected to systemd", "cgroup_mode", sd.Mode().String())
+	defer func() {
+		if err != nil {
+			d.close()
+		}
+	}()
+	mode := d.sd.Mode()
+	log.Info("connected to systemd", "cgroup_mode", mode.String())
+	d.health.Set(configWarnable, errors.Join(configProblems(cfg, mode)...))
 
-	mcfg, err := slices.ManagerConfigFrom(cfg, capacity, sd.Mode())
-	if err != nil {
-		return err
+	if d.mcfg, err = cfg.SlicesConfig(capacity, mode.V2()); err != nil {
+		return nil, err
 	}
-	mcfg.ProcRoot = o.ProcRoot
-	mgr := slices.NewManager(sd, slices.NewCgroupFS(o.CgroupRoot), mcfg, log)
-	start := time.Now()
-	if err := mgr.Start(ctx); err != nil {
-		return err
-	}
-	alloc := slices.NodeAllocatable(capacity, mcfg.Node.SystemReserved, mcfg.Node.KubeReserved, mcfg.Node.HardEviction)
-	limits := slices.KubepodsLimits(capacity, mcfg.Node.SystemReserved, mcfg.Node.KubeReserved)
-	log.Info("kubepods hierarchy ready",
-		"duration", time.Since(start),
-		"capacity_cpu_millis", capacity.CPU, "capacity_memory_bytes", capacity.Memory,
-		"allocatable_cpu_millis", alloc.Cpu().MilliValue(), "allocatable_memory_bytes", alloc.Memory().Value(),
-		"kubepods_cpu_millis", limits.Cpu().MilliValue(), "kubepods_memory_bytes", limits.Memory().Value())
+	d.mcfg.Clock, d.mcfg.Health = d.clock, d.health
+	d.mgr = slices.NewManager(d.sd, slices.NewCgroupFS(o.CgroupRoot), d.mcfg, log)
+	d.alloc = slices.NodeAllocatable(capacity, d.mcfg.Node.SystemReserved, d.mcfg.Node.KubeReserved, d.mcfg.Node.HardEviction)
 
-	hostname, _ := os.Hostname()
-	prt, err := newRuntime(ctx, cfg, sd, capacity, mcfg, logRecorder{log.With("component", "events")}, log)
-	if err != nil {
-		return err
+	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, logRecorder{log.With("component", "events")}, log); err != nil {
+		return nil, err
 	}
-	defer prt.close()
-	rt := prt.worker
+	d.rt = d.prt.worker
+	d.images = d.prt.images != nil
 	security, err := admission.ParsePodSecurityLevels(cfg.Pods.Security.BySource())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if security[pods.SourceAPI].AllowsRoot() {
 		log.Info("members of the api socket's group can run pods as root on this node: membership is root-equivalent",
 			"api_group", cfg.API.Group, "pod_security", security[pods.SourceAPI].String())
 	}
-	// The eviction manager starts after the controller it evicts through; admission reads its
-	// node conditions once it exists, and the controller tells it when pods change.
-	var evm atomic.Pointer[eviction.Manager]
+	// Admission reads the node's pressure conditions from the health tracker, where the
+	// eviction manager reports them.
 	admitter := admission.Admitter{PodSecurity: security, Node: func() admission.NodeState {
-		n := admission.NodeState{Allocatable: admission.WithMaxPods(alloc, cfg.Node.MaxPods), PriorityClasses: cfg.Eviction.PriorityClasses}
-		if m := evm.Load(); m != nil {
-			n.Conditions = m.Conditions()
+		return admission.NodeState{
+			Allocatable:     admission.WithMaxPods(d.alloc, cfg.Node.MaxPods),
+			PriorityClasses: cfg.Eviction.PriorityClasses,
+			Conditions:      eviction.PressureConditions(d.health.State()),
 		}
-		return n
 	}}
-	ctrl := pods.NewController(pods.ControllerOptions{
-		Slices: mgr, Runtime: rt, Admitter: admitter, Logger: log,
+	d.ctrl = pods.NewController(pods.ControllerOptions{
+		Slices: d.mgr, Runtime: d.rt, Admitter: admitter, Logger: log, Clock: d.clock,
 		WantSources: []string{pods.SourceFile, pods.SourceAPI},
-		OnReject:    met.AdmissionRejected,
+		// The metrics and the eviction manager are built below, from the controller; both
+		// exist before the controller runs.
+		OnReject: func(reason string) { d.metrics.AdmissionRejected(reason) },
 		// Pods coming and going re-arm the pressure thresholds at once (not at the next 10 s).
 		OnChange: func() {
-			if m := evm.Load(); m != nil {
-				m.PodsChanged()
+			if d.evm != nil {
+				d.evm.PodsChanged()
 			}
 		},
 	})
-	store, err := source.OpenAPIStore(cfg.StateDir, source.APIStoreOptions{Log: log.With("source", pods.SourceAPI)})
-	if err != nil {
-		return fmt.Errorf("api pod store: %w", err)
-	}
-	dir, err := source.NewManifestDir(source.ManifestDirOptions{Dir: cfg.Pods.ManifestDir, StateDir: cfg.StateDir, Log: log.With("source", pods.SourceFile)})
-	if err != nil {
-		return fmt.Errorf("manifest directory: %w", err)
-	}
-	col, err := newGCCollector(cfg, prt, ctrl.GCPodState, log)
-	if err != nil {
-		return err
-	}
-	gcs := newGCService(col, met, log)
-	hasImages := prt.images != nil
-	back := &backend{ctrl: ctrl, store: store, rt: rt, mgr: mgr, mcfg: mcfg, mode: sd.Mode(), maxPods: cfg.Node.MaxPods, hostname: hostname, gc: gcs,
-		podSecurity: security}
-	srv, err := api.NewServer(back,
-		api.Options{Socket: cfg.API.Socket, Group: cfg.API.Group, Logger: log.With("component", "api")})
-	if err != nil {
-		return err
-	}
-	if err := srv.Listen(); err != nil {
-		return err
-	}
-	serveMetrics, err := startMetrics(met, cfg, ctrl, log)
-	if err != nil {
-		return err
+	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: sdOps, Pods: d.ctrl, Health: d.health})
+	// Per-container usage, read from the pods' cgroups: the eviction message names the
+	// containers over their requests; the sampler serves `slicectl top`.
+	statsReader := podstats.NewReader(o.CgroupRoot, o.ProcRoot, mode, d.prt.namer)
+	if d.stats, err = podstats.NewSampler(podstats.SamplerOptions{Reader: statsReader, Pods: d.ctrl,
+		Interval: cfg.Eviction.MonitoringInterval, Logger: log.With("component", "podstats")}); err != nil {
+		return nil, err
 	}
 
-	status := func() string {
-		byQOS, byPhase := ctrl.Counts()
-		enforced := ""
-		if !mgr.Enforced() {
-			enforced = "; node allocatable not yet enforced (retrying)"
-		}
-		problems := ""
-		if n := len(ctrl.Problems()); n > 0 {
-			problems = fmt.Sprintf("; %d manifest problems (journalctl -u slicelet)", n)
-		}
-		pressure := ""
-		if m := evm.Load(); m != nil {
-			pressure = "; " + m.Summary()
-		}
-		return fmt.Sprintf("STATUS=%d pods running (Guaranteed %d, Burstable %d, BestEffort %d), %d pending, %d failed; allocatable %dm cpu / %s memory%s%s%s",
-			byPhase[v1.PodRunning], byQOS[v1.PodQOSGuaranteed], byQOS[v1.PodQOSBurstable], byQOS[v1.PodQOSBestEffort],
-			byPhase[v1.PodPending], byPhase[v1.PodFailed], alloc.Cpu().MilliValue(), alloc.Memory().String(), enforced, problems, pressure)
+	col, err := newGCCollector(cfg, d.prt, d.ctrl.GCPodState, log)
+	if err != nil {
+		return nil, err
 	}
+	if d.images {
+		d.detect = col.Detect
+	}
+	d.gc = newGCService(col, d.metrics, d.health)
+	if d.evm, err = newEvictionManager(evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: mode,
+		Controller: d.ctrl, Logger: log, Metrics: d.metrics, Health: d.health, Clock: d.clock,
+		BeforeCycle: o.evictionBeforeCycle, Reclaim: d.gc.Reclaim,
+		Storage: d.prt.storage, ImageFsPath: d.prt.imageFsPath,
+		ContainerMemory: statsReader.ContainerMemory}); err != nil {
+		return nil, err
+	}
+
+	d.health.Register(manifestsWarnable, apiStoreWarnable, apiServerWarnable, gcTimersWarnable)
+	if d.store, err = source.OpenAPIStore(cfg.StateDir, source.APIStoreOptions{Log: log.With("source", pods.SourceAPI)}); err != nil {
+		return nil, fmt.Errorf("api pod store: %w", err)
+	}
+	if d.dir, err = source.NewManifestDir(source.ManifestDirOptions{Dir: cfg.Pods.ManifestDir, StateDir: cfg.StateDir, Log: log.With("source", pods.SourceFile)}); err != nil {
+		return nil, fmt.Errorf("manifest directory: %w", err)
+	}
+	hostname, _ := os.Hostname()
+	back := &backend{ctrl: d.ctrl, store: d.store, rt: d.rt, mcfg: d.mcfg, mode: mode, maxPods: cfg.Node.MaxPods,
+		hostname: hostname, gc: d.gc, evm: d.evm, health: d.health, podSecurity: security, stats: d.stats}
+	if d.api, err = api.NewServer(back, api.Options{Socket: cfg.API.Socket, Group: cfg.API.Group,
+		Logger: log.With("component", "api"), Health: d.health}); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// close releases what newDaemon acquired: the runtime's connection and systemd's.
+func (d *daemon) close() {
+	if d.prt != nil {
+		_ = d.prt.close()
+	}
+	if d.sd != nil {
+		d.sd.Close()
+	}
+}
+
+// run builds the kubepods hierarchy, starts every loop, reports READY=1, and runs until ctx
+// ends; pods keep running under systemd afterwards.
+func (d *daemon) run(ctx context.Context) error {
+	cfg, log := d.cfg, d.log
+	start := d.clock.Now()
+	if err := d.mgr.Start(ctx); err != nil {
+		return err
+	}
+	limits := slices.KubepodsLimits(d.capa, d.mcfg.Node.SystemReserved, d.mcfg.Node.KubeReserved)
+	log.Info("kubepods hierarchy ready",
+		"duration", d.clock.Since(start),
+		"capacity_cpu_millis", d.capa.CPU, "capacity_memory_bytes", d.capa.Memory,
+		"allocatable_cpu_millis", d.alloc.Cpu().MilliValue(), "allocatable_memory_bytes", d.alloc.Memory().Value(),
+		"kubepods_cpu_millis", limits.Cpu().MilliValue(), "kubepods_memory_bytes", limits.Memory().Value())
+	if err := d.api.Listen(); err != nil {
+		return err
+	}
+	serveMetrics, err := listenMetrics(d.metrics, cfg.Metrics.Address, log)
+	if err != nil {
+		return err
+	}
+	interval, err := units.WatchdogInterval()
+	if err != nil {
+		log.Warn("watchdog", "error", err)
+	}
+	mon := newMonitor(d, interval, units.Notify)
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Go(func() { mgr.Run(runCtx) })
-	wg.Go(func() { ctrl.Run(runCtx) })
+	wg.Go(func() { d.mgr.Run(runCtx) })
+	wg.Go(func() { d.ctrl.Run(runCtx) })
 	wg.Go(func() { serveMetrics(runCtx) })
-	if hasImages {
-		wg.Go(func() { detectLoop(runCtx, imageDetectPeriod, col.Detect, log.With("component", "gc")) })
+	if d.detect != nil {
+		wg.Go(func() { detectLoop(runCtx, d.clock, imageDetectPeriod, d.detect, d.health) })
 	}
-	// Per-container usage, read from the pods' cgroups: the eviction message names the
-	// containers over their requests; the sampler serves `slicectl top`.
-	statsReader := podstats.NewReader(o.CgroupRoot, o.ProcRoot, sd.Mode(), prt.namer)
-	sampler, err := podstats.NewSampler(podstats.SamplerOptions{Reader: statsReader, Pods: ctrl,
-		Interval: cfg.Eviction.MonitoringInterval, Logger: log.With("component", "podstats")})
-	if err != nil {
-		cancel()
-		wg.Wait()
-		return err
-	}
-	back.stats = sampler
-	wg.Go(func() { sampler.Run(runCtx) })
-	m, err := startEviction(runCtx, &wg, evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: sd.Mode(), Controller: ctrl, Logger: log, Metrics: met, BeforeCycle: o.evictionBeforeCycle, Reclaim: gcs.Reclaim,
-		Storage: prt.storage, ImageFsPath: prt.imageFsPath, ContainerMemory: statsReader.ContainerMemory})
-	if err != nil {
-		cancel()
-		wg.Wait()
-		return err
-	}
-	evm.Store(m)
-	back.conditions = m.NodeConditions
-	back.lastDecision = m.LastDecisionAt
-	wg.Go(func() {
-		if err := dir.Run(runCtx, ctrl.Update); err != nil && runCtx.Err() == nil {
-			log.Error("manifest directory source stopped", "error", err)
-		}
-	})
-	wg.Go(func() {
-		if err := store.Run(runCtx, ctrl.Update); err != nil && runCtx.Err() == nil {
-			log.Error("api pod source stopped", "error", err)
-		}
-	})
+	wg.Go(func() { d.stats.Run(runCtx) })
+	wg.Go(func() { d.evm.Run(runCtx) })
+	wg.Go(func() { d.runSource(runCtx, "manifest directory source", manifestsWarnable, d.dir.Run) })
+	wg.Go(func() { d.runSource(runCtx, "api pod source", apiStoreWarnable, d.store.Run) })
 	// The API and READY wait until the controller adopted the pods that kept running while
 	// slicelet was down, so that no client sees a running pod Pending because slicelet
 	// restarted; bounded, so that a source that never reports does not hold the daemon back.
-	adopt := time.NewTimer(adoptTimeout)
+	adopt := d.clock.NewTimer(adoptTimeout)
 	select {
-	case <-ctrl.Adopted():
-		log.Info("pods adopted", "duration", time.Since(start))
-	case <-adopt.C:
+	case <-d.ctrl.Adopted():
+		log.Info("pods adopted", "duration", d.clock.Since(start))
+	case <-adopt.C():
 		log.Warn("pods not adopted in time; serving anyway", "timeout", adoptTimeout)
 	case <-ctx.Done():
 	}
 	adopt.Stop()
 	wg.Go(func() {
-		if err := srv.Serve(runCtx); err != nil && runCtx.Err() == nil {
-			log.Error("api server stopped", "error", err)
+		d.health.SetHealthy(apiServerWarnable)
+		if err := d.api.Serve(runCtx); err != nil && runCtx.Err() == nil {
+			d.health.SetUnhealthy(apiServerWarnable, "stopped: "+err.Error())
 		}
 	})
-	stopTimers, err := startGCTimers(runCtx, sd, cfg, hasImages, log)
-	if err != nil {
-		// GC still runs for eviction and on `slicectl gc`; only the schedule is missing.
-		log.Error("gc timers not started; collections run only on demand and under disk pressure", "error", err)
-	}
-	if _, err := units.Notify(units.NotifyReady + "\n" + status()); err != nil {
+	stopTimers, err := startGCTimers(runCtx, d.sd, cfg, d.images, log)
+	// GC still runs for eviction and on `slicectl gc` without its timers; only the schedule
+	// is missing.
+	d.health.Set(gcTimersWarnable, err)
+	if _, err := units.Notify(units.NotifyReady + "\n" + d.status()); err != nil {
 		log.Warn("sd_notify failed", "error", err)
 	}
-	log.Info("slicelet ready", "api_socket", srv.Socket(), "manifest_dir", cfg.Pods.ManifestDir, "runtime", rt.Name())
-	wg.Go(func() { statusLoop(runCtx, status, log) })
-	if err := startWatchdog(runCtx, &wg, m.Healthy, systemdAlive(sd, 5*time.Second), log); err != nil {
-		log.Warn("watchdog", "error", err)
-	}
+	log.Info("slicelet ready", "api_socket", d.api.Socket(), "manifest_dir", cfg.Pods.ManifestDir, "runtime", d.rt.Name())
+	wg.Go(func() { statusLoop(runCtx, d.clock, d.status, log) })
+	wg.Go(func() { mon.run(runCtx) })
 	<-ctx.Done()
 	_, _ = units.Notify(units.NotifyStopping)
 	if stopTimers != nil {
@@ -286,24 +326,36 @@ func Run(ctx context.Context, o Options) error {
 // adoptTimeout bounds the wait for the pods' adoption before the API is served and READY sent.
 const adoptTimeout = 30 * time.Second
 
+// runSource runs a pod source until ctx ends: its snapshots go to the controller and their
+// problems (manifests that do not decode, stored pods that do not load) to the health
+// tracker as w; a source that stops is w failing.
+func (d *daemon) runSource(ctx context.Context, what string, w *health.Warnable, run func(context.Context, func(pods.Snapshot)) error) {
+	err := run(ctx, func(s pods.Snapshot) {
+		d.ctrl.Update(s)
+		d.health.Set(w, problemsError(s.Problems))
+	})
+	if err != nil && ctx.Err() == nil {
+		d.health.SetUnhealthy(w, what+" stopped: "+err.Error())
+	}
+}
+
 // statusLoop refreshes STATUS= every few seconds so `systemctl status slicelet` stays current.
-func statusLoop(ctx context.Context, status func() string, log *slog.Logger) {
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
+func statusLoop(ctx context.Context, clk clock.WithTicker, status func() string, log *slog.Logger) {
 	last := ""
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if s := status(); s != last {
-				last = s
-				if _, err := units.Notify(s); err != nil {
-					log.Debug("sd_notify status failed", "error", err)
-				}
+	every(ctx, clk, 5*time.Second, func() {
+		if s := status(); s != last {
+			last = s
+			if _, err := units.Notify(s); err != nil {
+				log.Debug("sd_notify status failed", "error", err)
 			}
 		}
-	}
+	})
+}
+
+// status is the STATUS= line: pods by phase, node allocatable, pressure and evictions, and
+// what the health tracker finds wrong.
+func (d *daemon) status() string {
+	return statusLine(api.CountPods(d.ctrl.Pods(), int64(d.cfg.Node.MaxPods)), d.alloc, d.evm.Summary(), d.health.State())
 }
 
 // setMemoryLimit gives the Go runtime a soft memory limit that grows with max_pods, unless the

@@ -15,6 +15,7 @@ import (
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/pods/source"
@@ -28,36 +29,27 @@ type backend struct {
 	ctrl     *pods.Controller
 	store    *source.APIStore
 	rt       pods.Runtime
-	mgr      *slices.Manager
 	mcfg     slices.ManagerConfig
 	mode     units.Mode
 	maxPods  int32
 	hostname string
-	// conditions are the eviction manager's node conditions; nil until it runs.
-	conditions func() []v1.NodeCondition
-	// lastDecision is the eviction manager's last decision and its time; nil until it runs.
-	lastDecision func() (eviction.Decision, time.Time)
-	// gc runs collections; nil until it exists.
-	gc *gcService
+	gc       *gcService
+	evm      *eviction.Manager
+	// health is where the node's conditions come from.
+	health *health.Tracker
 	// podSecurity is the Pod Security level enforced on each pod source's pods.
 	podSecurity map[string]admission.PodSecurity
-	// stats samples the pods' and the node's usage for the metrics; nil until it exists.
+	// stats samples the pods' and the node's usage for the metrics.
 	stats *podstats.Sampler
 }
 
 // PodMetrics is what `slicectl top pods` shows.
 func (b *backend) PodMetrics(context.Context) ([]metricsv1beta1.PodMetrics, error) {
-	if b.stats == nil {
-		return nil, nil
-	}
 	return b.stats.PodMetrics(), nil
 }
 
 // NodeMetrics is what `slicectl top node` shows.
 func (b *backend) NodeMetrics(context.Context) ([]metricsv1beta1.NodeMetrics, error) {
-	if b.stats == nil {
-		return nil, nil
-	}
 	if m, ok := b.stats.NodeMetrics(b.hostname); ok {
 		return []metricsv1beta1.NodeMetrics{m}, nil
 	}
@@ -177,21 +169,13 @@ func (b *backend) Node(context.Context) (v1.Node, error) {
 	capacity[v1.ResourcePods] = *resource.NewQuantity(int64(b.maxPods), resource.DecimalSI)
 	alloc := slices.NodeAllocatable(c, b.mcfg.Node.SystemReserved, b.mcfg.Node.KubeReserved, b.mcfg.Node.HardEviction)
 	alloc[v1.ResourcePods] = *resource.NewQuantity(int64(b.maxPods), resource.DecimalSI)
-	now := metav1.Now()
-	ready := v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "SliceletReady", Message: "slicelet is running", LastHeartbeatTime: now}
-	if !b.mgr.Enforced() {
-		ready.Message = "slicelet is running; node allocatable is not enforced on kubepods.slice yet (retrying)"
-	}
-	conditions := b.pressureConditions(now)
-	if b.gc != nil {
-		conditions = append(conditions, b.gc.Conditions()...)
-	}
+	conditions := nodeConditions(b.health.State())
 	return v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: b.hostname, Labels: map[string]string{"kubernetes.io/os": "linux"}},
 		Status: v1.NodeStatus{
 			Capacity:    capacity,
 			Allocatable: alloc,
-			Conditions:  append(conditions, ready),
+			Conditions:  conditions,
 			NodeInfo:    v1.NodeSystemInfo{OperatingSystem: "linux", ContainerRuntimeVersion: b.rt.Name()},
 		},
 	}, nil
@@ -226,11 +210,7 @@ func (b *backend) ExplainNode(context.Context) (slices.NodeExplanation, error) {
 // ExplainEviction explains the eviction manager's last decision; before the manager's first
 // cycle the explanation is empty with At "".
 func (b *backend) ExplainEviction(context.Context) (eviction.Explanation, error) {
-	var d eviction.Decision
-	var at time.Time
-	if b.lastDecision != nil {
-		d, at = b.lastDecision()
-	}
+	d, at := b.evm.LastDecisionAt()
 	stamp := func(t time.Time) string {
 		if t.IsZero() {
 			return ""
@@ -240,27 +220,9 @@ func (b *backend) ExplainEviction(context.Context) (eviction.Explanation, error)
 	return eviction.Explain(d, stamp(at), stamp), nil
 }
 
-// pressureConditions are MemoryPressure, DiskPressure and PIDPressure from the eviction manager,
-// or all false before it runs.
-func (b *backend) pressureConditions(now metav1.Time) []v1.NodeCondition {
-	if b.conditions != nil {
-		if c := b.conditions(); len(c) > 0 {
-			return c
-		}
-	}
-	return []v1.NodeCondition{
-		{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientMemory", LastHeartbeatTime: now},
-		{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", LastHeartbeatTime: now},
-		{Type: v1.NodePIDPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientPID", LastHeartbeatTime: now},
-	}
-}
-
 // CollectImages runs an image collection for the API. A collection that ran is a result (its
 // problems are in Error), not an API error.
 func (b *backend) CollectImages(ctx context.Context, dryRun bool) (gc.ImageResult, error) {
-	if b.gc == nil {
-		return gc.ImageResult{}, errors.New("garbage collection is not running yet")
-	}
 	res, err := b.gc.Images(ctx, dryRun)
 	if err != nil && res.Error == nil {
 		return res, err
@@ -270,9 +232,6 @@ func (b *backend) CollectImages(ctx context.Context, dryRun bool) (gc.ImageResul
 
 // CollectContainers runs a container collection for the API (see CollectImages).
 func (b *backend) CollectContainers(ctx context.Context, dryRun bool) (gc.ContainerResult, error) {
-	if b.gc == nil {
-		return gc.ContainerResult{}, errors.New("garbage collection is not running yet")
-	}
 	res, err := b.gc.Containers(ctx, dryRun)
 	if err != nil && res.Error == nil {
 		return res, err

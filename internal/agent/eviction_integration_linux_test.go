@@ -16,6 +16,7 @@ import (
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/eviction"
+	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/systemdtest"
@@ -67,7 +68,7 @@ func TestIntegrationEvictionEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	capacity.Memory = 400 << 20 // kubepods.slice's limit: capacity − reservations (none)
-	mcfg, err := slices.ManagerConfigFrom(cfg, capacity, sd.Mode())
+	mcfg, err := cfg.SlicesConfig(capacity, sd.Mode().V2())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,13 +87,10 @@ func TestIntegrationEvictionEndToEnd(t *testing.T) {
 	}
 	defer rt.close()
 	alloc := slices.NodeAllocatable(capacity, mcfg.Node.SystemReserved, mcfg.Node.KubeReserved, mcfg.Node.HardEviction)
-	var evm *eviction.Manager
+	tracker := health.New(health.Options{Logger: log})
 	admitter := admission.Admitter{Node: func() admission.NodeState {
-		n := admission.NodeState{Allocatable: admission.WithMaxPods(alloc, cfg.Node.MaxPods), PriorityClasses: cfg.Eviction.PriorityClasses}
-		if evm != nil {
-			n.Conditions = evm.Conditions()
-		}
-		return n
+		return admission.NodeState{Allocatable: admission.WithMaxPods(alloc, cfg.Node.MaxPods), PriorityClasses: cfg.Eviction.PriorityClasses,
+			Conditions: eviction.PressureConditions(tracker.State())}
 	}}
 	ctrl := pods.NewController(pods.ControllerOptions{Slices: mgr, Runtime: rt.worker, Admitter: admitter, Logger: log, WantSources: []string{pods.SourceFile}})
 	var wg sync.WaitGroup
@@ -116,11 +114,12 @@ func TestIntegrationEvictionEndToEnd(t *testing.T) {
 		return ok && p.Status.Phase == v1.PodRunning
 	})
 
-	evm, err = startEviction(ctx, &wg, evictionOptions{Config: cfg, CgroupRoot: env.CgroupRoot, ProcRoot: "/proc",
-		Mode: sd.Mode(), Controller: ctrl, Logger: log})
+	evm, err := newEvictionManager(evictionOptions{Config: cfg, CgroupRoot: env.CgroupRoot, ProcRoot: "/proc",
+		Mode: sd.Mode(), Controller: ctrl, Logger: log, Health: tracker})
 	if err != nil {
 		t.Fatal(err)
 	}
+	wg.Go(func() { evm.Run(ctx) })
 	snap.Pods = append(snap.Pods, hog)
 	ctrl.Update(snap)
 	waitFor(t, 30*time.Second, "the hog evicted", func() bool {
@@ -151,7 +150,7 @@ func TestIntegrationEvictionEndToEnd(t *testing.T) {
 		return len(evm.Conditions()) == 0
 	})
 	var memCond v1.NodeCondition
-	for _, c := range evm.NodeConditions() {
+	for _, c := range nodeConditions(tracker.State()) {
 		if c.Type == v1.NodeMemoryPressure {
 			memCond = c
 		}

@@ -14,9 +14,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/eviction"
+	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/systemdtest"
@@ -44,11 +46,15 @@ func (s *stallingPods) EvictPod(context.Context, *v1.Pod, time.Duration, string,
 }
 func (s *stallingPods) PodCleanedUp(string) bool { return true }
 
+// TestWatchdogStopsWhenTheEvictionLoopStalls: the monitor pings systemd every half watchdog
+// interval while the health tracker says the eviction loop's lease and the systemd connection
+// are good; a dead connection or a stalled loop stops the pings, recovery resumes them.
 func TestWatchdogStopsWhenTheEvictionLoopStalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sp := &stallingPods{}
+		tracker := health.New(health.Options{})
 		m, err := eviction.NewManager(eviction.ManagerOptions{
-			Pods: sp, Evictor: sp, MonitoringInterval: 10 * time.Second,
+			Pods: sp, Evictor: sp, MonitoringInterval: 10 * time.Second, Health: tracker,
 			Observe: func(time.Time) (eviction.Observations, []eviction.Unavailable) { return nil, nil },
 		})
 		if err != nil {
@@ -72,7 +78,10 @@ func TestWatchdogStopsWhenTheEvictionLoopStalls(t *testing.T) {
 			}
 			return nil
 		}
-		go watchdogLoop(ctx, 20*time.Second, m.Healthy, alive, notify, slog.New(slog.DiscardHandler))
+		mon := &monitor{health: tracker, interval: 10 * time.Second, watchdog: true, notify: notify,
+			clock: clock.RealClock{}, log: slog.New(slog.DiscardHandler),
+			probes: []probe{{systemdWarnable, alive}}}
+		go mon.run(ctx)
 
 		time.Sleep(time.Minute)
 		synctest.Wait()
@@ -154,7 +163,7 @@ func (noRuntime) Relist(context.Context, []*v1.Pod) (pods.Relisted, error) {
 }
 func (noRuntime) NextSync(string) time.Time { return time.Time{} }
 
-func TestStartEviction(t *testing.T) {
+func TestNewEvictionManager(t *testing.T) {
 	tests := []struct {
 		name    string
 		hard    map[string]string
@@ -178,20 +187,22 @@ func TestStartEviction(t *testing.T) {
 				defer wg.Wait()
 				defer cancel()
 				root := t.TempDir()
-				m, err := startEviction(ctx, &wg, evictionOptions{Config: cfg, CgroupRoot: root, ProcRoot: root, Mode: units.ModeUnified,
-					Controller: ctrl, Logger: slog.New(slog.DiscardHandler)})
+				tracker := health.New(health.Options{})
+				m, err := newEvictionManager(evictionOptions{Config: cfg, CgroupRoot: root, ProcRoot: root, Mode: units.ModeUnified,
+					Controller: ctrl, Logger: slog.New(slog.DiscardHandler), Health: tracker})
 				if tt.wantErr != "" {
 					if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-						t.Fatalf("startEviction error = %v, want %q", err, tt.wantErr)
+						t.Fatalf("newEvictionManager error = %v, want %q", err, tt.wantErr)
 					}
 					return
 				}
 				if err != nil {
 					t.Fatal(err)
 				}
+				wg.Go(func() { m.Run(ctx) })
 				synctest.Wait()
-				if !m.Healthy(time.Now()) || len(m.Conditions()) != 0 || m.Summary() != "no node pressure; no evictions" {
-					t.Errorf("fresh manager: healthy %v conditions %v summary %q", m.Healthy(time.Now()), m.Conditions(), m.Summary())
+				if loop := tracker.Get(eviction.LoopWarnable); !loop.Healthy() || len(m.Conditions()) != 0 || m.Summary() != "no node pressure; no evictions" {
+					t.Errorf("fresh manager: loop %+v conditions %v summary %q", loop, m.Conditions(), m.Summary())
 				}
 				if got := m.HealthBound(); got != 3*cfg.Eviction.MonitoringInterval+eviction.ImmediateGracePeriod+eviction.PodCleanupTimeout {
 					t.Errorf("HealthBound = %v", got)
@@ -201,22 +212,37 @@ func TestStartEviction(t *testing.T) {
 	}
 }
 
-func TestSystemdAliveAndWatchdogStart(t *testing.T) {
+// TestMonitorProbesSystemd: the monitor's systemd probe succeeds on a live connection and
+// fails on a closed one; without WATCHDOG_USEC it probes but never pings.
+func TestMonitorProbesSystemd(t *testing.T) {
 	env := systemdtest.Require(t)
 	sd, err := units.Connect(t.Context(), units.Options{CgroupRoot: env.CgroupRoot})
 	if err != nil {
 		t.Fatal(err)
 	}
-	alive := systemdAlive(sd, 5*time.Second)
-	if err := alive(t.Context()); err != nil {
-		t.Errorf("alive on a live connection: %v", err)
+	tracker := health.New(health.Options{})
+	pinged := false
+	d := &daemon{health: tracker, sd: sd, rt: noRuntime{}, clock: clock.RealClock{}, log: slog.New(slog.DiscardHandler)}
+	t.Setenv("WATCHDOG_USEC", "")
+	interval, err := units.WatchdogInterval()
+	if err != nil || interval != 0 {
+		t.Fatalf("WatchdogInterval without a watchdog = %v, %v", interval, err)
+	}
+	mon := newMonitor(d, interval, func(string) (bool, error) { pinged = true; return true, nil })
+	mon.probe(t.Context())
+	mon.ping()
+	if ws := tracker.Get(systemdWarnable); !ws.Healthy() || !ws.Expires.After(time.Now()) {
+		t.Errorf("systemd on a live connection: %+v", ws)
+	}
+	if ws := tracker.Get(runtimeWarnable); !ws.Healthy() {
+		t.Errorf("runtime: %+v", ws)
 	}
 	sd.Close()
-	// Without WATCHDOG_USEC (not run by systemd with WatchdogSec=) nothing starts.
-	t.Setenv("WATCHDOG_USEC", "")
-	var wg sync.WaitGroup
-	if err := startWatchdog(t.Context(), &wg, func(time.Time) bool { return true }, alive, slog.New(slog.DiscardHandler)); err != nil {
-		t.Errorf("startWatchdog without a watchdog: %v", err)
+	mon.probe(t.Context())
+	if ws := tracker.Get(systemdWarnable); ws.Status != health.StatusUnhealthy || ws.Message == "" {
+		t.Errorf("systemd on a closed connection: %+v", ws)
 	}
-	wg.Wait()
+	if pinged {
+		t.Error("pinged without a watchdog")
+	}
 }

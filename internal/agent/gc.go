@@ -6,30 +6,20 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
+	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/metrics"
 )
 
 // gcFailureThreshold is how many collections of one kind must fail in a row before the node
-// condition ImageGCFailing / ContainerGCFailing turns true. One failure is often transient (a
-// runtime restarting); three in a row (3 min of container GC, 15 min of image GC at the
-// defaults) is something the operator should look at.
+// condition ImageGCFailing / ContainerGCFailing turns true (gcImagesWarnable).
 const gcFailureThreshold = 3
-
-// Node conditions of repeated GC failures (the kubelet only records ImageGCFailed and
-// ContainerGCFailed events; a condition is what `slicectl node` and the API show).
-const (
-	conditionImageGCFailing     v1.NodeConditionType = "ImageGCFailing"
-	conditionContainerGCFailing v1.NodeConditionType = "ContainerGCFailing"
-)
 
 // collector is the part of *gc.Collector the daemon uses.
 type collector interface {
@@ -39,31 +29,19 @@ type collector interface {
 	DeleteAllUnusedContainers(ctx context.Context) (gc.ContainerResult, error)
 }
 
-// gcHealth is the run history of one GC kind.
-type gcHealth struct {
-	failures  int // consecutive failed collections
-	lastError string
-	since     time.Time // when the current streak (failing or not) began
-	condSince time.Time // when the node condition last changed status
-	lastRun   time.Time
-}
-
 // gcService runs collections for the API (and so for the timers' `slicectl gc`) and for
-// eviction's node-level reclaim, and keeps the failure state: a failing run is logged at
-// warning level once per state change (the collector logs every run), repeated failures raise
-// a node condition, and every run is counted in slicelet_gc_runs_total.
+// eviction's node-level reclaim. Every run is counted in slicelet_gc_runs_total and reported
+// to the health tracker, which turns repeated failures into a node condition and logs each
+// change (the collector logs every run).
 type gcService struct {
-	col collector
-	log *slog.Logger
-	met *metrics.Metrics
-	now func() time.Time
-
-	mu     sync.Mutex
-	health map[string]*gcHealth
+	col    collector
+	met    *metrics.Metrics
+	health *health.Tracker
 }
 
-func newGCService(col collector, met *metrics.Metrics, log *slog.Logger) *gcService {
-	return &gcService{col: col, met: met, log: log.With("component", "gc"), now: time.Now, health: map[string]*gcHealth{}}
+func newGCService(col collector, met *metrics.Metrics, tr *health.Tracker) *gcService {
+	tr.Register(gcContainersWarnable, gcImagesWarnable)
+	return &gcService{col: col, met: met, health: tr}
 }
 
 // Images runs (or with dryRun previews) an image collection.
@@ -121,8 +99,8 @@ func (s *gcService) recordContainers(res gc.ContainerResult, err error) {
 	s.record(gcContainers, true, 0, len(res.Removed)+len(res.RemovedSandboxes)+len(res.RemovedLogDirs), err)
 }
 
-// record counts one collection and logs a change between working and failing. ran is false
-// for a collection that had nothing to do by configuration (image GC without images).
+// record counts one collection and reports it to the health tracker. ran is false for a
+// collection that had nothing to do by configuration (image GC without images).
 func (s *gcService) record(kind string, ran bool, freed uint64, removed int, err error) {
 	if !ran {
 		return
@@ -132,68 +110,11 @@ func (s *gcService) record(kind string, ran bool, freed uint64, removed int, err
 		result = metrics.ResultError
 	}
 	s.met.GCRun(kind, result, freed, removed)
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := s.health[kind]
-	if h == nil {
-		h = &gcHealth{since: s.now(), condSince: s.now()}
-		s.health[kind] = h
-	}
-	now := s.now()
-	h.lastRun = now
-	switch {
-	case err != nil && h.failures == 0:
-		h.failures, h.lastError, h.since = 1, err.Error(), now
-		s.log.Warn("gc failing", "kind", kind, "error", err)
-	case err != nil:
-		h.failures++
-		h.lastError = err.Error()
-		if h.failures == gcFailureThreshold {
-			h.condSince = now
-			s.log.Error("gc failed repeatedly; node condition set", "kind", kind, "failures", h.failures, "condition", string(gcCondition(kind)), "error", err)
-		}
-	case h.failures > 0:
-		if h.failures >= gcFailureThreshold {
-			h.condSince = now
-		}
-		s.log.Info("gc recovered", "kind", kind, "failures", h.failures, "failing_for", now.Sub(h.since).Round(time.Second))
-		h.failures, h.lastError, h.since = 0, "", now
-	}
-}
-
-func gcCondition(kind string) v1.NodeConditionType {
+	w := gcContainersWarnable
 	if kind == gcImages {
-		return conditionImageGCFailing
+		w = gcImagesWarnable
 	}
-	return conditionContainerGCFailing
-}
-
-// Conditions returns ImageGCFailing and ContainerGCFailing for the kinds that ran: true after
-// gcFailureThreshold failures in a row, with the last error as message.
-func (s *gcService) Conditions() []v1.NodeCondition {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []v1.NodeCondition
-	for _, kind := range []string{gcContainers, gcImages} {
-		h := s.health[kind]
-		if h == nil {
-			continue
-		}
-		c := v1.NodeCondition{
-			Type: gcCondition(kind), Status: v1.ConditionFalse,
-			LastHeartbeatTime: metav1.NewTime(h.lastRun), LastTransitionTime: metav1.NewTime(h.condSince),
-			Reason: "GCSucceeding", Message: fmt.Sprintf("%s garbage collection is working", kind),
-		}
-		if h.failures >= gcFailureThreshold {
-			c.Status, c.Reason = v1.ConditionTrue, "GCFailing"
-			c.Message = fmt.Sprintf("%d %s collections in a row failed; last error: %s", h.failures, kind, h.lastError)
-		} else if h.failures > 0 {
-			c.Message = fmt.Sprintf("%d %s collections in a row failed (condition at %d); last error: %s", h.failures, kind, gcFailureThreshold, h.lastError)
-		}
-		out = append(out, c)
-	}
-	return out
+	s.health.Set(w, err)
 }
 
 // gcRecordsFile is the image GC records file in the state directory.
@@ -236,29 +157,9 @@ func newGCCollector(cfg *config.Config, rt *podRuntime, podState func() gc.PodSt
 // detectImages loop), so an image used only briefly still gets its last-used time.
 const imageDetectPeriod = 5 * time.Minute
 
-// detectLoop refreshes the image records every period until ctx ends; a failure is logged
-// once per change of the error.
-func detectLoop(ctx context.Context, period time.Duration, detect func(context.Context) error, log *slog.Logger) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	last := ""
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			msg := ""
-			if err := detect(ctx); err != nil {
-				msg = err.Error()
-			}
-			if msg != last {
-				if msg != "" {
-					log.Warn("image detection failed", "error", msg)
-				} else {
-					log.Info("image detection works again")
-				}
-				last = msg
-			}
-		}
-	}
+// detectLoop refreshes the image records every period until ctx ends, reporting each result
+// to the health tracker (which logs a failure once, when it begins, and the recovery).
+func detectLoop(ctx context.Context, clk clock.WithTicker, period time.Duration, detect func(context.Context) error, tr *health.Tracker) {
+	tr.Register(imageDetectionWarnable)
+	every(ctx, clk, period, func() { tr.Set(imageDetectionWarnable, detect(ctx)) })
 }

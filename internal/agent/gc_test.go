@@ -10,10 +10,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
+	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -135,7 +137,8 @@ func conditionOf(cs []v1.NodeCondition, typ v1.NodeConditionType) *v1.NodeCondit
 func TestGCServiceConditions(t *testing.T) {
 	boom := errors.New("runtime: connection refused")
 	f := &fakeCollector{errs: []error{boom, boom, nil, boom, boom, boom, nil}}
-	s := newGCService(f, nil, slog.New(slog.DiscardHandler))
+	tracker := health.New(health.Options{})
+	s := newGCService(f, nil, tracker)
 	ctx := context.Background()
 	steps := []struct {
 		dryRun bool
@@ -158,7 +161,7 @@ func TestGCServiceConditions(t *testing.T) {
 			s.col = f
 		}
 		_, _ = s.Images(ctx, st.dryRun) // the errors are the fake's, on purpose
-		c := conditionOf(s.Conditions(), conditionImageGCFailing)
+		c := conditionOf(nodeConditions(tracker.State()), conditionImageGCFailing)
 		switch {
 		case st.want == "" && c != nil:
 			t.Errorf("step %d: condition %+v before any real run", i, c)
@@ -169,7 +172,7 @@ func TestGCServiceConditions(t *testing.T) {
 			t.Errorf("step %d: message %q lacks the last error", i, c.Message)
 		}
 	}
-	if c := conditionOf(s.Conditions(), conditionContainerGCFailing); c != nil {
+	if c := conditionOf(nodeConditions(tracker.State()), conditionContainerGCFailing); c != nil {
 		t.Errorf("container condition %+v without a container collection", c)
 	}
 }
@@ -178,7 +181,7 @@ func TestGCServiceConditions(t *testing.T) {
 func TestGCServiceReclaim(t *testing.T) {
 	boom := errors.New("boom")
 	f := &fakeCollector{errs: []error{boom, nil}}
-	s := newGCService(f, nil, slog.New(slog.DiscardHandler))
+	s := newGCService(f, nil, health.New(health.Options{}))
 	err := s.Reclaim(context.Background(), []eviction.ReclaimStep{eviction.ReclaimContainers, eviction.ReclaimImages})
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), string(eviction.ReclaimContainers)) {
 		t.Errorf("Reclaim = %v, want the container step's error", err)
@@ -191,7 +194,8 @@ func TestGCServiceReclaim(t *testing.T) {
 	}
 }
 
-// TestDetectLoop: detection runs every period, a failure is logged once until it changes.
+// TestDetectLoop: detection runs every period; the health tracker logs a failure once, when
+// it begins, and the recovery.
 func TestDetectLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
@@ -202,11 +206,11 @@ func TestDetectLoop(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			detectLoop(ctx, 5*time.Minute, func(context.Context) error {
+			detectLoop(ctx, clock.RealClock{}, 5*time.Minute, func(context.Context) error {
 				err := errs[calls%len(errs)]
 				calls++
 				return err
-			}, log)
+			}, health.New(health.Options{Logger: log}))
 		}()
 		time.Sleep(4*time.Minute + 59*time.Second)
 		synctest.Wait()
@@ -220,10 +224,10 @@ func TestDetectLoop(t *testing.T) {
 		if calls != 4 {
 			t.Errorf("detected %d times in 20 minutes, want 4", calls)
 		}
-		if n := strings.Count(logged.String(), "image detection failed"); n != 1 {
+		if n := strings.Count(logged.String(), "image detection unhealthy"); n != 1 {
 			t.Errorf("failure logged %d times, want once:\n%s", n, logged.String())
 		}
-		if !strings.Contains(logged.String(), "image detection works again") {
+		if !strings.Contains(logged.String(), "image detection healthy again") {
 			t.Errorf("recovery not logged:\n%s", logged.String())
 		}
 	})

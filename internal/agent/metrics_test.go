@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/slicelet/slicelet/config"
+	"github.com/slicelet/slicelet/internal/metrics"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -26,15 +27,16 @@ func TestStartMetrics(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "metrics.sock")
 	cfg := config.Default()
 	cfg.Metrics.Address = "unix:" + sock
-	m := newMetrics()
-	observe := systemdObserver(m)
+	ops := metrics.NewSystemdOperations()
+	observe := systemdObserver(ops)
 	observe("start", "kubepods.slice", 2*time.Millisecond, nil)
 	observe("stop", "kubepods-pod1.slice", 30*time.Second, &units.JobError{Unit: "kubepods-pod1.slice", Op: "stop", Waited: 30 * time.Second})
 	ctrl := podList{
 		{Status: v1.PodStatus{QOSClass: v1.PodQOSBurstable, Phase: v1.PodRunning}},
 		{Status: v1.PodStatus{QOSClass: v1.PodQOSBestEffort, Phase: v1.PodFailed, Reason: "OutOfpods"}},
 	}
-	serve, err := startMetrics(m, cfg, ctrl, slog.New(slog.DiscardHandler))
+	m := metrics.New(metrics.Options{Systemd: ops, Pods: ctrl})
+	serve, err := listenMetrics(m, cfg.Metrics.Address, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,14 +78,14 @@ func TestStartMetrics(t *testing.T) {
 func TestStartMetricsOffAndBad(t *testing.T) {
 	cfg := config.Default()
 	cfg.Metrics.Address = ""
-	serve, err := startMetrics(newMetrics(), cfg, podList{}, slog.New(slog.DiscardHandler))
+	serve, err := listenMetrics(metrics.New(metrics.Options{}), cfg.Metrics.Address, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("metrics off: %v", err)
 	}
 	serve(t.Context()) // returns at once: nothing to serve
 
 	cfg.Metrics.Address = "unix:relative.sock"
-	if _, err := startMetrics(newMetrics(), cfg, podList{}, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "unix:relative.sock") {
+	if _, err := listenMetrics(metrics.New(metrics.Options{}), cfg.Metrics.Address, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "unix:relative.sock") {
 		t.Errorf("bad address: %v, want an error naming it", err)
 	}
 }

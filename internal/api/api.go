@@ -8,7 +8,8 @@
 //
 // Routes (all answers are JSON unless noted; errors are {"error": "...", "problems": [...]}):
 //
-//	GET    /healthz                                  "ok\n" (text)
+//	GET    /healthz                                  "ok\n" (text); 503 naming what the watchdog waits for
+//	GET    /readyz                                   "ok\n" (text); 503 naming what keeps the node from Ready
 //	GET    /v1/pods                                  v1.PodList (every namespace)
 //	GET    /v1/pods/{namespace}/{name}               v1.Pod
 //	POST   /v1/pods?dryRun=                          ApplyResult; body: one pod manifest, YAML or JSON, ≤ 1 MiB
@@ -48,6 +49,7 @@ import (
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
+	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
 )
@@ -176,6 +178,8 @@ type NodeInfo struct {
 	Node v1.Node `json:"node"`
 	// Pods counts the node's pods.
 	Pods PodCounts `json:"pods"`
+	// Health is the state of every part of slicelet the health tracker follows.
+	Health []health.WarnableState `json:"health,omitempty"`
 }
 
 // PodCounts counts pods by phase and QoS class.

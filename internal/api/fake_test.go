@@ -301,26 +301,29 @@ const (
 // startServer serves b on a fresh socket whose group is gid (the test's own gid when 0).
 func startServer(t *testing.T, b Backend, gid uint32) (*Server, *Client) {
 	t.Helper()
-	return startServerLogging(t, b, gid, nil)
+	return startServerWith(t, b, gid, Options{})
 }
 
 // startServerLogging is startServer with the server's logger.
 func startServerLogging(t *testing.T, b Backend, gid uint32, log *slog.Logger) (*Server, *Client) {
 	t.Helper()
+	return startServerWith(t, b, gid, Options{Logger: log})
+}
+
+// startServerWith is startServer with further options (socket, group and lookup are set here).
+func startServerWith(t *testing.T, b Backend, gid uint32, opts Options) (*Server, *Client) {
+	t.Helper()
 	if gid == 0 {
 		gid = uint32(os.Getgid())
 	}
-	s, err := NewServer(b, Options{
-		Socket: testSocketPath(t),
-		Group:  testGroup,
-		LookupGroup: func(name string) (uint32, error) {
-			if name == testGroup {
-				return gid, nil
-			}
-			return 0, fmt.Errorf("group %q not found", name)
-		},
-		Logger: log,
-	})
+	opts.Socket, opts.Group = testSocketPath(t), testGroup
+	opts.LookupGroup = func(name string) (uint32, error) {
+		if name == testGroup {
+			return gid, nil
+		}
+		return 0, fmt.Errorf("group %q not found", name)
+	}
+	s, err := NewServer(b, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

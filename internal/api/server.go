@@ -22,6 +22,7 @@ import (
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
 
@@ -41,6 +42,9 @@ type Options struct {
 	LookupGroup func(name string) (uint32, error)
 	// ProcRoot is where peers' /proc/<pid>/status is read; "/proc" when empty.
 	ProcRoot string
+	// Health answers /healthz and /readyz and is the node's health in GET /v1/node; nil
+	// answers "ok" and shows none.
+	Health *health.Tracker
 }
 
 // Server serves Backend on a unix socket. Create it with NewServer.
@@ -51,6 +55,7 @@ type Server struct {
 	gid     uint32
 	proc    string
 	log     *slog.Logger
+	health  *health.Tracker
 
 	mu sync.Mutex
 	ln *net.UnixListener
@@ -86,7 +91,7 @@ func NewServer(backend Backend, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{backend: backend, socket: opts.Socket, group: opts.Group, gid: gid, proc: opts.ProcRoot, log: opts.Logger}, nil
+	return &Server{backend: backend, socket: opts.Socket, group: opts.Group, gid: gid, proc: opts.ProcRoot, log: opts.Logger, health: opts.Health}, nil
 }
 
 // Socket is the socket path the server listens on.
@@ -175,10 +180,8 @@ func (s *Server) Serve(ctx context.Context) error {
 // credentials (not from Serve's listener) are refused.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "ok\n")
-	})
+	mux.Handle("GET /healthz", health.Handler(s.health, false))
+	mux.Handle("GET /readyz", health.Handler(s.health, true))
 	mux.HandleFunc("GET /v1/pods", s.listPods)
 	mux.HandleFunc("GET /v1/pods/{namespace}/{name}", s.getPod)
 	mux.HandleFunc("POST /v1/pods", s.applyPod)
@@ -513,7 +516,7 @@ func (s *Server) node(w http.ResponseWriter, r *http.Request) {
 		maxPods = q.Value()
 	}
 	node.TypeMeta = typeMeta("Node")
-	writeJSON(w, http.StatusOK, NodeInfo{Node: node, Pods: CountPods(list, maxPods)})
+	writeJSON(w, http.StatusOK, NodeInfo{Node: node, Pods: CountPods(list, maxPods), Health: s.health.State().Warnables})
 }
 
 func (s *Server) explainPod(w http.ResponseWriter, r *http.Request) {

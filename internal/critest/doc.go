@@ -1,4 +1,4 @@
-// Package critest runs a private containerd for tests (../shared/docs/cri-testing.md): one per
+// Package critest runs a private containerd for tests: one per
 // test run, everything (root, state, sockets, CNI dirs, logs) in one short run directory,
 // config version 2, the CRI plugin with a locally imported sandbox image (never pulled),
 // restrict_oom_score_adj, stats_collect_period = 1 and the systemd cgroup driver. It also writes

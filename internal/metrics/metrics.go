@@ -1,7 +1,8 @@
 // Package metrics is slicelet's Prometheus endpoint: one registry with the daemon's metrics,
 // typed methods the other packages call (they depend on a small interface of their own, never
-// on prometheus), collectors that read the pod controller at scrape time, and the HTTP server
-// for /metrics and /healthz on a TCP address or a unix socket.
+// on prometheus), collectors that read the pod controller and the health tracker at scrape
+// time, and the HTTP server for /metrics, /healthz and /readyz on a TCP address or a unix
+// socket.
 //
 // Names follow the Prometheus conventions: the slicelet_ prefix, base units in the name
 // (_seconds, _bytes), _total on counters. Label values that name Kubernetes things keep the
@@ -10,11 +11,13 @@ package metrics
 
 import (
 	"runtime"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/utils/clock"
+
+	"github.com/slicelet/slicelet/internal/health"
 )
 
 // Namespace prefixes every slicelet metric.
@@ -41,8 +44,17 @@ type Options struct {
 	// Version is the slicelet version for slicelet_build_info (buildinfo.Version); "unknown"
 	// when empty.
 	Version string
-	// Now is the clock for the age of signal observations; time.Now when nil.
-	Now func() time.Time
+	// Clock is the clock for the age of signal observations; clock.RealClock when nil.
+	Clock clock.PassiveClock
+	// Systemd is slicelet_systemd_operation_duration_seconds, built before the systemd
+	// connection whose observer feeds it (NewSystemdOperations); a new one when nil.
+	Systemd *SystemdOperations
+	// Pods is read at every scrape for slicelet_pods and slicelet_pods_rejected (the pod
+	// controller); nil exports no pod series.
+	Pods PodSource
+	// Health is read at every scrape for slicelet_health*, slicelet_node_condition, and by
+	// /healthz and /readyz; nil exports no health series and answers both with "ok".
+	Health *health.Tracker
 	// NoRuntimeCollectors leaves out the Go and process collectors (tests that compare the whole
 	// registry; their values change on every scrape).
 	NoRuntimeCollectors bool
@@ -51,42 +63,59 @@ type Options struct {
 // Metrics holds slicelet's registry and its metrics. Its methods are safe for concurrent use and
 // do nothing on a nil *Metrics, so a component can be built without metrics.
 type Metrics struct {
-	reg *prometheus.Registry
-	now func() time.Time
+	reg    *prometheus.Registry
+	health *health.Tracker
 
-	systemdOps          *prometheus.HistogramVec
+	systemdOps          *SystemdOperations
 	admissionRejections *prometheus.CounterVec
 	evictions           *prometheus.CounterVec
 	gcRuns              *prometheus.CounterVec
 	gcFreed             *prometheus.CounterVec
 	gcRemoved           *prometheus.CounterVec
-	nodeCondition       *prometheus.GaugeVec
 
-	pods    atomic.Pointer[podSourceBox]
 	signals signalObservations
 }
 
-// podSourceBox lets an interface value live in an atomic.Pointer.
-type podSourceBox struct{ src PodSource }
+// SystemdOperations is slicelet_systemd_operation_duration_seconds. It exists on its own so
+// that it can be built before the systemd connection (its observer feeds it from the first
+// operation on) and registered by New with everything else.
+type SystemdOperations struct{ h *prometheus.HistogramVec }
 
-// New builds the registry with every slicelet metric, slicelet_build_info, and (unless
-// opts.NoRuntimeCollectors) the standard Go and process collectors. Pods are collected once
-// SetPodSource was called.
+// NewSystemdOperations returns the histogram, not registered yet.
+func NewSystemdOperations() *SystemdOperations {
+	return &SystemdOperations{h: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Subsystem: "systemd", Name: "operation_duration_seconds",
+		Help:    "Duration of systemd operations over D-Bus (start and stop include waiting for the job), by operation and result.",
+		Buckets: systemdBuckets,
+	}, []string{"operation", "result"})}
+}
+
+// Observe records one systemd operation (units.ObserveFunc's op, units.ResultOf of its error,
+// its duration).
+func (s *SystemdOperations) Observe(op, result string, d time.Duration) {
+	if s == nil {
+		return
+	}
+	s.h.WithLabelValues(op, result).Observe(d.Seconds())
+}
+
+// New builds the registry with every slicelet metric, slicelet_build_info, the collectors of
+// opts.Pods and opts.Health, and (unless opts.NoRuntimeCollectors) the standard Go and process
+// collectors.
 func New(opts Options) *Metrics {
 	if opts.Version == "" {
 		opts.Version = "unknown"
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Systemd == nil {
+		opts.Systemd = NewSystemdOperations()
 	}
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		now: opts.Now,
-		systemdOps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace, Subsystem: "systemd", Name: "operation_duration_seconds",
-			Help:    "Duration of systemd operations over D-Bus (start and stop include waiting for the job), by operation and result.",
-			Buckets: systemdBuckets,
-		}, []string{"operation", "result"}),
+		reg:        prometheus.NewRegistry(),
+		health:     opts.Health,
+		systemdOps: opts.Systemd,
 		admissionRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "admission", Name: "rejections_total",
 			Help: "Pods refused at admission, by the kubelet's reason (OutOfcpu, OutOfmemory, OutOfpods, Evicted, ...).",
@@ -107,12 +136,8 @@ func New(opts Options) *Metrics {
 			Namespace: Namespace, Subsystem: "gc", Name: "removed_total",
 			Help: "Images or dead containers removed by garbage collection, by kind (images, containers).",
 		}, []string{"kind"}),
-		nodeCondition: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace, Name: "node_condition",
-			Help: "Node conditions (MemoryPressure, DiskPressure, PIDPressure): 1 when the condition is true, 0 when false.",
-		}, []string{"condition"}),
 	}
-	m.signals.init(opts.Now)
+	m.signals.init(opts.Clock)
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: Namespace, Name: "build_info",
 		Help:        "Always 1; the labels carry the slicelet version and the Go version it was built with.",
@@ -126,8 +151,14 @@ func New(opts Options) *Metrics {
 		m.gcFreed.WithLabelValues(kind)
 		m.gcRemoved.WithLabelValues(kind)
 	}
-	m.reg.MustRegister(m.systemdOps, m.admissionRejections, m.evictions, m.gcRuns, m.gcFreed,
-		m.gcRemoved, m.nodeCondition, buildInfo, &m.signals, podCollector{m})
+	m.reg.MustRegister(m.systemdOps.h, m.admissionRejections, m.evictions, m.gcRuns, m.gcFreed,
+		m.gcRemoved, buildInfo, &m.signals)
+	if opts.Pods != nil {
+		m.reg.MustRegister(podCollector{opts.Pods})
+	}
+	if opts.Health != nil {
+		m.reg.MustRegister(healthCollector{opts.Health})
+	}
 	if !opts.NoRuntimeCollectors {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -143,7 +174,7 @@ func (m *Metrics) ObserveSystemd(op, result string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.systemdOps.WithLabelValues(op, result).Observe(d.Seconds())
+	m.systemdOps.Observe(op, result, d)
 }
 
 // AdmissionRejected counts one pod refused at admission with the kubelet's reason.
@@ -176,19 +207,6 @@ func (m *Metrics) GCRun(kind, result string, freedBytes uint64, removed int) {
 	}
 }
 
-// SetNodeCondition sets a node condition (MemoryPressure, DiskPressure, PIDPressure) to true
-// or false.
-func (m *Metrics) SetNodeCondition(condition string, on bool) {
-	if m == nil {
-		return
-	}
-	v := 0.0
-	if on {
-		v = 1
-	}
-	m.nodeCondition.WithLabelValues(condition).Set(v)
-}
-
 // SetSignalObservation records the latest observation of an eviction signal: available is the
 // amount left (bytes for memory and filesystem signals, inodes for *.inodesFree, process IDs for
 // pid.available) and observedAt when it was read. Its age is computed at scrape time.
@@ -197,21 +215,4 @@ func (m *Metrics) SetSignalObservation(signal string, available int64, observedA
 		return
 	}
 	m.signals.set(signal, available, observedAt)
-}
-
-// SetPodSource makes every scrape count the pods src knows (the pod controller). Until it is
-// called, no pod metrics are exported.
-func (m *Metrics) SetPodSource(src PodSource) {
-	if m == nil {
-		return
-	}
-	m.pods.Store(&podSourceBox{src})
-}
-
-// podSource returns the current pod source, nil when none was set.
-func (m *Metrics) podSource() PodSource {
-	if b := m.pods.Load(); b != nil {
-		return b.src
-	}
-	return nil
 }

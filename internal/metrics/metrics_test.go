@@ -9,6 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/slicelet/slicelet/internal/health"
 )
 
 // fakePods is a PodSource.
@@ -24,17 +27,37 @@ func pod(qos v1.PodQOSClass, phase v1.PodPhase, reason string, containers int) v
 	return p
 }
 
-// fixedClock is a settable clock.
-type fixedClock struct{ t time.Time }
+// Warnables of the tests: a pressure condition, a GC condition, a liveness.
+var (
+	memoryPressure = &health.Warnable{Code: "memory-pressure", Title: "memory pressure", Severity: health.SeverityWarning,
+		Condition: &health.Condition{Type: "MemoryPressure"}}
+	diskPressure = &health.Warnable{Code: "disk-pressure", Title: "disk pressure", Severity: health.SeverityWarning,
+		Condition: &health.Condition{Type: "DiskPressure"}}
+	gcFailing = &health.Warnable{Code: "gc-images", Title: "image garbage collection", Severity: health.SeverityWarning,
+		FailuresToUnhealthy: 3, Condition: &health.Condition{Type: "ImageGCFailing"}}
+	loop = &health.Warnable{Code: "eviction-loop", Title: "eviction loop", Severity: health.SeverityCritical, Watchdog: true}
+)
 
-func (c *fixedClock) now() time.Time { return c.t }
+// testTracker is a tracker at t0 with memory pressure (a transition at t0+1s), no disk
+// pressure, a live eviction loop and image GC never run.
+func testTracker() *health.Tracker {
+	clk := clocktesting.NewFakeClock(t0)
+	tr := health.New(health.Options{Clock: clk})
+	tr.Register(memoryPressure, diskPressure, gcFailing, loop)
+	tr.SetHealthy(memoryPressure)
+	tr.SetHealthy(diskPressure)
+	tr.Renew(loop, time.Hour)
+	clk.Step(time.Second)
+	tr.SetUnhealthy(memoryPressure, "low")
+	return tr
+}
 
 var t0 = time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
 
 // TestLint runs promlint over everything the registry exports, runtime collectors included,
 // with every metric family populated.
 func TestLint(t *testing.T) {
-	m := New(Options{Version: "1.2.3"})
+	m := New(Options{Version: "1.2.3", Pods: populatedPods, Health: testTracker()})
 	populate(m)
 	problems, err := testutil.GatherAndLint(m.Registry())
 	if err != nil {
@@ -57,14 +80,15 @@ func TestLint(t *testing.T) {
 	}
 }
 
-// populate gives every slicelet metric family at least one series.
+// populatedPods gives the pod families a series each.
+var populatedPods = fakePods{pod(v1.PodQOSBurstable, v1.PodRunning, "", 1), pod(v1.PodQOSBestEffort, v1.PodFailed, "OutOfpods", 0)}
+
+// populate gives every other slicelet metric family at least one series.
 func populate(m *Metrics) {
-	m.SetPodSource(fakePods{pod(v1.PodQOSBurstable, v1.PodRunning, "", 1), pod(v1.PodQOSBestEffort, v1.PodFailed, "OutOfpods", 0)})
 	m.ObserveSystemd("start", "success", 3*time.Millisecond)
 	m.AdmissionRejected("OutOfcpu")
 	m.Evicted("memory.available")
 	m.GCRun(GCKindImages, ResultSuccess, 1<<20, 2)
-	m.SetNodeCondition("MemoryPressure", true)
 	m.SetSignalObservation("memory.available", 1<<30, time.Now())
 	m.SetSignalObservation("pid.available", 4000, time.Now())
 }
@@ -72,9 +96,8 @@ func populate(m *Metrics) {
 // TestRegistryContents checks every slicelet metric, its help, type and values after the
 // typed methods were called.
 func TestRegistryContents(t *testing.T) {
-	clock := &fixedClock{t: t0}
-	m := New(Options{Version: "1.2.3", Now: clock.now, NoRuntimeCollectors: true})
-	m.SetPodSource(fakePods{
+	clock := clocktesting.NewFakePassiveClock(t0)
+	m := New(Options{Version: "1.2.3", Clock: clock, NoRuntimeCollectors: true, Health: testTracker(), Pods: fakePods{
 		pod(v1.PodQOSGuaranteed, v1.PodRunning, "", 1),
 		pod(v1.PodQOSGuaranteed, v1.PodRunning, "", 2),
 		pod(v1.PodQOSBurstable, v1.PodPending, "", 0),
@@ -82,7 +105,7 @@ func TestRegistryContents(t *testing.T) {
 		pod(v1.PodQOSBestEffort, v1.PodFailed, "OutOfcpu", 0),
 		pod(v1.PodQOSBurstable, v1.PodFailed, "UnsupportedPodSpec", 0),
 		pod(v1.PodQOSBurstable, v1.PodFailed, "Error", 1), // ran and failed: not a rejection
-	})
+	}})
 	// Binary fractions of a second, so the sum is exact: 1/256 s and 1/32 s.
 	m.ObserveSystemd("start", "success", 3906250*time.Nanosecond)
 	m.ObserveSystemd("start", "success", 31250*time.Microsecond)
@@ -94,8 +117,6 @@ func TestRegistryContents(t *testing.T) {
 	m.GCRun(GCKindImages, ResultSuccess, 3000, 2)
 	m.GCRun(GCKindImages, ResultError, 500, 1)
 	m.GCRun(GCKindContainers, ResultSuccess, 0, 4)
-	m.SetNodeCondition("MemoryPressure", true)
-	m.SetNodeCondition("DiskPressure", false)
 	m.SetSignalObservation("memory.available", 2<<30, t0.Add(-10*time.Second))
 	m.SetSignalObservation("nodefs.inodesFree", 12345, t0.Add(-1500*time.Millisecond))
 	m.SetSignalObservation("pid.available", 4000, t0.Add(time.Second)) // from the future: age 0
@@ -137,7 +158,32 @@ slicelet_gc_runs_total{kind="containers",result="error"} 0
 slicelet_gc_runs_total{kind="containers",result="success"} 1
 slicelet_gc_runs_total{kind="images",result="error"} 1
 slicelet_gc_runs_total{kind="images",result="success"} 1
-# HELP slicelet_node_condition Node conditions (MemoryPressure, DiskPressure, PIDPressure): 1 when the condition is true, 0 when false.
+# HELP slicelet_health_last_transition_timestamp_seconds Unix time of the last status change of each part of slicelet the health tracker follows.
+# TYPE slicelet_health_last_transition_timestamp_seconds gauge
+slicelet_health_last_transition_timestamp_seconds{warnable="disk-pressure"} 1.795248e+09
+slicelet_health_last_transition_timestamp_seconds{warnable="eviction-loop"} 1.795248e+09
+slicelet_health_last_transition_timestamp_seconds{warnable="memory-pressure"} 1.795248001e+09
+# HELP slicelet_health_status State of each part of slicelet the health tracker follows (systemd connection, eviction loop, garbage collection, ...): 1 for the current status (Healthy, Unhealthy, Unknown), 0 for the others.
+# TYPE slicelet_health_status gauge
+slicelet_health_status{severity="critical",status="Healthy",warnable="eviction-loop"} 1
+slicelet_health_status{severity="critical",status="Unhealthy",warnable="eviction-loop"} 0
+slicelet_health_status{severity="critical",status="Unknown",warnable="eviction-loop"} 0
+slicelet_health_status{severity="warning",status="Healthy",warnable="disk-pressure"} 1
+slicelet_health_status{severity="warning",status="Healthy",warnable="gc-images"} 0
+slicelet_health_status{severity="warning",status="Healthy",warnable="memory-pressure"} 0
+slicelet_health_status{severity="warning",status="Unhealthy",warnable="disk-pressure"} 0
+slicelet_health_status{severity="warning",status="Unhealthy",warnable="gc-images"} 0
+slicelet_health_status{severity="warning",status="Unhealthy",warnable="memory-pressure"} 1
+slicelet_health_status{severity="warning",status="Unknown",warnable="disk-pressure"} 0
+slicelet_health_status{severity="warning",status="Unknown",warnable="gc-images"} 1
+slicelet_health_status{severity="warning",status="Unknown",warnable="memory-pressure"} 0
+# HELP slicelet_health_transitions_total Changes between healthy and unhealthy of each part of slicelet the health tracker follows.
+# TYPE slicelet_health_transitions_total counter
+slicelet_health_transitions_total{warnable="disk-pressure"} 0
+slicelet_health_transitions_total{warnable="eviction-loop"} 0
+slicelet_health_transitions_total{warnable="gc-images"} 0
+slicelet_health_transitions_total{warnable="memory-pressure"} 1
+# HELP slicelet_node_condition Node conditions slicelet reports (MemoryPressure, DiskPressure, PIDPressure, ImageGCFailing, ContainerGCFailing): 1 when the condition is true, 0 when false; absent while unknown.
 # TYPE slicelet_node_condition gauge
 slicelet_node_condition{condition="DiskPressure"} 0
 slicelet_node_condition{condition="MemoryPressure"} 1
@@ -206,7 +252,7 @@ slicelet_systemd_operation_duration_seconds_count{operation="stop",result="timeo
 	}
 
 	// The age follows the clock at scrape time.
-	clock.t = t0.Add(time.Minute)
+	clock.SetTime(t0.Add(time.Minute))
 	wantAge := `
 # HELP slicelet_eviction_signal_observation_age_seconds Seconds since the latest observation of an eviction signal.
 # TYPE slicelet_eviction_signal_observation_age_seconds gauge
@@ -219,12 +265,12 @@ slicelet_eviction_signal_observation_age_seconds{signal="pid.available"} 59
 	}
 }
 
-// TestNoPodSource checks that nothing about pods is exported before SetPodSource.
+// TestNoPodSource checks that nothing about pods or health is exported without their sources.
 func TestNoPodSource(t *testing.T) {
 	m := New(Options{NoRuntimeCollectors: true})
-	n, err := testutil.GatherAndCount(m.Registry(), "slicelet_pods", "slicelet_pods_rejected")
+	n, err := testutil.GatherAndCount(m.Registry(), "slicelet_pods", "slicelet_pods_rejected", "slicelet_health_status", "slicelet_node_condition")
 	if err != nil || n != 0 {
-		t.Errorf("pod series without a source = %d, %v; want 0", n, err)
+		t.Errorf("pod and health series without sources = %d, %v; want 0", n, err)
 	}
 }
 
@@ -323,7 +369,5 @@ func TestNilMetrics(t *testing.T) {
 	m.AdmissionRejected("OutOfcpu")
 	m.Evicted("memory.available")
 	m.GCRun(GCKindImages, ResultSuccess, 1, 1)
-	m.SetNodeCondition("MemoryPressure", true)
 	m.SetSignalObservation("memory.available", 1, time.Now())
-	m.SetPodSource(fakePods{})
 }

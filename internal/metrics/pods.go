@@ -67,7 +67,7 @@ func countPods(pods []v1.Pod) podCounts {
 
 // podCollector exports slicelet_pods and slicelet_pods_rejected from the pod source at scrape
 // time.
-type podCollector struct{ m *Metrics }
+type podCollector struct{ src PodSource }
 
 // Describe implements prometheus.Collector.
 func (pc podCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -77,12 +77,8 @@ func (pc podCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (pc podCollector) Collect(ch chan<- prometheus.Metric) {
-	src := pc.m.podSource()
-	if src == nil {
-		return
-	}
 	// The registry sorts what it gathers; map order does not matter here.
-	c := countPods(src.Pods())
+	c := countPods(pc.src.Pods())
 	for k, n := range c.byQOSPhase {
 		ch <- prometheus.MustNewConstMetric(podsDesc, prometheus.GaugeValue, float64(n), string(k.qos), string(k.phase))
 	}

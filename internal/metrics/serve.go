@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/unixsock"
 )
 
@@ -44,7 +45,7 @@ func ParseAddress(address string) (network, addr string, err error) {
 }
 
 // Handler serves /metrics (the registry in the Prometheus text or OpenMetrics format, as the
-// scraper asks) and /healthz ("ok"). Gathering errors are logged to log and the rest of the
+// scraper asks), /healthz and /readyz (health.Handler). Gathering errors are logged to log and the rest of the
 // metrics still served.
 func (m *Metrics) Handler(log *slog.Logger) http.Handler {
 	if log == nil {
@@ -60,10 +61,8 @@ func (m *Metrics) Handler(log *slog.Logger) http.Handler {
 		Timeout:             10 * time.Second,
 		EnableOpenMetrics:   true,
 	}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	mux.Handle("GET /healthz", health.Handler(m.health, false))
+	mux.Handle("GET /readyz", health.Handler(m.health, true))
 	return mux
 }
 

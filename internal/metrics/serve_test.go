@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/slicelet/slicelet/internal/health"
 )
 
 func TestParseAddress(t *testing.T) {
@@ -113,8 +116,7 @@ func checkEndpoints(t *testing.T, client *http.Client, base string) {
 }
 
 func served() *Metrics {
-	m := New(Options{Version: "test"})
-	m.SetPodSource(fakePods{pod(v1.PodQOSGuaranteed, v1.PodRunning, "", 1)})
+	m := New(Options{Version: "test", Pods: fakePods{pod(v1.PodQOSGuaranteed, v1.PodRunning, "", 1)}})
 	m.ObserveSystemd("start", "success", time.Millisecond)
 	return m
 }
@@ -242,5 +244,46 @@ func TestListenUnixRefusesFile(t *testing.T) {
 	}
 	if b, err := os.ReadFile(path); err != nil || string(b) != "keep me" {
 		t.Errorf("file after the refusal: %q, %v; want it untouched", b, err)
+	}
+}
+
+// TestHealthEndpoints: /healthz fails while a watchdog warnable is not healthy, /readyz while a
+// critical one is not; both name the reasons, and answer "ok" without a tracker.
+func TestHealthEndpoints(t *testing.T) {
+	runtime := &health.Warnable{Code: "runtime", Title: "container runtime", Severity: health.SeverityCritical}
+	tr := testTracker()
+	tr.Register(runtime)
+	h := New(Options{Health: tr, NoRuntimeCollectors: true}).Handler(nil)
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := get("/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("/healthz with a live loop = %d %q", code, body)
+	}
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || body != "container runtime: not reported yet\n" {
+		t.Errorf("/readyz before the runtime reported = %d %q", code, body)
+	}
+	tr.SetUnhealthy(runtime, "connection refused")
+	tr.SetUnhealthy(loop, "stuck")
+	if code, body := get("/healthz"); code != http.StatusServiceUnavailable || body != "eviction loop: stuck\n" {
+		t.Errorf("/healthz with a stuck loop = %d %q", code, body)
+	}
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || body != "eviction loop: stuck\ncontainer runtime: connection refused\n" {
+		t.Errorf("/readyz = %d %q", code, body)
+	}
+	tr.SetHealthy(runtime)
+	tr.Renew(loop, time.Minute)
+	if code, body := get("/readyz"); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("/readyz when healthy = %d %q", code, body)
+	}
+	none := New(Options{NoRuntimeCollectors: true}).Handler(nil)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		rec := httptest.NewRecorder()
+		none.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Code != http.StatusOK || rec.Body.String() != "ok\n" {
+			t.Errorf("%s without a tracker = %d %q", path, rec.Code, rec.Body)
+		}
 	}
 }

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
 )
 
 // signalObservations is the collector of the eviction signals' latest observations. The age is
 // computed at scrape time, so a stalled eviction loop shows as a growing age rather than as a
 // frozen, fresh-looking value.
 type signalObservations struct {
-	now                            func() time.Time
+	clock                          clock.PassiveClock
 	availableBytes, available, age *prometheus.Desc
 
 	mu   sync.Mutex
@@ -27,8 +28,8 @@ type signalObservation struct {
 	at        time.Time
 }
 
-func (s *signalObservations) init(now func() time.Time) {
-	s.now = now
+func (s *signalObservations) init(clk clock.PassiveClock) {
+	s.clock = clk
 	s.last = map[string]signalObservation{}
 	s.availableBytes = prometheus.NewDesc(Namespace+"_eviction_signal_available_bytes",
 		"Bytes available at the latest observation of a memory or filesystem eviction signal (memory.available, nodefs.available, ...).",
@@ -65,7 +66,7 @@ func (s *signalObservations) Collect(ch chan<- prometheus.Metric) {
 	s.mu.Lock()
 	last := maps.Clone(s.last)
 	s.mu.Unlock()
-	now := s.now()
+	now := s.clock.Now()
 	for _, signal := range slices.Sorted(maps.Keys(last)) {
 		o := last[signal]
 		desc := s.availableBytes

@@ -25,11 +25,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/procfs"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/slicelet/slicelet/eviction"
+	"github.com/slicelet/slicelet/internal/procfs"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -123,17 +123,11 @@ func (r *Reader) ReadNode() (Usage, error) {
 // procCPU is the CPU time the node has used, from procRoot/stat: user, nice, system, irq,
 // softirq and steal of the "cpu" line (idle and iowait are not use; guest time is inside user).
 func procCPU(procRoot string) (time.Duration, error) {
-	fs, err := procfs.NewFS(procRoot)
+	d, err := procfs.NodeCPU(procRoot)
 	if err != nil {
 		return 0, fmt.Errorf("node cpu: %w", err)
 	}
-	st, err := fs.Stat()
-	if err != nil {
-		return 0, fmt.Errorf("node cpu: %s: %w", filepath.Join(procRoot, "stat"), err)
-	}
-	c := st.CPUTotal
-	secs := c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
-	return time.Duration(secs * float64(time.Second)), nil
+	return d, nil
 }
 
 // ReadCgroup reads one cgroup's working set and CPU time. The error wraps
@@ -167,11 +161,7 @@ func (r *Reader) processesCPU(cgroupPath string) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	fs, err := procfs.NewFS(r.proc)
-	if err != nil {
-		return 0, fmt.Errorf("cpu of %s: %w", cgroupPath, err)
-	}
-	var secs float64
+	var total time.Duration
 	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
@@ -194,15 +184,11 @@ func (r *Reader) processesCPU(cgroupPath string) (time.Duration, error) {
 			if err != nil {
 				return fmt.Errorf("%s: %q is not a pid", p, f)
 			}
-			proc, err := fs.Proc(pid)
+			d, err := procfs.ProcessCPU(r.proc, pid)
 			if err != nil {
 				continue // exited
 			}
-			st, err := proc.Stat()
-			if err != nil {
-				continue // exited
-			}
-			secs += st.CPUTime()
+			total += d
 		}
 		return nil
 	})
@@ -212,7 +198,7 @@ func (r *Reader) processesCPU(cgroupPath string) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cpu of %s: %w", cgroupPath, err)
 	}
-	return time.Duration(secs * float64(time.Second)), nil
+	return total, nil
 }
 
 // ReadPod reads the pod's usage from its cgroup (podCgroup as slices.PodCgroupPath gives it)

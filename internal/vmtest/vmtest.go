@@ -5,7 +5,6 @@
 // on only offer cgroup v1 hybrid, where limits on the unified tree are
 // accepted and silently not applied; production hosts run cgroup v2.
 //
-// The recipe and its measurements are in ../shared/docs/cgroupv2-vm.md.
 // In short: the Debian kernel package is downloaded (never installed, /boot
 // is never touched), its bzImage converted to an ELF vmlinux that qemu boots
 // through the PVH entry, and a small initramfs (busybox-static, the virtio,

@@ -435,15 +435,15 @@ func (f *Fake) Properties(_ context.Context, name string) (units.UnitInfo, error
 
 func controlGroup(name string, u *Unit) string {
 	if strings.HasSuffix(name, units.SuffixSlice) {
-		p, _ := units.SlicePath(name)
-		return "/" + p
+		p, _ := units.ExpandSlice(name)
+		return p
 	}
 	slice, _ := u.Props["Slice"].(string)
 	if slice == "" {
 		slice = "system.slice"
 	}
-	p, _ := units.SlicePath(slice)
-	return "/" + path.Join(p, name)
+	p, _ := units.ExpandSlice(slice)
+	return path.Join(p, name)
 }
 
 // Property simulates units.Manager.Property: ActiveState, SubState, Description, LoadState and

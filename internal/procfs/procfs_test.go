@@ -1,0 +1,147 @@
+package procfs
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func TestMemTotal(t *testing.T) {
+	tests := []struct {
+		name     string
+		meminfo  string // "" = no file
+		want     int64
+		wantErr  string
+		notExist bool
+		noValue  bool
+	}{
+		{name: "kB", meminfo: "MemTotal:       16384 kB\nMemFree: 1 kB\nHugePages_Total: 0\n", want: 16384 << 10},
+		{name: "no MemTotal", meminfo: "MemFree: 1 kB\n", wantErr: "no MemTotal line", noValue: true},
+		{name: "unknown unit", meminfo: "MemTotal: 1 MB\n", wantErr: "MemTotal"},
+		{name: "not a number", meminfo: "MemTotal: lots kB\n", wantErr: "meminfo"},
+		{name: "missing", wantErr: "meminfo", notExist: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files := map[string]string{"stat": ""}
+			if tt.meminfo != "" {
+				files["meminfo"] = tt.meminfo
+			}
+			root := writeTree(t, files)
+			got, err := MemTotal(root)
+			if tt.wantErr == "" {
+				if err != nil || got != tt.want {
+					t.Fatalf("MemTotal = %d, %v; want %d", got, err, tt.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("MemTotal error = %v, want it to mention %q", err, tt.wantErr)
+			}
+			if errors.Is(err, fs.ErrNotExist) != tt.notExist || errors.Is(err, ErrNoValue) != tt.noValue {
+				t.Errorf("MemTotal error %v: ErrNotExist %v, ErrNoValue %v", err, errors.Is(err, fs.ErrNotExist), errors.Is(err, ErrNoValue))
+			}
+		})
+	}
+	t.Run("missing root names the file", func(t *testing.T) {
+		root := filepath.Join(t.TempDir(), "none")
+		_, err := MemTotal(root)
+		var pe *fs.PathError
+		if !errors.As(err, &pe) || pe.Path != filepath.Join(root, "meminfo") || !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("MemTotal(missing root) = %v, want a PathError of %s", err, filepath.Join(root, "meminfo"))
+		}
+	})
+}
+
+func TestPIDLimit(t *testing.T) {
+	tests := []struct {
+		name    string
+		files   map[string]string
+		want    int64
+		wantErr string
+	}{
+		{"threads-max lower", map[string]string{"sys/kernel/pid_max": "4194304\n", "sys/kernel/threads-max": "126329\n"}, 126329, ""},
+		{"pid_max lower", map[string]string{"sys/kernel/pid_max": "32768\n", "sys/kernel/threads-max": "126329\n"}, 32768, ""},
+		{"bad pid_max", map[string]string{"sys/kernel/pid_max": "lots\n", "sys/kernel/threads-max": "1\n"}, 0, "pid_max"},
+		{"missing threads-max", map[string]string{"sys/kernel/pid_max": "1\n"}, 0, "threads-max"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := PIDLimit(writeTree(t, tt.files))
+			if tt.wantErr == "" {
+				if err != nil || got != tt.want {
+					t.Fatalf("PIDLimit = %d, %v; want %d", got, err, tt.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("PIDLimit error = %v, want it to mention %q", err, tt.wantErr)
+			}
+		})
+	}
+	_, err := PIDLimit(filepath.Join(t.TempDir(), "none"))
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || !strings.HasSuffix(pe.Path, "sys/kernel/pid_max") {
+		t.Errorf("PIDLimit(missing root) = %v, want a PathError of sys/kernel/pid_max", err)
+	}
+}
+
+func TestTasks(t *testing.T) {
+	for _, tt := range []struct {
+		loadavg string
+		want    int64
+		wantErr string
+	}{
+		{"0.10 0.20 0.30 2/517 12345\n", 517, ""},
+		{"0.10 0.20 0.30\n", 0, "want 5 fields"},
+		{"0.10 0.20 0.30 517 1\n", 0, "not running/total"},
+	} {
+		got, err := Tasks(writeTree(t, map[string]string{"loadavg": tt.loadavg}))
+		if tt.wantErr == "" && (err != nil || got != tt.want) {
+			t.Errorf("Tasks(%q) = %d, %v; want %d", tt.loadavg, got, err, tt.want)
+		}
+		if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("Tasks(%q) error = %v, want %q", tt.loadavg, err, tt.wantErr)
+		}
+	}
+}
+
+func TestCPU(t *testing.T) {
+	root := writeTree(t, map[string]string{
+		// USER_HZ is 100: 100 ticks are one second.
+		"stat":    "cpu  100 20 30 5000 400 6 7 8 0 0\ncpu0 100 20 30 5000 400 6 7 8 0 0\nintr 0\nctxt 0\nbtime 0\nprocesses 1\nprocs_running 1\nprocs_blocked 0\n",
+		"42/stat": "42 (a (weird) name) S 1 42 42 0 -1 4194560 91 0 0 0 150 50 0 0 20 0 1 0 1234 8192 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+	})
+	// user + nice + system + irq + softirq + steal = 100+20+30+6+7+8 ticks.
+	if got, err := NodeCPU(root); err != nil || got != 1710*time.Millisecond {
+		t.Errorf("NodeCPU = %v, %v; want 1.71s", got, err)
+	}
+	if got, err := ProcessCPU(root, 42); err != nil || got != 2*time.Second {
+		t.Errorf("ProcessCPU = %v, %v; want utime+stime 2s", got, err)
+	}
+	if _, err := ProcessCPU(root, 43); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ProcessCPU of a gone process: %v, want ErrNotExist", err)
+	}
+	if _, err := NodeCPU(filepath.Join(root, "none")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("NodeCPU of a missing root: %v", err)
+	}
+}
