@@ -82,9 +82,11 @@ func (c *Collector) collectContainers(ctx context.Context, kind string, dryRun, 
 	if err != nil {
 		return res, fmt.Errorf("container gc: container list: %w", err)
 	}
-	sandboxes, err := rt.ListSandboxes(ctx)
-	if err != nil {
-		return res, fmt.Errorf("container gc: sandbox list: %w", err)
+	var sandboxes []Sandbox
+	if c.opts.Sandboxes != nil {
+		if sandboxes, err = c.opts.Sandboxes.ListSandboxes(ctx); err != nil {
+			return res, fmt.Errorf("container gc: sandbox list: %w", err)
+		}
 	}
 	var logDirs []string
 	if c.opts.PodLogRoot != "" {
@@ -175,13 +177,13 @@ func (c *Collector) collectContainers(ctx context.Context, kind string, dryRun, 
 		if ctx.Err() != nil {
 			return res, errors.Join(append(errs, fmt.Errorf("container gc: %w", ctx.Err()))...)
 		}
-		if err := rt.StopSandbox(ctx, s.ID); err != nil {
+		if err := c.opts.Sandboxes.StopSandbox(ctx, s.ID); err != nil {
 			res.Failed = append(res.Failed, Failure{ID: s.ID, Op: "stop-sandbox", Error: err.Error()})
 			errs = append(errs, fmt.Errorf("sandbox %s: stop: %w", s.ID, err))
 			c.log.Warn("sandbox stop failed; not removed", "sandbox_id", s.ID, "pod_uid", s.PodUID, "error", err)
 			continue
 		}
-		if err := rt.RemoveSandbox(ctx, s.ID); err != nil {
+		if err := c.opts.Sandboxes.RemoveSandbox(ctx, s.ID); err != nil {
 			res.Failed = append(res.Failed, Failure{ID: s.ID, Op: "remove-sandbox", Error: err.Error()})
 			errs = append(errs, fmt.Errorf("sandbox %s: remove: %w", s.ID, err))
 			c.log.Warn("sandbox removal failed", "sandbox_id", s.ID, "pod_uid", s.PodUID, "error", err)

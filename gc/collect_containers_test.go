@@ -154,7 +154,7 @@ func TestCollectContainers(t *testing.T) {
 					tc.setup(f)
 				}
 				c, err := NewCollector(CollectorOptions{
-					Containers: f, ImagePolicy: defaultPolicy,
+					Containers: f, Sandboxes: f, ImagePolicy: defaultPolicy,
 					ContainerPolicy: ContainerPolicy{MaxPerPodContainer: 1, MaxContainers: -1},
 					PodLogRoot:      logs,
 					PodState:        func() PodState { return tc.pods },
@@ -211,7 +211,7 @@ func TestCollectContainers(t *testing.T) {
 
 func TestCollectContainersWithoutPodState(t *testing.T) {
 	f, _ := containerScenario(t)
-	c, err := NewCollector(CollectorOptions{Containers: f, ImagePolicy: defaultPolicy, ContainerPolicy: ContainerPolicy{MaxPerPodContainer: -1, MaxContainers: -1}})
+	c, err := NewCollector(CollectorOptions{Containers: f, Sandboxes: f, ImagePolicy: defaultPolicy, ContainerPolicy: ContainerPolicy{MaxPerPodContainer: -1, MaxContainers: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestCollectContainersWithoutPodState(t *testing.T) {
 
 func TestContainerResultJSON(t *testing.T) {
 	f, logs := containerScenario(t)
-	c, err := NewCollector(CollectorOptions{Containers: f, ImagePolicy: defaultPolicy, ContainerPolicy: ContainerPolicy{MaxPerPodContainer: 1, MaxContainers: -1},
+	c, err := NewCollector(CollectorOptions{Containers: f, Sandboxes: f, ImagePolicy: defaultPolicy, ContainerPolicy: ContainerPolicy{MaxPerPodContainer: 1, MaxContainers: -1},
 		PodLogRoot: logs, PodState: func() PodState { return PodState{Known: map[string]bool{"live": true}, AllSourcesReady: true} }})
 	if err != nil {
 		t.Fatal(err)
@@ -270,4 +270,28 @@ func toStrings(v any) []string {
 		out = append(out, x.(string))
 	}
 	return out
+}
+
+// TestCollectContainersWithoutSandboxes: a runtime without sandboxes (the systemd runtime) is
+// wired without a SandboxRuntime: no sandbox is listed, planned or removed, and the containers
+// of deleted pods still go.
+func TestCollectContainersWithoutSandboxes(t *testing.T) {
+	f, _ := containerScenario(t)
+	c, err := NewCollector(CollectorOptions{Containers: f, ImagePolicy: defaultPolicy, ContainerPolicy: ContainerPolicy{MaxPerPodContainer: -1, MaxContainers: -1},
+		PodState: func() PodState { return PodState{Known: map[string]bool{"live": true}, AllSourcesReady: true} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CollectContainers(t.Context(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.RemoveSandboxes) != 0 || len(res.RemovedSandboxes) != 0 || len(res.Removed) == 0 {
+		t.Errorf("result %+v", res)
+	}
+	for _, call := range f.calls {
+		if strings.Contains(call, "Sandbox") {
+			t.Errorf("sandbox call %q without a sandbox runtime", call)
+		}
+	}
 }

@@ -59,7 +59,7 @@ func writeScenarioRecords(t *testing.T, path string) {
 func newTestCollector(t *testing.T, f *fakeRuntime, mod func(*CollectorOptions)) *Collector {
 	t.Helper()
 	opts := CollectorOptions{
-		Images: f, Containers: f, ImagePolicy: defaultPolicy,
+		Images: f, Containers: f, Sandboxes: f, ImagePolicy: defaultPolicy,
 		ContainerPolicy: ContainerPolicy{MaxPerPodContainer: 1, MaxContainers: -1},
 		SandboxImage:    pauseRef,
 		RecordsPath:     filepath.Join(t.TempDir(), "gc-images.json"),

@@ -46,6 +46,9 @@ type CollectorOptions struct {
 	// Containers is the runtime's container side. Required: image GC needs it too, because an
 	// image any container uses (running or exited) must stay.
 	Containers ContainerRuntime
+	// Sandboxes is the runtime's sandbox side; nil when its pods have no sandboxes to collect
+	// (the built-in systemd runtime): no sandbox is listed or removed.
+	Sandboxes SandboxRuntime
 	// ImagePolicy and ContainerPolicy are the kubelet's policies; both are validated.
 	ImagePolicy     ImagePolicy
 	ContainerPolicy ContainerPolicy

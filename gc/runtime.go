@@ -48,8 +48,13 @@ type ContainerRuntime interface {
 	// RemoveContainer removes a dead container; removing one that is already gone is not an
 	// error.
 	RemoveContainer(ctx context.Context, id string) error
-	// ListSandboxes lists the pod sandboxes, ready or not; a runtime without sandboxes
-	// returns nil, nil.
+}
+
+// SandboxRuntime is what sandbox GC needs from a runtime whose pods have sandboxes of their
+// own (the CRI runtime). The built-in systemd runtime has none to collect; the collector then
+// collects no sandboxes.
+type SandboxRuntime interface {
+	// ListSandboxes lists the pod sandboxes, ready or not.
 	ListSandboxes(ctx context.Context) ([]Sandbox, error)
 	// StopSandbox stops a sandbox before its removal.
 	StopSandbox(ctx context.Context, id string) error

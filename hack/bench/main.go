@@ -2,7 +2,7 @@
 // own throwaway systemd through internal/systemdtest) and rewrites the sections it owns in
 // docs/benchmarks.md with the numbers, the exact commands, the date and the machine.
 //
-//	go run ./hack/bench [-out docs/benchmarks.md] [-go go] [-only podslices,sandbox,pods,eviction,gc,cri]
+//	go run ./hack/bench [-out docs/benchmarks.md] [-go go] [-only podslices,sandbox,pods,eviction,gc,cri,restart]
 //	                    [-pods 1000] [-batch 25] [-workers 8] [-iterations 3]
 //	                    [-manifest-pods 100] [-rounds 3] [-rss-pods 110,1000] [-idle 60s]
 //	                    [-eviction-rounds 5] [-cri-pods 20]
@@ -21,6 +21,10 @@
 //     10 000 dead containers (gc BenchmarkPlanImageGC10000, BenchmarkPlanContainerGC10000).
 //   - cri: issue 6's pod start through the CRI runtime against the bare CRI calls on a private
 //     containerd (internal/pods/crirt BenchmarkPodStart, BenchmarkRawCRI).
+//   - restart: issue 12's benchmark, the cold start of -cold-pods manifest pods against the
+//     same units through one D-Bus connection in the same run, then a restart of slicelet with
+//     them running: time to READY, to every pod Running, and listings with a pod not Running
+//     (internal/agent BenchmarkPodsColdStartAndRestart).
 //   - sandbox: boot/stop of the throwaway systemd (internal/sandbox BenchmarkBootStop) and the
 //     units adapter's D-Bus latency (units BenchmarkIntegrationSliceCreateDestroy).
 //
@@ -48,7 +52,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "markdown file whose sections to rewrite")
 	flag.StringVar(&o.goBin, "go", "go", "go command")
-	flag.StringVar(&o.only, "only", "podslices,sandbox,pods,eviction,gc,cri", "comma-separated sections to run")
+	flag.StringVar(&o.only, "only", "podslices,sandbox,pods,eviction,gc,cri,restart", "comma-separated sections to run")
 	flag.IntVar(&o.pods, "pods", 1000, "pod slices per path in the pod slice benchmark")
 	flag.IntVar(&o.batch, "batch", 25, "pods per batch; the two paths alternate batch by batch")
 	flag.IntVar(&o.iterations, "iterations", 3, "iterations of the pod slice benchmark (each creates and destroys -pods per path); the numbers are over all of them")
@@ -58,6 +62,7 @@ func main() {
 	flag.StringVar(&o.rssPods, "rss-pods", "110,1000", "idle pod counts at which the pods benchmark reads slicelet's RSS")
 	flag.IntVar(&o.evictionRounds, "eviction-rounds", 5, "rounds per mode (event, polling-only) in the eviction benchmark; a polling round takes up to the 10 s tick")
 	flag.IntVar(&o.criPods, "cri-pods", 20, "pods started per path in the cri benchmark")
+	flag.IntVar(&o.coldPods, "cold-pods", 1000, "manifest pods of the cold start and restart benchmark")
 	flag.DurationVar(&o.idle, "idle", time.Minute, "how long slicelet idles with its pods before the RSS is read")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -77,6 +82,7 @@ type options struct {
 	manifestPods, rounds  int
 	evictionRounds        int
 	criPods               int
+	coldPods              int
 	rssPods               string
 	idle                  time.Duration
 	stdout                io.Writer // progress; os.Stderr when nil
@@ -141,6 +147,7 @@ func sections(o options) []section {
 		},
 		{id: "gc", runs: gcRuns(), render: renderGC},
 		{id: "cri", runs: criRuns(o), render: renderCRI},
+		{id: "restart", runs: []benchRun{restartRun(o)}, prepare: buildSlicelet, render: renderRestart},
 	}
 }
 
@@ -150,6 +157,9 @@ func run(o options) error {
 	}
 	if o.evictionRounds <= 0 {
 		return fmt.Errorf("-eviction-rounds must be positive (got %d)", o.evictionRounds)
+	}
+	if o.coldPods <= 0 {
+		return fmt.Errorf("-cold-pods must be positive (got %d)", o.coldPods)
 	}
 	if o.manifestPods <= 0 || o.rounds <= 0 || o.idle <= 0 {
 		return fmt.Errorf("-manifest-pods, -rounds and -idle must be positive (got %d, %d, %s)", o.manifestPods, o.rounds, o.idle)

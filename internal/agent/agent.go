@@ -10,10 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -23,16 +21,13 @@ import (
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/eviction"
-	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/buildinfo"
 	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/metrics"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
-	"github.com/slicelet/slicelet/internal/pods/crirt"
 	"github.com/slicelet/slicelet/internal/pods/source"
-	"github.com/slicelet/slicelet/internal/pods/systemdrt"
 	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -94,7 +89,8 @@ type daemon struct {
 	mcfg    slices.ManagerConfig
 	alloc   v1.ResourceList
 	mgr     *slices.Manager
-	rt      pods.Runtime
+	prt     *podRuntime  // the runtime and the parts of it other components need
+	rt      pods.Runtime // prt's pod worker
 	ctrl    *pods.Controller
 	metrics *metrics.Metrics
 	gc      *gcService
@@ -159,10 +155,11 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	d.mgr = slices.NewManager(d.sd, slices.NewCgroupFS(o.CgroupRoot), d.mcfg, log)
 	d.alloc = slices.NodeAllocatable(capacity, d.mcfg.Node.SystemReserved, d.mcfg.Node.KubeReserved, d.mcfg.Node.HardEviction)
 
-	if d.rt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, log); err != nil {
+	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, logRecorder{log.With("component", "events")}, log); err != nil {
 		return nil, err
 	}
-	_, d.images = d.rt.(gc.ImageRuntime)
+	d.rt = d.prt.worker
+	d.images = d.prt.images != nil
 	security, err := admission.ParsePodSecurityLevels(cfg.Pods.Security.BySource())
 	if err != nil {
 		return nil, err
@@ -180,19 +177,29 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 			Conditions:      eviction.PressureConditions(d.health.State()),
 		}
 	}}
-	d.ctrl = pods.NewController(d.mgr, d.rt, admitter, log, pods.SourceFile, pods.SourceAPI)
+	d.ctrl = pods.NewController(pods.ControllerOptions{
+		Slices: d.mgr, Runtime: d.rt, Admitter: admitter, Logger: log, Clock: d.clock,
+		WantSources: []string{pods.SourceFile, pods.SourceAPI},
+		// The metrics and the eviction manager are built below, from the controller; both
+		// exist before the controller runs.
+		OnReject: func(reason string) { d.metrics.AdmissionRejected(reason) },
+		// Pods coming and going re-arm the pressure thresholds at once (not at the next 10 s).
+		OnChange: func() {
+			if d.evm != nil {
+				d.evm.PodsChanged()
+			}
+		},
+	})
 	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: sdOps, Pods: d.ctrl, Health: d.health})
-	d.ctrl.OnReject(d.metrics.AdmissionRejected)
 	// Per-container usage, read from the pods' cgroups: the eviction message names the
 	// containers over their requests; the sampler serves `slicectl top`.
-	namer, _ := d.rt.(podstats.Namer)
-	statsReader := podstats.NewReader(o.CgroupRoot, o.ProcRoot, mode, namer)
+	statsReader := podstats.NewReader(o.CgroupRoot, o.ProcRoot, mode, d.prt.namer)
 	if d.stats, err = podstats.NewSampler(podstats.SamplerOptions{Reader: statsReader, Pods: d.ctrl,
 		Interval: cfg.Eviction.MonitoringInterval, Logger: log.With("component", "podstats")}); err != nil {
 		return nil, err
 	}
 
-	col, err := newGCCollector(cfg, d.rt, d.ctrl.GCPodState, log)
+	col, err := newGCCollector(cfg, d.prt, d.ctrl.GCPodState, log)
 	if err != nil {
 		return nil, err
 	}
@@ -202,12 +209,11 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	d.gc = newGCService(col, d.metrics, d.health)
 	if d.evm, err = newEvictionManager(evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: mode,
 		Controller: d.ctrl, Logger: log, Metrics: d.metrics, Health: d.health, Clock: d.clock,
-		BeforeCycle: o.evictionBeforeCycle, Reclaim: d.gc.Reclaim, Runtime: d.rt,
+		BeforeCycle: o.evictionBeforeCycle, Reclaim: d.gc.Reclaim,
+		Storage: d.prt.storage, ImageFsPath: d.prt.imageFsPath,
 		ContainerMemory: statsReader.ContainerMemory}); err != nil {
 		return nil, err
 	}
-	// Pods coming and going re-arm the pressure thresholds at once (not at the next 10 s).
-	d.ctrl.OnChange(d.evm.PodsChanged)
 
 	d.health.Register(manifestsWarnable, apiStoreWarnable, apiServerWarnable, gcTimersWarnable)
 	if d.store, err = source.OpenAPIStore(cfg.StateDir, source.APIStoreOptions{Log: log.With("source", pods.SourceAPI)}); err != nil {
@@ -228,8 +234,8 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 
 // close releases what newDaemon acquired: the runtime's connection and systemd's.
 func (d *daemon) close() {
-	if c, ok := d.rt.(io.Closer); ok {
-		c.Close()
+	if d.prt != nil {
+		_ = d.prt.close()
 	}
 	if d.sd != nil {
 		d.sd.Close()
@@ -276,6 +282,18 @@ func (d *daemon) run(ctx context.Context) error {
 	wg.Go(func() { d.evm.Run(runCtx) })
 	wg.Go(func() { d.runSource(runCtx, "manifest directory source", manifestsWarnable, d.dir.Run) })
 	wg.Go(func() { d.runSource(runCtx, "api pod source", apiStoreWarnable, d.store.Run) })
+	// The API and READY wait until the controller adopted the pods that kept running while
+	// slicelet was down, so that no client sees a running pod Pending because slicelet
+	// restarted; bounded, so that a source that never reports does not hold the daemon back.
+	adopt := d.clock.NewTimer(adoptTimeout)
+	select {
+	case <-d.ctrl.Adopted():
+		log.Info("pods adopted", "duration", d.clock.Since(start))
+	case <-adopt.C():
+		log.Warn("pods not adopted in time; serving anyway", "timeout", adoptTimeout)
+	case <-ctx.Done():
+	}
+	adopt.Stop()
 	wg.Go(func() {
 		d.health.SetHealthy(apiServerWarnable)
 		if err := d.api.Serve(runCtx); err != nil && runCtx.Err() == nil {
@@ -304,6 +322,9 @@ func (d *daemon) run(ctx context.Context) error {
 	log.Info("stopped; pods keep running under systemd")
 	return nil
 }
+
+// adoptTimeout bounds the wait for the pods' adoption before the API is served and READY sent.
+const adoptTimeout = 30 * time.Second
 
 // runSource runs a pod source until ctx ends: its snapshots go to the controller and their
 // problems (manifests that do not decode, stored pods that do not load) to the health
@@ -335,35 +356,6 @@ func statusLoop(ctx context.Context, clk clock.WithTicker, status func() string,
 // what the health tracker finds wrong.
 func (d *daemon) status() string {
 	return statusLine(api.CountPods(d.ctrl.Pods(), int64(d.cfg.Node.MaxPods)), d.alloc, d.evm.Summary(), d.health.State())
-}
-
-// newRuntime builds the configured container runtime. The CRI runtime connects lazily: an
-// endpoint that is not up yet is retried with back-off (pods report Unknown meanwhile), so a
-// daemon started before containerd comes up stays up.
-func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capacity slices.Capacity, mcfg slices.ManagerConfig, log *slog.Logger) (pods.Runtime, error) {
-	opts := mcfg.Pod
-	switch cfg.Runtime.Type {
-	case config.RuntimeSystemd, "":
-		return systemdrt.New(systemdrt.Options{
-			Systemd:        sd,
-			StateDir:       filepath.Join(cfg.StateDir, "runtime"),
-			Logger:         log.With("runtime", "systemd"),
-			MemoryCapacity: capacity.Memory,
-			Resources:      &opts,
-		})
-	case config.RuntimeCRI:
-		return crirt.New(ctx, crirt.Options{
-			Endpoint:       cfg.Runtime.Endpoint,
-			SandboxImage:   cfg.Runtime.SandboxImage,
-			LogRoot:        podLogRoot,
-			StateDir:       filepath.Join(cfg.StateDir, "runtime-cri"),
-			Logger:         log.With("runtime", "cri"),
-			MemoryCapacity: capacity.Memory,
-			Resources:      &opts,
-		})
-	default:
-		return nil, fmt.Errorf("runtime.type %q: want \"systemd\" or \"cri\"", cfg.Runtime.Type)
-	}
 }
 
 // setMemoryLimit gives the Go runtime a soft memory limit that grows with max_pods, unless the

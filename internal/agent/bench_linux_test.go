@@ -119,12 +119,22 @@ type benchAgent struct {
 	unit    string
 	dir     string
 	podsDir string
+	cfgPath string
 	client  *api.Client
 }
 
 // startBenchAgent runs slicelet (this binary in agent mode) as a Type=notify service with an
 // empty manifest directory and max_pods = maxPods.
 func startBenchAgent(b *testing.B, sd *units.Manager, unit string, maxPods int, heapProfile bool) *benchAgent {
+	b.Helper()
+	a := newBenchAgent(b, sd, unit, maxPods, heapProfile)
+	benchAgentService(b, sd, unit, a.cfgPath)
+	return a
+}
+
+// newBenchAgent writes the configuration of a slicelet service and its empty manifest
+// directory; the service is started by benchAgentService.
+func newBenchAgent(b *testing.B, sd *units.Manager, unit string, maxPods int, heapProfile bool) *benchAgent {
 	b.Helper()
 	dir := b.TempDir()
 	a := &benchAgent{sd: sd, unit: unit, dir: dir, podsDir: filepath.Join(dir, "pods.d")}
@@ -152,7 +162,7 @@ address = ""
 		}
 	}
 	b.Cleanup(func() { _ = sd.Stop(context.Background(), unit) })
-	benchAgentService(b, sd, unit, cfgPath)
+	a.cfgPath = cfgPath
 	a.client = api.NewClient(sock)
 	return a
 }
@@ -315,11 +325,13 @@ func waitEvery(b *testing.B, interval, timeout time.Duration, what string, cond 
 
 // pollActive lists the units matching pattern every benchPoll and returns when each unit
 // first showed ActiveState=active, once want of them (accepted by keep) did.
-// abort, when it returns an error, ends the wait with that error.
+// abort, when it returns an error, ends the wait with that error. It gives up after 5 minutes,
+// or 600 ms per unit wanted when that is longer (1000 pods on a loaded machine).
 func pollActive(b *testing.B, sd *units.Manager, pattern string, want int, keep func(units.UnitStatus) bool, abort func() error) map[string]time.Time {
 	b.Helper()
 	seen := make(map[string]time.Time, want)
-	deadline := time.Now().Add(5 * time.Minute)
+	limit := max(5*time.Minute, time.Duration(want)*600*time.Millisecond)
+	deadline := time.Now().Add(limit)
 	for len(seen) < want {
 		if err := abort(); err != nil {
 			b.Fatal(err)
@@ -335,7 +347,7 @@ func pollActive(b *testing.B, sd *units.Manager, pattern string, want int, keep 
 			}
 		}
 		if now.After(deadline) {
-			b.Fatalf("%s: %d of %d active after 5 minutes", pattern, len(seen), want)
+			b.Fatalf("%s: %d of %d active after %s", pattern, len(seen), want, limit)
 		}
 		time.Sleep(benchPoll)
 	}
@@ -550,15 +562,33 @@ func (a *benchAgent) round(b *testing.B, r, n int) roundResult {
 // once, and stops them afterwards.
 func floorRound(b *testing.B, sd *units.Manager, r, n int) roundResult {
 	b.Helper()
-	type pod struct{ uid, name, unit, slice string }
-	pods := make([]pod, n)
-	for i := range pods {
-		uid := benchUID()
-		u := strings.ReplaceAll(uid, "-", "_")
-		pods[i] = pod{uid: uid, name: fmt.Sprintf("floor-r%d-p%03d", r, i), unit: "benchfloor-" + u + "-c-1.service", slice: "kubepods-besteffort-pod" + u + ".slice"}
+	pods := newFloorPods(n, fmt.Sprintf("floor-r%d-p%%03d", r))
+	start, active, pid1 := startFloor(b, sd, pods, func(p floorPod) error {
+		if out, err := exec.Command("systemd-run", floorArgs(p.uid, p.name, p.unit, p.slice)...).CombinedOutput(); err != nil {
+			return fmt.Errorf("systemd-run %s: %w: %s", p.unit, err, out)
+		}
+		return nil
+	})
+	res := roundResult{pid1: pid1}
+	var last time.Time
+	for _, at := range active {
+		res.perPod = append(res.perPod, at.Sub(start))
+		if at.After(last) {
+			last = at
+		}
 	}
+	res.total = last.Sub(start)
+	stopFloorPods(b, sd, pods)
+	return res
+}
+
+// startFloor starts the floor pods with startOne, benchFloorWorkers at a time, and waits for
+// all their container services to be active. It returns when it began, when each service was
+// seen active, and systemd's CPU meanwhile.
+func startFloor(b *testing.B, sd *units.Manager, pods []floorPod, startOne func(floorPod) error) (time.Time, map[string]time.Time, time.Duration) {
+	b.Helper()
 	pid10 := pid1CPU()
-	queue := make(chan pod, n)
+	queue := make(chan floorPod, len(pods))
 	start := time.Now()
 	for _, p := range pods {
 		queue <- p
@@ -570,15 +600,15 @@ func floorRound(b *testing.B, sd *units.Manager, r, n int) roundResult {
 	for range benchFloorWorkers {
 		wg.Go(func() {
 			for p := range queue {
-				if out, err := exec.Command("systemd-run", floorArgs(p.uid, p.name, p.unit, p.slice)...).CombinedOutput(); err != nil {
+				if err := startOne(p); err != nil {
 					mu.Lock()
-					runErr = fmt.Errorf("systemd-run %s: %w: %s", p.unit, err, out)
+					runErr = err
 					mu.Unlock()
 				}
 			}
 		})
 	}
-	active := pollActive(b, sd, "benchfloor-*.service", n, func(units.UnitStatus) bool { return true }, func() error {
+	active := pollActive(b, sd, "benchfloor-*.service", len(pods), func(units.UnitStatus) bool { return true }, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		return runErr
@@ -587,17 +617,46 @@ func floorRound(b *testing.B, sd *units.Manager, r, n int) roundResult {
 	if runErr != nil {
 		b.Fatal(runErr)
 	}
-	res := roundResult{pid1: pid1CPU() - pid10}
-	var last time.Time
-	for _, at := range active {
-		res.perPod = append(res.perPod, at.Sub(start))
-		if at.After(last) {
-			last = at
-		}
-	}
-	res.total = last.Sub(start)
+	return start, active, pid1CPU() - pid10
+}
 
-	stopq := make(chan pod, n)
+// benchSystemd connects to the sandbox's systemd for a benchmark; the kubepods slices slicelet
+// left are stopped at the end.
+func benchSystemd(b *testing.B) *units.Manager {
+	b.Helper()
+	env := systemdtest.Require(b)
+	sd, err := units.Connect(b.Context(), units.Options{CgroupRoot: env.CgroupRoot})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		for _, s := range []string{"kubepods-burstable.slice", "kubepods-besteffort.slice", "kubepods.slice"} {
+			_ = sd.Stop(context.Background(), s)
+		}
+		sd.Close()
+	})
+	return sd
+}
+
+// floorPod is one pod of a floor: its UID, name, container unit and pod slice.
+type floorPod struct{ uid, name, unit, slice string }
+
+// newFloorPods names n floor pods with random UIDs; name formats the pod name of index i.
+func newFloorPods(n int, name string) []floorPod {
+	pods := make([]floorPod, n)
+	for i := range pods {
+		uid := benchUID()
+		u := strings.ReplaceAll(uid, "-", "_")
+		pods[i] = floorPod{uid: uid, name: fmt.Sprintf(name, i), unit: "benchfloor-" + u + "-c-1.service", slice: "kubepods-besteffort-pod" + u + ".slice"}
+	}
+	return pods
+}
+
+// stopFloorPods stops the floor pods' units and slices, benchFloorWorkers at a time, and waits
+// until no floor unit is active.
+func stopFloorPods(b *testing.B, sd *units.Manager, pods []floorPod) {
+	b.Helper()
+	stopq := make(chan floorPod, len(pods))
 	for _, p := range pods {
 		stopq <- p
 	}
@@ -618,23 +677,13 @@ func floorRound(b *testing.B, sd *units.Manager, r, n int) roundResult {
 		c := countActive(b, sd, "benchfloor-*.service")
 		return c == 0, fmt.Sprintf("%d floor units active", c)
 	})
-	return res
 }
 
 // BenchmarkPodsManifestToRunning is issue 5's benchmark; see the comment at the top of the file.
 // Run it with -benchtime 1x: each sub-benchmark does its own rounds.
 func BenchmarkPodsManifestToRunning(b *testing.B) {
-	env := systemdtest.Require(b)
-	sd, err := units.Connect(b.Context(), units.Options{CgroupRoot: env.CgroupRoot})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sd.Close()
-	b.Cleanup(func() {
-		for _, s := range []string{"kubepods-burstable.slice", "kubepods-besteffort.slice", "kubepods.slice"} {
-			_ = sd.Stop(context.Background(), s)
-		}
-	})
+	sd := benchSystemd(b)
+	var err error
 	n := envInt(b, benchPodsEnv, 100)
 	rounds := envInt(b, benchRoundsEnv, 3)
 

@@ -21,6 +21,7 @@ import (
 	"github.com/slicelet/slicelet/internal/critest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/crirt"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/systemdtest"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -212,7 +213,7 @@ func criPodLogDir(p *v1.Pod) string {
 func criClient(t *testing.T, endpoint string) *crirt.Runtime {
 	t.Helper()
 	dir := t.TempDir()
-	rt, err := crirt.New(t.Context(), crirt.Options{Endpoint: endpoint, StateDir: filepath.Join(dir, "state"), LogRoot: filepath.Join(dir, "logs")})
+	rt, err := crirt.New(t.Context(), crirt.Options{Endpoint: endpoint, LogRoot: filepath.Join(dir, "logs")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,29 +227,17 @@ func criClient(t *testing.T, endpoint string) *crirt.Runtime {
 }
 
 // podContainers lists the containers and sandboxes containerd holds for the pod.
-func podContainers(t *testing.T, rt *crirt.Runtime, uid string) ([]gc.Container, []gc.Sandbox) {
+func podContainers(t *testing.T, rt *crirt.Runtime, uid string) ([]worker.Container, []worker.Sandbox) {
 	t.Helper()
-	ctrs, err := rt.ListContainers(t.Context())
+	ctrs, err := rt.ListContainers(t.Context(), uid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sbs, err := rt.ListSandboxes(t.Context())
+	sbs, err := rt.ListPodSandbox(t.Context(), uid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c []gc.Container
-	for _, x := range ctrs {
-		if x.PodUID == uid {
-			c = append(c, x)
-		}
-	}
-	var s []gc.Sandbox
-	for _, x := range sbs {
-		if x.PodUID == uid {
-			s = append(s, x)
-		}
-	}
-	return c, s
+	return ctrs, sbs
 }
 
 func testDaemonCRIRestart(t *testing.T, ctrd *critest.Containerd) {
@@ -369,7 +358,7 @@ func testDaemonCRIRestart(t *testing.T, ctrd *critest.Containerd) {
 		t.Errorf("after the containerd restart: container %s, %d restarts; want the same %s, none", got.ContainerID, got.RestartCount, id)
 	}
 	ctrs, sbs := podContainers(t, cri, uid)
-	if len(ctrs) != 1 || ctrs[0].ID != id || ctrs[0].State != gc.StateRunning || len(sbs) != 1 || !sbs[0].Ready {
+	if len(ctrs) != 1 || ctrs[0].ID != id || ctrs[0].State != worker.StateRunning || len(sbs) != 1 || !sbs[0].Ready {
 		t.Errorf("containerd holds for the pod: containers %+v, sandboxes %+v; want one running %s in one ready sandbox", ctrs, sbs, id)
 	}
 	if err := syscall.Kill(shell, 0); err != nil {

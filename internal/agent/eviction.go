@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/config"
@@ -15,7 +13,6 @@ import (
 	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/metrics"
 	"github.com/slicelet/slicelet/internal/pods"
-	"github.com/slicelet/slicelet/internal/pods/crirt"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -41,61 +38,15 @@ type evictionOptions struct {
 	Clock clock.WithTicker
 	// BeforeCycle, if set, runs at the start of every cycle (a test seam: Options.evictionBeforeCycle).
 	BeforeCycle func()
-	// Runtime, when it tells where pods keep local storage (storageDirs), has the pods'
-	// ephemeral storage measured for the local-storage limits and the nodefs ranking.
-	Runtime pods.Runtime
+	// Storage tells where pods keep local storage: their ephemeral storage is measured there
+	// for the local-storage limits and the nodefs ranking.
+	Storage eviction.FSStorageOptions
+	// ImageFsPath, when set, is where the runtime keeps its images: imagefs.* is observed
+	// there (CRI).
+	ImageFsPath func(ctx context.Context) (string, error)
 	// ContainerMemory reads each container's working set for the eviction message; nil for
 	// none.
 	ContainerMemory func(ctx context.Context, p eviction.ActivePod) ([]eviction.ContainerUsage, error)
-}
-
-// writableLayers is a runtime whose containers have writable layers in its own store (crirt):
-// their usage counts in the pods' ephemeral storage.
-type writableLayers interface {
-	WritableLayers(ctx context.Context, pod *v1.Pod) (map[string]crirt.LayerUsage, error)
-}
-
-// imageFsMountpointer is a runtime with an image store of its own (crirt).
-type imageFsMountpointer interface {
-	ImageFsMountpoint(ctx context.Context) (string, error)
-}
-
-// storageDirs is what a runtime tells about where a pod keeps local storage: emptyDir volumes by
-// name, per-container directories (logs, writable layers) and further directories counted in
-// the pod's total.
-type storageDirs interface {
-	StorageDirs(pod *v1.Pod) (volumes map[string]string, containers map[string][]string, other []string)
-}
-
-// podStorage measures pods' local storage in the runtime's directories; nil when the runtime
-// does not say where they are.
-func podStorage(rt pods.Runtime) (eviction.PodStorage, error) {
-	sd, ok := rt.(storageDirs)
-	if !ok {
-		return nil, nil
-	}
-	opts := eviction.FSStorageOptions{Dirs: func(pod *v1.Pod) eviction.PodDirs {
-		v, c, o := sd.StorageDirs(pod)
-		return eviction.PodDirs{Volumes: v, Containers: c, Other: o}
-	}}
-	if wl, ok := rt.(writableLayers); ok {
-		opts.Layers = func(ctx context.Context, pod *v1.Pod) (map[string]eviction.DiskUsage, error) {
-			layers, err := wl.WritableLayers(ctx, pod)
-			if err != nil {
-				return nil, err
-			}
-			out := make(map[string]eviction.DiskUsage, len(layers))
-			for name, u := range layers {
-				out[name] = eviction.DiskUsage{Bytes: int64(min(u.Bytes, math.MaxInt64)), Inodes: int64(min(u.Inodes, math.MaxInt64))}
-			}
-			return out, nil
-		}
-	}
-	fs, err := eviction.NewFSStorage(opts)
-	if err != nil {
-		return nil, err
-	}
-	return fs, nil
 }
 
 // newEvictionManager builds the eviction manager from the configuration, with its PSI and
@@ -116,21 +67,25 @@ func newEvictionManager(o evictionOptions) (*eviction.Manager, error) {
 		KubepodsCgroup: slices.SliceCgroupPath(slices.KubepodsSlice),
 		NodeFsPath:     cfg.StateDir,
 	}
-	if im, ok := o.Runtime.(imageFsMountpointer); ok {
+	if path := o.ImageFsPath; path != nil {
 		// The CRI runtime's image store may be its own filesystem: imagefs.* is observed there.
 		src.ImageFsPathOf = func() (string, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			return im.ImageFsMountpoint(ctx)
+			return path(ctx)
 		}
 	}
 	var notifiers []eviction.Notifier
 	if !o.PollingOnly {
 		notifiers = eviction.PressureNotifiers(src, ecfg.Thresholds, log)
 	}
-	storage, err := podStorage(o.Runtime)
-	if err != nil {
-		return nil, fmt.Errorf("pod storage: %w", err)
+	var storage eviction.PodStorage
+	if o.Storage.Dirs != nil {
+		fs, err := eviction.NewFSStorage(o.Storage)
+		if err != nil {
+			return nil, fmt.Errorf("pod storage: %w", err)
+		}
+		storage = fs
 	}
 	m, err := eviction.NewManager(eviction.ManagerOptions{
 		Storage:            storage,

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/eviction"
@@ -80,17 +81,18 @@ func TestIntegrationEvictionEndToEnd(t *testing.T) {
 			_ = sd.Stop(context.Background(), s)
 		}
 	})
-	rt, err := newRuntime(ctx, cfg, sd, capacity, mcfg, log)
+	rt, err := newRuntime(ctx, cfg, sd, capacity, mcfg, &record.FakeRecorder{}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rt.close()
 	alloc := slices.NodeAllocatable(capacity, mcfg.Node.SystemReserved, mcfg.Node.KubeReserved, mcfg.Node.HardEviction)
 	tracker := health.New(health.Options{Logger: log})
 	admitter := admission.Admitter{Node: func() admission.NodeState {
 		return admission.NodeState{Allocatable: admission.WithMaxPods(alloc, cfg.Node.MaxPods), PriorityClasses: cfg.Eviction.PriorityClasses,
 			Conditions: eviction.PressureConditions(tracker.State())}
 	}}
-	ctrl := pods.NewController(mgr, rt, admitter, log, pods.SourceFile)
+	ctrl := pods.NewController(pods.ControllerOptions{Slices: mgr, Runtime: rt.worker, Admitter: admitter, Logger: log, WantSources: []string{pods.SourceFile}})
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()

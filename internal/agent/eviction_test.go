@@ -158,6 +158,10 @@ func (noRuntime) PodUIDs(context.Context) ([]string, error) { return nil, nil }
 func (noRuntime) Logs(context.Context, *v1.Pod, string, pods.LogOptions, io.Writer) error {
 	return pods.ErrNoLogs
 }
+func (noRuntime) Relist(context.Context, []*v1.Pod) (pods.Relisted, error) {
+	return pods.Relisted{}, nil
+}
+func (noRuntime) NextSync(string) time.Time { return time.Time{} }
 
 func TestNewEvictionManager(t *testing.T) {
 	tests := []struct {
@@ -176,7 +180,8 @@ func TestNewEvictionManager(t *testing.T) {
 				if tt.hard != nil {
 					cfg.Eviction.Hard = tt.hard
 				}
-				ctrl := pods.NewController(noSlices{}, noRuntime{}, admission.Admitter{Node: func() admission.NodeState { return admission.NodeState{} }}, nil)
+				ctrl := pods.NewController(pods.ControllerOptions{Slices: noSlices{}, Runtime: noRuntime{},
+					Admitter: admission.Admitter{Node: func() admission.NodeState { return admission.NodeState{} }}})
 				ctx, cancel := context.WithCancel(t.Context())
 				var wg sync.WaitGroup
 				defer wg.Wait()

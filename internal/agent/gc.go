@@ -15,7 +15,6 @@ import (
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/metrics"
-	"github.com/slicelet/slicelet/internal/pods"
 )
 
 // gcFailureThreshold is how many collections of one kind must fail in a row before the node
@@ -126,13 +125,10 @@ const podLogRoot = "/var/log/pods"
 
 // newGCCollector builds the collector for the runtime: container GC for every runtime, image GC
 // when the runtime has images (the CRI runtime). The sandbox image is always protected.
-func newGCCollector(cfg *config.Config, rt pods.Runtime, podState func() gc.PodState, log *slog.Logger) (*gc.Collector, error) {
-	crt, ok := rt.(gc.ContainerRuntime)
-	if !ok {
-		return nil, fmt.Errorf("container gc: the %s runtime cannot list or remove containers", rt.Name())
-	}
+func newGCCollector(cfg *config.Config, rt *podRuntime, podState func() gc.PodState, log *slog.Logger) (*gc.Collector, error) {
 	opts := gc.CollectorOptions{
-		Containers:      crt,
+		Containers:      rt.containers,
+		Sandboxes:       rt.sandboxes,
 		ImagePolicy:     cfg.GC.Images.Policy(),
 		ContainerPolicy: cfg.GC.Containers.Policy(),
 		RecordsPath:     filepath.Join(cfg.StateDir, gcRecordsFile),
@@ -140,8 +136,8 @@ func newGCCollector(cfg *config.Config, rt pods.Runtime, podState func() gc.PodS
 		Logger:          log.With("component", "gc"),
 		Started:         time.Now(),
 	}
-	if irt, ok := rt.(gc.ImageRuntime); ok {
-		opts.Images = irt
+	if rt.images != nil {
+		opts.Images = rt.images
 		// The CRI runtime also reports its sandbox image pinned (from this option or its own
 		// configuration), so it is protected even when this is empty.
 		opts.SandboxImage = cfg.Runtime.SandboxImage

@@ -94,7 +94,9 @@ var confined = []struct {
 	{"github.com/opencontainers/cgroups/systemd", []string{"units"}},
 	{"github.com/prometheus/client_golang/", []string{"internal/metrics"}},
 	{"github.com/prometheus/procfs", []string{"internal/procfs"}},
-	{"k8s.io/cri-api/", []string{"internal/pods/crirt"}},
+	// The CRI's messages are the pod worker's vocabulary (its Runtime is CRI-shaped: sandbox and
+	// container configurations): the worker and its two backends use them; gRPC stays crirt's.
+	{"k8s.io/cri-api/", []string{"internal/pods/worker", "internal/pods/crirt", "internal/pods/systemdrt"}},
 	{"google.golang.org/grpc", []string{"internal/pods/crirt"}},
 	{"github.com/lmittmann/tint", []string{"internal/logging"}},
 }

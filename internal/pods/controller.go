@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
@@ -29,14 +30,6 @@ type Admitter interface {
 	// Admit decides whether the pod may run next to the pods already admitted (node
 	// allocatable, max pods, node conditions), with the kubelet's reasons and messages.
 	Admit(pod *v1.Pod, admitted []*v1.Pod) (ok bool, reason, message string)
-}
-
-// relister is what a runtime can offer beyond Runtime to be synced promptly and cheaply: Relist
-// lists every container once and returns the pods whose containers changed or whose back-off
-// ended (the kubelet's PLEG relist); NextSync is when a pod's earliest back-off ends.
-type relister interface {
-	Relist(ctx context.Context) ([]string, error)
-	NextSync(uid string) time.Time
 }
 
 // ReasonRuntimeUnavailable is the status reason of a pod whose phase is Unknown because the
@@ -61,13 +54,17 @@ const (
 
 // podState is the controller's record of one pod.
 type podState struct {
-	desired   Desired
-	admitted  bool
-	reason    string // rejection reason ("OutOfcpu", …) when not admitted
-	message   string
-	slice     slices.PodSlice
-	status    v1.PodStatus
-	syncErr   string
+	desired  Desired
+	admitted bool
+	reason   string // rejection reason ("OutOfcpu", …) when not admitted
+	message  string
+	slice    slices.PodSlice
+	status   v1.PodStatus
+	syncErr  string
+	// observed is set once the status came from the runtime (a relist or a sync), not from
+	// admission alone.
+	observed  bool
+	syncing   bool // a sync of the pod is in flight
 	nextSync  time.Time
 	deleting  bool
 	createdAt time.Time
@@ -76,13 +73,42 @@ type podState struct {
 // key is namespace/name.
 func key(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
 
+// ControllerOptions are a Controller's dependencies, all given at construction.
+type ControllerOptions struct {
+	// Slices gives admitted pods their slices. Required.
+	Slices Slices
+	// Runtime runs the pods' containers. Required.
+	Runtime Runtime
+	// Admitter admits pods. Required.
+	Admitter Admitter
+	// Logger; discarded when nil.
+	Logger *slog.Logger
+	// Clock; the real clock when nil.
+	Clock clock.WithTicker
+	// WantSources are the sources that must each send one snapshot before anything is deleted
+	// as an orphan (the kubelet's allSourcesReady) and before the pods are adopted.
+	WantSources []string
+	// OnReject, when set, is called with the reason of every pod admission rejects (metrics).
+	OnReject func(reason string)
+	// OnChange, when set, is called whenever the set of running pods changes: a pod got its
+	// slice, changed phase, or was deleted (the eviction manager re-arms its thresholds then).
+	// It is called with the controller's lock held: it must not block and must not call the
+	// controller.
+	OnChange func()
+	// Tick is how often the controller looks for pods due for a sync; DefaultTick when zero.
+	Tick time.Duration
+}
+
 // Controller keeps the running pods equal to what the sources want.
 type Controller struct {
-	slices Slices
-	rt     Runtime
-	admit  Admitter
-	log    *slog.Logger
-	tick   time.Duration
+	slices   Slices
+	rt       Runtime
+	admit    Admitter
+	log      *slog.Logger
+	clock    clock.WithTicker
+	tick     time.Duration
+	onReject func(reason string)
+	onChange func()
 
 	mu        sync.Mutex
 	snapshots map[string]Snapshot
@@ -92,26 +118,10 @@ type Controller struct {
 	want      []string             // sources that must report before orphans are cleaned
 	cleaned   bool
 	kick      chan struct{}
-	onReject  func(reason string)
-	onChange  func()
-}
-
-// OnReject registers f to be called with the reason of every pod admission rejects (for
-// metrics). Call it before Run.
-func (c *Controller) OnReject(f func(reason string)) {
-	c.mu.Lock()
-	c.onReject = f
-	c.mu.Unlock()
-}
-
-// OnChange registers f to be called whenever the set of running pods changes: a pod got its
-// slice, changed phase, or was deleted (the eviction manager re-arms its thresholds then). f is
-// called with the controller's lock held: it must not block and must not call the controller.
-// It may be set at any time (the eviction manager starts after the controller).
-func (c *Controller) OnChange(f func()) {
-	c.mu.Lock()
-	c.onChange = f
-	c.mu.Unlock()
+	done      chan struct{} // a sync ended
+	running   int           // syncs in flight
+	syncs     sync.WaitGroup
+	adopted   chan struct{} // closed by the first relist after every wanted source reported
 }
 
 // changedLocked calls the OnChange hook.
@@ -121,21 +131,36 @@ func (c *Controller) changedLocked() {
 	}
 }
 
-// NewController returns a controller. wantSources are the sources that must each send one
-// snapshot before anything is deleted as an orphan (the kubelet's allSourcesReady).
-func NewController(s Slices, rt Runtime, admit Admitter, log *slog.Logger, wantSources ...string) *Controller {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// NewController returns a controller.
+func NewController(opts ControllerOptions) *Controller {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Tick <= 0 {
+		opts.Tick = DefaultTick
 	}
 	return &Controller{
-		slices: s, rt: rt, admit: admit, log: log, tick: DefaultTick,
+		slices: opts.Slices, rt: opts.Runtime, admit: opts.Admitter, log: opts.Logger, clock: opts.Clock, tick: opts.Tick,
+		onReject: opts.OnReject, onChange: opts.OnChange,
 		snapshots: map[string]Snapshot{},
 		pods:      map[string]*podState{},
 		sources:   map[string]bool{},
-		want:      wantSources,
+		want:      opts.WantSources,
 		kick:      make(chan struct{}, 1),
+		done:      make(chan struct{}, 1),
+		adopted:   make(chan struct{}),
 	}
 }
+
+// Adopted is closed once every wanted source has sent its first snapshot and the relist that
+// followed gave every pod admitted by then its status from the runtime (Running for a pod that
+// kept running while slicelet was down; Unknown for all while the runtime cannot be reached).
+// The daemon reports READY and serves its API after it, so that no client sees a running pod
+// Pending because slicelet restarted.
+func (c *Controller) Adopted() <-chan struct{} { return c.adopted }
 
 // Update takes a source's complete snapshot. It returns at once; the work happens in Run.
 func (c *Controller) Update(s Snapshot) {
@@ -181,7 +206,7 @@ func (c *Controller) reconcileDesiredLocked() {
 	for _, d := range byName {
 		wanted[string(d.Pod.UID)] = d
 	}
-	now := time.Now()
+	now := c.clock.Now()
 	for uid, ps := range c.pods {
 		if _, ok := wanted[uid]; !ok && !ps.deleting {
 			ps.deleting = true
@@ -259,87 +284,162 @@ func (c *Controller) Problems() []Problem {
 	return stdslices.Clone(c.problems)
 }
 
-// Run syncs pods until ctx ends: at once after every snapshot, and every tick for pods due.
+// Run syncs pods until ctx ends: a relist and the due pods' syncs at once after every
+// snapshot and every tick, and further due pods whenever a sync ends. Syncs run on their own,
+// at most syncWorkers at a time, so a slow sync never holds back the relist that adopts the
+// pods of a source that reported later. Run returns once the syncs in flight have ended.
 func (c *Controller) Run(ctx context.Context) {
-	t := time.NewTicker(c.tick)
+	t := c.clock.NewTicker(c.tick)
 	defer t.Stop()
+	defer c.syncs.Wait()
+	relist := true
 	for {
-		c.syncDue(ctx)
+		if relist {
+			c.relist(ctx)
+		}
+		c.dispatch(ctx)
+		c.maybeCleanupOrphans(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.kick:
-		case <-t.C:
+			relist = true
+		case <-t.C():
+			relist = true
+		case <-c.done:
+			relist = false
 		}
 	}
 }
 
-// syncDue syncs every pod whose next sync is due, a few at a time. A runtime that can relist
-// makes the pods whose containers changed due at once.
-func (c *Controller) syncDue(ctx context.Context) {
-	if rl, ok := c.rt.(relister); ok {
-		changed, err := rl.Relist(ctx)
-		if err != nil {
-			c.log.Debug("relist failed", "error", err)
-		}
-		c.mu.Lock()
-		for _, uid := range changed {
-			if ps, ok := c.pods[uid]; ok {
-				ps.nextSync = time.Time{}
-			}
-		}
-		if errors.Is(err, ErrRuntimeUnavailable) {
-			// The runtime went away: sync every pod not yet known to be Unknown now, so its
-			// status says so within a tick rather than at its steady resync.
-			for _, ps := range c.pods {
-				if ps.admitted && ps.status.Phase != v1.PodUnknown {
-					ps.nextSync = time.Time{}
-				}
-			}
-		}
-		c.mu.Unlock()
-	}
-	now := time.Now()
+// relist lists the runtime once: pods whose containers changed become due at once, and pods
+// not observed yet (all of them after slicelet started) get their status from that listing.
+func (c *Controller) relist(ctx context.Context) {
 	c.mu.Lock()
-	var due []string
-	for uid, ps := range c.pods {
-		if !ps.nextSync.After(now) && (ps.admitted || ps.deleting) {
-			due = append(due, uid)
-		}
-	}
 	allReady := c.allSourcesReadyLocked()
-	c.mu.Unlock()
-	defer func() {
-		// Orphans are only judged once every source reported and every admitted pod has its
-		// slice, so nothing live is ever taken for an orphan.
-		c.mu.Lock()
-		for _, ps := range c.pods {
-			if ps.admitted && !ps.deleting && ps.slice.Unit == "" {
-				allReady = false
-			}
+	var fresh []*v1.Pod
+	for _, ps := range c.pods {
+		if ps.admitted && !ps.deleting && !ps.observed {
+			fresh = append(fresh, ps.desired.Pod)
 		}
-		c.mu.Unlock()
-		if allReady && !c.isCleaned() && ctx.Err() == nil {
-			c.cleanupOrphans(ctx)
-		}
-	}()
-
-	sem := make(chan struct{}, syncWorkers)
-	var wg sync.WaitGroup
-	for _, uid := range due {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			c.syncPod(ctx, uid)
-		})
 	}
-	wg.Wait()
-}
-
-func (c *Controller) isCleaned() bool {
+	c.mu.Unlock()
+	res, err := c.rt.Relist(ctx, fresh)
+	if err != nil {
+		c.log.Debug("relist failed", "error", err)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cleaned
+	for _, uid := range res.Due {
+		if ps, ok := c.pods[uid]; ok {
+			ps.nextSync = time.Time{}
+		}
+	}
+	for uid, status := range res.Statuses {
+		ps, ok := c.pods[uid]
+		if !ok || !ps.admitted || ps.deleting || ps.observed {
+			continue
+		}
+		ps.observed = true
+		if ps.status.Phase != status.Phase {
+			c.log.Info("pod phase observed", "pod", key(ps.desired.Pod), "pod_uid", uid, "phase", string(status.Phase))
+			c.changedLocked()
+		}
+		ps.status = status
+	}
+	if errors.Is(err, ErrRuntimeUnavailable) {
+		// The runtime went away: sync every pod not yet known to be Unknown now, so its status
+		// says so within a tick rather than at its steady resync; a pod never observed is
+		// Unknown at once.
+		for _, ps := range c.pods {
+			if !ps.admitted || ps.deleting || ps.status.Phase == v1.PodUnknown {
+				continue
+			}
+			ps.nextSync = time.Time{}
+			if !ps.observed {
+				ps.status = unknownStatus(ps.status, err)
+			}
+		}
+	}
+	if allReady {
+		select {
+		case <-c.adopted:
+		default:
+			close(c.adopted)
+		}
+	}
+}
+
+// unknownStatus is status with the phase Unknown because the runtime cannot be reached: the
+// runtime cannot tell how the containers are (what the API server shows for a pod on a node
+// that stopped reporting).
+func unknownStatus(status v1.PodStatus, err error) v1.PodStatus {
+	status.Phase = v1.PodUnknown
+	status.Reason = ReasonRuntimeUnavailable
+	status.Message = err.Error()
+	return status
+}
+
+// dispatch starts the syncs of pods whose next sync is due and that are not being synced, as
+// many as there are free sync workers, the longest due first: a pod that was never synced (due
+// since it was admitted) goes before the resyncs of running pods that came due meanwhile, as it
+// would in a round that syncs every pod due at its start.
+func (c *Controller) dispatch(ctx context.Context) {
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	free := syncWorkers - c.running
+	if free <= 0 {
+		return
+	}
+	type duePod struct {
+		uid string
+		ps  *podState
+	}
+	var due []duePod
+	for uid, ps := range c.pods {
+		if !ps.syncing && !ps.nextSync.After(now) && (ps.admitted || ps.deleting) {
+			due = append(due, duePod{uid, ps})
+		}
+	}
+	stdslices.SortFunc(due, func(a, b duePod) int {
+		return cmp.Or(a.ps.nextSync.Compare(b.ps.nextSync), cmp.Compare(a.uid, b.uid))
+	})
+	for _, d := range due[:min(free, len(due))] {
+		ps, uid := d.ps, d.uid
+		ps.syncing = true
+		c.running++
+		c.syncs.Go(func() {
+			c.syncPod(ctx, uid)
+			c.mu.Lock()
+			ps.syncing = false
+			c.running--
+			c.mu.Unlock()
+			select {
+			case c.done <- struct{}{}:
+			default:
+			}
+		})
+	}
+}
+
+// maybeCleanupOrphans cleans orphans once every source reported and every admitted pod has its
+// slice, so nothing live is ever taken for an orphan.
+func (c *Controller) maybeCleanupOrphans(ctx context.Context) {
+	c.mu.Lock()
+	ready := c.allSourcesReadyLocked() && !c.cleaned
+	for _, ps := range c.pods {
+		if !ready {
+			break
+		}
+		if ps.admitted && !ps.deleting && ps.slice.Unit == "" {
+			ready = false
+		}
+	}
+	c.mu.Unlock()
+	if ready && ctx.Err() == nil {
+		c.cleanupOrphans(ctx)
+	}
 }
 
 // syncPod brings one pod to its desired state.
@@ -365,7 +465,7 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 		defer c.mu.Unlock()
 		if err != nil {
 			ps.syncErr = err.Error()
-			ps.nextSync = time.Now().Add(busyResync)
+			ps.nextSync = c.clock.Now().Add(busyResync)
 			c.log.Warn("pod delete failed, retrying", "pod", key(pod), "pod_uid", uid, "error", err)
 			return
 		}
@@ -396,14 +496,10 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 			c.log.Warn("pod sync failed", "pod", key(pod), "pod_uid", uid, "error", err)
 		}
 		ps.syncErr = err.Error()
-		ps.nextSync = time.Now().Add(busyResync)
+		ps.nextSync = c.clock.Now().Add(busyResync)
 		if errors.Is(err, ErrRuntimeUnavailable) {
-			// The runtime cannot tell how the containers are: the pod's state is unknown
-			// (what the API server shows for a pod on a node that stopped reporting), and
-			// nothing is deleted; the next sync after the runtime returns resyncs it.
-			ps.status.Phase = v1.PodUnknown
-			ps.status.Reason = ReasonRuntimeUnavailable
-			ps.status.Message = err.Error()
+			// Nothing is deleted; the next sync after the runtime returns resyncs the pod.
+			ps.status = unknownStatus(ps.status, err)
 		}
 		return
 	}
@@ -415,12 +511,10 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 		c.log.Info("pod phase changed", "pod", key(pod), "pod_uid", uid, "phase", string(status.Phase), "slice", slice.Unit)
 		c.changedLocked()
 	}
-	ps.status = status
-	ps.nextSync = time.Now().Add(resyncAfter(status))
-	if rl, ok := c.rt.(relister); ok {
-		if at := rl.NextSync(uid); !at.IsZero() && at.Before(ps.nextSync) {
-			ps.nextSync = at
-		}
+	ps.status, ps.observed = status, true
+	ps.nextSync = c.clock.Now().Add(resyncAfter(status))
+	if at := c.rt.NextSync(uid); !at.IsZero() && at.Before(ps.nextSync) {
+		ps.nextSync = at
 	}
 }
 
@@ -502,8 +596,9 @@ func (c *Controller) cleanupOrphans(ctx context.Context) {
 	c.mu.Unlock()
 }
 
-// View is a pod as the API shows it: the manifest with its source annotations and status.
-func (ps *podState) view() v1.Pod {
+// view is a pod as the API shows it at now: the manifest with its source annotations and
+// status.
+func (ps *podState) view(now time.Time) v1.Pod {
 	pod := *ps.desired.Pod.DeepCopy()
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
@@ -517,7 +612,7 @@ func (ps *podState) view() v1.Pod {
 		pod.Status.QOSClass = slices.QOSClass(ps.desired.Pod)
 	}
 	if ps.deleting {
-		t := metav1.NewTime(time.Now())
+		t := metav1.NewTime(now)
 		pod.DeletionTimestamp = &t
 	}
 	if ps.syncErr != "" && pod.Status.Message == "" {
@@ -534,8 +629,9 @@ func (c *Controller) Pods() []v1.Pod {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]v1.Pod, 0, len(c.pods))
+	now := c.clock.Now()
 	for _, ps := range c.pods {
-		out = append(out, ps.view())
+		out = append(out, ps.view(now))
 	}
 	stdslices.SortFunc(out, func(a, b v1.Pod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
@@ -559,7 +655,7 @@ func (c *Controller) Pod(namespace, name string) (v1.Pod, bool) {
 	if best == nil {
 		return v1.Pod{}, false
 	}
-	return best.view(), true
+	return best.view(c.clock.Now()), true
 }
 
 // Counts returns the number of pods per QoS class and per phase (admitted and rejected alike).

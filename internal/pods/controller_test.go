@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	stdslices "slices"
 	"strings"
 	"sync"
 	"testing"
@@ -52,23 +53,86 @@ func (f *fakeSlices) CleanupOrphans(context.Context) ([]slices.Orphan, error) {
 }
 func (f *fakeSlices) Pods() []slices.PodSlice { return nil }
 
-// fakeRuntime reports every synced pod Running.
+// fakeRuntime reports every synced pod Running. Its relist reports the UIDs sent on changed as
+// due, and for the pods it is given that are in adopt, that status; while down every call fails
+// with ErrRuntimeUnavailable.
 type fakeRuntime struct {
-	mu      sync.Mutex
-	synced  map[string]int
-	killed  []string
-	forgot  []string
-	present []string
+	mu       sync.Mutex
+	synced   map[string]int
+	killed   []string
+	forgot   []string
+	present  []string
+	changed  chan string
+	adopt    map[string]v1.PodStatus
+	relisted [][]string // the fresh pods each relist was given
+	down     bool
+	gate     chan struct{} // when set, SyncPod waits for it
+	entered  []string      // the UIDs SyncPod was called for, in order
 }
 
 func (f *fakeRuntime) Name() string                     { return "fake" }
 func (f *fakeRuntime) Validate(*v1.Pod) field.ErrorList { return nil }
-func (f *fakeRuntime) SyncPod(_ context.Context, pod *v1.Pod, _ slices.PodSlice) (v1.PodStatus, error) {
+func (f *fakeRuntime) SyncPod(ctx context.Context, pod *v1.Pod, _ slices.PodSlice) (v1.PodStatus, error) {
+	f.mu.Lock()
+	f.entered = append(f.entered, string(pod.UID))
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return v1.PodStatus{}, ctx.Err()
+		}
+	}
+	if err := f.unavailable(); err != nil {
+		return v1.PodStatus{}, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.synced[string(pod.UID)]++
 	return v1.PodStatus{Phase: v1.PodRunning}, nil
 }
+func (f *fakeRuntime) unavailable() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return fmt.Errorf("cri runtime unix:///run/x.sock: %w", ErrRuntimeUnavailable)
+	}
+	return nil
+}
+func (f *fakeRuntime) setDown(down bool) {
+	f.mu.Lock()
+	f.down = down
+	f.mu.Unlock()
+}
+func (f *fakeRuntime) Relist(_ context.Context, fresh []*v1.Pod) (Relisted, error) {
+	if err := f.unavailable(); err != nil {
+		return Relisted{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var res Relisted
+	var uids []string
+	for _, p := range fresh {
+		uids = append(uids, string(p.UID))
+		if st, ok := f.adopt[string(p.UID)]; ok {
+			if res.Statuses == nil {
+				res.Statuses = map[string]v1.PodStatus{}
+			}
+			res.Statuses[string(p.UID)] = st
+		}
+	}
+	if len(uids) > 0 {
+		f.relisted = append(f.relisted, uids)
+	}
+	select {
+	case uid := <-f.changed:
+		res.Due = []string{uid}
+	default:
+	}
+	return res, nil
+}
+func (f *fakeRuntime) NextSync(string) time.Time { return time.Time{} }
 func (f *fakeRuntime) KillPod(_ context.Context, pod *v1.Pod, _ time.Duration) (v1.PodStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -82,6 +146,9 @@ func (f *fakeRuntime) Forget(_ context.Context, uid string) error {
 	return nil
 }
 func (f *fakeRuntime) PodUIDs(context.Context) ([]string, error) {
+	if err := f.unavailable(); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.present...), nil
@@ -115,7 +182,7 @@ func desired(source, name, uid string) Desired {
 func newTestController(admit Admitter, want ...string) (*Controller, *fakeSlices, *fakeRuntime) {
 	s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
 	rt := &fakeRuntime{synced: map[string]int{}}
-	return NewController(s, rt, admit, nil, want...), s, rt
+	return NewController(ControllerOptions{Slices: s, Runtime: rt, Admitter: admit, WantSources: want}), s, rt
 }
 
 func TestControllerLifecycle(t *testing.T) {
@@ -234,29 +301,12 @@ func TestControllerOrphanRuntimePods(t *testing.T) {
 	})
 }
 
-// relistRuntime is a fakeRuntime that reports changed pods through Relist.
-type relistRuntime struct {
-	*fakeRuntime
-	changed chan string
-}
-
-func (r *relistRuntime) Relist(context.Context) ([]string, error) {
-	select {
-	case uid := <-r.changed:
-		return []string{uid}, nil
-	default:
-		return nil, nil
-	}
-}
-func (r *relistRuntime) NextSync(string) time.Time { return time.Time{} }
-
 // TestControllerRelist: a pod whose containers changed (a container exited) is synced at the next
 // tick, not at the steady resync ten seconds later.
 func TestControllerRelist(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
-		rt := &relistRuntime{fakeRuntime: &fakeRuntime{synced: map[string]int{}}, changed: make(chan string, 1)}
-		c := NewController(s, rt, maxPods(10), nil, SourceFile)
+		c, _, rt := newTestController(maxPods(10), SourceFile)
+		rt.changed = make(chan string, 1)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		go c.Run(ctx)
@@ -290,7 +340,7 @@ func TestControllerRejectsWhatTheRuntimeCannotRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
 		rt := pickyRuntime{&fakeRuntime{synced: map[string]int{}}}
-		c := NewController(s, rt, maxPods(10), nil, SourceFile)
+		c := NewController(ControllerOptions{Slices: s, Runtime: rt, Admitter: maxPods(10), WantSources: []string{SourceFile}})
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		go c.Run(ctx)
@@ -315,7 +365,7 @@ func TestControllerRejectsBySourceSecurity(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
 		rt := pickyRuntime{&fakeRuntime{synced: map[string]int{}}}
-		c := NewController(s, rt, maxPods(10), nil, SourceFile, SourceAPI)
+		c := NewController(ControllerOptions{Slices: s, Runtime: rt, Admitter: maxPods(10), WantSources: []string{SourceFile, SourceAPI}})
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		go c.Run(ctx)
@@ -340,40 +390,14 @@ func TestControllerRejectsBySourceSecurity(t *testing.T) {
 	})
 }
 
-// downRuntime is a fakeRuntime whose container runtime can be down.
-type downRuntime struct {
-	*fakeRuntime
-	down bool
-}
-
-func (r *downRuntime) isDown() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.down
-}
-
-func (r *downRuntime) SyncPod(ctx context.Context, pod *v1.Pod, s slices.PodSlice) (v1.PodStatus, error) {
-	if r.isDown() {
-		return v1.PodStatus{}, fmt.Errorf("cri runtime unix:///run/x.sock: %w", ErrRuntimeUnavailable)
-	}
-	return r.fakeRuntime.SyncPod(ctx, pod, s)
-}
-
-func (r *downRuntime) PodUIDs(ctx context.Context) ([]string, error) {
-	if r.isDown() {
-		return nil, fmt.Errorf("cri runtime unix:///run/x.sock: %w", ErrRuntimeUnavailable)
-	}
-	return r.fakeRuntime.PodUIDs(ctx)
-}
-
 // TestControllerRuntimeUnavailable: while the runtime is down a pod is Unknown and nothing is
 // deleted (no kill, no forget, no orphan cleanup of slices or runtime pods); when it returns the
 // pod is resynced to Running and orphans are judged.
 func TestControllerRuntimeUnavailable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
-		rt := &downRuntime{fakeRuntime: &fakeRuntime{synced: map[string]int{}, present: []string{"uid-a", "uid-gone"}}, down: true}
-		c := NewController(s, rt, maxPods(10), nil, SourceFile)
+		c, s, rt := newTestController(maxPods(10), SourceFile)
+		rt.present = []string{"uid-a", "uid-gone"}
+		rt.down = true
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		go c.Run(ctx)
@@ -389,9 +413,7 @@ func TestControllerRuntimeUnavailable(t *testing.T) {
 			t.Errorf("deleted while the runtime was down: killed %v forgot %v destroyed %v orphan cleanups %d", rt.killed, rt.forgot, s.destroyed, s.orphans)
 		}
 
-		rt.mu.Lock()
-		rt.down = false
-		rt.mu.Unlock()
+		rt.setDown(false)
 		time.Sleep(busyResync + DefaultTick)
 		synctest.Wait()
 		p, _ = c.Pod("default", "a")
@@ -409,9 +431,11 @@ func TestControllerRuntimeUnavailable(t *testing.T) {
 // all-sources-ready.
 func TestControllerOnChange(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, _, _ := newTestController(maxPods(10), SourceFile, SourceAPI)
 		var changes int
-		c.OnChange(func() { changes++ })
+		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
+		rt := &fakeRuntime{synced: map[string]int{}}
+		c := NewController(ControllerOptions{Slices: s, Runtime: rt, Admitter: maxPods(10), WantSources: []string{SourceFile, SourceAPI},
+			OnChange: func() { changes++ }})
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		go c.Run(ctx)
@@ -445,24 +469,11 @@ func TestControllerOnChange(t *testing.T) {
 	})
 }
 
-// downRelistRuntime is a downRuntime that relists: its Relist fails while it is down.
-type downRelistRuntime struct{ *downRuntime }
-
-func (r downRelistRuntime) Relist(context.Context) ([]string, error) {
-	if r.isDown() {
-		return nil, fmt.Errorf("cri runtime unix:///run/x.sock: %w", ErrRuntimeUnavailable)
-	}
-	return nil, nil
-}
-func (r downRelistRuntime) NextSync(string) time.Time { return time.Time{} }
-
 // TestControllerRuntimeGoesAway: a steady Running pod is reported Unknown within a tick of the
 // runtime's relist failing, not at its steady resync ten seconds later.
 func TestControllerRuntimeGoesAway(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
-		rt := downRelistRuntime{&downRuntime{fakeRuntime: &fakeRuntime{synced: map[string]int{}}}}
-		c := NewController(s, rt, maxPods(10), nil, SourceFile)
+		c, _, rt := newTestController(maxPods(10), SourceFile)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		go c.Run(ctx)
@@ -471,13 +482,138 @@ func TestControllerRuntimeGoesAway(t *testing.T) {
 		if p, _ := c.Pod("default", "a"); p.Status.Phase != v1.PodRunning {
 			t.Fatalf("status = %+v", p.Status)
 		}
-		rt.mu.Lock()
-		rt.down = true
-		rt.mu.Unlock()
+		rt.setDown(true)
 		time.Sleep(DefaultTick + time.Millisecond)
 		synctest.Wait()
 		if p, _ := c.Pod("default", "a"); p.Status.Phase != v1.PodUnknown {
 			t.Errorf("a tick after the runtime went away: %+v, want Unknown", p.Status)
 		}
+	})
+}
+
+// TestControllerAdoptsAfterRestart: after slicelet restarts, the pods the sources report are
+// given their status from one relist, before any of them is synced: a pod that kept running is
+// Running at once and never Pending; Adopted closes only once every wanted source reported and
+// that relist ran; the slow syncs that follow do not change the status.
+func TestControllerAdoptsAfterRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _, rt := newTestController(maxPods(10), SourceFile, SourceAPI)
+		running := v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{Name: "c", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}
+		rt.adopt = map[string]v1.PodStatus{"uid-a": running, "uid-b": running}
+		rt.gate = make(chan struct{}) // syncs wait: the statuses must come from the relist
+		var phases []v1.PodPhase
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "a", "uid-a")}})
+		synctest.Wait()
+		select {
+		case <-c.Adopted():
+			t.Fatal("adopted before every wanted source reported")
+		default:
+		}
+		c.Update(Snapshot{Source: SourceAPI, Pods: []Desired{desired(SourceAPI, "b", "uid-b")}})
+		synctest.Wait()
+		select {
+		case <-c.Adopted():
+		default:
+			t.Fatal("not adopted after every source reported and a relist ran")
+		}
+		for _, p := range c.Pods() {
+			phases = append(phases, p.Status.Phase)
+			if p.Status.Phase != v1.PodRunning || len(p.Status.ContainerStatuses) != 1 {
+				t.Errorf("pod %s at adoption: %+v, want the relisted Running status", p.Name, p.Status)
+			}
+		}
+		rt.mu.Lock()
+		relisted := fmt.Sprint(rt.relisted)
+		synced := len(rt.synced)
+		rt.mu.Unlock()
+		// Each pod was handed to a relist exactly once, and none was synced yet.
+		if relisted != "[[uid-a] [uid-b]]" || synced != 0 {
+			t.Errorf("relists %s, synced pods %d; want each pod in one relist, no sync yet", relisted, synced)
+		}
+		close(rt.gate)
+		time.Sleep(steadyResync + time.Second)
+		synctest.Wait()
+		for _, p := range c.Pods() {
+			if p.Status.Phase != v1.PodRunning {
+				t.Errorf("pod %s after its syncs: %s", p.Name, p.Status.Phase)
+			}
+		}
+		if len(phases) != 2 {
+			t.Errorf("pods at adoption: %v", phases)
+		}
+	})
+}
+
+// TestControllerAdoptsWithRuntimeDown: with the runtime unreachable at start, the pods are
+// Unknown at adoption (never Pending) and nothing is deleted.
+func TestControllerAdoptsWithRuntimeDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, s, rt := newTestController(maxPods(10), SourceFile)
+		rt.down = true
+		rt.present = []string{"uid-orphan"}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "a", "uid-a")}})
+		synctest.Wait()
+		<-c.Adopted()
+		if p, _ := c.Pod("default", "a"); p.Status.Phase != v1.PodUnknown || p.Status.Reason != ReasonRuntimeUnavailable {
+			t.Errorf("status at adoption with the runtime down: %+v", p.Status)
+		}
+		if len(rt.killed) != 0 || len(s.destroyed) != 0 {
+			t.Errorf("deleted with the runtime down: killed %v destroyed %v", rt.killed, s.destroyed)
+		}
+	})
+}
+
+// TestControllerNewPodsFirst: pods never synced go before the resyncs of running pods that came
+// due earlier, so a burst of new pods is not held back by the steady resyncs of many running
+// ones.
+func TestControllerNewPodsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _, rt := newTestController(maxPods(100), SourceFile)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		var old []Desired
+		for i := range 20 {
+			old = append(old, desired(SourceFile, fmt.Sprintf("old-%02d", i), fmt.Sprintf("uid-old-%02d", i)))
+		}
+		c.Update(Snapshot{Source: SourceFile, Pods: old})
+		synctest.Wait()
+		// Syncs now wait at the gate, one token each. The 20 running pods come due for their
+		// steady resync: 8 are in flight, 12 wait.
+		gate := make(chan struct{}, 100)
+		rt.mu.Lock()
+		rt.gate, rt.entered = gate, nil
+		rt.mu.Unlock()
+		time.Sleep(steadyResync + DefaultTick)
+		synctest.Wait()
+		fresh := stdslices.Clone(old)
+		for i := range 5 {
+			fresh = append(fresh, desired(SourceFile, fmt.Sprintf("new-%d", i), fmt.Sprintf("uid-new-%d", i)))
+		}
+		c.Update(Snapshot{Source: SourceFile, Pods: fresh})
+		synctest.Wait()
+		for range syncWorkers {
+			gate <- struct{}{}
+		}
+		synctest.Wait()
+		rt.mu.Lock()
+		entered := stdslices.Clone(rt.entered)
+		rt.mu.Unlock()
+		if len(entered) != 2*syncWorkers {
+			t.Fatalf("%d syncs started, want %d: %v", len(entered), 2*syncWorkers, entered)
+		}
+		for i := range 5 {
+			if uid := fmt.Sprintf("uid-new-%d", i); !stdslices.Contains(entered[syncWorkers:], uid) {
+				t.Errorf("new pod %s waits behind resyncs: started %v", uid, entered)
+			}
+		}
+		close(gate)
 	})
 }

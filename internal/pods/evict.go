@@ -43,7 +43,7 @@ func (c *Controller) ActivePods() []eviction.ActivePod {
 		if !ps.admitted || ps.deleting || ps.status.Phase == v1.PodSucceeded || ps.status.Phase == v1.PodFailed {
 			continue
 		}
-		pod := ps.view()
+		pod := ps.view(c.clock.Now())
 		out = append(out, eviction.ActivePod{Pod: &pod, CgroupPath: ps.slice.CgroupPath})
 	}
 	return out
@@ -70,7 +70,7 @@ func (c *Controller) EvictPod(ctx context.Context, pod *v1.Pod, grace time.Durat
 	desired := ps.desired.Pod
 	ps.admitted = false
 	ps.reason, ps.message = ReasonEvicted, message
-	ps.status = evictedStatus(ps.status, message, time.Now())
+	ps.status = evictedStatus(ps.status, message, c.clock.Now())
 	ps.desired.Pod = withEvictionAnnotations(desired, annotations)
 	c.mu.Unlock()
 
@@ -91,7 +91,7 @@ func (c *Controller) EvictPod(ctx context.Context, pod *v1.Pod, grace time.Durat
 	if cur, ok := c.pods[uid]; ok && cur == ps {
 		ps.slice = slices.PodSlice{}
 		if ps.status.Reason != ReasonEvicted {
-			ps.status = evictedStatus(ps.status, message, time.Now())
+			ps.status = evictedStatus(ps.status, message, c.clock.Now())
 		}
 	}
 	c.mu.Unlock()

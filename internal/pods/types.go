@@ -77,13 +77,13 @@ var ErrNoLogs = errors.New("no logs")
 // orphans until the runtime answers again, then resyncs.
 var ErrRuntimeUnavailable = errors.New("container runtime unavailable")
 
-// Runtime runs the containers of pods inside their slices. Implementations: the built-in systemd
-// runtime (containers as transient services) and the CRI runtime.
+// Runtime runs the containers of pods inside their slices: the pod worker (package worker) over
+// the configured container runtime (the built-in systemd runtime or a CRI runtime).
 type Runtime interface {
 	// Name is "systemd" or "cri".
 	Name() string
-	// Validate reports what this runtime cannot run (e.g. images in the systemd runtime), with
-	// field paths and values.
+	// Validate reports what slicelet cannot run with this runtime (e.g. images in the systemd
+	// runtime), with field paths and values.
 	Validate(pod *v1.Pod) field.ErrorList
 	// SyncPod makes the pod's containers match its spec inside slice: init containers run to
 	// completion in order, then the app containers (restartable init containers keep running);
@@ -101,8 +101,26 @@ type Runtime interface {
 	// PodUIDs lists the UIDs of pods that have containers (running or dead) in the runtime, for
 	// adoption and orphan cleanup after a restart.
 	PodUIDs(ctx context.Context) ([]string, error)
+	// Relist lists every container once (the kubelet's PLEG relist): the pods whose containers
+	// changed or whose back-off ended are due for a sync, and the given pods that were not
+	// observed yet get their status from that one listing (see Relisted).
+	Relist(ctx context.Context, pods []*v1.Pod) (Relisted, error)
+	// NextSync is when the pod's earliest back-off ends; zero when none is pending.
+	NextSync(uid string) time.Time
 	// Logs writes a container's output to w.
 	Logs(ctx context.Context, pod *v1.Pod, container string, opts LogOptions, w io.Writer) error
+}
+
+// Relisted is what one relist found.
+type Relisted struct {
+	// Due are the UIDs of the pods whose containers changed, appeared or vanished, or whose
+	// back-off ended: they need a sync now.
+	Due []string
+	// Statuses are the statuses of the pods the relist was given that had not been observed
+	// before (after slicelet started: all of them), by UID, computed from that one listing
+	// without acting on anything. A restarted slicelet reports the pods that kept running
+	// Running at once, and never Pending first.
+	Statuses map[string]v1.PodStatus
 }
 
 // Slices is what the controller needs from the slice manager (*slices.Manager).

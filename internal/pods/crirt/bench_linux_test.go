@@ -75,7 +75,7 @@ func BenchmarkPodStart(b *testing.B) {
 
 func BenchmarkRawCRI(b *testing.B) {
 	it := newIT(b, critest.Options{})
-	rt := it.runtime(b) // only for its configs and its gRPC clients
+	w, rt := it.runtimes(b) // only for the worker's configs and the runtime's gRPC clients
 	ctx := context.Background()
 	var lat latencies
 	defer func() { lat.report(b) }()
@@ -84,12 +84,14 @@ func BenchmarkRawCRI(b *testing.B) {
 		b.StopTimer()
 		pod := benchPod(i)
 		slice := it.slice(b, pod)
-		sbCfg := rt.sandboxConfig(pod, slice.Unit, 0)
-		cfg, err := rt.containerConfig(pod, &pod.Spec.Containers[0], 1, testImage, nil)
+		sbCfg := w.SandboxConfig(pod, slice.Unit, 0)
+		sbCfg.LogDirectory = rt.podLogDir(pod.Namespace, pod.Name, string(pod.UID))
+		cfg, err := w.ContainerConfig(pod, &pod.Spec.Containers[0], 0, testImage, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := os.MkdirAll(rt.podLogDir(pod), 0o755); err != nil {
+		cfg.LogPath = containerLogPath(pod.Spec.Containers[0].Name, 1)
+		if err := os.MkdirAll(sbCfg.LogDirectory, 0o755); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/internal/pods"
 )
@@ -55,9 +56,6 @@ func ParseEndpoint(endpoint string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
-// errRuntimeUnavailable is pods.ErrRuntimeUnavailable, for errors.Is.
-var errRuntimeUnavailable = pods.ErrRuntimeUnavailable
-
 // prober asks the endpoint whether it is a CRI runtime that answers.
 type prober func(ctx context.Context) error
 
@@ -70,6 +68,7 @@ type conn struct {
 	initial  time.Duration
 	max      time.Duration
 	probe    prober
+	clock    clock.Clock
 
 	cc *grpc.ClientConn // nil in tests of the loop alone
 
@@ -80,9 +79,9 @@ type conn struct {
 	kick    chan struct{}
 }
 
-func newConn(endpoint string, log *slog.Logger, initial, maxWait time.Duration, probe prober) *conn {
+func newConn(endpoint string, log *slog.Logger, clk clock.Clock, initial, maxWait time.Duration, probe prober) *conn {
 	return &conn{
-		endpoint: endpoint, log: log, initial: initial, max: maxWait, probe: probe,
+		endpoint: endpoint, log: log, clock: clk, initial: initial, max: maxWait, probe: probe,
 		lastErr: errors.New("not probed yet"),
 		changed: make(chan struct{}), kick: make(chan struct{}, 1),
 	}
@@ -153,12 +152,12 @@ func (c *conn) run(ctx context.Context) {
 			}
 			continue
 		}
-		t := time.NewTimer(delay)
+		t := c.clock.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		delay = min(2*delay, c.max)
 	}

@@ -51,7 +51,7 @@ func (admitAll) AdmitSecurity(*v1.Pod, string) (bool, string, string) { return t
 func TestControllerWithRuntimeDown(t *testing.T) {
 	e := newEnv(t)
 	sl := &memSlices{}
-	ctrl := pods.NewController(sl, e.rt, admitAll{}, nil, pods.SourceFile)
+	ctrl := pods.NewController(pods.ControllerOptions{Slices: sl, Runtime: e.rt, Admitter: admitAll{}, WantSources: []string{pods.SourceFile}})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go ctrl.Run(ctx)

@@ -16,25 +16,16 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
-// fakeClock is a settable clock shared by the runtime and the fake CRI server.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// fakeClock is a settable clock shared by the pod worker and the fake CRI server.
+type fakeClock struct{ *testingclock.FakeClock }
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
+func newFakeClock(t time.Time) *fakeClock { return &fakeClock{testingclock.NewFakeClock(t)} }
 
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// Advance moves the clock on by d.
+func (c *fakeClock) Advance(d time.Duration) { c.Step(d) }
 
 type fakeSandbox struct {
 	sb  *runtimeapi.PodSandbox

@@ -3,11 +3,8 @@ package crirt
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"os"
-	"strconv"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -15,12 +12,9 @@ import (
 	"github.com/slicelet/slicelet/gc"
 )
 
-// The primitives of image and container GC (gc.ImageRuntime, gc.ContainerRuntime). They act on
-// what slicelet created (LabelManaged) and on images; deciding what to remove is the GC's plan.
-var (
-	_ gc.ImageRuntime     = (*Runtime)(nil)
-	_ gc.ContainerRuntime = (*Runtime)(nil)
-)
+// The primitives of image GC (gc.ImageRuntime); deciding what to remove is the GC's plan.
+// Container and sandbox GC go through the pod worker (worker.ContainerGC, worker.SandboxGC).
+var _ gc.ImageRuntime = (*Runtime)(nil)
 
 // SandboxImage is the pod sandbox image, which image GC must never remove (containerd 1.6
 // does not report it pinned): Options.SandboxImage when set, else what the runtime reports in
@@ -149,132 +143,6 @@ func (r *Runtime) RemoveImage(ctx context.Context, id string) error {
 	})
 	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("image %s: remove: %w", id, err)
-	}
-	return nil
-}
-
-// gcState maps a CRI container state to gc's.
-func gcState(s runtimeapi.ContainerState) string {
-	switch s {
-	case runtimeapi.ContainerState_CONTAINER_RUNNING:
-		return gc.StateRunning
-	case runtimeapi.ContainerState_CONTAINER_EXITED:
-		return gc.StateExited
-	case runtimeapi.ContainerState_CONTAINER_CREATED:
-		return gc.StateCreated
-	}
-	return gc.StateUnknown
-}
-
-// ListContainers lists every container slicelet created, in all states, with its pod UID,
-// name, image (ImageRef), sandbox and creation time.
-func (r *Runtime) ListContainers(ctx context.Context) ([]gc.Container, error) {
-	ctrs, err := r.listContainers(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]gc.Container, 0, len(ctrs))
-	for _, c := range ctrs {
-		name := c.Labels[LabelContainerName]
-		if name == "" {
-			name = c.Metadata.GetName()
-		}
-		out = append(out, gc.Container{
-			ID: c.Id, PodUID: c.Labels[LabelPodUID], Name: name, ImageID: c.ImageRef,
-			SandboxID: c.PodSandboxId, State: gcState(c.State), CreatedAt: unixNano(c.CreatedAt),
-		})
-	}
-	return out, nil
-}
-
-// StopContainer stops a container within its pod's grace period (from its annotation; 30 s
-// when absent); one already gone is not an error.
-func (r *Runtime) StopContainer(ctx context.Context, id string) error {
-	grace := 30 * time.Second
-	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.ListContainersResponse, error) {
-		return r.rs.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{Id: id}})
-	})
-	if err != nil {
-		return fmt.Errorf("container %s: stop: %w", id, err)
-	}
-	if len(resp.Containers) == 0 {
-		return nil
-	}
-	if g, err := strconv.ParseInt(resp.Containers[0].Annotations[AnnotationGracePeriod], 10, 64); err == nil && g >= 0 {
-		grace = time.Duration(g) * time.Second
-	}
-	secs := int64((grace + time.Second - 1) / time.Second)
-	_, err = call(ctx, r, grace, func(ctx context.Context) (*runtimeapi.StopContainerResponse, error) {
-		return r.rs.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: secs})
-	})
-	if err != nil && !isNotFound(err) {
-		return fmt.Errorf("container %s: stop: %w", id, err)
-	}
-	return nil
-}
-
-// RemoveContainer removes a container and its log file; one already gone is not an error.
-func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
-	st, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.ContainerStatusResponse, error) {
-		return r.rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
-	})
-	if isNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("container %s: remove: %w", id, err)
-	}
-	_, err = call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.RemoveContainerResponse, error) {
-		return r.rs.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
-	})
-	if err != nil && !isNotFound(err) {
-		return fmt.Errorf("container %s: remove: %w", id, err)
-	}
-	r.mu.Lock()
-	delete(r.final, id)
-	r.mu.Unlock()
-	if p := st.GetStatus().GetLogPath(); p != "" {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("container %s: remove log %s: %w", id, p, err)
-		}
-	}
-	return nil
-}
-
-// ListSandboxes lists the pod sandboxes slicelet created.
-func (r *Runtime) ListSandboxes(ctx context.Context) ([]gc.Sandbox, error) {
-	sbs, err := r.listSandboxes(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]gc.Sandbox, 0, len(sbs))
-	for _, sb := range sbs {
-		out = append(out, gc.Sandbox{
-			ID: sb.Id, PodUID: sb.Labels[LabelPodUID],
-			Ready: sb.State == runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: unixNano(sb.CreatedAt),
-		})
-	}
-	return out, nil
-}
-
-// StopSandbox stops a sandbox and every container in it; one already gone is not an error.
-func (r *Runtime) StopSandbox(ctx context.Context, id string) error {
-	_, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.StopPodSandboxResponse, error) {
-		return r.rs.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
-	})
-	if err != nil && !isNotFound(err) {
-		return fmt.Errorf("pod sandbox %s: stop: %w", id, err)
-	}
-	return nil
-}
-
-// RemoveSandbox removes a stopped sandbox; one already gone is not an error.
-func (r *Runtime) RemoveSandbox(ctx context.Context, id string) error {
-	_, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.RemovePodSandboxResponse, error) {
-		return r.rs.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
-	})
-	if err != nil && !isNotFound(err) {
-		return fmt.Errorf("pod sandbox %s: remove: %w", id, err)
 	}
 	return nil
 }

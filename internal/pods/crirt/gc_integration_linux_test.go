@@ -73,7 +73,7 @@ func (f *fsReadings) reset() []fsReading {
 
 // imageIDs maps every name (repo tag, digest) of the runtime's images to the image ID, and
 // every ID to its listed size.
-func imageIDs(t *testing.T, rt *Runtime) (ids map[string]string, sizes map[string]int64) {
+func imageIDs(t *testing.T, rt *full) (ids map[string]string, sizes map[string]int64) {
 	t.Helper()
 	imgs, err := rt.ListImages(t.Context())
 	if err != nil {
@@ -112,7 +112,7 @@ func onceContainer(name, image string) v1.Container {
 
 // forgetAtCleanup kills and forgets the pods when the test ends, passed or failed, before the
 // environment's own cleanup stops containerd.
-func forgetAtCleanup(t *testing.T, rt *Runtime, ps ...*v1.Pod) {
+func forgetAtCleanup(t *testing.T, rt *full, ps ...*v1.Pod) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -509,7 +509,7 @@ func TestIntegrationContainerGC(t *testing.T) {
 	}
 
 	col, err := gc.NewCollector(gc.CollectorOptions{
-		Containers: rt, ContainerPolicy: gc.ContainerPolicy{MaxPerPodContainer: 1, MaxContainers: -1},
+		Containers: rt, Sandboxes: rt, ContainerPolicy: gc.ContainerPolicy{MaxPerPodContainer: 1, MaxContainers: -1},
 		PodLogRoot: it.logs, Logger: it.log,
 		PodState: func() gc.PodState {
 			return gc.PodState{Known: map[string]bool{string(live.UID): true}, AllSourcesReady: true}
@@ -608,7 +608,7 @@ func TestIntegrationContainerGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.ContainerStatuses) != 2 || st.ContainerStatuses[1].ContainerID != ContainerID(mainID) || st.ContainerStatuses[0].RestartCount < int32(len(crash)-1) {
+	if len(st.ContainerStatuses) != 2 || st.ContainerStatuses[1].ContainerID != "containerd://"+mainID || st.ContainerStatuses[0].RestartCount < int32(len(crash)-1) {
 		t.Errorf("status after gc: %s; want main %s still running, crash restart count ≥ %d", runtimetest.Describe(st), mainID, len(crash)-1)
 	}
 }

@@ -17,13 +17,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/critest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/internal/pods/runtimetest"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/systemdtest"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -117,14 +118,38 @@ func newIT(tb testing.TB, opts critest.Options) *itEnv {
 	return it
 }
 
-// runtime returns a new runtime instance over the environment's state.
-func (it *itEnv) runtime(tb testing.TB) *Runtime {
+// full is the pod worker over the CRI runtime with the runtime's image side and GC's views, as
+// the daemon wires them.
+type full struct {
+	*worker.Worker
+	gc.ContainerRuntime
+	gc.SandboxRuntime
+	back *Runtime
+}
+
+func (f *full) ListImages(ctx context.Context) ([]gc.ListedImage, error) {
+	return f.back.ListImages(ctx)
+}
+func (f *full) ImageFsInfo(ctx context.Context) (gc.ImageFsInfo, error) {
+	return f.back.ImageFsInfo(ctx)
+}
+func (f *full) RemoveImage(ctx context.Context, id string) error { return f.back.RemoveImage(ctx, id) }
+func (f *full) WaitReady(ctx context.Context) error              { return f.back.WaitReady(ctx) }
+
+// runtime returns the pod worker over a new runtime instance over the environment's state (a
+// new one models a restart of slicelet), with the runtime's image side and GC's views.
+func (it *itEnv) runtime(tb testing.TB) *full {
+	w, rt := it.runtimes(tb)
+	return &full{Worker: w, ContainerRuntime: w.ContainerGC(), SandboxRuntime: w.SandboxGC(), back: rt}
+}
+
+// runtimes is runtime, with the runtime under the worker.
+func (it *itEnv) runtimes(tb testing.TB) (*worker.Worker, *Runtime) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rt, err := New(context.Background(), Options{
-		Endpoint: it.ctrd.Endpoint, SandboxImage: it.ctrd.SandboxImage, LogRoot: it.logs, StateDir: it.state,
-		Logger: it.log, MemoryCapacity: it.mem, Backoff: fastBackoff,
+		Endpoint: it.ctrd.Endpoint, SandboxImage: it.ctrd.SandboxImage, LogRoot: it.logs, Logger: it.log,
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -135,7 +160,12 @@ func (it *itEnv) runtime(tb testing.TB) *Runtime {
 	it.mu.Lock()
 	it.rts = append(it.rts, rt)
 	it.mu.Unlock()
-	return rt
+	w, err := worker.New(worker.Options{Runtime: rt, Images: rt, Recorder: &record.FakeRecorder{}, StateDir: it.state, Logger: it.log,
+		MemoryCapacity: it.mem, Resources: slices.DefaultOptions(), Backoff: fastBackoff, HostNetwork: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return w, rt
 }
 
 func (it *itEnv) slice(tb testing.TB, pod *v1.Pod) slices.PodSlice {
@@ -156,7 +186,7 @@ func TestIntegrationConformance(t *testing.T) {
 	sandboxOnly(t)
 	it := newIT(t, critest.Options{})
 	runtimetest.Run(t, runtimetest.Harness{
-		NewRuntime: func(t *testing.T) pods.Runtime { return it.runtime(t) },
+		NewRuntime: func(t *testing.T) *worker.Worker { return it.runtime(t).Worker },
 		Slice:      func(t *testing.T, pod *v1.Pod) slices.PodSlice { return it.slice(t, pod) },
 		DestroySlice: func(t *testing.T, uid string) {
 			if err := it.sl.DestroyPod(context.Background(), uid); err != nil {
@@ -175,7 +205,7 @@ func itPod(name, uid string, cs ...v1.Container) *v1.Pod {
 	}
 }
 
-func syncUntil(t *testing.T, rt *Runtime, pod *v1.Pod, slice slices.PodSlice, what string, cond func(v1.PodStatus, error) bool) v1.PodStatus {
+func syncUntil(t *testing.T, rt *full, pod *v1.Pod, slice slices.PodSlice, what string, cond func(v1.PodStatus, error) bool) v1.PodStatus {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -238,7 +268,7 @@ func TestIntegrationScopeInPodSlice(t *testing.T) {
 	}
 	// The runtime reports the container's writable layer (its usage counts in the pod's
 	// ephemeral storage).
-	if layers, err := rt.WritableLayers(t.Context(), pod); err != nil {
+	if layers, err := rt.back.WritableLayers(t.Context(), pod); err != nil {
 		t.Errorf("WritableLayers: %v", err)
 	} else if _, ok := layers["main"]; !ok {
 		t.Errorf("WritableLayers = %v, want the main container's layer", layers)
@@ -333,11 +363,11 @@ func TestIntegrationSandboxDiedInitContainers(t *testing.T) {
 	pod.Spec.InitContainers = []v1.Container{container("init", "exit 0")}
 	slice := it.slice(t, pod)
 	syncUntil(t, rt, pod, slice, "running", running)
-	sbs, err := rt.listSandboxes(t.Context(), string(pod.UID))
+	sbs, err := rt.back.ListPodSandbox(t.Context(), string(pod.UID))
 	if err != nil || len(sbs) != 1 {
 		t.Fatalf("sandboxes %v: %v", sbs, err)
 	}
-	if err := rt.StopSandbox(t.Context(), sbs[0].Id); err != nil {
+	if err := rt.StopSandbox(t.Context(), sbs[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	st := syncUntil(t, rt, pod, slice, "running in a new sandbox", func(st v1.PodStatus, err error) bool {
@@ -350,16 +380,16 @@ func TestIntegrationSandboxDiedInitContainers(t *testing.T) {
 	if ics.State.Terminated.FinishedAt.After(cs.State.Running.StartedAt.Time) {
 		t.Errorf("app started at %v, before the init container finished at %v", cs.State.Running.StartedAt, ics.State.Terminated.FinishedAt)
 	}
-	sbs, err = rt.listSandboxes(t.Context(), string(pod.UID))
+	sbs, err = rt.back.ListPodSandbox(t.Context(), string(pod.UID))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ready := 0
 	for _, sb := range sbs {
-		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+		if sb.Ready {
 			ready++
-			if sb.Metadata.GetAttempt() != 1 {
-				t.Errorf("new sandbox attempt %d, want 1", sb.Metadata.GetAttempt())
+			if sb.Attempt != 1 {
+				t.Errorf("new sandbox attempt %d, want 1", sb.Attempt)
 			}
 		}
 	}
@@ -397,7 +427,7 @@ func TestIntegrationGCPrimitives(t *testing.T) {
 		}
 	}
 	// Without the option, the sandbox image comes from containerd's own configuration.
-	unset := it.runtime(t)
+	unset := it.runtime(t).back
 	unset.opts.SandboxImage = ""
 	if img, err := unset.SandboxImage(ctx); err != nil || img != critest.DefaultSandboxImage {
 		t.Errorf("SandboxImage from containerd's status = %q, %v; want %s", img, err, critest.DefaultSandboxImage)

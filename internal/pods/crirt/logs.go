@@ -17,6 +17,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -113,10 +115,11 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 	if err := slices.ValidateUID(uid); err != nil {
 		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	if !inSpec(pod, container) {
+	if c, _ := lifecycle.ContainerByName(pod, container); c == nil {
 		return fmt.Errorf("pod %s/%s: no container %q: %w", pod.Namespace, pod.Name, container, pods.ErrNoLogs)
 	}
-	dir := filepath.Join(r.podLogDir(pod), container)
+	podDir := r.podLogDir(pod.Namespace, pod.Name, string(pod.UID))
+	dir := filepath.Join(podDir, container)
 	runs, err := logFiles(dir)
 	if err != nil {
 		return fmt.Errorf("pod %s/%s: container %s: logs: %w", pod.Namespace, pod.Name, container, err)
@@ -138,7 +141,7 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 		}
 		return fmt.Errorf("pod %s/%s: container %s %s: %w", pod.Namespace, pod.Name, container, what, pods.ErrNoLogs)
 	}
-	path := filepath.Join(r.podLogDir(pod), containerLogPath(container, n))
+	path := filepath.Join(podDir, containerLogPath(container, n))
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("pod %s/%s: container %s: logs: %w", pod.Namespace, pod.Name, container, err)
@@ -178,14 +181,14 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 // follow copies what is appended to f until ctx ends, the instance has ended and f is drained,
 // or a newer run of the container has a log file.
 func (r *Runtime) follow(ctx context.Context, pod *v1.Pod, container string, n int, f *os.File, dec *criLog) error {
-	t := time.NewTicker(r.opts.FollowPoll)
+	t := r.clock.NewTicker(r.opts.FollowPoll)
 	defer t.Stop()
-	dir := filepath.Join(r.podLogDir(pod), container)
+	dir := filepath.Join(r.podLogDir(pod.Namespace, pod.Name, string(pod.UID)), container)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 		ended := r.instanceEnded(ctx, pod, container, n)
 		if !ended {
@@ -206,7 +209,7 @@ func (r *Runtime) follow(ctx context.Context, pod *v1.Pod, container string, n i
 // runtime cannot tell, the instance is taken as running.
 func (r *Runtime) instanceEnded(ctx context.Context, pod *v1.Pod, container string, n int) bool {
 	sel := managedSelector(string(pod.UID))
-	sel[LabelContainerName] = container
+	sel[worker.LabelContainerName] = container
 	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.ListContainersResponse, error) {
 		return r.rs.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: sel}})
 	})

@@ -5,21 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/slicelet/slicelet/internal/pods"
-	"github.com/slicelet/slicelet/internal/pods/lifecycle"
-	"github.com/slicelet/slicelet/slices"
+	"k8s.io/utils/clock"
 )
-
-// Clock tells the time; time.Now when Options.Clock is nil (faked by testing/synctest).
-type Clock interface{ Now() time.Time }
 
 // DefaultLogRoot is where the kubelet (and so this runtime) keeps container logs.
 const DefaultLogRoot = "/var/log/pods"
@@ -33,25 +26,10 @@ type Options struct {
 	SandboxImage string
 	// LogRoot holds the pods' log directories; DefaultLogRoot when empty.
 	LogRoot string
-	// StateDir holds the pods' restart back-off and emptyDir volumes (StateDir/pods/<uid>).
-	// Required.
-	StateDir string
 	// Logger gets state changes; discarded when nil.
 	Logger *slog.Logger
-	// Clock; time.Now when nil.
-	Clock Clock
-	// HostNetwork runs every pod in the host's network namespace, which needs no CNI plugin;
-	// true when nil. With false, pods without spec.hostNetwork get a network namespace of their
-	// own from the runtime's CNI configuration.
-	HostNetwork *bool
-	// MemoryCapacity is the node's memory in bytes, for the kubelet's OOM score of Burstable
-	// containers.
-	MemoryCapacity int64
-	// Resources are the node's CPU options for container quotas; slices.DefaultOptions() when
-	// nil.
-	Resources *slices.Options
-	// Backoff is the container restart back-off; zero fields take the kubelet's values.
-	Backoff lifecycle.Backoff
+	// Clock; the real clock when nil.
+	Clock clock.WithTicker
 	// RetryInitial and RetryMax bound the exponential back-off of endpoint probes while the
 	// runtime is down; DefaultRetryInitial and DefaultRetryMax when zero.
 	RetryInitial, RetryMax time.Duration
@@ -62,17 +40,17 @@ type Options struct {
 	FollowPoll time.Duration
 }
 
-// Runtime is the CRI runtime. Its methods are safe for concurrent use; calls for the same pod
-// are serialized.
+// Runtime is the CRI runtime, a worker.Runtime and worker.ImageService over a CRI endpoint,
+// and the image side of GC. Its methods are safe for concurrent use.
 type Runtime struct {
-	opts    Options
-	log     *slog.Logger
-	conn    *conn
-	rs      runtimeapi.RuntimeServiceClient
-	is      runtimeapi.ImageServiceClient
-	backoff lifecycle.Backoff
-	cancel  context.CancelFunc
-	done    chan struct{}
+	opts   Options
+	log    *slog.Logger
+	clock  clock.WithTicker
+	conn   *conn
+	rs     runtimeapi.RuntimeServiceClient
+	is     runtimeapi.ImageServiceClient
+	cancel context.CancelFunc
+	done   chan struct{}
 
 	// statfs measures a filesystem; statfsBytes when nil (tests replace it).
 	statfs func(path string) (capacity, available int64, err error)
@@ -82,13 +60,7 @@ type Runtime struct {
 	sandboxImage string
 	// imageFsPath caches ImageFsInfo's mountpoint (ImageFsMountpoint).
 	imageFsPath atomic.Pointer[string]
-
-	mu    sync.Mutex
-	pods  map[string]*podEntry
-	final map[string]*instance // exited containers' final state, by container ID
 }
-
-var _ pods.Runtime = (*Runtime)(nil)
 
 // New returns a Runtime for the endpoint. A malformed endpoint or option is an error. An
 // endpoint that does not answer is not: New probes it once (logging the failure, naming the
@@ -97,9 +69,6 @@ var _ pods.Runtime = (*Runtime)(nil)
 func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if _, err := ParseEndpoint(opts.Endpoint); err != nil {
 		return nil, fmt.Errorf("cri runtime: %w", err)
-	}
-	if opts.StateDir == "" || !filepath.IsAbs(opts.StateDir) {
-		return nil, fmt.Errorf("cri runtime: state dir %q: must be an absolute path", opts.StateDir)
 	}
 	if opts.LogRoot == "" {
 		opts.LogRoot = DefaultLogRoot
@@ -110,9 +79,8 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Resources == nil {
-		d := slices.DefaultOptions()
-		opts.Resources = &d
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	if opts.RetryInitial <= 0 {
 		opts.RetryInitial = DefaultRetryInitial
@@ -127,21 +95,16 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if opts.FollowPoll <= 0 {
 		opts.FollowPoll = 100 * time.Millisecond
 	}
-	if err := os.MkdirAll(filepath.Join(opts.StateDir, "pods"), 0o750); err != nil {
-		return nil, fmt.Errorf("cri runtime: state dir: %w", err)
-	}
 	cc, err := dial(opts.Endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("cri runtime: %w", err)
 	}
 	rs := runtimeapi.NewRuntimeServiceClient(cc)
 	r := &Runtime{
-		opts: opts, log: opts.Logger, rs: rs, is: runtimeapi.NewImageServiceClient(cc),
-		backoff: opts.Backoff.WithDefaults(),
-		pods:    map[string]*podEntry{}, final: map[string]*instance{},
+		opts: opts, log: opts.Logger, clock: opts.Clock, rs: rs, is: runtimeapi.NewImageServiceClient(cc),
 		done: make(chan struct{}),
 	}
-	r.conn = newConn(opts.Endpoint, opts.Logger, opts.RetryInitial, opts.RetryMax, versionProbe(cc, rs, DefaultProbeTimeout))
+	r.conn = newConn(opts.Endpoint, opts.Logger, opts.Clock, opts.RetryInitial, opts.RetryMax, versionProbe(cc, rs, DefaultProbeTimeout))
 	r.conn.cc = cc
 	// One probe now, so that a daemon that starts with the runtime up is ready at once and
 	// one that starts without it says so in its first lines.
@@ -168,6 +131,10 @@ func (r *Runtime) Close() error {
 // Name is "cri".
 func (r *Runtime) Name() string { return "cri" }
 
+// Type is "containerd": status container IDs are containerd://<id>, as the kubelet writes them
+// for containerd.
+func (r *Runtime) Type() string { return "containerd" }
+
 // Endpoint is the CRI endpoint.
 func (r *Runtime) Endpoint() string { return r.opts.Endpoint }
 
@@ -188,17 +155,6 @@ func (r *Runtime) WaitReady(ctx context.Context) error {
 		case <-changed:
 		}
 	}
-}
-
-func (r *Runtime) now() time.Time {
-	if r.opts.Clock != nil {
-		return r.opts.Clock.Now()
-	}
-	return time.Now()
-}
-
-func (r *Runtime) hostNetwork() bool {
-	return r.opts.HostNetwork == nil || *r.opts.HostNetwork
 }
 
 // call runs one CRI call with the call timeout when the runtime answers; a transport failure

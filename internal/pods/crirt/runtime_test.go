@@ -26,46 +26,55 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/internal/podstats"
 
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/slices"
 )
 
 const fakeImage = "example.test/app:1"
 
-// env is a fake CRI server and a runtime connected to it.
+// env is a fake CRI server, a runtime connected to it and the pod worker over the runtime.
 type env struct {
 	clock *fakeClock
 	cri   *fakeCRI
 	srv   *fakeServer
-	rt    *Runtime
+	rt    *worker.Worker
+	back  *Runtime
 	opts  Options
+	wopts worker.Options
 }
 
 func newEnv(t *testing.T) *env { return newBenchEnv(t) }
 
 func newBenchEnv(t testing.TB) *env {
 	t.Helper()
-	clock := &fakeClock{t: time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)}
+	clock := newFakeClock(time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC))
 	cri := newFakeCRI(clock)
 	cri.addImage("sha256:app", 5<<20, fakeImage)
 	srv := startFake(t, cri)
 	dir := shortDir(t)
 	e := &env{clock: clock, cri: cri, srv: srv, opts: Options{
 		Endpoint: srv.endpoint(), SandboxImage: "example.test/pause:1",
-		LogRoot: filepath.Join(dir, "logs"), StateDir: filepath.Join(dir, "state"),
-		Clock: clock, MemoryCapacity: 8 << 30, RetryInitial: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond,
+		LogRoot: filepath.Join(dir, "logs"), RetryInitial: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond,
+	}, wopts: worker.Options{
+		Recorder: &record.FakeRecorder{}, StateDir: filepath.Join(dir, "state"), Clock: clock,
+		MemoryCapacity: 8 << 30, Resources: slices.DefaultOptions(), HostNetwork: true,
 	}}
 	e.rt = e.newRuntime(t)
 	return e
 }
 
-func (e *env) newRuntime(t testing.TB) *Runtime {
+// newRuntime connects a new runtime to the server and returns the pod worker over it (a new
+// one models a restart of slicelet); e.back is the new runtime.
+func (e *env) newRuntime(t testing.TB) *worker.Worker {
 	t.Helper()
 	rt, err := New(t.Context(), e.opts)
 	if err != nil {
@@ -77,7 +86,14 @@ func (e *env) newRuntime(t testing.TB) *Runtime {
 	if err := rt.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return rt
+	opts := e.wopts
+	opts.Runtime, opts.Images = rt, rt
+	w, err := worker.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.back = rt
+	return w
 }
 
 func fakePod(uid string, policy v1.RestartPolicy, cs ...v1.Container) *v1.Pod {
@@ -152,7 +168,7 @@ func TestConnBackoff(t *testing.T) {
 			}
 			return nil
 		}
-		c := newConn("unix:///run/x.sock", slog.New(slog.DiscardHandler), 500*time.Millisecond, 4*time.Second, probe)
+		c := newConn("unix:///run/x.sock", slog.New(slog.DiscardHandler), clock.RealClock{}, 500*time.Millisecond, 4*time.Second, probe)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		go c.run(ctx)
@@ -208,20 +224,24 @@ func TestConnBackoff(t *testing.T) {
 // stays up), but every call fails with ErrRuntimeUnavailable naming the endpoint.
 func TestNewUnreachableEndpoint(t *testing.T) {
 	endpoint := "unix://" + filepath.Join(shortDir(t), "nothing.sock")
-	rt, err := New(t.Context(), Options{Endpoint: endpoint, StateDir: shortDir(t), RetryInitial: time.Millisecond})
+	rt, err := New(t.Context(), Options{Endpoint: endpoint, RetryInitial: time.Millisecond})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	defer rt.Close()
+	w, err := worker.New(worker.Options{Runtime: rt, Images: rt, Recorder: &record.FakeRecorder{}, StateDir: shortDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, err := range map[string]error{
 		"Err": rt.Err(),
 		"SyncPod": func() error {
-			_, err := rt.SyncPod(t.Context(), fakePod("u1", "", app("a")), testSlice)
+			_, err := w.SyncPod(t.Context(), fakePod("u1", "", app("a")), testSlice)
 			return err
 		}(),
-		"PodUIDs": func() error { _, err := rt.PodUIDs(t.Context()); return err }(),
+		"PodUIDs": func() error { _, err := w.PodUIDs(t.Context()); return err }(),
 		"KillPod": func() error {
-			_, err := rt.KillPod(t.Context(), fakePod("u1", "", app("a")), 0)
+			_, err := w.KillPod(t.Context(), fakePod("u1", "", app("a")), 0)
 			return err
 		}(),
 		"ListImages": func() error { _, err := rt.ListImages(t.Context()); return err }(),
@@ -242,7 +262,7 @@ func TestNewNotCRI(t *testing.T) {
 	srv := grpc.NewServer()
 	go func() { _ = srv.Serve(lis) }()
 	defer srv.Stop()
-	rt, err := New(t.Context(), Options{Endpoint: "unix://" + sock, StateDir: shortDir(t)})
+	rt, err := New(t.Context(), Options{Endpoint: "unix://" + sock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,9 +278,8 @@ func TestNewBadOptions(t *testing.T) {
 		opts Options
 		err  string
 	}{
-		{"tcp endpoint", Options{Endpoint: "tcp://1.2.3.4:5", StateDir: "/tmp/x"}, `cri endpoint "tcp://1.2.3.4:5"`},
-		{"no state dir", Options{Endpoint: "unix:///run/x.sock"}, `state dir ""`},
-		{"relative log root", Options{Endpoint: "unix:///run/x.sock", StateDir: "/tmp/x", LogRoot: "logs"}, `log root "logs"`},
+		{"tcp endpoint", Options{Endpoint: "tcp://1.2.3.4:5"}, `cri endpoint "tcp://1.2.3.4:5"`},
+		{"relative log root", Options{Endpoint: "unix:///run/x.sock", LogRoot: "logs"}, `log root "logs"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -302,7 +321,7 @@ func TestSyncPodRequests(t *testing.T) {
 		if cfg.LogDirectory != filepath.Join(e.opts.LogRoot, "default_web_u1") {
 			t.Errorf("log directory %s", cfg.LogDirectory)
 		}
-		if cfg.Labels[LabelPodUID] != "u1" || cfg.Labels[LabelPodName] != "web" || cfg.Labels[LabelPodNamespace] != "default" || cfg.Labels["app"] != "web" || cfg.Labels[LabelManaged] != "true" {
+		if cfg.Labels[worker.LabelPodUID] != "u1" || cfg.Labels[worker.LabelPodName] != "web" || cfg.Labels[worker.LabelPodNamespace] != "default" || cfg.Labels["app"] != "web" || cfg.Labels[worker.LabelManaged] != "true" {
 			t.Errorf("sandbox labels %v", cfg.Labels)
 		}
 	}
@@ -315,7 +334,7 @@ func TestSyncPodRequests(t *testing.T) {
 		if cfg.Linux.SecurityContext.NamespaceOptions.Pid != runtimeapi.NamespaceMode_CONTAINER {
 			t.Errorf("container pid namespace %v", cfg.Linux.SecurityContext.NamespaceOptions.Pid)
 		}
-		if cfg.Labels[LabelContainerName] != "main" || cfg.Labels[LabelPodUID] != "u1" || cfg.Annotations[AnnotationRestartCount] != "0" || cfg.Metadata.Attempt != 0 {
+		if cfg.Labels[worker.LabelContainerName] != "main" || cfg.Labels[worker.LabelPodUID] != "u1" || cfg.Annotations[worker.AnnotationRestartCount] != "0" || cfg.Metadata.Attempt != 0 {
 			t.Errorf("container labels %v annotations %v attempt %d", cfg.Labels, cfg.Annotations, cfg.Metadata.Attempt)
 		}
 		if cfg.LogPath != "main/0.log" || cfg.Image.Image != "sha256:app" || cfg.Image.UserSpecifiedImage != fakeImage || string(cfg.Envs[0].Value) != "1" {
@@ -390,9 +409,11 @@ func TestAdoption(t *testing.T) {
 		sbID = id
 	}
 	e.cri.mu.Unlock()
-	cfg, err := e.rt.containerConfig(pod, &pod.Spec.Containers[1], 2, "sha256:app", nil)
-	if err != nil {
-		t.Fatal(err)
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "side", Attempt: 1},
+		Image:    &runtimeapi.ImageSpec{Image: "sha256:app"},
+		Labels: map[string]string{worker.LabelPodUID: "u1", worker.LabelPodName: "web", worker.LabelPodNamespace: "default",
+			worker.LabelContainerName: "side", worker.LabelManaged: "true"},
 	}
 	if _, err := e.cri.CreateContainer(t.Context(), &runtimeapi.CreateContainerRequest{PodSandboxId: sbID, Config: cfg}); err != nil {
 		t.Fatal(err)
@@ -437,13 +458,13 @@ func TestRuntimeDownThenBack(t *testing.T) {
 	if _, err := e.rt.PodUIDs(t.Context()); !errors.Is(err, pods.ErrRuntimeUnavailable) {
 		t.Errorf("PodUIDs while down: %v", err)
 	}
-	if _, err := e.rt.Relist(t.Context()); !errors.Is(err, pods.ErrRuntimeUnavailable) {
+	if _, err := e.rt.Relist(t.Context(), nil); !errors.Is(err, pods.ErrRuntimeUnavailable) {
 		t.Errorf("Relist while down: %v", err)
 	}
 	e.srv.serve(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if err := e.rt.WaitReady(ctx); err != nil {
+	if err := e.back.WaitReady(ctx); err != nil {
 		t.Fatalf("no reconnect: %v", err)
 	}
 	st := e.sync(t, pod)
@@ -466,19 +487,23 @@ func TestImagePullPolicies(t *testing.T) {
 		pulls   int
 		waiting string
 		running bool
+		event   string // the image event the kubelet records, by its prefix
 	}{
-		{"IfNotPresent and present", fakeImage, v1.PullIfNotPresent, nil, 0, "", true},
-		{"IfNotPresent and missing", "example.test/new:2", v1.PullIfNotPresent, nil, 1, "", true},
-		{"Always and present", fakeImage, v1.PullAlways, nil, 1, "", true},
-		{"Never and present", fakeImage, v1.PullNever, nil, 0, "", true},
-		{"Never and missing", "example.test/new:2", v1.PullNever, nil, 0, lifecycle.ReasonErrImageNeverPull, false},
-		{"default for latest is Always", "example.test/app:latest", "", nil, 1, "", true},
-		{"default for a tag is IfNotPresent", fakeImage, "", nil, 0, "", true},
-		{"pull fails", "example.test/new:2", v1.PullIfNotPresent, status.Error(codes.NotFound, "manifest unknown"), 1, lifecycle.ReasonImagePullBackOff, false},
+		{"IfNotPresent and present", fakeImage, v1.PullIfNotPresent, nil, 0, "", true, `Normal Pulled Container image "example.test/app:1" already present on machine`},
+		{"IfNotPresent and missing", "example.test/new:2", v1.PullIfNotPresent, nil, 1, "", true, `Normal Pulled Successfully pulled image "example.test/new:2" in `},
+		{"Always and present", fakeImage, v1.PullAlways, nil, 1, "", true, `Normal Pulled Successfully pulled image "example.test/app:1"`},
+		{"Never and present", fakeImage, v1.PullNever, nil, 0, "", true, `Normal Pulled Container image "example.test/app:1" already present on machine`},
+		{"Never and missing", "example.test/new:2", v1.PullNever, nil, 0, lifecycle.ReasonErrImageNeverPull, false, `Warning ErrImageNeverPull Container image "example.test/new:2" is not present with pull policy of Never`},
+		{"default for latest is Always", "example.test/app:latest", "", nil, 1, "", true, `Normal Pulling Pulling image "example.test/app:latest"`},
+		{"default for a tag is IfNotPresent", fakeImage, "", nil, 0, "", true, `Normal Pulled Container image "example.test/app:1" already present`},
+		{"pull fails", "example.test/new:2", v1.PullIfNotPresent, status.Error(codes.NotFound, "manifest unknown"), 1, lifecycle.ReasonImagePullBackOff, false, `Warning Failed Failed to pull image "example.test/new:2": `},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
+			events := record.NewFakeRecorder(100)
+			e.wopts.Recorder = events
+			e.rt = e.newRuntime(t)
 			e.cri.pullErr = c.pullErr
 			ctr := app("main")
 			ctr.Image, ctr.ImagePullPolicy = c.image, c.policy
@@ -492,6 +517,16 @@ func TestImagePullPolicies(t *testing.T) {
 			}
 			if c.waiting != "" && (cs.State.Waiting == nil || cs.State.Waiting.Reason != c.waiting || !strings.Contains(cs.State.Waiting.Message, c.image)) {
 				t.Errorf("waiting = %+v, want %s naming the image", cs.State.Waiting, c.waiting)
+			}
+			var got []string
+			for len(events.Events) > 0 {
+				got = append(got, <-events.Events)
+			}
+			if !stdslices.ContainsFunc(got, func(e string) bool { return strings.HasPrefix(e, c.event) }) {
+				t.Errorf("events %q, want one starting %q", got, c.event)
+			}
+			if c.running && !stdslices.Contains(got, "Normal Started Started container main") {
+				t.Errorf("events %q, want Started", got)
 			}
 		})
 	}
@@ -585,11 +620,11 @@ func TestRelist(t *testing.T) {
 	e := newEnv(t)
 	pod := fakePod("u1", v1.RestartPolicyAlways, app("main"))
 	e.sync(t, pod)
-	if got, err := e.rt.Relist(t.Context()); err != nil || len(got) != 0 {
+	if got, err := e.rt.Relist(t.Context(), nil); err != nil || len(got.Due) != 0 {
 		t.Fatalf("Relist with nothing changed = %v, %v", got, err)
 	}
 	e.cri.exit(t, "main", 1)
-	if got, err := e.rt.Relist(t.Context()); err != nil || len(got) != 1 || got[0] != "u1" {
+	if got, err := e.rt.Relist(t.Context(), nil); err != nil || len(got.Due) != 1 || got.Due[0] != "u1" {
 		t.Fatalf("Relist after an exit = %v, %v", got, err)
 	}
 }
@@ -630,24 +665,6 @@ func TestValidate(t *testing.T) {
 			}
 			if !strings.Contains(errs.ToAggregate().Error(), c.want) {
 				t.Fatalf("Validate = %v, want %q", errs, c.want)
-			}
-		})
-	}
-}
-
-func TestPullPolicyDefault(t *testing.T) {
-	cases := map[string]v1.PullPolicy{
-		"busybox":                         v1.PullAlways,
-		"busybox:latest":                  v1.PullAlways,
-		"busybox:1.36":                    v1.PullIfNotPresent,
-		"registry:5000/busybox":           v1.PullAlways,
-		"registry:5000/busybox:1":         v1.PullIfNotPresent,
-		"busybox@sha256:0123456789abcdef": v1.PullIfNotPresent,
-	}
-	for img, want := range cases {
-		t.Run(img, func(t *testing.T) {
-			if got := pullPolicy(&v1.Container{Image: img}); got != want {
-				t.Errorf("pullPolicy(%s) = %s, want %s", img, got, want)
 			}
 		})
 	}
@@ -758,8 +775,8 @@ func TestImageFsInfo(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.cri.fsInfo = c.resp
-			e.rt.statfs = func(string) (int64, int64, error) { return c.capacity, c.av, nil }
-			got, err := e.rt.ImageFsInfo(t.Context())
+			e.back.statfs = func(string) (int64, int64, error) { return c.capacity, c.av, nil }
+			got, err := e.back.ImageFsInfo(t.Context())
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), e.opts.Endpoint) {
 					t.Fatalf("ImageFsInfo = %+v, %v; want error %q naming the endpoint", got, err, c.err)
@@ -778,18 +795,18 @@ func TestImageFsInfo(t *testing.T) {
 func TestImageFsMountpoint(t *testing.T) {
 	e := newEnv(t)
 	e.cri.fsInfo = &runtimeapi.ImageFsInfoResponse{}
-	if mp, err := e.rt.ImageFsMountpoint(t.Context()); err == nil {
+	if mp, err := e.back.ImageFsMountpoint(t.Context()); err == nil {
 		t.Fatalf("ImageFsMountpoint without a filesystem = %q, want an error", mp)
 	}
 	e.cri.fsInfo = &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{
 		FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: "/var/lib/containerd/snap"}, UsedBytes: &runtimeapi.UInt64Value{Value: 1}}}}
-	e.rt.statfs = func(string) (int64, int64, error) { return 0, 0, errors.New("statfs: no such file") }
-	mp, err := e.rt.ImageFsMountpoint(t.Context())
+	e.back.statfs = func(string) (int64, int64, error) { return 0, 0, errors.New("statfs: no such file") }
+	mp, err := e.back.ImageFsMountpoint(t.Context())
 	if err != nil || mp != "/var/lib/containerd/snap" {
 		t.Fatalf("ImageFsMountpoint = %q, %v", mp, err)
 	}
 	e.cri.fsInfo = &runtimeapi.ImageFsInfoResponse{}
-	if mp, err := e.rt.ImageFsMountpoint(t.Context()); err != nil || mp != "/var/lib/containerd/snap" {
+	if mp, err := e.back.ImageFsMountpoint(t.Context()); err != nil || mp != "/var/lib/containerd/snap" {
 		t.Errorf("cached ImageFsMountpoint = %q, %v", mp, err)
 	}
 }
@@ -801,7 +818,8 @@ func TestGCPrimitivesFake(t *testing.T) {
 	pod := fakePod("u1", v1.RestartPolicyNever, app("main"))
 	e.sync(t, pod)
 	e.cri.exit(t, "main", 0)
-	ctrs, err := e.rt.ListContainers(t.Context())
+	cgc, sgc := e.rt.ContainerGC(), e.rt.SandboxGC()
+	ctrs, err := cgc.ListContainers(t.Context())
 	if err != nil || len(ctrs) != 1 {
 		t.Fatalf("ListContainers = %+v, %v", ctrs, err)
 	}
@@ -816,37 +834,38 @@ func TestGCPrimitivesFake(t *testing.T) {
 	if err := os.WriteFile(logFile, []byte("x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.rt.RemoveContainer(t.Context(), c.ID); err != nil {
+	if err := cgc.RemoveContainer(t.Context(), c.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(logFile); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("log file after RemoveContainer: %v", err)
 	}
 	for name, err := range map[string]error{
-		"RemoveContainer": e.rt.RemoveContainer(t.Context(), c.ID),
-		"StopContainer":   e.rt.StopContainer(t.Context(), c.ID),
-		"StopSandbox":     e.rt.StopSandbox(t.Context(), "nosuch"),
+		"RemoveContainer": cgc.RemoveContainer(t.Context(), c.ID),
+		"StopContainer":   cgc.StopContainer(t.Context(), c.ID),
+		"StopSandbox":     sgc.StopSandbox(t.Context(), "nosuch"),
 	} {
 		if err != nil {
 			t.Errorf("%s of something gone: %v", name, err)
 		}
 	}
-	sbs, err := e.rt.ListSandboxes(t.Context())
+	sbs, err := sgc.ListSandboxes(t.Context())
 	if err != nil || len(sbs) != 1 || sbs[0].PodUID != "u1" || !sbs[0].Ready {
 		t.Fatalf("ListSandboxes = %+v, %v", sbs, err)
 	}
-	imgs, err := e.rt.ListImages(t.Context())
+	imgs, err := e.back.ListImages(t.Context())
 	if err != nil || len(imgs) != 1 || imgs[0].ID != "sha256:app" || imgs[0].SizeBytes != 5<<20 || imgs[0].Names[0] != fakeImage {
 		t.Fatalf("ListImages = %+v, %v", imgs, err)
 	}
-	if err := e.rt.RemoveImage(t.Context(), "sha256:app"); err != nil {
+	if err := e.back.RemoveImage(t.Context(), "sha256:app"); err != nil {
 		t.Fatal(err)
 	}
-	if img, err := e.rt.SandboxImage(t.Context()); err != nil || img != "example.test/pause:1" {
+	if img, err := e.back.SandboxImage(t.Context()); err != nil || img != "example.test/pause:1" {
 		t.Errorf("SandboxImage = %q, %v", img, err)
 	}
 	e.opts.SandboxImage = ""
-	if img, err := e.newRuntime(t).SandboxImage(t.Context()); err != nil || img != "example.test/pause:from-runtime" {
+	e.newRuntime(t)
+	if img, err := e.back.SandboxImage(t.Context()); err != nil || img != "example.test/pause:from-runtime" {
 		t.Errorf("SandboxImage from the runtime's status = %q, %v", img, err)
 	}
 }
@@ -868,34 +887,6 @@ func TestSidecars(t *testing.T) {
 	st = e.sync(t, pod)
 	if st.InitContainerStatuses[0].State.Terminated == nil || st.Phase != v1.PodSucceeded {
 		t.Fatalf("after the app ended: phase %s, sidecar %+v", st.Phase, st.InitContainerStatuses[0].State)
-	}
-}
-
-// TestPodNetwork: with HostNetwork false, a pod without spec.hostNetwork gets its own network
-// namespace and its hostname; one with spec.hostNetwork keeps the host's.
-func TestPodNetwork(t *testing.T) {
-	e := newEnv(t)
-	off := false
-	e.opts.HostNetwork = &off
-	rt := e.newRuntime(t)
-	cases := []struct {
-		name     string
-		host     bool
-		mode     runtimeapi.NamespaceMode
-		hostname string
-	}{
-		{"own network", false, runtimeapi.NamespaceMode_POD, "web"},
-		{"spec.hostNetwork", true, runtimeapi.NamespaceMode_NODE, ""},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			pod := fakePod("u1", "", app("main"))
-			pod.Spec.HostNetwork = c.host
-			cfg := rt.sandboxConfig(pod, "s.slice", 0)
-			if cfg.Linux.SecurityContext.NamespaceOptions.Network != c.mode || cfg.Hostname != c.hostname {
-				t.Errorf("network %v hostname %q, want %v %q", cfg.Linux.SecurityContext.NamespaceOptions.Network, cfg.Hostname, c.mode, c.hostname)
-			}
-		})
 	}
 }
 
@@ -1029,7 +1020,7 @@ func (e *env) createdOutside(old string) []string {
 	var out []string
 	for _, id := range ids {
 		c := e.cri.containers[id]
-		out = append(out, fmt.Sprintf("%s/%d/%s", c.cfg.Metadata.Name, c.cfg.Metadata.Attempt, c.cfg.Annotations[AnnotationRestartCount]))
+		out = append(out, fmt.Sprintf("%s/%d/%s", c.cfg.Metadata.Name, c.cfg.Metadata.Attempt, c.cfg.Annotations[worker.AnnotationRestartCount]))
 	}
 	return out
 }
@@ -1159,43 +1150,6 @@ func TestSandboxDiedNoNewSandbox(t *testing.T) {
 	}
 }
 
-// TestStartsOver: the kubelet's rule for a pod without a ready sandbox.
-func TestStartsOver(t *testing.T) {
-	done := func(code int32) *containerRecord {
-		return &containerRecord{Current: &instance{N: 1, Done: true, ExitCode: code}}
-	}
-	running := &containerRecord{Current: &instance{N: 1, State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
-	for _, tc := range []struct {
-		name       string
-		policy     v1.RestartPolicy
-		containers map[string]*containerRecord
-		hadSandbox bool
-		want       bool
-	}{
-		{name: "first sandbox", policy: v1.RestartPolicyAlways, want: true},
-		{name: "first sandbox, never", policy: v1.RestartPolicyNever, want: true},
-		{name: "always, app killed", policy: v1.RestartPolicyAlways, hadSandbox: true, containers: map[string]*containerRecord{"init": done(0), "main": done(137)}, want: true},
-		{name: "always, app succeeded", policy: v1.RestartPolicyAlways, hadSandbox: true, containers: map[string]*containerRecord{"main": done(0), "side": done(0)}, want: true},
-		{name: "always, during init", policy: v1.RestartPolicyAlways, hadSandbox: true, containers: map[string]*containerRecord{"init": done(137)}, want: true},
-		{name: "never, container created", policy: v1.RestartPolicyNever, hadSandbox: true, containers: map[string]*containerRecord{"init": done(0)}, want: false},
-		{name: "never, nothing created", policy: v1.RestartPolicyNever, hadSandbox: true, containers: map[string]*containerRecord{"init": {}}, want: true},
-		{name: "on failure, one app failed", policy: v1.RestartPolicyOnFailure, hadSandbox: true, containers: map[string]*containerRecord{"main": done(0), "side": done(1)}, want: true},
-		{name: "on failure, one app running", policy: v1.RestartPolicyOnFailure, hadSandbox: true, containers: map[string]*containerRecord{"main": done(0), "side": running}, want: true},
-		{name: "on failure, one app never ran", policy: v1.RestartPolicyOnFailure, hadSandbox: true, containers: map[string]*containerRecord{"main": done(0)}, want: true},
-		{name: "on failure, apps succeeded", policy: v1.RestartPolicyOnFailure, hadSandbox: true, containers: map[string]*containerRecord{"init": done(0), "main": done(0), "side": done(0)}, want: false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			pod := fakePod("u1", tc.policy, app("main"), app("side"))
-			pod.Spec.InitContainers = []v1.Container{app("init")}
-			rec := &podRecord{UID: "u1", Containers: map[string]*containerRecord{}}
-			maps.Copy(rec.Containers, tc.containers)
-			if got := startsOver(pod, rec, tc.hadSandbox); got != tc.want {
-				t.Errorf("startsOver = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 func podCondition(st v1.PodStatus, t v1.PodConditionType) v1.ConditionStatus {
 	for _, c := range st.Conditions {
 		if c.Type == t {
@@ -1212,17 +1166,21 @@ func TestStorageDirsAndLayers(t *testing.T) {
 	e := newEnv(t)
 	pod := fakePod("u1", v1.RestartPolicyAlways, app("main"))
 	pod.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
-	vols, ctrs, other := e.rt.StorageDirs(pod)
+	vols := e.rt.EmptyDirs(pod)
+	ctrs, other := e.back.LogDirs(pod)
 	logs := filepath.Join(e.opts.LogRoot, "default_web_u1")
-	if vols["scratch"] != filepath.Join(e.opts.StateDir, "pods", "u1", "volumes", "scratch") || len(ctrs["main"]) != 1 || ctrs["main"][0] != filepath.Join(logs, "main") || len(other) != 1 || other[0] != logs {
+	if vols["scratch"] != filepath.Join(e.wopts.StateDir, "pods", "u1", "volumes", "scratch") || len(ctrs["main"]) != 1 || ctrs["main"][0] != filepath.Join(logs, "main") || len(other) != 1 || other[0] != logs {
 		t.Errorf("StorageDirs = %v, %v, %v", vols, ctrs, other)
 	}
 	bad := pod.DeepCopy()
 	bad.UID = "../x"
-	if v, c, o := e.rt.StorageDirs(bad); v != nil || c != nil || o != nil {
-		t.Errorf("StorageDirs of an invalid UID = %v, %v, %v", v, c, o)
+	if v := e.rt.EmptyDirs(bad); v != nil {
+		t.Errorf("EmptyDirs of a bad UID = %v", v)
 	}
-	layers, err := e.rt.WritableLayers(t.Context(), pod)
+	if c, o := e.back.LogDirs(bad); c != nil || o != nil {
+		t.Errorf("LogDirs of an invalid UID = %v, %v", c, o)
+	}
+	layers, err := e.back.WritableLayers(t.Context(), pod)
 	if err != nil || len(layers) != 0 {
 		t.Errorf("WritableLayers without container stats = %v, %v; want none", layers, err)
 	}
@@ -1259,7 +1217,7 @@ func TestContainerCgroups(t *testing.T) {
 		"cri-containerd-" + sbs.Items[0].Id + ".scope",            // the sandbox
 		"cri-containerd-0000.scope", "system.slice", "crio.scope", // not the pod's
 	}
-	got, err := e.rt.ContainerCgroups(t.Context(), pod, dirs)
+	got, err := e.back.ContainerCgroups(t.Context(), pod, dirs)
 	want := map[string]podstats.ContainerCgroup{dirs[0]: {Name: "main", Instance: 1}, dirs[1]: {Name: "main"}, dirs[2]: {Name: "side"}}
 	if err != nil || !maps.Equal(got, want) {
 		t.Errorf("ContainerCgroups = %v, %v; want %v", got, err, want)

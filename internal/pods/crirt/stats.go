@@ -17,7 +17,7 @@ import (
 // container's attempt. The sandbox's cgroup and anything else not a container of the pod is
 // left out.
 func (r *Runtime) ContainerCgroups(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]podstats.ContainerCgroup, error) {
-	list, err := r.listContainers(ctx, string(pod.UID))
+	list, err := r.listContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: managedSelector(string(pod.UID))})
 	if err != nil {
 		return nil, err
 	}

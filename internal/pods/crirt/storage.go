@@ -9,28 +9,25 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 )
 
-// StorageDirs returns where the pod keeps local storage outside the runtime's own store, for
-// ephemeral-storage accounting: its emptyDir volumes (StateDir/pods/<uid>/volumes/<name>), each
+// LogDirs returns where the pod's logs live, for ephemeral-storage accounting: each
 // container's log directory (LogRoot/<ns>_<name>_<uid>/<container>) and the pod's log directory
-// itself. Writable layers live in the runtime's store: WritableLayers reports them. A pod whose
-// UID is not valid has none.
-func (r *Runtime) StorageDirs(pod *v1.Pod) (volumes map[string]string, containers map[string][]string, other []string) {
+// itself. Writable layers live in the runtime's store (WritableLayers); emptyDir volumes are
+// the pod worker's (worker.EmptyDirs). A pod whose UID is not valid has none.
+func (r *Runtime) LogDirs(pod *v1.Pod) (containers map[string][]string, other []string) {
 	if slices.ValidateUID(string(pod.UID)) != nil {
-		return nil, nil, nil
+		return nil, nil
 	}
-	volumes = lifecycle.EmptyDirs(pod, func(name string) string { return r.emptyDirPath(string(pod.UID), name) })
-	logs := r.podLogDir(pod)
+	logs := r.podLogDir(pod.Namespace, pod.Name, string(pod.UID))
 	containers = map[string][]string{}
 	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range list {
 			containers[c.Name] = []string{logs + "/" + c.Name}
 		}
 	}
-	return volumes, containers, []string{logs}
+	return containers, []string{logs}
 }
 
 // LayerUsage is a container's writable layer as the runtime reports it.
@@ -44,7 +41,7 @@ type LayerUsage struct {
 func (r *Runtime) WritableLayers(ctx context.Context, pod *v1.Pod) (map[string]LayerUsage, error) {
 	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.ListContainerStatsResponse, error) {
 		return r.rs.ListContainerStats(ctx, &runtimeapi.ListContainerStatsRequest{
-			Filter: &runtimeapi.ContainerStatsFilter{LabelSelector: map[string]string{LabelPodUID: string(pod.UID), LabelManaged: "true"}},
+			Filter: &runtimeapi.ContainerStatsFilter{LabelSelector: managedSelector(string(pod.UID))},
 		})
 	})
 	if status.Code(err) == codes.Unimplemented {

@@ -1,9 +1,9 @@
-// Package runtimetest is the pod-lifecycle conformance suite every pods.Runtime passes (the
-// built-in systemd runtime and the CRI runtime): pods start and report Running, containers
+// Package runtimetest is the pod-lifecycle conformance suite the pod worker passes over every
+// runtime (the built-in systemd runtime and the CRI runtime): pods start and report Running, containers
 // exit and restart per restartPolicy with their restart count, init containers run in order,
 // KillPod honours the grace period, a new runtime instance adopts what the previous one
 // started, Forget drops the pod, and Logs serves the current and previous instance with
-// TailLines and Follow.
+// TailLines and Follow, and ExecSync runs a command in a running container.
 //
 // A runtime's integration test (inside the systemd sandbox) calls
 //
@@ -27,17 +27,18 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	slicespkg "github.com/slicelet/slicelet/slices"
 )
 
 // Harness adapts a runtime to the suite.
 type Harness struct {
-	// NewRuntime returns a runtime instance over the harness's shared state (the same state
-	// dir, systemd or CRI endpoint). The suite calls it once for most cases and again to model
+	// NewRuntime returns the pod worker over a new runtime instance over the harness's shared
+	// state (the same state dir, systemd or CRI endpoint). The suite calls it once for most cases and again to model
 	// a restart of slicelet: the second instance must adopt what the first started. The
 	// runtime's restart back-off should be short (a few hundred ms), or the restart cases wait
 	// the kubelet's 10 s.
-	NewRuntime func(t *testing.T) pods.Runtime
+	NewRuntime func(t *testing.T) *worker.Worker
 	// Slice creates the pod's slice (slices.Manager.EnsurePod) and returns it.
 	Slice func(t *testing.T, pod *v1.Pod) slicespkg.PodSlice
 	// DestroySlice removes the pod's slice after KillPod; optional.
@@ -53,7 +54,7 @@ type Harness struct {
 // suite is one run.
 type suite struct {
 	h  Harness
-	rt pods.Runtime
+	rt *worker.Worker
 }
 
 // Run runs the suite's cases as parallel subtests of t.
@@ -77,6 +78,7 @@ func Run(t *testing.T, h Harness) {
 		{"AdoptAfterNewRuntimeAndForget", s.adoptAndForget},
 		{"Logs", s.logs},
 		{"LogsFollow", s.logsFollow},
+		{"ExecSync", s.execSync},
 	}
 	t.Run("group", func(t *testing.T) {
 		for _, c := range cases {
@@ -101,7 +103,7 @@ func newPod(name string, policy v1.RestartPolicy, cs ...v1.Container) *v1.Pod {
 }
 
 // sync ensures the pod's slice and syncs it once with rt.
-func (s *suite) sync(t *testing.T, rt pods.Runtime, pod *v1.Pod) v1.PodStatus {
+func (s *suite) sync(t *testing.T, rt *worker.Worker, pod *v1.Pod) v1.PodStatus {
 	t.Helper()
 	st, err := rt.SyncPod(t.Context(), pod, s.h.Slice(t, pod))
 	if err != nil {
@@ -111,7 +113,7 @@ func (s *suite) sync(t *testing.T, rt pods.Runtime, pod *v1.Pod) v1.PodStatus {
 }
 
 // until syncs the pod every 100 ms, as the controller's resync would, until cond holds.
-func (s *suite) until(t *testing.T, rt pods.Runtime, pod *v1.Pod, what string, cond func(v1.PodStatus) bool) v1.PodStatus {
+func (s *suite) until(t *testing.T, rt *worker.Worker, pod *v1.Pod, what string, cond func(v1.PodStatus) bool) v1.PodStatus {
 	t.Helper()
 	deadline := time.Now().Add(s.h.Timeout)
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -476,5 +478,25 @@ func (s *suite) logsFollow(t *testing.T) {
 	}
 	if got := buf.String(); got != "first\nsecond\nthird\n" {
 		t.Errorf("followed logs = %q", got)
+	}
+}
+
+// execSync: a command runs in the running container with the container's environment; its
+// stdout, stderr and exit code come back; a container that does not run cannot exec.
+func (s *suite) execSync(t *testing.T) {
+	c := s.h.Container("main", loop("up", true))
+	c.Env = []v1.EnvVar{{Name: "GREETING", Value: "hello"}}
+	pod := newPod("exec", v1.RestartPolicyAlways, c)
+	s.cleanup(t, pod)
+	s.until(t, s.rt, pod, "running", allRunning)
+	res, err := s.rt.ExecSync(t.Context(), pod, "main", []string{"/bin/sh", "-c", `echo "$GREETING"; echo oops >&2; exit 3`}, 10*time.Second)
+	if err != nil {
+		t.Fatalf("ExecSync: %v", err)
+	}
+	if string(res.Stdout) != "hello\n" || string(res.Stderr) != "oops\n" || res.ExitCode != 3 {
+		t.Errorf("ExecSync: stdout %q stderr %q exit %d; want hello, oops, 3", res.Stdout, res.Stderr, res.ExitCode)
+	}
+	if _, err := s.rt.ExecSync(t.Context(), pod, "nosuch", []string{"true"}, time.Second); err == nil {
+		t.Error("ExecSync in a container that does not exist succeeded")
 	}
 }

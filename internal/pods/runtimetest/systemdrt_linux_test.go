@@ -9,11 +9,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 
-	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/internal/pods/runtimetest"
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/systemdtest"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -28,8 +29,9 @@ func (w testLogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestSystemdRuntime runs the suite against the built-in systemd runtime in the sandbox (the
-// CRI runtime runs it in internal/pods/crirt). It is also the example of a harness.
+// TestSystemdRuntime runs the suite against the pod worker over the built-in systemd runtime
+// in the sandbox (over the CRI runtime it runs in internal/pods/crirt). It is also the example
+// of a harness.
 func TestSystemdRuntime(t *testing.T) {
 	env := systemdtest.Require(t)
 	log := slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -54,15 +56,20 @@ func TestSystemdRuntime(t *testing.T) {
 	}
 	state := t.TempDir()
 	runtimetest.Run(t, runtimetest.Harness{
-		NewRuntime: func(t *testing.T) pods.Runtime {
-			rt, err := systemdrt.New(systemdrt.Options{
-				Systemd: sd, StateDir: state, Logger: log, MemoryCapacity: capacity.Memory,
+		NewRuntime: func(t *testing.T) *worker.Worker {
+			rt, err := systemdrt.New(systemdrt.Options{Systemd: sd, StateDir: state, Logger: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := worker.New(worker.Options{
+				Runtime: rt, Recorder: &record.FakeRecorder{}, StateDir: state, Logger: log,
+				MemoryCapacity: capacity.Memory, Resources: slices.DefaultOptions(),
 				Backoff: lifecycle.Backoff{Initial: 200 * time.Millisecond, Max: 400 * time.Millisecond},
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			return rt
+			return w
 		},
 		Slice: func(t *testing.T, pod *v1.Pod) slices.PodSlice {
 			ps, err := sl.EnsurePod(context.Background(), pod)

@@ -20,6 +20,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/internal/pods"
 )
@@ -64,6 +65,8 @@ type ManifestDirOptions struct {
 	// pods it had before (which are still running): a broken file changes nothing, across
 	// restarts too. Empty disables this.
 	StateDir string
+	// Clock times the debounce and the rescans; the real clock when nil.
+	Clock clock.WithTicker
 }
 
 // LastGoodDir is where the last good manifests are kept, relative to the state directory.
@@ -92,6 +95,7 @@ type ManifestDir struct {
 	maxFileSize                int64
 	maxPods                    int
 	log                        *slog.Logger
+	clock                      clock.WithTicker
 	newWatcher                 func(dir string) (watcher, error)
 	files                      map[string]*fileState
 	dirProblem                 string
@@ -146,6 +150,7 @@ func NewManifestDir(opts ManifestDirOptions) (*ManifestDir, error) {
 		debounce:    orDefault(opts.Debounce, DefaultDebounce),
 		maxDelay:    orDefault(opts.MaxDelay, DefaultMaxDelay),
 		maxFileSize: opts.MaxFileSize,
+		clock:       opts.Clock,
 		maxPods:     opts.MaxPods,
 		log:         opts.Log,
 		newWatcher:  newInotifyWatcher,
@@ -153,6 +158,9 @@ func NewManifestDir(opts ManifestDirOptions) (*ManifestDir, error) {
 	}
 	if m.maxFileSize <= 0 {
 		m.maxFileSize = DefaultMaxFileSize
+	}
+	if m.clock == nil {
+		m.clock = clock.RealClock{}
 	}
 	if m.maxPods <= 0 {
 		m.maxPods = DefaultMaxPods
@@ -281,10 +289,10 @@ func (m *ManifestDir) Run(ctx context.Context, send func(pods.Snapshot)) error {
 	defer func() { _ = w.Close() }()
 
 	m.scanAndSend(w, send)
-	ticker := time.NewTicker(m.rescan)
+	ticker := m.clock.NewTicker(m.rescan)
 	defer ticker.Stop()
 	var (
-		timer  *time.Timer
+		timer  clock.Timer
 		timerC <-chan time.Time
 		first  time.Time
 	)
@@ -296,19 +304,19 @@ func (m *ManifestDir) Run(ctx context.Context, send func(pods.Snapshot)) error {
 			}
 			return nil
 		case <-w.Events():
-			now := time.Now()
+			now := m.clock.Now()
 			switch {
 			case timerC == nil:
 				first = now
-				timer = time.NewTimer(m.debounce)
-				timerC = timer.C
+				timer = m.clock.NewTimer(m.debounce)
+				timerC = timer.C()
 			case now.Sub(first)+m.debounce <= m.maxDelay:
 				timer.Reset(m.debounce)
 			}
 		case <-timerC:
 			timerC = nil
 			m.scanAndSend(w, send)
-		case <-ticker.C:
+		case <-ticker.C():
 			m.scanAndSend(w, send)
 		}
 	}

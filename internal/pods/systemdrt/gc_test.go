@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,12 +14,13 @@ import (
 
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/units"
 )
 
 // crashLoop runs a container that crashed twice: instance 1 and 2 are dead (both units loaded
 // and failed), the container waits in CrashLoopBackOff.
-func crashLoop(t *testing.T, rt *Runtime, sd *fakeSystemd, uid string) (*v1.Pod, func(int) string) {
+func crashLoop(t *testing.T, rt *testRT, sd *fakeSystemd, uid string) (*v1.Pod, func(int) string) {
 	t.Helper()
 	pod := testPod(uid, v1.RestartPolicyAlways, cmd("app", "1"))
 	unit := func(n int) string { u, _ := UnitName(uid, "app", n); return u }
@@ -35,9 +37,9 @@ func crashLoop(t *testing.T, rt *Runtime, sd *fakeSystemd, uid string) (*v1.Pod,
 	return pod, unit
 }
 
-func listed(t *testing.T, rt *Runtime) []string {
+func listed(t *testing.T, rt *testRT) []string {
 	t.Helper()
-	cs, err := rt.ListContainers(t.Context())
+	cs, err := rt.gc.ListContainers(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +65,7 @@ func TestListContainers(t *testing.T) {
 		rt, sd := newTestRuntime(t, units.ModeHybrid)
 		start := time.Now()
 		_, unit := crashLoop(t, rt, sd, "gc-1")
-		cs, err := rt.ListContainers(t.Context())
+		cs, err := rt.gc.ListContainers(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,12 +87,6 @@ func TestListContainers(t *testing.T) {
 		if !slices.Equal(got, wantIDs) {
 			t.Errorf("listed %q, want %q", got, wantIDs)
 		}
-		if sb, err := rt.ListSandboxes(t.Context()); sb != nil || err != nil {
-			t.Errorf("ListSandboxes = %v, %v", sb, err)
-		}
-		if err := rt.RemoveSandbox(t.Context(), "x"); !errors.Is(err, errors.ErrUnsupported) {
-			t.Errorf("RemoveSandbox: %v", err)
-		}
 	})
 }
 
@@ -102,7 +98,7 @@ func TestCollectorKeepsNewestDeadInstance(t *testing.T) {
 		rt, sd := newTestRuntime(t, units.ModeHybrid)
 		pod, unit := crashLoop(t, rt, sd, "gc-1")
 		col, err := gc.NewCollector(gc.CollectorOptions{
-			Containers:      rt,
+			Containers:      rt.gc,
 			ImagePolicy:     gc.ImagePolicy{HighThresholdPercent: 85, LowThresholdPercent: 80},
 			ContainerPolicy: gc.ContainerPolicy{MaxPerPodContainer: 1, MaxContainers: -1},
 			PodState: func() gc.PodState {
@@ -145,7 +141,7 @@ func TestCollectorKeepsNewestDeadInstance(t *testing.T) {
 			t.Errorf("listed %q", got)
 		}
 		// `logs --previous` still finds instance 2 (kept) with its invocation filter.
-		n, _, since, err := rt.instanceFor(t.Context(), "gc-1", "app", true)
+		n, _, since, err := rt.rt.instanceFor(t.Context(), "gc-1", "app", true)
 		if err != nil || n != 2 || since.IsZero() {
 			t.Errorf("previous instance %d since %v, %v", n, since, err)
 		}
@@ -159,7 +155,7 @@ func TestRemoveContainer(t *testing.T) {
 
 		// The current dead instance goes too (e.g. eviction reclaim); restart logic keeps its
 		// record.
-		if err := rt.RemoveContainer(t.Context(), ContainerID(unit(2))); err != nil {
+		if err := rt.gc.RemoveContainer(t.Context(), "systemd://"+unit(2)); err != nil {
 			t.Fatal(err)
 		}
 		if _, ok := sd.Unit(unit(2)); ok {
@@ -169,15 +165,11 @@ func TestRemoveContainer(t *testing.T) {
 			t.Errorf("listed %q", got)
 		}
 		// Removing again is success (idempotent).
-		if err := rt.RemoveContainer(t.Context(), unit(2)); err != nil {
+		if err := rt.gc.RemoveContainer(t.Context(), unit(2)); err != nil {
 			t.Errorf("second removal: %v", err)
 		}
-		// The mark survives a restart of slicelet.
-		rt2, err := New(rt.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := listed(t, rt2); !slices.Equal(got, []string{unit(1) + "=exited"}) {
+		// The removal survives a restart of slicelet.
+		if got := listed(t, rt.restart(t)); !slices.Equal(got, []string{unit(1) + "=exited"}) {
 			t.Errorf("listed after restart %q", got)
 		}
 		time.Sleep(10 * time.Second)
@@ -186,20 +178,23 @@ func TestRemoveContainer(t *testing.T) {
 			t.Fatalf("restart after gc removed the current dead instance: %s %+v", describe(st), st.ContainerStatuses[0])
 		}
 
-		// The running instance is refused and left alone.
-		err = rt.RemoveContainer(t.Context(), unit(3))
-		if !errors.Is(err, ErrInstanceRunning) {
+		// The running instance is refused and left alone, by the worker and by the runtime.
+		err := rt.gc.RemoveContainer(t.Context(), unit(3))
+		if !errors.Is(err, worker.ErrContainerRunning) {
 			t.Fatalf("removing the running instance: %v", err)
+		}
+		if err := rt.rt.RemoveContainer(t.Context(), unit(3)); !errors.Is(err, ErrInstanceRunning) {
+			t.Fatalf("removing the running instance from the runtime: %v", err)
 		}
 		if u, ok := sd.Unit(unit(3)); !ok || u.Status.ActiveState != "active" {
 			t.Errorf("running unit touched: %+v", u)
 		}
-		if err := rt.StopContainer(t.Context(), unit(3)); !errors.Is(err, ErrInstanceRunning) {
+		if err := rt.gc.StopContainer(t.Context(), unit(3)); !errors.Is(err, worker.ErrContainerRunning) {
 			t.Errorf("stopping the running instance: %v", err)
 		}
 
 		for _, bad := range []string{"docker://abc", "slicelet-x.service", "kubepods.slice"} {
-			if err := rt.RemoveContainer(t.Context(), bad); err == nil {
+			if err := rt.gc.RemoveContainer(t.Context(), bad); err == nil {
 				t.Errorf("RemoveContainer(%q) accepted", bad)
 			}
 		}
@@ -211,7 +206,7 @@ func TestRemoveOrphanUnit(t *testing.T) {
 	rt, sd := newTestRuntime(t, units.ModeHybrid)
 	name := "slicelet-gc_9-old-1.service"
 	sd.SetState(name, "failed", "failed")
-	if err := rt.RemoveContainer(t.Context(), name); err != nil {
+	if err := rt.gc.RemoveContainer(t.Context(), name); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := sd.Unit(name); ok {
@@ -222,12 +217,12 @@ func TestRemoveOrphanUnit(t *testing.T) {
 	}
 	// An orphan unit that is still running is refused.
 	sd.SetState("slicelet-gc_9-old-2.service", "active", "running")
-	if err := rt.RemoveContainer(t.Context(), "slicelet-gc_9-old-2.service"); !errors.Is(err, ErrInstanceRunning) {
+	if err := rt.gc.RemoveContainer(t.Context(), "slicelet-gc_9-old-2.service"); !errors.Is(err, ErrInstanceRunning) {
 		t.Errorf("running orphan: %v", err)
 	}
 	// An ended unit awaiting its stop (RemainAfterExit) is stopped, then reset.
 	sd.SetState("slicelet-gc_9-old-3.service", "active", "exited")
-	if err := rt.RemoveContainer(t.Context(), "slicelet-gc_9-old-3.service"); err != nil {
+	if err := rt.gc.RemoveContainer(t.Context(), "slicelet-gc_9-old-3.service"); err != nil {
 		t.Fatal(err)
 	}
 	var stops []string
@@ -239,13 +234,15 @@ func TestRemoveOrphanUnit(t *testing.T) {
 	}
 }
 
-// TestListContainersSkips: a pod whose record is unreadable, or whose SyncPod/KillPod holds it,
-// is left out instead of failing or blocking the whole listing.
+// TestListContainersSkips: a pod whose record is unreadable is left out instead of failing the
+// whole listing, and a pod whose KillPod waits out its grace period does not hold the listing
+// back: its containers are listed.
 func TestListContainersSkips(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt, sd := newTestRuntime(t, units.ModeHybrid)
 		_, unit := crashLoop(t, rt, sd, "gc-1")
-		mustSync(t, rt, testPod("gc-2", v1.RestartPolicyAlways, cmd("web")))
+		slow := testPod("gc-2", v1.RestartPolicyAlways, cmd("web"))
+		mustSync(t, rt, slow)
 		bad := filepath.Join(rt.opts.StateDir, "pods", "gc-3")
 		if err := os.MkdirAll(bad, 0o750); err != nil {
 			t.Fatal(err)
@@ -253,12 +250,27 @@ func TestListContainersSkips(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(bad, "state.json"), []byte("{"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		e := rt.entry("gc-2")
-		e.mu.Lock()
+		sd.mu.Lock()
+		sd.ignore = map[syscall.Signal]bool{syscall.SIGTERM: true}
+		sd.mu.Unlock()
+		killed := make(chan error, 1)
+		go func() {
+			_, err := rt.KillPod(t.Context(), slow, time.Minute)
+			killed <- err
+		}()
+		time.Sleep(time.Second) // KillPod waits in its grace period
 		got := listed(t, rt)
-		e.mu.Unlock()
-		if want := []string{unit(1) + "=exited", unit(2) + "=exited"}; !slices.Equal(got, want) {
+		if want := []string{unit(1) + "=exited", unit(2) + "=exited", "slicelet-gc_2-web-1.service=running"}; !slices.Equal(got, want) {
 			t.Errorf("listed %q, want %q", got, want)
+		}
+		select {
+		case err := <-killed:
+			t.Fatalf("KillPod returned before its grace period: %v", err)
+		default:
+		}
+		time.Sleep(time.Minute)
+		if err := <-killed; err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -15,6 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"k8s.io/client-go/tools/record"
+
+	"github.com/slicelet/slicelet/gc"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 	"github.com/slicelet/slicelet/units/unitstest"
@@ -123,19 +127,44 @@ func fakeProc(t *testing.T, capEff string, adj string) string {
 	return root
 }
 
-// newTestRuntime returns a runtime over a fake with full capabilities.
-func newTestRuntime(t *testing.T, mode units.Mode) (*Runtime, *fakeSystemd) {
+// testRT is the pod worker over the systemd runtime, wired as the daemon wires them.
+type testRT struct {
+	*worker.Worker
+	rt   *Runtime
+	opts Options
+	gc   gc.ContainerRuntime
+}
+
+// newTestRuntime returns the worker over a runtime over a fake with full capabilities.
+func newTestRuntime(t *testing.T, mode units.Mode) (*testRT, *fakeSystemd) {
 	t.Helper()
 	sd := newFakeSystemd(mode)
-	rt, err := New(Options{
-		Systemd: sd, StateDir: t.TempDir(), MemoryCapacity: 8 << 30,
+	return newTestRT(t, Options{
+		Systemd: sd, StateDir: t.TempDir(),
 		ProcRoot: fakeProc(t, "000001ffffffffff", "0"), Executable: fakeExecutable,
-	})
+	}, nil), sd
+}
+
+// newTestRT returns the worker over a runtime with opts; events, when set, receives the
+// worker's events (else they are dropped).
+func newTestRT(t *testing.T, opts Options, events *record.FakeRecorder) *testRT {
+	t.Helper()
+	rt, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rt, sd
+	if events == nil {
+		events = &record.FakeRecorder{}
+	}
+	w, err := worker.New(worker.Options{Runtime: rt, Recorder: events, StateDir: opts.StateDir, MemoryCapacity: 8 << 30, Resources: slices.DefaultOptions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testRT{Worker: w, rt: rt, opts: opts, gc: w.ContainerGC()}
 }
+
+// restart models a restart of slicelet: a new runtime and worker over the same state.
+func (x *testRT) restart(t *testing.T) *testRT { return newTestRT(t, x.opts, nil) }
 
 func testPod(uid string, policy v1.RestartPolicy, cs ...v1.Container) *v1.Pod {
 	return &v1.Pod{
@@ -192,3 +221,5 @@ func allRunning(st v1.PodStatus) bool {
 	}
 	return true
 }
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -18,10 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/systemdtest"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -34,7 +36,8 @@ type itEnv struct {
 	sd    *units.Manager
 	cg    *slices.CgroupFS
 	sl    *slices.Manager
-	rt    *Runtime
+	rt    *worker.Worker
+	back  *Runtime
 	state string
 	log   *slog.Logger
 	cap   slices.Capacity
@@ -80,13 +83,21 @@ func newIT(t *testing.T) *itEnv {
 	return it
 }
 
-func (it *itEnv) runtime(t *testing.T) *Runtime {
+// runtime returns the pod worker over a new runtime over the environment's state (a new one
+// models a restart of slicelet).
+func (it *itEnv) runtime(t *testing.T) *worker.Worker {
 	t.Helper()
-	rt, err := New(Options{Systemd: it.sd, StateDir: it.state, Logger: it.log, MemoryCapacity: it.cap.Memory, Backoff: fastBackoff})
+	rt, err := New(Options{Systemd: it.sd, StateDir: it.state, Logger: it.log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rt
+	w, err := worker.New(worker.Options{Runtime: rt, Recorder: &record.FakeRecorder{}, StateDir: it.state, Logger: it.log,
+		MemoryCapacity: it.cap.Memory, Resources: slices.DefaultOptions(), Backoff: fastBackoff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it.back = rt
+	return w
 }
 
 // cleanup removes every container unit and kubepods slice.
@@ -225,7 +236,7 @@ func TestIntegrationQoSClasses(t *testing.T) {
 		if c.qos != v1.PodQOSBurstable && kubelet != c.oom {
 			t.Errorf("pod %s: kubelet oom score %d, want %d", c.pod.Name, kubelet, c.oom)
 		}
-		want, _ := it.rt.oom.Apply(kubelet)
+		want, _ := it.back.oom.Apply(kubelet)
 		data, err := os.ReadFile("/proc/" + strconv.Itoa(int(info.MainPID)) + "/oom_score_adj")
 		if err != nil || strings.TrimSpace(string(data)) != strconv.Itoa(want) {
 			t.Errorf("pod %s: oom_score_adj %q (%v), want %d", c.pod.Name, data, err, want)
@@ -649,7 +660,7 @@ func TestIntegrationContainerGC(t *testing.T) {
 	}
 
 	col, err := gc.NewCollector(gc.CollectorOptions{
-		Containers:      it.rt,
+		Containers:      it.rt.ContainerGC(),
 		ImagePolicy:     gc.ImagePolicy{HighThresholdPercent: 85, LowThresholdPercent: 80},
 		ContainerPolicy: gc.ContainerPolicy{MaxPerPodContainer: 1, MaxContainers: -1},
 		PodState:        func() gc.PodState { return gc.PodState{Known: map[string]bool{uid: true}, AllSourcesReady: true} },
@@ -692,5 +703,42 @@ func TestIntegrationContainerGC(t *testing.T) {
 	})
 	if st.Phase != v1.PodRunning {
 		t.Errorf("after gc: phase %s", st.Phase)
+	}
+}
+
+// TestIntegrationExecSync: a command runs next to a running container, as the container: its
+// environment, user and mounts; its output and exit code come back, and a command that outlives
+// its timeout is killed and the call fails. Nothing of it stays loaded.
+func TestIntegrationExecSync(t *testing.T) {
+	it := newIT(t)
+	c := sh("app", "exec sleep infinity")
+	c.Env = []v1.EnvVar{{Name: "GREETING", Value: "hello"}}
+	c.VolumeMounts = []v1.VolumeMount{{Name: "work", MountPath: "/srv"}}
+	pod := itPod("exec", "exec-1", v1.RestartPolicyAlways, c)
+	pod.Spec.Volumes = []v1.Volume{{Name: "work", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	it.syncUntil(t, pod, "running", allRunning)
+	res, err := it.rt.ExecSync(t.Context(), pod, "app", []string{"/bin/sh", "-c", `echo "$GREETING"; touch /srv/mark; echo oops >&2; exit 3`}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Stdout) != "hello\n" || string(res.Stderr) != "oops\n" || res.ExitCode != 3 {
+		t.Errorf("exec: stdout %q stderr %q exit %d", res.Stdout, res.Stderr, res.ExitCode)
+	}
+	if _, err := os.Stat(filepath.Join(it.state, "pods", "exec-1", "volumes", "work", "mark")); err != nil {
+		t.Errorf("the command did not see the container's mount: %v", err)
+	}
+	start := time.Now()
+	if _, err := it.rt.ExecSync(t.Context(), pod, "app", []string{"sleep", "30"}, time.Second); err == nil || !strings.Contains(err.Error(), "timed out") {
+		t.Errorf("exec past its timeout: %v", err)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("timed-out exec took %s", took)
+	}
+	list, err := it.sd.List(t.Context(), unitPrefix+"-exec-*"+units.SuffixService)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 0 {
+		t.Errorf("exec units left: %+v", list)
 	}
 }

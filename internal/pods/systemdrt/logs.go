@@ -1,13 +1,14 @@
 package systemdrt
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os/exec"
-	"slices"
+	stdslices "slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +17,7 @@ import (
 
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
-	slicelet "github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices"
 )
 
 // followDrain is how long Logs keeps following after the instance ended, so that the journal's
@@ -33,7 +34,7 @@ const followCatchUp = 2 * time.Second
 // pods.ErrNoLogs.
 func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts pods.LogOptions, w io.Writer) error {
 	uid := string(pod.UID)
-	if err := slicelet.ValidateUID(uid); err != nil {
+	if err := slices.ValidateUID(uid); err != nil {
 		return err
 	}
 	if c, _ := lifecycle.ContainerByName(pod, container); c == nil {
@@ -67,7 +68,7 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 	// start; follow streams new entries from there.
 	cursor := ""
 	from := func(follow bool) []string {
-		args := slices.Clone(base)
+		args := stdslices.Clone(base)
 		if follow {
 			args = append(args, "--follow", "--lines=0")
 		}
@@ -120,10 +121,10 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 	defer cancel()
 	go func() {
 		if ended, _ := r.waitEnded(cctx, unit, 365*24*time.Hour); ended {
-			t := time.NewTimer(followDrain)
+			t := r.clock.NewTimer(followDrain)
 			defer t.Stop()
 			select {
-			case <-t.C:
+			case <-t.C():
 				cancel()
 			case <-cctx.Done():
 			}
@@ -149,7 +150,7 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 	// had stored meanwhile, and journald may store the stream's last lines a little later
 	// (under load, after followDrain): read on from the last entry printed until two reads in a
 	// row find nothing new, for at most followCatchUp.
-	deadline := time.Now().Add(followCatchUp)
+	deadline := r.clock.Now().Add(followCatchUp)
 	for quiet := 0; ; {
 		before := cursor
 		if err := r.journal(ctx, append(from(false), match), write); err != nil {
@@ -163,13 +164,13 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 		} else {
 			quiet = 0
 		}
-		if quiet == 2 || time.Now().After(deadline) {
+		if quiet == 2 || r.clock.Now().After(deadline) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(followDrain / 5):
+		case <-r.clock.After(followDrain / 5):
 		}
 	}
 }
@@ -264,32 +265,38 @@ func (e journalEntry) message() ([]byte, bool) {
 	return []byte(s), true
 }
 
-// instanceFor returns the instance whose logs are wanted (the current one, or the one before),
-// its invocation ID and start time when known. Units are consulted when the record is missing (state dir
-// lost).
+// instanceFor returns the run whose logs are wanted (the current one, or with previous the one
+// before it) as its instance number, its invocation ID and start time when known. Units are
+// consulted when the pod has no record (state dir lost).
 func (r *Runtime) instanceFor(ctx context.Context, uid, container string, previous bool) (int, string, time.Time, error) {
-	e := r.entry(uid)
-	e.mu.Lock()
-	rec, err := r.record(e, uid)
 	n, invocation, known, since := 0, "", false, time.Time{}
-	if err == nil {
-		if cr := rec.Containers[container]; cr != nil && cr.Current != nil {
-			known = true
-			want := cr.Current
-			if !want.Created && !want.Done {
-				want = cr.Previous // recorded, never started
-			}
-			if want != nil && previous {
-				if p := cr.Previous; p != nil && p.N == want.N-1 {
-					invocation, since = p.InvocationID, p.StartedAt
-				}
-				n = want.N - 1
-			} else if want != nil {
-				n, invocation, since = want.N, want.InvocationID, want.StartedAt
+	err := r.locked(uid, func(e *podEntry) error {
+		if e.rec == nil {
+			return nil
+		}
+		var runs []*run
+		for _, rn := range e.rec.Runs {
+			if rn.Name == container && (rn.Started || rn.Done) {
+				runs = append(runs, rn)
 			}
 		}
-	}
-	e.mu.Unlock()
+		if len(runs) == 0 {
+			return nil
+		}
+		known = true
+		cur := stdslices.MaxFunc(runs, func(a, b *run) int { return cmp.Compare(a.Attempt, b.Attempt) })
+		if !previous {
+			n, invocation, since = int(cur.Attempt)+1, cur.InvocationID, cur.StartedAt
+			return nil
+		}
+		n = int(cur.Attempt)
+		for _, rn := range runs {
+			if rn.Attempt+1 == cur.Attempt {
+				invocation, since = rn.InvocationID, rn.StartedAt
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return 0, "", time.Time{}, err
 	}

@@ -9,10 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -58,12 +61,18 @@ func signalNames() []string {
 	return out
 }
 
-// stopSignal is the container's lifecycle.stopSignal, SIGTERM by default.
-func stopSignal(c *v1.Container) syscall.Signal {
-	if c.Lifecycle != nil && c.Lifecycle.StopSignal != nil {
-		if s, ok := signalNumber(string(*c.Lifecycle.StopSignal)); ok {
-			return s
-		}
+// stopSignalName is the name of a CRI stop signal ("SIGINT"); "" for the runtime's default.
+func stopSignalName(s runtimeapi.Signal) string {
+	if s == runtimeapi.Signal_SIGNAL_RUNTIME_DEFAULT {
+		return ""
+	}
+	return strings.TrimPrefix(s.String(), "SIGNAL_")
+}
+
+// signalOf is the signal of that name, SIGTERM for "" or an unknown name.
+func signalOf(name string) syscall.Signal {
+	if s, ok := signalNumber(name); ok {
+		return s
 	}
 	return syscall.SIGTERM
 }
@@ -91,27 +100,27 @@ func isExecutable(path string) error {
 	return nil
 }
 
-// resolveCommand returns the absolute path of the container's command: the command itself if it
+// resolveCommand returns the absolute path of a container's command: the command itself if it
 // is absolute, else the first executable of that name in the PATH of the container's env
 // (DefaultPath when unset), as execvp would find it.
-func (r *Runtime) resolveCommand(c *v1.Container) (string, error) {
-	if len(c.Command) == 0 {
+func (r *Runtime) resolveCommand(command []string, env []*runtimeapi.KeyValue) (string, error) {
+	if len(command) == 0 {
 		return "", errors.New("the command must not be empty")
 	}
-	cmd := c.Command[0]
+	cmd := command[0]
 	if msg := commandProblem(cmd); msg != "" {
 		return "", errors.New(msg)
 	}
 	if strings.Contains(cmd, "/") {
-		if err := r.exec(cmd); err != nil {
+		if err := r.opts.Executable(cmd); err != nil {
 			return "", fmt.Errorf("not runnable on this host: %w", err)
 		}
 		return cmd, nil
 	}
 	path := DefaultPath
-	for _, e := range c.Env {
-		if e.Name == "PATH" && e.ValueFrom == nil {
-			path = e.Value
+	for _, e := range env {
+		if e.GetKey() == "PATH" {
+			path = string(e.GetValue())
 		}
 	}
 	for _, dir := range filepath.SplitList(path) {
@@ -119,7 +128,7 @@ func (r *Runtime) resolveCommand(c *v1.Container) (string, error) {
 			continue
 		}
 		cand := filepath.Join(dir, cmd)
-		if r.exec(cand) == nil {
+		if r.opts.Executable(cand) == nil {
 			return cand, nil
 		}
 	}
@@ -137,90 +146,101 @@ func commandProblem(cmd string) string {
 	return ""
 }
 
-// unitSpec is everything the unit of one container instance is made of.
+// unitSpec is everything the unit of one container run is made of.
 type unitSpec struct {
-	Pod       *v1.Pod
-	Container *v1.Container
-	N         int
-	Slice     string
+	// Config is the run's configuration, built by the pod worker.
+	Config *runtimeapi.ContainerConfig
+	// Slice is the pod slice.
+	Slice string
 	// Exec is the resolved absolute path of the command.
 	Exec string
-	// Volumes maps volume names to their host paths.
-	Volumes map[string]string
 	// OOMScoreAdj is the value to set (already limited to what the host allows).
 	OOMScoreAdj int
 	Mode        units.Mode
-	Resources   slices.Options
 }
 
 // description is the unit's Description=.
-func description(pod *v1.Pod, container string, n int) string {
-	return fmt.Sprintf("container %s/%s/%s (#%d)", pod.Namespace, pod.Name, container, n)
+func description(namespace, pod, container string, n int) string {
+	return fmt.Sprintf("container %s/%s/%s (#%d)", namespace, pod, container, n)
 }
 
-// unitProperties returns the properties of a container instance's transient service, in a
-// fixed order.
+// unitProperties returns the properties of a container run's transient service, in a fixed
+// order.
 func unitProperties(s unitSpec) []units.Property {
-	pod, c := s.Pod, s.Container
-	vars, command, args := lifecycle.ExpandContainer(c)
-	env := make([]string, 0, len(vars))
-	for _, e := range vars {
-		env = append(env, e.Name+"="+e.Value)
-	}
-	argv := make([]string, 0, len(command)+len(args))
-	argv = append(append(argv, command...), args...)
+	cfg := s.Config
+	labels := cfg.GetLabels()
+	name := cfg.GetMetadata().GetName()
+	n := int(cfg.GetMetadata().GetAttempt()) + 1
+	argv := make([]string, 0, len(cfg.GetCommand())+len(cfg.GetArgs()))
+	argv = append(append(argv, cfg.GetCommand()...), cfg.GetArgs()...)
 	p := []units.Property{
-		{Name: "Description", Value: description(pod, c.Name, s.N)},
+		{Name: "Description", Value: description(labels[worker.LabelPodNamespace], labels[worker.LabelPodName], name, n)},
 		{Name: "Slice", Value: s.Slice},
 		// Type=exec: the start job ends when execve succeeded, so a missing binary or a bad
 		// User= fails the start instead of a unit that was "running" for a moment.
 		{Name: "Type", Value: "exec"},
 		{Name: "ExecStart", Value: units.Exec{Path: s.Exec, Args: argv}},
-		// Keep a successfully exited unit (active/exited) until SyncPod has read its exit
-		// status; without it systemd garbage-collects the unit, and its status with it, the
-		// moment it ends.
+		// Keep a successfully exited unit (active/exited) until its exit status was read;
+		// without it systemd garbage-collects the unit, and its status with it, the moment it
+		// ends.
 		{Name: "RemainAfterExit", Value: true},
-		// Restarts are the runtime's: each is a new unit, with the kubelet's back-off.
+		// Restarts are the pod worker's: each is a new unit, with the kubelet's back-off.
 		{Name: "Restart", Value: "no"},
+	}
+	p = append(p, identityProperties(cfg)...)
+	p = append(p,
+		units.Property{Name: "StandardOutput", Value: "journal"},
+		units.Property{Name: "StandardError", Value: "journal"},
+		units.Property{Name: "SyslogIdentifier", Value: name},
+		units.Property{Name: "LogExtraFields", Value: LogFields(labels[worker.LabelPodUID], labels[worker.LabelPodName], labels[worker.LabelPodNamespace], name)},
+		units.Property{Name: "KillSignal", Value: int32(signalOf(stopSignalName(cfg.GetStopSignal())))},
+		units.Property{Name: "TimeoutStopUSec", Value: grace(cfg)},
+		units.Property{Name: "OOMScoreAdjust", Value: int32(s.OOMScoreAdj)},
+		units.Property{Name: "MemoryAccounting", Value: true},
+		units.Property{Name: "CPUAccounting", Value: true},
+		units.Property{Name: "TasksAccounting", Value: true},
+	)
+	return append(p, slices.SliceProperties(resourceConfig(cfg.GetLinux().GetResources()), s.Mode)...)
+}
+
+// identityProperties are the environment, working directory, user, groups, privileges and
+// mounts of a run (and of a command run in it, ExecSync).
+func identityProperties(cfg *runtimeapi.ContainerConfig) []units.Property {
+	var p []units.Property
+	env := make([]string, 0, len(cfg.GetEnvs()))
+	for _, e := range cfg.GetEnvs() {
+		env = append(env, e.GetKey()+"="+string(e.GetValue()))
 	}
 	if len(env) > 0 {
 		p = append(p, units.Property{Name: "Environment", Value: env})
 	}
-	if c.WorkingDir != "" {
-		p = append(p, units.Property{Name: "WorkingDirectory", Value: c.WorkingDir})
+	if cfg.GetWorkingDir() != "" {
+		p = append(p, units.Property{Name: "WorkingDirectory", Value: cfg.GetWorkingDir()})
 	}
-	if u := lifecycle.RunAsUser(pod, c); u != nil {
-		p = append(p, units.Property{Name: "User", Value: strconv.FormatInt(*u, 10)})
+	sc := cfg.GetLinux().GetSecurityContext()
+	if u := sc.GetRunAsUser(); u != nil {
+		p = append(p, units.Property{Name: "User", Value: strconv.FormatInt(u.GetValue(), 10)})
 	}
-	if g := lifecycle.RunAsGroup(pod, c); g != nil {
-		p = append(p, units.Property{Name: "Group", Value: strconv.FormatInt(*g, 10)})
+	if g := sc.GetRunAsGroup(); g != nil {
+		p = append(p, units.Property{Name: "Group", Value: strconv.FormatInt(g.GetValue(), 10)})
 	}
-	if sc := pod.Spec.SecurityContext; sc != nil && (len(sc.SupplementalGroups) > 0 || sc.FSGroup != nil) {
-		var groups []string
-		if sc.FSGroup != nil {
-			groups = append(groups, strconv.FormatInt(*sc.FSGroup, 10))
-		}
-		for _, g := range sc.SupplementalGroups {
+	if gs := sc.GetSupplementalGroups(); len(gs) > 0 {
+		groups := make([]string, 0, len(gs))
+		for _, g := range gs {
 			groups = append(groups, strconv.FormatInt(g, 10))
 		}
 		p = append(p, units.Property{Name: "SupplementaryGroups", Value: groups})
 	}
-	if sc := c.SecurityContext; sc != nil {
-		if sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation {
-			p = append(p, units.Property{Name: "NoNewPrivileges", Value: true})
-		}
-		if sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem {
-			p = append(p, units.Property{Name: "ProtectSystem", Value: "strict"})
-		}
+	if sc.GetNoNewPrivs() {
+		p = append(p, units.Property{Name: "NoNewPrivileges", Value: true})
+	}
+	if sc.GetReadonlyRootfs() {
+		p = append(p, units.Property{Name: "ProtectSystem", Value: "strict"})
 	}
 	var rw, ro []units.BindPath
-	for _, m := range c.VolumeMounts {
-		src, ok := s.Volumes[m.Name]
-		if !ok {
-			continue
-		}
-		b := units.BindPath{Source: src, Destination: m.MountPath, Recursive: true}
-		if m.ReadOnly {
+	for _, m := range cfg.GetMounts() {
+		b := units.BindPath{Source: m.GetHostPath(), Destination: m.GetContainerPath(), Recursive: true}
+		if m.GetReadonly() {
 			ro = append(ro, b)
 		} else {
 			rw = append(rw, b)
@@ -232,29 +252,45 @@ func unitProperties(s unitSpec) []units.Property {
 	if len(ro) > 0 {
 		p = append(p, units.Property{Name: "BindReadOnlyPaths", Value: ro})
 	}
-	p = append(p,
-		units.Property{Name: "StandardOutput", Value: "journal"},
-		units.Property{Name: "StandardError", Value: "journal"},
-		units.Property{Name: "SyslogIdentifier", Value: c.Name},
-		units.Property{Name: "LogExtraFields", Value: LogFields(pod, c.Name)},
-		units.Property{Name: "KillSignal", Value: int32(stopSignal(c))},
-		units.Property{Name: "TimeoutStopUSec", Value: lifecycle.GracePeriod(pod)},
-		units.Property{Name: "OOMScoreAdjust", Value: int32(s.OOMScoreAdj)},
-		units.Property{Name: "MemoryAccounting", Value: true},
-		units.Property{Name: "CPUAccounting", Value: true},
-		units.Property{Name: "TasksAccounting", Value: true},
-	)
-	p = append(p, slices.SliceProperties(lifecycle.ContainerResources(c, s.Resources), s.Mode)...)
 	return p
+}
+
+// grace is the pod's termination grace period from the run's annotations, the default when it
+// has none.
+func grace(cfg *runtimeapi.ContainerConfig) time.Duration {
+	if g, ok := worker.GracePeriod(cfg.GetAnnotations()); ok {
+		return g
+	}
+	return lifecycle.DefaultGracePeriod
+}
+
+// resourceConfig is the cgroup configuration of CRI resources (0 is unset).
+func resourceConfig(res *runtimeapi.LinuxContainerResources) slices.ResourceConfig {
+	var rc slices.ResourceConfig
+	if v := res.GetCpuShares(); v > 0 {
+		shares := uint64(v)
+		rc.CPUShares = &shares
+	}
+	if v := res.GetCpuQuota(); v != 0 {
+		rc.CPUQuota = &v
+	}
+	if v := res.GetCpuPeriod(); v > 0 {
+		period := uint64(v)
+		rc.CPUPeriod = &period
+	}
+	if v := res.GetMemoryLimitInBytes(); v > 0 {
+		rc.Memory = &v
+	}
+	return rc
 }
 
 // LogFields are the journal fields on every line of a container's output, so that
 // `journalctl POD_UID=<uid>` (or POD_NAME=, POD_NAMESPACE=, CONTAINER_NAME=) finds it.
-func LogFields(pod *v1.Pod, container string) [][]byte {
+func LogFields(uid, pod, namespace, container string) [][]byte {
 	return [][]byte{
-		[]byte("POD_UID=" + string(pod.UID)),
-		[]byte("POD_NAME=" + pod.Name),
-		[]byte("POD_NAMESPACE=" + pod.Namespace),
+		[]byte("POD_UID=" + uid),
+		[]byte("POD_NAME=" + pod),
+		[]byte("POD_NAMESPACE=" + namespace),
 		[]byte("CONTAINER_NAME=" + container),
 	}
 }

@@ -2,13 +2,17 @@ package systemdrt
 
 import (
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/tools/record"
 
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -80,6 +84,10 @@ func TestUnitProperties(t *testing.T) {
 		Lifecycle:    &v1.Lifecycle{StopSignal: ptr(v1.Signal("SIGINT"))},
 	})
 	guaranteed.Spec.TerminationGracePeriodSeconds = ptr(int64(5))
+	guaranteed.Spec.Volumes = []v1.Volume{
+		{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		{Name: "etc", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/etc/app"}}},
+	}
 	guaranteed.Spec.SecurityContext = &v1.PodSecurityContext{RunAsGroup: ptr(int64(2000)), FSGroup: ptr(int64(3000)), SupplementalGroups: []int64{4000}}
 
 	burstable := testPod("bu-1", "", v1.Container{
@@ -91,14 +99,15 @@ func TestUnitProperties(t *testing.T) {
 	})
 
 	cases := []struct {
-		name string
-		spec unitSpec
-		want []units.Property
+		name      string
+		pod       *v1.Pod
+		n         int
+		mode      units.Mode
+		resources slices.Options
+		want      []units.Property
 	}{
 		{
-			name: "best effort on hybrid",
-			spec: unitSpec{Pod: bestEffort, Container: &bestEffort.Spec.Containers[0], N: 1, Slice: "kubepods-besteffort-podbe_1.slice",
-				Exec: "/bin/sleep", OOMScoreAdj: 1000, Mode: units.ModeHybrid, Resources: slices.DefaultOptions()},
+			name: "best effort on hybrid", pod: bestEffort, n: 1, mode: units.ModeHybrid, resources: slices.DefaultOptions(),
 			want: cat(
 				head("container default/web/sleep (#1)", "kubepods-besteffort-podbe_1.slice", units.Exec{Path: "/bin/sleep", Args: []string{"/bin/sleep", "infinity"}}),
 				tail(bestEffort, "sleep", syscall.SIGTERM, 30*time.Second, 1000),
@@ -106,10 +115,7 @@ func TestUnitProperties(t *testing.T) {
 			),
 		},
 		{
-			name: "guaranteed with everything on v2",
-			spec: unitSpec{Pod: guaranteed, Container: &guaranteed.Spec.Containers[0], N: 3, Slice: "kubepods-podg_1.slice",
-				Exec: "/bin/sh", Volumes: map[string]string{"data": "/var/lib/slicelet/pods/g-1/volumes/data", "etc": "/etc/app"},
-				OOMScoreAdj: -997, Mode: units.ModeUnified, Resources: slices.DefaultOptions()},
+			name: "guaranteed with everything on v2", pod: guaranteed, n: 3, mode: units.ModeUnified, resources: slices.DefaultOptions(),
 			want: cat(
 				head("container default/web/web (#3)", "kubepods-podg_1.slice", units.Exec{Path: "/bin/sh",
 					Args: []string{"/bin/sh", "-c", "echo hello world $HOME; exec sleep infinity"}}),
@@ -121,7 +127,7 @@ func TestUnitProperties(t *testing.T) {
 					{Name: "SupplementaryGroups", Value: []string{"3000", "4000"}},
 					{Name: "NoNewPrivileges", Value: true},
 					{Name: "ProtectSystem", Value: "strict"},
-					{Name: "BindPaths", Value: []units.BindPath{{Source: "/var/lib/slicelet/pods/g-1/volumes/data", Destination: "/data", Recursive: true}}},
+					{Name: "BindPaths", Value: []units.BindPath{{Source: "<state>/pods/g-1/volumes/data", Destination: "/data", Recursive: true}}},
 					{Name: "BindReadOnlyPaths", Value: []units.BindPath{{Source: "/etc/app", Destination: "/etc/app", Recursive: true}}},
 				},
 				tail(guaranteed, "web", syscall.SIGINT, 5*time.Second, -997),
@@ -134,9 +140,7 @@ func TestUnitProperties(t *testing.T) {
 			),
 		},
 		{
-			name: "cpu limit only: shares from the limit",
-			spec: unitSpec{Pod: burstable, Container: &burstable.Spec.Containers[0], N: 1, Slice: "kubepods-burstable-podbu_1.slice",
-				Exec: "/bin/sleep", OOMScoreAdj: 999, Mode: units.ModeHybrid, Resources: slices.DefaultOptions()},
+			name: "cpu limit only: shares from the limit", pod: burstable, n: 1, mode: units.ModeHybrid, resources: slices.DefaultOptions(),
 			want: cat(
 				head("container default/web/api (#1)", "kubepods-burstable-podbu_1.slice", units.Exec{Path: "/bin/sleep", Args: []string{"/bin/sleep", "1"}}),
 				tail(burstable, "api", syscall.SIGTERM, 30*time.Second, 999),
@@ -148,9 +152,7 @@ func TestUnitProperties(t *testing.T) {
 			),
 		},
 		{
-			name: "cpu limits not enforced",
-			spec: unitSpec{Pod: burstable, Container: &burstable.Spec.Containers[0], N: 1, Slice: "kubepods-burstable-podbu_1.slice",
-				Exec: "/bin/sleep", OOMScoreAdj: 999, Mode: units.ModeHybrid, Resources: slices.Options{}},
+			name: "cpu limits not enforced", pod: burstable, n: 1, mode: units.ModeHybrid, resources: slices.Options{},
 			want: cat(
 				head("container default/web/api (#1)", "kubepods-burstable-podbu_1.slice", units.Exec{Path: "/bin/sleep", Args: []string{"/bin/sleep", "1"}}),
 				tail(burstable, "api", syscall.SIGTERM, 30*time.Second, 999),
@@ -160,7 +162,9 @@ func TestUnitProperties(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := unitProperties(c.spec)
+			// The properties of the first container's run n, as the worker configures it and
+			// the runtime starts it.
+			got := startedProps(t, c.pod, c.n, c.mode, c.resources)
 			if !reflect.DeepEqual(got, c.want) {
 				t.Errorf("properties differ:\n got  %v\n want %v", got, c.want)
 				for i := range max(len(got), len(c.want)) {
@@ -178,6 +182,58 @@ func TestUnitProperties(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startedProps runs the pod (n-1 restarts of its first container under restartPolicy Always,
+// with the kubelet's back-off in fake time) through the worker over the runtime and returns
+// the properties its first container's run n was started with; the state dir reads <state>.
+func startedProps(t *testing.T, pod *v1.Pod, n int, mode units.Mode, resources slices.Options) []units.Property {
+	t.Helper()
+	var props []units.Property
+	synctest.Test(t, func(t *testing.T) {
+		sd := newFakeSystemd(mode)
+		opts := Options{Systemd: sd, StateDir: t.TempDir(), ProcRoot: fakeProc(t, "000001ffffffffff", "0"), Executable: fakeExecutable}
+		rt, err := New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := worker.New(worker.Options{Runtime: rt, Recorder: &record.FakeRecorder{}, StateDir: opts.StateDir, MemoryCapacity: 8 << 30, Resources: resources})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := pod.Spec.Containers[0].Name
+		for i := 1; ; i++ {
+			if _, err := w.SyncPod(t.Context(), pod, testSlice(pod)); err != nil {
+				t.Fatal(err)
+			}
+			if i == n {
+				break
+			}
+			u, _ := UnitName(string(pod.UID), name, i)
+			sd.exit(u, cldExited, 1, "exit-code")
+			time.Sleep(10 * time.Minute) // past any back-off
+		}
+		want, _ := UnitName(string(pod.UID), name, n)
+		for _, c := range sd.CallsTo("StartService") {
+			if c.Unit == want {
+				props = c.Props
+			}
+		}
+		for i, p := range props {
+			if b, ok := p.Value.([]units.BindPath); ok {
+				out := make([]units.BindPath, len(b))
+				for j, x := range b {
+					x.Source = strings.Replace(x.Source, opts.StateDir, "<state>", 1)
+					out[j] = x
+				}
+				props[i].Value = out
+			}
+		}
+	})
+	if props == nil {
+		t.Fatalf("run %d not started", n)
+	}
+	return props
 }
 
 func TestOOMScoreOnUnits(t *testing.T) {
@@ -201,11 +257,7 @@ func TestOOMScoreOnUnits(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			sd := newFakeSystemd(units.ModeHybrid)
-			rt, err := New(Options{Systemd: sd, StateDir: t.TempDir(), MemoryCapacity: 8 << 30,
-				ProcRoot: fakeProc(t, c.capEff, c.floor), Executable: fakeExecutable})
-			if err != nil {
-				t.Fatal(err)
-			}
+			rt := newTestRT(t, Options{Systemd: sd, StateDir: t.TempDir(), ProcRoot: fakeProc(t, c.capEff, c.floor), Executable: fakeExecutable}, nil)
 			p := testPod("oom-1", v1.RestartPolicyAlways, c.container)
 			if _, err := rt.SyncPod(t.Context(), p, testSlice(p)); err != nil {
 				t.Fatal(err)

@@ -9,15 +9,16 @@ import (
 	"os"
 	"path/filepath"
 	stdslices "slices"
-	"sort"
 	"sync"
 	"syscall"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 
-	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -34,10 +35,6 @@ type Systemd interface {
 	Properties(ctx context.Context, name string) (units.UnitInfo, error)
 }
 
-// Clock tells the time. time.Now is used when Options.Clock is nil (and is faked by
-// testing/synctest).
-type Clock interface{ Now() time.Time }
-
 // Defaults of Options.
 const (
 	DefaultPollInterval = 50 * time.Millisecond
@@ -49,63 +46,53 @@ const (
 type Options struct {
 	// Systemd runs the units. Required.
 	Systemd Systemd
-	// StateDir holds the pods' records and emptyDir volumes (StateDir/pods/<uid>). Required.
+	// StateDir holds the pods' records (StateDir/pods/<uid>/state.json). Required.
 	StateDir string
 	// Logger gets state changes; discarded when nil.
 	Logger *slog.Logger
-	// Clock; time.Now when nil.
-	Clock Clock
-	// MemoryCapacity is the node's memory in bytes, for the kubelet's OOM score of Burstable
-	// containers.
-	MemoryCapacity int64
+	// Clock; the real clock when nil.
+	Clock clock.WithTicker
 	// ProcRoot is where procfs is mounted ("/proc" when empty); systemd's capabilities and
 	// oom_score_adj are read from ProcRoot/1.
 	ProcRoot string
-	// Resources are the node's CPU options for container quotas; slices.DefaultOptions() when
-	// nil.
-	Resources *slices.Options
-	// Backoff is the restart back-off; zero fields take the kubelet's values.
-	Backoff lifecycle.Backoff
 	// Journalctl is the journalctl binary; "journalctl" (looked up in PATH) when empty.
 	Journalctl string
 	// Executable checks that a command path can be run; a regular file with an execute bit
 	// when nil.
 	Executable func(path string) error
-	// PollInterval is how often KillPod looks whether a signalled unit has ended.
+	// PollInterval is how often a stop looks whether a signalled unit has ended.
 	PollInterval time.Duration
 	// KillWait bounds the wait for a unit to end after SIGKILL.
 	KillWait time.Duration
 }
 
-// Runtime is the built-in systemd runtime. Its methods are safe for concurrent use; calls for
-// the same pod are serialized.
+// Runtime is the built-in systemd runtime, a worker.Runtime. Its methods are safe for
+// concurrent use.
 type Runtime struct {
 	opts    Options
 	sd      Systemd
 	log     *slog.Logger
-	backoff lifecycle.Backoff
+	clock   clock.WithTicker
 	oom     oomPolicy
 	oomOnce sync.Once
 
-	mu   sync.Mutex
-	pods map[string]*podEntry
+	mu        sync.Mutex
+	pods      map[string]*podEntry
+	loadedAll bool // every record of the state dir is loaded
 }
 
-// podEntry is the in-memory side of one pod.
+// podEntry is the in-memory side of one pod; mu guards rec and the runs in it, and is never
+// held across a wait for a unit.
 type podEntry struct {
-	mu  sync.Mutex // serializes SyncPod, KillPod, Forget and Logs of the pod
-	rec *podRecord // nil until loaded
-
-	// guarded by Runtime.mu:
-	nextSync time.Time
-	seen     map[string]string // unit → "ActiveState/SubState" at the last sync
+	mu     sync.Mutex
+	loaded bool
+	rec    *podRecord // nil: the runtime has nothing of the pod
 }
 
-var _ pods.Runtime = (*Runtime)(nil)
+var _ worker.Runtime = (*Runtime)(nil)
 
-// New returns a Runtime. It reads nothing from systemd until the first call; the state of
-// pods that ran under an earlier slicelet is picked up from StateDir and the units by the
-// first SyncPod, KillPod or PodUIDs.
+// New returns a Runtime. It reads nothing from systemd until the first call; the records of
+// pods that ran under an earlier slicelet are read from StateDir when first needed.
 func New(opts Options) (*Runtime, error) {
 	if opts.Systemd == nil {
 		return nil, errors.New("systemd runtime: no systemd connection")
@@ -116,12 +103,11 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	if opts.ProcRoot == "" {
 		opts.ProcRoot = "/proc"
-	}
-	if opts.Resources == nil {
-		d := slices.DefaultOptions()
-		opts.Resources = &d
 	}
 	if opts.Journalctl == "" {
 		opts.Journalctl = "journalctl"
@@ -138,7 +124,7 @@ func New(opts Options) (*Runtime, error) {
 	if err := os.MkdirAll(filepath.Join(opts.StateDir, "pods"), 0o750); err != nil {
 		return nil, fmt.Errorf("systemd runtime: state dir: %w", err)
 	}
-	r := &Runtime{opts: opts, sd: opts.Systemd, log: opts.Logger, backoff: opts.Backoff.WithDefaults(), pods: map[string]*podEntry{}}
+	r := &Runtime{opts: opts, sd: opts.Systemd, log: opts.Logger, clock: opts.Clock, pods: map[string]*podEntry{}}
 	var err error
 	r.oom, err = detectOOMPolicy(opts.ProcRoot)
 	if err != nil {
@@ -150,14 +136,8 @@ func New(opts Options) (*Runtime, error) {
 // Name is "systemd".
 func (r *Runtime) Name() string { return "systemd" }
 
-func (r *Runtime) now() time.Time {
-	if r.opts.Clock != nil {
-		return r.opts.Clock.Now()
-	}
-	return time.Now()
-}
-
-func (r *Runtime) exec(path string) error { return r.opts.Executable(path) }
+// Type is "systemd": status container IDs are systemd://<unit>.
+func (r *Runtime) Type() string { return "systemd" }
 
 // entry returns the pod's entry, creating it.
 func (r *Runtime) entry(uid string) *podEntry {
@@ -171,233 +151,343 @@ func (r *Runtime) entry(uid string) *podEntry {
 	return e
 }
 
-// record returns the pod's record (loaded from the state dir, or new). Call with e.mu held.
-func (r *Runtime) record(e *podEntry, uid string) (*podRecord, error) {
-	if e.rec != nil {
-		return e.rec, nil
-	}
-	rec, err := r.loadRecord(uid)
-	if err != nil {
-		return nil, err
-	}
-	if rec == nil {
-		rec = newPodRecord(uid)
-	} else {
-		r.log.Info("pod state loaded", "pod_uid", uid, "pod", rec.Namespace+"/"+rec.Name)
-	}
-	e.rec = rec
-	return rec, nil
-}
-
-// NextSync returns when SyncPod must run again for the pod at the latest, because a back-off
-// ends then; zero when no back-off is pending. Exits of running containers are not foreseen:
-// use Relist (or a periodic SyncPod) to notice those.
-func (r *Runtime) NextSync(uid string) time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if e := r.pods[uid]; e != nil {
-		return e.nextSync
-	}
-	return time.Time{}
-}
-
-// Relist is the runtime's PLEG relist: one List of every container unit, compared with what
-// the last SyncPod of each pod saw. It returns, sorted, the UIDs of known pods whose units
-// changed state, appeared or vanished, and of pods whose back-off has ended (NextSync ≤ now),
-// i.e. the pods that need a SyncPod now.
-func (r *Runtime) Relist(ctx context.Context) ([]string, error) {
-	list, err := r.sd.List(ctx, allUnitsPattern)
-	if err != nil {
-		return nil, fmt.Errorf("container units: %w", err)
-	}
-	now := r.now()
-	current := map[string]map[string]string{}
-	for _, u := range list {
-		id, ok := parseUnit(u.Name)
-		if !ok || u.LoadState == "not-found" {
-			continue
-		}
-		if current[id.UID] == nil {
-			current[id.UID] = map[string]string{}
-		}
-		current[id.UID][u.Name] = u.ActiveState + "/" + u.SubState
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for uid, e := range r.pods {
-		due := !e.nextSync.IsZero() && !now.Before(e.nextSync)
-		if due || !maps.Equal(e.seen, current[uid]) {
-			out = append(out, uid)
-		}
-	}
-	sort.Strings(out)
-	return out, nil
-}
-
-// SyncPod makes the pod's containers match its spec inside slice (see pods.Runtime). It loops
-// observe → decide → act until nothing more can start now, so one call starts a pod's sidecars
-// and all its regular containers; a regular init container that is still running ends the
-// call (the pod is Pending), and the next call continues. Back-offs end at NextSync.
-func (r *Runtime) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice) (v1.PodStatus, error) {
-	uid := string(pod.UID)
+// locked runs f with the pod's entry locked and its record loaded (nil when the runtime has
+// nothing of the pod; f may create it).
+func (r *Runtime) locked(uid string, f func(e *podEntry) error) error {
 	if err := slices.ValidateUID(uid); err != nil {
-		return v1.PodStatus{}, err
-	}
-	if errs := r.validate(pod, false); len(errs) > 0 {
-		return v1.PodStatus{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, errs.ToAggregate())
-	}
-	if slice.Unit == "" {
-		return v1.PodStatus{}, fmt.Errorf("pod %s/%s: no pod slice", pod.Namespace, pod.Name)
+		return err
 	}
 	e := r.entry(uid)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	rec, err := r.record(e, uid)
-	if err != nil {
-		return v1.PodStatus{}, err
-	}
-	if rec.StartTime.IsZero() || rec.Name != pod.Name || rec.Namespace != pod.Namespace {
-		if rec.StartTime.IsZero() {
-			rec.StartTime = r.now()
+	if !e.loaded {
+		rec, err := r.loadRecord(uid)
+		if err != nil {
+			return err
 		}
-		rec.Namespace, rec.Name = pod.Namespace, pod.Name
-		if err := r.saveRecord(rec); err != nil {
-			return v1.PodStatus{}, err
+		if rec != nil {
+			r.log.Info("pod state loaded", "pod_uid", uid, "pod", rec.Namespace+"/"+rec.Name)
 		}
+		e.rec, e.loaded = rec, true
 	}
+	return f(e)
+}
 
-	var p lifecycle.Plan
-	for range len(pod.Spec.InitContainers) + 3 {
-		if err := r.observe(ctx, pod, rec); err != nil {
-			return buildStatus(pod, rec, decide(pod, rec, r.now(), r.backoff, false)), err
+// podUIDs returns every pod the runtime may have something of: those with a record in the
+// state dir (read once) and those already in memory.
+func (r *Runtime) podUIDs() ([]string, error) {
+	r.mu.Lock()
+	all := r.loadedAll
+	r.mu.Unlock()
+	if !all {
+		ents, err := os.ReadDir(filepath.Join(r.opts.StateDir, "pods"))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("state dir: %w", err)
 		}
-		p = decide(pod, rec, r.now(), r.backoff, false)
-		if p.Initialized && !rec.Initialized {
-			rec.Initialized = true
-			if err := r.saveRecord(rec); err != nil {
-				return buildStatus(pod, rec, p), err
+		for _, d := range ents {
+			if d.IsDir() && slices.ValidateUID(d.Name()) == nil {
+				r.entry(d.Name())
 			}
 		}
-		if len(p.Start) == 0 && len(p.StopSidecars) == 0 {
-			break
-		}
-		var errs []error
-		for _, name := range p.StopSidecars {
-			c, _ := lifecycle.ContainerByName(pod, name)
-			if err := r.stopContainer(ctx, pod, rec, c, lifecycle.GracePeriod(pod)); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		errs = append(errs, r.startAll(ctx, pod, slice, rec, p.Start)...)
-		if err := errors.Join(errs...); err != nil {
-			return buildStatus(pod, rec, p), err
-		}
+		r.mu.Lock()
+		r.loadedAll = true
+		r.mu.Unlock()
 	}
 	r.mu.Lock()
-	e.nextSync = p.NextSync
-	r.mu.Unlock()
-	return buildStatus(pod, rec, p), nil
+	defer r.mu.Unlock()
+	return stdslices.Sorted(maps.Keys(r.pods)), nil
 }
 
-// startAll starts the containers of one plan step; several regular containers start
-// concurrently (the kubelet starts them one after the other, but nothing orders them).
-func (r *Runtime) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlice, rec *podRecord, acts []lifecycle.StartAction) []error {
-	if len(acts) == 0 {
-		return nil
+// RunPodSandbox records a new sandbox of the pod in its slice (the slice itself is the
+// controller's): the pod's containers run as units in config.Linux.CgroupParent.
+func (r *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandboxConfig) (string, error) {
+	md := config.GetMetadata()
+	uid := md.GetUid()
+	slice := config.GetLinux().GetCgroupParent()
+	if slice == "" {
+		return "", fmt.Errorf("pod %s/%s: no pod slice", md.GetNamespace(), md.GetName())
 	}
-	vols, err := r.prepareVolumes(pod)
-	if err != nil {
-		return []error{err}
-	}
-	// Record every instance about to start before systemd hears of any (intent first), so a
-	// crash in between is recovered by observe as "never created" or "adopt".
-	type job struct {
-		act  lifecycle.StartAction
-		c    *v1.Container
-		name string
-		cur  *instance
-	}
-	jobs := make([]job, 0, len(acts))
-	now := r.now()
-	for _, a := range acts {
-		c, _ := lifecycle.ContainerByName(pod, a.Container)
-		name, err := UnitName(string(pod.UID), c.Name, a.N)
-		if err != nil {
-			return []error{err}
+	var id string
+	err := r.locked(uid, func(e *podEntry) error {
+		if e.rec == nil {
+			e.rec = newPodRecord(uid)
 		}
-		cr := rec.container(c.Name)
-		if cur := cr.Current; cur != nil && cur.Done {
-			cr.Backoff, cr.BackoffUpdated = r.backoff.Next(cr.Backoff, cr.BackoffUpdated, cur.FinishedAt)
-			cr.Previous = cur
+		rec := e.rec
+		attempt := md.GetAttempt()
+		for _, sb := range rec.Sandboxes {
+			attempt = max(attempt, sb.Attempt+1)
+			sb.Ready = false
 		}
-		if cr.Current == nil || cr.Current.Done {
-			cr.Current = &instance{N: a.N, Unit: name}
-		}
-		jobs = append(jobs, job{act: a, c: c, name: name, cur: cr.Current})
-	}
-	if err := r.saveRecord(rec); err != nil {
-		return []error{err}
-	}
-	errs := make([]error, len(jobs))
-	var wg sync.WaitGroup
-	for i, j := range jobs {
-		wg.Go(func() {
-			errs[i] = r.startInstance(ctx, pod, slice, rec, j.c, j.cur, vols, now)
+		id = sandboxID(uid, attempt)
+		rec.Namespace, rec.Name = md.GetNamespace(), md.GetName()
+		rec.Sandboxes = append(rec.Sandboxes, &sandbox{
+			ID: id, Attempt: attempt, Ready: true, CreatedAt: r.clock.Now(), Slice: slice,
+			MemoryLimited: config.GetLinux().GetResources().GetMemoryLimitInBytes() > 0,
 		})
-	}
-	wg.Wait()
-	if err := r.saveRecord(rec); err != nil {
-		errs = append(errs, err)
-	}
-	return errs
+		return r.saveRecord(rec)
+	})
+	return id, err
 }
 
-// startInstance asks systemd for the unit of cur. A start that systemd rejects is recorded as
-// a finished instance (StartError) so that restart policy and back-off apply to it; a start
-// whose outcome is unknown (the unit exists) is left to observe.
-func (r *Runtime) startInstance(ctx context.Context, pod *v1.Pod, slice slices.PodSlice, rec *podRecord, c *v1.Container, cur *instance, vols map[string]string, now time.Time) error {
-	exe, err := r.resolveCommand(c)
-	if err == nil {
-		err = checkMountSources(c, vols)
-	}
-	if err == nil {
-		adj, raised := r.oom.Apply(slices.ContainerOOMScoreAdj(pod, c, r.opts.MemoryCapacity))
-		if raised {
-			r.oomOnce.Do(func() {
-				r.log.Warn("systemd lacks CAP_SYS_RESOURCE: container oom_score_adj values below systemd's own are raised to it",
-					"floor", r.oom.Floor, "container", c.Name, "wanted", slices.ContainerOOMScoreAdj(pod, c, r.opts.MemoryCapacity))
-			})
+// StopPodSandbox makes the sandbox not ready and kills what still runs in it.
+func (r *Runtime) StopPodSandbox(ctx context.Context, id string) error {
+	var live []string
+	err := r.locked(sandboxPod(id), func(e *podEntry) error {
+		sb := (*sandbox)(nil)
+		if e.rec != nil {
+			sb = e.rec.sandbox(id)
 		}
-		props := unitProperties(unitSpec{
-			Pod: pod, Container: c, N: cur.N, Slice: slice.Unit, Exec: exe, Volumes: vols,
-			OOMScoreAdj: adj, Mode: r.sd.Mode(), Resources: *r.opts.Resources,
-		})
-		err = r.sd.StartService(ctx, cur.Unit, props)
-		if err == nil {
-			rec.locked(func() { cur.Created, cur.CreatedAt = true, now })
-			r.log.Info("container started", "pod_uid", string(pod.UID), "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "unit", cur.Unit, "instance", cur.N)
+		if sb == nil {
 			return nil
 		}
-		if errors.Is(err, units.ErrJobFailed) || errors.Is(err, units.ErrTimeout) || errors.Is(err, units.ErrUnitExists) {
-			// The unit exists (failed right away, or still starting): observe reads what
-			// became of it.
-			if st, lerr := r.sd.List(ctx, cur.Unit); lerr == nil && loaded(st, cur.Unit) {
-				rec.locked(func() { cur.Created, cur.CreatedAt = true, now })
-				r.log.Warn("container start did not finish cleanly", "pod_uid", string(pod.UID), "container", c.Name, "unit", cur.Unit, "error", err)
-				return nil
+		for _, rn := range e.rec.Runs {
+			if rn.SandboxID == id && rn.Started && !rn.Done {
+				live = append(live, rn.ID)
 			}
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("container %s: start %s: %w", c.Name, cur.Unit, err)
+		if !sb.Ready {
+			return nil
+		}
+		sb.Ready = false
+		return r.saveRecord(e.rec)
+	})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, unit := range live {
+		errs = append(errs, r.StopContainer(ctx, unit, 0))
+	}
+	return errors.Join(errs...)
+}
+
+// RemovePodSandbox removes the sandbox, the units of its containers and their runs; the pod's
+// record goes with its last sandbox.
+func (r *Runtime) RemovePodSandbox(ctx context.Context, id string) error {
+	uid := sandboxPod(id)
+	return r.locked(uid, func(e *podEntry) error {
+		if e.rec == nil || e.rec.sandbox(id) == nil {
+			return nil
+		}
+		rec := e.rec
+		var errs []error
+		keep := rec.Runs[:0]
+		for _, rn := range rec.Runs {
+			if rn.SandboxID != id {
+				keep = append(keep, rn)
+				continue
+			}
+			errs = append(errs, r.resetUnit(ctx, rn.ID))
+		}
+		rec.Runs = keep
+		rec.Sandboxes = stdslices.DeleteFunc(rec.Sandboxes, func(sb *sandbox) bool { return sb.ID == id })
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("pod %s: %w", uid, err)
+		}
+		if len(rec.Sandboxes) == 0 && len(rec.Runs) == 0 {
+			if err := os.Remove(r.statePath(uid)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("pod %s state: %w", uid, err)
+			}
+			e.rec = nil
+			r.log.Info("pod state removed", "pod_uid", uid)
+			return nil
+		}
+		return r.saveRecord(rec)
+	})
+}
+
+// resetUnit stops a unit and resets it if it failed, so systemd forgets it.
+func (r *Runtime) resetUnit(ctx context.Context, unit string) error {
+	if err := r.sd.Stop(ctx, unit); err != nil {
+		return err
+	}
+	return r.sd.ResetFailed(ctx, unit)
+}
+
+// ListPodSandbox lists the sandboxes of the pod, or of every pod for "".
+func (r *Runtime) ListPodSandbox(_ context.Context, podUID string) ([]worker.Sandbox, error) {
+	uids := []string{podUID}
+	if podUID == "" {
+		var err error
+		if uids, err = r.podUIDs(); err != nil {
+			return nil, err
 		}
 	}
-	rec.locked(func() {
-		cur.Done, cur.FinishedAt, cur.ExitCode, cur.Reason, cur.Message = true, now, 128, lifecycle.ReasonStartError, err.Error()
-		cur.StartedAt = now
-	})
-	r.log.Warn("container could not be started", "pod_uid", string(pod.UID), "container", c.Name, "unit", cur.Unit, "error", err)
+	var out []worker.Sandbox
+	var errs []error
+	for _, uid := range uids {
+		err := r.locked(uid, func(e *podEntry) error {
+			if e.rec == nil {
+				return nil
+			}
+			for _, sb := range e.rec.Sandboxes {
+				out = append(out, worker.Sandbox{ID: sb.ID, PodUID: uid, Attempt: sb.Attempt, Ready: sb.Ready, CreatedAt: sb.CreatedAt})
+			}
+			return nil
+		})
+		errs = append(errs, r.skipUnreadable(podUID, uid, err))
+	}
+	return out, errors.Join(errs...)
+}
+
+// skipUnreadable is err for a listing of one pod; a listing of every pod leaves out a pod
+// whose record cannot be read, with a warning, rather than fail for all of them (the pod's own
+// syncs report the error).
+func (r *Runtime) skipUnreadable(listed, uid string, err error) error {
+	if err == nil || listed != "" {
+		return err
+	}
+	r.log.Warn("pod state unreadable, the pod is left out of the listing", "pod_uid", uid, "error", err)
 	return nil
+}
+
+// CreateContainer records a run of a container in the sandbox; its unit is started by
+// StartContainer. The record keeps the run's configuration, so a run created before slicelet
+// stopped is started after it restarts. Of a container's earlier runs only the latest stays
+// (systemd forgets the unit of an older failed one).
+func (r *Runtime) CreateContainer(ctx context.Context, sandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+	uid := sandboxPod(sandboxID)
+	name := config.GetMetadata().GetName()
+	attempt := config.GetMetadata().GetAttempt()
+	unit, err := UnitName(uid, name, int(attempt)+1)
+	if err != nil {
+		return "", err
+	}
+	data, err := protojson.Marshal(config)
+	if err != nil {
+		return "", fmt.Errorf("container %s: configuration: %w", name, err)
+	}
+	var reset []string
+	err = r.locked(uid, func(e *podEntry) error {
+		sb := (*sandbox)(nil)
+		if e.rec != nil {
+			sb = e.rec.sandbox(sandboxID)
+		}
+		if sb == nil || !sb.Ready {
+			return fmt.Errorf("container %s: sandbox %s is not ready", name, sandboxID)
+		}
+		if e.rec.run(unit) != nil {
+			return fmt.Errorf("container %s: run %d exists already (%s)", name, attempt+1, unit)
+		}
+		grace, _ := worker.GracePeriod(config.GetAnnotations())
+		rn := &run{
+			ID: unit, SandboxID: sandboxID, Name: name, Attempt: attempt, CreatedAt: r.clock.Now(), Config: data,
+			MemoryLimited: sb.MemoryLimited || config.GetLinux().GetResources().GetMemoryLimitInBytes() > 0,
+			StopSignal:    stopSignalName(config.GetStopSignal()), Grace: grace,
+		}
+		keep := e.rec.Runs[:0]
+		for _, old := range e.rec.Runs {
+			if old.Name == name && old.Attempt+1 < attempt && old.Done {
+				reset = append(reset, old.ID)
+				continue
+			}
+			keep = append(keep, old)
+		}
+		e.rec.Runs = append(keep, rn)
+		return r.saveRecord(e.rec)
+	})
+	if err != nil {
+		return "", err
+	}
+	for _, unit := range reset {
+		if err := r.sd.ResetFailed(ctx, unit); err != nil && !errors.Is(err, units.ErrNoSuchUnit) {
+			r.log.Debug("resetting an old container unit failed", "unit", unit, "error", err)
+		}
+	}
+	return unit, nil
+}
+
+// StartContainer starts the run's transient service in the pod slice. A start that systemd
+// rejects, or whose command cannot run on this host, leaves the run exited with StartError (so
+// restart policy and back-off apply to it) and returns the error; a start whose outcome is
+// unknown (the unit exists) is left to ContainerStatus.
+func (r *Runtime) StartContainer(ctx context.Context, id string) error {
+	unit, ref, err := parseContainerID(id)
+	if err != nil {
+		return err
+	}
+	var (
+		cfg   *runtimeapi.ContainerConfig
+		slice string
+		rn    *run
+	)
+	err = r.locked(ref.UID, func(e *podEntry) error {
+		if e.rec != nil {
+			rn = e.rec.run(unit)
+		}
+		if rn == nil {
+			return fmt.Errorf("container %s: %w", unit, worker.ErrNotFound)
+		}
+		if rn.Started || rn.Done {
+			rn = nil
+			return nil
+		}
+		if sb := e.rec.sandbox(rn.SandboxID); sb != nil {
+			slice = sb.Slice
+		}
+		var err error
+		cfg, err = rn.config()
+		return err
+	})
+	if err != nil || rn == nil {
+		return err
+	}
+	now := r.clock.Now()
+	if cfg == nil {
+		err = errors.New("no configuration recorded for this run")
+	} else {
+		err = r.startUnit(ctx, unit, slice, cfg)
+	}
+	if err == nil {
+		return r.update(ref.UID, unit, func(rn *run) { rn.Started, rn.confirmed = true, r.clock.Now() })
+	}
+	if errors.Is(err, units.ErrJobFailed) || errors.Is(err, units.ErrTimeout) || errors.Is(err, units.ErrUnitExists) {
+		// The unit exists (failed right away, or still starting): ContainerStatus reads what
+		// became of it.
+		if st, lerr := r.sd.List(ctx, unit); lerr == nil && loaded(st, unit) {
+			r.log.Warn("container start did not finish cleanly", "unit", unit, "error", err)
+			return r.update(ref.UID, unit, func(rn *run) { rn.Started, rn.confirmed = true, r.clock.Now() })
+		}
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("container %s: start %s: %w", rn.Name, unit, err)
+	}
+	if uerr := r.update(ref.UID, unit, func(rn *run) {
+		rn.Done, rn.FinishedAt, rn.StartedAt, rn.ExitCode = true, now, now, 128
+		rn.Reason, rn.Message = lifecycle.ReasonStartError, err.Error()
+	}); uerr != nil {
+		return uerr
+	}
+	return fmt.Errorf("container %s: start %s: %w", rn.Name, unit, err)
+}
+
+// startUnit starts the transient service of a run.
+func (r *Runtime) startUnit(ctx context.Context, unit, slice string, cfg *runtimeapi.ContainerConfig) error {
+	exe, err := r.resolveCommand(cfg.GetCommand(), cfg.GetEnvs())
+	if err != nil {
+		return err
+	}
+	want := int(cfg.GetLinux().GetResources().GetOomScoreAdj())
+	adj, raised := r.oom.Apply(want)
+	if raised {
+		r.oomOnce.Do(func() {
+			r.log.Warn("systemd lacks CAP_SYS_RESOURCE: container oom_score_adj values below systemd's own are raised to it",
+				"floor", r.oom.Floor, "unit", unit, "wanted", want)
+		})
+	}
+	props := unitProperties(unitSpec{Config: cfg, Slice: slice, Exec: exe, OOMScoreAdj: adj, Mode: r.sd.Mode()})
+	return r.sd.StartService(ctx, unit, props)
+}
+
+// update changes a run under its pod's lock and saves the record.
+func (r *Runtime) update(uid, unit string, f func(rn *run)) error {
+	return r.locked(uid, func(e *podEntry) error {
+		if e.rec == nil || e.rec.run(unit) == nil {
+			return fmt.Errorf("container %s: %w", unit, worker.ErrNotFound)
+		}
+		f(e.rec.run(unit))
+		return r.saveRecord(e.rec)
+	})
 }
 
 // loaded reports whether the list holds the unit name loaded.
@@ -410,174 +500,324 @@ func loaded(list []units.UnitStatus, name string) bool {
 	return false
 }
 
-// memoryLimited reports whether the container runs under a memory limit of its own or of its
-// pod's slice.
-func (r *Runtime) memoryLimited(pod *v1.Pod, c *v1.Container) bool {
-	if c != nil && !c.Resources.Limits.Memory().IsZero() {
+// unitEnded reports whether a container unit's main process has ended: failed, inactive, or
+// active/exited (RemainAfterExit) awaiting its stop.
+func unitEnded(active, sub string) bool {
+	switch active {
+	case "failed", "inactive":
 		return true
+	case "active", "reloading", "deactivating":
+		return sub == "exited"
 	}
-	rc := slices.PodResources(pod, *r.opts.Resources)
-	return rc.Memory != nil && *rc.Memory > 0
+	return false
 }
 
-// observe brings the record up to date with systemd: it adopts container units newer than the
-// record (a crash between StartService and saving, or a lost state dir), records the start time
-// of running instances and the final state of ended ones, then stops ended units (which kills
-// what their main process left behind) and resets failed instances older than the previous
-// one. Running units of containers that are not in the spec are stopped, as the kubelet kills
-// them; their dead units are left to Forget.
-func (r *Runtime) observe(ctx context.Context, pod *v1.Pod, rec *podRecord) error {
-	uid := rec.UID
-	list, err := r.sd.List(ctx, podPattern(uid))
+// ListContainers lists the runs of the pod's containers, or of every pod's for "", from one
+// listing of the container units: a unit without a run in the record (slicelet stopped between
+// starting it and recording that, or the state dir was lost) is adopted; a started run whose
+// unit is gone ended unobserved (ContainerStatusUnknown). A run whose unit ended is listed
+// exited; ContainerStatus records how.
+func (r *Runtime) ListContainers(ctx context.Context, podUID string) ([]worker.Container, error) {
+	pattern := allUnitsPattern
+	if podUID != "" {
+		if err := slices.ValidateUID(podUID); err != nil {
+			return nil, err
+		}
+		pattern = podPattern(podUID)
+	}
+	listedAt := r.clock.Now()
+	list, err := r.sd.List(ctx, pattern)
 	if err != nil {
-		return fmt.Errorf("pod %s: container units: %w", uid, err)
+		return nil, fmt.Errorf("container units: %w", err)
 	}
-	byName := map[string]units.UnitStatus{}
-	seen := map[string]string{}
-	changed := false
-	var unknown []string
+	byPod := map[string][]units.UnitStatus{}
 	for _, u := range list {
-		id, ok := parseUnit(u.Name)
-		if !ok || id.UID != uid || u.LoadState == "not-found" {
-			continue
-		}
-		byName[u.Name] = u
-		seen[u.Name] = u.ActiveState + "/" + u.SubState
-		if c, _ := lifecycle.ContainerByName(pod, id.Container); c == nil {
-			// The kubelet kills containers that are not in the pod's spec.
-			if u.ActiveState == "active" || u.ActiveState == "activating" {
-				unknown = append(unknown, u.Name)
-			}
-			continue
-		}
-		cr := rec.container(id.Container)
-		if cr.Current == nil || id.N > cr.Current.N {
-			if cr.Current != nil && cr.Current.Done {
-				cr.Previous = cr.Current
-			}
-			cr.Current = &instance{N: id.N, Unit: u.Name, Created: true}
-			changed = true
-			r.log.Info("container unit adopted", "pod_uid", uid, "container", id.Container, "unit", u.Name, "state", seen[u.Name])
+		if id, ok := parseUnit(u.Name); ok && u.LoadState != "not-found" && (podUID == "" || id.UID == podUID) {
+			byPod[id.UID] = append(byPod[id.UID], u)
 		}
 	}
-
-	var stop []string
-	var reset []string
-	now := r.now()
-	for name, cr := range rec.Containers {
-		cur := cr.Current
-		if cur == nil {
-			continue
+	uids := []string{podUID}
+	if podUID == "" {
+		if uids, err = r.podUIDs(); err != nil {
+			return nil, err
 		}
-		for _, u := range byName {
-			if id, _ := parseUnit(u.Name); id.Container == name && id.N < cur.N-1 && u.ActiveState == "failed" {
-				reset = append(reset, u.Name)
+		for uid := range byPod {
+			if !stdslices.Contains(uids, uid) {
+				uids = append(uids, uid)
 			}
 		}
-		if cur.Done {
-			continue
-		}
-		u, ok := byName[cur.Unit]
-		if !ok {
-			if cur.Created {
-				cur.Done, cur.FinishedAt, cur.ExitCode = true, now, 137
-				cur.Reason, cur.Message = lifecycle.ReasonUnknown, "the container's unit was gone before its exit status could be read"
-				if cur.StartedAt.IsZero() {
-					cur.StartedAt = now
-				}
-				changed = true
-				r.log.Warn("container unit vanished", "pod_uid", uid, "container", name, "unit", cur.Unit)
-			}
-			continue
-		}
-		if !cur.Created {
-			cur.Created, changed = true, true
-		}
-		final := false
-		switch u.ActiveState {
-		case "active", "reloading", "deactivating":
-			final = u.SubState == "exited"
-		case "failed", "inactive":
-			final = true
-		}
-		if !final && (u.ActiveState == "activating" || !cur.StartedAt.IsZero()) {
-			continue
-		}
-		info, err := r.sd.Properties(ctx, cur.Unit)
-		if errors.Is(err, units.ErrNoSuchUnit) {
-			continue // gone meanwhile: the next observe records it
-		}
-		if err != nil {
-			return fmt.Errorf("pod %s: container %s: %w", uid, name, err)
-		}
-		if cur.InvocationID == "" {
-			cur.InvocationID = info.InvocationID
-		}
-		if !final {
-			cur.StartedAt = info.ExecMainStartTimestamp
-			if cur.StartedAt.IsZero() {
-				cur.StartedAt = now
-			}
-			changed = true
-			continue
-		}
-		c, _ := lifecycle.ContainerByName(pod, name)
-		finish(cur, info, r.sd.Mode(), r.memoryLimited(pod, c), now)
-		changed = true
-		r.log.Info("container ended", "pod_uid", uid, "container", name, "unit", cur.Unit,
-			"exit_code", cur.ExitCode, "signal", cur.Signal, "reason", cur.Reason, "result", info.Result)
-		if u.ActiveState != "failed" && u.ActiveState != "inactive" {
-			stop = append(stop, cur.Unit)
-		}
 	}
-	// Ended units whose end was recorded before (slicelet stopped between recording and
-	// stopping) are stopped too.
-	live := map[string]bool{}
-	for _, cr := range rec.Containers {
-		if cur := cr.Current; cur != nil && !cur.Done {
-			live[cur.Unit] = true
-		}
-	}
-	for name, u := range byName {
-		if u.ActiveState == "active" && u.SubState == "exited" && !live[name] && !stdslices.Contains(stop, name) {
-			stop = append(stop, name)
-		}
-	}
-	if changed {
-		if err := r.saveRecord(rec); err != nil {
-			return err
-		}
-	}
+	var out []worker.Container
 	var errs []error
-	for _, unit := range stop {
-		// What the main process left behind dies with it, as in a container's PID namespace.
+	var ended []string
+	for _, uid := range uids {
+		err := r.locked(uid, func(e *podEntry) error {
+			cs, stop, err := r.listPod(e, uid, byPod[uid], listedAt)
+			out = append(out, cs...)
+			ended = append(ended, stop...)
+			return err
+		})
+		errs = append(errs, r.skipUnreadable(podUID, uid, err))
+	}
+	for _, unit := range ended {
+		// A run whose end was recorded before its unit was stopped (slicelet stopped in
+		// between): what its main process left behind dies now.
 		if err := r.sd.Kill(ctx, unit, syscall.SIGKILL, units.KillAll); err != nil && !errors.Is(err, units.ErrNoProcess) && !errors.Is(err, units.ErrNoSuchUnit) {
 			r.log.Debug("killing leftovers of an ended container failed", "unit", unit, "error", err)
 		}
 		if err := r.sd.Stop(ctx, unit); err != nil {
-			errs = append(errs, fmt.Errorf("pod %s: %w", uid, err))
+			errs = append(errs, err)
 		}
-		delete(seen, unit)
 	}
-	for _, unit := range unknown {
-		r.log.Info("stopping a container unit that is not in the pod's spec", "pod_uid", uid, "unit", unit)
-		if err := r.sd.Stop(ctx, unit); err != nil {
-			errs = append(errs, fmt.Errorf("pod %s: %w", uid, err))
+	return out, errors.Join(errs...)
+}
+
+// listPod reconciles a pod's record with its loaded units, listed at listedAt, and lists its
+// runs; it returns the units of runs that ended and were recorded but are still active, to be
+// stopped. Call with the entry locked.
+func (r *Runtime) listPod(e *podEntry, uid string, loadedUnits []units.UnitStatus, listedAt time.Time) ([]worker.Container, []string, error) {
+	if e.rec == nil && len(loadedUnits) == 0 {
+		return nil, nil, nil
+	}
+	changed := false
+	if e.rec == nil {
+		e.rec = newPodRecord(uid)
+		changed = true
+	}
+	rec := e.rec
+	now := r.clock.Now()
+	byName := make(map[string]units.UnitStatus, len(loadedUnits))
+	for _, u := range loadedUnits {
+		byName[u.Name] = u
+		if rec.run(u.Name) != nil {
+			continue
 		}
-		delete(seen, unit)
-	}
-	for _, unit := range reset {
-		if err := r.sd.ResetFailed(ctx, unit); err != nil {
-			errs = append(errs, fmt.Errorf("pod %s: %w", uid, err))
+		id, _ := parseUnit(u.Name)
+		sb := rec.ready()
+		if sb == nil {
+			sb = &sandbox{ID: sandboxID(uid, uint32(len(rec.Sandboxes))), Attempt: uint32(len(rec.Sandboxes)), Ready: true, CreatedAt: now}
+			rec.Sandboxes = append(rec.Sandboxes, sb)
 		}
-		delete(seen, unit)
+		rec.Runs = append(rec.Runs, &run{ID: u.Name, SandboxID: sb.ID, Name: id.Container, Attempt: uint32(id.N - 1), Started: true})
+		changed = true
+		r.log.Info("container unit adopted", "pod_uid", uid, "container", id.Container, "unit", u.Name, "state", u.ActiveState+"/"+u.SubState)
 	}
-	r.mu.Lock()
-	if e := r.pods[uid]; e != nil {
-		e.seen = seen
+	out := make([]worker.Container, 0, len(rec.Runs))
+	var stop []string
+	for _, rn := range rec.Runs {
+		u, ok := byName[rn.ID]
+		rn.active, rn.sub, rn.listed = u.ActiveState, u.SubState, true
+		state := worker.StateRunning
+		switch {
+		case rn.Done:
+			state = worker.StateExited
+			if ok && u.ActiveState == "active" {
+				stop = append(stop, rn.ID)
+			}
+		case !rn.Started:
+			state = worker.StateCreated
+		case !ok && !rn.confirmed.Before(listedAt):
+			// Started after the listing: not in it yet.
+		case !ok:
+			rn.Done, rn.FinishedAt, rn.ExitCode = true, now, 137
+			rn.Reason, rn.Message = lifecycle.ReasonUnknown, "the container's unit was gone before its exit status could be read"
+			if rn.StartedAt.IsZero() {
+				rn.StartedAt = now
+			}
+			changed = true
+			state = worker.StateExited
+			r.log.Warn("container unit vanished", "pod_uid", uid, "container", rn.Name, "unit", rn.ID)
+		case unitEnded(u.ActiveState, u.SubState):
+			state = worker.StateExited
+		}
+		out = append(out, worker.Container{
+			ID: rn.ID, SandboxID: rn.SandboxID, PodUID: uid, Name: rn.Name, Attempt: rn.Attempt,
+			State: state, CreatedAt: createdAt(rn),
+		})
 	}
-	r.mu.Unlock()
-	return errors.Join(errs...)
+	if changed {
+		return out, stop, r.saveRecord(rec)
+	}
+	return out, stop, nil
+}
+
+// createdAt is a run's creation time for GC's age: when it was created, or for runs adopted or
+// converted from older records when its process started (or ended).
+func createdAt(rn *run) time.Time {
+	switch {
+	case !rn.CreatedAt.IsZero():
+		return rn.CreatedAt
+	case !rn.StartedAt.IsZero():
+		return rn.StartedAt
+	}
+	return rn.FinishedAt
+}
+
+// parseContainerID accepts a unit name or a status container ID ("systemd://<unit>").
+func parseContainerID(id string) (string, unitID, error) {
+	unit := id
+	if len(unit) > len("systemd://") && unit[:len("systemd://")] == "systemd://" {
+		unit = unit[len("systemd://"):]
+	}
+	ref, ok := parseUnit(unit)
+	if !ok {
+		return "", unitID{}, fmt.Errorf("container %q: not a container unit of the systemd runtime", id)
+	}
+	return unit, ref, nil
+}
+
+// ContainerStatus inspects a run. The state of its unit at the last listing decides what is
+// read from systemd: nothing for a run whose start time is recorded and whose unit still runs
+// (a restarted slicelet answers for every running container from its records), the start time
+// once its process runs, and for a unit that ended its exit status, which is recorded before the
+// unit is stopped (that kills what the main process left behind, as the kernel does for a
+// container's PID namespace).
+func (r *Runtime) ContainerStatus(ctx context.Context, id string) (worker.ContainerStatus, error) {
+	unit, ref, err := parseContainerID(id)
+	if err != nil {
+		return worker.ContainerStatus{}, err
+	}
+	var (
+		st     worker.ContainerStatus
+		need   bool // the unit's state must be read
+		listed bool
+		active string
+		sub    string
+	)
+	err = r.locked(ref.UID, func(e *podEntry) error {
+		rn := (*run)(nil)
+		if e.rec != nil {
+			rn = e.rec.run(unit)
+		}
+		if rn == nil {
+			return fmt.Errorf("container %s: %w", unit, worker.ErrNotFound)
+		}
+		st = r.status(ref.UID, rn)
+		listed, active, sub = rn.listed, rn.active, rn.sub
+		need = rn.Started && !rn.Done && (rn.StartedAt.IsZero() || !listed || unitEnded(active, sub))
+		return nil
+	})
+	if err != nil || !need {
+		return st, err
+	}
+	if !listed {
+		list, err := r.sd.List(ctx, unit)
+		if err != nil {
+			return st, fmt.Errorf("container %s: %w", unit, err)
+		}
+		active, sub = "", ""
+		for _, u := range list {
+			if u.Name == unit && u.LoadState != "not-found" {
+				active, sub = u.ActiveState, u.SubState
+			}
+		}
+		if active == "" {
+			return r.vanished(ref.UID, unit)
+		}
+	}
+	ended := unitEnded(active, sub)
+	if !ended && active == "activating" {
+		return st, nil // its process is not running yet
+	}
+	info, err := r.sd.Properties(ctx, unit)
+	if errors.Is(err, units.ErrNoSuchUnit) {
+		return r.vanished(ref.UID, unit)
+	}
+	if err != nil {
+		return st, fmt.Errorf("container %s: %w", unit, err)
+	}
+	if !ended && !unitEnded(info.ActiveState, info.SubState) {
+		err = r.locked(ref.UID, func(e *podEntry) error {
+			rn := e.rec.run(unit)
+			if rn == nil || rn.Done {
+				return nil
+			}
+			if rn.InvocationID == "" {
+				rn.InvocationID = info.InvocationID
+			}
+			rn.StartedAt = info.ExecMainStartTimestamp
+			if rn.StartedAt.IsZero() {
+				rn.StartedAt = r.clock.Now()
+			}
+			st = r.status(ref.UID, rn)
+			return r.saveRecord(e.rec)
+		})
+		return st, err
+	}
+	var stop bool
+	err = r.locked(ref.UID, func(e *podEntry) error {
+		rn := e.rec.run(unit)
+		if rn == nil {
+			return fmt.Errorf("container %s: %w", unit, worker.ErrNotFound)
+		}
+		if !rn.Done {
+			if rn.InvocationID == "" {
+				rn.InvocationID = info.InvocationID
+			}
+			finish(rn, info, r.sd.Mode(), rn.MemoryLimited, r.clock.Now())
+			r.log.Info("container unit ended", "pod_uid", ref.UID, "container", rn.Name, "unit", unit,
+				"exit_code", rn.ExitCode, "signal", rn.Signal, "reason", rn.Reason, "result", info.Result)
+			if err := r.saveRecord(e.rec); err != nil {
+				return err
+			}
+		}
+		st = r.status(ref.UID, rn)
+		stop = info.ActiveState != "failed" && info.ActiveState != "inactive"
+		return nil
+	})
+	if err != nil || !stop {
+		return st, err
+	}
+	// What the main process left behind dies with it, as in a container's PID namespace.
+	if err := r.sd.Kill(ctx, unit, syscall.SIGKILL, units.KillAll); err != nil && !errors.Is(err, units.ErrNoProcess) && !errors.Is(err, units.ErrNoSuchUnit) {
+		r.log.Debug("killing leftovers of an ended container failed", "unit", unit, "error", err)
+	}
+	if err := r.sd.Stop(ctx, unit); err != nil {
+		return st, fmt.Errorf("container %s: %w", unit, err)
+	}
+	return st, nil
+}
+
+// vanished records that a started run's unit is gone before its exit status was read.
+func (r *Runtime) vanished(uid, unit string) (worker.ContainerStatus, error) {
+	var st worker.ContainerStatus
+	err := r.locked(uid, func(e *podEntry) error {
+		rn := e.rec.run(unit)
+		if rn == nil {
+			return fmt.Errorf("container %s: %w", unit, worker.ErrNotFound)
+		}
+		if !rn.Done {
+			now := r.clock.Now()
+			rn.Done, rn.FinishedAt, rn.ExitCode = true, now, 137
+			rn.Reason, rn.Message = lifecycle.ReasonUnknown, "the container's unit was gone before its exit status could be read"
+			if rn.StartedAt.IsZero() {
+				rn.StartedAt = now
+			}
+			r.log.Warn("container unit vanished", "pod_uid", uid, "container", rn.Name, "unit", unit)
+			if err := r.saveRecord(e.rec); err != nil {
+				return err
+			}
+		}
+		st = r.status(uid, rn)
+		return nil
+	})
+	return st, err
+}
+
+// status is a run as the worker sees it.
+func (r *Runtime) status(uid string, rn *run) worker.ContainerStatus {
+	state := worker.StateRunning
+	switch {
+	case rn.Done:
+		state = worker.StateExited
+	case !rn.Started:
+		state = worker.StateCreated
+	}
+	return worker.ContainerStatus{
+		Container: worker.Container{ID: rn.ID, SandboxID: rn.SandboxID, PodUID: uid, Name: rn.Name, Attempt: rn.Attempt, State: state, CreatedAt: createdAt(rn)},
+		StartedAt: rn.StartedAt, FinishedAt: rn.FinishedAt,
+		ExitCode: rn.ExitCode, Signal: rn.Signal, Reason: rn.Reason, Message: rn.Message, Grace: rn.Grace,
+	}
 }
 
 // siginfo si_code values of ExecMainCode.
@@ -587,50 +827,50 @@ const (
 	cldDumped = 3
 )
 
-// finish records the final state of an instance from its unit's properties.
+// finish records the final state of a run from its unit's properties.
 //
 // OOMKilled: systemd reports Result=oom-kill from the cgroup v2 memory.events counter. cgroup
 // v1 has no such counter that outlives the unit (systemd 252 only watches memory.events), so on
 // v1 a main process killed by SIGKILL (Result=signal: not systemd's stop timeout) that slicelet
 // did not stop, in a container or pod with a memory limit, is taken for an OOM kill; the
 // Message says it was inferred. A `kill -9` from outside looks the same there.
-func finish(cur *instance, info units.UnitInfo, mode units.Mode, memLimited bool, now time.Time) {
-	cur.Done = true
+func finish(rn *run, info units.UnitInfo, mode units.Mode, memLimited bool, now time.Time) {
+	rn.Done = true
 	if !info.ExecMainStartTimestamp.IsZero() {
-		cur.StartedAt = info.ExecMainStartTimestamp
+		rn.StartedAt = info.ExecMainStartTimestamp
 	}
-	cur.FinishedAt = info.ExecMainExitTimestamp
-	if cur.FinishedAt.IsZero() {
-		cur.FinishedAt = now
+	rn.FinishedAt = info.ExecMainExitTimestamp
+	if rn.FinishedAt.IsZero() {
+		rn.FinishedAt = now
 	}
-	if cur.StartedAt.IsZero() {
-		cur.StartedAt = cur.FinishedAt
+	if rn.StartedAt.IsZero() {
+		rn.StartedAt = rn.FinishedAt
 	}
-	cur.Signal, cur.Message = 0, ""
+	rn.Signal, rn.Message = 0, ""
 	switch info.ExecMainCode {
 	case cldExited:
-		cur.ExitCode = info.ExecMainStatus
+		rn.ExitCode = info.ExecMainStatus
 	case cldKilled, cldDumped:
-		cur.Signal = info.ExecMainStatus
-		cur.ExitCode = 128 + info.ExecMainStatus
+		rn.Signal = info.ExecMainStatus
+		rn.ExitCode = 128 + info.ExecMainStatus
 	default:
 		// The main process never ran (or systemd lost it): the start failed.
-		cur.ExitCode, cur.Reason = 128, lifecycle.ReasonStartError
-		cur.Message = fmt.Sprintf("systemd result %q before the command ran", info.Result)
+		rn.ExitCode, rn.Reason = 128, lifecycle.ReasonStartError
+		rn.Message = fmt.Sprintf("systemd result %q before the command ran", info.Result)
 		return
 	}
 	switch {
 	case info.Result == "oom-kill":
-		cur.Reason = lifecycle.ReasonOOMKilled
-	case !mode.V2() && info.Result == "signal" && cur.Signal == int32(syscall.SIGKILL) && !cur.Stopping && memLimited:
-		cur.Reason = lifecycle.ReasonOOMKilled
-		cur.Message = "killed by SIGKILL under a memory limit; cgroup v1 gives systemd no OOM record, so this is inferred"
-	case cur.ExitCode == 0:
-		cur.Reason = lifecycle.ReasonCompleted
+		rn.Reason = lifecycle.ReasonOOMKilled
+	case !mode.V2() && info.Result == "signal" && rn.Signal == int32(syscall.SIGKILL) && !rn.Stopping && memLimited:
+		rn.Reason = lifecycle.ReasonOOMKilled
+		rn.Message = "killed by SIGKILL under a memory limit; cgroup v1 gives systemd no OOM record, so this is inferred"
+	case rn.ExitCode == 0:
+		rn.Reason = lifecycle.ReasonCompleted
 	default:
-		cur.Reason = lifecycle.ReasonError
+		rn.Reason = lifecycle.ReasonError
 		if info.ExecMainCode == cldExited {
-			cur.Message = systemdExitMessage(info.ExecMainStatus)
+			rn.Message = systemdExitMessage(info.ExecMainStatus)
 		}
 	}
 }
@@ -643,6 +883,7 @@ func systemdExitMessage(code int32) string {
 		203: "203/EXEC: systemd could not execute the command",
 		204: "204/MEMORY: systemd ran out of memory setting up the process",
 		206: "206/OOM_ADJUST: systemd could not set oom_score_adj",
+		209: "209/STDOUT: systemd could not set up standard output or error",
 		214: "214/SETSCHEDULER: systemd could not set the scheduling policy",
 		216: "216/GROUP: systemd could not set the group (runAsGroup)",
 		217: "217/USER: systemd could not set the user (runAsUser)",
@@ -651,85 +892,102 @@ func systemdExitMessage(code int32) string {
 	return msg
 }
 
-// stopContainer stops the running instance of c gracefully within grace: stop signal to every
-// process of the unit, SIGKILL after grace, then the final state is recorded and the unit
-// stopped. The unit's own Stop (KillSignal=, TimeoutStopSec=) is not used for the signal
-// because a unit stopped by systemd after a clean SIGTERM is garbage-collected at once, with
-// its exit status; signalling it leaves it "exited" (RemainAfterExit) until read.
-func (r *Runtime) stopContainer(ctx context.Context, pod *v1.Pod, rec *podRecord, c *v1.Container, grace time.Duration) error {
-	var cur *instance
-	created := false
-	rec.locked(func() {
-		if cr := rec.Containers[c.Name]; cr != nil && cr.Current != nil && !cr.Current.Done {
-			cur, created = cr.Current, cr.Current.Created
-			cur.Stopping = true
-			if !created {
-				// Recorded but never started: nothing runs. Mark it so nothing starts it.
-				now := r.now()
-				cur.Done, cur.FinishedAt, cur.StartedAt, cur.ExitCode, cur.Reason = true, now, now, 0, lifecycle.ReasonCompleted
-				cur.Message = "stopped before it started"
-			}
-		}
-	})
-	if cur == nil {
-		return nil
-	}
-	if err := r.saveRecord(rec); err != nil || !created {
+// StopContainer stops a running run gracefully within grace: its stop signal to every process
+// of the unit, SIGKILL after grace, then the final state is recorded and the unit stopped. A
+// run that was created but never started is marked ended. The unit's own Stop (KillSignal=,
+// TimeoutStopSec=) is not used for the signal because a unit stopped by systemd after a clean
+// SIGTERM is garbage-collected at once, with its exit status; signalling it leaves it "exited"
+// (RemainAfterExit) until read.
+func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+	unit, ref, err := parseContainerID(id)
+	if err != nil {
 		return err
 	}
-	sig := stopSignal(c)
-	r.log.Info("stopping container", "pod_uid", rec.UID, "container", c.Name, "unit", cur.Unit, "signal", sig.String(), "grace", grace)
-	if err := r.sd.Kill(ctx, cur.Unit, sig, units.KillAll); err != nil && !errors.Is(err, units.ErrNoProcess) && !errors.Is(err, units.ErrNoSuchUnit) {
-		return fmt.Errorf("container %s: %w", c.Name, err)
+	var sig syscall.Signal
+	var name string
+	live := false
+	err = r.locked(ref.UID, func(e *podEntry) error {
+		rn := (*run)(nil)
+		if e.rec != nil {
+			rn = e.rec.run(unit)
+		}
+		if rn == nil || rn.Done {
+			return nil
+		}
+		name, sig = rn.Name, signalOf(rn.StopSignal)
+		rn.Stopping = true
+		if !rn.Started {
+			// Created but never started: nothing runs. Mark it so nothing starts it.
+			now := r.clock.Now()
+			rn.Done, rn.FinishedAt, rn.StartedAt, rn.ExitCode, rn.Reason = true, now, now, 0, lifecycle.ReasonCompleted
+			rn.Message = "stopped before it started"
+		} else {
+			live = true
+		}
+		return r.saveRecord(e.rec)
+	})
+	if err != nil || !live {
+		return err
 	}
-	ended, err := r.waitEnded(ctx, cur.Unit, grace)
+	r.log.Info("stopping container", "pod_uid", ref.UID, "container", name, "unit", unit, "signal", sig.String(), "grace", grace)
+	if err := r.sd.Kill(ctx, unit, sig, units.KillAll); err != nil && !errors.Is(err, units.ErrNoProcess) && !errors.Is(err, units.ErrNoSuchUnit) {
+		return fmt.Errorf("container %s: %w", name, err)
+	}
+	ended, err := r.waitEnded(ctx, unit, grace)
 	if err != nil {
-		return fmt.Errorf("container %s: %w", c.Name, err)
+		return fmt.Errorf("container %s: %w", name, err)
 	}
 	if !ended {
-		r.log.Info("container outlived its grace period, killing it", "pod_uid", rec.UID, "container", c.Name, "unit", cur.Unit, "grace", grace)
-		if err := r.sd.Kill(ctx, cur.Unit, syscall.SIGKILL, units.KillAll); err != nil && !errors.Is(err, units.ErrNoProcess) && !errors.Is(err, units.ErrNoSuchUnit) {
-			return fmt.Errorf("container %s: %w", c.Name, err)
+		r.log.Info("container outlived its grace period, killing it", "pod_uid", ref.UID, "container", name, "unit", unit, "grace", grace)
+		if err := r.sd.Kill(ctx, unit, syscall.SIGKILL, units.KillAll); err != nil && !errors.Is(err, units.ErrNoProcess) && !errors.Is(err, units.ErrNoSuchUnit) {
+			return fmt.Errorf("container %s: %w", name, err)
 		}
-		if _, err := r.waitEnded(ctx, cur.Unit, r.opts.KillWait); err != nil {
-			return fmt.Errorf("container %s: %w", c.Name, err)
+		if _, err := r.waitEnded(ctx, unit, r.opts.KillWait); err != nil {
+			return fmt.Errorf("container %s: %w", name, err)
 		}
 	}
-	info, err := r.sd.Properties(ctx, cur.Unit)
-	if err != nil && !errors.Is(err, units.ErrNoSuchUnit) {
-		return fmt.Errorf("container %s: %w", c.Name, err)
+	info, ierr := r.sd.Properties(ctx, unit)
+	if ierr != nil && !errors.Is(ierr, units.ErrNoSuchUnit) {
+		return fmt.Errorf("container %s: %w", name, ierr)
 	}
-	rec.locked(func() {
-		if err != nil {
-			now := r.now()
-			cur.Done, cur.FinishedAt, cur.ExitCode, cur.Signal = true, now, 128+int32(sig), int32(sig)
-			cur.Reason, cur.Message = lifecycle.ReasonError, "stopped; the unit was gone before its exit status could be read"
-			return
+	var code, signal int32
+	err = r.locked(ref.UID, func(e *podEntry) error {
+		rn := e.rec.run(unit)
+		if rn == nil {
+			return nil
 		}
-		if cur.InvocationID == "" {
-			cur.InvocationID = info.InvocationID
+		if ierr != nil {
+			now := r.clock.Now()
+			rn.Done, rn.FinishedAt, rn.ExitCode, rn.Signal = true, now, 128+int32(sig), int32(sig)
+			rn.Reason, rn.Message = lifecycle.ReasonError, "stopped; the unit was gone before its exit status could be read"
+		} else {
+			if rn.InvocationID == "" {
+				rn.InvocationID = info.InvocationID
+			}
+			finish(rn, info, r.sd.Mode(), false, r.clock.Now())
 		}
-		finish(cur, info, r.sd.Mode(), false, r.now())
+		code, signal = rn.ExitCode, rn.Signal
+		return r.saveRecord(e.rec)
 	})
-	if err := r.saveRecord(rec); err != nil {
+	if err != nil {
 		return err
 	}
-	if err := r.sd.Kill(ctx, cur.Unit, syscall.SIGKILL, units.KillAll); err != nil && !errors.Is(err, units.ErrNoProcess) && !errors.Is(err, units.ErrNoSuchUnit) {
-		r.log.Debug("killing leftovers of a stopped container failed", "unit", cur.Unit, "error", err)
+	if err := r.sd.Kill(ctx, unit, syscall.SIGKILL, units.KillAll); err != nil && !errors.Is(err, units.ErrNoProcess) && !errors.Is(err, units.ErrNoSuchUnit) {
+		r.log.Debug("killing leftovers of a stopped container failed", "unit", unit, "error", err)
 	}
-	if err := r.sd.Stop(ctx, cur.Unit); err != nil {
-		return fmt.Errorf("container %s: %w", c.Name, err)
+	if err := r.sd.Stop(ctx, unit); err != nil {
+		return fmt.Errorf("container %s: %w", name, err)
 	}
-	r.log.Info("container stopped", "pod_uid", rec.UID, "container", c.Name, "unit", cur.Unit, "exit_code", cur.ExitCode, "signal", cur.Signal)
+	r.log.Info("container stopped", "pod_uid", ref.UID, "container", name, "unit", unit, "exit_code", code, "signal", signal)
 	return nil
 }
 
 // waitEnded polls the unit until its main process has ended (exited, failed, inactive or
 // gone) or d passes; it reports whether it ended.
 func (r *Runtime) waitEnded(ctx context.Context, unit string, d time.Duration) (bool, error) {
-	deadline := time.NewTimer(d)
+	deadline := r.clock.NewTimer(d)
 	defer deadline.Stop()
-	tick := time.NewTicker(r.opts.PollInterval)
+	tick := r.clock.NewTicker(r.opts.PollInterval)
 	defer tick.Stop()
 	for {
 		list, err := r.sd.List(ctx, unit)
@@ -738,13 +996,8 @@ func (r *Runtime) waitEnded(ctx context.Context, unit string, d time.Duration) (
 		}
 		ended := true
 		for _, u := range list {
-			if u.Name != unit || u.LoadState == "not-found" {
-				continue
-			}
-			switch u.ActiveState {
-			case "failed", "inactive":
-			default:
-				ended = u.SubState == "exited"
+			if u.Name == unit && u.LoadState != "not-found" {
+				ended = unitEnded(u.ActiveState, u.SubState)
 			}
 		}
 		if ended {
@@ -753,140 +1006,76 @@ func (r *Runtime) waitEnded(ctx context.Context, unit string, d time.Duration) (
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
-		case <-deadline.C:
+		case <-deadline.C():
 			return false, nil
-		case <-tick.C:
+		case <-tick.C():
 		}
 	}
 }
 
-// KillPod stops every container of the pod within grace (see pods.Runtime): the regular and
-// init containers concurrently, then the sidecars, each with its stop signal, SIGKILL when
-// grace has passed, and waits until their units are gone. It returns the final status.
-func (r *Runtime) KillPod(ctx context.Context, pod *v1.Pod, grace time.Duration) (v1.PodStatus, error) {
-	uid := string(pod.UID)
-	if err := slices.ValidateUID(uid); err != nil {
-		return v1.PodStatus{}, err
-	}
-	e := r.entry(uid)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	rec, err := r.record(e, uid)
+// ErrInstanceRunning is returned when a running run is to be removed: only the pod's own
+// lifecycle ends it.
+var ErrInstanceRunning = errors.New("container instance is running")
+
+// RemoveContainer removes a run that is not running: its unit is stopped if still loaded and
+// active (exited, awaiting its stop) and reset if failed, and the run leaves the record. The
+// journal keeps its output: journald rotates it by its own limits (journald.conf
+// SystemMaxUse=, MaxRetentionSec=), so `slicectl logs --previous` keeps working for a run
+// container GC removed.
+func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
+	unit, ref, err := parseContainerID(id)
 	if err != nil {
-		return v1.PodStatus{}, err
-	}
-	if err := r.observe(ctx, pod, rec); err != nil {
-		return buildStatus(pod, rec, decide(pod, rec, r.now(), r.backoff, true)), err
-	}
-	deadline := r.now().Add(grace)
-	var first, sidecars []*v1.Container
-	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; lifecycle.IsSidecar(c) {
-			sidecars = append(sidecars, c)
-		} else {
-			first = append(first, c)
-		}
-	}
-	for i := range pod.Spec.Containers {
-		first = append(first, &pod.Spec.Containers[i])
-	}
-	var errs []error
-	for _, group := range [][]*v1.Container{first, sidecars} {
-		left := max(deadline.Sub(r.now()), 0)
-		gerrs := make([]error, len(group))
-		var wg sync.WaitGroup
-		for i, c := range group {
-			wg.Go(func() { gerrs[i] = r.stopContainer(ctx, pod, rec, c, left) })
-		}
-		wg.Wait()
-		errs = append(errs, gerrs...)
-	}
-	if err := r.observe(ctx, pod, rec); err != nil {
-		errs = append(errs, err)
-	}
-	r.mu.Lock()
-	e.nextSync = time.Time{}
-	r.mu.Unlock()
-	return buildStatus(pod, rec, decide(pod, rec, r.now(), r.backoff, true)), errors.Join(errs...)
-}
-
-// Forget drops everything about a pod: its units (stopped, failed ones reset), its record and
-// its directory with the emptyDir volumes. hostPath volumes are never touched.
-func (r *Runtime) Forget(ctx context.Context, uid string) error {
-	if err := slices.ValidateUID(uid); err != nil {
 		return err
 	}
-	e := r.entry(uid)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	list, err := r.sd.List(ctx, podPattern(uid))
+	var rn *run
+	err = r.locked(ref.UID, func(e *podEntry) error {
+		if e.rec != nil {
+			rn = e.rec.run(unit)
+		}
+		if rn != nil && rn.Started && !rn.Done {
+			return fmt.Errorf("container %s: run %d (%s): %w", ref.Container, ref.N, unit, ErrInstanceRunning)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("pod %s: container units: %w", uid, err)
+		return err
 	}
-	var errs []error
+	list, err := r.sd.List(ctx, unit)
+	if err != nil {
+		return fmt.Errorf("container %s: unit %s: %w", ref.Container, unit, err)
+	}
 	for _, u := range list {
-		if id, ok := parseUnit(u.Name); !ok || id.UID != uid {
+		if u.Name != unit || u.LoadState == "not-found" {
 			continue
 		}
-		if err := r.sd.Stop(ctx, u.Name); err != nil {
-			errs = append(errs, err)
+		if !unitEnded(u.ActiveState, u.SubState) {
+			return fmt.Errorf("container %s: unit %s is %s/%s: %w", ref.Container, unit, u.ActiveState, u.SubState, ErrInstanceRunning)
 		}
-		if err := r.sd.ResetFailed(ctx, u.Name); err != nil {
-			errs = append(errs, err)
+		if u.ActiveState == "active" {
+			// RemainAfterExit keeps an ended unit active until stopped; stopping it also
+			// kills what its main process left behind.
+			if err := r.sd.Stop(ctx, unit); err != nil {
+				return fmt.Errorf("container %s: %w", ref.Container, err)
+			}
 		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("pod %s: %w", uid, err)
-	}
-	if err := os.RemoveAll(r.podDir(uid)); err != nil {
-		return fmt.Errorf("pod %s: state: %w", uid, err)
-	}
-	e.rec = nil
-	r.mu.Lock()
-	delete(r.pods, uid)
-	r.mu.Unlock()
-	r.log.Info("pod forgotten", "pod_uid", uid)
-	return nil
-}
-
-// PodUIDs lists, sorted, the pods that have container units or a record in the state dir.
-func (r *Runtime) PodUIDs(ctx context.Context) ([]string, error) {
-	set := map[string]bool{}
-	list, err := r.sd.List(ctx, allUnitsPattern)
-	if err != nil {
-		return nil, fmt.Errorf("container units: %w", err)
-	}
-	for _, u := range list {
-		if id, ok := parseUnit(u.Name); ok && u.LoadState != "not-found" {
-			set[id.UID] = true
+		// systemd keeps a failed unit loaded until it is reset; a stopped one may end failed
+		// too (a stop timeout), so the reset follows the stop.
+		if err := r.sd.ResetFailed(ctx, unit); err != nil {
+			return fmt.Errorf("container %s: %w", ref.Container, err)
 		}
 	}
-	recorded, err := r.stateDirUIDs()
-	if err != nil {
-		return nil, err
+	if rn == nil {
+		return nil
 	}
-	for uid := range recorded {
-		set[uid] = true
-	}
-	out := make([]string, 0, len(set))
-	for uid := range set {
-		out = append(out, uid)
-	}
-	sort.Strings(out)
-	return out, nil
-}
-
-// stateDirUIDs returns the UIDs of the pods that have a directory in the state dir.
-func (r *Runtime) stateDirUIDs() (map[string]bool, error) {
-	set := map[string]bool{}
-	ents, err := os.ReadDir(filepath.Join(r.opts.StateDir, "pods"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("state dir: %w", err)
-	}
-	for _, e := range ents {
-		if e.IsDir() && slices.ValidateUID(e.Name()) == nil {
-			set[e.Name()] = true
+	err = r.locked(ref.UID, func(e *podEntry) error {
+		if e.rec == nil {
+			return nil
 		}
+		e.rec.Runs = stdslices.DeleteFunc(e.rec.Runs, func(x *run) bool { return x.ID == unit })
+		return r.saveRecord(e.rec)
+	})
+	if err == nil {
+		r.log.Info("dead container instance removed", "pod_uid", ref.UID, "container", ref.Container, "unit", unit, "instance", ref.N)
 	}
-	return set, nil
+	return err
 }

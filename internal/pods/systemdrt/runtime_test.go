@@ -12,9 +12,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -27,7 +29,7 @@ func starts(sd *fakeSystemd) []string {
 	return out
 }
 
-func mustSync(t *testing.T, rt *Runtime, pod *v1.Pod) v1.PodStatus {
+func mustSync(t *testing.T, rt *testRT, pod *v1.Pod) v1.PodStatus {
 	t.Helper()
 	st, err := rt.SyncPod(t.Context(), pod, testSlice(pod))
 	if err != nil {
@@ -124,7 +126,7 @@ func TestSyncPodNoDuplicates(t *testing.T) {
 		rt, sd := newTestRuntime(t, units.ModeHybrid)
 		pod := testPod("ad-1", "", cmd("a", "1"), cmd("b", "1"))
 		a1, _ := UnitName("ad-1", "a", 1)
-		if err := sd.StartService(t.Context(), a1, []units.Property{{Name: "Description", Value: description(pod, "a", 1)}}); err != nil {
+		if err := sd.StartService(t.Context(), a1, []units.Property{{Name: "Description", Value: description(pod.Namespace, pod.Name, "a", 1)}}); err != nil {
 			t.Fatal(err)
 		}
 		st := mustSync(t, rt, pod)
@@ -132,36 +134,49 @@ func TestSyncPodNoDuplicates(t *testing.T) {
 		if got := starts(sd); !reflect.DeepEqual(got, []string{a1, b1}) {
 			t.Errorf("starts %v, want only b started (a adopted)", got)
 		}
-		if !allRunning(st) || st.ContainerStatuses[0].ContainerID != ContainerID(a1) {
+		if !allRunning(st) || st.ContainerStatuses[0].ContainerID != "systemd://"+a1 {
 			t.Errorf("status %s", describe(st))
 		}
 		// A second sync and a new runtime over the same state start nothing.
 		mustSync(t, rt, pod)
-		rt2, err := New(rt.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st = mustSync(t, rt2, pod)
+		st = mustSync(t, rt.restart(t), pod)
 		if got := starts(sd); len(got) != 2 || !allRunning(st) {
 			t.Errorf("after restart: starts %v, %s", got, describe(st))
 		}
 	})
-	t.Run("recorded but never started", func(t *testing.T) {
+	t.Run("created but never started", func(t *testing.T) {
+		// slicelet stopped between creating run 2 (recorded with its configuration) and
+		// starting its unit: the next slicelet starts it under its own name, no other run.
 		rt, sd := newTestRuntime(t, units.ModeHybrid)
 		pod := testPod("ad-2", "", cmd("a", "1"))
+		a1, _ := UnitName("ad-2", "a", 1)
 		a2, _ := UnitName("ad-2", "a", 2)
-		rec := newPodRecord("ad-2")
-		rec.Initialized = true
-		rec.Containers["a"] = &containerRecord{
-			Previous: &instance{N: 1, Unit: "x", Created: true, Done: true, ExitCode: 1, StartedAt: t0, FinishedAt: t0},
-			Current:  &instance{N: 2, Unit: a2},
-		}
-		if err := rt.saveRecord(rec); err != nil {
+		ctx := t.Context()
+		sbCfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Uid: "ad-2", Name: "web", Namespace: "default"},
+			Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: testSlice(pod).Unit}}
+		sb, err := rt.rt.RunPodSandbox(ctx, sbCfg)
+		if err != nil {
 			t.Fatal(err)
 		}
+		cfg := func(attempt uint32) *runtimeapi.ContainerConfig {
+			return &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "a", Attempt: attempt}, Command: []string{"/bin/sleep", "1"},
+				Labels: map[string]string{worker.LabelPodUID: "ad-2", worker.LabelPodName: "web", worker.LabelPodNamespace: "default"}}
+		}
+		for attempt, unit := range []string{a1, a2} {
+			if id, err := rt.rt.CreateContainer(ctx, sb, cfg(uint32(attempt)), sbCfg); err != nil || id != unit {
+				t.Fatalf("create %d: %s, %v", attempt, id, err)
+			}
+			if attempt == 0 {
+				if err := rt.rt.StartContainer(ctx, a1); err != nil {
+					t.Fatal(err)
+				}
+				sd.exit(a1, cldExited, 1, "exit-code")
+			}
+		}
+		rt = rt.restart(t)
 		st := mustSync(t, rt, pod)
-		if got := starts(sd); !reflect.DeepEqual(got, []string{a2}) {
-			t.Errorf("starts %v, want %s", got, a2)
+		if got := starts(sd); !reflect.DeepEqual(got, []string{a1, a2}) {
+			t.Errorf("starts %v, want %s started by the new slicelet", got, a2)
 		}
 		if cs := st.ContainerStatuses[0]; cs.RestartCount != 1 || cs.State.Running == nil {
 			t.Errorf("status %+v", cs)
@@ -213,11 +228,7 @@ func TestSyncPodExitedUnitStopped(t *testing.T) {
 	if len(kills) != 1 || kills[0].Signal != syscall.SIGKILL || kills[0].Who != units.KillAll {
 		t.Errorf("kills %+v, want SIGKILL to leftovers", kills)
 	}
-	rt2, err := New(rt.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st = mustSync(t, rt2, pod)
+	st = mustSync(t, rt.restart(t), pod)
 	if st.Phase != v1.PodSucceeded || len(starts(sd)) != 1 {
 		t.Errorf("after restart: %s, starts %v", st.Phase, starts(sd))
 	}
@@ -314,7 +325,7 @@ func TestFinish(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			in := &instance{Stopping: c.stopping}
+			in := &run{Stopping: c.stopping}
 			finish(in, c.info, c.mode, c.memLimited, t0.Add(time.Hour))
 			if !in.Done || in.ExitCode != c.wantCode || in.Signal != c.wantSignal || in.Reason != c.wantReason || !bytes.Contains([]byte(in.Message), []byte(c.wantMsg)) {
 				t.Errorf("finish = %+v", in)
@@ -382,13 +393,13 @@ func TestRelist(t *testing.T) {
 	p2 := testPod("rl-2", "", cmd("a", "1"))
 	mustSync(t, rt, p1)
 	mustSync(t, rt, p2)
-	if got, err := rt.Relist(t.Context()); err != nil || len(got) != 0 {
+	if got, err := rt.Relist(t.Context(), nil); err != nil || len(got.Due) != 0 {
 		t.Errorf("Relist after sync = %v, %v", got, err)
 	}
 	u, _ := UnitName("rl-2", "a", 1)
 	sd.exit(u, cldExited, 1, "exit-code")
-	if got, _ := rt.Relist(t.Context()); !reflect.DeepEqual(got, []string{"rl-2"}) {
-		t.Errorf("Relist after exit = %v", got)
+	if got, _ := rt.Relist(t.Context(), nil); !reflect.DeepEqual(got.Due, []string{"rl-2"}) {
+		t.Errorf("Relist after exit = %v", got.Due)
 	}
 }
 
@@ -434,17 +445,11 @@ func TestSyncPodStopsRecordedExitedUnit(t *testing.T) {
 	a1, _ := UnitName("rx-1", "a", 1)
 	mustSync(t, rt, pod)
 	sd.exit(a1, cldExited, 0, "success")
-	// Record the end as observe would, without stopping the unit.
-	e := rt.entry("rx-1")
-	e.rec.Containers["a"].Current.Done = true
-	if err := rt.saveRecord(e.rec); err != nil {
+	// Record the end as ContainerStatus would, without stopping the unit.
+	if err := rt.rt.update("rx-1", a1, func(rn *run) { rn.Done, rn.Reason = true, lifecycle.ReasonCompleted }); err != nil {
 		t.Fatal(err)
 	}
-	rt2, err := New(rt.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := mustSync(t, rt2, pod)
+	st := mustSync(t, rt.restart(t), pod)
 	if _, ok := sd.Unit(a1); ok || st.Phase != v1.PodSucceeded {
 		t.Errorf("exited unit kept: %v, phase %s", sd.Names(), st.Phase)
 	}
@@ -466,8 +471,9 @@ func TestSyncPodMissingBinary(t *testing.T) {
 	}
 }
 
-// TestStorageDirs: the emptyDir volumes are the pod's local storage; other volumes are not, and
-// a UID that is not a path element gets nothing.
+// TestStorageDirs: the emptyDir volumes (the worker's, in the runtime's state dir) are the pod's
+// local storage; other volumes are not (the journal keeps the logs), and a UID that is not a
+// path element gets nothing.
 func TestStorageDirs(t *testing.T) {
 	rt, _ := newTestRuntime(t, units.ModeUnified)
 	pod := testPod("11111111-2222-3333-4444-555555555555", v1.RestartPolicyAlways, cmd("app", "/bin/true"))
@@ -475,13 +481,13 @@ func TestStorageDirs(t *testing.T) {
 		{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
 		{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/srv"}}},
 	}
-	vols, containers, other := rt.StorageDirs(pod)
+	vols := rt.EmptyDirs(pod)
 	want := filepath.Join(rt.opts.StateDir, "pods", string(pod.UID), "volumes", "scratch")
-	if len(vols) != 1 || vols["scratch"] != want || containers != nil || other != nil {
-		t.Errorf("StorageDirs = %v, %v, %v; want only scratch at %s", vols, containers, other, want)
+	if len(vols) != 1 || vols["scratch"] != want {
+		t.Errorf("EmptyDirs = %v; want only scratch at %s", vols, want)
 	}
 	pod.UID = "../../etc"
-	if vols, _, _ := rt.StorageDirs(pod); vols != nil {
+	if vols := rt.EmptyDirs(pod); vols != nil {
 		t.Errorf("StorageDirs of UID %q = %v, want none", pod.UID, vols)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 )
@@ -23,13 +24,13 @@ const useCRI = `set runtime.type = "cri" in the slicelet configuration to run it
 // images, containers without an absolute or PATH-resolvable command, env entries that are not
 // literal or that systemd cannot carry (NUL and other control characters, names that are not
 // shell identifiers), volume types other than emptyDir and hostPath, mount paths and host
-// paths that are relative or contain "..", subPath mounts, probes, lifecycle hooks, ephemeral
-// containers, and runAsNonRoot without a non-root runAsUser.
+// paths that are relative or contain "..", subPath mounts, ephemeral
+// containers, and runAsNonRoot without a non-root runAsUser. Whether a command exists on the
+// host is checked here for admission and again at each start: a binary removed while the pod
+// runs fails that container (StartError), not the whole pod.
 func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList { return r.validate(pod, true) }
 
-// validate is Validate; without host it skips what depends on the host's files (whether the
-// command exists), which SyncPod leaves to the start of each container: a binary removed
-// while the pod runs fails that container (StartError), not the whole pod.
+// validate is Validate; without host it skips what depends on the host's files.
 func (r *Runtime) validate(pod *v1.Pod, host bool) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
@@ -105,22 +106,7 @@ func (r *Runtime) validateContainer(pod *v1.Pod, p *field.Path, c *v1.Container,
 	}
 	errs = append(errs, validateEnv(p, c)...)
 	errs = append(errs, validateMounts(p.Child("volumeMounts"), c.VolumeMounts, volumes)...)
-
-	for _, probe := range []struct {
-		name string
-		set  bool
-	}{{"livenessProbe", c.LivenessProbe != nil}, {"readinessProbe", c.ReadinessProbe != nil}, {"startupProbe", c.StartupProbe != nil}} {
-		if probe.set {
-			errs = append(errs, field.Forbidden(p.Child(probe.name), "probes are not supported by the systemd runtime; "+useCRI))
-		}
-	}
 	if lc := c.Lifecycle; lc != nil {
-		if lc.PostStart != nil {
-			errs = append(errs, field.Forbidden(p.Child("lifecycle", "postStart"), "lifecycle hooks are not supported by the systemd runtime"))
-		}
-		if lc.PreStop != nil {
-			errs = append(errs, field.Forbidden(p.Child("lifecycle", "preStop"), "lifecycle hooks are not supported by the systemd runtime"))
-		}
 		if lc.StopSignal != nil {
 			if _, ok := signalNumber(string(*lc.StopSignal)); !ok {
 				errs = append(errs, field.NotSupported(p.Child("lifecycle", "stopSignal"), string(*lc.StopSignal), signalNames()))
@@ -171,7 +157,13 @@ func (r *Runtime) validateCommand(p *field.Path, c *v1.Container, host bool) fie
 	if msg := commandProblem(c.Command[0]); msg != "" {
 		errs = append(errs, field.Invalid(p.Child("command").Index(0), c.Command[0], msg))
 	} else if host {
-		if _, err := r.resolveCommand(c); err != nil {
+		var env []*runtimeapi.KeyValue
+		for _, e := range c.Env {
+			if e.Name == "PATH" && e.ValueFrom == nil {
+				env = append(env, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
+			}
+		}
+		if _, err := r.resolveCommand(c.Command, env); err != nil {
 			errs = append(errs, field.Invalid(p.Child("command").Index(0), c.Command[0], err.Error()))
 		}
 	}

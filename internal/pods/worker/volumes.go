@@ -1,4 +1,4 @@
-package systemdrt
+package worker
 
 import (
 	"errors"
@@ -14,31 +14,45 @@ import (
 )
 
 // emptyDirPath is where an emptyDir volume lives: StateDir/pods/<uid>/volumes/<name>. Names
-// are DNS labels (Validate), so they are single path elements.
-func (r *Runtime) emptyDirPath(uid, name string) string {
-	return filepath.Join(r.podDir(uid), "volumes", name)
+// are DNS labels (validated), so they are single path elements.
+func (w *Worker) emptyDirPath(uid, name string) string {
+	return filepath.Join(w.podDir(uid), "volumes", name)
+}
+
+// EmptyDirs returns the pod's emptyDir volumes by name with where they live, for
+// ephemeral-storage accounting; nil for a pod whose UID is not valid (slices.ValidateUID).
+func (w *Worker) EmptyDirs(pod *v1.Pod) map[string]string {
+	uid := string(pod.UID)
+	if slices.ValidateUID(uid) != nil {
+		return nil
+	}
+	return lifecycle.EmptyDirs(pod, func(name string) string { return w.emptyDirPath(uid, name) })
 }
 
 // prepareVolumes creates the pod's emptyDir directories (0750; with an fsGroup owned by that
 // group, 2770, as the kubelet's SetVolumeOwnership does) and the hostPath directories and
 // files of the *OrCreate types, and returns the host path of every volume. A hostPath whose
 // type does not match is an error naming the volume.
-func (r *Runtime) prepareVolumes(pod *v1.Pod) (map[string]string, error) {
-	return lifecycle.PrepareVolumes(pod, func(v *v1.Volume) (string, error) {
-		dir := r.emptyDirPath(string(pod.UID), v.Name)
+func (w *Worker) prepareVolumes(pod *v1.Pod) (map[string]string, error) {
+	vols, err := lifecycle.PrepareVolumes(pod, func(v *v1.Volume) (string, error) {
+		dir := w.emptyDirPath(string(pod.UID), v.Name)
 		if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
 			return "", err
 		}
 		if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
 			return "", err
 		}
-		return dir, r.ownEmptyDir(pod, v.Name, dir)
+		return dir, ownEmptyDir(pod, v.Name, dir)
 	})
+	if err != nil {
+		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return vols, nil
 }
 
 // ownEmptyDir gives an emptyDir to the pod's fsGroup (group rwx, setgid), or, when every
 // container that mounts it runs as the same user and group, to that user.
-func (r *Runtime) ownEmptyDir(pod *v1.Pod, name, dir string) error {
+func ownEmptyDir(pod *v1.Pod, name, dir string) error {
 	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
 		if err := os.Chown(dir, -1, int(*sc.FSGroup)); err != nil {
 			return err
@@ -73,27 +87,4 @@ func (r *Runtime) ownEmptyDir(pod *v1.Pod, name, dir string) error {
 		return os.Chown(dir, int(uid), int(gid))
 	}
 	return nil
-}
-
-// checkMountSources makes sure every volume the container mounts has a host path.
-func checkMountSources(c *v1.Container, vols map[string]string) error {
-	for _, m := range c.VolumeMounts {
-		if _, ok := vols[m.Name]; !ok {
-			return fmt.Errorf("volume mount %q: no such volume", m.Name)
-		}
-	}
-	return nil
-}
-
-// StorageDirs returns where the pod keeps local storage, for ephemeral-storage accounting: its
-// emptyDir volumes by name. Containers have no writable layer (they run on the host's
-// filesystem) and log to the journal, so there is nothing per container. A pod whose UID is not
-// valid (slices.ValidateUID) has none.
-func (r *Runtime) StorageDirs(pod *v1.Pod) (volumes map[string]string, containers map[string][]string, other []string) {
-	uid := string(pod.UID)
-	if slices.ValidateUID(uid) != nil {
-		return nil, nil, nil
-	}
-	volumes = lifecycle.EmptyDirs(pod, func(name string) string { return r.emptyDirPath(uid, name) })
-	return volumes, nil, nil
 }

@@ -1,0 +1,310 @@
+package crirt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/slicelet/slicelet/internal/pods/worker"
+)
+
+// The worker.Runtime calls: each is one CRI call (or two where the kubelet's runtime service
+// makes two), on what slicelet created (worker.LabelManaged). The log layout under LogRoot is
+// this runtime's: RunPodSandbox and CreateContainer fill in the log directory and path.
+
+var (
+	_ worker.Runtime      = (*Runtime)(nil)
+	_ worker.ImageService = (*Runtime)(nil)
+)
+
+func managedSelector(uid string) map[string]string {
+	sel := map[string]string{worker.LabelManaged: "true"}
+	if uid != "" {
+		sel[worker.LabelPodUID] = uid
+	}
+	return sel
+}
+
+func unixNano(ns int64) time.Time {
+	if ns <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// RunPodSandbox creates the pod's log directory (LogRoot/<namespace>_<name>_<uid>) and runs the
+// sandbox with it.
+func (r *Runtime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig) (string, error) {
+	md := config.GetMetadata()
+	config.LogDirectory = r.podLogDir(md.GetNamespace(), md.GetName(), md.GetUid())
+	if err := os.MkdirAll(config.LogDirectory, 0o755); err != nil {
+		return "", fmt.Errorf("log directory: %w", err)
+	}
+	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.RunPodSandboxResponse, error) {
+		return r.rs.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: config})
+	})
+	if err != nil {
+		return "", err
+	}
+	return resp.PodSandboxId, nil
+}
+
+// StopPodSandbox stops a sandbox and every container in it; one already gone is not an error.
+func (r *Runtime) StopPodSandbox(ctx context.Context, id string) error {
+	_, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.StopPodSandboxResponse, error) {
+		return r.rs.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+	})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("pod sandbox %s: stop: %w", id, err)
+	}
+	return nil
+}
+
+// RemovePodSandbox removes a stopped sandbox, and the pod's log directory with the pod's last
+// sandbox; one already gone is not an error.
+func (r *Runtime) RemovePodSandbox(ctx context.Context, id string) error {
+	sbs, err := r.listSandboxes(ctx, &runtimeapi.PodSandboxFilter{Id: id})
+	if err != nil {
+		return err
+	}
+	_, err = call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.RemovePodSandboxResponse, error) {
+		return r.rs.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
+	})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("pod sandbox %s: remove: %w", id, err)
+	}
+	for _, sb := range sbs {
+		uid := sb.GetLabels()[worker.LabelPodUID]
+		if uid == "" {
+			continue
+		}
+		if left, err := r.listSandboxes(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: managedSelector(uid)}); err != nil || len(left) > 0 {
+			continue
+		}
+		md := sb.GetMetadata()
+		if err := os.RemoveAll(r.podLogDir(md.GetNamespace(), md.GetName(), uid)); err != nil {
+			return fmt.Errorf("pod %s: log directory: %w", uid, err)
+		}
+	}
+	return nil
+}
+
+func (r *Runtime) listSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.ListPodSandboxResponse, error) {
+		return r.rs.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: filter})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pod sandboxes: list: %w", err)
+	}
+	return resp.Items, nil
+}
+
+// ListPodSandbox lists the sandboxes slicelet created for the pod, or for every pod for "".
+func (r *Runtime) ListPodSandbox(ctx context.Context, podUID string) ([]worker.Sandbox, error) {
+	sbs, err := r.listSandboxes(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: managedSelector(podUID)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]worker.Sandbox, 0, len(sbs))
+	for _, sb := range sbs {
+		uid := sb.GetLabels()[worker.LabelPodUID]
+		if uid == "" {
+			continue
+		}
+		out = append(out, worker.Sandbox{
+			ID: sb.Id, PodUID: uid, Attempt: sb.GetMetadata().GetAttempt(),
+			Ready: sb.State == runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: unixNano(sb.CreatedAt),
+		})
+	}
+	return out, nil
+}
+
+// CreateContainer creates a container in the sandbox; its log goes to <container>/<restart
+// count>.log in the pod's log directory.
+func (r *Runtime) CreateContainer(ctx context.Context, sandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+	md := sandboxConfig.GetMetadata()
+	sandboxConfig.LogDirectory = r.podLogDir(md.GetNamespace(), md.GetName(), md.GetUid())
+	config.LogPath = containerLogPath(config.GetMetadata().GetName(), int(config.GetMetadata().GetAttempt())+1)
+	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.CreateContainerResponse, error) {
+		return r.rs.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sandboxID, Config: config, SandboxConfig: sandboxConfig})
+	})
+	if err != nil {
+		return "", err
+	}
+	return resp.ContainerId, nil
+}
+
+// StartContainer starts a created container.
+func (r *Runtime) StartContainer(ctx context.Context, id string) error {
+	_, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.StartContainerResponse, error) {
+		return r.rs.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id})
+	})
+	return err
+}
+
+// StopContainer stops a container within grace (the runtime sends the stop signal, then
+// SIGKILL); one already gone is not an error.
+func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+	secs := int64((grace + time.Second - 1) / time.Second)
+	_, err := call(ctx, r, grace, func(ctx context.Context) (*runtimeapi.StopContainerResponse, error) {
+		return r.rs.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: secs})
+	})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("container %s: stop: %w", id, err)
+	}
+	return nil
+}
+
+// RemoveContainer removes a container and its log file; one already gone is not an error.
+func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
+	st, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.ContainerStatusResponse, error) {
+		return r.rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	})
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("container %s: remove: %w", id, err)
+	}
+	_, err = call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.RemoveContainerResponse, error) {
+		return r.rs.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
+	})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("container %s: remove: %w", id, err)
+	}
+	if p := st.GetStatus().GetLogPath(); p != "" {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("container %s: remove log %s: %w", id, p, err)
+		}
+	}
+	return nil
+}
+
+// state maps a CRI container state.
+func state(s runtimeapi.ContainerState) worker.State {
+	switch s {
+	case runtimeapi.ContainerState_CONTAINER_CREATED:
+		return worker.StateCreated
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return worker.StateRunning
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		return worker.StateExited
+	}
+	return worker.StateUnknown
+}
+
+// containerName is a container's name in its pod: its label, else its metadata name.
+func containerName(labels map[string]string, md *runtimeapi.ContainerMetadata) string {
+	if n := labels[worker.LabelContainerName]; n != "" {
+		return n
+	}
+	return md.GetName()
+}
+
+// ListContainers lists the containers slicelet created for the pod, or for every pod for "".
+func (r *Runtime) ListContainers(ctx context.Context, podUID string) ([]worker.Container, error) {
+	ctrs, err := r.listContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: managedSelector(podUID)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]worker.Container, 0, len(ctrs))
+	for _, c := range ctrs {
+		uid := c.Labels[worker.LabelPodUID]
+		if uid == "" {
+			continue
+		}
+		out = append(out, worker.Container{
+			ID: c.Id, SandboxID: c.PodSandboxId, PodUID: uid, Name: containerName(c.Labels, c.Metadata),
+			Attempt: c.GetMetadata().GetAttempt(), State: state(c.State), CreatedAt: unixNano(c.CreatedAt), ImageRef: c.ImageRef,
+		})
+	}
+	return out, nil
+}
+
+func (r *Runtime) listContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.ListContainersResponse, error) {
+		return r.rs.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: filter})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("containers: list: %w", err)
+	}
+	return resp.Containers, nil
+}
+
+// ContainerStatus inspects a container (without its sandbox ID); worker.ErrNotFound when it is
+// gone.
+func (r *Runtime) ContainerStatus(ctx context.Context, id string) (worker.ContainerStatus, error) {
+	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.ContainerStatusResponse, error) {
+		return r.rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	})
+	if isNotFound(err) {
+		return worker.ContainerStatus{}, fmt.Errorf("container %s: %w", id, worker.ErrNotFound)
+	}
+	if err != nil {
+		return worker.ContainerStatus{}, err
+	}
+	s := resp.Status
+	if s == nil {
+		return worker.ContainerStatus{}, fmt.Errorf("container %s: status: the runtime returned none", id)
+	}
+	st := worker.ContainerStatus{
+		Container: worker.Container{
+			ID: s.Id, PodUID: s.Labels[worker.LabelPodUID], Name: containerName(s.Labels, s.Metadata),
+			Attempt: s.GetMetadata().GetAttempt(), State: state(s.State), CreatedAt: unixNano(s.CreatedAt), ImageRef: s.ImageRef,
+		},
+		StartedAt: unixNano(s.StartedAt),
+	}
+	if g, ok := worker.GracePeriod(s.Annotations); ok {
+		st.Grace = g
+	}
+	if st.State == worker.StateExited {
+		st.FinishedAt = unixNano(s.FinishedAt)
+		st.ExitCode, st.Reason, st.Message = s.ExitCode, s.Reason, s.Message
+	}
+	// The CRI's ContainerStatus does not carry the sandbox: the worker takes it from the
+	// listing.
+	return st, nil
+}
+
+// ExecSync runs cmd in the container and waits for it, at most timeout.
+func (r *Runtime) ExecSync(ctx context.Context, id string, cmd []string, timeout time.Duration) (worker.ExecResult, error) {
+	resp, err := call(ctx, r, timeout, func(ctx context.Context) (*runtimeapi.ExecSyncResponse, error) {
+		return r.rs.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: int64((timeout + time.Second - 1) / time.Second)})
+	})
+	if err != nil {
+		return worker.ExecResult{}, fmt.Errorf("container %s: exec: %w", id, err)
+	}
+	return worker.ExecResult{Stdout: resp.Stdout, Stderr: resp.Stderr, ExitCode: resp.ExitCode}, nil
+}
+
+// ImageStatus returns the image's ID, "" when it is not present.
+func (r *Runtime) ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec) (string, error) {
+	st, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.ImageStatusResponse, error) {
+		return r.is.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: image})
+	})
+	if err != nil {
+		return "", err
+	}
+	return st.GetImage().GetId(), nil
+}
+
+// PullImage pulls the image and returns its reference.
+func (r *Runtime) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.PullImageResponse, error) {
+		return r.is.PullImage(ctx, &runtimeapi.PullImageRequest{Image: image, SandboxConfig: sandboxConfig})
+	})
+	if err != nil {
+		return "", err
+	}
+	return resp.ImageRef, nil
+}
+
+// podLogDir is the pod's log directory: LogRoot/<namespace>_<name>_<uid>.
+func (r *Runtime) podLogDir(namespace, name, uid string) string {
+	return filepath.Join(r.opts.LogRoot, fmt.Sprintf("%s_%s_%s", namespace, name, uid))
+}

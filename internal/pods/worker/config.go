@@ -1,0 +1,212 @@
+package worker
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+	"github.com/slicelet/slicelet/slices"
+)
+
+// Labels and annotations on sandboxes and containers: the kubelet's names
+// (pkg/kubelet/types/labels.go, pkg/kubelet/kuberuntime/labels.go), so that crictl and tools
+// that know the kubelet read them, plus slicelet's own mark.
+const (
+	// LabelPodUID is the pod's UID (sandboxes and containers).
+	LabelPodUID = "io.kubernetes.pod.uid"
+	// LabelPodName is the pod's name.
+	LabelPodName = "io.kubernetes.pod.name"
+	// LabelPodNamespace is the pod's namespace.
+	LabelPodNamespace = "io.kubernetes.pod.namespace"
+	// LabelContainerName is the container's name in its pod (containers only).
+	LabelContainerName = "io.kubernetes.container.name"
+	// LabelManaged marks what slicelet created; everything else in a runtime is left alone.
+	LabelManaged = "slicelet.io/managed"
+	// AnnotationRestartCount is the container's restart count (= CRI attempt).
+	AnnotationRestartCount = "io.kubernetes.container.restartCount"
+	// AnnotationGracePeriod is the pod's terminationGracePeriodSeconds.
+	AnnotationGracePeriod = "io.kubernetes.pod.terminationGracePeriod"
+)
+
+// podLabels are the labels of the pod's sandbox and containers.
+func podLabels(pod *v1.Pod) map[string]string {
+	return map[string]string{
+		LabelPodUID:       string(pod.UID),
+		LabelPodName:      pod.Name,
+		LabelPodNamespace: pod.Namespace,
+		LabelManaged:      "true",
+	}
+}
+
+// GracePeriod reads AnnotationGracePeriod; ok is false when it is missing or malformed.
+func GracePeriod(annotations map[string]string) (time.Duration, bool) {
+	g, err := strconv.ParseInt(annotations[AnnotationGracePeriod], 10, 64)
+	if err != nil || g < 0 {
+		return 0, false
+	}
+	return time.Duration(g) * time.Second, true
+}
+
+// namespaces are the pod's namespace modes, as the kubelet sets them: the container's own PID
+// namespace unless shareProcessNamespace (POD) or hostPID (NODE); host network per hostNetwork
+// or Options.HostNetwork.
+func (w *Worker) namespaces(pod *v1.Pod) *runtimeapi.NamespaceOption {
+	ns := &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}
+	if pod.Spec.HostNetwork || w.opts.HostNetwork {
+		ns.Network = runtimeapi.NamespaceMode_NODE
+	}
+	if pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace {
+		ns.Pid = runtimeapi.NamespaceMode_POD
+	}
+	if pod.Spec.HostPID {
+		ns.Pid = runtimeapi.NamespaceMode_NODE
+	}
+	if pod.Spec.HostIPC {
+		ns.Ipc = runtimeapi.NamespaceMode_NODE
+	}
+	return ns
+}
+
+// SandboxConfig is the pod's sandbox (kuberuntime generatePodSandboxConfig): cgroup parent =
+// the pod slice (systemd cgroup driver), the pod's resources (calculateSandboxResources), the
+// kubelet's labels. The log directory is the runtime's to fill in.
+func (w *Worker) SandboxConfig(pod *v1.Pod, slice string, attempt uint32) *runtimeapi.PodSandboxConfig {
+	labels := map[string]string{}
+	for k, v := range pod.Labels {
+		labels[k] = v
+	}
+	for k, v := range podLabels(pod) {
+		labels[k] = v
+	}
+	annotations := map[string]string{}
+	for k, v := range pod.Annotations {
+		annotations[k] = v
+	}
+	ns := w.namespaces(pod)
+	hostname := ""
+	if ns.Network != runtimeapi.NamespaceMode_NODE {
+		// A host-network sandbox must have no hostname of its own (containerd refuses one).
+		hostname = pod.Name
+		if pod.Spec.Hostname != "" {
+			hostname = pod.Spec.Hostname
+		}
+	}
+	sc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns}
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		if psc.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
+		}
+		if psc.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
+		}
+		sc.SupplementalGroups = supplementalGroups(pod)
+	}
+	return &runtimeapi.PodSandboxConfig{
+		Metadata:    &runtimeapi.PodSandboxMetadata{Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt},
+		Hostname:    hostname,
+		Labels:      labels,
+		Annotations: annotations,
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent: slice, SecurityContext: sc,
+			Resources: criResources(slices.PodResources(pod, w.opts.Resources)),
+		},
+	}
+}
+
+// supplementalGroups are the pod's fsGroup followed by its supplementalGroups, as the kubelet
+// adds them to every container (pkg/kubelet/kuberuntime/security_context.go).
+func supplementalGroups(pod *v1.Pod) []int64 {
+	psc := pod.Spec.SecurityContext
+	if psc == nil {
+		return nil
+	}
+	var out []int64
+	if psc.FSGroup != nil {
+		out = append(out, *psc.FSGroup)
+	}
+	return append(out, psc.SupplementalGroups...)
+}
+
+// criResources converts cgroup values into CRI resources; unset values stay 0 (unset).
+func criResources(rc slices.ResourceConfig) *runtimeapi.LinuxContainerResources {
+	out := &runtimeapi.LinuxContainerResources{}
+	if rc.CPUShares != nil {
+		out.CpuShares = int64(*rc.CPUShares)
+	}
+	if rc.CPUQuota != nil {
+		out.CpuQuota = *rc.CPUQuota
+	}
+	if rc.CPUPeriod != nil {
+		out.CpuPeriod = int64(*rc.CPUPeriod)
+	}
+	if rc.Memory != nil {
+		out.MemoryLimitInBytes = *rc.Memory
+	}
+	return out
+}
+
+// containerResources are the container's cgroup values (lifecycle.ContainerResources,
+// kuberuntime calculateLinuxResources) as CRI resources, with the kubelet's OOM score.
+func (w *Worker) containerResources(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources {
+	out := criResources(lifecycle.ContainerResources(c, w.opts.Resources))
+	out.OomScoreAdj = int64(slices.ContainerOOMScoreAdj(pod, c, w.opts.MemoryCapacity))
+	return out
+}
+
+// ContainerConfig is the run with restart count attempt of container c (kuberuntime
+// generateContainerConfig): env values, command and args expanded, the volumes' host paths
+// mounted, the security context, resources, labels and annotations. The log path is the
+// runtime's to fill in.
+func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, imageRef string, vols map[string]string) (*runtimeapi.ContainerConfig, error) {
+	env, command, args := lifecycle.ExpandContainer(c)
+	var envs []*runtimeapi.KeyValue
+	for _, e := range env {
+		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
+	}
+	var mounts []*runtimeapi.Mount
+	for _, m := range c.VolumeMounts {
+		host, ok := vols[m.Name]
+		if !ok {
+			return nil, fmt.Errorf("container %s: volume mount %q: no such volume", c.Name, m.Name)
+		}
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly})
+	}
+	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: w.namespaces(pod), SupplementalGroups: supplementalGroups(pod)}
+	if u := lifecycle.RunAsUser(pod, c); u != nil {
+		sc.RunAsUser = &runtimeapi.Int64Value{Value: *u}
+	}
+	if g := lifecycle.RunAsGroup(pod, c); g != nil {
+		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *g}
+	}
+	if csc := c.SecurityContext; csc != nil {
+		sc.Privileged = csc.Privileged != nil && *csc.Privileged
+		sc.ReadonlyRootfs = csc.ReadOnlyRootFilesystem != nil && *csc.ReadOnlyRootFilesystem
+		// The kubelet's AddNoNewPrivileges: allowPrivilegeEscalation false sets no_new_privs.
+		sc.NoNewPrivs = csc.AllowPrivilegeEscalation != nil && !*csc.AllowPrivilegeEscalation
+	}
+	labels := podLabels(pod)
+	labels[LabelContainerName] = c.Name
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata:   &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: attempt},
+		Image:      &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
+		Command:    command,
+		Args:       args,
+		WorkingDir: c.WorkingDir,
+		Envs:       envs,
+		Mounts:     mounts,
+		Labels:     labels,
+		Annotations: map[string]string{
+			AnnotationRestartCount: strconv.FormatUint(uint64(attempt), 10),
+			AnnotationGracePeriod:  strconv.FormatInt(int64(lifecycle.GracePeriod(pod)/time.Second), 10),
+		},
+		Linux: &runtimeapi.LinuxContainerConfig{Resources: w.containerResources(pod, c), SecurityContext: sc},
+	}
+	if c.Lifecycle != nil && c.Lifecycle.StopSignal != nil {
+		cfg.StopSignal = runtimeapi.Signal(runtimeapi.Signal_value["SIGNAL_"+string(*c.Lifecycle.StopSignal)])
+	}
+	return cfg, nil
+}

@@ -1,0 +1,367 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+	"github.com/slicelet/slicelet/slices"
+)
+
+// SyncPod makes the pod's containers match its spec inside slice (see pods.Runtime), as the
+// kubelet's SyncPod does with computePodActions: it loops observe → decide → act until nothing
+// more can start now, so one call starts a pod's sidecars and all its regular containers; a
+// regular init container that is still running ends the call (the pod is Pending), and the
+// next call continues. Live containers that are not in the spec, or whose sandbox is no longer
+// ready, are stopped first; a pod that needs to start a container and has no ready sandbox gets
+// a new one (attempt = the highest so far + 1) and starts over in it. Back-offs end at
+// NextSync. The pod passed Validate at admission; what depends on the host at start time (a
+// command removed since) fails that container (StartError), not the whole pod.
+func (w *Worker) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice) (v1.PodStatus, error) {
+	if err := checkPod(pod); err != nil {
+		return v1.PodStatus{}, err
+	}
+	if slice.Unit == "" {
+		return v1.PodStatus{}, fmt.Errorf("pod %s/%s: no pod slice", pod.Namespace, pod.Name)
+	}
+	uid := string(pod.UID)
+	e := w.entry(uid)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var (
+		o *observed
+		p lifecycle.Plan
+	)
+	for i := 0; ; i++ {
+		var err error
+		if o, err = w.observe(ctx, pod, e, true, false); err != nil {
+			return v1.PodStatus{}, err
+		}
+		if len(o.stray) > 0 && i == 0 {
+			if err := w.stopStray(ctx, pod, o.stray); err != nil {
+				return v1.PodStatus{}, err
+			}
+			if o, err = w.observe(ctx, pod, e, true, false); err != nil {
+				return v1.PodStatus{}, err
+			}
+		}
+		p = w.decide(o, false)
+		if p.Initialized && o.sandbox != nil && o.rec.InitializedIn != o.sandbox.ID {
+			if err := w.setInitialized(e, uid, o.sandbox.ID); err != nil {
+				return w.podStatus(o, p), err
+			}
+		}
+		if (len(p.Start) == 0 && len(p.StopSidecars) == 0) || i > len(pod.Spec.InitContainers)+2 {
+			break
+		}
+		var errs []error
+		for _, name := range p.StopSidecars {
+			if v := o.byName[name]; v != nil && !v.current.fromRecord {
+				errs = append(errs, w.stopContainer(ctx, pod, v.current.ContainerStatus, lifecycle.GracePeriod(pod), ""))
+			}
+		}
+		if len(p.Start) > 0 {
+			errs = append(errs, w.startAll(ctx, pod, slice, e, o, p.Start)...)
+		}
+		if err := errors.Join(errs...); err != nil {
+			return w.podStatus(o, p), err
+		}
+	}
+	w.reportBackOff(pod, e, p)
+	w.mu.Lock()
+	e.nextSync = p.NextSync
+	e.seen = o.seen
+	w.mu.Unlock()
+	return w.podStatus(o, p), nil
+}
+
+// setInitialized records the sandbox in which the pod's init containers are done.
+func (w *Worker) setInitialized(e *entry, uid, sandboxID string) error {
+	e.recMu.Lock()
+	defer e.recMu.Unlock()
+	e.rec.InitializedIn = sandboxID
+	return w.saveRecord(uid, e.rec)
+}
+
+// reportBackOff records a BackOff event for every container that starts waiting for its restart
+// back-off, once per run (the kubelet reports it at each sync; the pod is synced every second
+// while it waits).
+func (w *Worker) reportBackOff(pod *v1.Pod, e *entry, p lifecycle.Plan) {
+	e.recMu.Lock()
+	defer e.recMu.Unlock()
+	for name, wt := range p.Waiting {
+		if wt.Reason != lifecycle.ReasonCrashLoopBackOff {
+			delete(e.backOffSeen, name)
+			continue
+		}
+		var attempt uint32
+		if cr := e.rec.Containers[name]; cr != nil && cr.Last != nil {
+			attempt = cr.Last.Attempt
+		}
+		if seen, ok := e.backOffSeen[name]; ok && seen == attempt {
+			continue
+		}
+		e.backOffSeen[name] = attempt
+		w.containerEvent(pod, name, v1.EventTypeWarning, EventBackOff, "Back-off restarting failed container %s in pod %s", name, podName(pod))
+	}
+}
+
+// podName is the kubelet's format.Pod: name_namespace(uid).
+func podName(pod *v1.Pod) string {
+	return fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID)
+}
+
+// stopStray stops live containers that are not in the pod's spec (the kubelet kills them) or
+// whose sandbox is no longer ready (the kubelet kills the pod and starts it in a new sandbox).
+func (w *Worker) stopStray(ctx context.Context, pod *v1.Pod, stray []ContainerStatus) error {
+	var errs []error
+	for _, st := range stray {
+		why := "its sandbox is gone"
+		if !inSpec(pod, st.Name) {
+			why = "not in the pod's spec"
+		}
+		w.log.Info("stopping a container: "+why, "pod_uid", string(pod.UID), "container", st.Name, "container_id", st.ID)
+		errs = append(errs, w.stopContainer(ctx, pod, st, lifecycle.GracePeriod(pod), why))
+	}
+	return errors.Join(errs...)
+}
+
+// stopContainer stops one container within grace (the runtime sends the stop signal, then
+// SIGKILL), reporting it as the kubelet's killContainer does. A container that is gone already
+// is not an error.
+func (w *Worker) stopContainer(ctx context.Context, pod *v1.Pod, st ContainerStatus, grace time.Duration, why string) error {
+	if uid := string(pod.UID); uid != "" {
+		e := w.entry(uid)
+		e.recMu.Lock()
+		e.stopped[st.ID] = true
+		e.recMu.Unlock()
+	}
+	msg := "Stopping container " + st.Name
+	if why != "" {
+		msg += ": " + why
+	}
+	w.containerEvent(pod, st.Name, v1.EventTypeNormal, EventKilling, "%s", msg)
+	w.log.Info("stopping container", "pod_uid", string(pod.UID), "container", st.Name, "container_id", st.ID, "grace", grace)
+	if err := w.rt.StopContainer(ctx, st.ID, grace); err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("pod %s/%s: container %s: stop: %w", pod.Namespace, pod.Name, st.Name, err)
+	}
+	return nil
+}
+
+// runSandbox creates the pod's sandbox in its slice, attempt = the highest so far + 1.
+func (w *Worker) runSandbox(ctx context.Context, pod *v1.Pod, slice string, o *observed) (string, *runtimeapi.PodSandboxConfig, error) {
+	attempt := uint32(0)
+	for _, sb := range o.sandboxes {
+		attempt = max(attempt, sb.Attempt+1)
+	}
+	if len(o.sandboxes) > 0 {
+		w.log.Info("pod sandbox changed, the pod starts over in a new one", "pod_uid", string(pod.UID), "pod", pod.Namespace+"/"+pod.Name)
+		w.podEvent(pod, v1.EventTypeNormal, EventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
+	}
+	cfg := w.SandboxConfig(pod, slice, attempt)
+	id, err := w.rt.RunPodSandbox(ctx, cfg)
+	if err != nil {
+		return "", nil, fmt.Errorf("pod %s/%s: run pod sandbox in %s: %w", pod.Namespace, pod.Name, slice, err)
+	}
+	w.log.Info("pod sandbox started", "pod_uid", string(pod.UID), "pod", pod.Namespace+"/"+pod.Name, "slice", slice, "sandbox_id", id, "attempt", attempt)
+	return id, cfg, nil
+}
+
+// startAll starts the containers of one plan step (the kubelet's startContainer for each):
+// several at once, as nothing orders the containers of one step. An image that cannot be
+// pulled or a container that cannot be created holds the container back with back-off
+// (ErrImagePull, CreateContainerError); a start failure leaves an exited container
+// (StartError) to which the restart policy applies.
+func (w *Worker) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlice, e *entry, o *observed, acts []lifecycle.StartAction) []error {
+	var sbID string
+	var sbCfg *runtimeapi.PodSandboxConfig
+	if o.sandbox != nil {
+		sbID, sbCfg = o.sandbox.ID, w.SandboxConfig(pod, slice.Unit, o.sandbox.Attempt)
+	} else {
+		var err error
+		if sbID, sbCfg, err = w.runSandbox(ctx, pod, slice.Unit, o); err != nil {
+			return []error{err}
+		}
+	}
+	vols, err := w.prepareVolumes(pod)
+	if err != nil {
+		return []error{err}
+	}
+	// The restart back-off advances for every container that restarts (kubelet: the back-off
+	// entry is updated when the restart is attempted).
+	if err := w.advanceBackoff(e, pod, o, acts); err != nil {
+		return []error{err}
+	}
+	errs := make([]error, len(acts))
+	var wg sync.WaitGroup
+	for i, a := range acts {
+		wg.Go(func() {
+			errs[i] = w.startContainer(ctx, pod, e, sbID, sbCfg, a, vols)
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// advanceBackoff moves the back-off of every restarting container on (flowcontrol.Backoff.Next).
+func (w *Worker) advanceBackoff(e *entry, pod *v1.Pod, o *observed, acts []lifecycle.StartAction) error {
+	e.recMu.Lock()
+	defer e.recMu.Unlock()
+	changed := false
+	for _, a := range acts {
+		v := o.byName[a.Container]
+		if v == nil || v.stale || v.current.State != StateExited {
+			continue
+		}
+		cr := e.rec.container(a.Container)
+		cr.Backoff, cr.BackoffUpdated = w.backoff.Next(cr.Backoff, cr.BackoffUpdated, v.current.FinishedAt)
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	return w.saveRecord(string(pod.UID), e.rec)
+}
+
+// startContainer creates and starts run a.N of a container: its image first (with images),
+// then CreateContainer and StartContainer, each reported as the kubelet reports it.
+func (w *Worker) startContainer(ctx context.Context, pod *v1.Pod, e *entry, sbID string, sbCfg *runtimeapi.PodSandboxConfig, a lifecycle.StartAction, vols map[string]string) error {
+	uid := string(pod.UID)
+	c, _ := lifecycle.ContainerByName(pod, a.Container)
+	imageRef := ""
+	if w.opts.Images != nil {
+		ref, reason, err := w.ensureImage(ctx, pod, c, sbCfg)
+		if errors.Is(err, pods.ErrRuntimeUnavailable) {
+			return err
+		}
+		if err != nil {
+			w.hold(e, c.Name, reason, err.Error())
+			w.log.Warn("container image not available", "pod_uid", uid, "container", c.Name, "image", c.Image, "reason", reason, "error", err)
+			return nil
+		}
+		imageRef = ref
+	}
+	cfg, err := w.ContainerConfig(pod, c, uint32(a.N-1), imageRef, vols)
+	if err != nil {
+		return err
+	}
+	id, err := w.rt.CreateContainer(ctx, sbID, cfg, sbCfg)
+	if errors.Is(err, pods.ErrRuntimeUnavailable) {
+		return fmt.Errorf("pod %s/%s: container %s: create: %w", pod.Namespace, pod.Name, c.Name, err)
+	}
+	if err != nil {
+		w.containerEvent(pod, c.Name, v1.EventTypeWarning, EventFailed, "Error: %v", err)
+		w.hold(e, c.Name, lifecycle.ReasonCreateContainerError, err.Error())
+		w.log.Warn("container could not be created", "pod_uid", uid, "container", c.Name, "error", err)
+		return nil
+	}
+	w.unhold(e, c.Name)
+	w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventCreated, "Created container: %s", c.Name)
+	if err := w.rt.StartContainer(ctx, id); err != nil {
+		if errors.Is(err, pods.ErrRuntimeUnavailable) {
+			return fmt.Errorf("pod %s/%s: container %s: start: %w", pod.Namespace, pod.Name, c.Name, err)
+		}
+		w.containerEvent(pod, c.Name, v1.EventTypeWarning, EventFailed, "Error: %v", err)
+		w.log.Warn("container could not be started", "pod_uid", uid, "container", c.Name, "container_id", id, "error", err)
+		return nil
+	}
+	w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventStarted, "Started container %s", c.Name)
+	w.log.Info("container started", "pod_uid", uid, "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "container_id", id, "instance", a.N)
+	return nil
+}
+
+// hold records a failed pull or create: the container waits with back-off (Initial, doubling,
+// at most Max) before the next attempt.
+func (w *Worker) hold(e *entry, name, reason, msg string) {
+	e.recMu.Lock()
+	defer e.recMu.Unlock()
+	d := w.backoff.Initial
+	if h := e.waits[name]; h != nil {
+		d = min(2*h.delay, w.backoff.Max)
+	}
+	e.waits[name] = &hold{reason: reason, message: msg, delay: d, until: w.clock.Now().Add(d)}
+}
+
+func (w *Worker) unhold(e *entry, name string) {
+	e.recMu.Lock()
+	defer e.recMu.Unlock()
+	delete(e.waits, name)
+}
+
+// KillPod stops every container of the pod within grace (see pods.Runtime): the regular and
+// init containers (and any container that is not in the spec) concurrently, then the sidecars
+// with what is left of grace, each with its stop signal and SIGKILL when its time is up; then
+// the pod's sandboxes. It returns the final status. Nothing restarts a killed pod's containers.
+func (w *Worker) KillPod(ctx context.Context, pod *v1.Pod, grace time.Duration) (v1.PodStatus, error) {
+	if err := checkPod(pod); err != nil {
+		return v1.PodStatus{}, err
+	}
+	uid := string(pod.UID)
+	e := w.entry(uid)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ctrs, err := w.rt.ListContainers(ctx, uid)
+	if err != nil {
+		return v1.PodStatus{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	var first, last []ContainerStatus
+	for _, c := range ctrs {
+		if c.State == StateExited {
+			continue
+		}
+		st := ContainerStatus{Container: c}
+		if spec, init := lifecycle.ContainerByName(pod, c.Name); init && lifecycle.IsSidecar(spec) {
+			last = append(last, st)
+		} else {
+			first = append(first, st)
+		}
+	}
+	deadline := w.clock.Now().Add(grace)
+	var errs []error
+	for _, group := range [][]ContainerStatus{first, last} {
+		left := max(deadline.Sub(w.clock.Now()), 0)
+		gerrs := make([]error, len(group))
+		var wg sync.WaitGroup
+		for i, st := range group {
+			why := ""
+			if !inSpec(pod, st.Name) {
+				why = "not in the pod's spec"
+			}
+			wg.Go(func() { gerrs[i] = w.stopContainer(ctx, pod, st, left, why) })
+		}
+		wg.Wait()
+		errs = append(errs, gerrs...)
+	}
+	if err := errors.Join(errs...); errors.Is(err, pods.ErrRuntimeUnavailable) {
+		return v1.PodStatus{}, err
+	}
+	sbs, err := w.rt.ListPodSandbox(ctx, uid)
+	if err != nil {
+		return v1.PodStatus{}, errors.Join(append(errs, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err))...)
+	}
+	for _, sb := range sbs {
+		if !sb.Ready {
+			continue
+		}
+		if err := w.rt.StopPodSandbox(ctx, sb.ID); err != nil {
+			errs = append(errs, fmt.Errorf("pod %s/%s: stop sandbox %s: %w", pod.Namespace, pod.Name, sb.ID, err))
+		}
+	}
+	o, err := w.observe(ctx, pod, e, false, true)
+	if err != nil {
+		return v1.PodStatus{}, errors.Join(append(errs, err)...)
+	}
+	w.mu.Lock()
+	e.nextSync = time.Time{}
+	e.seen = o.seen
+	w.mu.Unlock()
+	w.log.Info("pod stopped", "pod_uid", uid, "pod", pod.Namespace+"/"+pod.Name, "containers", len(first)+len(last))
+	return w.podStatus(o, w.decide(o, true)), errors.Join(errs...)
+}

@@ -1,0 +1,322 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/clock"
+
+	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+	"github.com/slicelet/slicelet/slices"
+)
+
+// Options configure a Worker. Every dependency is given here; nothing is set later.
+type Options struct {
+	// Runtime runs the sandboxes and containers. Required.
+	Runtime Runtime
+	// Images pulls images; nil for a runtime without images (the systemd runtime).
+	Images ImageService
+	// Recorder receives the kubelet's container events (Created, Started, Killing, BackOff,
+	// Failed, Pulling, Pulled): a client-go record.EventRecorder. Required.
+	Recorder EventRecorder
+	// StateDir holds the pods' records and emptyDir volumes (StateDir/pods/<uid>). Required.
+	StateDir string
+	// Logger gets state changes; discarded when nil.
+	Logger *slog.Logger
+	// Clock; the real clock when nil.
+	Clock clock.Clock
+	// Backoff is the container restart back-off; zero fields take the kubelet's values.
+	Backoff lifecycle.Backoff
+	// MemoryCapacity is the node's memory in bytes, for the kubelet's OOM score of Burstable
+	// containers.
+	MemoryCapacity int64
+	// Resources are the node's CPU options for container quotas.
+	Resources slices.Options
+	// HostNetwork runs every pod in the host's network namespace (no CNI plugin needed); with
+	// false only pods with spec.hostNetwork do.
+	HostNetwork bool
+}
+
+// Worker is slicelet's one pod worker (the kubelet's kuberuntime manager: SyncPod,
+// computePodActions, KillPod, and the PLEG's relist) over a Runtime. Its methods are safe for
+// concurrent use; calls for the same pod are serialized.
+type Worker struct {
+	opts    Options
+	rt      Runtime
+	log     *slog.Logger
+	clock   clock.Clock
+	backoff lifecycle.Backoff
+	events  EventRecorder
+
+	mu     sync.Mutex
+	pods   map[string]*entry
+	status map[string]ContainerStatus // inspected containers by ID, while their state holds
+}
+
+// entry is the worker's in-memory side of one pod.
+type entry struct {
+	mu sync.Mutex // serializes SyncPod, KillPod and Forget of the pod
+
+	// recMu guards rec, waits and backOffSeen (short sections; GC takes it without mu).
+	recMu       sync.Mutex
+	rec         *podRecord // nil until loaded
+	waits       map[string]*hold
+	backOffSeen map[string]uint32 // container → attempt whose back-off was reported
+	stopped     map[string]bool   // IDs of the runs the worker stopped: their end is no failure
+
+	// guarded by Worker.mu:
+	nextSync time.Time
+	seen     map[string]State // container ID → state at the last sync or relist; nil: never
+}
+
+// hold keeps a container back after its image could not be pulled or it could not be created:
+// the kubelet's ErrImagePull/ImagePullBackOff and CreateContainerError, retried with back-off.
+type hold struct {
+	reason, message string
+	until           time.Time
+	delay           time.Duration
+}
+
+var _ pods.Runtime = (*Worker)(nil)
+
+// New returns a Worker. It reads nothing from the runtime until the first call.
+func New(opts Options) (*Worker, error) {
+	switch {
+	case opts.Runtime == nil:
+		return nil, errors.New("pod worker: no container runtime")
+	case opts.Recorder == nil:
+		return nil, errors.New("pod worker: no event recorder")
+	case opts.StateDir == "" || !filepath.IsAbs(opts.StateDir):
+		return nil, fmt.Errorf("pod worker: state dir %q: must be an absolute path", opts.StateDir)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if err := os.MkdirAll(filepath.Join(opts.StateDir, "pods"), 0o750); err != nil {
+		return nil, fmt.Errorf("pod worker: state dir: %w", err)
+	}
+	return &Worker{
+		opts: opts, rt: opts.Runtime, log: opts.Logger, clock: opts.Clock,
+		backoff: opts.Backoff.WithDefaults(), events: opts.Recorder,
+		pods: map[string]*entry{}, status: map[string]ContainerStatus{},
+	}, nil
+}
+
+// Name is the runtime's name.
+func (w *Worker) Name() string { return w.rt.Name() }
+
+// Validate reports what slicelet cannot run with this runtime: what the worker does not
+// implement (probes, lifecycle hooks), then the runtime's own refusals.
+func (w *Worker) Validate(pod *v1.Pod) field.ErrorList {
+	var errs field.ErrorList
+	check := func(p *field.Path, c *v1.Container) {
+		for _, probe := range []struct {
+			name string
+			set  bool
+		}{{"livenessProbe", c.LivenessProbe != nil}, {"readinessProbe", c.ReadinessProbe != nil}, {"startupProbe", c.StartupProbe != nil}} {
+			if probe.set {
+				errs = append(errs, field.Forbidden(p.Child(probe.name), "probes are not supported by slicelet yet"))
+			}
+		}
+		if lc := c.Lifecycle; lc != nil {
+			if lc.PostStart != nil {
+				errs = append(errs, field.Forbidden(p.Child("lifecycle", "postStart"), "lifecycle hooks are not supported by slicelet yet"))
+			}
+			if lc.PreStop != nil {
+				errs = append(errs, field.Forbidden(p.Child("lifecycle", "preStop"), "lifecycle hooks are not supported by slicelet yet"))
+			}
+		}
+	}
+	spec := field.NewPath("spec")
+	for i := range pod.Spec.InitContainers {
+		check(spec.Child("initContainers").Index(i), &pod.Spec.InitContainers[i])
+	}
+	for i := range pod.Spec.Containers {
+		check(spec.Child("containers").Index(i), &pod.Spec.Containers[i])
+	}
+	return append(errs, w.rt.Validate(pod)...)
+}
+
+// entry returns the pod's entry, creating it.
+func (w *Worker) entry(uid string) *entry {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e := w.pods[uid]
+	if e == nil {
+		e = &entry{waits: map[string]*hold{}, backOffSeen: map[string]uint32{}, stopped: map[string]bool{}}
+		w.pods[uid] = e
+	}
+	return e
+}
+
+// record returns the pod's record, loading it once. Call with e.recMu held.
+func (w *Worker) record(e *entry, uid string) (*podRecord, error) {
+	if e.rec != nil {
+		return e.rec, nil
+	}
+	rec, err := w.loadRecord(uid)
+	if err != nil {
+		return nil, err
+	}
+	e.rec = rec
+	return rec, nil
+}
+
+// NextSync returns when SyncPod must run again for the pod at the latest, because a back-off
+// or hold ends then; zero when none is pending.
+func (w *Worker) NextSync(uid string) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e := w.pods[uid]; e != nil {
+		return e.nextSync
+	}
+	return time.Time{}
+}
+
+// checkPod rejects a pod whose UID cannot name anything on the host.
+func checkPod(pod *v1.Pod) error {
+	if err := slices.ValidateUID(string(pod.UID)); err != nil {
+		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// Logs writes a container's output (see Runtime.Logs); a container that is not in the pod's
+// spec has none.
+func (w *Worker) Logs(ctx context.Context, pod *v1.Pod, container string, opts pods.LogOptions, out io.Writer) error {
+	if err := checkPod(pod); err != nil {
+		return err
+	}
+	if c, _ := lifecycle.ContainerByName(pod, container); c == nil {
+		return fmt.Errorf("pod %s/%s: no container %q: %w", pod.Namespace, pod.Name, container, pods.ErrNoLogs)
+	}
+	return w.rt.Logs(ctx, pod, container, opts, out)
+}
+
+// ExecSync runs cmd in the running instance of a container of the pod (what exec probes and
+// hooks use) and waits for it, at most timeout.
+func (w *Worker) ExecSync(ctx context.Context, pod *v1.Pod, container string, cmd []string, timeout time.Duration) (ExecResult, error) {
+	if err := checkPod(pod); err != nil {
+		return ExecResult{}, err
+	}
+	ctrs, err := w.rt.ListContainers(ctx, string(pod.UID))
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	var run *Container
+	for i := range ctrs {
+		c := &ctrs[i]
+		if c.Name == container && c.State == StateRunning && (run == nil || c.Attempt > run.Attempt) {
+			run = c
+		}
+	}
+	if run == nil {
+		return ExecResult{}, fmt.Errorf("pod %s/%s: container %s is not running", pod.Namespace, pod.Name, container)
+	}
+	return w.rt.ExecSync(ctx, run.ID, cmd, timeout)
+}
+
+// PodUIDs lists, sorted, the pods that have sandboxes or containers in the runtime, or a
+// directory in the state dir.
+func (w *Worker) PodUIDs(ctx context.Context) ([]string, error) {
+	set := map[string]bool{}
+	sbs, err := w.rt.ListPodSandbox(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, sb := range sbs {
+		set[sb.PodUID] = true
+	}
+	ctrs, err := w.rt.ListContainers(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range ctrs {
+		set[c.PodUID] = true
+	}
+	ents, err := os.ReadDir(filepath.Join(w.opts.StateDir, "pods"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			set[e.Name()] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for uid := range set {
+		if slices.ValidateUID(uid) == nil {
+			out = append(out, uid)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Forget drops everything about a deleted pod: its containers and sandboxes in the runtime
+// (killed first if they still run), its record and its emptyDir volumes. hostPath volumes are
+// never touched.
+func (w *Worker) Forget(ctx context.Context, uid string) error {
+	if err := slices.ValidateUID(uid); err != nil {
+		return err
+	}
+	e := w.entry(uid)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ctrs, err := w.rt.ListContainers(ctx, uid)
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", uid, err)
+	}
+	var errs []error
+	for _, c := range ctrs {
+		if c.State != StateExited {
+			if err := w.rt.StopContainer(ctx, c.ID, 0); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := w.rt.RemoveContainer(ctx, c.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	sbs, err := w.rt.ListPodSandbox(ctx, uid)
+	if err != nil {
+		return fmt.Errorf("pod %s: %w", uid, err)
+	}
+	for _, sb := range sbs {
+		if err := w.rt.StopPodSandbox(ctx, sb.ID); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := w.rt.RemovePodSandbox(ctx, sb.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("pod %s: %w", uid, err)
+	}
+	if err := os.RemoveAll(w.podDir(uid)); err != nil {
+		return fmt.Errorf("pod %s: state: %w", uid, err)
+	}
+	w.mu.Lock()
+	delete(w.pods, uid)
+	for _, c := range ctrs {
+		delete(w.status, c.ID)
+	}
+	w.mu.Unlock()
+	w.log.Info("pod forgotten", "pod_uid", uid)
+	return nil
+}

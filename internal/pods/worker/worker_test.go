@@ -1,0 +1,271 @@
+package worker
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+)
+
+func mustSync(t *testing.T, w *Worker, pod *v1.Pod) v1.PodStatus {
+	t.Helper()
+	st, err := w.SyncPod(t.Context(), pod, testSlice(pod))
+	if err != nil {
+		t.Fatalf("SyncPod: %v", err)
+	}
+	return st
+}
+
+func running(st v1.PodStatus) bool {
+	if st.Phase != v1.PodRunning {
+		return false
+	}
+	for _, cs := range st.ContainerStatuses {
+		if cs.State.Running == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// TestEvents: the kubelet's container events, with the container's field path: Created and
+// Started for each start, Failed with the reason for a run that did not succeed, BackOff once
+// per run that waits for its restart, Killing for each stop.
+func TestEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeRT()
+		w, events := newTestWorker(t, f, "")
+		pod := testPod("ev-1", v1.RestartPolicyAlways, "app")
+		if st := mustSync(t, w, pod); !running(st) {
+			t.Fatalf("not running: %+v", st)
+		}
+		want := []string{"Normal Created Created container: app", "Normal Started Started container app"}
+		if got := drain(events); !reflect.DeepEqual(got, want) {
+			t.Errorf("start events %q, want %q", got, want)
+		}
+		f.exit("ev-1", "app", 137, lifecycle.ReasonOOMKilled)
+		mustSync(t, w, pod) // restarted at once
+		f.exit("ev-1", "app", 1, lifecycle.ReasonError)
+		mustSync(t, w, pod) // back-off 10 s
+		mustSync(t, w, pod) // still waiting: no second BackOff
+		want = []string{
+			"Warning Failed Container app terminated: OOMKilled, exit code 137",
+			"Normal Created Created container: app", "Normal Started Started container app",
+			"Warning Failed Container app terminated: Error, exit code 1",
+			"Warning BackOff Back-off restarting failed container app in pod web_default(ev-1)",
+		}
+		if got := drain(events); !reflect.DeepEqual(got, want) {
+			t.Errorf("restart events %q,\n want %q", got, want)
+		}
+		time.Sleep(10 * time.Second)
+		mustSync(t, w, pod)
+		if _, err := w.KillPod(t.Context(), pod, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		got := drain(events)
+		if !slices.Contains(got, "Normal Killing Stopping container app") || slices.ContainsFunc(got, func(e string) bool { return strings.HasPrefix(e, "Warning Failed") }) {
+			t.Errorf("kill events %q: want Killing, and no Failed for the run slicelet stopped", got)
+		}
+	})
+}
+
+// TestAdoptFromOneListing: a restarted slicelet's worker gives every running pod its Running
+// status from one relist: one listing of all containers and sandboxes, no listing per pod, and
+// nothing started or stopped.
+func TestAdoptFromOneListing(t *testing.T) {
+	f := newFakeRT()
+	dir := t.TempDir()
+	w, _ := newTestWorker(t, f, dir)
+	var podList []*v1.Pod
+	for i := range 50 {
+		pod := testPod(fmt.Sprintf("ad-%d", i), v1.RestartPolicyAlways, "a", "b")
+		if st := mustSync(t, w, pod); !running(st) {
+			t.Fatalf("pod %d not running", i)
+		}
+		podList = append(podList, pod)
+	}
+	before := map[string]int{}
+	for _, m := range []string{"ListContainers", "ListPodSandbox", "ContainerStatus", "CreateContainer", "StartContainer", "StopContainer", "RunPodSandbox"} {
+		before[m] = f.callsTo(m)
+	}
+	f.mu.Lock()
+	f.listed = nil
+	f.mu.Unlock()
+
+	w2, _ := newTestWorker(t, f, dir) // slicelet restarted
+	res, err := w2.Relist(t.Context(), podList)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Statuses) != len(podList) {
+		t.Fatalf("%d statuses, want %d", len(res.Statuses), len(podList))
+	}
+	for _, pod := range podList {
+		if st := res.Statuses[string(pod.UID)]; !running(st) || st.ContainerStatuses[0].RestartCount != 0 {
+			t.Errorf("pod %s after restart: %+v", pod.UID, st)
+		}
+	}
+	f.mu.Lock()
+	listed := slices.Clone(f.listed)
+	f.mu.Unlock()
+	if !reflect.DeepEqual(listed, []string{""}) || f.callsTo("ListPodSandbox")-before["ListPodSandbox"] != 1 {
+		t.Errorf("listings %q and %d sandbox listings; want one of each, for every pod at once", listed, f.callsTo("ListPodSandbox")-before["ListPodSandbox"])
+	}
+	if n := f.callsTo("ContainerStatus") - before["ContainerStatus"]; n != 100 {
+		t.Errorf("%d container inspections, want one per container (100)", n)
+	}
+	for _, m := range []string{"CreateContainer", "StartContainer", "StopContainer", "RunPodSandbox"} {
+		if f.callsTo(m) != before[m] {
+			t.Errorf("%s called by the relist", m)
+		}
+	}
+	// A second relist has nothing new to tell about these pods.
+	if res, err := w2.Relist(t.Context(), podList); err != nil || len(res.Statuses) != 0 || len(res.Due) != 0 {
+		t.Errorf("second relist: %+v, %v", res, err)
+	}
+	// The syncs that follow agree with the relist.
+	for _, pod := range podList[:3] {
+		if st := mustSync(t, w2, pod); !running(st) || !reflect.DeepEqual(st, res2(t, w2, pod)) {
+			t.Errorf("sync after adoption: %+v", st)
+		}
+	}
+}
+
+// res2 syncs once more and returns the status (a steady pod's status does not change).
+func res2(t *testing.T, w *Worker, pod *v1.Pod) v1.PodStatus { return mustSync(t, w, pod) }
+
+// TestRelistDue: only pods whose containers changed, or whose back-off ended, are due.
+func TestRelistDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeRT()
+		w, _ := newTestWorker(t, f, "")
+		p1, p2 := testPod("rl-1", "", "a"), testPod("rl-2", "", "a")
+		mustSync(t, w, p1)
+		mustSync(t, w, p2)
+		if res, err := w.Relist(t.Context(), nil); err != nil || len(res.Due) != 0 {
+			t.Errorf("relist after sync = %+v, %v", res, err)
+		}
+		f.exit("rl-2", "a", 1, lifecycle.ReasonError)
+		if res, _ := w.Relist(t.Context(), nil); !reflect.DeepEqual(res.Due, []string{"rl-2"}) {
+			t.Errorf("relist after exit = %v", res.Due)
+		}
+		mustSync(t, w, p2) // restarted at once
+		f.exit("rl-2", "a", 1, lifecycle.ReasonError)
+		mustSync(t, w, p2) // back-off 10 s
+		time.Sleep(10 * time.Second)
+		if res, _ := w.Relist(t.Context(), nil); !reflect.DeepEqual(res.Due, []string{"rl-2"}) {
+			t.Errorf("relist when the back-off ended = %v", res.Due)
+		}
+	})
+}
+
+// TestContainerGCKeepsTheRecord: container GC removes dead runs through the worker; the pod's
+// restart count, last termination state and the restart policy's verdict survive, a running
+// container is refused, and the record survives a restart of slicelet.
+func TestContainerGCKeepsTheRecord(t *testing.T) {
+	f := newFakeRT()
+	dir := t.TempDir()
+	w, _ := newTestWorker(t, f, dir)
+	pod := testPod("gc-1", v1.RestartPolicyOnFailure, "ok", "bad")
+	mustSync(t, w, pod)
+	f.exit("gc-1", "bad", 3, lifecycle.ReasonError)
+	f.exit("gc-1", "ok", 0, lifecycle.ReasonCompleted)
+	st := mustSync(t, w, pod) // bad restarts at once
+	gcrt := w.ContainerGC()
+	list, err := gcrt.ListContainers(t.Context())
+	if err != nil || len(list) != 3 {
+		t.Fatalf("gc list = %+v, %v", list, err)
+	}
+	for _, c := range list {
+		err := gcrt.RemoveContainer(t.Context(), c.ID)
+		if c.State == "running" {
+			if err == nil || !strings.Contains(err.Error(), ErrContainerRunning.Error()) {
+				t.Errorf("removing the running %s: %v", c.Name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("removing %s: %v", c.ID, err)
+		}
+	}
+	w2, _ := newTestWorker(t, f, dir)
+	after := mustSync(t, w2, pod)
+	for i, cs := range after.ContainerStatuses {
+		was := st.ContainerStatuses[i]
+		if cs.RestartCount != was.RestartCount || !equality.Semantic.DeepEqual(cs.LastTerminationState, was.LastTerminationState) ||
+			(cs.State.Terminated == nil) != (was.State.Terminated == nil) {
+			t.Errorf("%s after gc: %+v\n before: %+v", cs.Name, cs, was)
+		}
+	}
+	if f.callsTo("CreateContainer") != 3 {
+		t.Errorf("%d creates: the succeeded container must not run again", f.callsTo("CreateContainer"))
+	}
+}
+
+// TestForget: the pod's sandboxes, containers, record and volumes go.
+func TestForget(t *testing.T) {
+	f := newFakeRT()
+	w, _ := newTestWorker(t, f, "")
+	pod := testPod("fg-1", v1.RestartPolicyNever, "a")
+	pod.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/s"}}
+	mustSync(t, w, pod)
+	vol := w.EmptyDirs(pod)["scratch"]
+	if fi, err := os.Stat(vol); err != nil || !fi.IsDir() {
+		t.Fatalf("emptyDir %s: %v", vol, err)
+	}
+	if _, err := w.KillPod(t.Context(), pod, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Forget(t.Context(), "fg-1"); err != nil {
+		t.Fatal(err)
+	}
+	if uids, err := w.PodUIDs(t.Context()); err != nil || len(uids) != 0 {
+		t.Errorf("PodUIDs after Forget = %v, %v", uids, err)
+	}
+	if _, err := os.Stat(filepath.Dir(filepath.Dir(vol))); !os.IsNotExist(err) {
+		t.Errorf("pod dir kept: %v", err)
+	}
+}
+
+// TestExecSync runs in the running run of the container, and fails for one that does not run.
+func TestExecSync(t *testing.T) {
+	f := newFakeRT()
+	w, _ := newTestWorker(t, f, "")
+	pod := testPod("ex-1", v1.RestartPolicyAlways, "a")
+	st := mustSync(t, w, pod)
+	res, err := w.ExecSync(t.Context(), pod, "a", []string{"true"}, time.Second)
+	if err != nil || string(res.Stdout) != fmt.Sprint(strings.TrimPrefix(st.ContainerStatuses[0].ContainerID, "fake://"), []string{"true"}) {
+		t.Errorf("ExecSync = %q, %v", res.Stdout, err)
+	}
+	if _, err := w.ExecSync(t.Context(), pod, "nope", []string{"true"}, time.Second); err == nil {
+		t.Error("ExecSync in a container that does not run succeeded")
+	}
+}
+
+// TestValidateRefusesProbesAndHooks: what the worker does not implement yet is refused with its
+// field path, for every runtime.
+func TestValidateRefusesProbesAndHooks(t *testing.T) {
+	w, _ := newTestWorker(t, newFakeRT(), "")
+	pod := testPod("va-1", "", "app")
+	pod.Spec.Containers[0].LivenessProbe = &v1.Probe{}
+	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{}}
+	pod.Spec.InitContainers = []v1.Container{{Name: "i", ReadinessProbe: &v1.Probe{}, Lifecycle: &v1.Lifecycle{PostStart: &v1.LifecycleHandler{}}}}
+	got := w.Validate(pod).ToAggregate().Error()
+	for _, want := range []string{"spec.containers[0].livenessProbe: Forbidden", "spec.containers[0].lifecycle.preStop: Forbidden",
+		"spec.initContainers[0].readinessProbe: Forbidden", "spec.initContainers[0].lifecycle.postStart: Forbidden"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Validate = %s\n want %q", got, want)
+		}
+	}
+}
