@@ -227,6 +227,12 @@ func (s *suite) runningThenKill(t *testing.T) {
 	if condition(st, v1.PodReady) != v1.ConditionTrue || st.StartTime == nil {
 		t.Errorf("running pod: Ready=%s startTime %v", condition(st, v1.PodReady), st.StartTime)
 	}
+	// Running is not "trap installed": on a loaded machine the shell may not yet have run its
+	// trap when the kill comes, and SIGTERM's default action ends it with 143. The marker is
+	// printed after the trap.
+	for _, c := range []string{"polite", "stubborn"} {
+		s.logsUntil(t, pod, c, pods.LogOptions{}, "up")
+	}
 	t0 := time.Now()
 	st, err := s.rt.KillPod(t.Context(), pod, time.Second)
 	took := time.Since(t0)
