@@ -219,21 +219,24 @@ func TestReadCgroupWithoutCPUAccounting(t *testing.T) {
 	}
 }
 
+// writeFile writes s to p, creating its directory.
+func writeFile(t *testing.T, p, s string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestContainerMemoryReadsNoCPU: the eviction manager's per-cycle read of every pod measures
 // memory alone. On a v1 host without cpuacct in the units' cgroups ReadCgroup would walk the
 // processes for their CPU time; here that walk would fail (a cgroup.procs the test made
 // unreadable as pids), and ContainerMemory must not care.
 func TestContainerMemoryReadsNoCPU(t *testing.T) {
 	dir := t.TempDir()
-	write := func(p, s string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(p, s string) { writeFile(t, p, s) }
 	pod := filepath.Join(dir, "cgroup", "memory", "pod.slice")
 	app := filepath.Join(pod, "slicelet-aaaaaaaa_0000_0000_0000_000000000001-app-1.service")
 	for _, cg := range []string{pod, app} {

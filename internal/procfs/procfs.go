@@ -130,14 +130,19 @@ func NodeCPU(root string) (time.Duration, error) {
 	return time.Duration(secs * float64(time.Second)), nil
 }
 
+// process is process pid under root; one that is gone is an error wrapping fs.ErrNotExist.
+func process(root string, pid int) (promprocfs.Proc, error) {
+	p, err := open(root, strconv.Itoa(pid))
+	if err != nil {
+		return promprocfs.Proc{}, err
+	}
+	return p.Proc(pid)
+}
+
 // ProcessCPU is the CPU time process pid has used, utime + stime of root/<pid>/stat. A process
 // that is gone is an error wrapping fs.ErrNotExist.
 func ProcessCPU(root string, pid int) (time.Duration, error) {
-	p, err := open(root, strconv.Itoa(pid))
-	if err != nil {
-		return 0, err
-	}
-	proc, err := p.Proc(pid)
+	proc, err := process(root, pid)
 	if err != nil {
 		return 0, err
 	}
@@ -151,11 +156,7 @@ func ProcessCPU(root string, pid int) (time.Duration, error) {
 // EffectiveCaps returns the effective capability set of process pid: CapEff of root/<pid>/status
 // (every kernel since 2.6.25 writes the line), as a bitmap indexed by capability number.
 func EffectiveCaps(root string, pid int) (uint64, error) {
-	p, err := open(root, strconv.Itoa(pid))
-	if err != nil {
-		return 0, err
-	}
-	proc, err := p.Proc(pid)
+	proc, err := process(root, pid)
 	if err != nil {
 		return 0, err
 	}
