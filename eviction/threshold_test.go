@@ -60,6 +60,8 @@ func keys(ts []Threshold) []string {
 	return out
 }
 
+// TestParseThresholdConfig follows the kubelet's TestParseThresholdConfig
+// (pkg/kubelet/eviction/helpers_test.go).
 func TestParseThresholdConfig(t *testing.T) {
 	type m = map[string]string
 	tests := []struct {
@@ -72,11 +74,11 @@ func TestParseThresholdConfig(t *testing.T) {
 		wantSetting []Setting
 	}{
 		{
-			name: "D1 no values",
+			name: "no values",
 			want: nil,
 		},
 		{
-			name:  "D2 all memory eviction values",
+			name:  "all memory eviction values",
 			alloc: []string{"pods"},
 			hard:  m{"memory.available": "150Mi"},
 			soft:  m{"memory.available": "300Mi"},
@@ -89,7 +91,7 @@ func TestParseThresholdConfig(t *testing.T) {
 			},
 		},
 		{
-			name:  "D3 percentage memory values",
+			name:  "percentage memory values",
 			hard:  m{"memory.available": "10%"},
 			soft:  m{"memory.available": "30%"},
 			grace: m{"memory.available": "30s"},
@@ -100,7 +102,7 @@ func TestParseThresholdConfig(t *testing.T) {
 			},
 		},
 		{
-			name:  "D4 disk values with fractional percentages",
+			name:  "disk values with fractional percentages",
 			hard:  m{"imagefs.available": "15%", "nodefs.available": "10.5%"},
 			soft:  m{"imagefs.available": "30%", "nodefs.available": "20.5%"},
 			grace: m{"imagefs.available": "30s", "nodefs.available": "30s"},
@@ -113,50 +115,50 @@ func TestParseThresholdConfig(t *testing.T) {
 			},
 		},
 		{
-			name: "D5 disable via 0% and 100%",
+			name: "disable via 0% and 100%",
 			hard: m{"memory.available": "0%"},
 			soft: m{"memory.available": "100%"},
 			want: nil,
 		},
 		{
-			name:        "D6 invalid signal",
+			name:        "invalid signal",
 			hard:        m{"mem.available": "150Mi"},
 			wantErrs:    []string{"unsupported eviction signal mem.available"},
 			wantSetting: []Setting{SettingHard},
 		},
 		{
-			name:        "D7 negative quantity",
+			name:        "negative quantity",
 			hard:        m{"memory.available": "-150Mi"},
 			wantErrs:    []string{"eviction threshold memory.available must be positive: -150Mi"},
 			wantSetting: []Setting{SettingHard},
 		},
 		{
-			name:        "D7 negative percentage",
+			name:        "negative percentage",
 			hard:        m{"memory.available": "-15%"},
 			wantErrs:    []string{"eviction percentage threshold memory.available must be >= 0%: -15%"},
 			wantSetting: []Setting{SettingHard},
 		},
 		{
-			name:        "D7 percentage above 100",
+			name:        "percentage above 100",
 			hard:        m{"memory.available": "150%"},
 			wantErrs:    []string{"eviction percentage threshold memory.available must be <= 100%: 150%"},
 			wantSetting: []Setting{SettingHard},
 		},
 		{
-			name:        "D8 soft without grace period",
+			name:        "soft without grace period",
 			soft:        m{"memory.available": "150Mi"},
 			wantErrs:    []string{"grace period must be specified for the soft eviction threshold memory.available"},
 			wantSetting: []Setting{SettingSoft},
 		},
 		{
-			name:        "D9 negative grace period",
+			name:        "negative grace period",
 			soft:        m{"memory.available": "150Mi"},
 			grace:       m{"memory.available": "-30s"},
 			wantErrs:    []string{"invalid eviction grace period specified for memory.available: -30s, must be a positive value"},
 			wantSetting: []Setting{SettingSoftGracePeriod},
 		},
 		{
-			name:        "D10 negative minimum reclaim",
+			name:        "negative minimum reclaim",
 			hard:        m{"memory.available": "150Mi"},
 			min:         m{"memory.available": "-300Mi"},
 			wantErrs:    []string{"negative eviction minimum reclaim specified for memory.available: -300Mi"},

@@ -37,9 +37,9 @@ func remaining(tcs []Container, p ContainerPlan) []int {
 	return out
 }
 
-// TestContainerGC ports every case of upstream kuberuntime_gc_test.go TestContainerGC (cases
-// file section M ships without rows). As upstream: every pod except "running" is terminated, the
-// pod named "deleted" is deleted, "now" is the planning time.
+// TestContainerGC ports every case of the kubelet's TestContainerGC
+// (pkg/kubelet/kuberuntime/kuberuntime_gc_test.go), with its case names. As there: every pod
+// except "running" is terminated, the pod named "deleted" is deleted, "now" is the planning time.
 func TestContainerGC(t *testing.T) {
 	now := t0
 	nowNs := now.UnixNano()
@@ -53,52 +53,52 @@ func TestContainerGC(t *testing.T) {
 		allSourcesReady     bool
 	}{
 		{
-			name:            "M1 all containers should be removed when max container limit is 0",
+			name:            "all containers should be removed when max container limit is 0",
 			containers:      []gcContainer{{"foo", "bar", 0, E}},
 			policy:          &ContainerPolicy{MinAge: time.Minute, MaxPerPodContainer: 1, MaxContainers: 0},
 			remain:          []int{},
 			allSourcesReady: true,
 		},
 		{
-			name:            "M2 max containers should be complied when no max per pod container limit is set",
+			name:            "max containers should be complied when no max per pod container limit is set",
 			containers:      []gcContainer{{"foo", "bar", 4, E}, {"foo", "bar", 3, E}, {"foo", "bar", 2, E}, {"foo", "bar", 1, E}, {"foo", "bar", 0, E}},
 			policy:          &ContainerPolicy{MinAge: time.Minute, MaxPerPodContainer: -1, MaxContainers: 4},
 			remain:          []int{0, 1, 2, 3},
 			allSourcesReady: true,
 		},
 		{
-			name:            "M3 no containers should be removed if both max container and per pod container limits are not set",
+			name:            "no containers should be removed if both max container and per pod container limits are not set",
 			containers:      []gcContainer{{"foo", "bar", 2, E}, {"foo", "bar", 1, E}, {"foo", "bar", 0, E}},
 			policy:          &ContainerPolicy{MinAge: time.Minute, MaxPerPodContainer: -1, MaxContainers: -1},
 			remain:          []int{0, 1, 2},
 			allSourcesReady: true,
 		},
 		{
-			name:            "M4 recently started containers should not be removed",
+			name:            "recently started containers should not be removed",
 			containers:      []gcContainer{{"foo", "bar", nowNs, E}, {"foo", "bar", nowNs, E}, {"foo", "bar", nowNs, E}},
 			remain:          []int{0, 1, 2},
 			allSourcesReady: true,
 		},
 		{
-			name:            "M5 oldest containers should be removed when per pod container limit exceeded",
+			name:            "oldest containers should be removed when per pod container limit exceeded",
 			containers:      []gcContainer{{"foo", "bar", 2, E}, {"foo", "bar", 1, E}, {"foo", "bar", 0, E}},
 			remain:          []int{0, 1},
 			allSourcesReady: true,
 		},
 		{
-			name:            "M6 running containers should not be removed",
+			name:            "running containers should not be removed",
 			containers:      []gcContainer{{"foo", "bar", 2, E}, {"foo", "bar", 1, E}, {"foo", "bar", 0, R}},
 			remain:          []int{0, 1, 2},
 			allSourcesReady: true,
 		},
 		{
-			name:            "M7 no containers should be removed when limits are not exceeded",
+			name:            "no containers should be removed when limits are not exceeded",
 			containers:      []gcContainer{{"foo", "bar", 1, E}, {"foo", "bar", 0, E}},
 			remain:          []int{0, 1},
 			allSourcesReady: true,
 		},
 		{
-			name: "M8 max container count should apply per (UID, container) pair",
+			name: "max container count should apply per (UID, container) pair",
 			containers: []gcContainer{
 				{"foo", "bar", 2, E}, {"foo", "bar", 1, E}, {"foo", "bar", 0, E},
 				{"foo1", "baz", 2, E}, {"foo1", "baz", 1, E}, {"foo1", "baz", 0, E},
@@ -108,7 +108,7 @@ func TestContainerGC(t *testing.T) {
 			allSourcesReady: true,
 		},
 		{
-			name: "M9 max limit should apply and try to keep from every pod",
+			name: "max limit should apply and try to keep from every pod",
 			containers: []gcContainer{
 				{"foo", "bar", 1, E}, {"foo", "bar", 0, E},
 				{"foo1", "bar1", 1, E}, {"foo1", "bar1", 0, E},
@@ -120,7 +120,7 @@ func TestContainerGC(t *testing.T) {
 			allSourcesReady: true,
 		},
 		{
-			name: "M10 oldest pods should be removed if limit exceeded",
+			name: "oldest pods should be removed if limit exceeded",
 			containers: []gcContainer{
 				{"foo", "bar", 2, E}, {"foo", "bar", 1, E},
 				{"foo1", "bar1", 2, E}, {"foo1", "bar1", 1, E},
@@ -135,7 +135,7 @@ func TestContainerGC(t *testing.T) {
 			allSourcesReady: true,
 		},
 		{
-			name: "M11 all non-running containers should be removed when evictTerminatedPods is set",
+			name: "all non-running containers should be removed when evictTerminatedPods is set",
 			containers: []gcContainer{
 				{"foo", "bar", 2, E}, {"foo", "bar", 1, E},
 				{"foo1", "bar1", 2, E}, {"foo1", "bar1", 1, E},
@@ -147,7 +147,7 @@ func TestContainerGC(t *testing.T) {
 			allSourcesReady:     true,
 		},
 		{
-			name: "M12 containers for deleted pods should be removed (but still respect MinAge)",
+			name: "containers for deleted pods should be removed (but still respect MinAge)",
 			containers: []gcContainer{
 				{"foo", "bar", 1, E}, {"foo", "bar", 0, E},
 				{"deleted", "bar1", nowNs, E}, {"deleted", "bar1", 1, E}, {"deleted", "bar1", 0, E},
@@ -156,14 +156,14 @@ func TestContainerGC(t *testing.T) {
 			allSourcesReady: true,
 		},
 		{
-			name:                "M13 containers for deleted pods may not be removed if allSourcesReady is set false",
+			name:                "containers for deleted pods may not be removed if allSourcesReady is set false",
 			containers:          []gcContainer{{"deleted", "bar1", 0, E}},
 			remain:              []int{0},
 			evictTerminatedPods: true,
 			allSourcesReady:     false,
 		},
 		{
-			name:            "M14 (TestUnknownStateContainerGC) an unknown-state container is removed",
+			name:            "(TestUnknownStateContainerGC) an unknown-state container is removed",
 			containers:      []gcContainer{{"foo", "bar", 0, StateUnknown}},
 			policy:          &ContainerPolicy{MinAge: time.Hour, MaxPerPodContainer: 0, MaxContainers: 0},
 			remain:          []int{},
@@ -304,7 +304,7 @@ func TestSandboxGC(t *testing.T) {
 			sandboxes: []sb{{"pod0", true, 0}, {"pod1", false, 0}}, terminated: []string{"pod0", "pod1"}, remain: []int{0, 1}},
 		{name: "sandbox with containers is kept even for a deleted pod",
 			sandboxes: []sb{{"pod0", false, 0}}, containers: []ctr{{"pod0", "s0"}}, deleted: []string{"pod0"}, remain: []int{0}},
-		{name: "N1 multiple sandboxes",
+		{name: "multiple sandboxes",
 			sandboxes:  []sb{{"pod0", true, 1}, {"pod0", false, 0}, {"pod1", false, 1}, {"pod1", false, 0}, {"pod2", false, 0}},
 			containers: []ctr{{"pod1", "s2"}},
 			deleted:    []string{"pod2"},
@@ -352,6 +352,8 @@ func TestSandboxGCBadInput(t *testing.T) {
 	checkErr(t, p.Err, `invalid gc input: sandbox "a": listed twice`, ErrInvalidInput)
 }
 
+// TestPodLogDirGC: a pod's log directory is removed once every source is ready and the pod is
+// deleted, as the kubelet's TestPodLogDirectoryGC (pkg/kubelet/kuberuntime/kuberuntime_gc_test.go).
 func TestPodLogDirGC(t *testing.T) {
 	entries := []string{"123", "456", "789", "012", "name_namespace_321", "name_namespace_654"}
 	deleted := map[string]bool{"012": true, "789": true, "654": true}
@@ -367,8 +369,8 @@ func TestPodLogDirGC(t *testing.T) {
 		allSourcesReady bool
 		want            []string
 	}{
-		{"N3 all sources ready: deleted pods' directories", true, []string{"/var/log/pods/789", "/var/log/pods/012", "/var/log/pods/name_namespace_654"}},
-		{"N4 sources not ready: nothing", false, []string{}},
+		{"all sources ready: deleted pods' directories", true, []string{"/var/log/pods/789", "/var/log/pods/012", "/var/log/pods/name_namespace_654"}},
+		{"sources not ready: nothing", false, []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := join(PlanLogDirGC(entries, deleted, tc.allSourcesReady)); !slices.Equal(got, tc.want) {

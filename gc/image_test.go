@@ -13,7 +13,9 @@ import (
 
 var t0 = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
 
-// defaultPolicy is cases file L's policy: High 85, Low 80, MinAge 2m, MaxAge 0.
+// defaultPolicy is the kubelet's default image GC policy (pkg/kubelet/apis/config/v1beta1
+// defaults: high 85 %, low 80 %, minimum age 2 minutes, no maximum age), which
+// pkg/kubelet/images/image_gc_manager_test.go plans with too.
 var defaultPolicy = ImagePolicy{HighThresholdPercent: 85, LowThresholdPercent: 80, MinAge: 2 * time.Minute}
 
 // img builds an image first detected and last used the given durations before t0 (lastUsed < 0:
@@ -44,6 +46,9 @@ func keptReasons(ks []Keep) map[string]KeepReason {
 	return out
 }
 
+// TestPlanImageGC covers the kubelet's image GC rules (pkg/kubelet/images/image_gc_manager.go):
+// usage above the high threshold frees down to the low one, oldest last use first; images in use
+// or pinned are never deleted; an image unused for less than the minimum age is kept.
 func TestPlanImageGC(t *testing.T) {
 	hour := time.Hour
 	started := t0.Add(-24 * hour)
@@ -66,7 +71,7 @@ func TestPlanImageGC(t *testing.T) {
 		wantErrIs   error
 	}{
 		{
-			name:       "L6 unused image detected 1 min ago, usage above high: kept for MinAge",
+			name:       "unused image detected 1 min ago, usage above high: kept for MinAge",
 			fs:         ImageFs{CapacityBytes: 1000, AvailableBytes: 100},
 			images:     []Image{img("a", 500, time.Minute, never)},
 			wantUsage:  90,
@@ -75,7 +80,7 @@ func TestPlanImageGC(t *testing.T) {
 			wantErr:    "Failed to garbage collect required amount of images. Attempted to free 100 bytes, but only found 0 bytes eligible to free.",
 		},
 		{
-			name:       "L6 same image 2 min later: deleted",
+			name:       "same image 2 min later: deleted",
 			fs:         ImageFs{CapacityBytes: 1000, AvailableBytes: 100},
 			images:     []Image{img("a", 500, time.Minute, never)},
 			now:        t0.Add(2 * time.Minute),
@@ -85,7 +90,7 @@ func TestPlanImageGC(t *testing.T) {
 			wantFreed: 500,
 		},
 		{
-			name:   "L7 image used by a running container is never deleted",
+			name:   "image used by a running container is never deleted",
 			fs:     ImageFs{CapacityBytes: 1000, AvailableBytes: 0},
 			images: []Image{img("used", 400, hour, hour), img("free", 300, hour, 2*hour)},
 			containers: []Container{
@@ -98,7 +103,7 @@ func TestPlanImageGC(t *testing.T) {
 			wantKept:   map[string]KeepReason{"used": KeepInUse},
 		},
 		{
-			name:   "L7 image used by an exited container is never deleted",
+			name:   "image used by an exited container is never deleted",
 			fs:     ImageFs{CapacityBytes: 1000, AvailableBytes: 0},
 			images: []Image{img("used", 400, hour, hour), img("free", 100, hour, 2*hour)},
 			containers: []Container{
@@ -112,7 +117,7 @@ func TestPlanImageGC(t *testing.T) {
 			wantErr:    "Failed to garbage collect required amount of images. Attempted to free 200 bytes, but only found 100 bytes eligible to free.",
 		},
 		{
-			name:   "L7 container referring to the image by a repo digest",
+			name:   "container referring to the image by a repo digest",
 			fs:     ImageFs{CapacityBytes: 1000, AvailableBytes: 0},
 			images: []Image{{ID: "sha256:aa", Names: []string{"docker.io/library/busybox@sha256:bb"}, SizeBytes: 400, FirstDetected: t0.Add(-hour)}},
 			containers: []Container{
@@ -124,7 +129,7 @@ func TestPlanImageGC(t *testing.T) {
 			wantErr:    "Failed to garbage collect required amount of images. Attempted to free 200 bytes, but only found 0 bytes eligible to free.",
 		},
 		{
-			name:       "L8 pinned image is never deleted",
+			name:       "pinned image is never deleted",
 			fs:         ImageFs{CapacityBytes: 1000, AvailableBytes: 0},
 			images:     []Image{{ID: "pause", SizeBytes: 1000, FirstDetected: t0.Add(-hour), Pinned: true}},
 			wantUsage:  100,
@@ -442,7 +447,7 @@ func TestPlanDeleteUnusedImages(t *testing.T) {
 		wantKept   map[string]KeepReason
 	}{
 		{
-			name: "L11 disk 10% used, 1 in use, 2 unused and old: both unused deleted",
+			name: "disk 10% used, 1 in use, 2 unused and old: both unused deleted",
 			images: []Image{
 				img("in-use", 100, 3*hour, hour),
 				img("old1", 100, 3*hour, 2*hour),
@@ -453,7 +458,7 @@ func TestPlanDeleteUnusedImages(t *testing.T) {
 			wantKept:   map[string]KeepReason{"in-use": KeepInUse},
 		},
 		{
-			name: "L7 image of an exited container survives DeleteUnusedImages",
+			name: "image of an exited container survives DeleteUnusedImages",
 			images: []Image{
 				img("used", 100, 3*hour, hour),
 			},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -144,19 +143,6 @@ type evictionSample struct {
 	pods []eviction.PodStats
 }
 
-// decodeEvictionStrict decodes one JSON value into v, refusing unknown fields and trailing data.
-func decodeEvictionStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), "json: "))
-	}
-	if dec.More() {
-		return errors.New("trailing data after the value")
-	}
-	return nil
-}
-
 // parseEvictionSamples decodes and validates an observations file (JSON or YAML). Every
 // problem names the sample index and the field.
 func parseEvictionSamples(data []byte) ([]evictionSample, error) {
@@ -165,7 +151,7 @@ func parseEvictionSamples(data []byte) ([]evictionSample, error) {
 		return nil, fmt.Errorf("not JSON or YAML: %w", err)
 	}
 	var file evictionFile
-	if err := decodeEvictionStrict(js, &file); err != nil {
+	if err := decodeStrict(js, &file, ""); err != nil {
 		return nil, err
 	}
 	if len(file.Samples) == 0 {
@@ -189,7 +175,7 @@ func parseEvictionSamples(data []byte) ([]evictionSample, error) {
 
 func parseEvictionSample(raw json.RawMessage) (evictionSample, error) {
 	var in evictionSampleIn
-	if err := decodeEvictionStrict(raw, &in); err != nil {
+	if err := decodeStrict(raw, &in, ""); err != nil {
 		return evictionSample{}, err
 	}
 	var s evictionSample
@@ -232,15 +218,15 @@ func parseEvictionSample(raw json.RawMessage) (evictionSample, error) {
 	for j, rawPod := range in.Pods {
 		field := fmt.Sprintf("pods[%d]", j)
 		var p evictionPodIn
-		if err := decodeEvictionStrict(rawPod, &p); err != nil {
-			return s, fmt.Errorf("%s: %w", field, err)
+		if err := decodeStrict(rawPod, &p, field); err != nil {
+			return s, err
 		}
 		if len(p.Manifest) == 0 || string(p.Manifest) == "null" {
 			return s, fmt.Errorf("%s.manifest: required (a Pod object)", field)
 		}
 		var pod v1.Pod
-		if err := decodeEvictionStrict(p.Manifest, &pod); err != nil {
-			return s, fmt.Errorf("%s.manifest: %w", field, err)
+		if err := decodeStrict(p.Manifest, &pod, field+".manifest"); err != nil {
+			return s, err
 		}
 		if pod.Name == "" {
 			return s, fmt.Errorf("%s.manifest.metadata.name: required", field)
@@ -256,8 +242,8 @@ func parseEvictionSample(raw json.RawMessage) (evictionSample, error) {
 		ps := eviction.PodStats{Pod: &pod}
 		if len(p.Usage) > 0 && string(p.Usage) != "null" {
 			var in evictionUsageIn
-			if err := decodeEvictionStrict(p.Usage, &in); err != nil {
-				return s, fmt.Errorf("%s.usage: %w", field, err)
+			if err := decodeStrict(p.Usage, &in, field+".usage"); err != nil {
+				return s, err
 			}
 			u, err := usageOf(&in, field+".usage")
 			if err != nil {

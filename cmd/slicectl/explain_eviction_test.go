@@ -234,7 +234,7 @@ func TestExplainEvictionBadInput(t *testing.T) {
 		{"pod without name", "samples: [{at: 0s, pods: [{manifest: {spec: {containers: []}}}]}]", nil, 1,
 			"sample 0: pods[0].manifest.metadata.name: required"},
 		{"unknown manifest field", "samples: [{at: 0s, pods: [{manifest: {metadata: {name: p}, spec: {containerz: []}}}]}]", nil, 1,
-			`sample 0: pods[0].manifest: unknown field "containerz"`},
+			`sample 0: pods[0].manifest: unknown field "spec.containerz"`},
 		{"unknown usage field", "samples: [{at: 0s, pods: [{manifest: {metadata: {name: p}}, usage: {cpu: 1}}]}]", nil, 1,
 			`sample 0: pods[0].usage: unknown field "cpu"`},
 		{"negative usage", "samples: [{at: 0s, pods: [{manifest: {metadata: {name: p}}, usage: {memory: -1Mi}}]}]", nil, 1,

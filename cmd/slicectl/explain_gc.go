@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -270,82 +269,6 @@ func decodeContainer(m json.RawMessage, where string) (gc.Container, error) {
 		return c, err
 	}
 	return c, nil
-}
-
-// decodeStrict decodes one JSON value into v, refusing unknown fields and trailing data, and
-// says where a problem is (where is the path of the value, "" for the top).
-func decodeStrict(data []byte, v any, where string) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	at := func(field string) string {
-		switch {
-		case where == "":
-			return field
-		case field == "":
-			return where
-		}
-		return where + "." + field
-	}
-	err := dec.Decode(v)
-	if err == nil {
-		if _, tokErr := dec.Token(); tokErr != io.EOF {
-			err = errors.New("unexpected data after the JSON value")
-		}
-	}
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &syn):
-		line, col := lineCol(data, syn.Offset-1) // Offset is just past the offending byte
-		if where != "" {
-			return fmt.Errorf("%s: invalid JSON: %v", where, syn)
-		}
-		return fmt.Errorf("line %d, column %d: invalid JSON: %v", line, col, syn)
-	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
-			return fmt.Errorf("%s: got a JSON %s, want an object", at(""), typ.Value)
-		}
-		return fmt.Errorf("%s: got a JSON %s, want %s", at(field), typ.Value, jsonKind(typ.Type.String()))
-	case errors.Is(err, io.EOF):
-		return fmt.Errorf("%s: empty", orTop(where))
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
-		return fmt.Errorf("%s: unknown field %s", orTop(where), name)
-	}
-	return fmt.Errorf("%s: %w", orTop(where), err)
-}
-
-func orTop(where string) string {
-	if where == "" {
-		return "top level"
-	}
-	return where
-}
-
-// jsonKind says what a Go type means in JSON words.
-func jsonKind(goType string) string {
-	switch {
-	case strings.Contains(goType, "int"):
-		return "an integer"
-	case strings.Contains(goType, "string"):
-		return "a string"
-	case goType == "bool" || goType == "*bool":
-		return "true or false"
-	case strings.HasPrefix(goType, "[]"):
-		return "an array"
-	}
-	return "an object"
-}
-
-func lineCol(data []byte, off int64) (int, int) {
-	off = min(max(off, 0), int64(len(data)))
-	before := data[:off]
-	line := bytes.Count(before, []byte("\n")) + 1
-	col := int(off) - bytes.LastIndexByte(before, '\n')
-	return line, col
 }
 
 func isMissing(m json.RawMessage) bool {

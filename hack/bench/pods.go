@@ -21,9 +21,13 @@ var rssTargets = map[int]float64{110: 25, 1000: 40}
 // visible inside the sandbox, unlike /tmp).
 const sliceletBinary = "build/bench/slicelet"
 
-// buildCommand builds the measured binary.
+// buildTags are the Makefile's TAGS: grpc-go without golang.org/x/net/trace, which would link
+// html/template and keep every exported method of the binary (see the Makefile).
+const buildTags = "grpcnotrace"
+
+// buildCommand builds the measured binary as make build does.
 func buildCommand(goBin string) []string {
-	return []string{goBin, "build", "-trimpath", "-o", sliceletBinary, "./cmd/slicelet"}
+	return []string{goBin, "build", "-trimpath", "-tags", buildTags, "-o", sliceletBinary, "./cmd/slicelet"}
 }
 
 // buildSlicelet builds cmd/slicelet for the pods section.

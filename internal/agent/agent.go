@@ -359,14 +359,17 @@ func (d *daemon) status() string {
 }
 
 // setMemoryLimit gives the Go runtime a soft memory limit that grows with max_pods, unless the
-// operator set GOMEMLIMIT: 12 MiB plus 14 KiB per pod. Most of slicelet's memory above its live
+// operator set GOMEMLIMIT: 20 MiB plus 14 KiB per pod. Most of slicelet's memory above its live
 // heap is garbage from decoding D-Bus traffic; without a limit the collector lets it grow to
-// twice the heap (1000 idle pods: 43.8 MiB RSS; with this limit ≈35 MiB, docs/benchmarks.md).
+// twice the heap. The base is what a burst of pods needs: with 12 MiB (the base until the pod
+// worker, the CRI runtime's protobuf registry and pod stats grew the daemon's own memory) a
+// daemon with max_pods 110 starting 100 pods at once spent 57 ms of CPU per pod, most of it
+// collecting to stay under the limit, against 14 ms with 20 MiB or none (docs/benchmarks.md).
 func setMemoryLimit(maxPods int32, log *slog.Logger) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	limit := int64(12<<20) + int64(maxPods)*(14<<10)
+	limit := int64(20<<20) + int64(maxPods)*(14<<10)
 	debug.SetMemoryLimit(limit)
 	log.Debug("go memory limit set", "bytes", limit, "max_pods", maxPods)
 }

@@ -206,7 +206,12 @@ func (r *Reader) processesCPU(cgroupPath string) (time.Duration, error) {
 // away while it was read (it exited) is left out. The error wraps eviction.ErrUnavailable when
 // the pod's cgroup is not there (a pod starting or gone).
 func (r *Reader) ReadPod(ctx context.Context, pod *v1.Pod, podCgroup string) (PodUsage, error) {
-	total, err := r.ReadCgroup(podCgroup)
+	return r.readPod(ctx, pod, podCgroup, r.ReadCgroup)
+}
+
+// readPod is ReadPod with read measuring each cgroup (ReadCgroup, or readMemory alone).
+func (r *Reader) readPod(ctx context.Context, pod *v1.Pod, podCgroup string, read func(string) (Usage, error)) (PodUsage, error) {
+	total, err := read(podCgroup)
 	if err != nil {
 		return PodUsage{}, err
 	}
@@ -234,7 +239,7 @@ func (r *Reader) ReadPod(ctx context.Context, pod *v1.Pod, podCgroup string) (Po
 	byName := make(map[string]ContainerUsage, len(current))
 	for name, dir := range current {
 		cg := path.Join(podCgroup, dir)
-		u, err := r.ReadCgroup(cg)
+		u, err := read(cg)
 		if errors.Is(err, eviction.ErrUnavailable) {
 			continue
 		}
@@ -276,13 +281,24 @@ func (r *Reader) children(cgroupPath string) ([]string, error) {
 	return out, nil
 }
 
+// readMemory reads a cgroup's working set alone (CPU left zero).
+func (r *Reader) readMemory(cgroupPath string) (Usage, error) {
+	m, err := eviction.ReadCgroupMemory(r.root, r.mode, cgroupPath)
+	if err != nil {
+		return Usage{}, err
+	}
+	return Usage{MemoryWorkingSet: m.WorkingSet}, nil
+}
+
 // ContainerMemory reads the working set of each of the pod's containers for the eviction
-// manager (eviction.ManagerOptions.ContainerMemory), in ReadPod's order.
+// manager (eviction.ManagerOptions.ContainerMemory), in ReadPod's order. It reads memory only:
+// the manager runs it for every pod at every cycle, and CPU time can cost a walk of the
+// cgroup's processes and their /proc/<pid>/stat on cgroup v1 (see ReadCgroup).
 func (r *Reader) ContainerMemory(ctx context.Context, p eviction.ActivePod) ([]eviction.ContainerUsage, error) {
 	if p.CgroupPath == "" {
 		return nil, fmt.Errorf("pod %s/%s has no cgroup yet: %w", p.Pod.Namespace, p.Pod.Name, eviction.ErrUnavailable)
 	}
-	u, err := r.ReadPod(ctx, p.Pod, p.CgroupPath)
+	u, err := r.readPod(ctx, p.Pod, p.CgroupPath, r.readMemory)
 	if err != nil {
 		return nil, err
 	}

@@ -218,3 +218,38 @@ func TestReadCgroupWithoutCPUAccounting(t *testing.T) {
 		}
 	}
 }
+
+// writeFile writes s to p, creating its directory.
+func writeFile(t *testing.T, p, s string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestContainerMemoryReadsNoCPU: the eviction manager's per-cycle read of every pod measures
+// memory alone. On a v1 host without cpuacct in the units' cgroups ReadCgroup would walk the
+// processes for their CPU time; here that walk would fail (a cgroup.procs the test made
+// unreadable as pids), and ContainerMemory must not care.
+func TestContainerMemoryReadsNoCPU(t *testing.T) {
+	dir := t.TempDir()
+	write := func(p, s string) { writeFile(t, p, s) }
+	pod := filepath.Join(dir, "cgroup", "memory", "pod.slice")
+	app := filepath.Join(pod, "slicelet-aaaaaaaa_0000_0000_0000_000000000001-app-1.service")
+	for _, cg := range []string{pod, app} {
+		write(filepath.Join(cg, "memory.usage_in_bytes"), "2097152\n")
+		write(filepath.Join(cg, "memory.stat"), "total_inactive_file 1048576\n")
+		write(filepath.Join(cg, "cgroup.procs"), "not-a-pid\n")
+	}
+	r := podstats.NewReader(filepath.Join(dir, "cgroup"), filepath.Join(dir, "proc"), units.ModeHybrid, podstats.NamerFunc(systemdrt.ContainerCgroups))
+	if _, err := r.ReadPod(t.Context(), systemdPod(), "/pod.slice"); err == nil {
+		t.Fatal("ReadPod read no CPU: the fixture does not exercise the process walk")
+	}
+	got, err := r.ContainerMemory(t.Context(), eviction.ActivePod{Pod: systemdPod(), CgroupPath: "/pod.slice"})
+	if err != nil || len(got) != 1 || got[0].Name != "app" || got[0].Memory.Value() != 1<<20 {
+		t.Errorf("ContainerMemory = %+v, %v; want app's 1Mi working set", got, err)
+	}
+}

@@ -130,14 +130,19 @@ func NodeCPU(root string) (time.Duration, error) {
 	return time.Duration(secs * float64(time.Second)), nil
 }
 
+// process is process pid under root; one that is gone is an error wrapping fs.ErrNotExist.
+func process(root string, pid int) (promprocfs.Proc, error) {
+	p, err := open(root, strconv.Itoa(pid))
+	if err != nil {
+		return promprocfs.Proc{}, err
+	}
+	return p.Proc(pid)
+}
+
 // ProcessCPU is the CPU time process pid has used, utime + stime of root/<pid>/stat. A process
 // that is gone is an error wrapping fs.ErrNotExist.
 func ProcessCPU(root string, pid int) (time.Duration, error) {
-	p, err := open(root, strconv.Itoa(pid))
-	if err != nil {
-		return 0, err
-	}
-	proc, err := p.Proc(pid)
+	proc, err := process(root, pid)
 	if err != nil {
 		return 0, err
 	}
@@ -146,4 +151,33 @@ func ProcessCPU(root string, pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("process %d: %w", pid, err)
 	}
 	return time.Duration(st.CPUTime() * float64(time.Second)), nil
+}
+
+// EffectiveCaps returns the effective capability set of process pid: CapEff of root/<pid>/status
+// (every kernel since 2.6.25 writes the line), as a bitmap indexed by capability number.
+func EffectiveCaps(root string, pid int) (uint64, error) {
+	proc, err := process(root, pid)
+	if err != nil {
+		return 0, err
+	}
+	st, err := proc.NewStatus()
+	if err != nil {
+		return 0, fmt.Errorf("capabilities of process %d: %w", pid, err)
+	}
+	return st.CapEff, nil
+}
+
+// OOMScoreAdj returns root/<pid>/oom_score_adj, the value process pid's children inherit.
+// prometheus/procfs parses oom_score but not oom_score_adj, so the one integer is read here.
+func OOMScoreAdj(root string, pid int) (int, error) {
+	path := filepath.Join(root, strconv.Itoa(pid), "oom_score_adj")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("oom_score_adj of process %d: %w", pid, err)
+	}
+	adj, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("oom_score_adj %s: %q is not an integer", path, strings.TrimSpace(string(b)))
+	}
+	return adj, nil
 }

@@ -145,3 +145,42 @@ func TestCPU(t *testing.T) {
 		t.Errorf("NodeCPU of a missing root: %v", err)
 	}
 }
+
+func TestProcessOOMAndCaps(t *testing.T) {
+	status := "Name:\tsystemd\nUid:\t0\t0\t0\t0\nCapInh:\t0000000000000000\nCapPrm:\t000001ffffffffff\nCapEff:\t0000000001000000\n"
+	for _, tt := range []struct {
+		name     string
+		files    map[string]string
+		caps     uint64
+		adj      int
+		wantErr  string // for either call
+		notExist bool
+	}{
+		{name: "CAP_SYS_RESOURCE only, lowered adj", files: map[string]string{"1/status": status, "1/oom_score_adj": "-900\n"}, caps: 1 << 24, adj: -900},
+		{name: "no process", files: map[string]string{"2/status": status}, wantErr: "1", notExist: true},
+		{name: "bad CapEff", files: map[string]string{"1/status": "CapEff:\tzz\n", "1/oom_score_adj": "0\n"}, wantErr: "capabilities of process 1"},
+		{name: "bad oom_score_adj", files: map[string]string{"1/status": status, "1/oom_score_adj": "low\n"}, caps: 1 << 24, wantErr: `oom_score_adj`},
+		{name: "no oom_score_adj", files: map[string]string{"1/status": status}, caps: 1 << 24, wantErr: "oom_score_adj of process 1", notExist: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := writeTree(t, tt.files)
+			caps, err := EffectiveCaps(root, 1)
+			var adj int
+			if err == nil {
+				if caps != tt.caps {
+					t.Errorf("EffectiveCaps = %#x, want %#x", caps, tt.caps)
+				}
+				adj, err = OOMScoreAdj(root, 1)
+			}
+			if tt.wantErr == "" {
+				if err != nil || adj != tt.adj {
+					t.Fatalf("OOMScoreAdj = %d, %v; want %d", adj, err, tt.adj)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || errors.Is(err, fs.ErrNotExist) != tt.notExist {
+				t.Fatalf("error = %v, want it to mention %q (not exist: %v)", err, tt.wantErr, tt.notExist)
+			}
+		})
+	}
+}

@@ -1,13 +1,6 @@
 package systemdrt
 
-import (
-	"bufio"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
-)
+import "github.com/slicelet/slicelet/internal/procfs"
 
 // capSysResource is CAP_SYS_RESOURCE's bit in the capability sets of /proc/<pid>/status.
 const capSysResource = 24
@@ -35,40 +28,13 @@ func (p oomPolicy) Apply(adj int) (int, bool) {
 // detectOOMPolicy reads systemd's (PID 1's) effective capabilities and oom_score_adj below
 // procRoot. What cannot be read is assumed unrestricted: the kubelet's values are sent.
 func detectOOMPolicy(procRoot string) (oomPolicy, error) {
-	capEff, err := readCapEff(filepath.Join(procRoot, "1", "status"))
+	capEff, err := procfs.EffectiveCaps(procRoot, 1)
 	if err != nil {
 		return oomPolicy{CanLower: true}, err
 	}
 	p := oomPolicy{CanLower: capEff&(1<<capSysResource) != 0}
-	data, err := os.ReadFile(filepath.Join(procRoot, "1", "oom_score_adj"))
-	if err != nil {
-		return oomPolicy{CanLower: true}, fmt.Errorf("oom_score_adj of pid 1: %w", err)
-	}
-	p.Floor, err = strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		return oomPolicy{CanLower: true}, fmt.Errorf("oom_score_adj of pid 1 %q: %w", data, err)
+	if p.Floor, err = procfs.OOMScoreAdj(procRoot, 1); err != nil {
+		return oomPolicy{CanLower: true}, err
 	}
 	return p, nil
-}
-
-func readCapEff(path string) (uint64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, fmt.Errorf("capabilities: %w", err)
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "CapEff:"); ok {
-			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			if err != nil {
-				return 0, fmt.Errorf("capabilities %s: CapEff %q: %w", path, v, err)
-			}
-			return n, nil
-		}
-	}
-	if err := s.Err(); err != nil {
-		return 0, fmt.Errorf("capabilities %s: %w", path, err)
-	}
-	return 0, fmt.Errorf("capabilities %s: no CapEff line", path)
 }
