@@ -43,7 +43,7 @@ func TestDefault(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"eviction hard", d.Eviction.Hard, map[string]string{"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%"}},
+		{"eviction hard", d.Eviction.Hard, map[string]string{"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%", "imagefs.inodesFree": "5%"}},
 		{"pressure transition", d.Eviction.PressureTransitionPeriod, 5 * time.Minute},
 		{"max pod grace", d.Eviction.MaxPodGracePeriod, time.Duration(0)},
 		{"monitoring interval", d.Eviction.MonitoringInterval, 10 * time.Second},
@@ -72,8 +72,8 @@ func TestDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(th) != 5 { // four defaults plus the allocatableMemory.available copy
-		t.Errorf("default thresholds = %d, want 5", len(th))
+	if len(th) != 6 { // five defaults plus the allocatableMemory.available copy
+		t.Errorf("default thresholds = %d, want 6", len(th))
 	}
 }
 
@@ -584,7 +584,7 @@ pressure_transition_period = "0s"
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"memory.available": "1Gi", "nodefs.available": "0%", "nodefs.inodesFree": "5%", "imagefs.available": "15%"}
+	want := map[string]string{"memory.available": "1Gi", "nodefs.available": "0%", "nodefs.inodesFree": "5%", "imagefs.available": "15%", "imagefs.inodesFree": "5%"}
 	if !reflect.DeepEqual(cfg.Eviction.Hard, want) {
 		t.Errorf("merged hard = %v, want %v", cfg.Eviction.Hard, want)
 	}
@@ -601,7 +601,7 @@ pressure_transition_period = "0s"
 	}
 	slices.Sort(signals)
 	// nodefs.available "0%" is disabled; allocatableMemory.available is the "pods" copy.
-	wantSignals := []string{"allocatableMemory.available", "imagefs.available", "memory.available", "nodefs.inodesFree"}
+	wantSignals := []string{"allocatableMemory.available", "imagefs.available", "imagefs.inodesFree", "memory.available", "nodefs.inodesFree"}
 	if !slices.Equal(signals, wantSignals) {
 		t.Errorf("signals = %v, want %v", signals, wantSignals)
 	}
