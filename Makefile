@@ -93,3 +93,25 @@ package-check: package
 
 clean:
 	rm -rf $(BIN) build dist
+
+# make oracle-diff [CORPUS=dir] [N=2000] [SEED=1]: every manifest of CORPUS (testdata/corpus when
+# it exists) and N generated pods through slicelet's decisions and the kubelet's own Go packages
+# (hack/peer/oracle, its own module: the product never depends on k8s.io/kubernetes). One line
+# per difference, then "oracle-diff: N pods, D differences"; exit 1 on any difference. A
+# generated pod that differs is shrunk into testdata/corpus/regressions/. docs/oracle.md.
+ORACLE ?= build/oracle
+CORPUS ?= $(if $(wildcard testdata/corpus),testdata/corpus,)
+N      ?= 2000
+SEED   ?= 1
+
+.PHONY: oracle-build oracle-diff oracle-bench
+oracle-build:
+	cd hack/peer && $(GO) build -o ../../$(ORACLE) ./oracle
+
+oracle-diff: oracle-build
+	$(ORACLE) -corpus '$(CORPUS)' -n $(N) -seed $(SEED) -regressions testdata/corpus/regressions
+
+# make oracle-bench: the same over 100 000 generated pods; the figure goes to docs/oracle.md.
+oracle-bench: oracle-build
+	$(ORACLE) -corpus '$(CORPUS)' -n 100000 -seed $(SEED) -bench docs/oracle.md >build/oracle-bench.log; \
+	  rc=$$?; tail -n 1 build/oracle-bench.log; exit $$rc

@@ -268,13 +268,16 @@ type Log struct {
 	Format string `toml:"format"`
 }
 
-// DefaultEvictionHard returns the kubelet's Linux default evictionHard.
+// DefaultEvictionHard returns the kubelet's Linux default evictionHard
+// (pkg/kubelet/eviction/defaults_linux.go, applied by the kubelet's config loader when the file
+// sets none).
 func DefaultEvictionHard() map[string]string {
 	return map[string]string{
-		string(eviction.SignalMemoryAvailable):  "100Mi",
-		string(eviction.SignalNodeFsAvailable):  "10%",
-		string(eviction.SignalNodeFsInodesFree): "5%",
-		string(eviction.SignalImageFsAvailable): "15%",
+		string(eviction.SignalMemoryAvailable):   "100Mi",
+		string(eviction.SignalNodeFsAvailable):   "10%",
+		string(eviction.SignalNodeFsInodesFree):  "5%",
+		string(eviction.SignalImageFsAvailable):  "15%",
+		string(eviction.SignalImageFsInodesFree): "5%",
 	}
 }
 

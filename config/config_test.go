@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/slicelet/slicelet/eviction"
+	sliceletslices "github.com/slicelet/slicelet/slices"
 )
 
 // sameConfig compares configurations semantically (quantities by value),
@@ -43,7 +44,7 @@ func TestDefault(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"eviction hard", d.Eviction.Hard, map[string]string{"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%"}},
+		{"eviction hard", d.Eviction.Hard, map[string]string{"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%", "imagefs.inodesFree": "5%"}},
 		{"pressure transition", d.Eviction.PressureTransitionPeriod, 5 * time.Minute},
 		{"max pod grace", d.Eviction.MaxPodGracePeriod, time.Duration(0)},
 		{"monitoring interval", d.Eviction.MonitoringInterval, 10 * time.Second},
@@ -72,8 +73,8 @@ func TestDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(th) != 5 { // four defaults plus the allocatableMemory.available copy
-		t.Errorf("default thresholds = %d, want 5", len(th))
+	if len(th) != 6 { // five defaults plus the allocatableMemory.available copy
+		t.Errorf("default thresholds = %d, want 6", len(th))
 	}
 }
 
@@ -584,7 +585,7 @@ pressure_transition_period = "0s"
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"memory.available": "1Gi", "nodefs.available": "0%", "nodefs.inodesFree": "5%", "imagefs.available": "15%"}
+	want := map[string]string{"memory.available": "1Gi", "nodefs.available": "0%", "nodefs.inodesFree": "5%", "imagefs.available": "15%", "imagefs.inodesFree": "5%"}
 	if !reflect.DeepEqual(cfg.Eviction.Hard, want) {
 		t.Errorf("merged hard = %v, want %v", cfg.Eviction.Hard, want)
 	}
@@ -601,7 +602,7 @@ pressure_transition_period = "0s"
 	}
 	slices.Sort(signals)
 	// nodefs.available "0%" is disabled; allocatableMemory.available is the "pods" copy.
-	wantSignals := []string{"allocatableMemory.available", "imagefs.available", "memory.available", "nodefs.inodesFree"}
+	wantSignals := []string{"allocatableMemory.available", "imagefs.available", "imagefs.inodesFree", "memory.available", "nodefs.inodesFree"}
 	if !slices.Equal(signals, wantSignals) {
 		t.Errorf("signals = %v, want %v", signals, wantSignals)
 	}
@@ -881,6 +882,42 @@ func TestMetricsAddress(t *testing.T) {
 			_, err := Parse("m.toml", []byte("[metrics]\naddress = \""+tc.addr+"\"\n"))
 			if (err == nil) != tc.ok {
 				t.Errorf("address %q: err = %v, want ok=%v", tc.addr, err, tc.ok)
+			}
+		})
+	}
+}
+
+func TestSlicesConfigHardEvictionReservation(t *testing.T) {
+	capacity := sliceletslices.Capacity{CPU: 4000, Memory: 16 << 30, EphemeralStorage: 100 << 30}
+	tests := []struct {
+		name     string
+		toml     string
+		wantMem  string
+		wantDisk string
+	}{
+		// 10% and 5% of 100Gi through the kubelet's float32 percentage: not exactly 10Gi and 5Gi.
+		{"defaults", "", "100Mi", "10737418400"},
+		{"hard only", "[eviction]\nhard = { \"memory.available\" = \"1Gi\" }\n", "1Gi", ""},
+		{"a soft threshold with a 0s grace reserves nothing", "[eviction]\nhard = { \"nodefs.available\" = \"5%\" }\nsoft = { \"memory.available\" = \"2Gi\" }\nsoft_grace_period = { \"memory.available\" = \"0s\" }\n", "", "5368709200"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse("f.toml", []byte(tt.toml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mcfg, err := cfg.SlicesConfig(capacity, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range map[corev1.ResourceName]string{corev1.ResourceMemory: tt.wantMem, corev1.ResourceEphemeralStorage: tt.wantDisk} {
+				got, ok := mcfg.Node.HardEviction[name]
+				switch {
+				case want == "" && ok:
+					t.Errorf("%s reserved %s, want nothing", name, got.String())
+				case want != "" && (!ok || got.Cmp(resource.MustParse(want)) != 0):
+					t.Errorf("%s reserved %v, want %s", name, mcfg.Node.HardEviction, want)
+				}
 			}
 		})
 	}

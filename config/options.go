@@ -54,7 +54,10 @@ func (c *Config) SlicesConfig(capacity slices.Capacity, cgroupV2 bool) (slices.M
 	if err != nil {
 		return slices.ManagerConfig{}, err
 	}
-	thresholds, err := c.EvictionThresholds()
+	// The kubelet reserves for eviction.hard only (cmd/kubelet/app/server.go parses evictionHard
+	// alone for the container manager), so a soft threshold with a 0s grace period, which
+	// behaves as hard, reserves nothing.
+	thresholds, err := eviction.ParseThresholdConfig(nil, c.Eviction.Hard, nil, nil, nil)
 	if err != nil {
 		return slices.ManagerConfig{}, fmt.Errorf("eviction thresholds: %w", err)
 	}

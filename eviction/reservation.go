@@ -3,7 +3,9 @@ package eviction
 import v1 "k8s.io/api/core/v1"
 
 // HardEvictionReservation is the kubelet's hardEvictionReservation
-// (pkg/kubelet/cm/helpers.go): only hard LessThan thresholds of
+// (pkg/kubelet/cm/helpers.go). thresholds must be those of evictionHard alone, as the kubelet
+// parses them for its container manager: soft thresholds never reserve, even with a 0s grace
+// period. Only hard LessThan thresholds of
 // memory.available (→ memory) and nodefs.available (→ ephemeral-storage) count, resolved
 // against capacity with GetThresholdQuantity (float32 percentages). The scheduler's view of
 // allocatable subtracts it; kubepods.slice's limits do not.

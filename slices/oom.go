@@ -71,8 +71,9 @@ func ContainerOOMScoreAdj(pod *v1.Pod, container *v1.Container, memoryCapacity i
 	return int(adj)
 }
 
-// remainingPodMemoryPerContainer is the pod-level memory request not claimed by the containers,
-// divided equally among regular and init containers (KEP-2837 OOM score adjustment).
+// remainingPodMemoryPerContainer is the pod-level memory request not claimed by the containers
+// (never negative), divided equally among regular and init containers (KEP-2837 OOM score
+// adjustment, pkg/kubelet/qos/helpers.go).
 func remainingPodMemoryPerContainer(pod *v1.Pod) int64 {
 	podReq := pod.Spec.Resources.Requests.Memory()
 	n := len(pod.Spec.Containers) + len(pod.Spec.InitContainers)
@@ -80,7 +81,7 @@ func remainingPodMemoryPerContainer(pod *v1.Pod) int64 {
 		return 0
 	}
 	aggregated := resourcehelper.AggregateContainerRequests(pod, resourcehelper.PodResourcesOptions{})
-	return (podReq.Value() - aggregated.Memory().Value()) / int64(n)
+	return max(podReq.Value()-aggregated.Memory().Value(), 0) / int64(n)
 }
 
 // isSidecar reports whether container is one of the pod's init containers with restartPolicy

@@ -46,6 +46,8 @@ func TestContainerOOMScoreAdj(t *testing.T) {
 		{"pod-level regular (1Gi + 1.375Gi)", podLevelSidecar, "a", capacity, 852},
 		{"pod-level sidecar capped with share added", podLevelSidecar, "s", capacity, 852},
 		{"unknown capacity", podOf(c("a", "1/1Gi", "—")), "a", 0, 999},
+		// Pod-level 1Gi below the containers' 8Gi: no negative share (8Gi of 16Gi).
+		{"pod-level request below the containers' adds nothing", withPodLevel(podOf(c("a", "—/8Gi", "—")), "—/1Gi", "—"), "a", capacity, 500},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package slices
 import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
 )
 
 // QOSClass returns the pod's QoS class: status.qosClass when it is set (the class is immutable
@@ -20,8 +21,9 @@ func QOSClass(pod *v1.Pod) v1.PodQOSClass {
 // hugepages, ephemeral-storage and extended resources are ignored. No API defaulting is applied:
 // a container with limits but no requests is not Guaranteed.
 //
-// With pod-level resources (spec.resources non-nil; PodLevelResources is GA) only the pod-level
-// values are classified and containers are ignored. Otherwise the requests and limits of regular
+// With pod-level resources (spec.resources naming cpu, memory or hugepages; PodLevelResources is
+// GA and PodLevelResourcesFixKubeletQOSClass on, so an empty spec.resources does not count) only
+// the pod-level values are classified and containers are ignored. Otherwise the requests and limits of regular
 // and init containers (sidecars included, ephemeral containers excluded) are summed:
 //   - BestEffort: no positive cpu or memory request or limit anywhere;
 //   - Guaranteed: every container has a positive cpu and memory limit and the summed requests
@@ -31,7 +33,7 @@ func ComputePodQOS(pod *v1.Pod) v1.PodQOSClass {
 	requests := v1.ResourceList{}
 	limits := v1.ResourceList{}
 	guaranteed := true
-	if pod.Spec.Resources != nil {
+	if resourcehelper.IsPodLevelResourcesSet(pod) {
 		addQOSResources(requests, pod.Spec.Resources.Requests)
 		if len(pod.Spec.Resources.Limits) > 0 {
 			if !addQOSResources(limits, pod.Spec.Resources.Limits) {

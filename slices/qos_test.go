@@ -36,6 +36,7 @@ func TestComputePodQOS(t *testing.T) {
 		{"pod-level limits only", withPodLevel(podOf(c("a", "—", "—")), "—", "1/1Gi"), v1.PodQOSBurstable},
 		{"pod-level cpu only", withPodLevel(podOf(c("a", "1/1Gi", "1/1Gi")), "1/—", "1/—"), v1.PodQOSBurstable},
 		{"pod-level hugepages only", withPodLevel(podOf(c("a", "1/1Gi", "1/1Gi")), "—/—,hugepages-2Mi=2Mi", "—"), v1.PodQOSBestEffort},
+		{"empty spec.resources: the containers decide", emptyPodLevel(podOf(c("a", "1/1Gi", "1/1Gi"))), v1.PodQOSGuaranteed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,6 +48,12 @@ func TestComputePodQOS(t *testing.T) {
 			}
 		})
 	}
+}
+
+// emptyPodLevel gives pod a spec.resources with nothing in it.
+func emptyPodLevel(pod *v1.Pod) *v1.Pod {
+	pod.Spec.Resources = &v1.ResourceRequirements{}
+	return pod
 }
 
 func TestQOSClassPrefersStatus(t *testing.T) {

@@ -94,8 +94,8 @@ func (o Options) podResourceOptions() resourcehelper.PodResourcesOptions {
 // sidecars, overhead, pod-level resources). CPU quota and period are set for a Burstable pod
 // only if every container (init containers included) declares a CPU limit, or the pod has a
 // pod-level CPU limit; memory likewise. BestEffort pods get only MinShares. Hugepage limits come
-// from the requests for every class. With EnforceMemoryQoS and TieredReservation, Guaranteed pods
-// get memory.min and Burstable pods with a memory request get memory.low.
+// from the requests for every class. With EnforceMemoryQoS and TieredReservation, a pod with a
+// memory request gets memory.min if Guaranteed, memory.low otherwise.
 //
 // Not done here (the kubelet does them elsewhere or behind gates slicelet lacks): pod-level
 // memory.high (memoryThrottlingFactor is unset by default since 1.37), KEP-5474 writable cgroups.
@@ -154,14 +154,15 @@ func PodResources(pod *v1.Pod, opts Options) ResourceConfig {
 	}
 	rc.HugePageLimit = HugePageLimits(reqs)
 
-	if opts.EnforceMemoryQoS && opts.MemoryReservationPolicy == MemoryReservationTiered {
-		memReq := reqs.Memory().Value()
-		switch {
-		case qos == v1.PodQOSGuaranteed:
-			rc.Unified = map[string]string{UnifiedMemoryMin: strconv.FormatInt(memReq, 10)}
-		case qos == v1.PodQOSBurstable && memReq > 0:
-			rc.Unified = map[string]string{UnifiedMemoryLow: strconv.FormatInt(memReq, 10)}
+	// Any pod with a memory request gets protection: memory.min when Guaranteed, memory.low
+	// otherwise — a BestEffort pod too, which only pod-level resources can give a memory request
+	// (pod-level cpu "0" alone classifies the pod while its containers request memory).
+	if memReq := reqs.Memory().Value(); opts.EnforceMemoryQoS && opts.MemoryReservationPolicy == MemoryReservationTiered && memReq > 0 {
+		key := UnifiedMemoryLow
+		if qos == v1.PodQOSGuaranteed {
+			key = UnifiedMemoryMin
 		}
+		rc.Unified = map[string]string{key: strconv.FormatInt(memReq, 10)}
 	}
 	if opts.PodPidsLimit > 0 {
 		pids := opts.PodPidsLimit

@@ -97,6 +97,9 @@ func TestPodResources(t *testing.T) {
 		{"memory QoS tiered: Burstable gets memory.low of its requests", b3(), tiered, expect{S: u64(102), Q: i64(20000), P: u64(100000), M: i64(209715200), U: map[string]string{"memory.low": "104857600"}}},
 		{"memory QoS tiered: memory.low sums the requests", b5(), tiered, expect{S: u64(204), U: map[string]string{"memory.low": "209715200"}}},
 		{"memory QoS tiered: BestEffort gets no protection", podOf(c("a", "—", "—")), tiered, expect{S: u64(2)}},
+		// Pod-level cpu "0" makes the pod BestEffort while its container requests memory: the
+		// kubelet still protects the request with memory.low.
+		{"memory QoS tiered: BestEffort with a memory request gets memory.low", withPodLevel(podOf(c("a", "—/3Mi", "—/3Mi")), "0/—", "0/—"), tiered, expect{S: u64(2), U: map[string]string{"memory.low": "3145728"}}},
 		{"DRA node-allocatable claims add CPU to requests and limits", b17(), dra, expect{S: u64(3072), Q: i64(500000), P: u64(100000), M: i64(524288000)}},
 		// Own cases.
 		{"without the DRA option a claim adds nothing", b17(), def, expect{S: u64(1024), Q: i64(300000), P: u64(100000), M: i64(524288000)}},

@@ -48,6 +48,7 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 	wopts := worker.Options{
 		Recorder:       events,
 		MemoryCapacity: capacity.Memory,
+		HostPageSizes:  capacity.PageSizes(),
 		Resources:      mcfg.Pod,
 		HostNetwork:    true,
 	}

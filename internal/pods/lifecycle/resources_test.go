@@ -23,11 +23,13 @@ func TestContainerResources(t *testing.T) {
 		req, lim  v1.ResourceList
 		opts      slices.Options
 		wantShare uint64
-		wantQuota int64 // 0: none
+		wantQuota int64 // 0: neither quota nor period; -2: quota 0 with a period
 		wantPer   uint64
 		wantMem   int64 // 0: none
 	}{
 		{name: "nothing: MinShares", wantShare: slices.MinShares},
+		{name: "explicit zero request: MinShares, not the limit's", req: rl("cpu", "0"), lim: rl("cpu", "1"), opts: enforce, wantShare: slices.MinShares, wantQuota: 100000, wantPer: slices.QuotaPeriod},
+		{name: "no limit, enforced: period without quota", req: rl("cpu", "1"), opts: enforce, wantShare: 1024, wantQuota: -2, wantPer: slices.QuotaPeriod},
 		{name: "request", req: rl("cpu", "500m"), wantShare: 512},
 		{name: "limit only: shares from the limit, quota", lim: rl("cpu", "250m"), opts: enforce, wantShare: 256, wantQuota: 25000, wantPer: slices.QuotaPeriod},
 		{name: "limit not enforced: no quota", req: rl("cpu", "1"), lim: rl("cpu", "2"), wantShare: 1024},
@@ -36,11 +38,15 @@ func TestContainerResources(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rc := ContainerResources(&v1.Container{Resources: v1.ResourceRequirements{Requests: c.req, Limits: c.lim}}, c.opts)
+			rc := ContainerResources(&v1.Pod{}, &v1.Container{Resources: v1.ResourceRequirements{Requests: c.req, Limits: c.lim}}, c.opts)
 			if rc.CPUShares == nil || *rc.CPUShares != c.wantShare {
 				t.Errorf("shares %v, want %d", rc.CPUShares, c.wantShare)
 			}
-			if c.wantQuota == 0 {
+			if c.wantQuota == -2 {
+				if rc.CPUQuota == nil || *rc.CPUQuota != 0 || rc.CPUPeriod == nil || *rc.CPUPeriod != c.wantPer {
+					t.Errorf("quota %v period %v, want 0 %d", rc.CPUQuota, rc.CPUPeriod, c.wantPer)
+				}
+			} else if c.wantQuota == 0 {
 				if rc.CPUQuota != nil || rc.CPUPeriod != nil {
 					t.Errorf("quota %v period %v, want none", rc.CPUQuota, rc.CPUPeriod)
 				}

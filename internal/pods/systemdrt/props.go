@@ -274,7 +274,8 @@ func resourceConfig(res *runtimeapi.LinuxContainerResources) slices.ResourceConf
 	if v := res.GetCpuQuota(); v != 0 {
 		rc.CPUQuota = &v
 	}
-	if v := res.GetCpuPeriod(); v > 0 {
+	// The kubelet sends the period even without a quota; alone it changes nothing.
+	if v := res.GetCpuPeriod(); v > 0 && res.GetCpuQuota() != 0 {
 		period := uint64(v)
 		rc.CPUPeriod = &period
 	}

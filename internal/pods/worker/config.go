@@ -2,6 +2,8 @@ package worker
 
 import (
 	"fmt"
+	"maps"
+	stdslices "slices"
 	"strconv"
 	"time"
 
@@ -150,10 +152,21 @@ func criResources(rc slices.ResourceConfig) *runtimeapi.LinuxContainerResources 
 }
 
 // containerResources are the container's cgroup values (lifecycle.ContainerResources,
-// kuberuntime calculateLinuxResources) as CRI resources, with the kubelet's OOM score.
+// kuberuntime calculateLinuxResources) as CRI resources, with the kubelet's OOM score and
+// hugetlb limits (lifecycle.ContainerHugePageLimits, one per host page size, ascending).
 func (w *Worker) containerResources(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources {
-	out := criResources(lifecycle.ContainerResources(c, w.opts.Resources))
+	rc := lifecycle.ContainerResources(pod, c, w.opts.Resources)
+	out := criResources(rc)
+	out.Unified = rc.Unified
 	out.OomScoreAdj = int64(slices.ContainerOOMScoreAdj(pod, c, w.opts.MemoryCapacity))
+	limits := lifecycle.ContainerHugePageLimits(pod, c, w.opts.HostPageSizes)
+	for _, size := range stdslices.Sorted(maps.Keys(limits)) {
+		name, err := slices.HugePageUnitSize(size)
+		if err != nil {
+			continue
+		}
+		out.HugepageLimits = append(out.HugepageLimits, &runtimeapi.HugepageLimit{PageSize: name, Limit: uint64(limits[size])})
+	}
 	return out
 }
 

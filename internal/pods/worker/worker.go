@@ -43,6 +43,9 @@ type Options struct {
 	MemoryCapacity int64
 	// Resources are the node's CPU options for container quotas.
 	Resources slices.Options
+	// HostPageSizes are the hugepage sizes the host supports, in bytes: each container gets a
+	// hugetlb limit for every one of them (0 unless it asks for that size).
+	HostPageSizes []int64
 	// HostNetwork runs every pod in the host's network namespace (no CNI plugin needed); with
 	// false only pods with spec.hostNetwork do.
 	HostNetwork bool

@@ -1,0 +1,506 @@
+// Command oracle checks slicelet's pod decisions against the kubelet's own Go packages
+// (k8s.io/kubernetes v1.37.2): every manifest of a corpus directory and N pods of a seeded
+// generator go through both, and every field on which they disagree is printed, one line each:
+//
+//	<pod>: <field>: slicelet=<value> kubelet=<value>
+//
+// then "oracle-diff: N pods, D differences". The exit status is 1 on any difference. A
+// generated pod that differs is shrunk to a minimal manifest, written to -regressions.
+//
+// The kubelet side of each batch runs in a child process (the same binary with -kubelet-batch):
+// the kubelet's file source keeps an inotify instance per directory for the life of the
+// process, and the machine allows 128.
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/slicelet/slicelet/hack/peer/podgen"
+	"github.com/slicelet/slicelet/slices"
+)
+
+// batchSize bounds the manifests one kubelet file source reads.
+const batchSize = 2500
+
+// maxShrunk bounds the generated pods shrunk per run: one per kind of difference.
+const maxShrunk = 8
+
+// input is one manifest to check.
+type input struct {
+	label    string // how lines name it: the corpus path or the generated pod's name
+	data     []byte
+	key      string          // namespace/name, to match the kubelet's renamed pod
+	manifest podgen.Manifest // generated pods only
+}
+
+// outcome is one side's verdict: refused with a reason, or facts. The kubelet's side also
+// carries the pod as it decoded it (defaults applied), so that slicelet's decisions can be
+// taken on it too: a difference that disappears then comes from decoding, not from the
+// decision.
+type outcome struct {
+	Refused string  `json:"refused,omitempty"`
+	Facts   facts   `json:"facts,omitempty"`
+	Pod     *v1.Pod `json:"pod,omitempty"`
+}
+
+func main() {
+	var (
+		corpus      = flag.String("corpus", "", "directory of Pod manifests (searched recursively for *.yaml, *.yml, *.json)")
+		n           = flag.Int("n", 2000, "generated pods")
+		seed        = flag.Uint64("seed", 1, "generator seed")
+		work        = flag.String("work", "build/oracle-work", "scratch directory (emptied first)")
+		regressions = flag.String("regressions", "", "directory for shrunk failing generated pods (none when empty)")
+		batchDir    = flag.String("kubelet-batch", "", "internal: decide one batch directory with the kubelet's packages")
+		bench       = flag.String("bench", "", "append the run's figures to this Markdown file")
+		print       = flag.Int("print", -1, "print generated pod number <print> of -seed and exit")
+	)
+	flag.Parse()
+	if *print >= 0 {
+		os.Stdout.Write(podgen.Pod(*seed, *print).YAML())
+		return
+	}
+	node := defaultNode()
+	if *batchDir != "" {
+		if err := kubeletBatch(*batchDir, node); err != nil {
+			fmt.Fprintln(os.Stderr, "oracle:", err)
+			os.Exit(2)
+		}
+		return
+	}
+	start := time.Now()
+	inputs, err := loadCorpus(*corpus)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "oracle:", err)
+		os.Exit(2)
+	}
+	corpusCount := len(inputs)
+	for i := 0; i < *n; i++ {
+		m := podgen.Pod(*seed, i)
+		inputs = append(inputs, input{label: m.Name(), data: m.YAML(), key: "default/" + m.Name(), manifest: m})
+		if ns := namespaceOf(m); ns != "" {
+			inputs[len(inputs)-1].key = ns + "/" + m.Name()
+		}
+	}
+	if err := os.RemoveAll(*work); err != nil {
+		fmt.Fprintln(os.Stderr, "oracle:", err)
+		os.Exit(2)
+	}
+	r := &runner{work: *work, node: node}
+	total, shrunk, decoding, deliberate := 0, 0, 0, 0
+	shrunkKinds := map[string]bool{}
+	for b, batch := range batches(inputs) {
+		diffs, err := r.run(fmt.Sprintf("batch-%03d", b), batch)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "oracle:", err)
+			os.Exit(2)
+		}
+		for i, in := range batch {
+			var kept []difference
+			for _, d := range diffs[i] {
+				if why := deliberateDivergence(d); why != "" {
+					deliberate++
+					continue
+				}
+				kept = append(kept, d)
+				suffix := ""
+				if d.decoding {
+					suffix = " [decoding]"
+					decoding++
+				}
+				fmt.Printf("%s: %s: slicelet=%s kubelet=%s%s\n", in.label, d.field, d.slicelet, d.kubelet, suffix)
+			}
+			diffs[i] = kept
+			total += len(diffs[i])
+			if len(diffs[i]) == 0 || in.manifest == nil || *regressions == "" || shrunk >= maxShrunk {
+				continue
+			}
+			kind := fieldKind(diffs[i][0].field)
+			if shrunkKinds[kind] {
+				continue
+			}
+			shrunkKinds[kind] = true
+			shrunk++
+			path, err := r.shrink(in, diffs[i][0].field, *regressions)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "oracle: shrink:", err)
+				os.Exit(2)
+			}
+			fmt.Fprintf(os.Stderr, "oracle: %s shrunk to %s\n", in.label, path)
+		}
+	}
+	for _, d := range configDefaults() {
+		fmt.Printf("config: %s: slicelet=%s kubelet=%s\n", d.field, d.slicelet, d.kubelet)
+		total++
+	}
+	for i := 0; i < *n; i++ {
+		for _, d := range compareEvictionCase(genEvictionCase(*seed, i)) {
+			fmt.Printf("node-%d-%d: %s: slicelet=%s kubelet=%s\n", *seed, i, d.field, d.slicelet, d.kubelet)
+			total++
+		}
+	}
+	elapsed := time.Since(start)
+	fmt.Printf("oracle-diff: %d differences come from decoding (slicelet decides like the kubelet on the kubelet's decoded pod), %d are in decisions; %d deliberate divergences not counted (docs/oracle.md)\n", decoding, total-decoding, deliberate)
+	fmt.Printf("oracle-diff: %d pods, %d differences\n", len(inputs), total)
+	if *bench != "" {
+		if err := writeBench(*bench, len(inputs), corpusCount, *seed, total, elapsed); err != nil {
+			fmt.Fprintln(os.Stderr, "oracle:", err)
+			os.Exit(2)
+		}
+	}
+	if total > 0 {
+		os.Exit(1)
+	}
+}
+
+func defaultNode() nodeSetup {
+	n := nodeSetup{memoryCapacity: 16 << 30}
+	if c, err := slices.ReadCapacity("/proc", "/sys", ""); err == nil {
+		n.hostPageSizes = c.PageSizes()
+	}
+	return n
+}
+
+func namespaceOf(m podgen.Manifest) string {
+	md, _ := m["metadata"].(map[string]any)
+	s, _ := md["namespace"].(string)
+	return s
+}
+
+// loadCorpus reads every manifest under dir; "" means none.
+func loadCorpus(dir string) ([]input, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	var out []input
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".yaml", ".yml", ".json":
+		default:
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		out = append(out, input{label: path, data: data, key: manifestKey(data)})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("corpus %s: %w", dir, err)
+	}
+	return out, nil
+}
+
+// manifestKey is namespace/name of the (first) document, read leniently; "" if there is none.
+func manifestKey(data []byte) string {
+	var m struct {
+		Metadata struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	first := data
+	if i := bytes.Index(data, []byte("\n---")); i >= 0 {
+		first = data[:i]
+	}
+	if err := yaml.Unmarshal(first, &m); err != nil || m.Metadata.Name == "" {
+		return ""
+	}
+	if m.Metadata.Namespace == "" {
+		m.Metadata.Namespace = "default"
+	}
+	return m.Metadata.Namespace + "/" + m.Metadata.Name
+}
+
+// batches splits inputs into batches of at most batchSize whose keys are unique (the file
+// source keys its store by namespace/name, so two files naming one pod cannot share a batch).
+func batches(inputs []input) [][]input {
+	var out [][]input
+	var cur []input
+	seen := map[string]bool{}
+	var rest []input
+	for len(inputs) > 0 {
+		for _, in := range inputs {
+			if len(cur) >= batchSize || (in.key != "" && seen[in.key]) {
+				rest = append(rest, in)
+				continue
+			}
+			seen[in.key] = true
+			cur = append(cur, in)
+		}
+		out = append(out, cur)
+		cur, seen, inputs, rest = nil, map[string]bool{}, rest, nil
+	}
+	return out
+}
+
+// runner runs batches through both sides.
+type runner struct {
+	work string
+	node nodeSetup
+	runs int
+}
+
+// run decides one batch on both sides and returns the differences per input.
+func (r *runner) run(name string, batch []input) ([][]difference, error) {
+	dir := filepath.Join(r.work, name)
+	if err := os.MkdirAll(filepath.Join(dir, "manifests"), 0o755); err != nil {
+		return nil, err
+	}
+	keys := map[string]string{}
+	for i, in := range batch {
+		f := fmt.Sprintf("%06d.yaml", i)
+		keys[f] = in.key
+		if err := os.WriteFile(filepath.Join(dir, "manifests", f), in.data, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	kj, _ := json.Marshal(keys)
+	if err := os.WriteFile(filepath.Join(dir, "keys.json"), kj, 0o644); err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "-kubelet-batch", dir)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("kubelet side of %s: %w", dir, err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "kubelet.json"))
+	if err != nil {
+		return nil, err
+	}
+	var kubelet map[string]outcome
+	if err := json.Unmarshal(data, &kubelet); err != nil {
+		return nil, fmt.Errorf("kubelet side of %s: %w", dir, err)
+	}
+	out := make([][]difference, len(batch))
+	for i, in := range batch {
+		k := kubelet[fmt.Sprintf("%06d.yaml", i)]
+		s := sliceletOutcome(fmt.Sprintf("%06d.yaml", i), in.data, r.node)
+		out[i] = compareOutcomes(s, k)
+		if k.Pod != nil && len(out[i]) > 0 && s.Refused == "" {
+			onKubeletPod := sliceletFacts(k.Pod, r.node)
+			for j, d := range out[i] {
+				if onKubeletPod[d.field] == k.Facts[d.field] {
+					out[i][j].decoding = true
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// sliceletOutcome is slicelet's verdict on one manifest. A multi-document manifest is judged
+// by its first pod, the only one the kubelet's file source reads.
+func sliceletOutcome(name string, data []byte, node nodeSetup) outcome {
+	pods, err := sliceletDecode(name, data)
+	if err != nil {
+		return outcome{Refused: err.Error()}
+	}
+	return outcome{Facts: sliceletFacts(pods[0], node)}
+}
+
+// deliberateDivergences are differences slicelet makes on purpose (docs/oracle.md), each with
+// the test that recognises it.
+var deliberateDivergences = []struct {
+	why   string
+	match func(d difference) bool
+}{
+	{
+		"extended resources need a device plugin, which slicelet does not have: their limits are refused, not ignored",
+		func(d difference) bool {
+			return d.field == "accepted" && strings.Contains(d.slicelet, "slicelet can only enforce limits on cpu, memory, ephemeral-storage and hugepages")
+		},
+	},
+	{
+		"a pod short of several scalar resources (hugepages, extended): the kubelet names the first of a Go map iteration (random), slicelet the first by name",
+		func(d difference) bool {
+			s, sok := strings.CutPrefix(d.slicelet, "reject OutOf")
+			k, kok := strings.CutPrefix(d.kubelet, "reject OutOf")
+			scalar := func(r string) bool { return r != "cpu" && r != "memory" && r != "ephemeral-storage" && r != "pods" }
+			return d.field == "admit" && sok && kok && scalar(s) && scalar(k)
+		},
+	},
+}
+
+// deliberateDivergence returns why d is deliberate, or "".
+func deliberateDivergence(d difference) string {
+	for _, dd := range deliberateDivergences {
+		if dd.match(d) {
+			return dd.why
+		}
+	}
+	return ""
+}
+
+// compareOutcomes: a pod one side refuses and the other accepts is one difference
+// ("accepted", with the refusal's reason); otherwise every differing fact.
+func compareOutcomes(s, k outcome) []difference {
+	switch {
+	case s.Refused != "" && k.Refused != "":
+		return nil
+	case s.Refused != "":
+		return []difference{{field: "accepted", slicelet: "no (" + oneLine(s.Refused) + ")", kubelet: "yes", decoding: true}}
+	case k.Refused != "":
+		return []difference{{field: "accepted", slicelet: "yes", kubelet: "no (" + oneLine(k.Refused) + ")", decoding: true}}
+	}
+	return compare(s.Facts, k.Facts)
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", "; ")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+// kubeletBatch is the child process: decide every manifest of dir/manifests with the
+// kubelet's packages and write dir/kubelet.json.
+func kubeletBatch(dir string, node nodeSetup) error {
+	kj, err := os.ReadFile(filepath.Join(dir, "keys.json"))
+	if err != nil {
+		return err
+	}
+	var keys map[string]string
+	if err := json.Unmarshal(kj, &keys); err != nil {
+		return err
+	}
+	decoded, err := kubeletDecode(filepath.Join(dir, "manifests"), keys)
+	if err != nil {
+		return err
+	}
+	out := map[string]outcome{}
+	for name, d := range decoded {
+		if d.pod == nil {
+			out[name] = outcome{Refused: d.err}
+			continue
+		}
+		out[name] = outcome{Facts: kubeletFacts(d.pod, node), Pod: d.pod}
+	}
+	data, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "kubelet.json"), data, 0o644)
+}
+
+var containerName = regexp.MustCompile(`\[[^]]*\]`)
+
+// fieldKind is a field with container names removed: container[c1].oom_score_adj →
+// container[].oom_score_adj (pod config names stay: they are part of the kind).
+func fieldKind(field string) string {
+	if strings.HasPrefix(field, "pod[") {
+		return field
+	}
+	return containerName.ReplaceAllString(field, "[]")
+}
+
+// shrink reduces a generated pod to a minimal manifest that still differs on field and
+// writes it to dir as regression-<hash>.yaml.
+func (r *runner) shrink(in input, field, dir string) (string, error) {
+	var runErr error
+	fails := func(cands []podgen.Manifest) int {
+		if runErr != nil {
+			return -1
+		}
+		batch := make([]input, len(cands))
+		for i, c := range cands {
+			c = withName(c, fmt.Sprintf("s%d", i))
+			batch[i] = input{label: c.Name(), data: c.YAML(), key: "default/" + c.Name()}
+			if ns := namespaceOf(c); ns != "" {
+				batch[i].key = ns + "/" + c.Name()
+			}
+		}
+		r.runs++
+		diffs, err := r.run(fmt.Sprintf("shrink-%04d", r.runs), batch)
+		if err != nil {
+			runErr = err
+			return -1
+		}
+		for i, ds := range diffs {
+			for _, d := range ds {
+				if d.field == field {
+					return i
+				}
+			}
+		}
+		return -1
+	}
+	m := podgen.Shrink(in.manifest, fails)
+	if runErr != nil {
+		return "", runErr
+	}
+	body := m.YAML()
+	sum := sha256.Sum256(body)
+	path := filepath.Join(dir, "regression-"+hex.EncodeToString(sum[:4])+".yaml")
+	header := fmt.Sprintf("# Shrunk by hack/peer/oracle from generated pod %s: slicelet and the kubelet differ on %s.\n", in.label, field)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return path, os.WriteFile(path, append([]byte(header), body...), 0o644)
+}
+
+func withName(m podgen.Manifest, name string) podgen.Manifest {
+	out := podgen.Manifest{}
+	for k, v := range m {
+		out[k] = v
+	}
+	md := map[string]any{}
+	if old, ok := m["metadata"].(map[string]any); ok {
+		for k, v := range old {
+			md[k] = v
+		}
+	}
+	md["name"] = name
+	out["metadata"] = md
+	return out
+}
+
+// writeBench replaces the "## Figures" section of a Markdown file with this run's numbers.
+func writeBench(path string, pods, corpus int, seed uint64, diffs int, elapsed time.Duration) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	section := fmt.Sprintf("## Figures\n\n`make oracle-bench` (%s, load average %s): %d pods (%d from the corpus, %d generated with seed %d), %d differences, %s (%.0f pods/s, both sides, kubelet side in child processes of %d pods).\n",
+		time.Now().UTC().Format("2006-01-02"), strings.Join(strings.Fields(string(load))[:3], " "),
+		pods, corpus, pods-corpus, seed, diffs, elapsed.Round(time.Second), float64(pods)/elapsed.Seconds(), batchSize)
+	text := string(old)
+	if i := strings.Index(text, "## Figures\n"); i >= 0 {
+		end := len(text)
+		if j := strings.Index(text[i+len("## Figures\n"):], "\n## "); j >= 0 {
+			end = i + len("## Figures\n") + j + 1
+		}
+		text = text[:i] + section + text[end:]
+	} else {
+		text += "\n" + section
+	}
+	return os.WriteFile(path, []byte(text), 0o644)
+}

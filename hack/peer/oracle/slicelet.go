@@ -1,0 +1,54 @@
+package main
+
+import (
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/slicelet/slicelet/internal/pods/admission"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+	"github.com/slicelet/slicelet/slices"
+)
+
+// sliceletDecode is slicelet's manifest path: strict decode, namespace, UID, validation.
+func sliceletDecode(name string, data []byte) ([]*v1.Pod, error) {
+	return slices.ParsePodManifest(name, "/etc/slicelet/pods/"+name, data)
+}
+
+// sliceletOptions are the slices.Options matching podConfigs.
+func sliceletOptions(name string) slices.Options {
+	o := slices.DefaultOptions()
+	switch name {
+	case "memqos-none":
+		o.EnforceMemoryQoS = true
+	case "memqos-tiered":
+		o.EnforceMemoryQoS, o.MemoryReservationPolicy = true, slices.MemoryReservationTiered
+	case "no-cfs-quota":
+		o.EnforceCPULimits = false
+	}
+	return o
+}
+
+// sliceletFacts are slicelet's decisions on an accepted pod, as facts.
+func sliceletFacts(pod *v1.Pod, node nodeSetup) facts {
+	f := facts{}
+	f.set("qos", string(slices.QOSClass(pod)))
+	for _, c := range podConfigs {
+		rc := slices.PodResources(pod, sliceletOptions(c.name))
+		prefix := "pod[" + c.name + "]."
+		f.setU(prefix+"cpu_shares", rc.CPUShares)
+		f.setI(prefix+"cpu_quota", rc.CPUQuota)
+		f.setU(prefix+"cpu_period", rc.CPUPeriod)
+		f.setI(prefix+"memory", rc.Memory)
+		f.set(prefix+"hugepages", hugeString(rc.HugePageLimit))
+		f.set(prefix+"unified", mapString(rc.Unified))
+	}
+	forEachContainer(pod, func(kind string, c *v1.Container) {
+		prefix := kind + "[" + c.Name + "]."
+		f.set(prefix+"oom_score_adj", strconv.Itoa(slices.ContainerOOMScoreAdj(pod, c, node.memoryCapacity)))
+		f.set(prefix+"hugepages", hugeString(lifecycle.ContainerHugePageLimits(pod, c, node.hostPageSizes)))
+	})
+	d := admission.Admit(pod, admission.NodeState{Allocatable: node.allocatable(), OS: "linux"})
+	f.set("admit", admitString(d.Admit, d.Reason))
+	return f
+}
