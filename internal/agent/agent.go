@@ -155,7 +155,8 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	d.mgr = slices.NewManager(d.sd, slices.NewCgroupFS(o.CgroupRoot), d.mcfg, log)
 	d.alloc = slices.NodeAllocatable(capacity, d.mcfg.Node.SystemReserved, d.mcfg.Node.KubeReserved, d.mcfg.Node.HardEviction)
 
-	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, logRecorder{log.With("component", "events")}, log); err != nil {
+	probes := metrics.NewProbeResults()
+	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, logRecorder{log.With("component", "events")}, probes, log); err != nil {
 		return nil, err
 	}
 	d.rt = d.prt.worker
@@ -190,7 +191,7 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 			}
 		},
 	})
-	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: sdOps, Pods: d.ctrl, Health: d.health})
+	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: sdOps, Probes: probes, Pods: d.ctrl, Health: d.health})
 	// Per-container usage, read from the pods' cgroups: the eviction message names the
 	// containers over their requests; the sampler serves `slicectl top`.
 	statsReader := podstats.NewReader(o.CgroupRoot, o.ProcRoot, mode, d.prt.namer)
@@ -235,6 +236,9 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 // close releases what newDaemon acquired: the runtime's connection and systemd's.
 func (d *daemon) close() {
 	if d.prt != nil {
+		if d.prt.worker != nil {
+			d.prt.worker.Close()
+		}
 		_ = d.prt.close()
 	}
 	if d.sd != nil {

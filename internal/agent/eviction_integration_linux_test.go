@@ -81,7 +81,7 @@ func TestIntegrationEvictionEndToEnd(t *testing.T) {
 			_ = sd.Stop(context.Background(), s)
 		}
 	})
-	rt, err := newRuntime(ctx, cfg, sd, capacity, mcfg, &record.FakeRecorder{}, log)
+	rt, err := newRuntime(ctx, cfg, sd, capacity, mcfg, &record.FakeRecorder{}, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,9 +44,10 @@ type podRuntime struct {
 // newRuntime builds the configured container runtime and the pod worker over it. The CRI
 // runtime connects lazily: an endpoint that is not up yet is retried with back-off (pods
 // report Unknown meanwhile), so a daemon started before containerd comes up stays up.
-func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capacity slices.Capacity, mcfg slices.ManagerConfig, events worker.EventRecorder, log *slog.Logger) (*podRuntime, error) {
+func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capacity slices.Capacity, mcfg slices.ManagerConfig, events worker.EventRecorder, probes worker.ProbeMetrics, log *slog.Logger) (*podRuntime, error) {
 	wopts := worker.Options{
 		Recorder:       events,
+		ProbeMetrics:   probes,
 		MemoryCapacity: capacity.Memory,
 		Resources:      mcfg.Pod,
 		HostNetwork:    true,

@@ -30,6 +30,7 @@ type fakeRT struct {
 	calls      map[string]int
 	listed     []string // the pod UID of every ListContainers call
 	now        func() time.Time
+	execCode   int32 // ExecSync's exit code
 }
 
 func newFakeRT() *fakeRT {
@@ -189,11 +190,18 @@ func (f *fakeRT) ExecSync(_ context.Context, id string, cmd []string, _ time.Dur
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.count("ExecSync")
-	return ExecResult{Stdout: []byte(fmt.Sprint(id, cmd))}, nil
+	return ExecResult{Stdout: []byte(fmt.Sprint(id, cmd)), ExitCode: f.execCode}, nil
 }
 
 func (f *fakeRT) Logs(context.Context, *v1.Pod, string, pods.LogOptions, io.Writer) error {
 	return pods.ErrNoLogs
+}
+
+// setExecCode sets the exit code of the commands ExecSync runs from now on.
+func (f *fakeRT) setExecCode(code int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.execCode = code
 }
 
 // newTestWorker returns a worker over f with a fresh state dir and a fake recorder.
@@ -207,6 +215,7 @@ func newTestWorker(t *testing.T, f *fakeRT, dir string) (*Worker, *record.FakeRe
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(w.Close)
 	return w, events
 }
 

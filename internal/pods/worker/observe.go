@@ -440,6 +440,8 @@ func (w *Worker) view(o *observed, decisions bool) *lifecycle.Pod {
 		if v.stale && decisions {
 			c.State, c.Current, c.Previous = lifecycle.StateNone, &lifecycle.Instance{N: int(v.current.Attempt) + 2}, w.instanceView(v.current)
 		}
+		spec, _ := lifecycle.ContainerByName(o.pod, name)
+		w.probeVerdicts(spec, v.current, c)
 		obs.Containers[name] = c
 	}
 	for name, h := range o.holds {

@@ -35,6 +35,9 @@ func (w *Worker) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice
 	e := w.entry(uid)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	w.mu.Lock()
+	e.probeDue = false
+	w.mu.Unlock()
 	var (
 		o *observed
 		p lifecycle.Plan
@@ -51,6 +54,19 @@ func (w *Worker) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice
 			if o, err = w.observe(ctx, pod, e, true, false); err != nil {
 				return v1.PodStatus{}, err
 			}
+		}
+		if kills := w.syncProbes(ctx, pod, o); len(kills) > 0 {
+			var errs []error
+			for _, k := range kills {
+				errs = append(errs, w.killContainer(ctx, pod, k.st, k.grace, k.msg))
+			}
+			if err := errors.Join(errs...); err != nil {
+				return v1.PodStatus{}, err
+			}
+			if o, err = w.observe(ctx, pod, e, true, false); err != nil {
+				return v1.PodStatus{}, err
+			}
+			w.syncProbes(ctx, pod, o)
 		}
 		p = w.decide(o, false)
 		if p.Initialized && o.sandbox != nil && o.rec.InitializedIn != o.sandbox.ID {
@@ -137,15 +153,20 @@ func (w *Worker) stopStray(ctx context.Context, pod *v1.Pod, stray []ContainerSt
 // SIGKILL), reporting it as the kubelet's killContainer does. A container that is gone already
 // is not an error.
 func (w *Worker) stopContainer(ctx context.Context, pod *v1.Pod, st ContainerStatus, grace time.Duration, why string) error {
+	msg := "Stopping container " + st.Name
+	if why != "" {
+		msg += ": " + why
+	}
+	return w.killContainer(ctx, pod, st, grace, msg)
+}
+
+// killContainer is the kubelet's killContainer: a Killing event with msg, then the stop.
+func (w *Worker) killContainer(ctx context.Context, pod *v1.Pod, st ContainerStatus, grace time.Duration, msg string) error {
 	if uid := string(pod.UID); uid != "" {
 		e := w.entry(uid)
 		e.recMu.Lock()
 		e.stopped[st.ID] = true
 		e.recMu.Unlock()
-	}
-	msg := "Stopping container " + st.Name
-	if why != "" {
-		msg += ": " + why
 	}
 	w.containerEvent(pod, st.Name, v1.EventTypeNormal, EventKilling, "%s", msg)
 	w.log.Info("stopping container", "pod_uid", string(pod.UID), "container", st.Name, "container_id", st.ID, "grace", grace)
@@ -307,6 +328,7 @@ func (w *Worker) KillPod(ctx context.Context, pod *v1.Pod, grace time.Duration) 
 	e := w.entry(uid)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	w.probes.Keep(uid, nil)
 	ctrs, err := w.rt.ListContainers(ctx, uid)
 	if err != nil {
 		return v1.PodStatus{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)

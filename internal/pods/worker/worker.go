@@ -18,6 +18,7 @@ import (
 
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+	"github.com/slicelet/slicelet/internal/pods/prober"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -46,6 +47,11 @@ type Options struct {
 	// HostNetwork runs every pod in the host's network namespace (no CNI plugin needed); with
 	// false only pods with spec.hostNetwork do.
 	HostNetwork bool
+	// NodeIPs are the node's IPs: the pod IPs of pods in the host's network namespace, where
+	// their network probes and hooks go (the loopback when empty).
+	NodeIPs []string
+	// ProbeMetrics counts probe results; none when nil.
+	ProbeMetrics ProbeMetrics
 }
 
 // Worker is slicelet's one pod worker (the kubelet's kuberuntime manager: SyncPod,
@@ -58,6 +64,7 @@ type Worker struct {
 	clock   clock.Clock
 	backoff lifecycle.Backoff
 	events  EventRecorder
+	probes  *prober.Manager
 
 	mu     sync.Mutex
 	pods   map[string]*entry
@@ -77,6 +84,7 @@ type entry struct {
 
 	// guarded by Worker.mu:
 	nextSync time.Time
+	probeDue bool             // a probe verdict changed since the last sync began
 	seen     map[string]State // container ID → state at the last sync or relist; nil: never
 }
 
@@ -109,29 +117,27 @@ func New(opts Options) (*Worker, error) {
 	if err := os.MkdirAll(filepath.Join(opts.StateDir, "pods"), 0o750); err != nil {
 		return nil, fmt.Errorf("pod worker: state dir: %w", err)
 	}
-	return &Worker{
+	w := &Worker{
 		opts: opts, rt: opts.Runtime, log: opts.Logger, clock: opts.Clock,
 		backoff: opts.Backoff.WithDefaults(), events: opts.Recorder,
 		pods: map[string]*entry{}, status: map[string]ContainerStatus{},
-	}, nil
+	}
+	w.probes = prober.NewManager(opts.Clock, probeReporter{w})
+	return w, nil
 }
+
+// Close stops the probes and waits for them to end.
+func (w *Worker) Close() { w.probes.Close() }
 
 // Name is the runtime's name.
 func (w *Worker) Name() string { return w.rt.Name() }
 
 // Validate reports what slicelet cannot run with this runtime: what the worker does not
-// implement (probes, lifecycle hooks), then the runtime's own refusals.
+// implement (lifecycle hooks), then the runtime's own refusals.
 func (w *Worker) Validate(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
-	check := func(p *field.Path, c *v1.Container) {
-		for _, probe := range []struct {
-			name string
-			set  bool
-		}{{"livenessProbe", c.LivenessProbe != nil}, {"readinessProbe", c.ReadinessProbe != nil}, {"startupProbe", c.StartupProbe != nil}} {
-			if probe.set {
-				errs = append(errs, field.Forbidden(p.Child(probe.name), "probes are not supported by slicelet yet"))
-			}
-		}
+	check := func(p *field.Path, c *v1.Container, init bool) {
+		errs = append(errs, validateProbes(p, c, init && !lifecycle.IsSidecar(c))...)
 		if lc := c.Lifecycle; lc != nil {
 			if lc.PostStart != nil {
 				errs = append(errs, field.Forbidden(p.Child("lifecycle", "postStart"), "lifecycle hooks are not supported by slicelet yet"))
@@ -143,10 +149,10 @@ func (w *Worker) Validate(pod *v1.Pod) field.ErrorList {
 	}
 	spec := field.NewPath("spec")
 	for i := range pod.Spec.InitContainers {
-		check(spec.Child("initContainers").Index(i), &pod.Spec.InitContainers[i])
+		check(spec.Child("initContainers").Index(i), &pod.Spec.InitContainers[i], true)
 	}
 	for i := range pod.Spec.Containers {
-		check(spec.Child("containers").Index(i), &pod.Spec.Containers[i])
+		check(spec.Child("containers").Index(i), &pod.Spec.Containers[i], false)
 	}
 	return append(errs, w.rt.Validate(pod)...)
 }
@@ -182,6 +188,9 @@ func (w *Worker) NextSync(uid string) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e := w.pods[uid]; e != nil {
+		if e.probeDue {
+			return w.clock.Now()
+		}
 		return e.nextSync
 	}
 	return time.Time{}
@@ -277,6 +286,7 @@ func (w *Worker) Forget(ctx context.Context, uid string) error {
 	e := w.entry(uid)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	w.probes.Keep(uid, nil)
 	ctrs, err := w.rt.ListContainers(ctx, uid)
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", uid, err)
