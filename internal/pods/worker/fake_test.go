@@ -30,7 +30,9 @@ type fakeRT struct {
 	calls      map[string]int
 	listed     []string // the pod UID of every ListContainers call
 	now        func() time.Time
-	execCode   int32 // ExecSync's exit code
+	execCode   int32                    // ExecSync's exit code
+	order      []string                 // ExecSync and StopContainer calls in order: "exec <cmd>", "stop <id>"
+	grace      map[string]time.Duration // the grace of each StopContainer by container ID
 }
 
 func newFakeRT() *fakeRT {
@@ -140,10 +142,15 @@ func (f *fakeRT) exit(uid, name string, code int32, reason string) {
 	}
 }
 
-func (f *fakeRT) StopContainer(_ context.Context, id string, _ time.Duration) error {
+func (f *fakeRT) StopContainer(_ context.Context, id string, grace time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.count("StopContainer")
+	f.order = append(f.order, "stop "+id)
+	if f.grace == nil {
+		f.grace = map[string]time.Duration{}
+	}
+	f.grace[id] = grace
 	if c := f.containers[id]; c != nil && c.State != StateExited {
 		f.end(c, 143, "Error")
 	}
@@ -190,6 +197,7 @@ func (f *fakeRT) ExecSync(_ context.Context, id string, cmd []string, _ time.Dur
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.count("ExecSync")
+	f.order = append(f.order, fmt.Sprint("exec ", cmd))
 	return ExecResult{Stdout: []byte(fmt.Sprint(id, cmd)), ExitCode: f.execCode}, nil
 }
 

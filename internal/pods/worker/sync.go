@@ -169,6 +169,7 @@ func (w *Worker) killContainer(ctx context.Context, pod *v1.Pod, st ContainerSta
 		e.recMu.Unlock()
 	}
 	w.containerEvent(pod, st.Name, v1.EventTypeNormal, EventKilling, "%s", msg)
+	grace = w.preStop(ctx, pod, st, grace)
 	w.log.Info("stopping container", "pod_uid", string(pod.UID), "container", st.Name, "container_id", st.ID, "grace", grace)
 	if err := w.rt.StopContainer(ctx, st.ID, grace); err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("pod %s/%s: container %s: stop: %w", pod.Namespace, pod.Name, st.Name, err)
@@ -295,6 +296,7 @@ func (w *Worker) startContainer(ctx context.Context, pod *v1.Pod, e *entry, sbID
 	}
 	w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventStarted, "Started container %s", c.Name)
 	w.log.Info("container started", "pod_uid", uid, "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "container_id", id, "instance", a.N)
+	w.postStart(ctx, pod, c, id, sbID)
 	return nil
 }
 

@@ -132,20 +132,13 @@ func (w *Worker) Close() { w.probes.Close() }
 // Name is the runtime's name.
 func (w *Worker) Name() string { return w.rt.Name() }
 
-// Validate reports what slicelet cannot run with this runtime: what the worker does not
-// implement (lifecycle hooks), then the runtime's own refusals.
+// Validate reports what slicelet cannot run with this runtime: probes and lifecycle hooks the
+// worker cannot run, then the runtime's own refusals.
 func (w *Worker) Validate(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	check := func(p *field.Path, c *v1.Container, init bool) {
 		errs = append(errs, validateProbes(p, c, init && !lifecycle.IsSidecar(c))...)
-		if lc := c.Lifecycle; lc != nil {
-			if lc.PostStart != nil {
-				errs = append(errs, field.Forbidden(p.Child("lifecycle", "postStart"), "lifecycle hooks are not supported by slicelet yet"))
-			}
-			if lc.PreStop != nil {
-				errs = append(errs, field.Forbidden(p.Child("lifecycle", "preStop"), "lifecycle hooks are not supported by slicelet yet"))
-			}
-		}
+		errs = append(errs, validateHooks(p, c)...)
 	}
 	spec := field.NewPath("spec")
 	for i := range pod.Spec.InitContainers {
