@@ -3,7 +3,8 @@
 // exit and restart per restartPolicy with their restart count, init containers run in order,
 // KillPod honours the grace period, a new runtime instance adopts what the previous one
 // started, Forget drops the pod, and Logs serves the current and previous instance with
-// TailLines and Follow, and ExecSync runs a command in a running container.
+// TailLines and Follow, ExecSync runs a command in a running container, probes decide
+// readiness and restarts, and lifecycle hooks run around the start and the stop.
 //
 // A runtime's integration test (inside the systemd sandbox) calls
 //
@@ -79,6 +80,11 @@ func Run(t *testing.T, h Harness) {
 		{"Logs", s.logs},
 		{"LogsFollow", s.logsFollow},
 		{"ExecSync", s.execSync},
+		{"ReadinessProbe", s.readinessProbe},
+		{"LivenessProbe", s.livenessProbe},
+		{"StartupProbe", s.startupProbe},
+		{"PreStopHook", s.preStopHook},
+		{"PostStartHook", s.postStartHook},
 	}
 	t.Run("group", func(t *testing.T) {
 		for _, c := range cases {
