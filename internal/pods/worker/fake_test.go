@@ -214,12 +214,21 @@ func (f *fakeRT) setExecCode(code int32) {
 
 // newTestWorker returns a worker over f with a fresh state dir and a fake recorder.
 func newTestWorker(t *testing.T, f *fakeRT, dir string) (*Worker, *record.FakeRecorder) {
+	return newTestWorkerWith(t, f, dir, nil)
+}
+
+// newTestWorkerWith is newTestWorker with options changed by opt (when not nil).
+func newTestWorkerWith(t *testing.T, f *fakeRT, dir string, opt func(*Options)) (*Worker, *record.FakeRecorder) {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
 	events := record.NewFakeRecorder(1000)
-	w, err := New(Options{Runtime: f, Recorder: events, StateDir: dir, MemoryCapacity: 8 << 30, Resources: slices.DefaultOptions()})
+	opts := Options{Runtime: f, Recorder: events, StateDir: dir, MemoryCapacity: 8 << 30, Resources: slices.DefaultOptions()}
+	if opt != nil {
+		opt(&opts)
+	}
+	w, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,9 @@ func (w *Worker) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice
 	w.mu.Lock()
 	e.probeDue = false
 	w.mu.Unlock()
+	// Object volumes are written at every sync, so a changed ConfigMap or Secret reaches the
+	// running containers (the kubelet's periodic remount).
+	objVols, volErr := w.syncObjectVolumes(pod, e)
 	var (
 		o *observed
 		p lifecycle.Plan
@@ -83,8 +86,14 @@ func (w *Worker) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice
 				errs = append(errs, w.stopContainer(ctx, pod, v.current.ContainerStatus, lifecycle.GracePeriod(pod), ""))
 			}
 		}
+		if len(p.Start) > 0 && volErr != nil {
+			// The kubelet starts no container until every volume is mounted: the pod waits
+			// in ContainerCreating (FailedMount was reported).
+			w.log.Info("containers wait for their volumes", "pod_uid", uid, "error", volErr)
+			break
+		}
 		if len(p.Start) > 0 {
-			errs = append(errs, w.startAll(ctx, pod, slice, e, o, p.Start)...)
+			errs = append(errs, w.startAll(ctx, pod, slice, e, o, p.Start, objVols)...)
 		}
 		if err := errors.Join(errs...); err != nil {
 			return w.podStatus(o, p), err
@@ -201,7 +210,7 @@ func (w *Worker) runSandbox(ctx context.Context, pod *v1.Pod, slice string, o *o
 // pulled or a container that cannot be created holds the container back with back-off
 // (ErrImagePull, CreateContainerError); a start failure leaves an exited container
 // (StartError) to which the restart policy applies.
-func (w *Worker) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlice, e *entry, o *observed, acts []lifecycle.StartAction) []error {
+func (w *Worker) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlice, e *entry, o *observed, acts []lifecycle.StartAction, objVols map[string]string) []error {
 	var sbID string
 	var sbCfg *runtimeapi.PodSandboxConfig
 	if o.sandbox != nil {
@@ -215,6 +224,9 @@ func (w *Worker) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlic
 	vols, err := w.prepareVolumes(pod)
 	if err != nil {
 		return []error{err}
+	}
+	for name, dir := range objVols {
+		vols[name] = dir
 	}
 	// The restart back-off advances for every container that restarts (kubelet: the back-off
 	// entry is updated when the restart is attempted).
@@ -271,6 +283,12 @@ func (w *Worker) startContainer(ctx context.Context, pod *v1.Pod, e *entry, sbID
 		imageRef = ref
 	}
 	cfg, err := w.ContainerConfig(pod, c, uint32(a.N-1), imageRef, vols)
+	if cerr := (configError{}); errors.As(err, &cerr) {
+		w.containerEvent(pod, c.Name, v1.EventTypeWarning, EventFailed, "Error: %v", cerr)
+		w.hold(e, c.Name, lifecycle.ReasonCreateContainerConfigError, cerr.Error())
+		w.log.Warn("container configuration not available", "pod_uid", uid, "container", c.Name, "error", err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

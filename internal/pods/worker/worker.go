@@ -52,6 +52,14 @@ type Options struct {
 	NodeIPs []string
 	// ProbeMetrics counts probe results; none when nil.
 	ProbeMetrics ProbeMetrics
+	// Objects gives the ConfigMaps and Secrets pods use in env and volumes (pods.Objects);
+	// with nil every reference is missing.
+	Objects ObjectGetter
+	// NodeName is spec.nodeName in the Downward API for pods that have none.
+	NodeName string
+	// Allocatable is the node's allocatable, the Downward API's value of limits a container
+	// does not set (the kubelet's defaultPodLimitsForDownwardAPI).
+	Allocatable v1.ResourceList
 }
 
 // Worker is slicelet's one pod worker (the kubelet's kuberuntime manager: SyncPod,
@@ -81,6 +89,7 @@ type entry struct {
 	waits       map[string]*hold
 	backOffSeen map[string]uint32 // container → attempt whose back-off was reported
 	stopped     map[string]bool   // IDs of the runs the worker stopped: their end is no failure
+	mountErr    string            // why object volumes could not be written at the last sync
 
 	// guarded by Worker.mu:
 	nextSync time.Time
@@ -132,12 +141,15 @@ func (w *Worker) Close() { w.probes.Close() }
 // Name is the runtime's name.
 func (w *Worker) Name() string { return w.rt.Name() }
 
-// Validate reports what slicelet cannot run with this runtime: probes and lifecycle hooks the
-// worker cannot run, then the runtime's own refusals.
+// Validate reports what slicelet cannot run with this runtime: probes, lifecycle hooks, env
+// sources and object volumes (configMap, secret, projected, downwardAPI) the worker cannot
+// handle, then the runtime's own refusals.
 func (w *Worker) Validate(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
+	errs = append(errs, validateObjectVolumes(pod)...)
 	check := func(p *field.Path, c *v1.Container, init bool) {
 		errs = append(errs, validateProbes(p, c, init && !lifecycle.IsSidecar(c))...)
+		errs = append(errs, validateEnvSources(p, c)...)
 		errs = append(errs, validateHooks(p, c)...)
 	}
 	spec := field.NewPath("spec")
