@@ -28,6 +28,8 @@ import (
 type backend struct {
 	ctrl     *pods.Controller
 	store    *source.APIStore
+	objStore *source.ObjectStore
+	objects  *pods.Objects
 	rt       pods.Runtime
 	mcfg     slices.ManagerConfig
 	mode     units.Mode

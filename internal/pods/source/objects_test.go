@@ -78,11 +78,17 @@ func TestObjectStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, doc := range []string{cmDoc, secretDoc} {
-		if _, _, _, err := s.ApplyObject([]byte(doc), false); err != nil {
-			t.Fatal(err)
+		if res, err := s.ApplyObject([]byte(doc), "", false); err != nil || res.Action != "created" {
+			t.Fatal(res, err)
 		}
 	}
-	if _, _, _, err := s.ApplyObject([]byte(podDoc), false); !errors.Is(err, ErrInvalid) {
+	if res, err := s.ApplyObject([]byte(cmDoc), "", false); err != nil || res.Action != "unchanged" {
+		t.Errorf("the same ConfigMap again: %+v, %v; want unchanged", res, err)
+	}
+	if _, err := s.ApplyObject([]byte(cmDoc), KindSecret, false); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a ConfigMap sent as a Secret: %v, want ErrInvalid", err)
+	}
+	if _, err := s.ApplyObject([]byte(podDoc), "", false); !errors.Is(err, ErrInvalid) {
 		t.Errorf("a pod applied as an object: %v, want ErrInvalid", err)
 	}
 	fi, err := os.Stat(filepath.Join(state, ObjectStoreDir, "secret_prod_db.json"))

@@ -126,56 +126,85 @@ func (s *ObjectStore) Problems() []pods.Problem {
 	return append([]pods.Problem(nil), s.problems...)
 }
 
+// AppliedObject is what ApplyObject did.
+type AppliedObject struct {
+	// Kind is KindConfigMap or KindSecret.
+	Kind, Namespace, Name string
+	// Keys counts its data entries.
+	Keys int
+	// Action is "created", "configured" or "unchanged", as kubectl apply prints it.
+	Action string
+}
+
 // ApplyObject creates or replaces the ConfigMap or Secret of a manifest (YAML or JSON, exactly
-// one object, at most DefaultMaxFileSize bytes) and returns its kind, namespace and name.
-// Invalid input wraps ErrInvalid. With dryRun nothing is stored.
-func (s *ObjectStore) ApplyObject(manifest []byte, dryRun bool) (kind, namespace, name string, err error) {
+// one object, of kind wantKind unless it is "", at most DefaultMaxFileSize bytes). Invalid
+// input wraps ErrInvalid. With dryRun nothing is stored.
+func (s *ObjectStore) ApplyObject(manifest []byte, wantKind string, dryRun bool) (AppliedObject, error) {
+	var res AppliedObject
 	if len(manifest) > DefaultMaxFileSize {
-		return "", "", "", fmt.Errorf("%w: api: manifest too large: %d bytes, at most %d", ErrInvalid, len(manifest), DefaultMaxFileSize)
+		return res, fmt.Errorf("%w: api: manifest too large: %d bytes, at most %d", ErrInvalid, len(manifest), DefaultMaxFileSize)
 	}
 	rest, objs, err := splitObjects("api", manifest)
 	if err != nil {
-		return "", "", "", fmt.Errorf("%w: %w", ErrInvalid, err)
+		return res, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if len(strings.TrimSpace(strings.ReplaceAll(string(rest), "---", ""))) > 0 || len(objs.configMaps)+len(objs.secrets) != 1 {
-		return "", "", "", fmt.Errorf("%w: api: want exactly one ConfigMap or Secret", ErrInvalid)
+	if hasDocuments(rest) || len(objs.configMaps)+len(objs.secrets) != 1 {
+		return res, fmt.Errorf("%w: api: want exactly one ConfigMap or Secret", ErrInvalid)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	var (
+		obj    any
+		exists bool
+		same   bool
+		count  int
+	)
 	if len(objs.configMaps) == 1 {
 		cm := objs.configMaps[0]
-		kind, namespace, name = KindConfigMap, cm.Namespace, cm.Name
-		old, exists := s.configMaps[objectKey(namespace, name)]
-		if !exists && len(s.configMaps) >= DefaultMaxObjects {
-			return "", "", "", fmt.Errorf("configmap %s/%s: too many configmaps: at most %d", namespace, name, DefaultMaxObjects)
-		}
-		if dryRun || (exists && apiequality.Semantic.DeepEqual(old, cm)) {
-			return kind, namespace, name, nil
-		}
-		if err := s.write(kind, namespace, name, cm); err != nil {
-			return "", "", "", err
-		}
-		s.configMaps[objectKey(namespace, name)] = cm
-		s.log.Info("api configmap stored", "configmap", objectKey(namespace, name), "keys", len(cm.Data)+len(cm.BinaryData))
+		res = AppliedObject{Kind: KindConfigMap, Namespace: cm.Namespace, Name: cm.Name, Keys: len(cm.Data) + len(cm.BinaryData)}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var old *v1.ConfigMap
+		old, exists = s.configMaps[objectKey(cm.Namespace, cm.Name)]
+		same, obj, count = exists && apiequality.Semantic.DeepEqual(old, cm), cm, len(s.configMaps)
 	} else {
 		sec := objs.secrets[0]
-		kind, namespace, name = KindSecret, sec.Namespace, sec.Name
-		old, exists := s.secrets[objectKey(namespace, name)]
-		if !exists && len(s.secrets) >= DefaultMaxObjects {
-			return "", "", "", fmt.Errorf("secret %s/%s: too many secrets: at most %d", namespace, name, DefaultMaxObjects)
-		}
-		if dryRun || (exists && apiequality.Semantic.DeepEqual(old, sec)) {
-			return kind, namespace, name, nil
-		}
-		if err := s.write(kind, namespace, name, sec); err != nil {
-			return "", "", "", err
-		}
-		s.secrets[objectKey(namespace, name)] = sec
-		// Keys only: values are never logged.
-		s.log.Info("api secret stored", "secret", objectKey(namespace, name), "keys", len(sec.Data))
+		res = AppliedObject{Kind: KindSecret, Namespace: sec.Namespace, Name: sec.Name, Keys: len(sec.Data)}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var old *v1.Secret
+		old, exists = s.secrets[objectKey(sec.Namespace, sec.Name)]
+		same, obj, count = exists && apiequality.Semantic.DeepEqual(old, sec), sec, len(s.secrets)
 	}
+	kind := strings.ToLower(res.Kind)
+	if wantKind != "" && res.Kind != wantKind {
+		return res, fmt.Errorf("%w: api: a %s, want a %s", ErrInvalid, res.Kind, wantKind)
+	}
+	switch {
+	case same:
+		res.Action = "unchanged"
+	case exists:
+		res.Action = "configured"
+	default:
+		res.Action = "created"
+		if count >= DefaultMaxObjects {
+			return res, fmt.Errorf("%s %s/%s: too many %ss: at most %d", kind, res.Namespace, res.Name, kind, DefaultMaxObjects)
+		}
+	}
+	if dryRun || same {
+		return res, nil
+	}
+	if err := s.write(res.Kind, res.Namespace, res.Name, obj); err != nil {
+		return res, err
+	}
+	switch o := obj.(type) {
+	case *v1.ConfigMap:
+		s.configMaps[objectKey(o.Namespace, o.Name)] = o
+	case *v1.Secret:
+		s.secrets[objectKey(o.Namespace, o.Name)] = o
+	}
+	// Names and key counts only: values are never logged.
+	s.log.Info("api object stored", "kind", res.Kind, "object", objectKey(res.Namespace, res.Name), "keys", res.Keys, "action", res.Action)
 	s.publish()
-	return kind, namespace, name, nil
+	return res, nil
 }
 
 // write stores one object atomically and durably with mode 0600.
