@@ -106,6 +106,8 @@ type daemon struct {
 	// objects are the ConfigMaps and Secrets of both sources; objStore keeps the API's.
 	objects  *pods.Objects
 	objStore *source.ObjectStore
+	// events are the pods' events, for describe.
+	events *pods.EventStore
 }
 
 // newDaemon builds every component from the configuration, each complete with what it depends
@@ -163,8 +165,9 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	probes := metrics.NewProbeResults()
 	d.objects = pods.NewObjects()
 	hostname, _ := os.Hostname()
+	d.events = pods.NewEventStore(d.clock, hostname)
 	extra := worker.Options{ProbeMetrics: probes, Objects: d.objects, NodeName: hostname, NodeIPs: nodeIPs(log), Allocatable: d.alloc}
-	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, logRecorder{log.With("component", "events")}, extra, log); err != nil {
+	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, teeRecorder{d.events, logRecorder{log.With("component", "events")}}, extra, log); err != nil {
 		return nil, err
 	}
 	d.rt = d.prt.worker
@@ -234,7 +237,7 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	if d.dir, err = source.NewManifestDir(source.ManifestDirOptions{Dir: cfg.Pods.ManifestDir, StateDir: cfg.StateDir, Log: log.With("source", pods.SourceFile), Objects: d.objects}); err != nil {
 		return nil, fmt.Errorf("manifest directory: %w", err)
 	}
-	back := &backend{ctrl: d.ctrl, store: d.store, objStore: d.objStore, objects: d.objects, rt: d.rt, mcfg: d.mcfg, mode: mode, maxPods: cfg.Node.MaxPods,
+	back := &backend{ctrl: d.ctrl, store: d.store, objStore: d.objStore, objects: d.objects, events: d.events, rt: d.rt, mcfg: d.mcfg, mode: mode, maxPods: cfg.Node.MaxPods,
 		hostname: hostname, gc: d.gc, evm: d.evm, health: d.health, podSecurity: security, stats: d.stats}
 	if d.api, err = api.NewServer(back, api.Options{Socket: cfg.API.Socket, Group: cfg.API.Group,
 		Logger: log.With("component", "api"), Health: d.health}); err != nil {

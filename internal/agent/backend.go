@@ -30,6 +30,7 @@ type backend struct {
 	store    *source.APIStore
 	objStore *source.ObjectStore
 	objects  *pods.Objects
+	events   *pods.EventStore
 	rt       pods.Runtime
 	mcfg     slices.ManagerConfig
 	mode     units.Mode

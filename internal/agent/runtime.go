@@ -119,8 +119,8 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 	return pr, nil
 }
 
-// logRecorder is the recorder of the pods' events for now: they go to the log at debug level
-// (the worker logs the same changes at info level). It is a worker.EventRecorder (the Eventf of
+// logRecorder puts the pods' events in the log at debug level (the worker logs the same
+// changes at info level); the daemon records them in its EventStore too. It is a worker.EventRecorder (the Eventf of
 // client-go's record.EventRecorder).
 type logRecorder struct{ log *slog.Logger }
 
