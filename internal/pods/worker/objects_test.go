@@ -269,3 +269,38 @@ func TestWritePayloadPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestContainerEnvLiteral: literal values expand against the values before them only; command
+// and args against the final env; a later definition of a name wins, in the first one's place.
+func TestContainerEnvLiteral(t *testing.T) {
+	w, _ := newTestWorker(t, newFakeRT(), "")
+	cases := []struct {
+		name          string
+		c             v1.Container
+		wantEnv       []v1.EnvVar
+		wantCmd, wArg []string
+	}{
+		{name: "nothing", c: v1.Container{}},
+		{name: "env values refer to earlier ones only",
+			c:       v1.Container{Env: []v1.EnvVar{{Name: "B", Value: "$(A)"}, {Name: "A", Value: "a"}, {Name: "C", Value: "$(A)c"}}},
+			wantEnv: []v1.EnvVar{{Name: "B", Value: "$(A)"}, {Name: "A", Value: "a"}, {Name: "C", Value: "ac"}}},
+		{name: "command and args expand against the final env",
+			c: v1.Container{
+				Env:     []v1.EnvVar{{Name: "A", Value: "a"}, {Name: "B", Value: "$(A)b"}},
+				Command: []string{"/bin/$(B)"}, Args: []string{"$(A)", "$(Z)", "$$(A)"},
+			},
+			wantEnv: []v1.EnvVar{{Name: "A", Value: "a"}, {Name: "B", Value: "ab"}},
+			wantCmd: []string{"/bin/ab"}, wArg: []string{"a", "$(Z)", "$(A)"}},
+		{name: "a later value wins",
+			c:       v1.Container{Env: []v1.EnvVar{{Name: "A", Value: "1"}, {Name: "A", Value: "2"}}, Args: []string{"$(A)"}},
+			wantEnv: []v1.EnvVar{{Name: "A", Value: "2"}}, wArg: []string{"2"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env, cmd, args, err := w.containerEnv(testPod("lit-1", "", "app"), &c.c)
+			if err != nil || !reflect.DeepEqual(env, c.wantEnv) || !reflect.DeepEqual(cmd, c.wantCmd) || !reflect.DeepEqual(args, c.wArg) {
+				t.Errorf("containerEnv = %v %q %q %v, want %v %q %q", env, cmd, args, err, c.wantEnv, c.wantCmd, c.wArg)
+			}
+		})
+	}
+}
