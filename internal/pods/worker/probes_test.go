@@ -112,3 +112,31 @@ func TestStartupProbe(t *testing.T) {
 		}
 	})
 }
+
+// TestSidecarStartupProbeGatesInit: the init container after a sidecar with a startup probe
+// waits until that probe succeeded.
+func TestSidecarStartupProbeGatesInit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeRT()
+		f.setExecCode(1)
+		w, _ := newTestWorker(t, f, "")
+		pod := testPod("sc-1", v1.RestartPolicyAlways, "app")
+		always := v1.ContainerRestartPolicyAlways
+		side := v1.Container{Name: "side", Command: []string{"/bin/sleep", "1"}, RestartPolicy: &always, StartupProbe: execProbe(1, 100)}
+		pod.Spec.InitContainers = []v1.Container{side, {Name: "init", Command: []string{"/bin/true"}}}
+		mustSync(t, w, pod)
+		time.Sleep(2500 * time.Millisecond)
+		synctest.Wait()
+		st := mustSync(t, w, pod)
+		if init := st.InitContainerStatuses[1]; init.State.Waiting == nil || init.RestartCount != 0 || f.callsTo("CreateContainer") != 1 {
+			t.Fatalf("the sidecar has not started, yet init: %+v (%d creates)", init.State, f.callsTo("CreateContainer"))
+		}
+		f.setExecCode(0)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		mustSync(t, w, pod)
+		if n := f.callsTo("CreateContainer"); n != 2 {
+			t.Errorf("%d creates after the sidecar started, want 2 (the init container)", n)
+		}
+	})
+}
