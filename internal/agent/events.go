@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/worker"
 )
 
@@ -32,3 +33,15 @@ func (t teeRecorder) Eventf(object runtime.Object, eventtype, reason, messageFmt
 		r.Eventf(object, eventtype, reason, messageFmt, args...)
 	}
 }
+
+// Forget passes on to the recorders that keep events (worker.EventForgetter).
+func (t teeRecorder) Forget(uid string) {
+	for _, r := range t {
+		if f, ok := r.(worker.EventForgetter); ok {
+			f.Forget(uid)
+		}
+	}
+}
+
+// The daemon's event store is forgotten with its pods.
+var _ worker.EventForgetter = (*pods.EventStore)(nil)

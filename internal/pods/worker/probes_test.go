@@ -3,6 +3,7 @@ package worker
 import (
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -137,6 +138,49 @@ func TestSidecarStartupProbeGatesInit(t *testing.T) {
 		mustSync(t, w, pod)
 		if n := f.callsTo("CreateContainer"); n != 2 {
 			t.Errorf("%d creates after the sidecar started, want 2 (the init container)", n)
+		}
+	})
+}
+
+// probeCounts is a ProbeMetrics counting results by "probe_type/result/container".
+type probeCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (p *probeCounts) ProbeResult(probeType, result, container, _, _, _ string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n[probeType+"/"+result+"/"+container]++
+}
+
+// TestLivenessProbeGraceAndMetrics: a liveness kill uses the probe's
+// terminationGracePeriodSeconds; every probe is counted (prober_probe_total's labels).
+func TestLivenessProbeGraceAndMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeRT()
+		f.setExecCode(1)
+		counts := &probeCounts{n: map[string]int{}}
+		w, _ := newTestWorkerWith(t, f, "", func(o *Options) { o.ProbeMetrics = counts })
+		pod := testPod("lg-1", v1.RestartPolicyAlways, "app")
+		probeGrace := int64(3)
+		pod.Spec.Containers[0].LivenessProbe = execProbe(1, 1)
+		pod.Spec.Containers[0].LivenessProbe.TerminationGracePeriodSeconds = &probeGrace
+		st := mustSync(t, w, pod)
+		id := strings.TrimPrefix(st.ContainerStatuses[0].ContainerID, "fake://")
+		time.Sleep(500 * time.Millisecond)
+		synctest.Wait()
+		mustSync(t, w, pod)
+		f.mu.Lock()
+		grace := f.grace[id]
+		f.mu.Unlock()
+		if grace != 3*time.Second {
+			t.Errorf("liveness kill with grace %s, want the probe's 3s", grace)
+		}
+		counts.mu.Lock()
+		defer counts.mu.Unlock()
+		if counts.n["Liveness/failed/app"] != 1 {
+			t.Errorf("probe counts %v, want one failed liveness probe of app", counts.n)
 		}
 	})
 }
