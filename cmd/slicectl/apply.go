@@ -161,6 +161,16 @@ func (c *cli) applyCmd(args []string) error {
 				continue
 			}
 		}
+		if kind := documentObjectKind(data); kind != "" {
+			if err := c.applyObject(cl, kind, data, server); err != nil {
+				if isFatal(err) {
+					return err
+				}
+				failed = true
+				c.reportDocError(d.where, err)
+			}
+			continue
+		}
 		apply := cl.ApplyPod
 		if server {
 			apply = cl.ApplyPodDryRun

@@ -49,6 +49,9 @@ func (c *cli) describeCmd(args []string) error {
 			fmt.Fprintln(c.stdout)
 		}
 		describePod(c.stdout, &pod, time.Now())
+		if err := c.printPodEvents(cl, &pod); err != nil {
+			return err
+		}
 	}
 	if failed {
 		return errReported

@@ -200,7 +200,7 @@ func (f *fakeDaemon) CollectContainers(_ context.Context, dryRun bool) (gc.Conta
 }
 
 // startDaemon serves f on a temporary socket and returns the socket path.
-func startDaemon(t *testing.T, f *fakeDaemon) string {
+func startDaemon(t *testing.T, f api.Backend) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	if len(sock) > 100 {

@@ -17,6 +17,9 @@ import (
 
 // getCmd: get pods [NAME ...] [-o wide|json|yaml|name] [-A].
 func (c *cli) getCmd(args []string) error {
+	if kind := objectGetArg(args); kind != "" {
+		return c.getObjectsCmd(kind, args)
+	}
 	fs := newFlagSet("get")
 	c.addGlobalFlags(fs)
 	var output string

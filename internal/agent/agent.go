@@ -28,6 +28,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/pods/source"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -101,6 +102,12 @@ type daemon struct {
 	dir     *source.ManifestDir
 	api     *api.Server
 	images  bool // the runtime has images: image GC and its timer
+
+	// objects are the ConfigMaps and Secrets of both sources; objStore keeps the API's.
+	objects  *pods.Objects
+	objStore *source.ObjectStore
+	// events are the pods' events, for describe.
+	events *pods.EventStore
 }
 
 // newDaemon builds every component from the configuration, each complete with what it depends
@@ -155,7 +162,12 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	d.mgr = slices.NewManager(d.sd, slices.NewCgroupFS(o.CgroupRoot), d.mcfg, log)
 	d.alloc = slices.NodeAllocatable(capacity, d.mcfg.Node.SystemReserved, d.mcfg.Node.KubeReserved, d.mcfg.Node.HardEviction)
 
-	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, logRecorder{log.With("component", "events")}, log); err != nil {
+	probes := metrics.NewProbeResults()
+	d.objects = pods.NewObjects()
+	hostname, _ := os.Hostname()
+	d.events = pods.NewEventStore(d.clock, hostname)
+	extra := worker.Options{ProbeMetrics: probes, Objects: d.objects, NodeName: hostname, NodeIPs: nodeIPs(log), Allocatable: d.alloc}
+	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, teeRecorder{d.events, logRecorder{log.With("component", "events")}}, extra, log); err != nil {
 		return nil, err
 	}
 	d.rt = d.prt.worker
@@ -190,7 +202,7 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 			}
 		},
 	})
-	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: sdOps, Pods: d.ctrl, Health: d.health})
+	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: sdOps, Probes: probes, Pods: d.ctrl, Health: d.health})
 	// Per-container usage, read from the pods' cgroups: the eviction message names the
 	// containers over their requests; the sampler serves `slicectl top`.
 	statsReader := podstats.NewReader(o.CgroupRoot, o.ProcRoot, mode, d.prt.namer)
@@ -219,11 +231,13 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	if d.store, err = source.OpenAPIStore(cfg.StateDir, source.APIStoreOptions{Log: log.With("source", pods.SourceAPI)}); err != nil {
 		return nil, fmt.Errorf("api pod store: %w", err)
 	}
-	if d.dir, err = source.NewManifestDir(source.ManifestDirOptions{Dir: cfg.Pods.ManifestDir, StateDir: cfg.StateDir, Log: log.With("source", pods.SourceFile)}); err != nil {
+	if d.objStore, err = source.OpenObjectStore(cfg.StateDir, d.objects, log.With("source", pods.SourceAPI)); err != nil {
+		return nil, fmt.Errorf("api object store: %w", err)
+	}
+	if d.dir, err = source.NewManifestDir(source.ManifestDirOptions{Dir: cfg.Pods.ManifestDir, StateDir: cfg.StateDir, Log: log.With("source", pods.SourceFile), Objects: d.objects}); err != nil {
 		return nil, fmt.Errorf("manifest directory: %w", err)
 	}
-	hostname, _ := os.Hostname()
-	back := &backend{ctrl: d.ctrl, store: d.store, rt: d.rt, mcfg: d.mcfg, mode: mode, maxPods: cfg.Node.MaxPods,
+	back := &backend{ctrl: d.ctrl, store: d.store, objStore: d.objStore, objects: d.objects, events: d.events, rt: d.rt, mcfg: d.mcfg, mode: mode, maxPods: cfg.Node.MaxPods,
 		hostname: hostname, gc: d.gc, evm: d.evm, health: d.health, podSecurity: security, stats: d.stats}
 	if d.api, err = api.NewServer(back, api.Options{Socket: cfg.API.Socket, Group: cfg.API.Group,
 		Logger: log.With("component", "api"), Health: d.health}); err != nil {
@@ -235,6 +249,9 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 // close releases what newDaemon acquired: the runtime's connection and systemd's.
 func (d *daemon) close() {
 	if d.prt != nil {
+		if d.prt.worker != nil {
+			d.prt.worker.Close()
+		}
 		_ = d.prt.close()
 	}
 	if d.sd != nil {

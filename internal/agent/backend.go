@@ -28,6 +28,9 @@ import (
 type backend struct {
 	ctrl     *pods.Controller
 	store    *source.APIStore
+	objStore *source.ObjectStore
+	objects  *pods.Objects
+	events   *pods.EventStore
 	rt       pods.Runtime
 	mcfg     slices.ManagerConfig
 	mode     units.Mode

@@ -19,6 +19,7 @@ import (
 	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/systemdtest"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -81,7 +82,7 @@ func TestIntegrationEvictionEndToEnd(t *testing.T) {
 			_ = sd.Stop(context.Background(), s)
 		}
 	})
-	rt, err := newRuntime(ctx, cfg, sd, capacity, mcfg, &record.FakeRecorder{}, log)
+	rt, err := newRuntime(ctx, cfg, sd, capacity, mcfg, &record.FakeRecorder{}, worker.Options{}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,9 +44,16 @@ type podRuntime struct {
 // newRuntime builds the configured container runtime and the pod worker over it. The CRI
 // runtime connects lazily: an endpoint that is not up yet is retried with back-off (pods
 // report Unknown meanwhile), so a daemon started before containerd comes up stays up.
-func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capacity slices.Capacity, mcfg slices.ManagerConfig, events worker.EventRecorder, log *slog.Logger) (*podRuntime, error) {
+func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capacity slices.Capacity, mcfg slices.ManagerConfig, events worker.EventRecorder, extra worker.Options, log *slog.Logger) (*podRuntime, error) {
+	// extra carries the worker's inputs from elsewhere in the daemon: probe metrics, the
+	// objects pods use, the node's name, IPs and allocatable.
 	wopts := worker.Options{
 		Recorder:       events,
+		ProbeMetrics:   extra.ProbeMetrics,
+		Objects:        extra.Objects,
+		NodeName:       extra.NodeName,
+		NodeIPs:        extra.NodeIPs,
+		Allocatable:    extra.Allocatable,
 		MemoryCapacity: capacity.Memory,
 		HostPageSizes:  capacity.PageSizes(),
 		Resources:      mcfg.Pod,
@@ -113,8 +120,8 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 	return pr, nil
 }
 
-// logRecorder is the recorder of the pods' events for now: they go to the log at debug level
-// (the worker logs the same changes at info level). It is a worker.EventRecorder (the Eventf of
+// logRecorder puts the pods' events in the log at debug level (the worker logs the same
+// changes at info level); the daemon records them in its EventStore too. It is a worker.EventRecorder (the Eventf of
 // client-go's record.EventRecorder).
 type logRecorder struct{ log *slog.Logger }
 

@@ -97,7 +97,8 @@ var confined = []struct {
 	// The CRI's messages are the pod worker's vocabulary (its Runtime is CRI-shaped: sandbox and
 	// container configurations): the worker and its two backends use them; gRPC stays crirt's.
 	{"k8s.io/cri-api/", []string{"internal/pods/worker", "internal/pods/crirt", "internal/pods/systemdrt"}},
-	{"google.golang.org/grpc", []string{"internal/pods/crirt"}},
+	// gRPC probes speak the gRPC health protocol (internal/pods/prober).
+	{"google.golang.org/grpc", []string{"internal/pods/crirt", "internal/pods/prober"}},
 	{"github.com/lmittmann/tint", []string{"internal/logging"}},
 }
 

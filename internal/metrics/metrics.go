@@ -49,6 +49,9 @@ type Options struct {
 	// Systemd is slicelet_systemd_operation_duration_seconds, built before the systemd
 	// connection whose observer feeds it (NewSystemdOperations); a new one when nil.
 	Systemd *SystemdOperations
+	// Probes is prober_probe_total, built before the pod worker that feeds it
+	// (NewProbeResults); nil exports no probe series.
+	Probes *ProbeResults
 	// Pods is read at every scrape for slicelet_pods and slicelet_pods_rejected (the pod
 	// controller); nil exports no pod series.
 	Pods PodSource
@@ -153,6 +156,9 @@ func New(opts Options) *Metrics {
 	}
 	m.reg.MustRegister(m.systemdOps.h, m.admissionRejections, m.evictions, m.gcRuns, m.gcFreed,
 		m.gcRemoved, buildInfo, &m.signals)
+	if opts.Probes != nil {
+		m.reg.MustRegister(opts.Probes.c)
+	}
 	if opts.Pods != nil {
 		m.reg.MustRegister(podCollector{opts.Pods})
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/slicelet/slicelet/internal/pods/worker"
@@ -18,8 +20,9 @@ import (
 // this runtime's: RunPodSandbox and CreateContainer fill in the log directory and path.
 
 var (
-	_ worker.Runtime      = (*Runtime)(nil)
-	_ worker.ImageService = (*Runtime)(nil)
+	_ worker.Runtime        = (*Runtime)(nil)
+	_ worker.ImageService   = (*Runtime)(nil)
+	_ worker.SandboxNetwork = (*Runtime)(nil)
 )
 
 func managedSelector(uid string) map[string]string {
@@ -271,15 +274,42 @@ func (r *Runtime) ContainerStatus(ctx context.Context, id string) (worker.Contai
 	return st, nil
 }
 
-// ExecSync runs cmd in the container and waits for it, at most timeout.
+// ExecSync runs cmd in the container and waits for it, at most timeout; a command that ran out
+// of time is an error wrapping context.DeadlineExceeded (the kubelet's remote runtime client
+// turns codes.DeadlineExceeded into its TimeoutError).
 func (r *Runtime) ExecSync(ctx context.Context, id string, cmd []string, timeout time.Duration) (worker.ExecResult, error) {
 	resp, err := call(ctx, r, timeout, func(ctx context.Context) (*runtimeapi.ExecSyncResponse, error) {
 		return r.rs.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: int64((timeout + time.Second - 1) / time.Second)})
 	})
+	if status.Code(err) == codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
+		return worker.ExecResult{}, fmt.Errorf("container %s: exec: %w: %w", id, err, context.DeadlineExceeded)
+	}
 	if err != nil {
 		return worker.ExecResult{}, fmt.Errorf("container %s: exec: %w", id, err)
 	}
 	return worker.ExecResult{Stdout: resp.Stdout, Stderr: resp.Stderr, ExitCode: resp.ExitCode}, nil
+}
+
+// PodSandboxIPs are the IPs of the sandbox's network (PodSandboxStatus), the pod's IPs; none
+// for a sandbox in the host's network namespace.
+func (r *Runtime) PodSandboxIPs(ctx context.Context, id string) ([]string, error) {
+	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.PodSandboxStatusResponse, error) {
+		return r.rs.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pod sandbox %s: status: %w", id, err)
+	}
+	net := resp.GetStatus().GetNetwork()
+	var ips []string
+	if ip := net.GetIp(); ip != "" {
+		ips = append(ips, ip)
+	}
+	for _, a := range net.GetAdditionalIps() {
+		if a.GetIp() != "" {
+			ips = append(ips, a.GetIp())
+		}
+	}
+	return ips, nil
 }
 
 // ImageStatus returns the image's ID, "" when it is not present.

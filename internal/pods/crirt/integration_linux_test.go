@@ -58,6 +58,8 @@ type itEnv struct {
 	mem   int64
 	mu    sync.Mutex
 	rts   []*Runtime
+	// objects are the ConfigMaps and Secrets the workers see.
+	objects *pods.Objects
 }
 
 // sandboxOnly runs t in the hybrid sandbox only: CRI behaviour that does not depend on the cgroup
@@ -103,7 +105,7 @@ func newIT(tb testing.TB, opts critest.Options) *itEnv {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	it := &itEnv{env: env, ctrd: ctrd, sd: sd, sl: sl, state: filepath.Join(dir, "state"), logs: filepath.Join(dir, "logs"), log: log, mem: capacity.Memory}
+	it := &itEnv{env: env, ctrd: ctrd, sd: sd, sl: sl, state: filepath.Join(dir, "state"), logs: filepath.Join(dir, "logs"), log: log, mem: capacity.Memory, objects: pods.NewObjects()}
 	tb.Cleanup(func() {
 		it.mu.Lock()
 		for _, rt := range it.rts {
@@ -161,7 +163,7 @@ func (it *itEnv) runtimes(tb testing.TB) (*worker.Worker, *Runtime) {
 	it.rts = append(it.rts, rt)
 	it.mu.Unlock()
 	w, err := worker.New(worker.Options{Runtime: rt, Images: rt, Recorder: &record.FakeRecorder{}, StateDir: it.state, Logger: it.log,
-		MemoryCapacity: it.mem, Resources: slices.DefaultOptions(), Backoff: fastBackoff, HostNetwork: true})
+		MemoryCapacity: it.mem, Resources: slices.DefaultOptions(), Backoff: fastBackoff, HostNetwork: true, Objects: it.objects})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -194,6 +196,7 @@ func TestIntegrationConformance(t *testing.T) {
 			}
 		},
 		Container: container,
+		Objects:   it.objects,
 	})
 }
 

@@ -641,13 +641,16 @@ func TestValidate(t *testing.T) {
 		{"ok", func(*v1.Pod) {}, ""},
 		{"no image", func(p *v1.Pod) { p.Spec.Containers[0].Image = "" }, "spec.containers[0].image: Required value"},
 		{"bad pull policy", func(p *v1.Pod) { p.Spec.Containers[0].ImagePullPolicy = "Sometimes" }, `spec.containers[0].imagePullPolicy: Unsupported value: "Sometimes"`},
-		{"configMap volume", func(p *v1.Pod) {
+		{"configMap volume (the worker writes it)", func(p *v1.Pod) {
 			p.Spec.Volumes = []v1.Volume{{Name: "cm", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}}}
+		}, ""},
+		{"nfs volume", func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "n", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}}}}
 		}, "spec.volumes[0]: Unsupported value"},
 		{"unknown mount", func(p *v1.Pod) { p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "x", MountPath: "/x"}} }, `spec.containers[0].volumeMounts[0].name: Not found: "x"`},
-		{"env from", func(p *v1.Pod) {
-			p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "A", ValueFrom: &v1.EnvVarSource{}}}
-		}, "spec.containers[0].env[0].valueFrom: Forbidden"},
+		{"env from a source (the worker resolves it)", func(p *v1.Pod) {
+			p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "A", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+		}, ""},
 		{"negative grace", func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = &neg }, "spec.terminationGracePeriodSeconds: Invalid value: -1"},
 		{"bad stop signal", func(p *v1.Pod) { p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{StopSignal: &sig} }, `spec.containers[0].lifecycle.stopSignal: Invalid value: "SIGNOPE"`},
 		{"init container without image", func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{{Name: "i"}} }, "spec.initContainers[0].image: Required value"},

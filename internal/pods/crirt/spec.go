@@ -18,8 +18,8 @@ func containerLogPath(container string, n int) string {
 }
 
 // Validate reports what this runtime cannot run, with field paths and values: containers
-// without an image, ephemeral containers, volume types other than emptyDir and hostPath, env
-// values from sources, subPath mounts, unknown pull policies and stop signals.
+// without an image, ephemeral containers, volume types the worker does not provide, subPath
+// mounts, unknown pull policies and stop signals.
 func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
@@ -39,12 +39,14 @@ func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList {
 		p := spec.Child("volumes").Index(i)
 		switch {
 		case v.EmptyDir != nil:
+		case v.ConfigMap != nil, v.Secret != nil, v.Projected != nil, v.DownwardAPI != nil:
+			// Written by the pod worker into a directory of its own, mounted read-only.
 		case v.HostPath != nil:
 			if !filepath.IsAbs(v.HostPath.Path) {
 				errs = append(errs, field.Invalid(p.Child("hostPath", "path"), v.HostPath.Path, "must be an absolute path"))
 			}
 		default:
-			errs = append(errs, field.NotSupported(p, v.Name, []string{"emptyDir", "hostPath"}))
+			errs = append(errs, field.NotSupported(p, v.Name, []string{"emptyDir", "hostPath", "configMap", "secret", "projected", "downwardAPI"}))
 		}
 		volumes[v.Name] = true
 	}
@@ -56,14 +58,6 @@ func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList {
 		case "", v1.PullAlways, v1.PullIfNotPresent, v1.PullNever:
 		default:
 			errs = append(errs, field.NotSupported(p.Child("imagePullPolicy"), c.ImagePullPolicy, []string{"Always", "IfNotPresent", "Never"}))
-		}
-		for i, e := range c.Env {
-			if e.ValueFrom != nil {
-				errs = append(errs, field.Forbidden(p.Child("env").Index(i).Child("valueFrom"), "env values from sources are not supported"))
-			}
-		}
-		if len(c.EnvFrom) > 0 {
-			errs = append(errs, field.Forbidden(p.Child("envFrom"), "env values from sources are not supported"))
 		}
 		for i, m := range c.VolumeMounts {
 			mp := p.Child("volumeMounts").Index(i)

@@ -66,6 +66,10 @@ type Container struct {
 	BackoffUpdated time.Time
 	// Hold holds the container back after a failed pull or create; nil when none.
 	Hold *Hold
+	// NotStarted and NotReady are the probes' verdicts on a running Current (the kubelet's
+	// prober manager): its startup probe has not succeeded yet; its readiness probe has not
+	// succeeded (or it is not started). Both false: started and ready, as without probes.
+	NotStarted, NotReady bool
 }
 
 // Pod is what a runtime observed of a pod: the decisions' input besides the spec.

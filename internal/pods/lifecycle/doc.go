@@ -4,7 +4,7 @@
 //   - which containers start or restart now (Decide: init containers in order, sidecars,
 //     restart policies, the restart Backoff, holds after a failed pull or create);
 //   - the pod's status (PodStatus, ContainerStatus, PodPhase) and the kubelet's reasons;
-//   - $(VAR) expansion of env values, commands and args (Expand, ExpandContainer);
+//   - $(VAR) expansion of env values, commands and args (Expand);
 //   - a container's cgroup values (ContainerResources) and the spec's defaults (RestartPolicy,
 //     GracePeriod, RunAsUser, RunAsGroup, IsSidecar, ContainerByName);
 //   - the preparation of a pod's volumes on the host (PrepareVolumes, PrepareHostPath).

@@ -1,10 +1,6 @@
 package lifecycle
 
-import (
-	"strings"
-
-	v1 "k8s.io/api/core/v1"
-)
+import "strings"
 
 // Expand is the kubelet's $(VAR) expansion of env values, commands and args
 // (third_party/forked/golang/expansion): $(NAME) becomes the variable's value when vars defines
@@ -43,23 +39,4 @@ func Expand(s string, vars map[string]string) string {
 		s = s[1:]
 	}
 	return b.String()
-}
-
-// ExpandContainer expands the container's env values in order, each against the values before
-// it, and its command and args against the result, as the kubelet does. env keeps the order and
-// the names of c.Env, with plain values (valueFrom is not resolved).
-func ExpandContainer(c *v1.Container) (env []v1.EnvVar, command, args []string) {
-	vars := map[string]string{}
-	for _, e := range c.Env {
-		v := Expand(e.Value, vars)
-		vars[e.Name] = v
-		env = append(env, v1.EnvVar{Name: e.Name, Value: v})
-	}
-	for _, s := range c.Command {
-		command = append(command, Expand(s, vars))
-	}
-	for _, s := range c.Args {
-		args = append(args, Expand(s, vars))
-	}
-	return env, command, args
 }

@@ -17,6 +17,9 @@ const (
 	ReasonErrImageNeverPull = "ErrImageNeverPull"
 	// ReasonCreateContainerError: the runtime refused to create the container.
 	ReasonCreateContainerError = "CreateContainerError"
+	// ReasonCreateContainerConfigError: the container's configuration could not be built (a
+	// ConfigMap, Secret or key its env refers to is missing).
+	ReasonCreateContainerConfigError = "CreateContainerConfigError"
 )
 
 // Terminated reasons, as the kubelet reports them.

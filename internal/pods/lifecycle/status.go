@@ -115,7 +115,8 @@ func ContainerStatus(c *v1.Container, cr *Container, images bool, p Plan, waitRe
 	case StateRunning:
 		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cur.StartedAt)}
 		cs.ContainerID = cur.ContainerID
-		cs.Ready, started = true, true
+		started = !cr.NotStarted
+		cs.Ready = started && !cr.NotReady
 	case StateExited:
 		cs.ContainerID = cur.ContainerID
 		if w, ok := p.Waiting[c.Name]; ok {

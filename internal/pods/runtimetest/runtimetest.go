@@ -3,7 +3,9 @@
 // exit and restart per restartPolicy with their restart count, init containers run in order,
 // KillPod honours the grace period, a new runtime instance adopts what the previous one
 // started, Forget drops the pod, and Logs serves the current and previous instance with
-// TailLines and Follow, and ExecSync runs a command in a running container.
+// TailLines and Follow, ExecSync runs a command in a running container, probes decide
+// readiness and restarts, lifecycle hooks run around the start and the stop, ConfigMaps,
+// Secrets and the Downward API reach env and volumes (a changed ConfigMap in place).
 //
 // A runtime's integration test (inside the systemd sandbox) calls
 //
@@ -19,6 +21,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,12 +52,20 @@ type Harness struct {
 	Container func(name, script string) v1.Container
 	// Timeout bounds each wait for a state; 30 s when zero.
 	Timeout time.Duration
+	// Objects are the ConfigMaps and Secrets the workers NewRuntime returns see
+	// (worker.Options.Objects): the suite adds its own (source "api"). The cases that need
+	// them are skipped when nil.
+	Objects *pods.Objects
 }
 
 // suite is one run.
 type suite struct {
 	h  Harness
 	rt *worker.Worker
+
+	objMu      sync.Mutex
+	configMaps map[string]*v1.ConfigMap
+	secrets    map[string]*v1.Secret
 }
 
 // Run runs the suite's cases as parallel subtests of t.
@@ -65,7 +76,7 @@ func Run(t *testing.T, h Harness) {
 	if h.Timeout <= 0 {
 		h.Timeout = 30 * time.Second
 	}
-	s := &suite{h: h, rt: h.NewRuntime(t)}
+	s := &suite{h: h, rt: h.NewRuntime(t), configMaps: map[string]*v1.ConfigMap{}, secrets: map[string]*v1.Secret{}}
 	cases := []struct {
 		name string
 		run  func(t *testing.T)
@@ -79,6 +90,14 @@ func Run(t *testing.T, h Harness) {
 		{"Logs", s.logs},
 		{"LogsFollow", s.logsFollow},
 		{"ExecSync", s.execSync},
+		{"ReadinessProbe", s.readinessProbe},
+		{"LivenessProbe", s.livenessProbe},
+		{"StartupProbe", s.startupProbe},
+		{"PreStopHook", s.preStopHook},
+		{"PostStartHook", s.postStartHook},
+		{"ConfigMapVolume", s.configMapVolume},
+		{"MissingConfigMap", s.missingConfigMap},
+		{"EnvFromObjectsAndDownwardAPI", s.envFromObjects},
 	}
 	t.Run("group", func(t *testing.T) {
 		for _, c := range cases {

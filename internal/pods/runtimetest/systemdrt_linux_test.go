@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/internal/pods/runtimetest"
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
@@ -55,7 +56,9 @@ func TestSystemdRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := t.TempDir()
+	objects := pods.NewObjects()
 	runtimetest.Run(t, runtimetest.Harness{
+		Objects: objects,
 		NewRuntime: func(t *testing.T) *worker.Worker {
 			rt, err := systemdrt.New(systemdrt.Options{Systemd: sd, StateDir: state, Logger: log})
 			if err != nil {
@@ -65,6 +68,7 @@ func TestSystemdRuntime(t *testing.T) {
 				Runtime: rt, Recorder: &record.FakeRecorder{}, StateDir: state, Logger: log,
 				MemoryCapacity: capacity.Memory, Resources: slices.DefaultOptions(),
 				Backoff: lifecycle.Backoff{Initial: 200 * time.Millisecond, Max: 400 * time.Millisecond},
+				Objects: objects,
 			})
 			if err != nil {
 				t.Fatal(err)

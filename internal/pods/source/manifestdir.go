@@ -67,6 +67,9 @@ type ManifestDirOptions struct {
 	StateDir string
 	// Clock times the debounce and the rescans; the real clock when nil.
 	Clock clock.WithTicker
+	// Objects receives the ConfigMaps and Secrets of the manifests (source "file") after
+	// every scan; nil ignores them.
+	Objects *pods.Objects
 }
 
 // LastGoodDir is where the last good manifests are kept, relative to the state directory.
@@ -104,6 +107,7 @@ type ManifestDir struct {
 	// when they are not kept.
 	lastGoodDir string
 	saved       map[string][]byte
+	objects     *pods.Objects
 }
 
 // lastGood is one kept manifest, as stored in LastGoodDir.
@@ -117,8 +121,9 @@ type fileState struct {
 	// hash is the SHA-256 of the content last parsed (good or bad); hashed is false until then.
 	hash   [sha256.Size]byte
 	hashed bool
-	// pods are the annotated pods of the last good read.
-	pods []*v1.Pod
+	// pods are the annotated pods of the last good read, objects its ConfigMaps and Secrets.
+	pods    []*v1.Pod
+	objects parsedObjects
 	// problem is why the last read could not be used; "" when it was good.
 	problem string
 	// restored is set once the kept last good manifest was tried for a file broken at start.
@@ -155,6 +160,7 @@ func NewManifestDir(opts ManifestDirOptions) (*ManifestDir, error) {
 		log:         opts.Log,
 		newWatcher:  newInotifyWatcher,
 		files:       map[string]*fileState{},
+		objects:     opts.Objects,
 	}
 	if m.maxFileSize <= 0 {
 		m.maxFileSize = DefaultMaxFileSize
@@ -253,11 +259,12 @@ func (m *ManifestDir) restoreLastGood(path string, st *fileState) {
 	if !ok {
 		return
 	}
-	list, err := parseManifest(path, path, data)
+	list, objs, err := parseFile(path, path, data)
 	if err != nil {
 		m.log.Warn("manifest state: the kept last good manifest does not parse any more", "origin", path, "err", err)
 		return
 	}
+	st.objects = objs
 	for _, pod := range list {
 		st.pods = append(st.pods, annotate(pod, pods.SourceFile, path))
 	}
@@ -407,6 +414,7 @@ func (m *ManifestDir) Scan() pods.Snapshot {
 		// Unreadable for another reason (permissions, I/O, not a directory): change nothing.
 		m.dirProblem = fmt.Sprintf("manifest directory %s: %v", m.dir, err)
 	}
+	m.publishObjects()
 	return m.snapshot()
 }
 
@@ -439,7 +447,7 @@ func (m *ManifestDir) scanFiles(entries []fs.DirEntry) {
 			continue
 		}
 		st.hash, st.hashed = h, true
-		list, err := parseManifest(path, path, data)
+		list, objs, err := parseFile(path, path, data)
 		if err != nil {
 			st.problem = err.Error()
 			m.restoreLastGood(path, st)
@@ -447,6 +455,7 @@ func (m *ManifestDir) scanFiles(entries []fs.DirEntry) {
 		}
 		m.keepLastGood(path, data)
 		st.problem = ""
+		st.objects = objs
 		st.pods = make([]*v1.Pod, 0, len(list))
 		for _, pod := range list {
 			st.pods = append(st.pods, annotate(pod, pods.SourceFile, path))

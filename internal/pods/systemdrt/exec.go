@@ -23,7 +23,7 @@ const maxExecOutput = 1 << 20
 // service in the pod slice with the run's environment, user, groups, working directory,
 // privileges and mounts (slicelet-exec-<random>.service, which is not a container unit). Its
 // stdout and stderr go to files that are read back; after timeout it is killed and the call
-// fails. The exit code is the command's (128+n when it died of signal n).
+// fails (wrapping context.DeadlineExceeded). The exit code is the command's (128+n when it died of signal n).
 func (r *Runtime) ExecSync(ctx context.Context, id string, cmd []string, timeout time.Duration) (worker.ExecResult, error) {
 	unit, ref, err := parseContainerID(id)
 	if err != nil {
@@ -109,7 +109,7 @@ func (r *Runtime) ExecSync(ctx context.Context, id string, cmd []string, timeout
 		return worker.ExecResult{}, fmt.Errorf("exec in container %s: %w", rn.Name, err)
 	}
 	if !ended {
-		return worker.ExecResult{}, fmt.Errorf("exec in container %s: command timed out after %s", rn.Name, timeout)
+		return worker.ExecResult{}, fmt.Errorf("exec in container %s: command timed out after %s: %w", rn.Name, timeout, context.DeadlineExceeded)
 	}
 	info, err := r.sd.Properties(ctx, name)
 	if err != nil {

@@ -194,14 +194,12 @@ func hasDotDot(p string) bool {
 	return false
 }
 
-// validateEnv checks env and envFrom. systemd takes Environment= entries as NAME=value with NAME a
+// validateEnv checks env names and literal values (values from sources are the pod worker's
+// to check and resolve). systemd takes Environment= entries as NAME=value with NAME a
 // shell identifier and a value of valid UTF-8 without control characters other than tab and
 // newline (env_assignment_is_valid).
 func validateEnv(p *field.Path, c *v1.Container) field.ErrorList {
 	var errs field.ErrorList
-	if len(c.EnvFrom) > 0 {
-		errs = append(errs, field.Forbidden(p.Child("envFrom"), "envFrom is not supported by the systemd runtime: there is no API server to read ConfigMaps or Secrets from; list literal env values"))
-	}
 	seen := sets.New[string]()
 	for i := range c.Env {
 		e := &c.Env[i]
@@ -212,9 +210,6 @@ func validateEnv(p *field.Path, c *v1.Container) field.ErrorList {
 			errs = append(errs, field.Duplicate(ep.Child("name"), e.Name))
 		}
 		seen.Insert(e.Name)
-		if e.ValueFrom != nil {
-			errs = append(errs, field.Forbidden(ep.Child("valueFrom"), "valueFrom is not supported by the systemd runtime: there is no API server to read fields, ConfigMaps or Secrets from; use a literal value"))
-		}
 		if msg := envValueProblem(e.Value); msg != "" {
 			errs = append(errs, field.Invalid(ep.Child("value"), e.Value, msg))
 		}
@@ -276,6 +271,8 @@ func validateVolumes(p *field.Path, vols []v1.Volume) (map[string]bool, field.Er
 			if v.EmptyDir.Medium != v1.StorageMediumDefault {
 				errs = append(errs, field.NotSupported(vp.Child("emptyDir", "medium"), string(v.EmptyDir.Medium), []string{""}))
 			}
+		case v.ConfigMap != nil, v.Secret != nil, v.Projected != nil, v.DownwardAPI != nil:
+			// Written by the pod worker into a directory of its own, bind-mounted read-only.
 		case v.HostPath != nil:
 			hp := vp.Child("hostPath")
 			if msg := checkAbsPath(v.HostPath.Path); msg != "" {
@@ -285,7 +282,7 @@ func validateVolumes(p *field.Path, vols []v1.Volume) (map[string]bool, field.Er
 				errs = append(errs, field.NotSupported(hp.Child("type"), string(*t), hostPathTypeNames()))
 			}
 		default:
-			errs = append(errs, field.Invalid(vp, v.Name, "only emptyDir and hostPath volumes are supported by the systemd runtime; "+useCRI))
+			errs = append(errs, field.Invalid(vp, v.Name, "only emptyDir, hostPath, configMap, secret, projected and downwardAPI volumes are supported by the systemd runtime"))
 		}
 		if nameOK {
 			names[v.Name] = true

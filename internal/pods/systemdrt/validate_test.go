@@ -67,10 +67,10 @@ func TestValidate(t *testing.T) {
 			[]string{`env[1].name: Duplicate value: "A"`}},
 		{"valueFrom", withContainer(func(c *v1.Container) {
 			c.Env = []v1.EnvVar{{Name: "NODE", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}}
-		}), []string{"spec.containers[0].env[0].valueFrom: Forbidden", "use a literal value"}},
+		}), nil},
 		{"envFrom", withContainer(func(c *v1.Container) {
 			c.EnvFrom = []v1.EnvFromSource{{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "cm"}}}}
-		}), []string{"spec.containers[0].envFrom: Forbidden"}},
+		}), nil},
 		{"relative workingDir", withContainer(func(c *v1.Container) { c.WorkingDir = "srv" }),
 			[]string{`spec.containers[0].workingDir: Invalid value: "srv": must be an absolute path`}},
 		{"mount of unknown volume", withContainer(func(c *v1.Container) { c.VolumeMounts = []v1.VolumeMount{{Name: "nope", MountPath: "/x"}} }),
@@ -93,13 +93,15 @@ func TestValidate(t *testing.T) {
 		{"hostPath relative", withVolumes(hostPath("h", "var/log")), []string{`spec.volumes[0].hostPath.path: Invalid value: "var/log": must be an absolute path`}},
 		{"hostPath with ..", withVolumes(hostPath("h", "/var/../etc")), []string{`spec.volumes[0].hostPath.path: Invalid value: "/var/../etc": must not contain '..'`}},
 		{"secret volume", withVolumes(v1.Volume{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "x"}}}),
-			[]string{"spec.volumes[0]: Invalid value: \"s\": only emptyDir and hostPath"}},
+			nil},
+		{"nfs volume", withVolumes(v1.Volume{Name: "n", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}}}),
+			[]string{"spec.volumes[0]: Invalid value: \"n\": only emptyDir, hostPath, configMap"}},
 		{"memory emptyDir", withVolumes(v1.Volume{Name: "m", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}),
 			[]string{"spec.volumes[0].emptyDir.medium: Unsupported value: \"Memory\""}},
 		{"probe", withContainer(func(c *v1.Container) { c.LivenessProbe = &v1.Probe{} }),
-			[]string{"spec.containers[0].livenessProbe: Forbidden"}},
+			[]string{"spec.containers[0].livenessProbe: Required value: must specify a handler type"}},
 		{"preStop hook", withContainer(func(c *v1.Container) { c.Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{}} }),
-			[]string{"spec.containers[0].lifecycle.preStop: Forbidden"}},
+			[]string{"spec.containers[0].lifecycle.preStop: Required value: must specify a handler type"}},
 		{"unknown stop signal", withContainer(func(c *v1.Container) { c.Lifecycle = &v1.Lifecycle{StopSignal: ptr(v1.Signal("SIGNOPE"))} }),
 			[]string{`spec.containers[0].lifecycle.stopSignal: Unsupported value: "SIGNOPE"`}},
 		{"runAsNonRoot without user", withContainer(func(c *v1.Container) { c.SecurityContext = &v1.SecurityContext{RunAsNonRoot: ptr(true)} }),

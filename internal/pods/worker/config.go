@@ -171,11 +171,15 @@ func (w *Worker) containerResources(pod *v1.Pod, c *v1.Container) *runtimeapi.Li
 }
 
 // ContainerConfig is the run with restart count attempt of container c (kuberuntime
-// generateContainerConfig): env values, command and args expanded, the volumes' host paths
+// generateContainerConfig): env resolved (containerEnv; a missing ConfigMap, Secret or key is
+// an error wrapping configError), command and args expanded, the volumes' host paths
 // mounted, the security context, resources, labels and annotations. The log path is the
 // runtime's to fill in.
 func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, imageRef string, vols map[string]string) (*runtimeapi.ContainerConfig, error) {
-	env, command, args := lifecycle.ExpandContainer(c)
+	env, command, args, err := w.containerEnv(pod, c)
+	if err != nil {
+		return nil, fmt.Errorf("container %s: %w", c.Name, err)
+	}
 	var envs []*runtimeapi.KeyValue
 	for _, e := range env {
 		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
@@ -186,7 +190,7 @@ func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, i
 		if !ok {
 			return nil, fmt.Errorf("container %s: volume mount %q: no such volume", c.Name, m.Name)
 		}
-		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly})
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly || readOnlyVolume(pod, m.Name)})
 	}
 	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: w.namespaces(pod), SupplementalGroups: supplementalGroups(pod)}
 	if u := lifecycle.RunAsUser(pod, c); u != nil {

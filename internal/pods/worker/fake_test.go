@@ -30,6 +30,9 @@ type fakeRT struct {
 	calls      map[string]int
 	listed     []string // the pod UID of every ListContainers call
 	now        func() time.Time
+	execCode   int32                    // ExecSync's exit code
+	order      []string                 // ExecSync and StopContainer calls in order: "exec <cmd>", "stop <id>"
+	grace      map[string]time.Duration // the grace of each StopContainer by container ID
 }
 
 func newFakeRT() *fakeRT {
@@ -139,10 +142,15 @@ func (f *fakeRT) exit(uid, name string, code int32, reason string) {
 	}
 }
 
-func (f *fakeRT) StopContainer(_ context.Context, id string, _ time.Duration) error {
+func (f *fakeRT) StopContainer(_ context.Context, id string, grace time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.count("StopContainer")
+	f.order = append(f.order, "stop "+id)
+	if f.grace == nil {
+		f.grace = map[string]time.Duration{}
+	}
+	f.grace[id] = grace
 	if c := f.containers[id]; c != nil && c.State != StateExited {
 		f.end(c, 143, "Error")
 	}
@@ -189,24 +197,42 @@ func (f *fakeRT) ExecSync(_ context.Context, id string, cmd []string, _ time.Dur
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.count("ExecSync")
-	return ExecResult{Stdout: []byte(fmt.Sprint(id, cmd))}, nil
+	f.order = append(f.order, fmt.Sprint("exec ", cmd))
+	return ExecResult{Stdout: []byte(fmt.Sprint(id, cmd)), ExitCode: f.execCode}, nil
 }
 
 func (f *fakeRT) Logs(context.Context, *v1.Pod, string, pods.LogOptions, io.Writer) error {
 	return pods.ErrNoLogs
 }
 
+// setExecCode sets the exit code of the commands ExecSync runs from now on.
+func (f *fakeRT) setExecCode(code int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.execCode = code
+}
+
 // newTestWorker returns a worker over f with a fresh state dir and a fake recorder.
 func newTestWorker(t *testing.T, f *fakeRT, dir string) (*Worker, *record.FakeRecorder) {
+	return newTestWorkerWith(t, f, dir, nil)
+}
+
+// newTestWorkerWith is newTestWorker with options changed by opt (when not nil).
+func newTestWorkerWith(t *testing.T, f *fakeRT, dir string, opt func(*Options)) (*Worker, *record.FakeRecorder) {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
 	events := record.NewFakeRecorder(1000)
-	w, err := New(Options{Runtime: f, Recorder: events, StateDir: dir, MemoryCapacity: 8 << 30, Resources: slices.DefaultOptions()})
+	opts := Options{Runtime: f, Recorder: events, StateDir: dir, MemoryCapacity: 8 << 30, Resources: slices.DefaultOptions()}
+	if opt != nil {
+		opt(&opts)
+	}
+	w, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(w.Close)
 	return w, events
 }
 

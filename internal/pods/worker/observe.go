@@ -440,6 +440,13 @@ func (w *Worker) view(o *observed, decisions bool) *lifecycle.Pod {
 		if v.stale && decisions {
 			c.State, c.Current, c.Previous = lifecycle.StateNone, &lifecycle.Instance{N: int(v.current.Attempt) + 2}, w.instanceView(v.current)
 		}
+		spec, init := lifecycle.ContainerByName(o.pod, name)
+		w.probeVerdicts(spec, v.current, c)
+		if decisions && init && c.NotStarted && lifecycle.IsSidecar(spec) {
+			// A sidecar holds the next init container back until its startup probe succeeded
+			// (the kubelet's computeInitContainerActions).
+			c.State = lifecycle.StateStarting
+		}
 		obs.Containers[name] = c
 	}
 	for name, h := range o.holds {

@@ -94,7 +94,7 @@ func (w *Worker) Relist(ctx context.Context, podList []*v1.Pod) (pods.Relisted, 
 		}
 	}
 	for uid, e := range w.pods {
-		due := !e.nextSync.IsZero() && !now.Before(e.nextSync)
+		due := e.probeDue || (!e.nextSync.IsZero() && !now.Before(e.nextSync))
 		if due || (e.seen != nil && !maps.Equal(e.seen, current[uid])) {
 			res.Due = append(res.Due, uid)
 		}

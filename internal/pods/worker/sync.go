@@ -35,6 +35,12 @@ func (w *Worker) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice
 	e := w.entry(uid)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	w.mu.Lock()
+	e.probeDue = false
+	w.mu.Unlock()
+	// Object volumes are written at every sync, so a changed ConfigMap or Secret reaches the
+	// running containers (the kubelet's periodic remount).
+	objVols, volErr := w.syncObjectVolumes(pod, e)
 	var (
 		o *observed
 		p lifecycle.Plan
@@ -52,6 +58,19 @@ func (w *Worker) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice
 				return v1.PodStatus{}, err
 			}
 		}
+		if kills := w.syncProbes(ctx, pod, o); len(kills) > 0 {
+			var errs []error
+			for _, k := range kills {
+				errs = append(errs, w.killContainer(ctx, pod, k.st, k.grace, k.msg))
+			}
+			if err := errors.Join(errs...); err != nil {
+				return v1.PodStatus{}, err
+			}
+			if o, err = w.observe(ctx, pod, e, true, false); err != nil {
+				return v1.PodStatus{}, err
+			}
+			w.syncProbes(ctx, pod, o)
+		}
 		p = w.decide(o, false)
 		if p.Initialized && o.sandbox != nil && o.rec.InitializedIn != o.sandbox.ID {
 			if err := w.setInitialized(e, uid, o.sandbox.ID); err != nil {
@@ -67,8 +86,14 @@ func (w *Worker) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice
 				errs = append(errs, w.stopContainer(ctx, pod, v.current.ContainerStatus, lifecycle.GracePeriod(pod), ""))
 			}
 		}
+		if len(p.Start) > 0 && volErr != nil {
+			// The kubelet starts no container until every volume is mounted: the pod waits
+			// in ContainerCreating (FailedMount was reported).
+			w.log.Info("containers wait for their volumes", "pod_uid", uid, "error", volErr)
+			break
+		}
 		if len(p.Start) > 0 {
-			errs = append(errs, w.startAll(ctx, pod, slice, e, o, p.Start)...)
+			errs = append(errs, w.startAll(ctx, pod, slice, e, o, p.Start, objVols)...)
 		}
 		if err := errors.Join(errs...); err != nil {
 			return w.podStatus(o, p), err
@@ -137,17 +162,23 @@ func (w *Worker) stopStray(ctx context.Context, pod *v1.Pod, stray []ContainerSt
 // SIGKILL), reporting it as the kubelet's killContainer does. A container that is gone already
 // is not an error.
 func (w *Worker) stopContainer(ctx context.Context, pod *v1.Pod, st ContainerStatus, grace time.Duration, why string) error {
+	msg := "Stopping container " + st.Name
+	if why != "" {
+		msg += ": " + why
+	}
+	return w.killContainer(ctx, pod, st, grace, msg)
+}
+
+// killContainer is the kubelet's killContainer: a Killing event with msg, then the stop.
+func (w *Worker) killContainer(ctx context.Context, pod *v1.Pod, st ContainerStatus, grace time.Duration, msg string) error {
 	if uid := string(pod.UID); uid != "" {
 		e := w.entry(uid)
 		e.recMu.Lock()
 		e.stopped[st.ID] = true
 		e.recMu.Unlock()
 	}
-	msg := "Stopping container " + st.Name
-	if why != "" {
-		msg += ": " + why
-	}
 	w.containerEvent(pod, st.Name, v1.EventTypeNormal, EventKilling, "%s", msg)
+	grace = w.preStop(ctx, pod, st, grace)
 	w.log.Info("stopping container", "pod_uid", string(pod.UID), "container", st.Name, "container_id", st.ID, "grace", grace)
 	if err := w.rt.StopContainer(ctx, st.ID, grace); err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("pod %s/%s: container %s: stop: %w", pod.Namespace, pod.Name, st.Name, err)
@@ -179,7 +210,7 @@ func (w *Worker) runSandbox(ctx context.Context, pod *v1.Pod, slice string, o *o
 // pulled or a container that cannot be created holds the container back with back-off
 // (ErrImagePull, CreateContainerError); a start failure leaves an exited container
 // (StartError) to which the restart policy applies.
-func (w *Worker) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlice, e *entry, o *observed, acts []lifecycle.StartAction) []error {
+func (w *Worker) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlice, e *entry, o *observed, acts []lifecycle.StartAction, objVols map[string]string) []error {
 	var sbID string
 	var sbCfg *runtimeapi.PodSandboxConfig
 	if o.sandbox != nil {
@@ -193,6 +224,9 @@ func (w *Worker) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlic
 	vols, err := w.prepareVolumes(pod)
 	if err != nil {
 		return []error{err}
+	}
+	for name, dir := range objVols {
+		vols[name] = dir
 	}
 	// The restart back-off advances for every container that restarts (kubelet: the back-off
 	// entry is updated when the restart is attempted).
@@ -249,6 +283,12 @@ func (w *Worker) startContainer(ctx context.Context, pod *v1.Pod, e *entry, sbID
 		imageRef = ref
 	}
 	cfg, err := w.ContainerConfig(pod, c, uint32(a.N-1), imageRef, vols)
+	if cerr := (configError{}); errors.As(err, &cerr) {
+		w.containerEvent(pod, c.Name, v1.EventTypeWarning, EventFailed, "Error: %v", cerr)
+		w.hold(e, c.Name, lifecycle.ReasonCreateContainerConfigError, cerr.Error())
+		w.log.Warn("container configuration not available", "pod_uid", uid, "container", c.Name, "error", err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -274,6 +314,7 @@ func (w *Worker) startContainer(ctx context.Context, pod *v1.Pod, e *entry, sbID
 	}
 	w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventStarted, "Started container %s", c.Name)
 	w.log.Info("container started", "pod_uid", uid, "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "container_id", id, "instance", a.N)
+	w.postStart(ctx, pod, c, id, sbID)
 	return nil
 }
 
@@ -307,6 +348,7 @@ func (w *Worker) KillPod(ctx context.Context, pod *v1.Pod, grace time.Duration) 
 	e := w.entry(uid)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	w.probes.Keep(uid, nil)
 	ctrs, err := w.rt.ListContainers(ctx, uid)
 	if err != nil {
 		return v1.PodStatus{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+	"github.com/slicelet/slicelet/internal/pods/prober"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -49,6 +50,19 @@ type Options struct {
 	// HostNetwork runs every pod in the host's network namespace (no CNI plugin needed); with
 	// false only pods with spec.hostNetwork do.
 	HostNetwork bool
+	// NodeIPs are the node's IPs: the pod IPs of pods in the host's network namespace, where
+	// their network probes and hooks go (the loopback when empty).
+	NodeIPs []string
+	// ProbeMetrics counts probe results; none when nil.
+	ProbeMetrics ProbeMetrics
+	// Objects gives the ConfigMaps and Secrets pods use in env and volumes (pods.Objects);
+	// with nil every reference is missing.
+	Objects ObjectGetter
+	// NodeName is spec.nodeName in the Downward API for pods that have none.
+	NodeName string
+	// Allocatable is the node's allocatable, the Downward API's value of limits a container
+	// does not set (the kubelet's defaultPodLimitsForDownwardAPI).
+	Allocatable v1.ResourceList
 }
 
 // Worker is slicelet's one pod worker (the kubelet's kuberuntime manager: SyncPod,
@@ -61,6 +75,7 @@ type Worker struct {
 	clock   clock.Clock
 	backoff lifecycle.Backoff
 	events  EventRecorder
+	probes  *prober.Manager
 
 	mu     sync.Mutex
 	pods   map[string]*entry
@@ -77,9 +92,11 @@ type entry struct {
 	waits       map[string]*hold
 	backOffSeen map[string]uint32 // container → attempt whose back-off was reported
 	stopped     map[string]bool   // IDs of the runs the worker stopped: their end is no failure
+	mountErr    string            // why object volumes could not be written at the last sync
 
 	// guarded by Worker.mu:
 	nextSync time.Time
+	probeDue bool             // a probe verdict changed since the last sync began
 	seen     map[string]State // container ID → state at the last sync or relist; nil: never
 }
 
@@ -112,44 +129,38 @@ func New(opts Options) (*Worker, error) {
 	if err := os.MkdirAll(filepath.Join(opts.StateDir, "pods"), 0o750); err != nil {
 		return nil, fmt.Errorf("pod worker: state dir: %w", err)
 	}
-	return &Worker{
+	w := &Worker{
 		opts: opts, rt: opts.Runtime, log: opts.Logger, clock: opts.Clock,
 		backoff: opts.Backoff.WithDefaults(), events: opts.Recorder,
 		pods: map[string]*entry{}, status: map[string]ContainerStatus{},
-	}, nil
+	}
+	w.probes = prober.NewManager(opts.Clock, probeReporter{w})
+	return w, nil
 }
+
+// Close stops the probes and waits for them to end.
+func (w *Worker) Close() { w.probes.Close() }
 
 // Name is the runtime's name.
 func (w *Worker) Name() string { return w.rt.Name() }
 
-// Validate reports what slicelet cannot run with this runtime: what the worker does not
-// implement (probes, lifecycle hooks), then the runtime's own refusals.
+// Validate reports what slicelet cannot run with this runtime: probes, lifecycle hooks, env
+// sources and object volumes (configMap, secret, projected, downwardAPI) the worker cannot
+// handle, then the runtime's own refusals.
 func (w *Worker) Validate(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
-	check := func(p *field.Path, c *v1.Container) {
-		for _, probe := range []struct {
-			name string
-			set  bool
-		}{{"livenessProbe", c.LivenessProbe != nil}, {"readinessProbe", c.ReadinessProbe != nil}, {"startupProbe", c.StartupProbe != nil}} {
-			if probe.set {
-				errs = append(errs, field.Forbidden(p.Child(probe.name), "probes are not supported by slicelet yet"))
-			}
-		}
-		if lc := c.Lifecycle; lc != nil {
-			if lc.PostStart != nil {
-				errs = append(errs, field.Forbidden(p.Child("lifecycle", "postStart"), "lifecycle hooks are not supported by slicelet yet"))
-			}
-			if lc.PreStop != nil {
-				errs = append(errs, field.Forbidden(p.Child("lifecycle", "preStop"), "lifecycle hooks are not supported by slicelet yet"))
-			}
-		}
+	errs = append(errs, validateObjectVolumes(pod)...)
+	check := func(p *field.Path, c *v1.Container, init bool) {
+		errs = append(errs, validateProbes(p, c, init && !lifecycle.IsSidecar(c))...)
+		errs = append(errs, validateEnvSources(p, c)...)
+		errs = append(errs, validateHooks(p, c)...)
 	}
 	spec := field.NewPath("spec")
 	for i := range pod.Spec.InitContainers {
-		check(spec.Child("initContainers").Index(i), &pod.Spec.InitContainers[i])
+		check(spec.Child("initContainers").Index(i), &pod.Spec.InitContainers[i], true)
 	}
 	for i := range pod.Spec.Containers {
-		check(spec.Child("containers").Index(i), &pod.Spec.Containers[i])
+		check(spec.Child("containers").Index(i), &pod.Spec.Containers[i], false)
 	}
 	return append(errs, w.rt.Validate(pod)...)
 }
@@ -185,6 +196,9 @@ func (w *Worker) NextSync(uid string) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e := w.pods[uid]; e != nil {
+		if e.probeDue {
+			return w.clock.Now()
+		}
 		return e.nextSync
 	}
 	return time.Time{}
@@ -271,7 +285,8 @@ func (w *Worker) PodUIDs(ctx context.Context) ([]string, error) {
 }
 
 // Forget drops everything about a deleted pod: its containers and sandboxes in the runtime
-// (killed first if they still run), its record and its emptyDir volumes. hostPath volumes are
+// (killed first if they still run), its record, its emptyDir and object volumes, and its
+// events when the recorder keeps them (EventForgetter). hostPath volumes are
 // never touched.
 func (w *Worker) Forget(ctx context.Context, uid string) error {
 	if err := slices.ValidateUID(uid); err != nil {
@@ -280,6 +295,7 @@ func (w *Worker) Forget(ctx context.Context, uid string) error {
 	e := w.entry(uid)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	w.probes.Keep(uid, nil)
 	ctrs, err := w.rt.ListContainers(ctx, uid)
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", uid, err)
@@ -320,6 +336,9 @@ func (w *Worker) Forget(ctx context.Context, uid string) error {
 		delete(w.status, c.ID)
 	}
 	w.mu.Unlock()
+	if f, ok := w.events.(EventForgetter); ok {
+		f.Forget(uid)
+	}
 	w.log.Info("pod forgotten", "pod_uid", uid)
 	return nil
 }

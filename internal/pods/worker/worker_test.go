@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
+	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 )
 
@@ -212,10 +213,11 @@ func TestContainerGCKeepsTheRecord(t *testing.T) {
 	}
 }
 
-// TestForget: the pod's sandboxes, containers, record and volumes go.
+// TestForget: the pod's sandboxes, containers, record, volumes and kept events go.
 func TestForget(t *testing.T) {
 	f := newFakeRT()
-	w, _ := newTestWorker(t, f, "")
+	store := pods.NewEventStore(nil, "node")
+	w, _ := newTestWorkerWith(t, f, "", func(o *Options) { o.Recorder = store })
 	pod := testPod("fg-1", v1.RestartPolicyNever, "a")
 	pod.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
 	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/s"}}
@@ -236,6 +238,9 @@ func TestForget(t *testing.T) {
 	if _, err := os.Stat(filepath.Dir(filepath.Dir(vol))); !os.IsNotExist(err) {
 		t.Errorf("pod dir kept: %v", err)
 	}
+	if evs := store.PodEvents("fg-1"); len(evs) != 0 {
+		t.Errorf("%d events kept after Forget", len(evs))
+	}
 }
 
 // TestExecSync runs in the running run of the container, and fails for one that does not run.
@@ -253,19 +258,25 @@ func TestExecSync(t *testing.T) {
 	}
 }
 
-// TestValidateRefusesProbesAndHooks: what the worker does not implement yet is refused with its
-// field path, for every runtime.
-func TestValidateRefusesProbesAndHooks(t *testing.T) {
+// TestValidateProbes: probes need one handler, none on a regular init container, and the API's
+// limits; what is refused names its field path.
+func TestValidateProbes(t *testing.T) {
 	w, _ := newTestWorker(t, newFakeRT(), "")
 	pod := testPod("va-1", "", "app")
 	pod.Spec.Containers[0].LivenessProbe = &v1.Probe{}
-	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{}}
-	pod.Spec.InitContainers = []v1.Container{{Name: "i", ReadinessProbe: &v1.Probe{}, Lifecycle: &v1.Lifecycle{PostStart: &v1.LifecycleHandler{}}}}
+	pod.Spec.Containers[0].StartupProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}, SuccessThreshold: 2}
+	pod.Spec.Containers[0].ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{}, TCPSocket: &v1.TCPSocketAction{}}}
+	pod.Spec.InitContainers = []v1.Container{{Name: "i", ReadinessProbe: &v1.Probe{}}}
 	got := w.Validate(pod).ToAggregate().Error()
-	for _, want := range []string{"spec.containers[0].livenessProbe: Forbidden", "spec.containers[0].lifecycle.preStop: Forbidden",
-		"spec.initContainers[0].readinessProbe: Forbidden", "spec.initContainers[0].lifecycle.postStart: Forbidden"} {
+	for _, want := range []string{"spec.containers[0].livenessProbe: Required value", "spec.containers[0].startupProbe.successThreshold: Invalid value",
+		"spec.containers[0].readinessProbe: Forbidden: may not specify more than 1 handler type", "spec.initContainers[0].readinessProbe: Forbidden"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Validate = %s\n want %q", got, want)
 		}
+	}
+	ok := testPod("va-2", "", "app")
+	ok.Spec.Containers[0].LivenessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}}
+	if errs := w.Validate(ok); len(errs) > 0 {
+		t.Errorf("Validate(a valid liveness probe) = %v", errs)
 	}
 }

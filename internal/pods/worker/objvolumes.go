@@ -1,0 +1,321 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/kubectl/pkg/util/fieldpath"
+
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+)
+
+// EventFailedMount is the kubelet's event of a volume that cannot be set up.
+const EventFailedMount = "FailedMount"
+
+// defaultFileMode is the mode of projected files without one (the API's
+// ConfigMapVolumeSourceDefaultMode and its siblings, 0644).
+const defaultFileMode fs.FileMode = 0o644
+
+// isObjectVolume reports whether v is written by the worker from API objects and the pod
+// (configMap, secret, projected, downwardAPI): such volumes are mounted read-only.
+func isObjectVolume(v *v1.Volume) bool {
+	return v.ConfigMap != nil || v.Secret != nil || v.Projected != nil || v.DownwardAPI != nil
+}
+
+// readOnlyVolume reports whether the pod's volume of that name is mounted read-only whatever
+// the mount says (the kubelet's configmap, secret, projected and downwardAPI plugins).
+func readOnlyVolume(pod *v1.Pod, name string) bool {
+	for i := range pod.Spec.Volumes {
+		if v := &pod.Spec.Volumes[i]; v.Name == name {
+			return isObjectVolume(v)
+		}
+	}
+	return false
+}
+
+func fileMode(mode, def *int32) fs.FileMode {
+	switch {
+	case mode != nil:
+		return fs.FileMode(*mode) & fs.ModePerm
+	case def != nil:
+		return fs.FileMode(*def) & fs.ModePerm
+	}
+	return defaultFileMode
+}
+
+// volumePayload is the content of an object volume (the kubelet's MakePayload of the
+// configmap, secret, projected and downwardAPI plugins). A missing object or key is an error
+// with the kubelet's wording unless the source is optional (then it adds nothing).
+func (w *Worker) volumePayload(pod *v1.Pod, v *v1.Volume) (map[string]fileProjection, error) {
+	out := map[string]fileProjection{}
+	switch {
+	case v.ConfigMap != nil:
+		return out, w.configMapPayload(out, pod, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode)
+	case v.Secret != nil:
+		return out, w.secretPayload(out, pod, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, v.Secret.DefaultMode)
+	case v.DownwardAPI != nil:
+		return out, w.downwardPayload(out, pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode)
+	case v.Projected != nil:
+		def := v.Projected.DefaultMode
+		for _, src := range v.Projected.Sources {
+			var err error
+			switch {
+			case src.ConfigMap != nil:
+				err = w.configMapPayload(out, pod, src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.Optional, def)
+			case src.Secret != nil:
+				err = w.secretPayload(out, pod, src.Secret.Name, src.Secret.Items, src.Secret.Optional, def)
+			case src.DownwardAPI != nil:
+				err = w.downwardPayload(out, pod, src.DownwardAPI.Items, def)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// configMapPayload adds a ConfigMap's keys (data and binaryData), or its items, to out.
+func (w *Worker) configMapPayload(out map[string]fileProjection, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, def *int32) error {
+	cm, err := w.configMap(pod.Namespace, name)
+	if err != nil {
+		if apierrors.IsNotFound(err) && isTrue(optional) {
+			return nil
+		}
+		return err
+	}
+	data := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
+	for k, v := range cm.Data {
+		data[k] = []byte(v)
+	}
+	for k, v := range cm.BinaryData {
+		data[k] = v
+	}
+	return addKeys(out, data, items, optional, def, "configmap references non-existent config key: %s")
+}
+
+// secretPayload adds a Secret's keys, or its items, to out.
+func (w *Worker) secretPayload(out map[string]fileProjection, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, def *int32) error {
+	s, err := w.secret(pod.Namespace, name)
+	if err != nil {
+		if apierrors.IsNotFound(err) && isTrue(optional) {
+			return nil
+		}
+		return err
+	}
+	return addKeys(out, s.Data, items, optional, def, "secret references non-existent secret key: %s")
+}
+
+// addKeys adds every key of data (no items) or the items to out; a missing item key is an
+// error (missing, with the key) unless optional.
+func addKeys(out map[string]fileProjection, data map[string][]byte, items []v1.KeyToPath, optional *bool, def *int32, missing string) error {
+	if len(items) == 0 {
+		for k, v := range data {
+			out[k] = fileProjection{Data: v, Mode: fileMode(nil, def)}
+		}
+		return nil
+	}
+	for _, it := range items {
+		v, ok := data[it.Key]
+		if !ok {
+			if isTrue(optional) {
+				continue
+			}
+			return fmt.Errorf(missing, it.Key)
+		}
+		out[it.Path] = fileProjection{Data: v, Mode: fileMode(it.Mode, def)}
+	}
+	return nil
+}
+
+// downwardPayload adds downwardAPI items to out: pod fields (labels and annotations as
+// key="value" lines, fieldpath.FormatMap) and container resources.
+func (w *Worker) downwardPayload(out map[string]fileProjection, pod *v1.Pod, items []v1.DownwardAPIVolumeFile, def *int32) error {
+	for _, it := range items {
+		var (
+			value string
+			err   error
+		)
+		switch {
+		case it.FieldRef != nil:
+			value, err = fieldpath.ExtractFieldPathAsString(pod, it.FieldRef.FieldPath)
+		case it.ResourceFieldRef != nil:
+			c, _ := lifecycle.ContainerByName(pod, it.ResourceFieldRef.ContainerName)
+			if c == nil {
+				return fmt.Errorf("container %s not found", it.ResourceFieldRef.ContainerName)
+			}
+			value, err = w.resourceFieldValue(pod, c, it.ResourceFieldRef)
+		}
+		if err != nil {
+			return err
+		}
+		out[it.Path] = fileProjection{Data: []byte(value), Mode: fileMode(it.Mode, def)}
+	}
+	return nil
+}
+
+// syncObjectVolumes writes the pod's object volumes (writePayload: updated in place when
+// their objects change, as the kubelet's periodic remount does) and returns the host paths by
+// name. A volume that cannot be written (its object is missing) is reported once per change
+// of its error as FailedMount with the kubelet's wording and returned as the error; the others
+// are still written.
+func (w *Worker) syncObjectVolumes(pod *v1.Pod, e *entry) (map[string]string, error) {
+	out := map[string]string{}
+	var gid = -1
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+		gid = int(*sc.FSGroup)
+	}
+	var errs []string
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if !isObjectVolume(v) {
+			continue
+		}
+		dir := w.emptyDirPath(string(pod.UID), v.Name)
+		payload, err := w.volumePayload(pod, v)
+		if err == nil {
+			var wrote bool
+			wrote, err = writePayload(dir, payload, gid, w.clock.Now())
+			if wrote {
+				// Keys only: Secret values are never logged.
+				w.log.Debug("volume written", "pod_uid", string(pod.UID), "volume", v.Name, "files", len(payload))
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", v.Name, err))
+			continue
+		}
+		out[v.Name] = dir
+	}
+	msg := strings.Join(errs, "; ")
+	e.recMu.Lock()
+	changed := msg != e.mountErr
+	e.mountErr = msg
+	e.recMu.Unlock()
+	if changed {
+		for _, m := range errs {
+			w.podEvent(pod, v1.EventTypeWarning, EventFailedMount, "%s", m)
+		}
+	}
+	if len(errs) > 0 {
+		return out, errors.New(msg)
+	}
+	return out, nil
+}
+
+// validateObjectVolumes checks the object volumes the worker writes: the sources it handles
+// (serviceAccountToken, clusterTrustBundle and podCertificate projections need an API server
+// and are refused), names, keys and relative item paths, modes, downwardAPI field paths.
+func validateObjectVolumes(pod *v1.Pod) field.ErrorList {
+	var errs field.ErrorList
+	vp := field.NewPath("spec", "volumes")
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		p := vp.Index(i)
+		switch {
+		case v.ConfigMap != nil:
+			errs = append(errs, validateKeyItems(p.Child("configMap"), v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.DefaultMode)...)
+		case v.Secret != nil:
+			errs = append(errs, validateKeyItems(p.Child("secret"), v.Secret.SecretName, v.Secret.Items, v.Secret.DefaultMode)...)
+		case v.DownwardAPI != nil:
+			errs = append(errs, validateDownwardItems(p.Child("downwardAPI"), pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode)...)
+		case v.Projected != nil:
+			pp := p.Child("projected")
+			errs = append(errs, validateMode(pp.Child("defaultMode"), v.Projected.DefaultMode)...)
+			paths := map[string]bool{}
+			for j, src := range v.Projected.Sources {
+				sp := pp.Child("sources").Index(j)
+				switch {
+				case src.ConfigMap != nil:
+					errs = append(errs, validateKeyItems(sp.Child("configMap"), src.ConfigMap.Name, src.ConfigMap.Items, nil)...)
+					errs = append(errs, projectedPaths(sp.Child("configMap"), src.ConfigMap.Items, paths)...)
+				case src.Secret != nil:
+					errs = append(errs, validateKeyItems(sp.Child("secret"), src.Secret.Name, src.Secret.Items, nil)...)
+					errs = append(errs, projectedPaths(sp.Child("secret"), src.Secret.Items, paths)...)
+				case src.DownwardAPI != nil:
+					errs = append(errs, validateDownwardItems(sp.Child("downwardAPI"), pod, src.DownwardAPI.Items, nil)...)
+				case src.ServiceAccountToken != nil:
+					errs = append(errs, field.Forbidden(sp.Child("serviceAccountToken"), "service account tokens need an API server; slicelet has none"))
+				case src.ClusterTrustBundle != nil:
+					errs = append(errs, field.Forbidden(sp.Child("clusterTrustBundle"), "cluster trust bundles need an API server; slicelet has none"))
+				case src.PodCertificate != nil:
+					errs = append(errs, field.Forbidden(sp.Child("podCertificate"), "pod certificates need an API server; slicelet has none"))
+				default:
+					errs = append(errs, field.Required(sp, "must specify one source"))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// projectedPaths refuses an item path that another source of the projection writes too.
+func projectedPaths(p *field.Path, items []v1.KeyToPath, seen map[string]bool) field.ErrorList {
+	var errs field.ErrorList
+	for i, it := range items {
+		if seen[it.Path] {
+			errs = append(errs, field.Duplicate(p.Child("items").Index(i).Child("path"), it.Path))
+		}
+		seen[it.Path] = true
+	}
+	return errs
+}
+
+func validateMode(p *field.Path, mode *int32) field.ErrorList {
+	if mode != nil && (*mode < 0 || *mode > 0o777) {
+		return field.ErrorList{field.Invalid(p, *mode, "must be a number between 0 and 0777 (octal), both inclusive")}
+	}
+	return nil
+}
+
+func validatePath(p *field.Path, path string) field.ErrorList {
+	if err := checkPayloadPath(path); err != nil {
+		return field.ErrorList{field.Invalid(p, path, strings.TrimPrefix(err.Error(), fmt.Sprintf("path %q: ", path)))}
+	}
+	return nil
+}
+
+func validateKeyItems(p *field.Path, name string, items []v1.KeyToPath, def *int32) field.ErrorList {
+	var errs field.ErrorList
+	if name == "" {
+		errs = append(errs, field.Required(p.Child("name"), ""))
+	}
+	errs = append(errs, validateMode(p.Child("defaultMode"), def)...)
+	for i, it := range items {
+		ip := p.Child("items").Index(i)
+		if it.Key == "" {
+			errs = append(errs, field.Required(ip.Child("key"), ""))
+		}
+		errs = append(errs, validatePath(ip.Child("path"), it.Path)...)
+		errs = append(errs, validateMode(ip.Child("mode"), it.Mode)...)
+	}
+	return errs
+}
+
+func validateDownwardItems(p *field.Path, pod *v1.Pod, items []v1.DownwardAPIVolumeFile, def *int32) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateMode(p.Child("defaultMode"), def)...)
+	for i, it := range items {
+		ip := p.Child("items").Index(i)
+		errs = append(errs, validatePath(ip.Child("path"), it.Path)...)
+		errs = append(errs, validateMode(ip.Child("mode"), it.Mode)...)
+		switch {
+		case (it.FieldRef == nil) == (it.ResourceFieldRef == nil):
+			errs = append(errs, field.Invalid(ip, "", "must specify exactly one of fieldRef or resourceFieldRef"))
+		case it.FieldRef != nil:
+			errs = append(errs, validateFieldRef(ip.Child("fieldRef"), it.FieldRef, volumeFieldPaths)...)
+		default:
+			rp := ip.Child("resourceFieldRef")
+			errs = append(errs, validateResourceFieldRef(rp, it.ResourceFieldRef)...)
+			if c, _ := lifecycle.ContainerByName(pod, it.ResourceFieldRef.ContainerName); c == nil {
+				errs = append(errs, field.NotFound(rp.Child("containerName"), it.ResourceFieldRef.ContainerName))
+			}
+		}
+	}
+	return errs
+}
