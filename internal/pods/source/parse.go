@@ -6,15 +6,19 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
 )
 
-// parseManifest is slices.ParsePodManifest (strict decode, namespace, content UID, validation)
-// plus validateInput. name prefixes every error ("<name>: document <i>: <field>: ..." for
+// parseManifest is manifest.CheckBounds (size and decoded size, before decoding),
+// slices.ParsePodManifest (strict decode, namespace, content UID, validation) plus validateInput. name prefixes every error ("<name>: document <i>: <field>: ..." for
 // multi-document input); source is what a missing UID is derived from. On any problem no pod is
 // returned.
 func parseManifest(name, source string, data []byte) ([]*v1.Pod, error) {
+	if err := manifest.CheckBounds(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	list, err := slices.ParsePodManifest(name, source, data)
 	if err != nil {
 		return nil, err
