@@ -2,12 +2,17 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // bomb is a ~300 KB manifest whose aliases expand to about 2 GB of JSON.
@@ -92,5 +97,34 @@ func TestManifestTurns(t *testing.T) {
 	}
 	if len(s.manifests) != maxConcurrentManifests-1 {
 		t.Errorf("%d turns taken after the request, want %d (its own given back)", len(s.manifests), maxConcurrentManifests-1)
+	}
+}
+
+// TestStorageErrors: a backend that cannot store a pod answers 507 for a full disk or quota,
+// 500 for any other system error, each naming the file and the errno, and logs it; never 422.
+func TestStorageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		errno syscall.Errno
+		code  int
+		want  string
+	}{
+		{"disk full", syscall.ENOSPC, 507, "write /var/lib/slicelet/pods/api/default_web.json: no space left on device (ENOSPC)"},
+		{"quota", syscall.EDQUOT, 507, "(EDQUOT)"},
+		{"i/o error", syscall.EIO, 500, "input/output error (EIO)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			f := newFakeBackend()
+			f.err = fmt.Errorf("pod default/web: write /var/lib/slicelet/pods/api/default_web.json: %w", tc.errno)
+			_, c := startServerLogging(t, f, 0, slog.New(slog.NewTextHandler(&logs, nil)))
+			code, body := rawRequest(t, c, "POST", "/v1/pods", strings.NewReader(webManifest))
+			if code != tc.code || !strings.Contains(body, tc.want) {
+				t.Errorf("POST /v1/pods = %d %s, want %d %q", code, body, tc.code, tc.want)
+			}
+			if !strings.Contains(logs.String(), "default_web.json") || !strings.Contains(logs.String(), "errno="+unix.ErrnoName(tc.errno)) {
+				t.Errorf("not logged with the path and errno: %s", logs.String())
+			}
+		})
 	}
 }

@@ -14,8 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -680,6 +682,18 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case r.Context().Err() != nil:
 		// The client went away or the server is shutting down: nobody reads the answer.
 		writeError(w, http.StatusServiceUnavailable, err.Error(), nil)
+	case errors.As(err, new(syscall.Errno)):
+		// A storage (or other system) error: the request was fine, the node was not. The
+		// error names the file; the answer adds the errno's name.
+		var errno syscall.Errno
+		errors.As(err, &errno)
+		status := http.StatusInternalServerError
+		if errno == syscall.ENOSPC || errno == syscall.EDQUOT {
+			status = http.StatusInsufficientStorage
+		}
+		msg := fmt.Sprintf("%v (%s)", err, unix.ErrnoName(errno))
+		s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "errno", unix.ErrnoName(errno), "err", err)
+		writeError(w, status, msg, nil)
 	default:
 		s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		writeError(w, http.StatusInternalServerError, err.Error(), nil)
@@ -691,7 +705,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	enc.Encode(v) // a write error means the client is gone; nothing to tell it
+	enc.SetEscapeHTML(false) // '<' in a pod stays one byte, not six
+	enc.Encode(v)            // a write error means the client is gone; nothing to tell it
 }
 
 func writeError(w http.ResponseWriter, status int, msg string, problems []string) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	stdslices "slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +40,10 @@ const ReasonRuntimeUnavailable = "RuntimeUnavailable"
 // ReasonUnsupported is the status reason of a pod the runtime cannot run (e.g. an image with the
 // built-in systemd runtime); the message lists every field path and value.
 const ReasonUnsupported = "UnsupportedPodSpec"
+
+// ReasonUnreadable is the status reason of a pod whose stored record does not load
+// (Problem.Hold): it keeps running, unmanaged, until an apply or delete of it resolves it.
+const ReasonUnreadable = "StoredPodUnreadable"
 
 // Timing of the controller.
 const (
@@ -427,7 +432,7 @@ func (c *Controller) dispatch(ctx context.Context) {
 // slice, so nothing live is ever taken for an orphan.
 func (c *Controller) maybeCleanupOrphans(ctx context.Context) {
 	c.mu.Lock()
-	ready := c.allSourcesReadyLocked() && !c.cleaned
+	ready := c.allSourcesReadyLocked() && !c.cleaned && !c.holdingLocked()
 	for _, ps := range c.pods {
 		if !ready {
 			break
@@ -440,6 +445,40 @@ func (c *Controller) maybeCleanupOrphans(ctx context.Context) {
 	if ready && ctx.Err() == nil {
 		c.cleanupOrphans(ctx)
 	}
+}
+
+// holdingLocked reports whether a source reports a problem that may stand for a running pod
+// (Problem.Hold): orphans are not judged while it does, since that pod's units would look
+// orphaned.
+func (c *Controller) holdingLocked() bool {
+	for _, p := range c.problems {
+		if p.Hold {
+			return true
+		}
+	}
+	return false
+}
+
+// heldLocked are the pods held problems stand for that no source provides (sorted by
+// namespace/name as Pods is): phase Unknown, reason ReasonUnreadable, the problem as message.
+func (c *Controller) heldLocked() []v1.Pod {
+	known := map[string]bool{}
+	for _, ps := range c.pods {
+		known[key(ps.desired.Pod)] = true
+	}
+	var out []v1.Pod
+	for _, p := range c.problems {
+		ns, name, ok := strings.Cut(p.Pod, "/")
+		if !p.Hold || !ok || known[p.Pod] {
+			continue
+		}
+		known[p.Pod] = true
+		out = append(out, v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{AnnotationSource: SourceAPI}},
+			Status:     v1.PodStatus{Phase: v1.PodUnknown, Reason: ReasonUnreadable, Message: p.Error},
+		})
+	}
+	return out
 }
 
 // syncPod brings one pod to its desired state.
@@ -633,6 +672,7 @@ func (c *Controller) Pods() []v1.Pod {
 	for _, ps := range c.pods {
 		out = append(out, ps.view(now))
 	}
+	out = append(out, c.heldLocked()...)
 	stdslices.SortFunc(out, func(a, b v1.Pod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
@@ -653,6 +693,11 @@ func (c *Controller) Pod(namespace, name string) (v1.Pod, bool) {
 		}
 	}
 	if best == nil {
+		for _, p := range c.heldLocked() {
+			if p.Namespace == namespace && p.Name == name {
+				return p, true
+			}
+		}
 		return v1.Pod{}, false
 	}
 	return best.view(c.clock.Now()), true
