@@ -102,6 +102,10 @@ type ControllerOptions struct {
 	OnChange func()
 	// Tick is how often the controller looks for pods due for a sync; DefaultTick when zero.
 	Tick time.Duration
+	// Evictions, when set, keeps evictions on disk: EvictPod records one before it stops the
+	// pod, and a pod with a record is never started again by itself (it is shown evicted)
+	// until no source wants it any more.
+	Evictions *EvictionRecords
 }
 
 // Controller keeps the running pods equal to what the sources want.
@@ -115,7 +119,10 @@ type Controller struct {
 	onReject func(reason string)
 	onChange func()
 
+	evictions *EvictionRecords
+
 	mu        sync.Mutex
+	evicted   map[string]EvictionRecord // by UID: the evictions on disk
 	snapshots map[string]Snapshot
 	problems  []Problem
 	pods      map[string]*podState // by UID
@@ -147,9 +154,17 @@ func NewController(opts ControllerOptions) *Controller {
 	if opts.Tick <= 0 {
 		opts.Tick = DefaultTick
 	}
+	evicted := map[string]EvictionRecord{}
+	if opts.Evictions != nil {
+		var err error
+		if evicted, err = opts.Evictions.Load(); err != nil {
+			opts.Logger.Error("eviction records do not all load", "error", err)
+		}
+	}
 	return &Controller{
 		slices: opts.Slices, rt: opts.Runtime, admit: opts.Admitter, log: opts.Logger, clock: opts.Clock, tick: opts.Tick,
 		onReject: opts.OnReject, onChange: opts.OnChange,
+		evictions: opts.Evictions, evicted: evicted,
 		snapshots: map[string]Snapshot{},
 		pods:      map[string]*podState{},
 		sources:   map[string]bool{},
@@ -172,9 +187,23 @@ func (c *Controller) Update(s Snapshot) {
 	c.mu.Lock()
 	c.snapshots[s.Source] = s
 	c.sources[s.Source] = true
-	c.reconcileDesiredLocked()
+	stale := c.reconcileDesiredLocked()
 	c.mu.Unlock()
+	c.forgetEvictions(stale)
 	c.wake()
+}
+
+// forgetEvictions removes the eviction records of pods no source wants any more.
+func (c *Controller) forgetEvictions(uids []string) {
+	for _, uid := range uids {
+		if err := c.evictions.Remove(uid); err != nil {
+			c.log.Warn("eviction record not removed", "pod_uid", uid, "error", err)
+			continue
+		}
+		c.mu.Lock()
+		delete(c.evicted, uid)
+		c.mu.Unlock()
+	}
 }
 
 func (c *Controller) wake() {
@@ -186,8 +215,9 @@ func (c *Controller) wake() {
 
 // reconcileDesiredLocked merges the snapshots (the file source wins a name clash, reported as a
 // problem), admits new pods in a deterministic order and marks pods no source wants for
-// deletion.
-func (c *Controller) reconcileDesiredLocked() {
+// deletion. A new pod with an eviction record is shown evicted, never started. It returns the
+// UIDs of eviction records no source wants any more (once every source reported).
+func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 	var problems []Problem
 	byName := map[string]Desired{}
 	for _, src := range []string{SourceFile, SourceAPI} {
@@ -239,6 +269,15 @@ func (c *Controller) reconcileDesiredLocked() {
 		}
 		d := wanted[uid]
 		ps := &podState{desired: d, createdAt: now}
+		if rec, ok := c.evicted[uid]; ok {
+			// Evicted before slicelet restarted: it stays evicted.
+			ps.reason, ps.message = ReasonEvicted, rec.Message
+			ps.desired.Pod = withEvictionAnnotations(d.Pod, rec.Annotations)
+			ps.status = evictedStatus(v1.PodStatus{}, rec.Message, rec.Time)
+			c.pods[uid] = ps
+			c.log.Info("pod was evicted before a restart, not started", "pod", key(d.Pod), "pod_uid", uid, "message", rec.Message)
+			continue
+		}
 		ok, reason, msg := c.admit.AdmitSecurity(d.Pod, d.Source)
 		if ok {
 			if errs := c.rt.Validate(d.Pod); len(errs) > 0 {
@@ -261,6 +300,14 @@ func (c *Controller) reconcileDesiredLocked() {
 		}
 		c.pods[uid] = ps
 	}
+	if c.evictions != nil && c.allSourcesReadyLocked() {
+		for uid := range c.evicted {
+			if _, ok := wanted[uid]; !ok {
+				staleEvictions = append(staleEvictions, uid)
+			}
+		}
+	}
+	return staleEvictions
 }
 
 // sourceRank orders sources for admission: manifest files before API pods.
@@ -593,8 +640,12 @@ func (c *Controller) deletePod(ctx context.Context, pod *v1.Pod) error {
 func (c *Controller) cleanupOrphans(ctx context.Context) {
 	c.mu.Lock()
 	known := map[string]bool{}
-	for uid := range c.pods {
-		known[uid] = true
+	for uid, ps := range c.pods {
+		// A pod that is not admitted (rejected, evicted) has no units: any found are left
+		// over (e.g. slicelet was killed between an eviction's record and its stop).
+		if ps.admitted || ps.deleting {
+			known[uid] = true
+		}
 	}
 	c.mu.Unlock()
 

@@ -68,6 +68,7 @@ type fakeRuntime struct {
 	down     bool
 	gate     chan struct{} // when set, SyncPod waits for it
 	entered  []string      // the UIDs SyncPod was called for, in order
+	onKill   func(uid string)
 }
 
 func (f *fakeRuntime) Name() string                     { return "fake" }
@@ -134,6 +135,9 @@ func (f *fakeRuntime) Relist(_ context.Context, fresh []*v1.Pod) (Relisted, erro
 }
 func (f *fakeRuntime) NextSync(string) time.Time { return time.Time{} }
 func (f *fakeRuntime) KillPod(_ context.Context, pod *v1.Pod, _ time.Duration) (v1.PodStatus, error) {
+	if f.onKill != nil {
+		f.onKill(string(pod.UID))
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.killed = append(f.killed, string(pod.UID))
