@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -73,8 +74,12 @@ func readDocuments(paths []string) ([]document, error) {
 	}
 	var docs []document
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := readBounded(f)
 		if err != nil {
+			return nil, fmt.Errorf("pod manifest %s: %w", f, err)
+		}
+		// Bounded before anything decodes it: an alias bomb would take slicectl down too.
+		if err := manifest.CheckBounds(data); err != nil {
 			return nil, fmt.Errorf("pod manifest %s: %w", f, err)
 		}
 		parts, err := splitDocuments(data)
@@ -93,6 +98,23 @@ func readDocuments(paths []string) ([]document, error) {
 		}
 	}
 	return docs, nil
+}
+
+// readBounded reads a file of at most manifest.MaxInputBytes.
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, manifest.MaxInputBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > manifest.MaxInputBytes {
+		return nil, fmt.Errorf("%w: more than %d bytes (3 MiB, the Kubernetes API server's request limit)", manifest.ErrTooLarge, manifest.MaxInputBytes)
+	}
+	return data, nil
 }
 
 // splitDocuments splits a "---"-separated YAML stream (or one JSON object) into its non-empty

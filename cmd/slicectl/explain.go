@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -270,7 +272,18 @@ func parseCapacity(s string) (slices.Capacity, error) {
 func readPods(files []string) ([]*v1.Pod, error) {
 	var pods []*v1.Pod
 	for _, f := range files {
-		got, err := slices.ReadPodManifest(f)
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			return nil, fmt.Errorf("pod manifest %s: %w", f, err)
+		}
+		data, err := readBounded(abs)
+		if err == nil {
+			err = manifest.CheckBounds(data)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("pod manifest %s: %w", f, err)
+		}
+		got, err := slices.ParsePodManifest(f, abs, data)
 		if err != nil {
 			return nil, err
 		}

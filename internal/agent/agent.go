@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -192,6 +193,7 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	d.ctrl = pods.NewController(pods.ControllerOptions{
 		Slices: d.mgr, Runtime: d.rt, Admitter: admitter, Logger: log, Clock: d.clock,
 		WantSources: []string{pods.SourceFile, pods.SourceAPI},
+		Evictions:   pods.NewEvictionRecords(filepath.Join(cfg.StateDir, pods.EvictionsDir)),
 		// The metrics and the eviction manager are built below, from the controller; both
 		// exist before the controller runs.
 		OnReject: func(reason string) { d.metrics.AdmissionRejected(reason) },

@@ -97,8 +97,12 @@ func (b *backend) ApplyPod(ctx context.Context, manifest []byte, dryRun bool) (v
 		opts.Annotations = map[string]string{api.AnnotationAppliedBy: peer.String()}
 	}
 	pod, err := b.store.Apply(manifest, opts)
-	if err != nil {
+	switch {
+	case errors.Is(err, source.ErrInvalid), errors.Is(err, source.ErrTooManyPods):
 		return v1.Pod{}, &api.InvalidError{Problems: splitErrors(err)}
+	case err != nil:
+		// Storing failed (ENOSPC, EIO...): the server's error, with the file and errno.
+		return v1.Pod{}, err
 	}
 	out := *pod.DeepCopy()
 	if out.Annotations == nil {

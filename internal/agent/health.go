@@ -52,10 +52,12 @@ var (
 	// source stopping.
 	manifestsWarnable = &health.Warnable{Code: "manifests", Title: "manifest files",
 		Severity: health.SeverityWarning}
-	// apiStoreWarnable is the API pod store: stored pods it cannot load, or the source
-	// stopping.
+	// apiStoreWarnable is the API pod store: stored pods it cannot load (set aside, their pods
+	// kept running until an apply or delete), or the source stopping. Its node condition (and
+	// so slicelet_node_condition) shows it.
 	apiStoreWarnable = &health.Warnable{Code: "api-store", Title: "API pod store",
-		Severity: health.SeverityWarning}
+		Severity:  health.SeverityWarning,
+		Condition: &health.Condition{Type: string(conditionAPIPodStoreProblem), TrueReason: "StoredPodsNotLoaded", FalseReason: "StoredPodsLoaded"}}
 	// apiServerWarnable is the local API socket serving (slicectl, the GC timers).
 	apiServerWarnable = &health.Warnable{Code: "api-server", Title: "local API",
 		Severity: health.SeverityWarning}
@@ -64,10 +66,12 @@ var (
 		Severity: health.SeverityWarning}
 )
 
-// Node conditions of repeated GC failures.
+// Node conditions of repeated GC failures, and of the API pod store's problems (a stored pod
+// that does not load: its pod runs unmanaged until it is applied or deleted again).
 const (
 	conditionImageGCFailing     v1.NodeConditionType = "ImageGCFailing"
 	conditionContainerGCFailing v1.NodeConditionType = "ContainerGCFailing"
+	conditionAPIPodStoreProblem v1.NodeConditionType = "APIPodStoreProblem"
 )
 
 // probeInterval is how often the monitor probes systemd and the runtime without a watchdog.

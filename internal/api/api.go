@@ -50,6 +50,7 @@ import (
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/health"
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
 )
@@ -57,8 +58,9 @@ import (
 // DefaultSocket is the socket path when the configuration names none.
 const DefaultSocket = "/run/slicelet/slicelet.sock"
 
-// MaxManifestBytes is the largest request body POST /v1/pods and POST /v1/explain/pod accept.
-const MaxManifestBytes = 1 << 20
+// MaxManifestBytes is the largest request body POST /v1/pods and POST /v1/explain/pod accept:
+// the Kubernetes API server's (manifest.MaxInputBytes).
+const MaxManifestBytes = manifest.MaxInputBytes
 
 // Backend is what the server serves. The daemon implements it; tests use a fake.
 type Backend interface {

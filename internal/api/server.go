@@ -14,8 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/slicelet/slicelet/internal/health"
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
 
@@ -45,6 +48,9 @@ type Options struct {
 	// Health answers /healthz and /readyz and is the node's health in GET /v1/node; nil
 	// answers "ok" and shows none.
 	Health *health.Tracker
+	// ManifestReadTimeout bounds the time a client takes to send a manifest's body
+	// (DefaultManifestReadTimeout when zero); a slower client is answered 408.
+	ManifestReadTimeout time.Duration
 }
 
 // Server serves Backend on a unix socket. Create it with NewServer.
@@ -59,6 +65,10 @@ type Server struct {
 
 	mu sync.Mutex
 	ln *net.UnixListener
+
+	// manifests holds one token per manifest being read or decoded (maxConcurrentManifests).
+	manifests   chan struct{}
+	readTimeout time.Duration
 }
 
 // NewServer checks the options and resolves the group; a group that does not exist is an error
@@ -91,7 +101,11 @@ func NewServer(backend Backend, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{backend: backend, socket: opts.Socket, group: opts.Group, gid: gid, proc: opts.ProcRoot, log: opts.Logger, health: opts.Health}, nil
+	if opts.ManifestReadTimeout <= 0 {
+		opts.ManifestReadTimeout = DefaultManifestReadTimeout
+	}
+	return &Server{backend: backend, socket: opts.Socket, group: opts.Group, gid: gid, proc: opts.ProcRoot, log: opts.Logger, health: opts.Health,
+		manifests: make(chan struct{}, maxConcurrentManifests), readTimeout: opts.ManifestReadTimeout}, nil
 }
 
 // Socket is the socket path the server listens on.
@@ -342,23 +356,56 @@ func (s *Server) getPod(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, withPodType(pod))
 }
 
-// readManifest reads a request body of at most MaxManifestBytes; it writes the error response
-// itself and returns ok=false on failure.
-func readManifest(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+// Bounds of the manifests being read and decoded at once: each takes up to MaxManifestBytes
+// of body and, while decoded, a few times that in memory.
+const (
+	// maxConcurrentManifests is how many manifest requests are read and decoded at once;
+	// others wait for a turn (as long as their client does).
+	maxConcurrentManifests = 2
+	// DefaultManifestReadTimeout bounds the time a client takes to send one manifest body.
+	DefaultManifestReadTimeout = 30 * time.Second
+)
+
+// readManifest waits for a manifest turn (release must be called when it returns ok), reads a
+// request body of at most MaxManifestBytes within the read timeout and checks its bounds
+// (manifest.CheckBounds) before anything decodes it; it writes the error response itself and
+// returns ok=false on failure.
+func (s *Server) readManifest(w http.ResponseWriter, r *http.Request) (body []byte, release func(), ok bool) {
+	select {
+	case s.manifests <- struct{}{}:
+	case <-r.Context().Done():
+		writeError(w, http.StatusServiceUnavailable, "pod manifest: gave up waiting for a turn to decode", nil)
+		return nil, nil, false
+	}
+	release = func() { <-s.manifests }
+	rc := http.NewResponseController(w)
+	// Not every writer has deadlines (tests' recorders); the limit then is the client's.
+	_ = rc.SetReadDeadline(time.Now().Add(s.readTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxManifestBytes))
+	_ = rc.SetReadDeadline(time.Time{})
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("pod manifest: larger than %d bytes", MaxManifestBytes), nil)
-		return nil, false
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("pod manifest: larger than %d bytes (3 MiB, the Kubernetes API server's request limit)", MaxManifestBytes), nil)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		writeError(w, http.StatusRequestTimeout, fmt.Sprintf("pod manifest: request body not received within %v", s.readTimeout), nil)
 	case err != nil:
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("pod manifest: reading the request body: %v", err), nil)
-		return nil, false
 	case len(body) == 0:
 		writeError(w, http.StatusBadRequest, "pod manifest: empty request body", nil)
-		return nil, false
+	default:
+		err = manifest.CheckBounds(body)
+		switch {
+		case errors.Is(err, manifest.ErrTooLarge):
+			writeError(w, http.StatusRequestEntityTooLarge, "pod manifest: "+err.Error(), nil)
+		case err != nil:
+			writeError(w, http.StatusUnprocessableEntity, "pod manifest: "+err.Error(), []string{"manifest: " + err.Error()})
+		default:
+			return body, release, true
+		}
 	}
-	return body, true
+	release()
+	return nil, nil, false
 }
 
 // manifestMeta is just enough of a manifest to find the pod it names.
@@ -374,10 +421,11 @@ func (s *Server) applyPod(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	body, ok := readManifest(w, r)
+	body, release, ok := s.readManifest(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	// The action (created/configured/unchanged) is decided by comparing the pod before and
 	// after: the Backend contract stays one call, and both sides come from the backend.
 	var (
@@ -521,10 +569,11 @@ func (s *Server) node(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) explainPod(w http.ResponseWriter, r *http.Request) {
-	body, ok := readManifest(w, r)
+	body, release, ok := s.readManifest(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	x, err := s.backend.ExplainPod(r.Context(), body)
 	if err != nil {
 		s.fail(w, r, err)
@@ -634,6 +683,18 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case r.Context().Err() != nil:
 		// The client went away or the server is shutting down: nobody reads the answer.
 		writeError(w, http.StatusServiceUnavailable, err.Error(), nil)
+	case errors.As(err, new(syscall.Errno)):
+		// A storage (or other system) error: the request was fine, the node was not. The
+		// error names the file; the answer adds the errno's name.
+		var errno syscall.Errno
+		errors.As(err, &errno)
+		status := http.StatusInternalServerError
+		if errno == syscall.ENOSPC || errno == syscall.EDQUOT {
+			status = http.StatusInsufficientStorage
+		}
+		msg := fmt.Sprintf("%v (%s)", err, unix.ErrnoName(errno))
+		s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "errno", unix.ErrnoName(errno), "err", err)
+		writeError(w, status, msg, nil)
 	default:
 		s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		writeError(w, http.StatusInternalServerError, err.Error(), nil)
@@ -645,7 +706,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	enc.Encode(v) // a write error means the client is gone; nothing to tell it
+	enc.SetEscapeHTML(false) // '<' in a pod stays one byte, not six
+	enc.Encode(v)            // a write error means the client is gone; nothing to tell it
 }
 
 func writeError(w http.ResponseWriter, status int, msg string, problems []string) {

@@ -180,7 +180,7 @@ func TestApplyPod(t *testing.T) {
 		want string
 	}{
 		{"empty", strings.NewReader(""), 400, "empty request body"},
-		{"too large", io.MultiReader(strings.NewReader("# "), bytes.NewReader(bytes.Repeat([]byte("x"), MaxManifestBytes))), 413, "larger than 1048576 bytes"},
+		{"too large", io.MultiReader(strings.NewReader("# "), bytes.NewReader(bytes.Repeat([]byte("x"), MaxManifestBytes))), 413, "larger than 3145728 bytes (3 MiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := rawRequest(t, c, "POST", "/v1/pods", tc.body)

@@ -45,6 +45,8 @@ var layers = map[string]pkgLayer{
 	"internal/unixsock":   {layer: leaf},
 	"internal/buildinfo":  {layer: leaf},
 	"internal/logging":    {layer: leaf},
+	"internal/manifest":   {layer: leaf},
+	"internal/execlimits": {layer: leaf},
 
 	"units":           {layer: adapter},
 	"internal/procfs": {layer: adapter},

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	stdslices "slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +40,10 @@ const ReasonRuntimeUnavailable = "RuntimeUnavailable"
 // ReasonUnsupported is the status reason of a pod the runtime cannot run (e.g. an image with the
 // built-in systemd runtime); the message lists every field path and value.
 const ReasonUnsupported = "UnsupportedPodSpec"
+
+// ReasonUnreadable is the status reason of a pod whose stored record does not load
+// (Problem.Hold): it keeps running, unmanaged, until an apply or delete of it resolves it.
+const ReasonUnreadable = "StoredPodUnreadable"
 
 // Timing of the controller.
 const (
@@ -97,6 +102,10 @@ type ControllerOptions struct {
 	OnChange func()
 	// Tick is how often the controller looks for pods due for a sync; DefaultTick when zero.
 	Tick time.Duration
+	// Evictions, when set, keeps evictions on disk: EvictPod records one before it stops the
+	// pod, and a pod with a record is never started again by itself (it is shown evicted)
+	// until no source wants it any more.
+	Evictions *EvictionRecords
 }
 
 // Controller keeps the running pods equal to what the sources want.
@@ -110,7 +119,10 @@ type Controller struct {
 	onReject func(reason string)
 	onChange func()
 
+	evictions *EvictionRecords
+
 	mu        sync.Mutex
+	evicted   map[string]EvictionRecord // by UID: the evictions on disk
 	snapshots map[string]Snapshot
 	problems  []Problem
 	pods      map[string]*podState // by UID
@@ -142,9 +154,17 @@ func NewController(opts ControllerOptions) *Controller {
 	if opts.Tick <= 0 {
 		opts.Tick = DefaultTick
 	}
+	evicted := map[string]EvictionRecord{}
+	if opts.Evictions != nil {
+		var err error
+		if evicted, err = opts.Evictions.Load(); err != nil {
+			opts.Logger.Error("eviction records do not all load", "error", err)
+		}
+	}
 	return &Controller{
 		slices: opts.Slices, rt: opts.Runtime, admit: opts.Admitter, log: opts.Logger, clock: opts.Clock, tick: opts.Tick,
 		onReject: opts.OnReject, onChange: opts.OnChange,
+		evictions: opts.Evictions, evicted: evicted,
 		snapshots: map[string]Snapshot{},
 		pods:      map[string]*podState{},
 		sources:   map[string]bool{},
@@ -167,9 +187,23 @@ func (c *Controller) Update(s Snapshot) {
 	c.mu.Lock()
 	c.snapshots[s.Source] = s
 	c.sources[s.Source] = true
-	c.reconcileDesiredLocked()
+	stale := c.reconcileDesiredLocked()
 	c.mu.Unlock()
+	c.forgetEvictions(stale)
 	c.wake()
+}
+
+// forgetEvictions removes the eviction records of pods no source wants any more.
+func (c *Controller) forgetEvictions(uids []string) {
+	for _, uid := range uids {
+		if err := c.evictions.Remove(uid); err != nil {
+			c.log.Warn("eviction record not removed", "pod_uid", uid, "error", err)
+			continue
+		}
+		c.mu.Lock()
+		delete(c.evicted, uid)
+		c.mu.Unlock()
+	}
 }
 
 func (c *Controller) wake() {
@@ -181,8 +215,9 @@ func (c *Controller) wake() {
 
 // reconcileDesiredLocked merges the snapshots (the file source wins a name clash, reported as a
 // problem), admits new pods in a deterministic order and marks pods no source wants for
-// deletion.
-func (c *Controller) reconcileDesiredLocked() {
+// deletion. A new pod with an eviction record is shown evicted, never started. It returns the
+// UIDs of eviction records no source wants any more (once every source reported).
+func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 	var problems []Problem
 	byName := map[string]Desired{}
 	for _, src := range []string{SourceFile, SourceAPI} {
@@ -234,6 +269,15 @@ func (c *Controller) reconcileDesiredLocked() {
 		}
 		d := wanted[uid]
 		ps := &podState{desired: d, createdAt: now}
+		if rec, ok := c.evicted[uid]; ok {
+			// Evicted before slicelet restarted: it stays evicted.
+			ps.reason, ps.message = ReasonEvicted, rec.Message
+			ps.desired.Pod = withEvictionAnnotations(d.Pod, rec.Annotations)
+			ps.status = evictedStatus(v1.PodStatus{}, rec.Message, rec.Time)
+			c.pods[uid] = ps
+			c.log.Info("pod was evicted before a restart, not started", "pod", key(d.Pod), "pod_uid", uid, "message", rec.Message)
+			continue
+		}
 		ok, reason, msg := c.admit.AdmitSecurity(d.Pod, d.Source)
 		if ok {
 			if errs := c.rt.Validate(d.Pod); len(errs) > 0 {
@@ -256,6 +300,14 @@ func (c *Controller) reconcileDesiredLocked() {
 		}
 		c.pods[uid] = ps
 	}
+	if c.evictions != nil && c.allSourcesReadyLocked() {
+		for uid := range c.evicted {
+			if _, ok := wanted[uid]; !ok {
+				staleEvictions = append(staleEvictions, uid)
+			}
+		}
+	}
+	return staleEvictions
 }
 
 // sourceRank orders sources for admission: manifest files before API pods.
@@ -427,7 +479,7 @@ func (c *Controller) dispatch(ctx context.Context) {
 // slice, so nothing live is ever taken for an orphan.
 func (c *Controller) maybeCleanupOrphans(ctx context.Context) {
 	c.mu.Lock()
-	ready := c.allSourcesReadyLocked() && !c.cleaned
+	ready := c.allSourcesReadyLocked() && !c.cleaned && !c.holdingLocked()
 	for _, ps := range c.pods {
 		if !ready {
 			break
@@ -440,6 +492,40 @@ func (c *Controller) maybeCleanupOrphans(ctx context.Context) {
 	if ready && ctx.Err() == nil {
 		c.cleanupOrphans(ctx)
 	}
+}
+
+// holdingLocked reports whether a source reports a problem that may stand for a running pod
+// (Problem.Hold): orphans are not judged while it does, since that pod's units would look
+// orphaned.
+func (c *Controller) holdingLocked() bool {
+	for _, p := range c.problems {
+		if p.Hold {
+			return true
+		}
+	}
+	return false
+}
+
+// heldLocked are the pods held problems stand for that no source provides (sorted by
+// namespace/name as Pods is): phase Unknown, reason ReasonUnreadable, the problem as message.
+func (c *Controller) heldLocked() []v1.Pod {
+	known := map[string]bool{}
+	for _, ps := range c.pods {
+		known[key(ps.desired.Pod)] = true
+	}
+	var out []v1.Pod
+	for _, p := range c.problems {
+		ns, name, ok := strings.Cut(p.Pod, "/")
+		if !p.Hold || !ok || known[p.Pod] {
+			continue
+		}
+		known[p.Pod] = true
+		out = append(out, v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{AnnotationSource: SourceAPI}},
+			Status:     v1.PodStatus{Phase: v1.PodUnknown, Reason: ReasonUnreadable, Message: p.Error},
+		})
+	}
+	return out
 }
 
 // syncPod brings one pod to its desired state.
@@ -554,8 +640,12 @@ func (c *Controller) deletePod(ctx context.Context, pod *v1.Pod) error {
 func (c *Controller) cleanupOrphans(ctx context.Context) {
 	c.mu.Lock()
 	known := map[string]bool{}
-	for uid := range c.pods {
-		known[uid] = true
+	for uid, ps := range c.pods {
+		// A pod that is not admitted (rejected, evicted) has no units: any found are left
+		// over (e.g. slicelet was killed between an eviction's record and its stop).
+		if ps.admitted || ps.deleting {
+			known[uid] = true
+		}
 	}
 	c.mu.Unlock()
 
@@ -633,6 +723,7 @@ func (c *Controller) Pods() []v1.Pod {
 	for _, ps := range c.pods {
 		out = append(out, ps.view(now))
 	}
+	out = append(out, c.heldLocked()...)
 	stdslices.SortFunc(out, func(a, b v1.Pod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
@@ -653,6 +744,11 @@ func (c *Controller) Pod(namespace, name string) (v1.Pod, bool) {
 		}
 	}
 	if best == nil {
+		for _, p := range c.heldLocked() {
+			if p.Namespace == namespace && p.Name == name {
+				return p, true
+			}
+		}
 		return v1.Pod{}, false
 	}
 	return best.view(c.clock.Now()), true

@@ -68,6 +68,7 @@ type fakeRuntime struct {
 	down     bool
 	gate     chan struct{} // when set, SyncPod waits for it
 	entered  []string      // the UIDs SyncPod was called for, in order
+	onKill   func(uid string)
 }
 
 func (f *fakeRuntime) Name() string                     { return "fake" }
@@ -134,6 +135,9 @@ func (f *fakeRuntime) Relist(_ context.Context, fresh []*v1.Pod) (Relisted, erro
 }
 func (f *fakeRuntime) NextSync(string) time.Time { return time.Time{} }
 func (f *fakeRuntime) KillPod(_ context.Context, pod *v1.Pod, _ time.Duration) (v1.PodStatus, error) {
+	if f.onKill != nil {
+		f.onKill(string(pod.UID))
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.killed = append(f.killed, string(pod.UID))
@@ -615,5 +619,42 @@ func TestControllerNewPodsFirst(t *testing.T) {
 			}
 		}
 		close(gate)
+	})
+}
+
+// TestControllerHeldProblemKeepsOrphans: while a source reports a held problem (a stored API pod
+// that does not load) nothing is destroyed as an orphan and the pod it stands for is listed,
+// Unknown with the problem; once an apply or delete resolves it, orphans are judged again.
+func TestControllerHeldProblemKeepsOrphans(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, s, rt := newTestController(maxPods(10), SourceFile, SourceAPI)
+		rt.present = []string{"uid-a", "uid-unreadable"}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		held := Problem{Origin: "/var/lib/slicelet/pods/api-aside/default_victim.json", Error: "truncated", Pod: "default/victim", Hold: true}
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "a", "uid-a")}})
+		c.Update(Snapshot{Source: SourceAPI, Problems: []Problem{held}})
+		synctest.Wait()
+		if len(rt.killed) != 0 || s.orphans != 0 {
+			t.Fatalf("orphans judged while a held problem is reported: killed %v, slice cleanups %d", rt.killed, s.orphans)
+		}
+		p, ok := c.Pod("default", "victim")
+		if !ok || p.Status.Phase != v1.PodUnknown || p.Status.Reason != ReasonUnreadable || p.Status.Message != "truncated" || p.Annotations[AnnotationSource] != SourceAPI {
+			t.Fatalf("held pod: %v %+v", ok, p)
+		}
+		if list := c.Pods(); len(list) != 2 || list[1].Name != "victim" {
+			t.Fatalf("Pods() = %d pods", len(list))
+		}
+		// Resolved (deleted through the API): the pod's units are orphans now.
+		c.Update(Snapshot{Source: SourceAPI})
+		time.Sleep(DefaultTick)
+		synctest.Wait()
+		if fmt.Sprint(rt.killed) != "[uid-unreadable]" || s.orphans != 1 {
+			t.Errorf("after the problem is resolved: killed %v, slice cleanups %d", rt.killed, s.orphans)
+		}
+		if _, ok := c.Pod("default", "victim"); ok {
+			t.Error("resolved pod still listed")
+		}
 	})
 }

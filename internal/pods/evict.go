@@ -72,7 +72,22 @@ func (c *Controller) EvictPod(ctx context.Context, pod *v1.Pod, grace time.Durat
 	ps.reason, ps.message = ReasonEvicted, message
 	ps.status = evictedStatus(ps.status, message, c.clock.Now())
 	ps.desired.Pod = withEvictionAnnotations(desired, annotations)
+	now := c.clock.Now()
 	c.mu.Unlock()
+
+	// The decision is on disk before the pod is stopped: after a restart, the pod stays
+	// evicted. Pressure relief does not wait for a disk that fails (disk pressure is one reason
+	// to evict): the pod is stopped anyway and the failure reported.
+	if c.evictions != nil {
+		rec := EvictionRecord{UID: uid, Namespace: pod.Namespace, Name: pod.Name, Message: message, Annotations: annotations, Time: now}
+		if err := c.evictions.Save(rec); err != nil {
+			c.log.Error("eviction not recorded: the pod may run again after slicelet restarts", "pod", key(pod), "pod_uid", uid, "error", err)
+		} else {
+			c.mu.Lock()
+			c.evicted[uid] = rec
+			c.mu.Unlock()
+		}
+	}
 
 	var errs []error
 	if _, err := c.rt.KillPod(ctx, desired, grace); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -107,4 +108,67 @@ func TestEvictedStatus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEvictionDurable: the eviction is on disk before the pod is stopped; a controller started
+// afterwards (slicelet restarted) shows the pod evicted and never starts it, stops units of it
+// left running (killed between the record and the stop), and drops the record once no source
+// wants the pod.
+func TestEvictionDurable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), EvictionsDir)
+	records := NewEvictionRecords(dir)
+	newController := func() (*Controller, *fakeSlices, *fakeRuntime) {
+		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
+		rt := &fakeRuntime{synced: map[string]int{}}
+		return NewController(ControllerOptions{Slices: s, Runtime: rt, Admitter: maxPods(10), WantSources: []string{SourceFile, SourceAPI}, Evictions: records}), s, rt
+	}
+	snap := Snapshot{Source: SourceAPI, Pods: []Desired{desired(SourceAPI, "hog", "uid-hog")}}
+	msg := "The node was low on resource: memory. "
+	synctest.Test(t, func(t *testing.T) {
+		c, _, rt := newController()
+		recorded := false
+		rt.onKill = func(uid string) {
+			loaded, _ := records.Load()
+			recorded = loaded[uid].Message == msg
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(snap)
+		c.Update(Snapshot{Source: SourceFile})
+		synctest.Wait()
+		hog, _ := c.Pod("default", "hog")
+		if err := c.EvictPod(ctx, &hog, time.Second, msg, map[string]string{"starved_resource": "memory"}); err != nil {
+			t.Fatal(err)
+		}
+		if !recorded {
+			t.Fatal("the pod was stopped before its eviction was on disk")
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		c, s, rt := newController()
+		rt.present = []string{"uid-hog"} // left running by a crash between record and stop
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(snap)
+		c.Update(Snapshot{Source: SourceFile})
+		time.Sleep(2 * steadyResync)
+		synctest.Wait()
+		if s.ensured["uid-hog"] != 0 || rt.synced["uid-hog"] != 0 {
+			t.Fatalf("an evicted pod started again after a restart: slices %v syncs %v", s.ensured, rt.synced)
+		}
+		if fmt.Sprint(rt.killed) != "[uid-hog]" {
+			t.Errorf("left-over units of the evicted pod: killed %v, want uid-hog", rt.killed)
+		}
+		got, _ := c.Pod("default", "hog")
+		if got.Status.Phase != v1.PodFailed || got.Status.Reason != ReasonEvicted || got.Status.Message != msg || got.Annotations[AnnotationEvictionPrefix+"starved_resource"] != "memory" {
+			t.Errorf("after a restart: %s/%s/%q %v, want Failed/Evicted", got.Status.Phase, got.Status.Reason, got.Status.Message, got.Annotations)
+		}
+		c.Update(Snapshot{Source: SourceAPI}) // deleted through the API
+		synctest.Wait()
+		if loaded, err := records.Load(); err != nil || len(loaded) != 0 {
+			t.Errorf("records after the pod was deleted: %v %v", loaded, err)
+		}
+	})
 }

@@ -48,6 +48,13 @@ type Desired struct {
 type Problem struct {
 	Origin string `json:"origin"`
 	Error  string `json:"error"`
+	// Pod is the namespace/name the input stands for, when known without decoding it (a stored
+	// API pod's file name).
+	Pod string `json:"pod,omitempty"`
+	// Hold says a pod of this input may be running: a stored API pod that does not load. While
+	// any such problem is reported nothing is destroyed as an orphan, and the pod is listed
+	// (phase Unknown, the problem as its message) until an apply or delete of it resolves it.
+	Hold bool `json:"hold,omitempty"`
 }
 
 // Snapshot is everything one source wants right now. A source sends a complete snapshot on every

@@ -1,8 +1,11 @@
 package source
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/slicelet/slicelet/internal/atomicfile"
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
 )
 
@@ -34,8 +38,23 @@ var (
 	ErrInvalid = errors.New("invalid pod manifest")
 )
 
-// APIStoreDir is where API pods are stored, relative to the state directory.
-const APIStoreDir = "pods/api"
+// Where API pods are stored, relative to the state directory, and the bounds of a record.
+const (
+	// APIStoreDir holds one record (compact JSON) per API pod.
+	APIStoreDir = "pods/api"
+	// APIAsideDir holds the records that did not load, moved there from APIStoreDir: each is
+	// reported (Problem.Hold, its pod kept running) at every start until an apply or delete of
+	// its pod removes it.
+	APIAsideDir = "pods/api-aside"
+	// MaxRecordBytes bounds a stored record, for Apply (which refuses a pod whose record would
+	// be larger) and the loader alike, so that every pod accepted loads again: a pod of
+	// manifest.MaxDocumentJSONBytes as JSON plus what the store adds (UID, creation time,
+	// annotations) fits.
+	MaxRecordBytes = manifest.MaxDocumentJSONBytes + 512<<10
+	// maxFileNameBytes bounds a record's file name: with atomicfile's temporary name around it
+	// (".tmp-" NAME "-" and ten digits) it stays within NAME_MAX (255) on every filesystem.
+	maxFileNameBytes = 200
+)
 
 // tempPrefix starts the name of a file being written (atomicfile); one left over is from a crash.
 const tempPrefix = atomicfile.TempPrefix
@@ -76,6 +95,8 @@ type APIStore struct {
 	newUID  func() string
 	now     func() time.Time
 
+	aside string
+
 	mu       sync.Mutex
 	pods     map[string]*v1.Pod // by namespace/name
 	problems map[string]pods.Problem
@@ -90,6 +111,7 @@ type APIStore struct {
 func OpenAPIStore(stateDir string, opts APIStoreOptions) (*APIStore, error) {
 	s := &APIStore{
 		dir:      filepath.Join(stateDir, APIStoreDir),
+		aside:    filepath.Join(stateDir, APIAsideDir),
 		maxPods:  opts.MaxPods,
 		log:      opts.Log,
 		newUID:   opts.NewUID,
@@ -120,7 +142,51 @@ func OpenAPIStore(stateDir string, opts APIStoreOptions) (*APIStore, error) {
 	for _, e := range entries {
 		s.load(e)
 	}
+	// The records set aside at earlier starts: their pods may still run.
+	aside, err := os.ReadDir(s.aside)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("api pod store %s: %w", s.aside, err)
+	}
+	for _, e := range aside {
+		path := filepath.Join(s.aside, e.Name())
+		if _, ok := s.problems[path]; !ok && !e.IsDir() {
+			s.problems[path] = pods.Problem{Origin: path, Pod: podOfFileName(e.Name()), Hold: true,
+				Error: fmt.Sprintf("%s: a stored pod that did not load, set aside; its pod keeps running until it is applied or deleted again", path)}
+		}
+	}
 	return s, nil
+}
+
+// setAside moves a record that does not load (problem err) to the aside directory, where it
+// stays, reported at every start, until an apply or delete of its pod; the pod it stood for
+// keeps running meanwhile (Problem.Hold). A record that cannot be moved is reported where it is.
+func (s *APIStore) setAside(path, name string, err error) {
+	p := pods.Problem{Origin: path, Pod: podOfFileName(name), Hold: true}
+	aside := filepath.Join(s.aside, name)
+	moveErr := os.MkdirAll(s.aside, 0o700)
+	if moveErr == nil {
+		moveErr = os.Rename(path, aside)
+	}
+	if moveErr == nil {
+		moveErr = errors.Join(atomicfile.SyncDir(s.aside), atomicfile.SyncDir(s.dir))
+		p.Origin = aside
+		p.Error = fmt.Sprintf("%v; set aside as %s: its pod keeps running until it is applied or deleted again", err, aside)
+	} else {
+		p.Error = fmt.Sprintf("%v; not set aside (%v): its pod keeps running until it is applied or deleted again", err, moveErr)
+	}
+	s.problems[p.Origin] = p
+	s.log.Warn("api pod store: stored pod does not load, its pod keeps running", "path", path, "aside", p.Origin, "pod", p.Pod, "err", err, "move_err", moveErr)
+}
+
+// podOfFileName is the namespace/name a record's file name stands for ("" when it is not one
+// of the store's names); a hashed long name gives its readable prefix only.
+func podOfFileName(name string) string {
+	base, ok := strings.CutSuffix(name, ".json")
+	ns, pod, ok2 := strings.Cut(base, "_")
+	if !ok || !ok2 || ns == "" || pod == "" || strings.Contains(pod, "_") {
+		return ""
+	}
+	return ns + "/" + pod
 }
 
 // load loads one directory entry at open.
@@ -143,8 +209,7 @@ func (s *APIStore) load(e fs.DirEntry) {
 	}
 	pod, err := s.readStored(path, e.Name())
 	if err != nil {
-		s.problems[path] = pods.Problem{Origin: path, Error: err.Error()}
-		s.log.Warn("api pod store: stored pod does not load", "path", path, "err", err)
+		s.setAside(path, e.Name(), err)
 		return
 	}
 	if len(s.pods) >= s.maxPods {
@@ -156,13 +221,11 @@ func (s *APIStore) load(e fs.DirEntry) {
 
 // readStored decodes and checks one stored pod file.
 func (s *APIStore) readStored(path, name string) (*v1.Pod, error) {
-	// Indented JSON of a pod applied from at most DefaultMaxFileSize bytes of YAML can be
-	// larger than that; allow for it.
-	data, err := readManifest(path, 4*DefaultMaxFileSize)
+	data, err := readManifest(path, MaxRecordBytes)
 	if err != nil {
 		return nil, err
 	}
-	list, err := parseManifest(path, path, data)
+	list, err := parseRecord(path, data)
 	if err != nil {
 		return nil, err
 	}
@@ -176,8 +239,18 @@ func (s *APIStore) readStored(path, name string) (*v1.Pod, error) {
 	return annotate(pod, pods.SourceAPI, ""), nil
 }
 
-// fileName is the store's file name of a pod.
-func fileName(namespace, name string) string { return namespace + "_" + name + ".json" }
+// fileName is the store's file name of a pod: <namespace>_<name>.json, or for a pair too long
+// for maxFileNameBytes, its beginning, "_" and a hash of the whole (names have no "_", so the
+// two forms never meet).
+func fileName(namespace, name string) string {
+	base := namespace + "_" + name
+	if len(base)+len(".json") <= maxFileNameBytes {
+		return base + ".json"
+	}
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	hash := hex.EncodeToString(sum[:16])
+	return base[:maxFileNameBytes-len(".json")-1-len(hash)] + "_" + hash + ".json"
+}
 
 // ApplyOptions modify Apply.
 type ApplyOptions struct {
@@ -225,14 +298,21 @@ func (s *APIStore) Apply(manifest []byte, opts ApplyOptions) (*v1.Pod, error) {
 	if pod.APIVersion == "" {
 		pod.APIVersion, pod.Kind = "v1", "Pod"
 	}
+	data, err := encodeRecord(pod)
+	if err != nil {
+		return nil, err
+	}
 	if opts.DryRun {
 		return pod, nil
 	}
-	if err := s.write(pod); err != nil {
-		return nil, err
+	if err := writeFileAtomic(s.dir, fileName(pod.Namespace, pod.Name), data); err != nil {
+		return nil, fmt.Errorf("pod %s: %w", k, err)
 	}
 	s.pods[k] = pod
-	delete(s.problems, filepath.Join(s.dir, fileName(pod.Namespace, pod.Name)))
+	if err := s.resolveLocked(pod.Namespace, pod.Name); err != nil {
+		// The pod is stored; the old record stays aside and is reported again at the next start.
+		s.log.Warn("api pod store: record set aside not removed", "pod", k, "err", err)
+	}
 	if exists {
 		s.log.Info("api pod replaced", "pod", k, "pod_uid", pod.UID, "old_pod_uid", old.UID)
 	} else {
@@ -264,16 +344,34 @@ func (s *APIStore) Delete(namespace, name string) error {
 	path := filepath.Join(s.dir, fileName(namespace, name))
 	_, exists := s.pods[k]
 	_, broken := s.problems[path]
-	if !exists && !broken {
+	_, aside := s.problems[filepath.Join(s.aside, fileName(namespace, name))]
+	if !exists && !broken && !aside {
 		return fmt.Errorf("pod %s: %w", k, ErrNotFound)
 	}
 	if err := removeFileDurable(s.dir, fileName(namespace, name)); err != nil {
 		return fmt.Errorf("pod %s: delete %s: %w", k, path, err)
 	}
 	delete(s.pods, k)
-	delete(s.problems, path)
+	if err := s.resolveLocked(namespace, name); err != nil {
+		return fmt.Errorf("pod %s: %w", k, err)
+	}
 	s.log.Info("api pod deleted", "pod", k)
 	s.notify()
+	return nil
+}
+
+// resolveLocked forgets the problems of a pod's record (in the store and aside) and removes
+// its record set aside, if any: an apply or delete of the pod resolves them.
+func (s *APIStore) resolveLocked(namespace, name string) error {
+	delete(s.problems, filepath.Join(s.dir, fileName(namespace, name)))
+	aside := filepath.Join(s.aside, fileName(namespace, name))
+	if _, ok := s.problems[aside]; !ok {
+		return nil
+	}
+	if err := removeFileDurable(s.aside, fileName(namespace, name)); err != nil {
+		return fmt.Errorf("remove %s: %w", aside, err)
+	}
+	delete(s.problems, aside)
 	return nil
 }
 
@@ -351,16 +449,19 @@ func (s *APIStore) notify() {
 	}
 }
 
-// write stores pod atomically and durably (writeFileAtomic).
-func (s *APIStore) write(pod *v1.Pod) error {
-	data, err := json.MarshalIndent(pod, "", "  ")
-	if err != nil {
-		return fmt.Errorf("pod %s: encode: %w", podKey(pod), err)
+// encodeRecord is a pod's record: compact JSON without HTML escaping ('<' stays one byte), at
+// most MaxRecordBytes.
+func encodeRecord(pod *v1.Pod) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(pod); err != nil {
+		return nil, fmt.Errorf("pod %s: encode: %w", podKey(pod), err)
 	}
-	if err := writeFileAtomic(s.dir, fileName(pod.Namespace, pod.Name), append(data, '\n')); err != nil {
-		return fmt.Errorf("pod %s: %w", podKey(pod), err)
+	if buf.Len() > MaxRecordBytes {
+		return nil, fmt.Errorf("%w: pod %s: %d bytes stored, at most %d", ErrInvalid, podKey(pod), buf.Len(), MaxRecordBytes)
 	}
-	return nil
+	return buf.Bytes(), nil
 }
 
 // randomUID returns a random version-4 UUID.

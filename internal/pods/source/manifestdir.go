@@ -22,6 +22,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/clock"
 
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
 )
 
@@ -38,7 +39,7 @@ const (
 	// least this often.
 	DefaultMaxDelay = time.Second
 	// DefaultMaxFileSize is the largest manifest file read; a bigger one is a Problem.
-	DefaultMaxFileSize = 1 << 20
+	DefaultMaxFileSize = manifest.MaxInputBytes
 	// DefaultMaxPods bounds the pods one source offers; pods beyond it (in file and document
 	// order) are Problems.
 	DefaultMaxPods = 1000

@@ -85,6 +85,13 @@ func TestManifestDirScan(t *testing.T) {
 			wantProbs: []problem{{"bad.yaml", "bad.yaml: "}},
 		},
 		{
+			// ~300 KB expanding to ~2 GB: refused before it is decoded.
+			name:      "alias bomb",
+			files:     map[string]string{"bomb.yaml": aliasBomb(), "ok.yaml": podYAML("ok")},
+			wantPods:  []string{"default/ok@ok.yaml"},
+			wantProbs: []problem{{"bomb.yaml", "bomb.yaml: manifest too large: document 0: more than 1572864 bytes as JSON (1.5 MiB, etcd's object limit)"}},
+		},
+		{
 			name:      "unknown field",
 			files:     map[string]string{"u.yaml": podYAML("u", "  restartPolcy: Always\n")},
 			wantProbs: []problem{{"u.yaml", `unknown field "spec.restartPolcy"`}},
@@ -386,4 +393,10 @@ func TestManifestDirLastGoodAcrossRestarts(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Join(state, LastGoodDir)); len(entries) != 0 {
 		t.Fatalf("records after removing the file: %d", len(entries))
 	}
+}
+
+// aliasBomb is a ~300 KB pod manifest whose aliases expand to about 2 GB of JSON.
+func aliasBomb() string {
+	return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bomb\n  annotations: {a: &s \"" + strings.Repeat("x", 100<<10) + "\"}\n" +
+		"spec:\n  containers:\n  - name: c\n    args: [*s" + strings.Repeat(",*s", 20000) + "]\n"
 }

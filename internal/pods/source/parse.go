@@ -1,20 +1,43 @@
 package source
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
 )
 
-// parseManifest is slices.ParsePodManifest (strict decode, namespace, content UID, validation)
-// plus validateInput. name prefixes every error ("<name>: document <i>: <field>: ..." for
+// parseManifest is manifest.CheckBounds (size and decoded size, before decoding),
+// slices.ParsePodManifest (strict decode, namespace, content UID, validation) plus validateInput. name prefixes every error ("<name>: document <i>: <field>: ..." for
 // multi-document input); source is what a missing UID is derived from. On any problem no pod is
 // returned.
 func parseManifest(name, source string, data []byte) ([]*v1.Pod, error) {
+	if err := manifest.CheckBounds(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return parseChecked(name, source, data)
+}
+
+// parseRecord is parseManifest for a stored record (at most MaxRecordBytes): JSON, which has no
+// aliases, is its own size as JSON and may exceed manifest.MaxDocumentJSONBytes by what the
+// store added to an accepted pod; anything else (a hand-edited record) is bounded as a
+// manifest.
+func parseRecord(path string, data []byte) ([]*v1.Pod, error) {
+	if !json.Valid(data) {
+		if err := manifest.CheckBounds(data); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return parseChecked(path, path, data)
+}
+
+// parseChecked is parseManifest after the bounds.
+func parseChecked(name, source string, data []byte) ([]*v1.Pod, error) {
 	list, err := slices.ParsePodManifest(name, source, data)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/slicelet/slicelet/internal/execlimits"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 )
 
@@ -50,12 +51,10 @@ func (r *Runtime) validate(pod *v1.Pod, host bool) field.ErrorList {
 	if sc := pod.Spec.SecurityContext; sc != nil {
 		errs = append(errs, validateIDs(spec.Child("securityContext"), sc.RunAsUser, sc.RunAsGroup)...)
 		for i, g := range sc.SupplementalGroups {
-			if g < 0 || g >= 1<<32-1 {
-				errs = append(errs, field.Invalid(spec.Child("securityContext", "supplementalGroups").Index(i), g, "must be a group id between 0 and 4294967294"))
-			}
+			errs = append(errs, execlimits.ID(spec.Child("securityContext", "supplementalGroups").Index(i), g, "group")...)
 		}
-		if sc.FSGroup != nil && (*sc.FSGroup < 0 || *sc.FSGroup >= 1<<32-1) {
-			errs = append(errs, field.Invalid(spec.Child("securityContext", "fsGroup"), *sc.FSGroup, "must be a group id between 0 and 4294967294"))
+		if sc.FSGroup != nil {
+			errs = append(errs, execlimits.ID(spec.Child("securityContext", "fsGroup"), *sc.FSGroup, "group")...)
 		}
 	}
 
@@ -73,14 +72,15 @@ func (r *Runtime) validate(pod *v1.Pod, host bool) field.ErrorList {
 	return errs
 }
 
-// validateIDs checks runAsUser and runAsGroup: systemd takes them as numeric User=/Group=.
+// validateIDs checks runAsUser and runAsGroup: systemd takes them as numeric User=/Group=
+// (execlimits.ID).
 func validateIDs(p *field.Path, user, group *int64) field.ErrorList {
 	var errs field.ErrorList
-	if user != nil && (*user < 0 || *user >= 1<<32-1) {
-		errs = append(errs, field.Invalid(p.Child("runAsUser"), *user, "must be a user id between 0 and 4294967294"))
+	if user != nil {
+		errs = append(errs, execlimits.ID(p.Child("runAsUser"), *user, "user")...)
 	}
-	if group != nil && (*group < 0 || *group >= 1<<32-1) {
-		errs = append(errs, field.Invalid(p.Child("runAsGroup"), *group, "must be a group id between 0 and 4294967294"))
+	if group != nil {
+		errs = append(errs, execlimits.ID(p.Child("runAsGroup"), *group, "group")...)
 	}
 	return errs
 }
@@ -90,8 +90,11 @@ func (r *Runtime) validateContainer(pod *v1.Pod, p *field.Path, c *v1.Container,
 	if err := checkNamePart("container name", c.Name); err != nil {
 		errs = append(errs, field.Invalid(p.Child("name"), c.Name, err.Error()))
 	} else if pod.UID != "" {
-		if _, err := UnitName(string(pod.UID), c.Name, 1); err != nil {
+		// The longest instance number a restarting container can reach.
+		if unit, err := UnitName(string(pod.UID), c.Name, 1<<31-1); err != nil {
 			errs = append(errs, field.Invalid(p.Child("name"), c.Name, err.Error()))
+		} else {
+			errs = append(errs, execlimits.UnitName(p.Child("name"), c.Name, unit)...)
 		}
 	}
 	if c.Image != "" {
@@ -102,9 +105,13 @@ func (r *Runtime) validateContainer(pod *v1.Pod, p *field.Path, c *v1.Container,
 	if c.WorkingDir != "" {
 		if msg := checkAbsPath(c.WorkingDir); msg != "" {
 			errs = append(errs, field.Invalid(p.Child("workingDir"), c.WorkingDir, msg))
+		} else {
+			errs = append(errs, execlimits.Path(p.Child("workingDir"), c.WorkingDir)...)
 		}
 	}
 	errs = append(errs, validateEnv(p, c)...)
+	// What execve(2) and systemd's unit files take, after $(VAR) expansion.
+	errs = append(errs, execlimits.Container(p, c)...)
 	errs = append(errs, validateMounts(p.Child("volumeMounts"), c.VolumeMounts, volumes)...)
 	if lc := c.Lifecycle; lc != nil {
 		if lc.StopSignal != nil {
@@ -277,6 +284,8 @@ func validateVolumes(p *field.Path, vols []v1.Volume) (map[string]bool, field.Er
 			hp := vp.Child("hostPath")
 			if msg := checkAbsPath(v.HostPath.Path); msg != "" {
 				errs = append(errs, field.Invalid(hp.Child("path"), v.HostPath.Path, msg))
+			} else {
+				errs = append(errs, execlimits.Path(hp.Child("path"), v.HostPath.Path)...)
 			}
 			if t := v.HostPath.Type; t != nil && !supportedHostPathType[*t] {
 				errs = append(errs, field.NotSupported(hp.Child("type"), string(*t), hostPathTypeNames()))
@@ -316,6 +325,8 @@ func validateMounts(p *field.Path, mounts []v1.VolumeMount, volumes map[string]b
 			errs = append(errs, field.Invalid(mp.Child("mountPath"), m.MountPath, "cannot mount over the root directory"))
 		case paths.Has(m.MountPath):
 			errs = append(errs, field.Duplicate(mp.Child("mountPath"), m.MountPath))
+		default:
+			errs = append(errs, execlimits.Path(mp.Child("mountPath"), m.MountPath)...)
 		}
 		paths.Insert(m.MountPath)
 		if m.SubPath != "" {

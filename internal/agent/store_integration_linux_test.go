@@ -1,0 +1,106 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/source"
+	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/units"
+)
+
+// TestIntegrationStoredPodsSurviveDamage: the largest API pod (1.5 MiB of '<' in an
+// annotation, six times that in HTML-escaped JSON) is running again after a SIGKILL and a
+// restart; a pod whose record is damaged while slicelet is down keeps running, unmanaged, is
+// listed Unknown with the problem and the node condition APIPodStoreProblem is true, until a
+// delete through the API resolves it (then its units go).
+func TestIntegrationStoredPodsSurviveDamage(t *testing.T) {
+	d := newDaemonEnv(t, "")
+	ctx := t.Context()
+	cg := slices.NewCgroupFS(d.env.CgroupRoot)
+	unit := "slicelet-store-it.service"
+	t.Cleanup(func() { _ = d.sd.Stop(context.Background(), unit) })
+	agentService(t, d.sd, unit, d.cfgPath)
+	client := api.NewClient(d.sock)
+
+	podOf := func(name, annotations string) []byte {
+		return []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n  annotations: {" + annotations + "}\n" +
+			"spec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    command: [/bin/sleep, infinity]\n")
+	}
+	big, err := client.ApplyPod(ctx, podOf("big", `big: "`+strings.Repeat("<", 3<<19-4096)+`"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim, err := client.ApplyPod(ctx, podOf("victim", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{string(big.Pod.UID): "big", string(victim.Pod.UID): "victim"}
+	waitConverged(t, d, cg, want)
+
+	if err := d.sd.Kill(ctx, unit, syscall.SIGKILL, units.KillMain); err != nil {
+		t.Fatal(err)
+	}
+	waitInactive(t, d.sd, unit)
+	record := filepath.Join(d.dir, "state", source.APIStoreDir, "default_victim.json")
+	data, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(record, data[:len(data)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agentService(t, d.sd, unit, d.cfgPath)
+
+	// Both pods' units run: the big one managed, the victim held.
+	waitConverged(t, d, cg, want)
+	p, err := client.GetPod(ctx, "default", "victim")
+	if err != nil || p.Status.Phase != v1.PodUnknown || p.Status.Reason != pods.ReasonUnreadable || !strings.Contains(p.Status.Message, "api-aside") {
+		t.Fatalf("held pod: %v %+v", err, p.Status)
+	}
+	if got, err := client.GetPod(ctx, "default", "big"); err != nil || got.UID != big.Pod.UID {
+		t.Fatalf("the largest pod after a restart: %v (uid %s, want %s)", err, got.UID, big.Pod.UID)
+	}
+	node, err := client.Node(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := conditionOf(node.Node.Status.Conditions, conditionAPIPodStoreProblem); c == nil || c.Status != v1.ConditionTrue {
+		t.Fatalf("node condition %s = %+v, want True", conditionAPIPodStoreProblem, c)
+	}
+
+	// A delete resolves it: the held pod's units are orphans now.
+	if err := client.DeletePod(ctx, "default", "victim"); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, string(victim.Pod.UID))
+	waitConverged(t, d, cg, want)
+	if _, err := client.GetPod(ctx, "default", "victim"); err == nil {
+		t.Error("deleted held pod still listed")
+	}
+}
+
+// waitConverged waits until systemd holds exactly the wanted pods (converged).
+func waitConverged(t *testing.T, d *daemonEnv, cg *slices.CgroupFS, want map[string]string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		last := converged(t, d.sd, cg, want)
+		if last == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not converged after 60 s: %s", last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,202 @@
+// Package manifest holds what every entry point of a Pod manifest (the API, the manifest
+// directory, slicectl) applies before decoding it.
+package manifest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// The limits of a manifest, the Kubernetes API server's.
+const (
+	// MaxInputBytes is the largest manifest accepted, as written (YAML or JSON, every document):
+	// the API server's request body limit (3 MiB, k8s.io/apiserver
+	// pkg/server/config.go MaxRequestBodyBytes).
+	MaxInputBytes = 3 << 20
+	// MaxDocumentJSONBytes is the largest size one document may have once decoded, measured as
+	// compact JSON without HTML escaping: etcd's request limit (1.5 MiB, etcd
+	// embed.DefaultMaxRequestBytes), which bounds every object the API server stores.
+	MaxDocumentJSONBytes = 3 << 19
+)
+
+// ErrTooLarge is wrapped by every error CheckBounds returns for a manifest over a limit.
+var ErrTooLarge = errors.New("manifest too large")
+
+// CheckBounds refuses, before anything is decoded into Go values, a manifest over
+// MaxInputBytes or holding a document whose JSON form would be over MaxDocumentJSONBytes. The
+// JSON size is computed on the YAML node graph with aliases NOT expanded: the size of an
+// anchored node is computed once and reused by every alias to it, so an alias "bomb" (a small
+// document whose aliases expand to gigabytes) costs time and memory linear in its input. An
+// alias to a node that contains it (a cycle) is refused. A YAML syntax error is an error too,
+// with its line. The errors of a limit wrap ErrTooLarge and name the limit.
+func CheckBounds(data []byte) error {
+	if len(data) > MaxInputBytes {
+		return fmt.Errorf("%w: %d bytes, the limit is %d (3 MiB, the Kubernetes API server's request limit)", ErrTooLarge, len(data), MaxInputBytes)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for index := 0; ; index++ {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("document %d: %w", index, err)
+		}
+		m := measurer{sizes: map[*yaml.Node]int64{}, active: map[*yaml.Node]bool{}}
+		size, err := m.size(&doc)
+		if err != nil {
+			return fmt.Errorf("document %d: %w", index, err)
+		}
+		if size > MaxDocumentJSONBytes {
+			return fmt.Errorf("%w: document %d: more than %d bytes as JSON (1.5 MiB, etcd's object limit)", ErrTooLarge, index, MaxDocumentJSONBytes)
+		}
+	}
+}
+
+// measurer computes JSON sizes of one document's nodes, saturating just over the limit.
+type measurer struct {
+	sizes  map[*yaml.Node]int64 // memoized sizes of the nodes aliases point to
+	active map[*yaml.Node]bool  // anchored nodes being measured: an alias to one is a cycle
+}
+
+// over is where sizes saturate: anything above the limit is simply "too large", so sums
+// never overflow.
+const over = MaxDocumentJSONBytes + 1
+
+func add(a, b int64) int64 {
+	if a+b > over {
+		return over
+	}
+	return a + b
+}
+
+// size is the length of n's compact JSON form (as sigs.k8s.io/yaml converts YAML to JSON),
+// exactly for strings and structure, at most a float's longest form for other scalars.
+func (m *measurer) size(n *yaml.Node) (int64, error) {
+	if n == nil {
+		return 4, nil // null
+	}
+	if s, ok := m.sizes[n]; ok {
+		return s, nil
+	}
+	if n.Anchor != "" {
+		if m.active[n] {
+			return 0, fmt.Errorf("line %d column %d: an alias refers to a node that contains it", n.Line, n.Column)
+		}
+		m.active[n] = true
+		defer delete(m.active, n)
+	}
+	var s int64
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			cs, err := m.size(c)
+			if err != nil {
+				return 0, err
+			}
+			s = add(s, cs)
+		}
+	case yaml.AliasNode:
+		if n.Alias == nil {
+			return 0, fmt.Errorf("line %d column %d: an alias to an unknown anchor", n.Line, n.Column)
+		}
+		as, err := m.size(n.Alias)
+		if err != nil {
+			return 0, err
+		}
+		s = as
+	case yaml.SequenceNode, yaml.MappingNode:
+		s = 2 // [] or {}
+		for i, c := range n.Content {
+			cs, err := m.size(c)
+			if err != nil {
+				return 0, err
+			}
+			if n.Kind == yaml.MappingNode && i%2 == 0 {
+				// A key: always a JSON string, followed by ':'.
+				if c.Kind == yaml.ScalarNode {
+					cs = stringSize(c.Value)
+				}
+				cs++
+			}
+			if i > 0 && (n.Kind == yaml.SequenceNode || i%2 == 0) {
+				cs++ // ','
+			}
+			s = add(s, cs)
+		}
+	case yaml.ScalarNode:
+		s = scalarSize(n)
+	}
+	if n.Anchor != "" || s >= over {
+		m.sizes[n] = s
+	}
+	return s, nil
+}
+
+// longestNumber is the longest JSON form of a float64: -1.2345678901234567e-308.
+const longestNumber = 24
+
+// scalarSize is the JSON length of a scalar: a quoted string for !!str (and the tags that
+// become strings), the literal for null and booleans, and for numbers at least their text and
+// at most a float64's longest JSON form.
+func scalarSize(n *yaml.Node) int64 {
+	switch n.ShortTag() {
+	case "!!null":
+		return 4
+	case "!!bool":
+		return 5
+	case "!!int", "!!float":
+		return max(int64(len(n.Value)), longestNumber)
+	}
+	s := stringSize(n.Value)
+	if n.Style == 0 && n.ShortTag() == "!!str" {
+		// sigs.k8s.io/yaml decodes YAML 1.1, where some plain scalars YAML 1.2 reads as strings
+		// are booleans ("y", "off": at most 5 bytes) or numbers ("0o17", "1_000", "1:30").
+		s = max(s, 5)
+		if n.Value != "" && strings.ContainsRune("0123456789+-.", rune(n.Value[0])) &&
+			strings.Trim(n.Value, "0123456789_:+-.xXoOabcdefABCDEF") == "" {
+			s = max(s, longestNumber)
+		}
+	}
+	return s
+}
+
+// stringSize is the length of s as a JSON string without HTML escaping: quotes, two-byte
+// escapes for '"', '\\' and the common controls, \u00XX for the other controls and for each
+// byte of invalid UTF-8 (\ufffd), \u2028 and \u2029 (which encoding/json escapes).
+func stringSize(s string) int64 {
+	n := int64(2)
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n += 2
+			case c < 0x20:
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, w := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && w == 1:
+			n += 6
+		case r == '\u2028' || r == '\u2029':
+			n += 6
+		default:
+			n += int64(w)
+		}
+		i += w
+	}
+	return n
+}
