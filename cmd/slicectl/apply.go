@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/slicelet/slicelet/internal/api"
-	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/internal/manifest"
 )
 
 // document is one manifest document of a file.
@@ -34,7 +34,7 @@ func (d document) meta() *v1.Pod {
 	var pod v1.Pod
 	_ = yaml.Unmarshal(d.data, &pod)
 	if pod.Namespace == "" {
-		pod.Namespace = slices.DefaultNamespace
+		pod.Namespace = manifest.DefaultNamespace
 	}
 	return &pod
 }
@@ -96,7 +96,7 @@ func readDocuments(paths []string) ([]document, error) {
 }
 
 // splitDocuments splits a "---"-separated YAML stream (or one JSON object) into its non-empty
-// documents, numbered as slices.DecodePods numbers them.
+// documents, numbered as manifest.Decode numbers them.
 func splitDocuments(data []byte) ([][]byte, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var docs [][]byte

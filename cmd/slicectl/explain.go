@@ -16,6 +16,7 @@ import (
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -270,7 +271,7 @@ func parseCapacity(s string) (slices.Capacity, error) {
 func readPods(files []string) ([]*v1.Pod, error) {
 	var pods []*v1.Pod
 	for _, f := range files {
-		got, err := slices.ReadPodManifest(f)
+		got, err := manifest.ReadFile(f)
 		if err != nil {
 			return nil, err
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/critest"
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/crirt"
 	"github.com/slicelet/slicelet/internal/pods/worker"
@@ -130,16 +131,16 @@ func startCRIDaemon(t *testing.T, unit, endpoint, sandboxImage string) *criDaemo
 }
 
 // addPod drops the manifest into the daemon's manifest directory.
-func (d *criDaemon) addPod(t *testing.T, name string, manifest []byte) {
+func (d *criDaemon) addPod(t *testing.T, name string, data []byte) {
 	t.Helper()
 	d.manifest = filepath.Join(d.podsDir, name+".yaml")
-	if err := os.WriteFile(d.manifest+".tmp", manifest, 0o644); err != nil {
+	if err := os.WriteFile(d.manifest+".tmp", data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(d.manifest+".tmp", d.manifest); err != nil {
 		t.Fatal(err)
 	}
-	got, err := slices.ReadPodManifest(d.manifest)
+	got, err := manifest.ReadFile(d.manifest)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,6 +56,7 @@ var layers = map[string]pkgLayer{
 	"internal/pods":     {layer: component, group: "pods"},
 	"internal/pods/":    {layer: component, group: "pods"},
 	"internal/podstats": {layer: component, group: "pods"},
+	"internal/manifest": {layer: component, group: "pods"},
 	"internal/api":      {layer: component, group: "api"},
 
 	"config": {layer: configLayer},
