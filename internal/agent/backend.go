@@ -20,6 +20,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/pods/source"
+	"github.com/slicelet/slicelet/internal/pods/verdict"
 	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -195,6 +196,15 @@ func (b *backend) ExplainPod(_ context.Context, body []byte) (slices.PodExplanat
 		return x, err
 	}
 	x.PodSecurity = admission.PodSecurityVerdicts(parsed[0], b.podSecurity)
+	var problems []string
+	for _, e := range b.rt.Validate(parsed[0]) {
+		problems = append(problems, e.Error())
+	}
+	rv := verdict.FromProblems(b.rt.Name(), problems)
+	x.Runtime = &rv
+	// As an API pod would be admitted: explain's manifest arrives as an API pod does.
+	ok, reason, msg := b.ctrl.WouldAdmit(parsed[0], pods.SourceAPI)
+	x.Admission = &slices.AdmissionVerdict{Admit: ok, Reason: reason, Message: msg}
 	return x, nil
 }
 

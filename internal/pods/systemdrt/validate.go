@@ -30,6 +30,13 @@ const useCRI = `set runtime.type = "cri" in the slicelet configuration to run it
 // runs fails that container (StartError), not the whole pod.
 func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList { return r.validate(pod, true) }
 
+// ValidatePod is Validate without a runtime, for explaining a pod offline: what the systemd
+// runtime would refuse, commands looked up on this host's filesystem.
+func ValidatePod(pod *v1.Pod) field.ErrorList {
+	r := &Runtime{opts: Options{Executable: isExecutable}}
+	return r.validate(pod, true)
+}
+
 // validate is Validate; without host it skips what depends on the host's files.
 func (r *Runtime) validate(pod *v1.Pod, host bool) field.ErrorList {
 	var errs field.ErrorList
