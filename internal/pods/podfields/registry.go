@@ -133,7 +133,8 @@ var podFields = []Entry{
 	{Path: "metadata.managedFields", Handling: NoEffect, Note: apiServerOwned},
 
 	{Path: "spec.volumes[*].name", Handling: Implemented, Note: "per-pod volume directories (lifecycle/volumes.go)"},
-	{Path: "spec.volumes[*].emptyDir.medium", Handling: Implemented, Note: "the default medium; the systemd runtime refuses Memory (systemdrt/validate.go)"},
+	{Path: "spec.volumes[*].emptyDir.medium", Handling: Refused, Note: "memory- and hugepage-backed emptyDir volumes are " + notYet + " (the default medium, a directory on the node's disk, is)",
+		Allowed: func(p *v1.Pod) bool { return defaultMediumOnly(p) }},
 	{Path: "spec.volumes[*].emptyDir.mode", Handling: Refused, Note: "an emptyDir's mode is " + notYet},
 	{Path: "spec.volumes[*].emptyDir.sizeLimit", Handling: Refused, Note: "local storage eviction of emptyDir volumes is " + notYet},
 	{Path: "spec.volumes[*].hostPath", Handling: Implemented, Note: "bind mount with the type checks or creation (lifecycle/volumes.go)"},
@@ -240,6 +241,16 @@ func allDefaultProcMount(p *v1.Pod) bool {
 			if sc := c.SecurityContext; sc != nil && sc.ProcMount != nil && *sc.ProcMount != v1.DefaultProcMount {
 				return false
 			}
+		}
+	}
+	return true
+}
+
+// defaultMediumOnly reports whether every emptyDir of the pod has the default medium.
+func defaultMediumOnly(p *v1.Pod) bool {
+	for _, v := range p.Spec.Volumes {
+		if v.EmptyDir != nil && v.EmptyDir.Medium != v1.StorageMediumDefault {
+			return false
 		}
 	}
 	return true
