@@ -13,13 +13,18 @@ import (
 // runtime, which runs host commands and refuses images: every init and regular container loses
 // its image and runs a host command instead — /bin/true for an init container that is not a
 // sidecar and for the containers of a pod that does not restart them (restartPolicy Never or
-// OnFailure), so the pod completes; /bin/sleep infinity otherwise, so it keeps running.
-// Everything else (resources, security context, volumes, restart policies) stays as written.
+// OnFailure), so the pod completes; /bin/sleep infinity otherwise, so it keeps running. Volume
+// mounts, which the systemd runtime makes over host paths that must exist, move to
+// CorpusMountRoot/<volume>; the caller creates those directories. Everything else (resources,
+// security context, volumes, restart policies) stays as written.
 func HostCommands(pod *v1.Pod) {
 	done := pod.Spec.RestartPolicy == v1.RestartPolicyNever || pod.Spec.RestartPolicy == v1.RestartPolicyOnFailure
 	set := func(c *v1.Container, complete bool) {
 		c.Image = ""
 		c.Args = nil
+		for i := range c.VolumeMounts {
+			c.VolumeMounts[i].MountPath = CorpusMountRoot + "/" + c.VolumeMounts[i].Name
+		}
 		c.Command = []string{"/bin/sleep", "infinity"}
 		if complete {
 			c.Command = []string{"/bin/true"}
@@ -33,6 +38,9 @@ func HostCommands(pod *v1.Pod) {
 		set(&pod.Spec.Containers[i], done)
 	}
 }
+
+// CorpusMountRoot is where HostCommands moves volume mounts.
+const CorpusMountRoot = "/run/slicelet-corpus"
 
 // Outcome is one line of testdata/corpus-outcomes.txt: what a runtime does with a manifest.
 type Outcome struct {

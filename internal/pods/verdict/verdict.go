@@ -15,12 +15,22 @@ import (
 )
 
 // Runtime is the verdict of the runtime of type runtimeType ("systemd" or "cri", the
-// configuration's runtime.type) on pod.
+// configuration's runtime.type) on pod, checked against this host as the daemon checks it
+// (the systemd runtime's commands and mount points must exist here).
 func Runtime(runtimeType string, pod *v1.Pod) (*slices.RuntimeVerdict, error) {
+	return runtimeVerdict(runtimeType, pod, true)
+}
+
+// Spec is Runtime without what depends on the host's files: the verdict on the pod alone.
+func Spec(runtimeType string, pod *v1.Pod) (*slices.RuntimeVerdict, error) {
+	return runtimeVerdict(runtimeType, pod, false)
+}
+
+func runtimeVerdict(runtimeType string, pod *v1.Pod, host bool) (*slices.RuntimeVerdict, error) {
 	var v slices.RuntimeVerdict
 	switch runtimeType {
 	case "systemd":
-		v = FromProblems(runtimeType, problemStrings(systemdrt.ValidatePod(pod)))
+		v = FromProblems(runtimeType, problemStrings(systemdrt.ValidatePod(pod, host)))
 	case "cri":
 		v = FromProblems(runtimeType, problemStrings(crirt.ValidatePod(pod)))
 	default:
