@@ -19,6 +19,7 @@ import (
 	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods/runtimetest"
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
+	"github.com/slicelet/slicelet/internal/systemdtest"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -30,14 +31,47 @@ import (
 // cpu and memory; one whose hugepages the node lacks is skipped. The limits-only pod is checked
 // to be Guaranteed on the node (its slice's cpu weight from the limit, oom_score_adj -997), and
 // the daemon's explain to refuse a pod the node cannot fit (OutOfcpu).
+//
+// The manifests are host commands by now; the same pods with their images are the CRI runtime's
+// (testdata/corpus-outcomes.txt, checked by internal/pods/verdict).
 func TestIntegrationCorpus(t *testing.T) {
 	d := newDaemonEnv(t, "")
-	ctx := t.Context()
+	systemdtest.SandboxOnly(t, d.env, "the VM sees only the package directory, not testdata/corpus; TestIntegrationLimitsOnlyGuaranteed covers limits-only pods on cgroup v2")
 	unit := "slicelet-corpus-it.service"
 	t.Cleanup(func() { _ = d.sd.Stop(context.Background(), unit) })
 	agentService(t, d.sd, unit, d.cfgPath)
-	client := api.NewClient(d.sock)
+	runCorpus(t, d, "systemd", func(p *v1.Pod) {
+		runtimetest.HostCommands(p)
+		for _, v := range p.Spec.Volumes {
+			if err := os.MkdirAll(filepath.Join(runtimetest.CorpusMountRoot, v.Name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 
+	ctx := t.Context()
+	client := api.NewClient(d.sock)
+	node, err := client.Node(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc := node.Node.Status.Allocatable
+	// The daemon's explain: the node's admission on a pod too big for it.
+	big := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: big}\nspec:\n  containers: [{name: a, command: [/bin/true], resources: {requests: {cpu: %d}}}]\n", alloc.Cpu().Value()+1)
+	x, err := client.ExplainPod(ctx, []byte(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Admission == nil || x.Admission.Admit || x.Admission.Reason != "OutOfcpu" || x.Runtime == nil || !x.Runtime.Allowed {
+		t.Errorf("explain of a pod the node cannot fit: admission %+v runtime %+v", x.Admission, x.Runtime)
+	}
+}
+
+// runCorpus runs, on the daemon of d, every corpus manifest the outcome table says runtime
+// runs, each pod given to transform first (images and commands the runtime can run here).
+func runCorpus(t *testing.T, d *daemonEnv, runtime string, transform func(*v1.Pod)) {
+	ctx := t.Context()
+	client := api.NewClient(d.sock)
 	outcomes, err := runtimetest.ReadOutcomes("../../testdata/corpus-outcomes.txt")
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +82,7 @@ func TestIntegrationCorpus(t *testing.T) {
 	}
 	var all []entry
 	for _, o := range outcomes {
-		if o.Runtime != "systemd" || !o.Runs() {
+		if o.Runtime != runtime || !o.Runs() {
 			continue
 		}
 		pods, err := manifest.ReadFile(filepath.Join("../../testdata/corpus", o.File))
@@ -57,12 +91,7 @@ func TestIntegrationCorpus(t *testing.T) {
 		}
 		for _, p := range pods {
 			p.UID = "" // the daemon derives it from the file it reads
-			runtimetest.HostCommands(p)
-			for _, v := range p.Spec.Volumes {
-				if err := os.MkdirAll(filepath.Join(runtimetest.CorpusMountRoot, v.Name), 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
+			transform(p)
 		}
 		all = append(all, entry{o.File, pods})
 	}
@@ -153,7 +182,7 @@ func TestIntegrationCorpus(t *testing.T) {
 		for _, e := range batch {
 			for _, p := range e.pods {
 				got := waitCorpusPod(t, client, e.file, p)
-				if e.file == "limits-only.yaml" {
+				if e.file == "limits-only.yaml" && runtime == "systemd" {
 					checkGuaranteedOnNode(t, d.sd, got)
 				}
 			}
@@ -173,16 +202,28 @@ func TestIntegrationCorpus(t *testing.T) {
 			}
 		}
 	}
+}
 
-	// The daemon's explain: the node's admission on a pod too big for it.
-	big := fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: big}\nspec:\n  containers: [{name: a, command: [/bin/true], resources: {requests: {cpu: %d}}}]\n", alloc.Cpu().Value()+1)
-	x, err := client.ExplainPod(ctx, []byte(big))
+// TestIntegrationLimitsOnlyGuaranteed: a container with limits and no requests is Guaranteed on
+// the node, as on the kubelet (the API's defaults make request = limit): status, slice cpu
+// shares or weight from the limit, oom_score_adj -997 (where systemd may lower it).
+func TestIntegrationLimitsOnlyGuaranteed(t *testing.T) {
+	d := newDaemonEnv(t, "")
+	unit := "slicelet-limits-it.service"
+	t.Cleanup(func() { _ = d.sd.Stop(context.Background(), unit) })
+	agentService(t, d.sd, unit, d.cfgPath)
+	client := api.NewClient(d.sock)
+	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: limits-only}\nspec:\n  terminationGracePeriodSeconds: 1\n" +
+		"  containers:\n  - name: web\n    command: [/bin/sleep, infinity]\n    resources: {limits: {cpu: 500m, memory: 128Mi}}\n"
+	if err := os.WriteFile(filepath.Join(d.podsDir, "limits-only.yaml"), []byte(pod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, err := manifest.Parse("limits-only.yaml", "x", []byte(pod))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if x.Admission == nil || x.Admission.Admit || x.Admission.Reason != "OutOfcpu" || x.Runtime == nil || !x.Runtime.Allowed {
-		t.Errorf("explain of a pod the node cannot fit: admission %+v runtime %+v", x.Admission, x.Runtime)
-	}
+	got := waitCorpusPod(t, client, "limits-only.yaml", want[0])
+	checkGuaranteedOnNode(t, d.sd, got)
 }
 
 // waitCorpus polls cond until it holds, for at most 3 minutes (the sandbox shares a loaded
@@ -221,7 +262,13 @@ func waitCorpusPod(t *testing.T, client *api.Client, file string, want *v1.Pod) 
 		case v1.PodSucceeded:
 			return want.Spec.RestartPolicy != v1.RestartPolicyAlways, "Succeeded, but its containers should run on"
 		}
-		return false, fmt.Sprintf("phase %s %s %s", p.Status.Phase, p.Status.Reason, p.Status.Message)
+		state := fmt.Sprintf("phase %s %s %s", p.Status.Phase, p.Status.Reason, p.Status.Message)
+		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			if w := cs.State.Waiting; w != nil {
+				state += fmt.Sprintf("; %s waiting: %s %s", cs.Name, w.Reason, w.Message)
+			}
+		}
+		return false, state
 	})
 	return got
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/crirt"
+	"github.com/slicelet/slicelet/internal/pods/runtimetest"
 	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/systemdtest"
 	"github.com/slicelet/slicelet/slices"
@@ -40,7 +41,8 @@ const criTestImage = "slicelet.test/busybox:1"
 //     again with the same container, not a second one;
 //   - image GC (slicectl gc images --dry-run) works against CRI and keeps the sandbox image;
 //   - an endpoint where nothing listens leaves slicelet up (READY=1), logging an error that
-//     names the endpoint, with its pods Unknown.
+//     names the endpoint, with its pods Unknown;
+//   - every manifest of testdata/corpus the cri runtime runs runs (with the local image).
 func TestIntegrationDaemonCRI(t *testing.T) {
 	systemdtest.SandboxOnly(t, systemdtest.Require(t), "the daemon's CRI wiring does not depend on the cgroup layout; crirt's TestIntegrationScopeInPodSlice covers CRI on cgroup v2")
 	critest.Require(t)
@@ -71,6 +73,17 @@ func TestIntegrationDaemonCRI(t *testing.T) {
 		}
 	})
 	t.Run("containerd restart", func(t *testing.T) { testDaemonCRIRestart(t, ctrd) })
+	t.Run("corpus", func(t *testing.T) {
+		// Every manifest of testdata/corpus the cri runtime runs, with the local busybox image.
+		d := startCRIDaemon(t, "slicelet-cri-corpus-it.service", ctrd.Endpoint, ctrd.SandboxImage)
+		t.Cleanup(func() {
+			if t.Failed() {
+				out, _ := run("journalctl", "--no-pager", "-u", "slicelet-cri-corpus-it.service", "-n", "40")
+				t.Logf("slicelet's journal:\n%s\ncontainerd's log:\n%s", out, ctrd.LogTail(20))
+			}
+		})
+		runCorpus(t, d.daemonEnv, "cri", func(p *v1.Pod) { runtimetest.ImageCommands(p, criTestImage) })
+	})
 	t.Run("unreachable endpoint", testDaemonCRIUnreachable)
 }
 

@@ -18,8 +18,7 @@ import (
 // CorpusMountRoot/<volume>; the caller creates those directories. Everything else (resources,
 // security context, volumes, restart policies) stays as written.
 func HostCommands(pod *v1.Pod) {
-	done := pod.Spec.RestartPolicy == v1.RestartPolicyNever || pod.Spec.RestartPolicy == v1.RestartPolicyOnFailure
-	set := func(c *v1.Container, complete bool) {
+	rewriteContainers(pod, func(c *v1.Container, complete bool) {
 		c.Image = ""
 		c.Args = nil
 		for i := range c.VolumeMounts {
@@ -29,7 +28,29 @@ func HostCommands(pod *v1.Pod) {
 		if complete {
 			c.Command = []string{"/bin/true"}
 		}
-	}
+	})
+}
+
+// ImageCommands rewrites a pod of the manifest corpus for a CRI runtime with one local busybox
+// image and no registry: every init and regular container runs image (never pulled) with a
+// busybox shell command that exits at once where HostCommands runs /bin/true and otherwise
+// waits until it is stopped. Everything else stays as written.
+func ImageCommands(pod *v1.Pod, image string) {
+	rewriteContainers(pod, func(c *v1.Container, complete bool) {
+		c.Image, c.ImagePullPolicy = image, v1.PullNever
+		c.Args = nil
+		c.Command = []string{"/bin/sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.5; done"}
+		if complete {
+			c.Command = []string{"/bin/sh", "-c", "exit 0"}
+		}
+	})
+}
+
+// rewriteContainers calls set on every init and regular container, complete when the container
+// is to exit: an init container that is not a sidecar, or any container of a pod that does not
+// restart its containers (restartPolicy Never or OnFailure).
+func rewriteContainers(pod *v1.Pod, set func(c *v1.Container, complete bool)) {
+	done := pod.Spec.RestartPolicy == v1.RestartPolicyNever || pod.Spec.RestartPolicy == v1.RestartPolicyOnFailure
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		set(c, c.RestartPolicy == nil || *c.RestartPolicy != v1.ContainerRestartPolicyAlways)
