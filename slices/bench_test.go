@@ -9,15 +9,6 @@ import (
 	"github.com/slicelet/slicelet/units"
 )
 
-func BenchmarkDecodePod(b *testing.B) {
-	data := []byte(burstableYAML)
-	for b.Loop() {
-		if _, err := DecodePod(data); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 func BenchmarkPodResources(b *testing.B) {
 	pod := withInit(podOf(c("a", "100m/100Mi", "200m/200Mi"), c("b", "1/1Gi", "2/2Gi")), sidecar("s", "50m/50Mi", "100m/100Mi"))
 	opts := DefaultOptions()

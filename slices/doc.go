@@ -1,4 +1,4 @@
-// Package slices is slicelet's kubepods hierarchy: the pod model (decode, validate, UID), QoS
+// Package slices is slicelet's kubepods hierarchy: the pod model (validation, content UID), QoS
 // classification, the kubelet's resource math (shares, quota, weights, hugepages, pod and QoS
 // cgroup values), cgroup and slice names, node capacity and allocatable, OOM score adjustment and
 // the systemd form of all of it.

@@ -73,6 +73,32 @@ type PodExplanation struct {
 	// by whoever knows the levels (the daemon, or slicectl from the configuration); empty when
 	// not evaluated.
 	PodSecurity []PodSecurityVerdict `json:"podSecurity,omitempty"`
+	// Runtime is the configured runtime's verdict on the pod (what it cannot run), filled in
+	// by whoever knows the runtime; nil when not evaluated.
+	Runtime *RuntimeVerdict `json:"runtime,omitempty"`
+	// Admission is the running daemon's admission verdict against its node as it is now
+	// (resources, pressure); nil when explained without a daemon.
+	Admission *AdmissionVerdict `json:"admission,omitempty"`
+}
+
+// RuntimeVerdict is what a container runtime says of a pod.
+type RuntimeVerdict struct {
+	// Runtime is the runtime's name, "systemd" or "cri".
+	Runtime string `json:"runtime"`
+	// Allowed is true when the runtime can run the pod.
+	Allowed bool `json:"allowed"`
+	// Problems are the fields it cannot run, each with its path and value.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// AdmissionVerdict is the kubelet-style admission decision of a running daemon.
+type AdmissionVerdict struct {
+	// Admit is true when the pod would be admitted now.
+	Admit bool `json:"admit"`
+	// Reason is the refusal's reason (OutOfcpu, OutOfmemory, Evicted, ...); empty when admitted.
+	Reason string `json:"reason,omitempty"`
+	// Message explains the refusal.
+	Message string `json:"message,omitempty"`
 }
 
 // PodSecurityVerdict is what one pod source's Pod Security level says of a pod.

@@ -62,8 +62,7 @@ func TestExplainPodGolden(t *testing.T) {
 	for _, file := range files {
 		data, err := os.ReadFile(file)
 		fatalIf(t, err)
-		pod, err := DecodePod(data)
-		fatalIf(t, err)
+		pod := decodeTestPod(t, data)
 		if errs := ValidatePod(pod); len(errs) > 0 {
 			t.Fatalf("%s: %v", file, errs.ToAggregate())
 		}

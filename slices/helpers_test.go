@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // Test notation: "cpu/memory" with "—" (or "-") for an absent value;
@@ -87,3 +88,14 @@ func fatalIf(t *testing.T, err error) {
 }
 
 func typesUID(s string) types.UID { return types.UID(s) }
+
+// decodeTestPod decodes a test manifest strictly, as written (no defaults: the package's
+// functions are given pods as their callers decoded them).
+func decodeTestPod(t testing.TB, data []byte) *v1.Pod {
+	t.Helper()
+	var pod v1.Pod
+	if err := sigsyaml.UnmarshalStrict(data, &pod); err != nil {
+		t.Fatal(err)
+	}
+	return &pod
+}

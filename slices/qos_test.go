@@ -29,7 +29,8 @@ func TestComputePodQOS(t *testing.T) {
 		{"pod-level requests without limits: Burstable", withPodLevel(podOf(c("a", "5m/10Mi", "—")), "10m/10Mi", "—"), v1.PodQOSBurstable},
 		// Edge cases of the kubelet's ComputePodQOS (pkg/apis/core/v1/helper/qos/qos.go).
 		{"explicit zero requests", podOf(c("a", "0/0", "—")), v1.PodQOSBestEffort},
-		{"limits only is not defaulted", podOf(c("a", "—", "1/1Gi")), v1.PodQOSBurstable},
+		{"limits only, undefaulted: GetPodQOS never defaults (every source decodes with the API defaults, internal/manifest, which make it Guaranteed)", podOf(c("a", "—", "1/1Gi")), v1.PodQOSBurstable},
+		{"limits only as decoded (requests defaulted from limits): Guaranteed", podOf(c("a", "1/1Gi", "1/1Gi")), v1.PodQOSGuaranteed},
 		{"ephemeral-storage ignored", podOf(c("a", "—/—,ephemeral-storage=1Gi", "—/—,ephemeral-storage=1Gi")), v1.PodQOSBestEffort},
 		{"guaranteed with sidecar", withInit(podOf(c("a", "1/1Gi", "1/1Gi")), sidecar("s", "1/1Gi", "1/1Gi")), v1.PodQOSGuaranteed},
 		{"sidecar without limits", withInit(podOf(c("a", "1/1Gi", "1/1Gi")), sidecar("s", "—", "—")), v1.PodQOSBurstable},

@@ -108,18 +108,23 @@ func ValidatePod(pod *v1.Pod) field.ErrorList {
 			// values are classified once spec.resources is present).
 			errs = append(errs, field.Required(p, "set requests or limits, or omit spec.resources to use the containers' resources"))
 		}
+		// One problem per unsupported name (the pod-level rule, e.g. for pids), then the
+		// quantity rules on the supported ones only.
+		supported := v1.ResourceRequirements{Requests: v1.ResourceList{}, Limits: v1.ResourceList{}}
 		for _, kind := range []struct {
-			name string
-			list v1.ResourceList
-		}{{"requests", r.Requests}, {"limits", r.Limits}} {
+			name      string
+			list, out v1.ResourceList
+		}{{"requests", r.Requests, supported.Requests}, {"limits", r.Limits, supported.Limits}} {
 			for _, name := range sortedNames(kind.list) {
 				if name != v1.ResourceCPU && name != v1.ResourceMemory && !strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) {
 					errs = append(errs, field.NotSupported(p.Child(kind.name).Child(string(name)), string(name),
 						[]string{string(v1.ResourceCPU), string(v1.ResourceMemory), v1.ResourceHugePagesPrefix + "<size>"}))
+					continue
 				}
+				kind.out[name] = kind.list[name]
 			}
 		}
-		errs = append(errs, validateRequirements(p, r)...)
+		errs = append(errs, validateRequirements(p, &supported)...)
 	}
 	for _, name := range sortedNames(pod.Spec.Overhead) {
 		errs = append(errs, validateQuantity(spec.Child("overhead").Child(string(name)), name, pod.Spec.Overhead[name])...)

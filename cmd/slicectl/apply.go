@@ -19,7 +19,6 @@ import (
 
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/manifest"
-	"github.com/slicelet/slicelet/slices"
 )
 
 // document is one manifest document of a file.
@@ -35,7 +34,7 @@ func (d document) meta() *v1.Pod {
 	var pod v1.Pod
 	_ = yaml.Unmarshal(d.data, &pod)
 	if pod.Namespace == "" {
-		pod.Namespace = slices.DefaultNamespace
+		pod.Namespace = manifest.DefaultNamespace
 	}
 	return &pod
 }
@@ -74,7 +73,7 @@ func readDocuments(paths []string) ([]document, error) {
 	}
 	var docs []document
 	for _, f := range files {
-		data, err := readBounded(f)
+		data, err := manifest.ReadBounded(f)
 		if err != nil {
 			return nil, fmt.Errorf("pod manifest %s: %w", f, err)
 		}
@@ -100,25 +99,8 @@ func readDocuments(paths []string) ([]document, error) {
 	return docs, nil
 }
 
-// readBounded reads a file of at most manifest.MaxInputBytes.
-func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, manifest.MaxInputBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > manifest.MaxInputBytes {
-		return nil, fmt.Errorf("%w: more than %d bytes (3 MiB, the Kubernetes API server's request limit)", manifest.ErrTooLarge, manifest.MaxInputBytes)
-	}
-	return data, nil
-}
-
 // splitDocuments splits a "---"-separated YAML stream (or one JSON object) into its non-empty
-// documents, numbered as slices.DecodePods numbers them.
+// documents, numbered as manifest.Decode numbers them.
 func splitDocuments(data []byte) ([][]byte, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var docs [][]byte

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -19,6 +18,7 @@ import (
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods/admission"
+	"github.com/slicelet/slicelet/internal/pods/verdict"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -272,18 +272,7 @@ func parseCapacity(s string) (slices.Capacity, error) {
 func readPods(files []string) ([]*v1.Pod, error) {
 	var pods []*v1.Pod
 	for _, f := range files {
-		abs, err := filepath.Abs(f)
-		if err != nil {
-			return nil, fmt.Errorf("pod manifest %s: %w", f, err)
-		}
-		data, err := readBounded(abs)
-		if err == nil {
-			err = manifest.CheckBounds(data)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("pod manifest %s: %w", f, err)
-		}
-		got, err := slices.ParsePodManifest(f, abs, data)
+		got, err := manifest.ReadFile(f)
 		if err != nil {
 			return nil, err
 		}
@@ -315,6 +304,9 @@ func explainPod(o explainOptions, stdout io.Writer) error {
 			return err
 		}
 		x.PodSecurity = admission.PodSecurityVerdicts(pod, levels)
+		if x.Runtime, err = verdict.Runtime(e.cfg.Runtime.Type, pod); err != nil {
+			return err
+		}
 		out = append(out, x)
 	}
 	if o.output == "json" {
@@ -404,6 +396,22 @@ func printPod(w io.Writer, pod *v1.Pod, x slices.PodExplanation, mode units.Mode
 			fmt.Fprintf(tw, "  %s\t%s\t%s\n", v.Source, v.Level, verdict)
 		}
 		tw.Flush()
+	}
+	if v := x.Runtime; v != nil {
+		fmt.Fprintf(w, "Runtime %s:\n", v.Runtime)
+		if v.Allowed {
+			fmt.Fprintln(w, "  can run this pod")
+		}
+		for _, p := range v.Problems {
+			fmt.Fprintf(w, "  %s\n", p)
+		}
+	}
+	if a := x.Admission; a != nil {
+		if a.Admit {
+			fmt.Fprintln(w, "Admission:\n  admitted now")
+		} else {
+			fmt.Fprintf(w, "Admission:\n  refused now: %s: %s\n", a.Reason, a.Message)
+		}
 	}
 }
 

@@ -208,3 +208,29 @@ func TestExplainBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainPodRuntimeVerdict: offline, explain says what the configured runtime would decide.
+func TestExplainPodRuntimeVerdict(t *testing.T) {
+	dir := t.TempDir()
+	pod := writeFile(t, dir, "web.yaml", guaranteedPod)
+	for _, tc := range []struct {
+		name, config string
+		want         []string
+	}{
+		{"systemd refuses the image", "", []string{"Runtime systemd:", `spec.containers[0].image: Invalid value: "nginx"`}},
+		{"cri can run it", "[runtime]\ntype = \"cri\"\nendpoint = \"unix:///run/containerd/containerd.sock\"\n", []string{"Runtime cri:\n  can run this pod"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := writeFile(t, dir, "config.toml", tc.config)
+			code, out, errOut := runCLI(t, "explain", "pod", "-f", pod, "--config", cfg, "--cgroup-mode", "v2", "--capacity", "cpu=4,memory=16Gi")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/slices"
@@ -66,21 +67,12 @@ func (f *fakeDaemon) GetPod(_ context.Context, ns, name string) (v1.Pod, error) 
 }
 
 // ApplyPod refuses what Pod Security baseline refuses (the daemon's default API level).
-func (f *fakeDaemon) ApplyPod(_ context.Context, manifest []byte, dryRun bool) (v1.Pod, error) {
-	pod, err := slices.DecodePod(manifest)
+func (f *fakeDaemon) ApplyPod(_ context.Context, body []byte, dryRun bool) (v1.Pod, error) {
+	parsed, err := manifest.Parse("manifest", "api", body)
 	if err != nil {
 		return v1.Pod{}, &api.InvalidError{Problems: []string{err.Error()}}
 	}
-	if pod.Namespace == "" {
-		pod.Namespace = "default"
-	}
-	if list := slices.ValidatePod(pod); len(list) > 0 {
-		ie := &api.InvalidError{}
-		for _, e := range list {
-			ie.Problems = append(ie.Problems, e.Error())
-		}
-		return v1.Pod{}, ie
-	}
+	pod := parsed[0]
 	baseline, _ := admission.ParsePodSecurity("baseline", "latest")
 	if d := admission.CheckPodSecurity(pod, baseline); !d.Admit {
 		return v1.Pod{}, api.PodForbidden(pod.Name, d.Message)
@@ -146,11 +138,12 @@ func (f *fakeDaemon) Node(context.Context) (v1.Node, error) {
 	}, nil
 }
 
-func (f *fakeDaemon) ExplainPod(_ context.Context, manifest []byte) (slices.PodExplanation, error) {
-	pod, err := slices.DecodePod(manifest)
+func (f *fakeDaemon) ExplainPod(_ context.Context, body []byte) (slices.PodExplanation, error) {
+	parsed, err := manifest.Parse("manifest", "api", body)
 	if err != nil {
 		return slices.PodExplanation{}, &api.InvalidError{Problems: []string{err.Error()}}
 	}
+	pod := parsed[0]
 	pod.UID = "22222222-aaaa-bbbb-cccc-000000000001"
 	return slices.ExplainPod(pod, slices.Options{}, units.ModeUnified, slices.Capacity{Memory: 16 << 30})
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/systemdtest"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -272,7 +273,7 @@ func TestIntegrationRestartSafety(t *testing.T) {
 	// The wanted pods, by UID, as the daemon derives them.
 	want := map[string]string{}
 	for p := range present {
-		got, err := slices.ReadPodManifest(p)
+		got, err := manifest.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}

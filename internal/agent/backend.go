@@ -16,9 +16,11 @@ import (
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/health"
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/pods/source"
+	"github.com/slicelet/slicelet/internal/pods/verdict"
 	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -74,8 +76,8 @@ func (b *backend) GetPod(_ context.Context, namespace, name string) (v1.Pod, err
 // ApplyPod stores an API pod; the store's next snapshot hands it to the controller. A pod the
 // API's Pod Security level refuses is refused here, as the API server refuses it, and never
 // stored. The pod records who applied it (api.AnnotationAppliedBy).
-func (b *backend) ApplyPod(ctx context.Context, manifest []byte, dryRun bool) (v1.Pod, error) {
-	parsed, err := slices.ParsePodManifest("manifest", "api", manifest)
+func (b *backend) ApplyPod(ctx context.Context, body []byte, dryRun bool) (v1.Pod, error) {
+	parsed, err := manifest.Parse("manifest", "api", body)
 	if err != nil {
 		return v1.Pod{}, &api.InvalidError{Problems: splitErrors(err)}
 	}
@@ -96,7 +98,7 @@ func (b *backend) ApplyPod(ctx context.Context, manifest []byte, dryRun bool) (v
 	if peer, ok := api.PeerFrom(ctx); ok {
 		opts.Annotations = map[string]string{api.AnnotationAppliedBy: peer.String()}
 	}
-	pod, err := b.store.Apply(manifest, opts)
+	pod, err := b.store.Apply(body, opts)
 	switch {
 	case errors.Is(err, source.ErrInvalid), errors.Is(err, source.ErrTooManyPods):
 		return v1.Pod{}, &api.InvalidError{Problems: splitErrors(err)}
@@ -188,8 +190,8 @@ func (b *backend) Node(context.Context) (v1.Node, error) {
 	}, nil
 }
 
-func (b *backend) ExplainPod(_ context.Context, manifest []byte) (slices.PodExplanation, error) {
-	parsed, err := slices.ParsePodManifest("manifest", "api", manifest)
+func (b *backend) ExplainPod(_ context.Context, body []byte) (slices.PodExplanation, error) {
+	parsed, err := manifest.Parse("manifest", "api", body)
 	if err != nil {
 		return slices.PodExplanation{}, &api.InvalidError{Problems: splitErrors(err)}
 	}
@@ -201,6 +203,15 @@ func (b *backend) ExplainPod(_ context.Context, manifest []byte) (slices.PodExpl
 		return x, err
 	}
 	x.PodSecurity = admission.PodSecurityVerdicts(parsed[0], b.podSecurity)
+	var problems []string
+	for _, e := range b.rt.Validate(parsed[0]) {
+		problems = append(problems, e.Error())
+	}
+	rv := verdict.FromProblems(b.rt.Name(), problems)
+	x.Runtime = &rv
+	// As an API pod would be admitted: explain's manifest arrives as an API pod does.
+	ok, reason, msg := b.ctrl.WouldAdmit(parsed[0], pods.SourceAPI)
+	x.Admission = &slices.AdmissionVerdict{Admit: ok, Reason: reason, Message: msg}
 	return x, nil
 }
 

@@ -21,6 +21,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
 	"github.com/slicelet/slicelet/internal/systemdtest"
 	sl "github.com/slicelet/slicelet/slices"
@@ -248,7 +249,7 @@ func (a *benchAgent) podNames(b *testing.B, names []string) map[string]string {
 	b.Helper()
 	out := make(map[string]string, len(names))
 	for _, n := range names {
-		pods, err := sl.ReadPodManifest(filepath.Join(a.podsDir, n+".yaml"))
+		pods, err := manifest.ReadFile(filepath.Join(a.podsDir, n+".yaml"))
 		if err != nil || len(pods) != 1 {
 			b.Fatalf("manifest %s: %v", n, err)
 		}

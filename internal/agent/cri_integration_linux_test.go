@@ -19,8 +19,10 @@ import (
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/critest"
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/crirt"
+	"github.com/slicelet/slicelet/internal/pods/runtimetest"
 	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/systemdtest"
 	"github.com/slicelet/slicelet/slices"
@@ -39,7 +41,8 @@ const criTestImage = "slicelet.test/busybox:1"
 //     again with the same container, not a second one;
 //   - image GC (slicectl gc images --dry-run) works against CRI and keeps the sandbox image;
 //   - an endpoint where nothing listens leaves slicelet up (READY=1), logging an error that
-//     names the endpoint, with its pods Unknown.
+//     names the endpoint, with its pods Unknown;
+//   - every manifest of testdata/corpus the cri runtime runs runs (with the local image).
 func TestIntegrationDaemonCRI(t *testing.T) {
 	systemdtest.SandboxOnly(t, systemdtest.Require(t), "the daemon's CRI wiring does not depend on the cgroup layout; crirt's TestIntegrationScopeInPodSlice covers CRI on cgroup v2")
 	critest.Require(t)
@@ -70,6 +73,17 @@ func TestIntegrationDaemonCRI(t *testing.T) {
 		}
 	})
 	t.Run("containerd restart", func(t *testing.T) { testDaemonCRIRestart(t, ctrd) })
+	t.Run("corpus", func(t *testing.T) {
+		// Every manifest of testdata/corpus the cri runtime runs, with the local busybox image.
+		d := startCRIDaemon(t, "slicelet-cri-corpus-it.service", ctrd.Endpoint, ctrd.SandboxImage)
+		t.Cleanup(func() {
+			if t.Failed() {
+				out, _ := run("journalctl", "--no-pager", "-u", "slicelet-cri-corpus-it.service", "-n", "40")
+				t.Logf("slicelet's journal:\n%s\ncontainerd's log:\n%s", out, ctrd.LogTail(20))
+			}
+		})
+		runCorpus(t, d.daemonEnv, "cri", func(p *v1.Pod) { runtimetest.ImageCommands(p, criTestImage) })
+	})
 	t.Run("unreachable endpoint", testDaemonCRIUnreachable)
 }
 
@@ -130,16 +144,16 @@ func startCRIDaemon(t *testing.T, unit, endpoint, sandboxImage string) *criDaemo
 }
 
 // addPod drops the manifest into the daemon's manifest directory.
-func (d *criDaemon) addPod(t *testing.T, name string, manifest []byte) {
+func (d *criDaemon) addPod(t *testing.T, name string, data []byte) {
 	t.Helper()
 	d.manifest = filepath.Join(d.podsDir, name+".yaml")
-	if err := os.WriteFile(d.manifest+".tmp", manifest, 0o644); err != nil {
+	if err := os.WriteFile(d.manifest+".tmp", data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(d.manifest+".tmp", d.manifest); err != nil {
 		t.Fatal(err)
 	}
-	got, err := slices.ReadPodManifest(d.manifest)
+	got, err := manifest.ReadFile(d.manifest)
 	if err != nil {
 		t.Fatal(err)
 	}

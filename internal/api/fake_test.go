@@ -20,6 +20,7 @@ import (
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/slices"
@@ -102,24 +103,15 @@ func (f *fakeBackend) GetPod(_ context.Context, ns, name string) (v1.Pod, error)
 }
 
 // ApplyPod refuses what Pod Security baseline refuses, as the daemon's API level does by default.
-func (f *fakeBackend) ApplyPod(ctx context.Context, manifest []byte, dryRun bool) (v1.Pod, error) {
+func (f *fakeBackend) ApplyPod(ctx context.Context, body []byte, dryRun bool) (v1.Pod, error) {
 	if f.err != nil {
 		return v1.Pod{}, f.err
 	}
-	pod, err := slices.DecodePod(manifest)
+	parsed, err := manifest.Parse("manifest", "api", body)
 	if err != nil {
 		return v1.Pod{}, &InvalidError{Problems: []string{err.Error()}}
 	}
-	if pod.Namespace == "" {
-		pod.Namespace = "default"
-	}
-	if list := slices.ValidatePod(pod); len(list) > 0 {
-		ie := &InvalidError{}
-		for _, e := range list {
-			ie.Problems = append(ie.Problems, e.Error())
-		}
-		return v1.Pod{}, ie
-	}
+	pod := parsed[0]
 	if d := admission.CheckPodSecurity(pod, baseline); !d.Admit {
 		return v1.Pod{}, PodForbidden(pod.Name, d.Message)
 	}
@@ -206,14 +198,15 @@ func (f *fakeBackend) Node(context.Context) (v1.Node, error) {
 	return n, nil
 }
 
-func (f *fakeBackend) ExplainPod(_ context.Context, manifest []byte) (slices.PodExplanation, error) {
+func (f *fakeBackend) ExplainPod(_ context.Context, body []byte) (slices.PodExplanation, error) {
 	if f.err != nil {
 		return slices.PodExplanation{}, f.err
 	}
-	pod, err := slices.DecodePod(manifest)
+	parsed, err := manifest.Parse("manifest", "api", body)
 	if err != nil {
 		return slices.PodExplanation{}, &InvalidError{Problems: []string{err.Error()}}
 	}
+	pod := parsed[0]
 	pod.UID = "11111111-aaaa-bbbb-cccc-000000000009"
 	return slices.ExplainPod(pod, slices.Options{}, units.ModeHybrid, slices.Capacity{Memory: 16 << 30})
 }

@@ -96,10 +96,11 @@ func (s *Server) applyObject(w http.ResponseWriter, r *http.Request, kind string
 	if !ok {
 		return
 	}
-	body, ok := readManifest(w, r)
+	body, release, ok := s.readManifest(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	res, err := ob.ApplyObject(r.Context(), kind, body, dry)
 	if err != nil {
 		s.fail(w, r, err)

@@ -27,7 +27,6 @@ import (
 	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
-	"github.com/slicelet/slicelet/slices"
 
 	"github.com/slicelet/slicelet/internal/unixsock"
 )
@@ -436,7 +435,7 @@ func (s *Server) applyPod(w http.ResponseWriter, r *http.Request) {
 	if yaml.Unmarshal(body, &meta) == nil && meta.Metadata.Name != "" {
 		ns := meta.Metadata.Namespace
 		if ns == "" {
-			ns = slices.DefaultNamespace
+			ns = manifest.DefaultNamespace
 		}
 		var err error
 		before, err = s.backend.GetPod(r.Context(), ns, meta.Metadata.Name)

@@ -45,7 +45,6 @@ var layers = map[string]pkgLayer{
 	"internal/unixsock":   {layer: leaf},
 	"internal/buildinfo":  {layer: leaf},
 	"internal/logging":    {layer: leaf},
-	"internal/manifest":   {layer: leaf},
 	"internal/execlimits": {layer: leaf},
 
 	"units":           {layer: adapter},
@@ -58,6 +57,7 @@ var layers = map[string]pkgLayer{
 	"internal/pods":     {layer: component, group: "pods"},
 	"internal/pods/":    {layer: component, group: "pods"},
 	"internal/podstats": {layer: component, group: "pods"},
+	"internal/manifest": {layer: component, group: "pods"},
 	"internal/api":      {layer: component, group: "api"},
 
 	"config": {layer: configLayer},

@@ -310,6 +310,28 @@ func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 	return staleEvictions
 }
 
+// WouldAdmit is the admission a pod from source would get now, without admitting it: the same
+// steps as a new pod's (Pod Security, the runtime's validation, then the node's resources and
+// conditions against the admitted pods). A pod of the same namespace and name that is admitted
+// already is left out of the count, as its replacement would replace it.
+func (c *Controller) WouldAdmit(pod *v1.Pod, source string) (ok bool, reason, message string) {
+	if ok, reason, message = c.admit.AdmitSecurity(pod, source); !ok {
+		return ok, reason, message
+	}
+	if errs := c.rt.Validate(pod); len(errs) > 0 {
+		return false, ReasonUnsupported, fmt.Sprintf("the %s runtime cannot run this pod: %s", c.rt.Name(), errs.ToAggregate())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var others []*v1.Pod
+	for _, p := range c.admittedLocked() {
+		if key(p) != key(pod) {
+			others = append(others, p)
+		}
+	}
+	return c.admit.Admit(pod, others)
+}
+
 // sourceRank orders sources for admission: manifest files before API pods.
 func sourceRank(source string) int {
 	if source == SourceFile {

@@ -658,3 +658,42 @@ func TestControllerHeldProblemKeepsOrphans(t *testing.T) {
 		}
 	})
 }
+
+// TestControllerWouldAdmit: the dry-run admission runs the same steps as a new pod's, in order,
+// without admitting anything, and leaves a pod's own earlier version out of the count.
+func TestControllerWouldAdmit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
+		rt := pickyRuntime{&fakeRuntime{synced: map[string]int{}}}
+		c := NewController(ControllerOptions{Slices: s, Runtime: rt, Admitter: maxPods(1), WantSources: []string{SourceFile}})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "a", "uid-a")}})
+		synctest.Wait()
+
+		host := desired(SourceAPI, "host", "uid-h").Pod
+		host.Spec.HostNetwork = true
+		img := desired(SourceAPI, "img", "uid-i").Pod
+		img.Spec.Containers = []v1.Container{{Name: "c", Image: "nginx"}}
+		for _, tc := range []struct {
+			name   string
+			pod    *v1.Pod
+			ok     bool
+			reason string
+		}{
+			{"security first", host, false, "Forbidden"},
+			{"then the runtime", img, false, ReasonUnsupported},
+			{"then the node: full", desired(SourceAPI, "b", "uid-b").Pod, false, "OutOfpods"},
+			{"a new version of an admitted pod replaces it", desired(SourceAPI, "a", "uid-a2").Pod, true, ""},
+		} {
+			ok, reason, msg := c.WouldAdmit(tc.pod, SourceAPI)
+			if ok != tc.ok || reason != tc.reason {
+				t.Errorf("%s: WouldAdmit = %v %q %q, want %v %q", tc.name, ok, reason, msg, tc.ok, tc.reason)
+			}
+		}
+		if len(c.Pods()) != 1 {
+			t.Errorf("WouldAdmit admitted something: %v", c.Pods())
+		}
+	})
+}

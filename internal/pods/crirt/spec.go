@@ -17,10 +17,14 @@ func containerLogPath(container string, n int) string {
 	return filepath.Join(container, strconv.Itoa(n-1)+".log")
 }
 
-// Validate reports what this runtime cannot run, with field paths and values: containers
+// Validate reports what this runtime cannot run (ValidatePod).
+func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList { return ValidatePod(pod) }
+
+// ValidatePod reports what the cri runtime cannot run, with field paths and values: containers
 // without an image, ephemeral containers, volume types the worker does not provide, subPath
-// mounts, unknown pull policies and stop signals.
-func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList {
+// mounts, unknown pull policies and stop signals. It needs no connection, so slicectl explains
+// a pod offline with it.
+func ValidatePod(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
 	if pod.UID != "" {

@@ -95,7 +95,7 @@ func TestAPIStoreApplyRejects(t *testing.T) {
 	tests := []struct {
 		name, manifest, want string
 	}{
-		{"malformed yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n", "api: document 0: yaml: line 3"},
+		{"malformed yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n", "api: document 0: yaml"},
 		{"unknown field", podYAML("a", "  nodeNme: x\n"), `unknown field "spec.nodeNme"`},
 		{"invalid name", podYAML("A_B"), `api: metadata.name: Invalid value: "A_B"`},
 		{"volume name path", podYAML("a", "  volumes:\n  - name: /etc/shadow\n    hostPath: {path: /etc}\n"), `spec.volumes[0].name: Invalid value: "/etc/shadow"`},
@@ -103,7 +103,7 @@ func TestAPIStoreApplyRejects(t *testing.T) {
 		{"two pods", podYAML("a") + "---\n" + podYAML("b"), "2 pods in the manifest"},
 		{"too large", podYAML("a") + "# " + strings.Repeat("x", DefaultMaxFileSize) + "\n", "manifest too large"},
 		{"alias bomb", aliasBomb(), "api: manifest too large: document 0: more than 1572864 bytes as JSON"},
-		{"not a pod", "apiVersion: v1\nkind: Service\nmetadata: {name: a}\n", `kind: must be "Pod"`},
+		{"not a pod", "apiVersion: v1\nkind: Service\nmetadata: {name: a}\n", `kind Service is not a Pod`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -224,12 +224,12 @@ func TestAPIStoreConcurrent(t *testing.T) {
 			defer wg.Done()
 			for r := range rounds {
 				own := fmt.Sprintf("w%d-%d", w, r%3)
-				if _, err := s.Apply([]byte(podYAML(own, fmt.Sprintf("  activeDeadlineSeconds: %d\n", r+1))), ApplyOptions{}); err != nil {
+				if _, err := s.Apply([]byte(podYAML(own, fmt.Sprintf("  terminationGracePeriodSeconds: %d\n", r+1))), ApplyOptions{}); err != nil {
 					t.Error(err)
 					return
 				}
 				// A name every worker fights over.
-				if _, err := s.Apply([]byte(podYAML("shared", fmt.Sprintf("  activeDeadlineSeconds: %d\n", w+1))), ApplyOptions{}); err != nil {
+				if _, err := s.Apply([]byte(podYAML("shared", fmt.Sprintf("  terminationGracePeriodSeconds: %d\n", w+1))), ApplyOptions{}); err != nil {
 					t.Error(err)
 					return
 				}

@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
-	"github.com/slicelet/slicelet/slices"
 )
 
 // podYAML is a small valid pod manifest.
@@ -218,15 +218,12 @@ func TestManifestDirStaticPodSemantics(t *testing.T) {
 		t.Fatalf("pods = %v", names(s))
 	}
 	d := s.Pods[0]
-	raw, err := slices.DecodePod([]byte(podYAML("a")))
+	// The UID slicectl explain -f gives the same file.
+	parsed, err := manifest.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw.Namespace = "default"
-	wantUID, err := slices.PodUID(raw, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wantUID := string(parsed[0].UID)
 	if string(d.Pod.UID) != wantUID || d.Source != pods.SourceFile || d.Origin != path ||
 		d.Pod.Annotations[pods.AnnotationSource] != "file" || d.Pod.Annotations[pods.AnnotationOrigin] != path {
 		t.Fatalf("desired = %+v uid %s annotations %v, want uid %s", d, d.Pod.UID, d.Pod.Annotations, wantUID)

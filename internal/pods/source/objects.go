@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/slicelet/slicelet/internal/pods"
-	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/internal/manifest"
 )
 
 // Kinds of objects other than pods that manifests may hold.
@@ -48,6 +48,10 @@ func splitObjects(name string, data []byte) ([]byte, parsedObjects, error) {
 		objs parsedObjects
 		errs []error
 	)
+	// Bounded before any document is decoded: even the kind sniffing below expands aliases.
+	if err := manifest.CheckBounds(data); err != nil {
+		return nil, parsedObjects{}, fmt.Errorf("%s: %w", name, err)
+	}
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for i := 0; ; i++ {
 		doc, err := r.Read()
@@ -97,7 +101,7 @@ func decodeConfigMap(doc []byte) (*v1.ConfigMap, error) {
 		return nil, fmt.Errorf("configmap %s: apiVersion: Unsupported value: %q: supported values: \"v1\"", cm.Name, cm.APIVersion)
 	}
 	if cm.Namespace == "" {
-		cm.Namespace = slices.DefaultNamespace
+		cm.Namespace = manifest.DefaultNamespace
 	}
 	errs := validateObjectMeta(&cm.ObjectMeta)
 	size := 0
@@ -133,7 +137,7 @@ func decodeSecret(doc []byte) (*v1.Secret, error) {
 		return nil, fmt.Errorf("secret %s: apiVersion: Unsupported value: %q: supported values: \"v1\"", s.Name, s.APIVersion)
 	}
 	if s.Namespace == "" {
-		s.Namespace = slices.DefaultNamespace
+		s.Namespace = manifest.DefaultNamespace
 	}
 	if s.Type == "" {
 		s.Type = v1.SecretTypeOpaque

@@ -2,6 +2,7 @@ package systemdrt
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -102,6 +103,14 @@ func (f *fakeSystemd) Properties(ctx context.Context, name string) (units.UnitIn
 // hostBinaries are the commands unit tests may use.
 var hostBinaries = map[string]bool{"/bin/sleep": true, "/usr/bin/sleep": true, "/bin/sh": true, "/usr/bin/env": true}
 
+// fakeMountPoint: every path exists but those under /missing.
+func fakeMountPoint(p string) error {
+	if p == "/missing" || strings.HasPrefix(p, "/missing/") {
+		return fmt.Errorf("stat %s: %w", p, os.ErrNotExist)
+	}
+	return nil
+}
+
 func fakeExecutable(p string) error {
 	if hostBinaries[p] {
 		return nil
@@ -141,7 +150,7 @@ func newTestRuntime(t *testing.T, mode units.Mode) (*testRT, *fakeSystemd) {
 	sd := newFakeSystemd(mode)
 	return newTestRT(t, Options{
 		Systemd: sd, StateDir: t.TempDir(),
-		ProcRoot: fakeProc(t, "000001ffffffffff", "0"), Executable: fakeExecutable,
+		ProcRoot: fakeProc(t, "000001ffffffffff", "0"), Executable: fakeExecutable, MountPoint: fakeMountPoint,
 	}, nil), sd
 }
 

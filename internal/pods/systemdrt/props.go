@@ -86,6 +86,12 @@ func nonRoot(pod *v1.Pod, c *v1.Container) bool {
 }
 
 // isExecutable is the default Options.Executable: a regular file with an execute bit.
+// statPath is os.Stat's error.
+func statPath(path string) error {
+	_, err := os.Stat(path)
+	return err
+}
+
 func isExecutable(path string) error {
 	fi, err := os.Stat(path)
 	if err != nil {

@@ -60,6 +60,10 @@ type Options struct {
 	// Executable checks that a command path can be run; a regular file with an execute bit
 	// when nil.
 	Executable func(path string) error
+	// MountPoint checks that a volume mount's path exists on the host: systemd bind-mounts over
+	// it and does not create a missing one (the service fails with 226/NAMESPACE). os.Stat when
+	// nil.
+	MountPoint func(path string) error
 	// PollInterval is how often a stop looks whether a signalled unit has ended.
 	PollInterval time.Duration
 	// KillWait bounds the wait for a unit to end after SIGKILL.
@@ -114,6 +118,9 @@ func New(opts Options) (*Runtime, error) {
 	}
 	if opts.Executable == nil {
 		opts.Executable = isExecutable
+	}
+	if opts.MountPoint == nil {
+		opts.MountPoint = statPath
 	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = DefaultPollInterval

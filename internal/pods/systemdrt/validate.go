@@ -31,6 +31,14 @@ const useCRI = `set runtime.type = "cri" in the slicelet configuration to run it
 // runs fails that container (StartError), not the whole pod.
 func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList { return r.validate(pod, true) }
 
+// ValidatePod is Validate without a runtime, for explaining a pod offline: what the systemd
+// runtime would refuse; with host, commands and mount points are looked up on this host's
+// filesystem, as the daemon does before admission.
+func ValidatePod(pod *v1.Pod, host bool) field.ErrorList {
+	r := &Runtime{opts: Options{Executable: isExecutable, MountPoint: statPath}}
+	return r.validate(pod, host)
+}
+
 // validate is Validate; without host it skips what depends on the host's files.
 func (r *Runtime) validate(pod *v1.Pod, host bool) field.ErrorList {
 	var errs field.ErrorList
@@ -113,6 +121,17 @@ func (r *Runtime) validateContainer(pod *v1.Pod, p *field.Path, c *v1.Container,
 	// What execve(2) and systemd's unit files take, after $(VAR) expansion.
 	errs = append(errs, execlimits.Container(p, c)...)
 	errs = append(errs, validateMounts(p.Child("volumeMounts"), c.VolumeMounts, volumes)...)
+	if host {
+		for i, m := range c.VolumeMounts {
+			if checkAbsPath(m.MountPath) != "" || m.MountPath == "/" {
+				continue // reported above
+			}
+			if err := r.opts.MountPoint(m.MountPath); err != nil {
+				errs = append(errs, field.Invalid(p.Child("volumeMounts").Index(i).Child("mountPath"), m.MountPath,
+					"the systemd runtime mounts volumes over host paths and systemd does not create a missing one: create it on the host or mount at an existing path ("+err.Error()+")"))
+			}
+		}
+	}
 	if lc := c.Lifecycle; lc != nil {
 		if lc.StopSignal != nil {
 			if _, ok := signalNumber(string(*lc.StopSignal)); !ok {

@@ -110,6 +110,8 @@ func TestValidate(t *testing.T) {
 			[]string{"spec.containers[0].securityContext.runAsUser: Invalid value: -1"}},
 		{"restartPolicy on a regular container", withContainer(func(c *v1.Container) { c.RestartPolicy = ptr(v1.ContainerRestartPolicyAlways) }),
 			[]string{"spec.containers[0].restartPolicy: Forbidden"}},
+		{"mount path missing on the host", withContainer(func(c *v1.Container) { c.VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/missing/dir"}} }),
+			[]string{`spec.containers[0].volumeMounts[0].mountPath: Invalid value: "/missing/dir": the systemd runtime mounts volumes over host paths`}},
 		{"container name with underscore", withContainer(func(c *v1.Container) { c.Name = "a_b" }),
 			[]string{`spec.containers[0].name: Invalid value: "a_b"`}},
 	}

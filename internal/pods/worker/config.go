@@ -97,7 +97,10 @@ func (w *Worker) SandboxConfig(pod *v1.Pod, slice string, attempt uint32) *runti
 			hostname = pod.Spec.Hostname
 		}
 	}
-	sc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns}
+	// A privileged container needs a privileged sandbox (containerd refuses it otherwise): the
+	// kubelet's generatePodSandboxLinuxConfig sets it when any container is privileged
+	// (pkg/kubelet/kuberuntime/kuberuntime_sandbox.go).
+	sc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns, Privileged: hasPrivilegedContainer(pod)}
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		if psc.RunAsUser != nil {
 			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
@@ -117,6 +120,18 @@ func (w *Worker) SandboxConfig(pod *v1.Pod, slice string, attempt uint32) *runti
 			Resources: criResources(slices.PodResources(pod, w.opts.Resources)),
 		},
 	}
+}
+
+// hasPrivilegedContainer reports whether any init or regular container is privileged.
+func hasPrivilegedContainer(pod *v1.Pod) bool {
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			if sc := c.SecurityContext; sc != nil && sc.Privileged != nil && *sc.Privileged {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // supplementalGroups are the pod's fsGroup followed by its supplementalGroups, as the kubelet

@@ -50,3 +50,30 @@ func TestPodNetwork(t *testing.T) {
 		})
 	}
 }
+
+// TestSandboxPrivileged: the sandbox is privileged when a container is, as the kubelet makes it
+// (containerd refuses a privileged container in an unprivileged sandbox).
+func TestSandboxPrivileged(t *testing.T) {
+	w, _ := newTestWorker(t, newFakeRT(), "")
+	yes := true
+	cases := []struct {
+		name string
+		mod  func(*v1.Pod)
+		want bool
+	}{
+		{"no security context", func(*v1.Pod) {}, false},
+		{"privileged container", func(p *v1.Pod) { p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{Privileged: &yes} }, true},
+		{"privileged init container", func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "i", SecurityContext: &v1.SecurityContext{Privileged: &yes}}}
+		}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pod := testPod("u1", "", "main")
+			c.mod(pod)
+			if got := w.SandboxConfig(pod, "s.slice", 0).Linux.SecurityContext.Privileged; got != c.want {
+				t.Errorf("sandbox privileged = %v, want %v", got, c.want)
+			}
+		})
+	}
+}

@@ -1,20 +1,47 @@
-package source
+package manifest
 
 import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/slicelet/slicelet/internal/pods/podfields"
+	"github.com/slicelet/slicelet/slices"
 )
 
-// validateInput checks what slices.ValidatePod does not (yet) check and a pod source must refuse
-// before anything reaches the runtime: volume names (DNS labels, unique — a name like
-// "../../etc" or "/etc" would otherwise become part of a per-pod directory path), volume mounts
-// naming a declared volume, and NUL bytes in env, command, args, workingDir and mount paths
-// (execve and systemd unit properties cannot carry them; a NUL would silently cut the string).
-// Every problem carries its field path and value.
+// Validate returns every problem of a defaulted pod, each with its field path and value:
+//   - metadata as the API validates it (apimachinery ValidateObjectMeta: name a DNS subdomain,
+//     namespace a DNS label, label keys and values, annotation keys and at most 256 KiB of
+//     annotations in total, owner references, finalizers);
+//   - the fields slicelet refuses (podfields.Refusals), among them every reference to an API
+//     object, which static pods may not make (pkg/kubelet/config/common.go: service accounts,
+//     secrets, configmaps, persistent volume claims, resource claims);
+//   - what slicelet relies on (slices.ValidatePod: containers, names, quantities, requests ≤
+//     limits, the UID);
+//   - what no runtime may receive: volume names, mounts naming a declared volume, NUL bytes.
+//
+// What a runtime cannot run is the runtime's to say (its Validate).
+func Validate(pod *v1.Pod) field.ErrorList {
+	errs := apivalidation.ValidateObjectMeta(&pod.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	errs = append(errs, podfields.Refusals(pod)...)
+	for _, e := range slices.ValidatePod(pod) {
+		if e.Field == "metadata.name" || e.Field == "metadata.namespace" {
+			continue // ValidateObjectMeta's, with the API's wording
+		}
+		errs = append(errs, e)
+	}
+	return append(errs, validateInput(pod)...)
+}
+
+// validateInput checks what a pod source must refuse before anything reaches a runtime: volume
+// names (DNS labels, unique — a name like "../../etc" would otherwise become part of a per-pod
+// directory path), volume mounts naming a declared volume, and NUL bytes in env, command, args,
+// workingDir and mount paths (execve and systemd unit properties cannot carry them; a NUL would
+// silently cut the string).
 func validateInput(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")

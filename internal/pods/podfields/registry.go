@@ -1,0 +1,307 @@
+package podfields
+
+import (
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Handling is what slicelet does with a field.
+type Handling string
+
+// The handlings.
+const (
+	// Implemented fields have their effect on the node; Note says where.
+	Implemented Handling = "implemented"
+	// Refused fields make the pod invalid when set; Note says why. Refusals enforces them.
+	Refused Handling = "refused"
+	// NoEffect fields change nothing on the node (they are the API server's or the
+	// scheduler's, or informational); Note says why.
+	NoEffect Handling = "no node effect"
+)
+
+// Entry is what slicelet does with one field (and the fields below it).
+type Entry struct {
+	// Path is the field's JSON path; list elements are "[*]".
+	Path string
+	// Handling is implemented, refused or no node effect.
+	Handling Handling
+	// Note says where an implemented field takes effect, or why a field is refused or has
+	// no effect.
+	Note string
+	// Allowed, for a refused field, names the pods in which the field is fine after all (e.g.
+	// a host port under host networking); nil means always refused when set.
+	Allowed func(pod *v1.Pod) bool
+}
+
+const (
+	containers     = "spec.containers[*]"
+	initContainers = "spec.initContainers[*]"
+	notYet         = "not implemented by slicelet yet"
+	staticPrefix   = "static pods may not reference "
+	noPlugin       = "needs a volume plugin slicelet does not have; use hostPath or emptyDir"
+	schedulerOnly  = "the scheduler's: a pod reaches a slicelet node already placed (the kubelet ignores it too)"
+	apiServerOwned = "set and used by the API server; a static pod's copy is ignored by the kubelet too"
+)
+
+// containerFields are the entries of a container, relative to it; they apply to containers and
+// init containers alike.
+var containerFields = []Entry{
+	{Path: "name", Handling: Implemented, Note: "unit names (systemdrt/names.go), CRI container metadata (worker/config.go)"},
+	{Path: "image", Handling: Implemented, Note: "the cri runtime pulls and runs it (worker/images.go); the systemd runtime runs host commands and refuses an image with its path (systemdrt/validate.go)"},
+	{Path: "imagePullPolicy", Handling: Implemented, Note: "image pulls of the cri runtime (worker/images.go); defaulted from the tag (internal/manifest/defaults.go)"},
+	{Path: "command", Handling: Implemented, Note: "ExecStart= (systemdrt/props.go), CRI command; $(VAR) expansion (lifecycle/expand.go)"},
+	{Path: "args", Handling: Implemented, Note: "as command"},
+	{Path: "workingDir", Handling: Implemented, Note: "WorkingDirectory= (systemdrt/props.go), CRI working_dir"},
+	{Path: "ports[*].name", Handling: NoEffect, Note: "informational without probes or services"},
+	{Path: "ports[*].containerPort", Handling: NoEffect, Note: "informational: nothing maps a port without a hostPort"},
+	{Path: "ports[*].protocol", Handling: NoEffect, Note: "informational; defaulted to TCP"},
+	{Path: "ports[*].hostPort", Handling: Refused, Note: "host port mappings are " + notYet + "; with hostNetwork the container's port is the host's (the defaults copy containerPort)",
+		Allowed: func(p *v1.Pod) bool { return p.Spec.HostNetwork }},
+	{Path: "ports[*].hostIP", Handling: Refused, Note: "host port mappings are " + notYet,
+		Allowed: func(p *v1.Pod) bool { return p.Spec.HostNetwork }},
+	{Path: "envFrom[*].prefix", Handling: Refused, Note: "envFrom reads ConfigMaps or Secrets; " + staticPrefix + "configmaps or secrets"},
+	{Path: "envFrom[*].configMapRef", Handling: Refused, Note: staticPrefix + "configmaps (pkg/kubelet/config/common.go)"},
+	{Path: "envFrom[*].secretRef", Handling: Refused, Note: staticPrefix + "secrets (pkg/kubelet/config/common.go)"},
+	{Path: "env[*].name", Handling: Implemented, Note: "Environment= (systemdrt/props.go), CRI envs (worker/config.go)"},
+	{Path: "env[*].value", Handling: Implemented, Note: "as name, with $(VAR) expansion (lifecycle/expand.go)"},
+	{Path: "env[*].valueFrom.fieldRef", Handling: Refused, Note: "the downward API is " + notYet},
+	{Path: "env[*].valueFrom.resourceFieldRef", Handling: Refused, Note: "the downward API is " + notYet},
+	{Path: "env[*].valueFrom.configMapKeyRef", Handling: Refused, Note: staticPrefix + "configmaps (pkg/kubelet/config/common.go)"},
+	{Path: "env[*].valueFrom.secretKeyRef", Handling: Refused, Note: staticPrefix + "secrets (pkg/kubelet/config/common.go)"},
+	{Path: "env[*].valueFrom.fileKeyRef", Handling: Refused, Note: "env from files (EnvFiles) is " + notYet},
+	{Path: "resources.limits", Handling: Implemented, Note: "the kubelet's resource math (slices/resources.go): quota, memory.max, hugetlb, QoS class"},
+	{Path: "resources.requests", Handling: Implemented, Note: "shares/weight, QoS class, OOM score, admission (slices, admission); defaulted from limits"},
+	{Path: "resources.claims", Handling: Refused, Note: staticPrefix + "resourceclaims (pkg/kubelet/config/common.go)"},
+	{Path: "resizePolicy", Handling: NoEffect, Note: "in-place resize is an update through the API server; a changed manifest is a new static pod (new UID)"},
+	{Path: "restartPolicy", Handling: Implemented, Note: "sidecars: restartable init containers (lifecycle/decide.go)"},
+	{Path: "restartPolicyRules", Handling: Refused, Note: "container restart rules are " + notYet},
+	{Path: "volumeMounts[*].name", Handling: Implemented, Note: "bind mounts (systemdrt BindPaths=, CRI mounts)"},
+	{Path: "volumeMounts[*].mountPath", Handling: Implemented, Note: "as name"},
+	{Path: "volumeMounts[*].readOnly", Handling: Implemented, Note: "BindReadOnlyPaths= (systemdrt/props.go), CRI readonly"},
+	{Path: "volumeMounts[*].recursiveReadOnly", Handling: Refused, Note: "recursive read-only mounts are " + notYet},
+	{Path: "volumeMounts[*].subPath", Handling: Refused, Note: "subPath mounts are " + notYet},
+	{Path: "volumeMounts[*].subPathExpr", Handling: Refused, Note: "subPath mounts are " + notYet},
+	{Path: "volumeMounts[*].mountPropagation", Handling: Refused, Note: "mount propagation is " + notYet},
+	{Path: "volumeMounts[*].bindMountOptions", Handling: Refused, Note: "bind mount options are " + notYet},
+	{Path: "volumeDevices", Handling: Refused, Note: "block devices come from persistent volume claims, which static pods may not reference"},
+	{Path: "terminationMessagePath", Handling: NoEffect, Note: "not read: a container's status carries its exit code and reason, not the file's message (defaulted on every container)"},
+	{Path: "terminationMessagePolicy", Handling: NoEffect, Note: "as terminationMessagePath"},
+	{Path: "securityContext.runAsUser", Handling: Implemented, Note: "User= (systemdrt/props.go), CRI run_as_user"},
+	{Path: "securityContext.runAsGroup", Handling: Implemented, Note: "Group=, CRI run_as_group"},
+	{Path: "securityContext.runAsNonRoot", Handling: Implemented, Note: "the systemd runtime requires a non-zero runAsUser (systemdrt/validate.go); CRI checks the image user"},
+	{Path: "securityContext.privileged", Handling: Implemented, Note: "CRI privileged (worker/config.go); systemd-runtime services run with the host's capabilities"},
+	{Path: "securityContext.readOnlyRootFilesystem", Handling: Implemented, Note: "CRI readonly_rootfs; ProtectSystem=strict (systemdrt/props.go)"},
+	{Path: "securityContext.allowPrivilegeEscalation", Handling: Implemented, Note: "no_new_privs: CRI, NoNewPrivileges= (systemdrt/props.go)"},
+	{Path: "securityContext.capabilities", Handling: Refused, Note: "capabilities are " + notYet},
+	{Path: "securityContext.seLinuxOptions", Handling: Refused, Note: "SELinux labels are " + notYet},
+	{Path: "securityContext.windowsOptions", Handling: NoEffect, Note: "Windows nodes only; the Linux kubelet ignores them"},
+	{Path: "securityContext.procMount", Handling: Refused, Note: "a procMount other than Default is " + notYet,
+		Allowed: func(p *v1.Pod) bool { return allDefaultProcMount(p) }},
+	{Path: "securityContext.seccompProfile", Handling: Refused, Note: "seccomp profiles are " + notYet},
+	{Path: "securityContext.appArmorProfile", Handling: Refused, Note: "AppArmor profiles are " + notYet},
+	{Path: "stdin", Handling: Refused, Note: "attaching to a container is " + notYet},
+	{Path: "stdinOnce", Handling: Refused, Note: "attaching to a container is " + notYet},
+	{Path: "tty", Handling: Refused, Note: "attaching to a container is " + notYet},
+	{Path: "livenessProbe", Handling: Refused, Note: "probes are " + notYet},
+	{Path: "readinessProbe", Handling: Refused, Note: "probes are " + notYet},
+	{Path: "startupProbe", Handling: Refused, Note: "probes are " + notYet},
+	{Path: "lifecycle.postStart", Handling: Refused, Note: "lifecycle hooks are " + notYet},
+	{Path: "lifecycle.preStop", Handling: Refused, Note: "lifecycle hooks are " + notYet},
+	{Path: "lifecycle.stopSignal", Handling: Implemented, Note: "KillSignal= (systemdrt/props.go), CRI stop_signal"},
+}
+
+// podFields are the entries outside the containers.
+var podFields = []Entry{
+	{Path: "kind", Handling: Implemented, Note: "must be Pod (internal/manifest/decode.go)"},
+	{Path: "apiVersion", Handling: Implemented, Note: "must be v1 (internal/manifest/decode.go)"},
+	{Path: "metadata.name", Handling: Implemented, Note: "the pod's identity (namespace/name), validated as the API does"},
+	{Path: "metadata.namespace", Handling: Implemented, Note: "identity; defaulted to default"},
+	{Path: "metadata.uid", Handling: Implemented, Note: "slice and unit names; a static pod's is derived from its content (internal/manifest)"},
+	{Path: "metadata.labels", Handling: Implemented, Note: "kept on the pod (get, describe), CRI sandbox labels (worker/config.go); validated as the API does"},
+	{Path: "metadata.annotations", Handling: Implemented, Note: "kept on the pod, CRI sandbox annotations; at most 256 KiB in total (apimachinery ValidateObjectMeta)"},
+	{Path: "metadata.generateName", Handling: Refused, Note: "name generation is the API server's; a static pod needs a name"},
+	{Path: "metadata.selfLink", Handling: NoEffect, Note: apiServerOwned},
+	{Path: "metadata.resourceVersion", Handling: NoEffect, Note: apiServerOwned},
+	{Path: "metadata.generation", Handling: NoEffect, Note: apiServerOwned},
+	{Path: "metadata.creationTimestamp", Handling: NoEffect, Note: apiServerOwned},
+	{Path: "metadata.deletionTimestamp", Handling: NoEffect, Note: apiServerOwned + "; a static pod is deleted by removing its source"},
+	{Path: "metadata.deletionGracePeriodSeconds", Handling: NoEffect, Note: apiServerOwned},
+	{Path: "metadata.ownerReferences", Handling: NoEffect, Note: "garbage collection of API objects is the API server's"},
+	{Path: "metadata.finalizers", Handling: NoEffect, Note: "finalization of API objects is the API server's"},
+	{Path: "metadata.managedFields", Handling: NoEffect, Note: apiServerOwned},
+
+	{Path: "spec.volumes[*].name", Handling: Implemented, Note: "per-pod volume directories (lifecycle/volumes.go)"},
+	{Path: "spec.volumes[*].emptyDir.medium", Handling: Refused, Note: "memory- and hugepage-backed emptyDir volumes are " + notYet + " (the default medium, a directory on the node's disk, is)",
+		Allowed: func(p *v1.Pod) bool { return defaultMediumOnly(p) }},
+	{Path: "spec.volumes[*].emptyDir.mode", Handling: Refused, Note: "an emptyDir's mode is " + notYet},
+	{Path: "spec.volumes[*].emptyDir.sizeLimit", Handling: Refused, Note: "local storage eviction of emptyDir volumes is " + notYet},
+	{Path: "spec.volumes[*].hostPath", Handling: Implemented, Note: "bind mount with the type checks or creation (lifecycle/volumes.go)"},
+	{Path: "spec.volumes[*].secret", Handling: Refused, Note: staticPrefix + "secrets (pkg/kubelet/config/common.go)"},
+	{Path: "spec.volumes[*].configMap", Handling: Refused, Note: staticPrefix + "configmaps (pkg/kubelet/config/common.go)"},
+	{Path: "spec.volumes[*].persistentVolumeClaim", Handling: Refused, Note: staticPrefix + "persistentvolumeclaims (pkg/kubelet/config/common.go)"},
+	{Path: "spec.volumes[*].ephemeral", Handling: Refused, Note: staticPrefix + "persistentvolumeclaims (via ephemeral volumes) (pkg/kubelet/config/common.go)"},
+	{Path: "spec.volumes[*].downwardAPI", Handling: Refused, Note: "the downward API is " + notYet},
+	{Path: "spec.volumes[*].projected.defaultMode", Handling: NoEffect, Note: "the mode of the projected files; every source of a projection is refused today"},
+	{Path: "spec.volumes[*].projected.defaultUser", Handling: NoEffect, Note: "the owner of the projected files; every source of a projection is refused today"},
+	{Path: "spec.volumes[*].projected.sources[*].secret", Handling: Refused, Note: staticPrefix + "secrets (via projected volumes) (pkg/kubelet/config/common.go)"},
+	{Path: "spec.volumes[*].projected.sources[*].configMap", Handling: Refused, Note: staticPrefix + "configmaps (via projected volumes) (pkg/kubelet/config/common.go)"},
+	{Path: "spec.volumes[*].projected.sources[*].serviceAccountToken", Handling: Refused, Note: staticPrefix + "serviceaccounts (via projected volumes) (pkg/kubelet/config/common.go)"},
+	{Path: "spec.volumes[*].projected.sources[*].clusterTrustBundle", Handling: Refused, Note: staticPrefix + "clustertrustbundles (pkg/kubelet/config/common.go)"},
+	{Path: "spec.volumes[*].projected.sources[*].podCertificate", Handling: Refused, Note: staticPrefix + "podcertificates (pkg/kubelet/config/common.go)"},
+	{Path: "spec.volumes[*].projected.sources[*].downwardAPI", Handling: Refused, Note: "the downward API is " + notYet},
+	{Path: "spec.volumes[*].image", Handling: Refused, Note: "image volumes are " + notYet},
+	{Path: "spec.volumes[*].gitRepo", Handling: Refused, Note: "gitRepo volumes are deprecated and disabled in the kubelet (GitRepoVolumeDriver)"},
+	{Path: "spec.volumes[*].awsElasticBlockStore", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].azureDisk", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].azureFile", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].cephfs", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].cinder", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].csi", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].fc", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].flexVolume", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].flocker", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].gcePersistentDisk", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].glusterfs", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].iscsi", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].nfs", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].photonPersistentDisk", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].portworxVolume", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].quobyte", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].rbd", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].scaleIO", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].storageos", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].vsphereVolume", Handling: Refused, Note: noPlugin},
+
+	{Path: "spec.ephemeralContainers", Handling: Refused, Note: "ephemeral containers are added through the API server's ephemeralcontainers subresource, never by a manifest"},
+	{Path: "spec.restartPolicy", Handling: Implemented, Note: "restart decisions and phase (lifecycle/decide.go); defaulted to Always"},
+	{Path: "spec.terminationGracePeriodSeconds", Handling: Implemented, Note: "kill with grace (worker, TimeoutStopSec=); defaulted to 30"},
+	{Path: "spec.activeDeadlineSeconds", Handling: Refused, Note: "active deadlines are " + notYet},
+	{Path: "spec.dnsPolicy", Handling: NoEffect, Note: "no cluster DNS: pods resolve as the host does (defaulted to ClusterFirst, which the kubelet falls back from the same way without cluster DNS)"},
+	{Path: "spec.dnsConfig", Handling: Refused, Note: "pod DNS configuration is " + notYet},
+	{Path: "spec.nodeSelector", Handling: Refused, Note: "matching node labels at admission is " + notYet},
+	{Path: "spec.affinity.nodeAffinity", Handling: Refused, Note: "matching node labels at admission is " + notYet},
+	{Path: "spec.affinity.podAffinity", Handling: NoEffect, Note: schedulerOnly},
+	{Path: "spec.affinity.podAntiAffinity", Handling: NoEffect, Note: schedulerOnly},
+	{Path: "spec.serviceAccountName", Handling: Refused, Note: staticPrefix + "serviceaccounts (pkg/kubelet/config/common.go)"},
+	{Path: "spec.serviceAccount", Handling: Refused, Note: staticPrefix + "serviceaccounts (pkg/kubelet/config/common.go; deprecated alias of serviceAccountName)"},
+	{Path: "spec.automountServiceAccountToken", Handling: NoEffect, Note: "no API server: no token is ever mounted"},
+	{Path: "spec.nodeName", Handling: NoEffect, Note: "one node: every pod a source gives slicelet runs here"},
+	{Path: "spec.hostNetwork", Handling: Implemented, Note: "the CRI sandbox's network namespace (worker/config.go); systemd-runtime services share the host's namespaces"},
+	{Path: "spec.hostPID", Handling: Implemented, Note: "the sandbox's PID namespace (worker/config.go)"},
+	{Path: "spec.hostIPC", Handling: Implemented, Note: "the sandbox's IPC namespace (worker/config.go)"},
+	{Path: "spec.shareProcessNamespace", Handling: Implemented, Note: "PID namespace mode POD (worker/config.go)"},
+	{Path: "spec.securityContext.runAsUser", Handling: Implemented, Note: "inherited by containers (lifecycle/spec.go)"},
+	{Path: "spec.securityContext.runAsGroup", Handling: Implemented, Note: "inherited by containers (lifecycle/spec.go)"},
+	{Path: "spec.securityContext.runAsNonRoot", Handling: Implemented, Note: "inherited by containers (systemdrt/props.go)"},
+	{Path: "spec.securityContext.supplementalGroups", Handling: Implemented, Note: "SupplementaryGroups=, CRI supplemental_groups (worker/config.go)"},
+	{Path: "spec.securityContext.fsGroup", Handling: Implemented, Note: "a supplemental group of every container (worker/config.go)"},
+	{Path: "spec.securityContext.supplementalGroupsPolicy", Handling: Refused, Note: "supplementalGroupsPolicy is " + notYet},
+	{Path: "spec.securityContext.fsGroupChangePolicy", Handling: Refused, Note: "volume ownership changes are " + notYet},
+	{Path: "spec.securityContext.sysctls", Handling: Refused, Note: "sysctls are " + notYet},
+	{Path: "spec.securityContext.seLinuxOptions", Handling: Refused, Note: "SELinux labels are " + notYet},
+	{Path: "spec.securityContext.seLinuxChangePolicy", Handling: Refused, Note: "SELinux labels are " + notYet},
+	{Path: "spec.securityContext.seccompProfile", Handling: Refused, Note: "seccomp profiles are " + notYet},
+	{Path: "spec.securityContext.appArmorProfile", Handling: Refused, Note: "AppArmor profiles are " + notYet},
+	{Path: "spec.securityContext.windowsOptions", Handling: NoEffect, Note: "Windows nodes only; the Linux kubelet ignores them"},
+	{Path: "spec.imagePullSecrets", Handling: Refused, Note: staticPrefix + "secrets (pkg/kubelet/config/common.go)"},
+	{Path: "spec.hostname", Handling: Implemented, Note: "the sandbox's hostname (worker/config.go)"},
+	{Path: "spec.subdomain", Handling: Refused, Note: "a pod FQDN needs cluster DNS, which slicelet does not have"},
+	{Path: "spec.setHostnameAsFQDN", Handling: Refused, Note: "a pod FQDN needs cluster DNS, which slicelet does not have"},
+	{Path: "spec.hostnameOverride", Handling: Refused, Note: "hostnameOverride is " + notYet},
+	{Path: "spec.schedulerName", Handling: NoEffect, Note: schedulerOnly + "; defaulted to default-scheduler"},
+	{Path: "spec.tolerations", Handling: NoEffect, Note: "slicelet's node has no taints"},
+	{Path: "spec.hostAliases", Handling: Refused, Note: "/etc/hosts entries are " + notYet},
+	{Path: "spec.priorityClassName", Handling: Implemented, Note: "critical pods at admission and eviction (admission, eviction)"},
+	{Path: "spec.priority", Handling: Implemented, Note: "eviction ranking (eviction)"},
+	{Path: "spec.preemptionPolicy", Handling: NoEffect, Note: schedulerOnly},
+	{Path: "spec.readinessGates", Handling: NoEffect, Note: "readiness gates are conditions controllers set through the API server"},
+	{Path: "spec.runtimeClassName", Handling: Refused, Note: "runtime classes are " + notYet},
+	{Path: "spec.enableServiceLinks", Handling: NoEffect, Note: "no Services, so no service environment variables (defaulted to true)"},
+	{Path: "spec.overhead", Handling: Implemented, Note: "added to the pod's requests and limits (slices/resources.go, admission)"},
+	{Path: "spec.topologySpreadConstraints", Handling: NoEffect, Note: schedulerOnly},
+	{Path: "spec.os.name", Handling: Implemented, Note: "admission: linux only (admission/admission.go)"},
+	{Path: "spec.hostUsers", Handling: Refused, Note: "user namespaces (hostUsers: false) are " + notYet,
+		Allowed: func(p *v1.Pod) bool { return *p.Spec.HostUsers }},
+	{Path: "spec.schedulingGates", Handling: NoEffect, Note: schedulerOnly},
+	{Path: "spec.schedulingGroup", Handling: NoEffect, Note: schedulerOnly},
+	{Path: "spec.resourceClaims", Handling: Refused, Note: staticPrefix + "resourceclaims (pkg/kubelet/config/common.go)"},
+	{Path: "spec.resources.limits", Handling: Implemented, Note: "pod-level resources: the pod slice's limits (slices/resources.go); not defaulted for static pods (1.37)"},
+	{Path: "spec.resources.requests", Handling: Implemented, Note: "pod-level resources: shares, QoS class, admission (slices, admission)"},
+	{Path: "spec.resources.claims", Handling: Refused, Note: staticPrefix + "resourceclaims (pkg/kubelet/config/common.go)"},
+	{Path: "spec.evictionResponders", Handling: NoEffect, Note: "API-initiated eviction (EvictionRequest) is the API server's"},
+	{Path: "status", Handling: NoEffect, Note: "a pod's status is what slicelet observes; a manifest's status is replaced (status.qosClass is validated, then recomputed)"},
+}
+
+// allDefaultProcMount reports whether no container asks for a procMount other than Default.
+func allDefaultProcMount(p *v1.Pod) bool {
+	for _, list := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range list {
+			if sc := c.SecurityContext; sc != nil && sc.ProcMount != nil && *sc.ProcMount != v1.DefaultProcMount {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// defaultMediumOnly reports whether every emptyDir of the pod has the default medium.
+func defaultMediumOnly(p *v1.Pod) bool {
+	for _, v := range p.Spec.Volumes {
+		if v.EmptyDir != nil && v.EmptyDir.Medium != v1.StorageMediumDefault {
+			return false
+		}
+	}
+	return true
+}
+
+// registry is every entry by path, container entries under both container lists.
+var registry = func() map[string]Entry {
+	m := map[string]Entry{}
+	for _, e := range podFields {
+		m[e.Path] = e
+	}
+	for _, list := range []string{containers, initContainers} {
+		for _, e := range containerFields {
+			e.Path = list + "." + e.Path
+			m[e.Path] = e
+		}
+	}
+	return m
+}()
+
+// Entries returns the registry sorted by path, container fields once under
+// spec.containers[*] (they apply to spec.initContainers[*] too).
+func Entries() []Entry {
+	var out []Entry
+	for p, e := range registry {
+		if !strings.HasPrefix(p, initContainers) {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// Lookup returns the entry covering path (a registry path, lists as "[*]"): the entry of the
+// path itself or of its nearest ancestor.
+func Lookup(path string) (Entry, bool) {
+	for p := path; p != ""; p = parent(p) {
+		if e, ok := registry[p]; ok {
+			return e, true
+		}
+	}
+	return Entry{}, false
+}
+
+// parent cuts the last ".name" or "[*]" off a path.
+func parent(p string) string {
+	if strings.HasSuffix(p, "[*]") {
+		return strings.TrimSuffix(p, "[*]")
+	}
+	if i := strings.LastIndex(p, "."); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}

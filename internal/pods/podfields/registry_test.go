@@ -1,0 +1,119 @@
+package podfields
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/pod-fields.md")
+
+// TestRegistryCoversPod walks v1.Pod to its leaves: every leaf needs an entry (its own or an
+// ancestor's), and every entry must name a field of v1.Pod.
+func TestRegistryCoversPod(t *testing.T) {
+	leaves := Leaves()
+	if len(leaves) < 500 {
+		t.Fatalf("walked %d leaves of v1.Pod; the walk is broken", len(leaves))
+	}
+	used := map[string]bool{}
+	for _, l := range leaves {
+		l = strings.TrimSuffix(l, "[*]")
+		e, ok := Lookup(l)
+		if !ok {
+			t.Errorf("%s: no registry entry: say in internal/pods/podfields/registry.go whether slicelet implements it (where), refuses it (why) or it has no node effect (why)", l)
+			continue
+		}
+		used[e.Path] = true
+	}
+	for p, e := range registry {
+		if !used[p] {
+			t.Errorf("%s: stale registry entry (no such field in v1.Pod)", p)
+		}
+		if e.Note == "" {
+			t.Errorf("%s: entry without a note", p)
+		}
+		if e.Allowed != nil && e.Handling != Refused {
+			t.Errorf("%s: Allowed is for refused fields", p)
+		}
+	}
+}
+
+// TestMarkdown checks docs/pod-fields.md against the registry.
+func TestMarkdown(t *testing.T) {
+	path := filepath.Join("..", "..", "..", "docs", "pod-fields.md")
+	want := Markdown()
+	if *update {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("%s is out of date: run go test ./internal/pods/podfields -run TestMarkdown -update", path)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	base := func() *v1.Pod {
+		return &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "a", Command: []string{"/bin/true"}}}}}
+	}
+	f := false
+	tests := []struct {
+		name string
+		mod  func(*v1.Pod)
+		want []string
+	}{
+		{"plain pod", func(*v1.Pod) {}, nil},
+		{"secret volume", func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "e", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}, {Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "x"}}}}
+		}, []string{"spec.volumes[1].secret: Forbidden: static pods may not reference secrets"}},
+		{"init container probe", func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "i", LivenessProbe: &v1.Probe{}}}
+		}, []string{"spec.initContainers[0].livenessProbe: Forbidden: probes are not implemented"}},
+		{"service account", func(p *v1.Pod) { p.Spec.ServiceAccountName = "default" },
+			[]string{"spec.serviceAccountName: Forbidden: static pods may not reference serviceaccounts"}},
+		{"env from a secret key", func(p *v1.Pod) {
+			p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "A", Value: "b"}, {Name: "P", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{Key: "k"}}}}
+		}, []string{"spec.containers[0].env[1].valueFrom.secretKeyRef: Forbidden: static pods may not reference secrets"}},
+		{"host port without host network", func(p *v1.Pod) {
+			p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: 8080}}
+		}, []string{"spec.containers[0].ports[0].hostPort: Forbidden"}},
+		{"host port with host network", func(p *v1.Pod) {
+			p.Spec.HostNetwork = true
+			p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: 80}}
+		}, nil},
+		{"hostUsers true is the default", func(p *v1.Pod) { tr := true; p.Spec.HostUsers = &tr }, nil},
+		{"hostUsers false", func(p *v1.Pod) { p.Spec.HostUsers = &f }, []string{"spec.hostUsers: Forbidden: user namespaces"}},
+		{"emptyDir size limit", func(p *v1.Pod) {
+			q := resource.MustParse("1Gi")
+			p.Spec.Volumes = []v1.Volume{{Name: "e", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: &q}}}}
+		}, []string{"spec.volumes[0].emptyDir.sizeLimit: Forbidden"}},
+		{"projected: downward API and a token", func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "p", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
+				{DownwardAPI: &v1.DownwardAPIProjection{}}, {ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "t"}}}}}}}
+		}, []string{"spec.volumes[0].projected.sources[0].downwardAPI: Forbidden", "spec.volumes[0].projected.sources[1].serviceAccountToken: Forbidden: static pods may not reference serviceaccounts"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := base()
+			tt.mod(p)
+			errs := Refusals(p)
+			if len(errs) != len(tt.want) {
+				t.Fatalf("got %d errors %v, want %d %v", len(errs), errs, len(tt.want), tt.want)
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(errs[i].Error(), w) {
+					t.Errorf("error %d = %q, want it to contain %q", i, errs[i], w)
+				}
+			}
+		})
+	}
+}
