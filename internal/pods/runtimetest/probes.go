@@ -5,6 +5,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/slicelet/slicelet/internal/pods"
 )
 
 // shProbe is an exec probe running a shell command every second.
@@ -82,6 +84,8 @@ func (s *suite) preStopHook(t *testing.T) {
 	pod.Spec.TerminationGracePeriodSeconds = &grace
 	s.cleanup(t, pod)
 	s.until(t, s.rt, pod, "running", allRunning)
+	// Running says the process started, not that the shell has set its trap yet.
+	s.logsUntil(t, pod, "drain", pods.LogOptions{}, "up")
 	t0 := time.Now()
 	st, err := s.rt.KillPod(t.Context(), pod, 10*time.Second)
 	if err != nil {

@@ -33,7 +33,12 @@ func writePayload(dir string, payload map[string]fileProjection, gid int, now ti
 			return false, err
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The pod's state directories stay private (0750); the volume itself is bind-mounted, so
+	// only its own mode (0755) matters to the containers' users.
+	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+		return false, err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return false, err
 	}
 	old, _ := os.Readlink(filepath.Join(dir, dataDir))

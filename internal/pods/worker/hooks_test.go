@@ -87,13 +87,16 @@ func TestPreStopHook(t *testing.T) {
 	}
 }
 
-// TestValidateHooks: hooks need one handler; tcpSocket hooks are refused with their path.
+// TestValidateHooks: hooks need one handler; tcpSocket hooks and hooks of init containers that
+// are not sidecars are refused with their paths.
 func TestValidateHooks(t *testing.T) {
 	w, _ := newTestWorker(t, newFakeRT(), "")
 	pod := testPod("vh-1", "", "app")
 	pod.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{}, PreStop: &v1.LifecycleHandler{TCPSocket: &v1.TCPSocketAction{}}}
+	pod.Spec.InitContainers = []v1.Container{{Name: "init", Command: []string{"/bin/true"}, Lifecycle: &v1.Lifecycle{PreStop: sleepHook(1)}}}
 	got := w.Validate(pod).ToAggregate().Error()
-	for _, want := range []string{"spec.containers[0].lifecycle.postStart: Required value", "spec.containers[0].lifecycle.preStop.tcpSocket: Forbidden"} {
+	for _, want := range []string{"spec.containers[0].lifecycle.postStart: Required value", "spec.containers[0].lifecycle.preStop.tcpSocket: Forbidden",
+		"spec.initContainers[0].lifecycle: Forbidden: may not be set for init containers without restartPolicy=Always"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("Validate = %s\n want %q", got, want)
 		}

@@ -153,7 +153,12 @@ func (w *Worker) Validate(pod *v1.Pod) field.ErrorList {
 	check := func(p *field.Path, c *v1.Container, init bool) {
 		errs = append(errs, validateProbes(p, c, init && !lifecycle.IsSidecar(c))...)
 		errs = append(errs, validateEnvSources(p, c)...)
-		errs = append(errs, validateHooks(p, c)...)
+		if init && !lifecycle.IsSidecar(c) && c.Lifecycle != nil && (c.Lifecycle.PostStart != nil || c.Lifecycle.PreStop != nil) {
+			// The API's validateInitContainers: hooks belong to containers that keep running.
+			errs = append(errs, field.Forbidden(p.Child("lifecycle"), "may not be set for init containers without restartPolicy=Always"))
+		} else {
+			errs = append(errs, validateHooks(p, c)...)
+		}
 	}
 	spec := field.NewPath("spec")
 	for i := range pod.Spec.InitContainers {
