@@ -170,6 +170,7 @@ func runCorpus(t *testing.T, d *daemonEnv, runtime string, transform func(*v1.Po
 					t.Fatal(err)
 				}
 				docs = append(docs, string(data))
+				docs = append(docs, runtimetest.ReferencedObjects(p)...)
 			}
 			path := filepath.Join(d.podsDir, e.file)
 			if err := os.WriteFile(path+".tmp", []byte(strings.Join(docs, "---\n")), 0o644); err != nil {

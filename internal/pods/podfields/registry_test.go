@@ -72,17 +72,18 @@ func TestRefusals(t *testing.T) {
 		want []string
 	}{
 		{"plain pod", func(*v1.Pod) {}, nil},
-		{"secret volume", func(p *v1.Pod) {
-			p.Spec.Volumes = []v1.Volume{{Name: "e", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}, {Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "x"}}}}
-		}, []string{"spec.volumes[1].secret: Forbidden: static pods may not reference secrets"}},
-		{"init container probe", func(p *v1.Pod) {
-			p.Spec.InitContainers = []v1.Container{{Name: "i", LivenessProbe: &v1.Probe{}}}
-		}, []string{"spec.initContainers[0].livenessProbe: Forbidden: probes are not implemented"}},
+		{"persistent volume claim", func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "e", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}, {Name: "s", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}}}}
+		}, []string{"spec.volumes[1].persistentVolumeClaim: Forbidden: static pods may not reference persistentvolumeclaims"}},
+		{"secret volume and env (served from slicelet's own sources)", func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "x"}}}}
+			p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "P", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{Key: "k"}}}}
+		}, nil},
 		{"service account", func(p *v1.Pod) { p.Spec.ServiceAccountName = "default" },
 			[]string{"spec.serviceAccountName: Forbidden: static pods may not reference serviceaccounts"}},
-		{"env from a secret key", func(p *v1.Pod) {
-			p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "A", Value: "b"}, {Name: "P", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{Key: "k"}}}}
-		}, []string{"spec.containers[0].env[1].valueFrom.secretKeyRef: Forbidden: static pods may not reference secrets"}},
+		{"env from a file key", func(p *v1.Pod) {
+			p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "A", Value: "b"}, {Name: "P", ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{Key: "k"}}}}
+		}, []string{"spec.containers[0].env[1].valueFrom.fileKeyRef: Forbidden"}},
 		{"host port without host network", func(p *v1.Pod) {
 			p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: 8080}}
 		}, []string{"spec.containers[0].ports[0].hostPort: Forbidden"}},
@@ -96,10 +97,10 @@ func TestRefusals(t *testing.T) {
 			q := resource.MustParse("1Gi")
 			p.Spec.Volumes = []v1.Volume{{Name: "e", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: &q}}}}
 		}, []string{"spec.volumes[0].emptyDir.sizeLimit: Forbidden"}},
-		{"projected: downward API and a token", func(p *v1.Pod) {
+		{"projected: downward API (implemented) and a token", func(p *v1.Pod) {
 			p.Spec.Volumes = []v1.Volume{{Name: "p", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
 				{DownwardAPI: &v1.DownwardAPIProjection{}}, {ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "t"}}}}}}}
-		}, []string{"spec.volumes[0].projected.sources[0].downwardAPI: Forbidden", "spec.volumes[0].projected.sources[1].serviceAccountToken: Forbidden: static pods may not reference serviceaccounts"}},
+		}, []string{"spec.volumes[0].projected.sources[1].serviceAccountToken: Forbidden: static pods may not reference serviceaccounts"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -28,6 +29,7 @@ func HostCommands(pod *v1.Pod) {
 		if complete {
 			c.Command = []string{"/bin/true"}
 		}
+		handlersSucceed(c, []string{"/bin/true"})
 	})
 }
 
@@ -43,7 +45,103 @@ func ImageCommands(pod *v1.Pod, image string) {
 		if complete {
 			c.Command = []string{"/bin/sh", "-c", "exit 0"}
 		}
+		handlersSucceed(c, []string{"/bin/sh", "-c", "exit 0"})
 	})
+}
+
+// handlersSucceed makes every probe and lifecycle hook of c run ok, a command that succeeds:
+// the corpus's handlers test programs its images have (nginx, a health endpoint), not the
+// command that replaces them. Probes and hooks themselves are tested by the runtime suite.
+func handlersSucceed(c *v1.Container, ok []string) {
+	for _, p := range []*v1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
+		if p != nil {
+			p.ProbeHandler = v1.ProbeHandler{Exec: &v1.ExecAction{Command: ok}}
+		}
+	}
+	if c.Lifecycle != nil {
+		for _, h := range []*v1.LifecycleHandler{c.Lifecycle.PostStart, c.Lifecycle.PreStop} {
+			if h != nil {
+				*h = v1.LifecycleHandler{Exec: &v1.ExecAction{Command: ok}}
+			}
+		}
+	}
+}
+
+// ReferencedObjects returns, as manifest documents, a ConfigMap or Secret for every one the pod
+// references (env, envFrom, configMap, secret and projected volumes), each holding the keys the
+// pod names (or one key when it names none), so the corpus's pods find what they read.
+func ReferencedObjects(pod *v1.Pod) []string {
+	type object struct{ kind, name string }
+	keys := map[object]map[string]bool{}
+	add := func(kind, name string, key ...string) {
+		o := object{kind, name}
+		if keys[o] == nil {
+			keys[o] = map[string]bool{}
+		}
+		for _, k := range key {
+			keys[o][k] = true
+		}
+	}
+	items := func(kind, name string, list []v1.KeyToPath) {
+		add(kind, name)
+		for _, it := range list {
+			add(kind, name, it.Key)
+		}
+	}
+	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		for _, e := range c.Env {
+			switch {
+			case e.ValueFrom == nil:
+			case e.ValueFrom.ConfigMapKeyRef != nil:
+				add("ConfigMap", e.ValueFrom.ConfigMapKeyRef.Name, e.ValueFrom.ConfigMapKeyRef.Key)
+			case e.ValueFrom.SecretKeyRef != nil:
+				add("Secret", e.ValueFrom.SecretKeyRef.Name, e.ValueFrom.SecretKeyRef.Key)
+			}
+		}
+		for _, e := range c.EnvFrom {
+			if e.ConfigMapRef != nil {
+				add("ConfigMap", e.ConfigMapRef.Name)
+			}
+			if e.SecretRef != nil {
+				add("Secret", e.SecretRef.Name)
+			}
+		}
+	}
+	for _, v := range pod.Spec.Volumes {
+		switch {
+		case v.ConfigMap != nil:
+			items("ConfigMap", v.ConfigMap.Name, v.ConfigMap.Items)
+		case v.Secret != nil:
+			items("Secret", v.Secret.SecretName, v.Secret.Items)
+		case v.Projected != nil:
+			for _, src := range v.Projected.Sources {
+				if src.ConfigMap != nil {
+					items("ConfigMap", src.ConfigMap.Name, src.ConfigMap.Items)
+				}
+				if src.Secret != nil {
+					items("Secret", src.Secret.Name, src.Secret.Items)
+				}
+			}
+		}
+	}
+	var docs []string
+	for o, ks := range keys {
+		if len(ks) == 0 {
+			ks["key"] = true
+		}
+		field := "data"
+		if o.kind == "Secret" {
+			field = "stringData"
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "apiVersion: v1\nkind: %s\nmetadata:\n  name: %s\n  namespace: %s\n%s:\n", o.kind, o.name, pod.Namespace, field)
+		for k := range ks {
+			fmt.Fprintf(&b, "  %q: value\n", k)
+		}
+		docs = append(docs, b.String())
+	}
+	sort.Strings(docs)
+	return docs
 }
 
 // rewriteContainers calls set on every init and regular container, complete when the container

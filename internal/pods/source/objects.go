@@ -16,8 +16,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/manifest"
+	"github.com/slicelet/slicelet/internal/pods"
 )
 
 // Kinds of objects other than pods that manifests may hold.
