@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -120,18 +119,8 @@ func splitDocuments(data []byte) ([][]byte, error) {
 // applyCmd: apply -f FILE ... — each document is sent on its own; every result is printed as
 // kubectl prints it (pod/NAME created|configured|unchanged), every failure on stderr, and the
 // exit code is 1 if any document failed. A daemon that is down stops at the first document.
-func (c *cli) applyCmd(args []string) error {
-	fs := newFlagSet("apply")
-	c.addGlobalFlags(fs)
-	var files stringList
-	fs.Var(&files, "f", "pod manifest file or directory; repeatable")
-	fs.Var(&files, "filename", "pod manifest file or directory; repeatable")
-	dryRun := fs.String("dry-run", "none", `"server": the daemon checks everything (decoding, Pod Security, the runtime) and stores nothing`)
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return err
-	}
-	server, err := parseDryRun(*dryRun)
+func (c *cli) applyCmd(pos []string, files []string, dryRun string) error {
+	server, err := parseDryRun(dryRun)
 	if err != nil {
 		return err
 	}
@@ -149,8 +138,7 @@ func (c *cli) applyCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	nsSet := false
-	fs.Visit(func(f *flag.Flag) { nsSet = nsSet || f.Name == "n" || f.Name == "namespace" })
+	nsSet := c.global.namespaceSet
 	failed := false
 	for _, d := range docs {
 		data := d.data
@@ -259,13 +247,7 @@ func (c *cli) reportDocError(where string, err error) {
 }
 
 // deleteCmd: delete pod NAME ...
-func (c *cli) deleteCmd(args []string) error {
-	fs := newFlagSet("delete")
-	c.addGlobalFlags(fs)
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return err
-	}
+func (c *cli) deleteCmd(pos []string) error {
 	names, err := podArgs("delete", pos)
 	if err != nil {
 		return err

@@ -16,13 +16,7 @@ import (
 )
 
 // describeCmd: describe pod NAME ...
-func (c *cli) describeCmd(args []string) error {
-	fs := newFlagSet("describe")
-	c.addGlobalFlags(fs)
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return err
-	}
+func (c *cli) describeCmd(pos []string) error {
 	names, err := podArgs("describe", pos)
 	if err != nil {
 		return err

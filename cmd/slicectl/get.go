@@ -16,19 +16,8 @@ import (
 )
 
 // getCmd: get pods [NAME ...] [-o wide|json|yaml|name] [-A].
-func (c *cli) getCmd(args []string) error {
-	fs := newFlagSet("get")
-	c.addGlobalFlags(fs)
-	var output string
-	var all bool
-	fs.StringVar(&output, "o", "", "output format: wide, json, yaml or name")
-	fs.StringVar(&output, "output", "", "output format: wide, json, yaml or name")
-	fs.BoolVar(&all, "A", false, "pods of every namespace")
-	fs.BoolVar(&all, "all-namespaces", false, "pods of every namespace")
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return err
-	}
+func (c *cli) getCmd(pos []string) error {
+	output, all := c.global.output, c.global.allNamespaces
 	// kubectl accepts "get pods NAME", "get pod NAME" and "get pod/NAME".
 	names, err := podArgs("get", pos)
 	if err != nil {
@@ -160,16 +149,8 @@ func printPods(w io.Writer, list []v1.Pod, output string, withNamespace, single 
 }
 
 // nodeCmd: node [-o json|yaml] — capacity, allocatable, conditions and pod counts.
-func (c *cli) nodeCmd(args []string) error {
-	fs := newFlagSet("node")
-	c.addGlobalFlags(fs)
-	var output string
-	fs.StringVar(&output, "o", "", "output format: json or yaml")
-	fs.StringVar(&output, "output", "", "output format: json or yaml")
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return err
-	}
+func (c *cli) nodeCmd(pos []string) error {
+	output := c.global.output
 	if len(pos) > 0 {
 		return usageErr("node: unexpected argument %q", pos[0])
 	}

@@ -5,33 +5,14 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-
-	"github.com/slicelet/slicelet/internal/pods"
 )
 
 // defaultContainerAnnotation names the container `logs` shows when -c is not given (kubectl's).
 const defaultContainerAnnotation = "kubectl.kubernetes.io/default-container"
 
 // logsCmd: logs NAME [CONTAINER] [-c CONTAINER] [-f] [--previous] [--tail N].
-func (c *cli) logsCmd(args []string) error {
-	fs := newFlagSet("logs")
-	c.addGlobalFlags(fs)
-	var (
-		container string
-		opts      pods.LogOptions
-		tail      int
-	)
-	fs.StringVar(&container, "c", "", "container (default: the only one, or the default one)")
-	fs.StringVar(&container, "container", "", "container")
-	fs.BoolVar(&opts.Follow, "f", false, "follow the output")
-	fs.BoolVar(&opts.Follow, "follow", false, "follow the output")
-	fs.BoolVar(&opts.Previous, "p", false, "the previous instance of the container")
-	fs.BoolVar(&opts.Previous, "previous", false, "the previous instance of the container")
-	fs.IntVar(&tail, "tail", -1, "only the last N lines (N ≥ 1; default: all)")
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return err
-	}
+func (c *cli) logsCmd(pos []string, lo logsOptions) error {
+	container, opts, tail := lo.container, lo.opts, lo.tail
 	switch {
 	case len(pos) == 0:
 		return usageErr("logs: pod NAME is required")

@@ -104,7 +104,37 @@ func TestCLI(t *testing.T) {
 			name:       "unknown command",
 			args:       []string{"frobnicate"},
 			wantCode:   2,
-			wantStderr: []string{`unknown command "frobnicate"`, "usage:"},
+			wantStderr: []string{`unknown command "frobnicate"`, "Run 'slicelet --help' for usage."},
+		},
+		{
+			name:       "unknown command close to one",
+			args:       []string{"confg", "check"},
+			wantCode:   2,
+			wantStderr: []string{`unknown command "confg" for "slicelet"; did you mean "config"?`},
+		},
+		{
+			name:       "unknown config subcommand close to one",
+			args:       []string{"config", "chek"},
+			wantCode:   2,
+			wantStderr: []string{`unknown subcommand "chek" (want check or print); did you mean "check"?`},
+		},
+		{
+			name:       "--flag=value after the command",
+			args:       []string{"config", "check", "--config=" + good},
+			wantCode:   0,
+			wantStdout: []string{"config OK: " + good},
+		},
+		{
+			name:       "--version",
+			args:       []string{"--version"},
+			wantCode:   0,
+			wantStdout: []string{"slicelet ", "git commit: ", "build date: ", "go version: go"},
+		},
+		{
+			name:       "per-command help with examples",
+			args:       []string{"config", "check", "--help"},
+			wantCode:   0,
+			wantStdout: []string{"Usage:\n  slicelet config check [flags]", "Examples:\n  slicelet config check --config /etc/slicelet/config.toml", "--log-level string"},
 		},
 		{
 			name:       "unknown config subcommand",
@@ -119,9 +149,10 @@ func TestCLI(t *testing.T) {
 			wantStderr: []string{"usage: slicelet config check|print"},
 		},
 		{
-			name:     "unknown flag",
-			args:     []string{"config", "check", "--confg", good},
-			wantCode: 2,
+			name:       "unknown flag",
+			args:       []string{"config", "check", "--confg", good},
+			wantCode:   2,
+			wantStderr: []string{"unknown flag: --confg"},
 		},
 		{
 			name:       "stray argument",

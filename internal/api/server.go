@@ -195,6 +195,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/metrics/nodes", s.nodeMetrics)
 	mux.HandleFunc("POST /v1/gc/images", s.collectImages)
 	mux.HandleFunc("POST /v1/gc/containers", s.collectContainers)
+	s.registerKubectl(mux)
 	return s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, pattern := mux.Handler(r)
 		if pattern == "" {
