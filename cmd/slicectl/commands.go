@@ -13,7 +13,8 @@ import (
 // values to the command's function (getCmd, applyCmd, ...), which checks them.
 
 func newGetCmd(c *cli) *cobra.Command {
-	return &cobra.Command{
+	var o getOptions
+	cmd := &cobra.Command{
 		Use:   "get pods [NAME ...]",
 		Short: "List pods, or show some by name",
 		Long: `List the pods of the namespace (-n, default "default"; -A for every namespace), or the pods
@@ -21,13 +22,26 @@ named, as kubectl get pods does. NAME may also be written pod/NAME.`,
 		Example: `  slicectl get pods
   slicectl get pods -A -o wide
   slicectl get pod web -oyaml
-  slicectl -n kube-system get pods -o name`,
+  slicectl -n kube-system get pods -o name
+  slicectl get pods -l app=web --field-selector status.phase=Running
+  slicectl get pods -w
+  slicectl get pods -o custom-columns=NAME:.metadata.name,QOS:.status.qosClass --sort-by .metadata.creationTimestamp
+  slicectl get pod web -o jsonpath='{.status.podIP}'`,
 		Aliases: []string{"list"},
 		Args:    cobra.ArbitraryArgs,
 		RunE: func(_ *cobra.Command, args []string) error {
-			return c.getCmd(args)
+			return c.getCmd(args, o)
 		},
 	}
+	f := cmd.Flags()
+	f.StringVarP(&o.selector, "selector", "l", "", "label selector (e.g. app=web,tier!=db, env in (a,b)), evaluated by slicelet")
+	f.StringVar(&o.fieldSelector, "field-selector", "", "field selector (e.g. status.phase=Running, metadata.name=web), evaluated by slicelet")
+	f.BoolVarP(&o.watch, "watch", "w", false, "after listing, print every change, as slicelet pushes it")
+	f.BoolVar(&o.watchOnly, "watch-only", false, "print the changes only, not the pods as they are")
+	f.BoolVar(&o.print.noHeaders, "no-headers", false, "leave out the table's header (and custom-columns')")
+	f.BoolVar(&o.print.showLabels, "show-labels", false, "add a LABELS column to the table")
+	f.StringVar(&o.print.sortBy, "sort-by", "", "sort by a field (JSONPath, e.g. .metadata.creationTimestamp or .status.startTime)")
+	return cmd
 }
 
 func newDescribeCmd(c *cli) *cobra.Command {
@@ -47,46 +61,66 @@ func newDescribeCmd(c *cli) *cobra.Command {
 }
 
 func newApplyCmd(c *cli) *cobra.Command {
-	var (
-		files  []string
-		dryRun string
-	)
+	var o applyOptions
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE [-f FILE ...]",
 		Short: "Create or update pods from manifests",
 		Long: `Create or update API pods from manifests: YAML (multi-document) or JSON files, or directories of
-*.yaml, *.yml and *.json files. Each document is sent on its own and reported as kubectl does
-(pod/NAME created|configured|unchanged); the exit code is 1 if any failed.`,
+*.yaml, *.yml and *.json files (-R: and of its subdirectories), or - for the standard input.
+Each document, and each item of a kind: List, is sent on its own and reported as kubectl does
+(pod/NAME created|configured|unchanged); the exit code is 1 if any failed.
+
+--dry-run=server has slicelet decode, validate, check Pod Security and the runtime and admit the
+pod against the node as it is now, storing nothing; --dry-run=client only decodes and validates
+here.`,
 		Example: `  slicectl apply -f web.yaml
-  slicectl apply -f pods/ --dry-run=server
+  cat web.yaml | slicectl apply -f -
+  slicectl apply -R -f pods/ --dry-run=server
   slicectl apply -n shop -f web.yaml`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(_ *cobra.Command, args []string) error {
 			if err := c.checkOutput("apply"); err != nil {
 				return err
 			}
-			return c.applyCmd(args, files, dryRun)
+			return c.applyCmd(args, o)
 		},
 	}
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "pod manifest file or directory; repeatable")
-	cmd.Flags().StringVar(&dryRun, "dry-run", "none", `"server": slicelet checks everything (decoding, Pod Security, the runtime) and stores nothing`)
+	cmd.Flags().StringArrayVarP(&o.files, "filename", "f", nil, "pod manifest file or directory, - for the standard input; repeatable")
+	cmd.Flags().BoolVarP(&o.recursive, "recursive", "R", false, "read the directories of -f recursively")
+	cmd.Flags().StringVar(&o.dryRun, "dry-run", dryRunNone, `"server": slicelet checks and admits everything and stores nothing; "client": decode and validate here`)
 	return cmd
 }
 
 func newDeleteCmd(c *cli) *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete pod NAME [NAME ...]",
+	var o deleteOptions
+	cmd := &cobra.Command{
+		Use:   "delete pod NAME [NAME ...] | -f FILE | pods --all | pods -l SELECTOR",
 		Short: "Delete API pods",
+		Long: `Delete API pods by name, those of manifests (-f, as apply reads them), every pod of the
+namespace (--all) or those a label selector selects (-l). Pods of manifest files are deleted by
+removing their file. With --wait (the default) slicectl returns when the pods are gone.`,
 		Example: `  slicectl delete pod web
-  slicectl delete pod/web pod/db -n shop`,
+  slicectl delete pod/web pod/db -n shop
+  slicectl delete -f web.yaml
+  cat web.yaml | slicectl delete -f - --wait=false
+  slicectl delete pods -l app=web`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(_ *cobra.Command, args []string) error {
 			if err := c.checkOutput("delete"); err != nil {
 				return err
 			}
-			return c.deleteCmd(args)
+			return c.deleteCmd(args, o)
 		},
 	}
+	f := cmd.Flags()
+	f.StringArrayVarP(&o.files, "filename", "f", nil, "pod manifest file or directory, - for the standard input; repeatable")
+	f.BoolVarP(&o.recursive, "recursive", "R", false, "read the directories of -f recursively")
+	f.BoolVar(&o.all, "all", false, "every pod of the namespace (-A: of every namespace)")
+	f.StringVarP(&o.selector, "selector", "l", "", "label selector of the pods to delete")
+	f.IntVar(&o.gracePeriod, "grace-period", -1, "-1: the pod's terminationGracePeriodSeconds (the only value slicelet takes)")
+	f.BoolVar(&o.wait, "wait", true, "wait until the pods are gone")
+	f.DurationVar(&o.timeout, "timeout", 0, "how long --wait waits (0: as long as it takes)")
+	return cmd
 }
 
 // logsOptions are the flags of logs.
@@ -224,7 +258,8 @@ func newExplainCmd(c *cli) *cobra.Command {
 		f := s.Flags()
 		f.StringVar(&o.cgroupMode, "cgroup-mode", "", "cgroup mode to explain for: v1 or v2 (default: this machine's)")
 		f.StringVar(&o.capacity, "capacity", "", "node capacity, e.g. cpu=4,memory=16Gi,pids=4194304 (default: this machine's)")
-		f.StringArrayVarP(&o.files, "filename", "f", nil, "pod manifest (YAML or JSON); repeatable")
+		f.StringArrayVarP(&o.files, "filename", "f", nil, "pod manifest (YAML or JSON), directory or - for the standard input; repeatable")
+		f.BoolVarP(&o.recursive, "recursive", "R", false, "read the directories of -f recursively")
 		f.BoolVar(&o.online, "online", false, "ask the running slicelet")
 		f.BoolVar(&o.offline, "offline", false, "never ask the running slicelet")
 		return s

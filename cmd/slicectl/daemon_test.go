@@ -76,9 +76,9 @@ func TestGetPods(t *testing.T) {
 			"web      1/1     Running            3 (30m ago)   3h\n",
 		}},
 		{name: "wide", args: []string{"get", "pods", "-o", "wide"}, out: []string{
-			"NAME READY STATUS RESTARTS AGE QOS SLICE SOURCE\n",
-			"static 3/3 Running 0 3h BestEffort kubepods-besteffort-podaaaaaaaa_0000_0000_0000_000000000002.slice file:/etc/slicelet/pods.d/static.yaml\n",
-			"web 1/1 Running 3 (30m ago) 3h Burstable kubepods-burstable-podaaaaaaaa_0000_0000_0000_000000000001.slice api\n",
+			"NAME READY STATUS RESTARTS AGE IP NODE NOMINATED NODE READINESS GATES QOS SLICE SOURCE\n",
+			"static 3/3 Running 0 3h <none> <none> <none> <none> BestEffort kubepods-besteffort-podaaaaaaaa_0000_0000_0000_000000000002.slice file:/etc/slicelet/pods.d/static.yaml\n",
+			"web 1/1 Running 3 (30m ago) 3h <none> <none> <none> <none> Burstable kubepods-burstable-podaaaaaaaa_0000_0000_0000_000000000001.slice api\n",
 		}},
 		{name: "all namespaces", args: []string{"get", "pods", "-A"}, out: []string{
 			"NAMESPACE NAME READY STATUS RESTARTS AGE\n",
@@ -96,7 +96,7 @@ func TestGetPods(t *testing.T) {
 		{name: "yaml list", args: []string{"get", "pods", "-o", "yaml"}, out: []string{"apiVersion: v1\nitems:\n", "kind: List\n"}},
 		{name: "missing pod", args: []string{"get", "pod", "nope"}, code: exitFailure, errOut: []string{`slicectl: pod "default/nope": not found`}},
 		{name: "one missing of two", args: []string{"get", "pods", "web", "nope"}, code: exitFailure, out: []string{"web 1/1"}, errOut: []string{"nope"}},
-		{name: "bad output", args: []string{"get", "pods", "-o", "xml"}, code: exitUsage, errOut: []string{`get: -o "xml": must be wide, json, yaml or name`}},
+		{name: "bad output", args: []string{"get", "pods", "-o", "xml"}, code: exitUsage, errOut: []string{`get: -o "xml": must be wide, json, yaml, name, jsonpath=..., go-template=..., custom-columns=...`}},
 		{name: "unknown resource", args: []string{"get", "deployments"}, code: exitUsage, errOut: []string{`unknown resource "deployments"`}},
 		{name: "nothing", args: []string{"get"}, code: exitUsage, errOut: []string{"get: what to get"}},
 	})
@@ -203,7 +203,8 @@ func TestApplyAndDelete(t *testing.T) {
 		{name: "dry run stored nothing", args: []string{"get", "pod", "dry"}, code: exitFailure, errOut: []string{`pod "default/dry": not found`}},
 		{name: "dry run of a refused pod", args: []string{"apply", "-f", hostnet, "--dry-run", "server"}, code: exitFailure,
 			out: []string{"pod/e unchanged (server dry run)\n"}, errOut: []string{`pods "hostnet" is forbidden: violates PodSecurity`}},
-		{name: "client dry run", args: []string{"apply", "-f", single, "--dry-run=client"}, code: exitUsage, errOut: []string{"use --dry-run=server"}},
+		{name: "client dry run", args: []string{"apply", "-f", single, "--dry-run=client"}, out: []string{"pod/a configured (dry run)\n"}},
+		{name: "unknown dry run", args: []string{"apply", "-f", single, "--dry-run=maybe"}, code: exitUsage, errOut: []string{`--dry-run="maybe": want "none", "client" or "server"`}},
 
 		{name: "delete", args: []string{"delete", "pod", "a", "d1"}, golden: true, out: []string{"pod \"a\" deleted\npod \"d1\" deleted\n"}},
 		{name: "delete again", args: []string{"delete", "pod", "a"}, code: exitFailure, errOut: []string{`slicectl: pod "default/a": not found`}},

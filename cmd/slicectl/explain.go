@@ -27,15 +27,18 @@ type explainOptions struct {
 	capacity   string
 	output     string
 	files      []string
-	online     bool
-	offline    bool
+	recursive  bool
+	// stdin is what -f - reads.
+	stdin   io.Reader
+	online  bool
+	offline bool
 	// set holds the names of the flags given.
 	set map[string]bool
 }
 
 // explainCmd is explain pod|node; o has the flags, o.set the names of those given.
 func (c *cli) explainCmd(what string, pos []string, o explainOptions) error {
-	o.configPath, o.output = c.global.configPath, c.global.output
+	o.configPath, o.output, o.stdin = c.global.configPath, c.global.output, c.stdin
 	if len(pos) > 0 {
 		return usageErr("explain %s: unexpected argument %q", what, pos[0])
 	}
@@ -84,7 +87,7 @@ func (c *cli) explainPodOnline(o explainOptions) error {
 	if err != nil {
 		return err
 	}
-	docs, err := readDocuments(o.files)
+	docs, err := readDocuments(c.stdin, o.files, o.recursive)
 	if err != nil {
 		return err
 	}
@@ -240,18 +243,6 @@ func parseCapacity(s string) (slices.Capacity, error) {
 	return c, nil
 }
 
-func readPods(files []string) ([]*v1.Pod, error) {
-	var pods []*v1.Pod
-	for _, f := range files {
-		got, err := slices.ReadPodManifest(f)
-		if err != nil {
-			return nil, err
-		}
-		pods = append(pods, got...)
-	}
-	return pods, nil
-}
-
 func explainPod(o explainOptions, stdout io.Writer) error {
 	if len(o.files) == 0 {
 		return usageErr("explain pod: -f POD.yaml is required")
@@ -260,7 +251,7 @@ func explainPod(o explainOptions, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	pods, err := readPods(o.files)
+	pods, err := readPods(o.stdin, o.files, o.recursive)
 	if err != nil {
 		return err
 	}
@@ -297,7 +288,7 @@ func explainNode(o explainOptions, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	pods, err := readPods(o.files)
+	pods, err := readPods(o.stdin, o.files, o.recursive)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,70 @@
 package api
 
 import (
+	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/internal/buildinfo"
 )
+
+// Bounds of GET /v1/pods?watch=true.
+const (
+	// MaxWatches is how many watches may be open at once; one more is answered 429.
+	MaxWatches = 32
+	// watchInterval is how often a watch compares the pods with what it sent.
+	watchInterval = time.Second
+	// watchWriteTimeout ends a watch whose client does not take an event batch in time (its
+	// events are not buffered beyond one batch, at most one event per pod).
+	watchWriteTimeout = 10 * time.Second
+	// maxWatchTimeout caps timeoutSeconds, as the API server's --min-request-timeout does.
+	maxWatchTimeout = time.Hour
+)
+
+// InitialEventsEndAnnotation marks the BOOKMARK event a watch sends after the ADDED events of
+// the pods that existed when it started (the Kubernetes API's "k8s.io/initial-events-end").
+const InitialEventsEndAnnotation = metav1.InitialEventsAnnotationKey
+
+// kubectlState is the server's state for the kubectl behaviours: the pods' resource versions
+// and the watch slots.
+type kubectlState struct {
+	clock   clock.WithTicker
+	watches chan struct{}
+	mu      sync.Mutex
+	// rv is the last resource version handed out; versions maps namespace/name to the pod's
+	// fingerprint and version.
+	rv       uint64
+	versions map[string]podVersion
+}
+
+type podVersion struct {
+	sum [sha256.Size]byte
+	rv  uint64
+}
+
+// newKubectlState is the state of a new server; c nil is the real clock.
+func newKubectlState(c clock.WithTicker) *kubectlState {
+	if c == nil {
+		c = clock.RealClock{}
+	}
+	return &kubectlState{clock: c, watches: make(chan struct{}, MaxWatches), versions: map[string]podVersion{}}
+}
 
 // registerKubectl adds the routes that serve slicectl's kubectl behaviours.
 func (s *Server) registerKubectl(mux *http.ServeMux) {
@@ -17,9 +76,331 @@ func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, buildinfo.Get())
 }
 
+// observe stamps every pod with its resource version: a pod keeps its version while its JSON is
+// unchanged and gets the next one when it changes. It returns the current version; pods that are
+// gone are forgotten.
+func (k *kubectlState) observe(list []v1.Pod) uint64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	seen := make(map[string]bool, len(list))
+	for i := range list {
+		p := &list[i]
+		p.ResourceVersion = ""
+		data, _ := json.Marshal(p)
+		sum := sha256.Sum256(data)
+		key := p.Namespace + "/" + p.Name
+		seen[key] = true
+		v, ok := k.versions[key]
+		if !ok || v.sum != sum {
+			k.rv++
+			v = podVersion{sum: sum, rv: k.rv}
+			k.versions[key] = v
+		}
+		p.ResourceVersion = strconv.FormatUint(v.rv, 10)
+	}
+	for key := range k.versions {
+		if !seen[key] {
+			delete(k.versions, key)
+			k.rv++
+		}
+	}
+	return k.rv
+}
+
+// podSelector is a list or watch request's labelSelector and fieldSelector.
+type podSelector struct {
+	labels labels.Selector
+	fields fields.Selector
+}
+
+// podFieldNames are the fields a pod field selector may name: the API server's
+// (pkg/registry/core/pod/strategy.go, PodToSelectableFields).
+var podFieldNames = []string{
+	"metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+	"spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName",
+}
+
+// podFields is a pod's selectable fields.
+func podFields(p *v1.Pod) fields.Set {
+	return fields.Set{
+		"metadata.name": p.Name, "metadata.namespace": p.Namespace, "spec.nodeName": p.Spec.NodeName,
+		"spec.restartPolicy": string(p.Spec.RestartPolicy), "spec.schedulerName": p.Spec.SchedulerName,
+		"spec.serviceAccountName": p.Spec.ServiceAccountName, "spec.hostNetwork": strconv.FormatBool(p.Spec.HostNetwork),
+		"status.phase": string(p.Status.Phase), "status.podIP": p.Status.PodIP, "status.nominatedNodeName": p.Status.NominatedNodeName,
+	}
+}
+
+// parsePodSelector reads labelSelector and fieldSelector with apimachinery's parsers; an
+// unknown field is an error naming it and the fields there are.
+func parsePodSelector(q url.Values) (podSelector, error) {
+	sel := podSelector{labels: labels.Everything(), fields: fields.Everything()}
+	if v := q.Get("labelSelector"); v != "" {
+		l, err := labels.Parse(v)
+		if err != nil {
+			return sel, fmt.Errorf("labelSelector %q: %w", v, err)
+		}
+		sel.labels = l
+	}
+	if v := q.Get("fieldSelector"); v != "" {
+		f, err := fields.ParseSelector(v)
+		if err != nil {
+			return sel, fmt.Errorf("fieldSelector %q: %w", v, err)
+		}
+		known := fields.Set{}
+		for _, n := range podFieldNames {
+			known[n] = ""
+		}
+		if _, err := f.Transform(func(field, value string) (string, string, error) {
+			if !known.Has(field) {
+				return "", "", fmt.Errorf("field label not supported: %s (pods have %v)", field, podFieldNames)
+			}
+			return field, value, nil
+		}); err != nil {
+			return sel, fmt.Errorf("fieldSelector %q: %w", v, err)
+		}
+		sel.fields = f
+	}
+	return sel, nil
+}
+
+// matches is true for the pods the selectors select.
+func (sel podSelector) matches(p *v1.Pod) bool {
+	return sel.labels.Matches(labels.Set(p.Labels)) && sel.fields.Matches(podFields(p))
+}
+
+// filter keeps the selected pods.
+func (sel podSelector) filter(list []v1.Pod) []v1.Pod {
+	out := list[:0:0]
+	for i := range list {
+		if sel.matches(&list[i]) {
+			out = append(out, list[i])
+		}
+	}
+	return out
+}
+
+// watchPods serves GET /v1/pods?watch=true: newline-separated JSON watch events
+// (metav1.WatchEvent: ADDED, MODIFIED, DELETED, BOOKMARK, ERROR) with resource versions. Without
+// resourceVersion (or with "0") it starts with an ADDED event per selected pod and a BOOKMARK
+// annotated InitialEventsEndAnnotation; with one it sends only what changed after it.
+// timeoutSeconds ends it (at most an hour).
+func (s *Server) watchPods(w http.ResponseWriter, r *http.Request, sel podSelector) {
+	q := r.URL.Query()
+	var since uint64
+	if v := q.Get("resourceVersion"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("query parameter resourceVersion=%q: want a number", v), nil)
+			return
+		}
+		since = n
+	}
+	timeout := maxWatchTimeout
+	if v := q.Get("timeoutSeconds"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n == 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("query parameter timeoutSeconds=%q: want a positive number", v), nil)
+			return
+		}
+		timeout = min(time.Duration(n)*time.Second, maxWatchTimeout)
+	}
+	select {
+	case s.kube.watches <- struct{}{}:
+		defer func() { <-s.kube.watches }()
+	default:
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many watches: %d are open", MaxWatches), nil)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	send := func(events []watchEvent) error {
+		// The deadline is the socket's, in real time whatever paces the rounds.
+		_ = rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+		for _, e := range events {
+			if err := enc.Encode(e); err != nil {
+				return err
+			}
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	sent := map[string]v1.Pod{}
+	first := true
+	ticker := s.kube.clock.NewTicker(watchInterval)
+	defer ticker.Stop()
+	for {
+		list, err := s.backend.ListPods(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				_ = send([]watchEvent{errorEvent(err)})
+			}
+			return
+		}
+		rv := s.kube.observe(list)
+		events := diffPods(sent, sel.filter(list), first, since)
+		if first {
+			if since == 0 {
+				events = append(events, bookmark(rv))
+			}
+			first = false
+		}
+		if len(events) > 0 {
+			if err := send(events); err != nil {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		}
+	}
+}
+
+// watchEvent is one event of a watch, in metav1.WatchEvent's JSON.
+type watchEvent struct {
+	Type   watch.EventType `json:"type"`
+	Object any             `json:"object"`
+}
+
+// diffPods returns the events that take sent to list and updates sent. On the first round of a
+// watch from resourceVersion since > 0, pods not changed after since count as already sent.
+func diffPods(sent map[string]v1.Pod, list []v1.Pod, first bool, since uint64) []watchEvent {
+	var events []watchEvent
+	now := make(map[string]bool, len(list))
+	for _, p := range list {
+		key := p.Namespace + "/" + p.Name
+		now[key] = true
+		old, ok := sent[key]
+		sent[key] = p
+		rv, _ := strconv.ParseUint(p.ResourceVersion, 10, 64)
+		switch {
+		case first && since > 0 && rv <= since:
+		case !ok:
+			events = append(events, watchEvent{Type: watch.Added, Object: withPodType(p)})
+		case old.ResourceVersion != p.ResourceVersion:
+			events = append(events, watchEvent{Type: watch.Modified, Object: withPodType(p)})
+		}
+	}
+	for key, p := range sent {
+		if !now[key] {
+			delete(sent, key)
+			events = append(events, watchEvent{Type: watch.Deleted, Object: withPodType(p)})
+		}
+	}
+	return events
+}
+
+// bookmark is the BOOKMARK that ends a watch's initial events.
+func bookmark(rv uint64) watchEvent {
+	p := v1.Pod{TypeMeta: typeMeta("Pod"), ObjectMeta: metav1.ObjectMeta{
+		ResourceVersion: strconv.FormatUint(rv, 10),
+		Annotations:     map[string]string{InitialEventsEndAnnotation: "true"},
+	}}
+	return watchEvent{Type: watch.Bookmark, Object: p}
+}
+
+// errorEvent is an ERROR event carrying a metav1.Status.
+func errorEvent(err error) watchEvent {
+	return watchEvent{Type: watch.Error, Object: metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Code: http.StatusInternalServerError, Message: err.Error(),
+	}}
+}
+
 // Version returns the daemon's build (GET /v1/version).
 func (c *Client) Version(ctx context.Context) (buildinfo.Info, error) {
 	var i buildinfo.Info
 	err := c.getJSON(ctx, http.MethodGet, "/v1/version", nil, &i)
 	return i, err
+}
+
+// ListOptions select pods in ListPodList and WatchPods: apimachinery label and field selector
+// syntax, evaluated by the daemon.
+type ListOptions struct {
+	LabelSelector string
+	FieldSelector string
+	// ResourceVersion starts a watch after this version (ListPodList's answer); "" starts it with
+	// the pods that exist.
+	ResourceVersion string
+}
+
+func (o ListOptions) query() url.Values {
+	q := url.Values{}
+	if o.LabelSelector != "" {
+		q.Set("labelSelector", o.LabelSelector)
+	}
+	if o.FieldSelector != "" {
+		q.Set("fieldSelector", o.FieldSelector)
+	}
+	return q
+}
+
+// ListPodList returns the selected pods of every namespace with the list's resource version.
+func (c *Client) ListPodList(ctx context.Context, opts ListOptions) (v1.PodList, error) {
+	var list v1.PodList
+	path := "/v1/pods"
+	if q := opts.query().Encode(); q != "" {
+		path += "?" + q
+	}
+	err := c.getJSON(ctx, http.MethodGet, path, nil, &list)
+	return list, err
+}
+
+// WatchEvent is one event of WatchPods.
+type WatchEvent struct {
+	// Type is ADDED, MODIFIED, DELETED or BOOKMARK (an ERROR event ends the watch with an error).
+	Type watch.EventType
+	// Pod is the pod (for BOOKMARK: only its resource version and annotations).
+	Pod v1.Pod
+}
+
+// WatchPods streams the selected pods' events to fn until ctx ends, the daemon ends the watch
+// (nil error) or fn returns an error (which WatchPods returns).
+func (c *Client) WatchPods(ctx context.Context, opts ListOptions, fn func(WatchEvent) error) error {
+	q := opts.query()
+	q.Set("watch", "true")
+	if opts.ResourceVersion != "" {
+		q.Set("resourceVersion", opts.ResourceVersion)
+	}
+	resp, err := c.do(ctx, http.MethodGet, "/v1/pods?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var e struct {
+			Type   watch.EventType `json:"type"`
+			Object json.RawMessage `json:"object"`
+		}
+		if err := dec.Decode(&e); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("slicelet watch: %w", err)
+		}
+		if e.Type == watch.Error {
+			var st metav1.Status
+			_ = json.Unmarshal(e.Object, &st)
+			return &StatusError{Code: int(st.Code), Message: st.Message}
+		}
+		ev := WatchEvent{Type: e.Type}
+		if err := json.Unmarshal(e.Object, &ev.Pod); err != nil {
+			return fmt.Errorf("slicelet watch event %s: %w", e.Type, err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
 	"github.com/slicelet/slicelet/internal/health"
@@ -45,6 +46,8 @@ type Options struct {
 	// Health answers /healthz and /readyz and is the node's health in GET /v1/node; nil
 	// answers "ok" and shows none.
 	Health *health.Tracker
+	// Clock paces the pod watches; the real clock when nil.
+	Clock clock.WithTicker
 }
 
 // Server serves Backend on a unix socket. Create it with NewServer.
@@ -59,6 +62,8 @@ type Server struct {
 
 	mu sync.Mutex
 	ln *net.UnixListener
+	// kube is the state of the kubectl behaviours (resource versions, watches).
+	kube *kubectlState
 }
 
 // NewServer checks the options and resolves the group; a group that does not exist is an error
@@ -91,7 +96,8 @@ func NewServer(backend Backend, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{backend: backend, socket: opts.Socket, group: opts.Group, gid: gid, proc: opts.ProcRoot, log: opts.Logger, health: opts.Health}, nil
+	return &Server{backend: backend, socket: opts.Socket, group: opts.Group, gid: gid, proc: opts.ProcRoot, log: opts.Logger, health: opts.Health,
+		kube: newKubectlState(opts.Clock)}, nil
 }
 
 // Socket is the socket path the server listens on.
@@ -321,16 +327,27 @@ func (r *statusRecorder) WriteHeader(code int) {
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (s *Server) listPods(w http.ResponseWriter, r *http.Request) {
+	sel, err := parsePodSelector(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), nil)
+		return
+	}
+	if r.URL.Query().Get("watch") == "true" {
+		s.watchPods(w, r, sel)
+		return
+	}
 	list, err := s.backend.ListPods(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	rv := s.kube.observe(list)
+	list = sel.filter(list)
 	items := make([]v1.Pod, len(list))
 	for i := range list {
 		items[i] = withPodType(list[i])
 	}
-	writeJSON(w, http.StatusOK, v1.PodList{TypeMeta: typeMeta("PodList"), Items: items})
+	writeJSON(w, http.StatusOK, v1.PodList{TypeMeta: typeMeta("PodList"), ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatUint(rv, 10)}, Items: items})
 }
 
 func (s *Server) getPod(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,179 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/slicelet/slicelet/internal/buildinfo"
+)
+
+func TestVersion(t *testing.T) {
+	_, c := startServer(t, newFakeBackend(), 0)
+	got, err := c.Version(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := buildinfo.Get(); got != want {
+		t.Errorf("Version = %+v, want %+v", got, want)
+	}
+}
+
+func labelled(name, ns, phase string, labels map[string]string) v1.Pod {
+	return v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Status: v1.PodStatus{Phase: v1.PodPhase(phase)}}
+}
+
+func TestListSelectors(t *testing.T) {
+	f := newFakeBackend()
+	f.add(labelled("web", "default", "Running", map[string]string{"app": "web", "tier": "front"}))
+	f.add(labelled("db", "default", "Pending", map[string]string{"app": "db"}))
+	f.add(labelled("dns", "kube-system", "Running", nil))
+	_, c := startServer(t, f, 0)
+	for _, tc := range []struct {
+		name       string
+		opts       ListOptions
+		want       []string
+		wantStatus int
+	}{
+		{name: "everything", want: []string{"default/db", "default/web", "kube-system/dns"}},
+		{name: "label equality", opts: ListOptions{LabelSelector: "app=web"}, want: []string{"default/web"}},
+		{name: "label set", opts: ListOptions{LabelSelector: "app in (web,db),tier!=front"}, want: []string{"default/db"}},
+		{name: "label exists", opts: ListOptions{LabelSelector: "!app"}, want: []string{"kube-system/dns"}},
+		{name: "phase", opts: ListOptions{FieldSelector: "status.phase=Running"}, want: []string{"default/web", "kube-system/dns"}},
+		{name: "namespace and not name", opts: ListOptions{FieldSelector: "metadata.namespace=default,metadata.name!=web"}, want: []string{"default/db"}},
+		{name: "both", opts: ListOptions{LabelSelector: "app", FieldSelector: "status.phase=Pending"}, want: []string{"default/db"}},
+		{name: "bad label selector", opts: ListOptions{LabelSelector: "app=(web"}, wantStatus: 400},
+		{name: "unknown field", opts: ListOptions{FieldSelector: "spec.priority=1"}, wantStatus: 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			list, err := c.ListPodList(context.Background(), tc.opts)
+			if tc.wantStatus != 0 {
+				if statusOf(err) != tc.wantStatus {
+					t.Fatalf("err = %v, want status %d", err, tc.wantStatus)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]bool{}
+			for _, p := range list.Items {
+				got[p.Namespace+"/"+p.Name] = true
+				if p.ResourceVersion == "" {
+					t.Errorf("%s/%s has no resourceVersion", p.Namespace, p.Name)
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+			for _, w := range tc.want {
+				if !got[w] {
+					t.Errorf("got %v, want %v", got, tc.want)
+				}
+			}
+			if list.ResourceVersion == "" {
+				t.Error("the list has no resourceVersion")
+			}
+		})
+	}
+}
+
+// TestWatchPods: the initial ADDED events and their BOOKMARK, then one event per change at the
+// watch's next round; a watch from a resource version skips what it has seen.
+func TestWatchPods(t *testing.T) {
+	f := newFakeBackend()
+	f.add(labelled("web", "default", "Pending", map[string]string{"app": "web"}))
+	f.add(labelled("other", "default", "Pending", nil))
+	fc := clocktesting.NewFakeClock(time.Unix(0, 0))
+	_, c := startServerWith(t, f, 0, Options{Clock: fc})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := make(chan WatchEvent, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.WatchPods(ctx, ListOptions{LabelSelector: "app=web"}, func(e WatchEvent) error {
+			events <- e
+			return nil
+		})
+	}()
+	next := func(wantType watch.EventType, wantPhase string) WatchEvent {
+		t.Helper()
+		select {
+		case e := <-events:
+			if e.Type != wantType || (wantPhase != "" && string(e.Pod.Status.Phase) != wantPhase) {
+				t.Fatalf("event %s %s/%s %s, want %s %s", e.Type, e.Pod.Namespace, e.Pod.Name, e.Pod.Status.Phase, wantType, wantPhase)
+			}
+			return e
+		case err := <-done:
+			t.Fatalf("watch ended: %v", err)
+		}
+		return WatchEvent{}
+	}
+	// round waits for the watch's ticker, then lets one interval pass.
+	round := func() {
+		for !fc.HasWaiters() {
+			runtime.Gosched()
+		}
+		fc.Step(watchInterval)
+	}
+	added := next(watch.Added, "Pending")
+	if added.Pod.Name != "web" || added.Pod.ResourceVersion == "" {
+		t.Errorf("first event: %+v", added.Pod.ObjectMeta)
+	}
+	if b := next(watch.Bookmark, ""); b.Pod.Annotations[InitialEventsEndAnnotation] != "true" {
+		t.Errorf("bookmark without %s: %v", InitialEventsEndAnnotation, b.Pod.Annotations)
+	}
+	f.add(labelled("web", "default", "Running", map[string]string{"app": "web"}))
+	f.add(labelled("other", "default", "Running", nil)) // not selected: no event
+	round()
+	mod := next(watch.Modified, "Running")
+	if mod.Pod.ResourceVersion == added.Pod.ResourceVersion {
+		t.Errorf("MODIFIED kept resourceVersion %s", mod.Pod.ResourceVersion)
+	}
+	if err := f.DeletePod(context.Background(), "default", "web"); err != nil {
+		t.Fatal(err)
+	}
+	round()
+	next(watch.Deleted, "Running")
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("watch: %v", err)
+	}
+
+	// From a resource version: only what changed after it.
+	list, err := c.ListPodList(context.Background(), ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.add(labelled("late", "default", "Pending", nil))
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	var got []string
+	err = c.WatchPods(ctx2, ListOptions{ResourceVersion: list.ResourceVersion}, func(e WatchEvent) error {
+		got = append(got, string(e.Type)+" "+e.Pod.Name)
+		cancel2()
+		return nil
+	})
+	if len(got) != 1 || got[0] != "ADDED late" {
+		t.Errorf("watch from %s: %v (%v)", list.ResourceVersion, got, err)
+	}
+}
+
+// TestWatchBounds: one watch more than MaxWatches is refused with 429.
+func TestWatchBounds(t *testing.T) {
+	s, c := startServer(t, newFakeBackend(), 0)
+	for range MaxWatches {
+		s.kube.watches <- struct{}{}
+	}
+	err := c.WatchPods(context.Background(), ListOptions{}, func(WatchEvent) error { return nil })
+	if statusOf(err) != 429 {
+		t.Errorf("watch beyond the bound: %v, want 429", err)
+	}
+}
