@@ -2,6 +2,7 @@ package main
 
 import (
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -125,9 +126,12 @@ removing their file. With --wait (the default) slicectl returns when the pods ar
 
 // logsOptions are the flags of logs.
 type logsOptions struct {
-	container string
-	opts      pods.LogOptions
-	tail      int
+	container             string
+	opts                  pods.LogOptions
+	tail                  int
+	since                 time.Duration
+	sinceTime             string
+	allContainers, prefix bool
 }
 
 func newLogsCmd(c *cli) *cobra.Command {
@@ -141,7 +145,9 @@ kubectl.kubernetes.io/default-container annotation names, else the first one.`,
 		Example: `  slicectl logs web
   slicectl logs web -c sidecar --tail 20
   slicectl logs -f web
-  slicectl logs web --previous`,
+  slicectl logs web --previous
+  slicectl logs web --since 10m --timestamps
+  slicectl logs web --all-containers --prefix -f`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(_ *cobra.Command, args []string) error {
 			if err := c.checkOutput("logs"); err != nil {
@@ -155,6 +161,11 @@ kubectl.kubernetes.io/default-container annotation names, else the first one.`,
 	f.BoolVarP(&o.opts.Follow, "follow", "f", false, "follow the output")
 	f.BoolVarP(&o.opts.Previous, "previous", "p", false, "the previous instance of the container")
 	f.IntVar(&o.tail, "tail", -1, "only the last N lines (N ≥ 1; default: all)")
+	f.DurationVar(&o.since, "since", 0, "only lines newer than this, e.g. 5s, 2m or 3h")
+	f.StringVar(&o.sinceTime, "since-time", "", "only lines written at or after this RFC 3339 time")
+	f.BoolVar(&o.opts.Timestamps, "timestamps", false, "start every line with the time it was written (RFC 3339)")
+	f.BoolVar(&o.allContainers, "all-containers", false, "every container of the pod, init containers first")
+	f.BoolVar(&o.prefix, "prefix", false, "start every line with [pod/NAME/CONTAINER]")
 	return cmd
 }
 

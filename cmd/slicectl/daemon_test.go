@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/slicelet/slicelet/internal/api"
 )
@@ -232,13 +233,42 @@ func TestLogs(t *testing.T) {
 		{name: "unknown pod", args: []string{"logs", "nope"}, code: exitFailure, errOut: []string{`pod "default/nope": not found`}},
 		{name: "tail 0", args: []string{"logs", "web", "--tail", "0"}, code: exitUsage, errOut: []string{"--tail 0 would print nothing"}},
 		{name: "no name", args: []string{"logs"}, code: exitUsage, errOut: []string{"logs: pod NAME is required"}},
+		{name: "all containers with prefixes", args: []string{"logs", "static", "--all-containers", "--prefix"}, golden: true,
+			out: []string{"[pod/static/app] static app\n[pod/static/helper] static helper\n"}},
+		{name: "prefix", args: []string{"logs", "web", "--prefix", "--tail=2"}, golden: true, out: []string{"[pod/web/app] one\n[pod/web/app] two\n[pod/web/app] three\n"}},
+		{name: "all containers and a name", args: []string{"logs", "static", "app", "--all-containers"}, code: exitUsage, errOut: []string{"cannot be combined with a container name"}},
+		{name: "since and since-time", args: []string{"logs", "web", "--since", "1m", "--since-time", "2026-11-28T09:30:00Z"}, code: exitUsage, errOut: []string{"exclude each other"}},
+		{name: "bad since-time", args: []string{"logs", "web", "--since-time", "yesterday"}, code: exitUsage, errOut: []string{`--since-time "yesterday": want an RFC 3339 time`}},
+		{name: "bad since", args: []string{"logs", "web", "--since", "soon"}, code: exitUsage, errOut: []string{`invalid argument "soon" for "--since"`}},
 	})
-	t.Run("options reach the daemon", func(t *testing.T) {
-		code, _, errOut := runCLI(t, "logs", "web", "-f", "--previous", "--tail", "2", "--socket", sock)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"follow, previous, tail", []string{"-f", "--previous", "--tail", "2"}, "app follow=true previous=true tail=2 since=- timestamps=false"},
+		{"since-time and timestamps", []string{"--since-time", "2026-11-28T09:30:00+01:00", "--timestamps"}, "app follow=false previous=false tail=0 since=2026-11-28T08:30:00Z timestamps=true"},
+	} {
+		t.Run("options reach the daemon: "+tc.name, func(t *testing.T) {
+			code, _, errOut := runCLI(t, append([]string{"logs", "web", "--socket", sock}, tc.args...)...)
+			f.mu.Lock()
+			got := f.lastLogs
+			f.mu.Unlock()
+			if code != 0 || got != tc.want {
+				t.Errorf("exit %d (%s), daemon got %q, want %q", code, errOut, got, tc.want)
+			}
+		})
+	}
+	t.Run("--since is a time before now", func(t *testing.T) {
+		before := time.Now()
+		code, _, errOut := runCLI(t, "logs", "web", "--since", "1h", "--socket", sock)
 		f.mu.Lock()
 		got := f.lastLogs
 		f.mu.Unlock()
-		if code != 0 || got != "app {Follow:true Previous:true TailLines:2}" {
+		_, s, _ := strings.Cut(got, "since=")
+		s, _, _ = strings.Cut(s, " ")
+		at, err := time.Parse(time.RFC3339Nano, s)
+		if code != 0 || err != nil || at.After(before.Add(-time.Hour+time.Second)) || at.Before(before.Add(-time.Hour-time.Minute)) {
 			t.Errorf("exit %d (%s), daemon got %q", code, errOut, got)
 		}
 	})

@@ -122,7 +122,11 @@ func (f *fakeDaemon) DeletePod(_ context.Context, ns, name string) error {
 
 func (f *fakeDaemon) Logs(_ context.Context, ns, name, container string, opts pods.LogOptions, w io.Writer) error {
 	f.mu.Lock()
-	f.lastLogs = fmt.Sprintf("%s %+v", container, opts)
+	since := "-"
+	if !opts.SinceTime.IsZero() {
+		since = opts.SinceTime.UTC().Format(time.RFC3339Nano)
+	}
+	f.lastLogs = fmt.Sprintf("%s follow=%v previous=%v tail=%d since=%s timestamps=%v", container, opts.Follow, opts.Previous, opts.TailLines, since, opts.Timestamps)
 	text, ok := f.logs[ns+"/"+name+"/"+container]
 	f.mu.Unlock()
 	if !ok {

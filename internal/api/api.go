@@ -15,7 +15,7 @@
 //	GET    /v1/pods/{namespace}/{name}               v1.Pod
 //	POST   /v1/pods?dryRun=                          ApplyResult; body: one pod manifest, YAML or JSON, ≤ 1 MiB
 //	DELETE /v1/pods/{namespace}/{name}               204
-//	GET    /v1/pods/{namespace}/{name}/log?container=&follow=&previous=&tail=   text, streamed
+//	GET    /v1/pods/{namespace}/{name}/log?container=&follow=&previous=&tail=&sinceTime=&sinceSeconds=&timestamps=   text, streamed
 //	GET    /v1/node                                  NodeInfo
 //	POST   /v1/explain/pod                           slices.PodExplanation; body: one pod manifest
 //	GET    /v1/explain/node                          slices.NodeExplanation

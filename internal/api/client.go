@@ -140,6 +140,7 @@ func (c *Client) Logs(ctx context.Context, namespace, name, container string, op
 	if opts.TailLines > 0 {
 		q.Set("tail", strconv.Itoa(opts.TailLines))
 	}
+	logTimeQuery(q, opts)
 	path := podPath(namespace, name) + "/log"
 	if len(q) > 0 {
 		path += "?" + q.Encode()

@@ -463,6 +463,10 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		}
 		opts.TailLines = n
 	}
+	if err := parseLogTime(q, &opts, time.Now()); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), nil)
+		return
+	}
 	sw := &streamWriter{w: w, rc: http.NewResponseController(w)}
 	err = s.backend.Logs(r.Context(), r.PathValue("namespace"), r.PathValue("name"), q.Get("container"), opts, sw)
 	switch {
