@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/yaml"
 
@@ -89,6 +90,10 @@ func (c *cli) applyCmd(pos []string, o applyOptions) error {
 			suffix = " (server dry run)"
 		}
 		fmt.Fprintf(c.stdout, "pod/%s %s%s\n", res.Pod.Name, res.Action, suffix)
+		if res.DryRun && res.Pod.Status.Phase == v1.PodFailed && res.Pod.Status.Reason != "" {
+			fmt.Fprintf(c.stderr, "slicectl: %s: admission would reject pod/%s: %s: %s\n", d.where, res.Pod.Name, res.Pod.Status.Reason, res.Pod.Status.Message)
+			failed = true
+		}
 	}
 	if failed {
 		return errReported

@@ -104,6 +104,13 @@ func (b *backend) ApplyPod(ctx context.Context, manifest []byte, dryRun bool) (v
 	out.Annotations[pods.AnnotationSource] = pods.SourceAPI
 	out.Status.Phase = v1.PodPending
 	out.Status.QOSClass = slices.QOSClass(pod)
+	if dryRun {
+		// The kubelet's admission against the node as it is now: a pod it would reject is
+		// reported with the phase, reason and message it would get.
+		if ok, reason, msg := b.ctrl.AdmitDryRun(&out); !ok {
+			out.Status.Phase, out.Status.Reason, out.Status.Message = v1.PodFailed, reason, msg
+		}
+	}
 	return out, nil
 }
 

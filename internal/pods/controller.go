@@ -669,3 +669,18 @@ func (c *Controller) Counts() (byQOS map[v1.PodQOSClass]int, byPhase map[v1.PodP
 	}
 	return byQOS, byPhase
 }
+
+// AdmitDryRun is what admission would decide for pod now, against the pods admitted at this
+// moment (a pod of the same namespace and name is left out: the new version replaces it), as
+// apply --dry-run=server reports it. Nothing is recorded.
+func (c *Controller) AdmitDryRun(pod *v1.Pod) (ok bool, reason, message string) {
+	c.mu.Lock()
+	var others []*v1.Pod
+	for _, p := range c.admittedLocked() {
+		if p.Namespace != pod.Namespace || p.Name != pod.Name {
+			others = append(others, p)
+		}
+	}
+	c.mu.Unlock()
+	return c.admit.Admit(pod, others)
+}

@@ -617,3 +617,33 @@ func TestControllerNewPodsFirst(t *testing.T) {
 		close(gate)
 	})
 }
+
+// TestControllerAdmitDryRun: the verdict against the pods admitted now, the pod's own current
+// version left out, nothing recorded.
+func TestControllerAdmitDryRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _, _ := newTestController(maxPods(1), SourceFile, SourceAPI)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(Snapshot{Source: SourceAPI, Pods: []Desired{desired(SourceAPI, "web", "uid-web")}})
+		c.Update(Snapshot{Source: SourceFile})
+		synctest.Wait()
+		for _, tc := range []struct {
+			name, pod string
+			wantOK    bool
+		}{
+			{"a new version of the admitted pod fits", "web", true},
+			{"another pod does not", "other", false},
+		} {
+			p := desired(SourceAPI, tc.pod, "uid-new").Pod
+			ok, reason, _ := c.AdmitDryRun(p)
+			if ok != tc.wantOK || (!ok && reason != "OutOfpods") {
+				t.Errorf("%s: AdmitDryRun = %v %q", tc.name, ok, reason)
+			}
+		}
+		if _, ok := c.Pod("default", "other"); ok {
+			t.Error("the dry run recorded a pod")
+		}
+	})
+}
