@@ -65,7 +65,7 @@ PKG_ARCH    = $(shell $(GO) env GOARCH)
 package:
 	CGO_ENABLED=0 GOFLAGS="$$($(GO) env GOFLAGS) -buildmode=pie" \
 	  $(MAKE) --no-print-directory build LDFLAGS='$(LDFLAGS) -s -w'
-	packaging/prepare.sh '$(PKG_VERSION)' build/package
+	GO='$(GO)' SOURCE_DATE_EPOCH='$(PKG_EPOCH)' packaging/prepare.sh '$(PKG_VERSION)' build/package
 	@mkdir -p dist
 	rm -f dist/slicelet_*.deb dist/slicelet-*.rpm
 	@# Debian control files have no License field (the licence is in .../doc/slicelet/copyright).

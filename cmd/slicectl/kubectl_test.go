@@ -136,3 +136,35 @@ func TestVersionCmd(t *testing.T) {
 		t.Errorf("daemon down: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
+
+// TestCompletion: the shells' scripts, and pod, namespace and container names from the daemon
+// (cobra's __complete is what the scripts call).
+func TestCompletion(t *testing.T) {
+	sock := startDaemon(t, newFakeDaemon())
+	for _, shell := range []string{"bash", "zsh", "fish", "powershell"} {
+		code, out, errOut := runCLI(t, "completion", shell)
+		if code != 0 || !strings.Contains(out, "slicectl") {
+			t.Errorf("completion %s: exit %d, %d bytes, stderr %s", shell, code, len(out), errOut)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"pod names", []string{"get", "pods", "w"}, "web\n:4\n"},
+		{"pod names of a namespace", []string{"-n", "kube-system", "describe", "pod", ""}, "dns\n:4\n"},
+		{"logs pod", []string{"logs", "s"}, "static\n:4\n"},
+		{"logs container argument", []string{"logs", "static", "h"}, "helper\n:4\n"},
+		{"-c", []string{"logs", "static", "-c", ""}, "setup\nproxy\napp\nhelper\n:4\n"},
+		{"namespaces", []string{"get", "pods", "-n", ""}, "default\nkube-system\n:4\n"},
+		{"resource", []string{"delete", ""}, "pods\n:4\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, append([]string{"__complete", "--socket", sock}, tc.args...)...)
+			if code != 0 || out != tc.want {
+				t.Errorf("exit %d, completions %q, want %q (stderr %s)", code, out, tc.want, errOut)
+			}
+		})
+	}
+}

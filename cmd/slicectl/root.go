@@ -9,6 +9,7 @@ import (
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/internal/manpage"
 )
 
 // rootLong is the help of slicectl itself.
@@ -20,7 +21,9 @@ The global flags (--socket, -n/--namespace, -A, -o, --config, -v) are accepted b
 the command, as --flag=value, --flag value or, for short flags, -oyaml.
 
 Exit codes: 0 success, 1 failure, 2 usage error, 3 slicelet not reachable,
-4 permission denied (run as root or as a member of the socket's group), 130 interrupted.`
+4 permission denied (run as root or as a member of the socket's group), 130 interrupted.
+
+See also: slicelet(8), slicelet.toml(5), kubectl(1).`
 
 // newRootCmd builds slicectl's command tree over c; every command's RunE works on c.
 func newRootCmd(c *cli) *cobra.Command {
@@ -60,8 +63,9 @@ func newRootCmd(c *cli) *cobra.Command {
 	root.AddCommand(
 		newGetCmd(c), newDescribeCmd(c), newApplyCmd(c), newDeleteCmd(c), newLogsCmd(c),
 		newNodeCmd(c), newTopCmd(c), newGCCmd(c), newExplainCmd(c), newVersionCmd(c),
+		manpage.Command("1", "User Commands"),
 	)
-	root.CompletionOptions.HiddenDefaultCmd = false
+	addCompletions(c, root)
 	return root
 }
 

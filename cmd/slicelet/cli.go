@@ -14,6 +14,7 @@ import (
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/internal/buildinfo"
 	"github.com/slicelet/slicelet/internal/logging"
+	"github.com/slicelet/slicelet/internal/manpage"
 )
 
 // Exit codes.
@@ -34,7 +35,7 @@ type globalOptions struct {
 func (g *globalOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&g.configPath, "config", "", "configuration file (default "+config.DefaultPath+"; drop-ins from config.d/ next to it)")
 	fs.StringVar(&g.logLevel, "log-level", "", "log level: debug, info, warn or error (overrides [log] level)")
-	fs.StringVar(&g.logFormat, "log-format", "", "log format: auto, text, json or journal (overrides [log] format)")
+	fs.StringVar(&g.logFormat, "log-format", "", "log format: auto, text, json or journal (overrides [log] format; auto under systemd sends journal records with POD_UID, POD_NAME and SLICE)")
 }
 
 // check rejects invalid flag values before anything runs.
@@ -120,13 +121,32 @@ func newRootCmd(g *globalOptions, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "slicelet",
 		Short: "The kubelet's node resource management as a systemd-native service",
-		Long: `slicelet is the node agent: the kubelet's node resource management (QoS cgroup tree, node
-allocatable, pods, garbage collection, eviction) as a systemd-native service. Without a command
-it runs the agent (slicelet run). Pods keep running when it stops.
+		Long: `slicelet gives a systemd host what the kubelet gives a Kubernetes node, without Kubernetes. It
+builds a cgroup hierarchy by QoS class entirely from transient systemd units created over D-Bus:
+kubepods.slice (limited to node allocatable), kubepods-burstable.slice and
+kubepods-besteffort.slice, one slice per pod and one service per container. Pods are ordinary
+Kubernetes Pod manifests, dropped in the manifest directory (/etc/slicelet/pods.d by default) or
+sent to the local API with slicectl(1). The resource math (QoS class, CPU shares and weight, CFS
+quota, memory, pids, hugepages, memory QoS on cgroup v2) is the kubelet's.
 
-Exit codes: 0 success, 1 failure (bad configuration, runtime error), 2 usage error.`,
-		Example: `  slicelet --config /etc/slicelet/config.toml
-  slicelet config check
+slicelet run (the default command) is the daemon, meant to run as the systemd service
+slicelet.service: a Type=notify service that reports readiness and a STATUS= line and pings the
+service watchdog. Stopping slicelet does not stop the pods: they belong to systemd, and the next
+slicelet re-adopts them. The flags may be given before or after the command.
+
+Exit status: 0 success (for run: stopped by SIGTERM or SIGINT); 1 the command failed (a
+configuration problem, a reservation above the node's capacity, no systemd to talk to, a runtime
+error); 2 the command line is wrong.
+
+Files: /etc/slicelet/config.toml, the configuration (slicelet.toml(5)); /etc/slicelet/config.d/*.toml,
+drop-ins applied in lexical order; /etc/slicelet/pods.d/, static pod manifests; /var/lib/slicelet/,
+the state; /run/slicelet/slicelet.sock, the API socket slicectl(1) uses (group slicelet).
+
+See also: slicectl(1), slicelet.toml(5), systemctl(1), journalctl(1), systemd.resource-control(5).`,
+		Example: `  slicelet config check
+  systemctl enable --now slicelet
+  journalctl -u slicelet
+  slicelet --config /etc/slicelet/config.toml --log-format text
   slicelet --version`,
 		Version:       buildinfo.Get().Version,
 		SilenceErrors: true,
@@ -144,7 +164,6 @@ Exit codes: 0 success, 1 failure (bad configuration, runtime error), 2 usage err
 		return usageErr("%s: %v", cmd.CommandPath(), err)
 	})
 	g.register(root.PersistentFlags())
-	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(&cobra.Command{
 		Use:   "run",
 		Short: "Run the node agent until SIGTERM or SIGINT",
@@ -186,7 +205,7 @@ and run until SIGTERM or SIGINT. Pods keep running when it stops.`,
 			},
 		})
 	}
-	root.AddCommand(config)
+	root.AddCommand(config, manpage.Command("8", "System Administration"))
 	return root
 }
 

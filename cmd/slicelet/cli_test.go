@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -266,5 +267,34 @@ func TestExitCodes(t *testing.T) {
 func TestDefaultPath(t *testing.T) {
 	if config.DefaultPath != "/etc/slicelet/config.toml" {
 		t.Errorf("DefaultPath = %q", config.DefaultPath)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/help_*.txt")
+
+// TestHelpGolden compares the help of every command with testdata (go test -update rewrites).
+func TestHelpGolden(t *testing.T) {
+	for _, args := range [][]string{{}, {"run"}, {"config"}, {"config", "check"}, {"config", "print"}} {
+		name := "help_" + strings.Join(append([]string{"slicelet"}, args...), "_") + ".txt"
+		t.Run(name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := cli(append(args, "--help"), &stdout, &stderr); code != 0 || stderr.Len() > 0 {
+				t.Fatalf("exit %d, stderr %s", code, stderr.String())
+			}
+			path := filepath.Join("testdata", name)
+			if *update {
+				if err := os.WriteFile(path, stdout.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test -update writes it)", err)
+			}
+			if stdout.String() != string(want) {
+				t.Errorf("%s differs (go test -update rewrites it):\n%s", path, stdout.String())
+			}
+		})
 	}
 }

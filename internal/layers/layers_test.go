@@ -45,6 +45,7 @@ var layers = map[string]pkgLayer{
 	"internal/unixsock":   {layer: leaf},
 	"internal/buildinfo":  {layer: leaf},
 	"internal/logging":    {layer: leaf},
+	"internal/manpage":    {layer: leaf},
 
 	"units":           {layer: adapter},
 	"internal/procfs": {layer: adapter},
