@@ -42,7 +42,12 @@ func (c *cli) describeCmd(pos []string) error {
 		if i > 0 {
 			fmt.Fprintln(c.stdout)
 		}
+		evs, err := c.podEvents(cl, &pod)
+		if err != nil {
+			return err
+		}
 		describePod(c.stdout, &pod, time.Now())
+		describeEvents(c.stdout, evs, time.Now())
 	}
 	if failed {
 		return errReported

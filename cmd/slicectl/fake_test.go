@@ -43,6 +43,8 @@ type fakeDaemon struct {
 	// podMetrics and nodeMetrics are what the metrics endpoints return.
 	podMetrics  []metricsv1beta1.PodMetrics
 	nodeMetrics []metricsv1beta1.NodeMetrics
+	// now is when the fixture was made (its pods are three hours old).
+	now time.Time
 }
 
 func (f *fakeDaemon) ListPods(context.Context) ([]v1.Pod, error) {
@@ -311,12 +313,37 @@ func fixturePods(now time.Time) map[string]v1.Pod {
 func ptr[T any](v T) *T { return &v }
 
 func newFakeDaemon() *fakeDaemon {
+	now := time.Now()
 	return &fakeDaemon{
-		pods: fixturePods(time.Now()),
+		now:  now,
+		pods: fixturePods(now),
 		logs: map[string]string{
 			"default/web/app":       "one\ntwo\nthree\n",
 			"default/static/app":    "static app\n",
 			"default/static/helper": "static helper\n",
 		},
 	}
+}
+
+// Events serves the fixture's events: web admitted and started, big rejected, and web's
+// container backing off five times (api.EventLister).
+func (f *fakeDaemon) Events(since uint64) ([]v1.Event, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	web, big := f.pods["default/web"], f.pods["default/big"]
+	at := func(p v1.Pod, typ, reason, msg string, count int32, first, last time.Duration) v1.Event {
+		ref := v1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+		return v1.Event{ObjectMeta: metav1.ObjectMeta{Name: p.Name + "." + reason, Namespace: p.Namespace},
+			InvolvedObject: ref, Type: typ, Reason: reason, Message: msg, Count: count, Source: v1.EventSource{Component: "slicelet"},
+			FirstTimestamp: metav1.NewTime(f.now.Add(-first)), LastTimestamp: metav1.NewTime(f.now.Add(-last))}
+	}
+	list := []v1.Event{
+		at(web, v1.EventTypeNormal, "Admitted", "Admitted from api", 1, 3*time.Hour, 3*time.Hour),
+		at(big, v1.EventTypeWarning, "OutOfcpu", "Node didn't have enough resource: cpu, requested: 8000, used: 100, capacity: 3800", 1, 3*time.Hour, 3*time.Hour),
+		at(web, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container app in pod web_default(aaaaaaaa-0000-0000-0000-000000000001)", 5, time.Hour, 30*time.Minute),
+	}
+	if since > 0 {
+		return nil, 3
+	}
+	return list, 3
 }

@@ -168,3 +168,29 @@ func TestCompletion(t *testing.T) {
 		})
 	}
 }
+
+// TestEvents: events lists and filters the daemon's events as kubectl events does; describe
+// ends with the pod's events as kubectl describe does.
+func TestEvents(t *testing.T) {
+	sock := startDaemon(t, newFakeDaemon())
+	runCases(t, sock, []cliCase{
+		{name: "namespace", args: []string{"events"}, golden: true, out: []string{
+			"LAST SEEN   TYPE      REASON     OBJECT    MESSAGE\n",
+			"3h          Normal    Admitted   pod/web   Admitted from api\n",
+			"3h          Warning   OutOfcpu   pod/big   Node didn't have enough resource: cpu, requested: 8000, used: 100, capacity: 3800\n",
+			"30m         Warning   BackOff    pod/web   Back-off restarting failed container app in pod web_default(aaaaaaaa-0000-0000-0000-000000000001)\n",
+		}},
+		{name: "for a pod, warnings", args: []string{"events", "--for", "pod/web", "--types", "Warning", "--no-headers"}, out: []string{"30m Warning BackOff pod/web Back-off restarting"}},
+		{name: "other namespace", args: []string{"events", "-n", "kube-system"}, errOut: []string{"No resources found in kube-system namespace."}},
+		{name: "all namespaces", args: []string{"events", "-A", "-o", "json"}, out: []string{`"reason": "OutOfcpu"`}},
+		{name: "bad type", args: []string{"events", "--types", "Error"}, code: exitUsage, errOut: []string{`--types "Error": want Normal or Warning`}},
+		{name: "describe", args: []string{"describe", "pod", "web"}, out: []string{
+			"Events:\n",
+			" Type Reason Age From Message\n",
+			" ---- ------ ---- ---- -------\n",
+			" Normal Admitted 3h slicelet Admitted from api\n",
+			" Warning BackOff 30m (x5 over 60m) slicelet Back-off restarting failed container app",
+		}},
+		{name: "describe without events", args: []string{"describe", "pod", "crash"}, out: []string{"Events: <none>\n"}},
+	})
+}

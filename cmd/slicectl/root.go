@@ -62,7 +62,7 @@ func newRootCmd(c *cli) *cobra.Command {
 	pf.IntVarP(&c.global.verbosity, "v", "v", 0, "log level: 6 or more traces every API request on stderr")
 	root.AddCommand(
 		newGetCmd(c), newDescribeCmd(c), newApplyCmd(c), newDeleteCmd(c), newLogsCmd(c),
-		newNodeCmd(c), newTopCmd(c), newGCCmd(c), newExplainCmd(c), newVersionCmd(c),
+		newNodeCmd(c), newTopCmd(c), newGCCmd(c), newExplainCmd(c), newVersionCmd(c), newEventsCmd(c),
 		manpage.Command("1", "User Commands"),
 	)
 	addCompletions(c, root)

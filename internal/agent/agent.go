@@ -27,6 +27,7 @@ import (
 	"github.com/slicelet/slicelet/internal/metrics"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
+	"github.com/slicelet/slicelet/internal/pods/events"
 	"github.com/slicelet/slicelet/internal/pods/source"
 	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/slices"
@@ -97,6 +98,7 @@ type daemon struct {
 	detect  func(context.Context) error // image records refresh; nil without images
 	evm     *eviction.Manager
 	stats   *podstats.Sampler
+	events  *events.Store
 	store   *source.APIStore
 	dir     *source.ManifestDir
 	api     *api.Server
@@ -155,7 +157,11 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	d.mgr = slices.NewManager(d.sd, slices.NewCgroupFS(o.CgroupRoot), d.mcfg, log)
 	d.alloc = slices.NodeAllocatable(capacity, d.mcfg.Node.SystemReserved, d.mcfg.Node.KubeReserved, d.mcfg.Node.HardEviction)
 
-	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, logRecorder{log.With("component", "events")}, log); err != nil {
+	hostname, _ := os.Hostname()
+	// The pods' events: kept (bounded) for slicectl describe and events, and logged at debug.
+	d.events = events.NewStore(d.clock, hostname)
+	recorder := teeRecorder{d.events, logRecorder{log.With("component", "events")}}
+	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, recorder, log); err != nil {
 		return nil, err
 	}
 	d.rt = d.prt.worker
@@ -183,6 +189,7 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 		// The metrics and the eviction manager are built below, from the controller; both
 		// exist before the controller runs.
 		OnReject: func(reason string) { d.metrics.AdmissionRejected(reason) },
+		Recorder: recorder,
 		// Pods coming and going re-arm the pressure thresholds at once (not at the next 10 s).
 		OnChange: func() {
 			if d.evm != nil {
@@ -222,9 +229,8 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	if d.dir, err = source.NewManifestDir(source.ManifestDirOptions{Dir: cfg.Pods.ManifestDir, StateDir: cfg.StateDir, Log: log.With("source", pods.SourceFile)}); err != nil {
 		return nil, fmt.Errorf("manifest directory: %w", err)
 	}
-	hostname, _ := os.Hostname()
 	back := &backend{ctrl: d.ctrl, store: d.store, rt: d.rt, mcfg: d.mcfg, mode: mode, maxPods: cfg.Node.MaxPods,
-		hostname: hostname, gc: d.gc, evm: d.evm, health: d.health, podSecurity: security, stats: d.stats}
+		hostname: hostname, gc: d.gc, evm: d.evm, health: d.health, podSecurity: security, stats: d.stats, events: d.events}
 	if d.api, err = api.NewServer(back, api.Options{Socket: cfg.API.Socket, Group: cfg.API.Group,
 		Logger: log.With("component", "api"), Health: d.health}); err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
+	"github.com/slicelet/slicelet/internal/pods/events"
 	"github.com/slicelet/slicelet/internal/pods/source"
 	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/slices"
@@ -41,7 +42,14 @@ type backend struct {
 	podSecurity map[string]admission.PodSecurity
 	// stats samples the pods' and the node's usage for the metrics.
 	stats *podstats.Sampler
+	// events are the pods' events (api.EventLister).
+	events *events.Store
 }
+
+var _ api.EventLister = (*backend)(nil)
+
+// Events lists the pods' events changed after since (GET /v1/events).
+func (b *backend) Events(since uint64) ([]v1.Event, uint64) { return b.events.List(since) }
 
 // PodMetrics is what `slicectl top pods` shows.
 func (b *backend) PodMetrics(context.Context) ([]metricsv1beta1.PodMetrics, error) {

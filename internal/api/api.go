@@ -22,6 +22,7 @@
 //	GET    /v1/explain/eviction                      eviction.Explanation (the last decision)
 //	GET    /v1/metrics/pods                          metrics.k8s.io/v1beta1 PodMetricsList (every namespace)
 //	GET    /v1/metrics/nodes                         metrics.k8s.io/v1beta1 NodeMetricsList (this node)
+//	GET    /v1/events?fieldSelector=&watch=&resourceVersion=   v1.EventList, or watch events (Backend implementing EventLister)
 //	GET    /v1/version                               buildinfo.Info (version, git commit, build date, Go version)
 //
 // The metrics are what metrics-server serves kubectl top: per container, the CPU used between the

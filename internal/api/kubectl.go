@@ -71,6 +71,7 @@ func newKubectlState(c clock.WithTicker) *kubectlState {
 // registerKubectl adds the routes that serve slicectl's kubectl behaviours.
 func (s *Server) registerKubectl(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/version", s.version)
+	mux.HandleFunc("GET /v1/events", s.listEvents)
 }
 
 // version answers GET /v1/version with the daemon's buildinfo.Info.
@@ -441,5 +442,154 @@ func logTimeQuery(q url.Values, opts pods.LogOptions) {
 	}
 	if opts.Timestamps {
 		q.Set("timestamps", "true")
+	}
+}
+
+// EventLister is what a Backend implements to serve GET /v1/events: the node's pod events
+// changed after resource version since (0: all), in the order they were last seen, and the
+// current resource version (internal/pods/events.Store.List).
+type EventLister interface {
+	Events(since uint64) ([]v1.Event, uint64)
+}
+
+// eventFields are an event's selectable fields (the API server's, pkg/registry/core/event).
+func eventFields(e *v1.Event) fields.Set {
+	return fields.Set{
+		"metadata.name": e.Name, "metadata.namespace": e.Namespace,
+		"involvedObject.kind": e.InvolvedObject.Kind, "involvedObject.namespace": e.InvolvedObject.Namespace,
+		"involvedObject.name": e.InvolvedObject.Name, "involvedObject.uid": string(e.InvolvedObject.UID),
+		"involvedObject.fieldPath": e.InvolvedObject.FieldPath, "reason": e.Reason, "type": e.Type,
+		"source": e.Source.Component,
+	}
+}
+
+// listEvents serves GET /v1/events[?fieldSelector=][&watch=true&resourceVersion=]: a
+// v1.EventList, or watch events as GET /v1/pods?watch=true sends them (ADDED for a new event,
+// MODIFIED for a repeated one).
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
+	el, ok := s.backend.(EventLister)
+	if !ok {
+		writeError(w, http.StatusNotFound, "this slicelet records no events", nil)
+		return
+	}
+	q := r.URL.Query()
+	sel := fields.Everything()
+	if v := q.Get("fieldSelector"); v != "" {
+		f, err := fields.ParseSelector(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("fieldSelector %q: %v", v, err), nil)
+			return
+		}
+		sel = f
+	}
+	filter := func(list []v1.Event) []v1.Event {
+		out := list[:0:0]
+		for i := range list {
+			if sel.Matches(eventFields(&list[i])) {
+				out = append(out, list[i])
+			}
+		}
+		return out
+	}
+	if q.Get("watch") != "true" {
+		list, rv := el.Events(0)
+		writeJSON(w, http.StatusOK, v1.EventList{TypeMeta: metav1.TypeMeta{Kind: "EventList", APIVersion: "v1"},
+			ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatUint(rv, 10)}, Items: filter(list)})
+		return
+	}
+	var since uint64
+	if v := q.Get("resourceVersion"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("query parameter resourceVersion=%q: want a number", v), nil)
+			return
+		}
+		since = n
+	}
+	select {
+	case s.kube.watches <- struct{}{}:
+		defer func() { <-s.kube.watches }()
+	default:
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many watches: %d are open", MaxWatches), nil)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), maxWatchTimeout)
+	defer cancel()
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	ticker := s.kube.clock.NewTicker(watchInterval)
+	defer ticker.Stop()
+	for {
+		list, rv := el.Events(since)
+		_ = rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+		for _, e := range filter(list) {
+			t := watch.Added // a new event; a repeated one (counted) is MODIFIED
+			if e.Count > 1 {
+				t = watch.Modified
+			}
+			if err := enc.Encode(watchEvent{Type: t, Object: e}); err != nil {
+				return
+			}
+		}
+		since = rv
+		if bw.Flush() != nil || rc.Flush() != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		}
+	}
+}
+
+// ListEvents returns the node's events (GET /v1/events), selected by a field selector
+// (involvedObject.name=web, type=Warning, …).
+func (c *Client) ListEvents(ctx context.Context, fieldSelector string) (v1.EventList, error) {
+	var list v1.EventList
+	path := "/v1/events"
+	if fieldSelector != "" {
+		path += "?" + url.Values{"fieldSelector": {fieldSelector}}.Encode()
+	}
+	err := c.getJSON(ctx, http.MethodGet, path, nil, &list)
+	return list, err
+}
+
+// WatchEvents streams the events changed after resourceVersion ("": all, then every change) to
+// fn until ctx ends, the daemon ends the watch or fn returns an error.
+func (c *Client) WatchEvents(ctx context.Context, fieldSelector, resourceVersion string, fn func(watch.EventType, v1.Event) error) error {
+	q := url.Values{"watch": {"true"}}
+	if fieldSelector != "" {
+		q.Set("fieldSelector", fieldSelector)
+	}
+	if resourceVersion != "" {
+		q.Set("resourceVersion", resourceVersion)
+	}
+	resp, err := c.do(ctx, http.MethodGet, "/v1/events?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var e struct {
+			Type   watch.EventType `json:"type"`
+			Object v1.Event        `json:"object"`
+		}
+		if err := dec.Decode(&e); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("slicelet event watch: %w", err)
+		}
+		if err := fn(e.Type, e.Object); err != nil {
+			return err
+		}
 	}
 }

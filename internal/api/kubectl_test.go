@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,5 +177,62 @@ func TestWatchBounds(t *testing.T) {
 	err := c.WatchPods(context.Background(), ListOptions{}, func(WatchEvent) error { return nil })
 	if statusOf(err) != 429 {
 		t.Errorf("watch beyond the bound: %v, want 429", err)
+	}
+}
+
+// eventBackend is the fake backend with events (EventLister).
+type eventBackend struct {
+	*fakeBackend
+	events []v1.Event
+}
+
+func (b *eventBackend) Events(since uint64) ([]v1.Event, uint64) {
+	var out []v1.Event
+	for _, e := range b.events {
+		if rv, _ := strconv.ParseUint(e.ResourceVersion, 10, 64); rv > since {
+			out = append(out, e)
+		}
+	}
+	return out, uint64(len(b.events))
+}
+
+func TestEvents(t *testing.T) {
+	ev := func(rv, name, typ, reason string, count int32) v1.Event {
+		return v1.Event{ObjectMeta: metav1.ObjectMeta{Name: name + "." + rv, Namespace: "default", ResourceVersion: rv},
+			InvolvedObject: v1.ObjectReference{Kind: "Pod", Namespace: "default", Name: name}, Type: typ, Reason: reason, Count: count}
+	}
+	b := &eventBackend{fakeBackend: newFakeBackend(), events: []v1.Event{
+		ev("1", "web", "Normal", "Started", 1), ev("2", "db", "Warning", "OutOfcpu", 1), ev("3", "web", "Warning", "BackOff", 2),
+	}}
+	_, c := startServer(t, b, 0)
+	for _, tc := range []struct{ sel, want string }{
+		{"", "Started OutOfcpu BackOff"},
+		{"involvedObject.name=web", "Started BackOff"},
+		{"type=Warning,involvedObject.name!=db", "BackOff"},
+	} {
+		list, err := c.ListEvents(context.Background(), tc.sel)
+		var got []string
+		for _, e := range list.Items {
+			got = append(got, e.Reason)
+		}
+		if err != nil || strings.Join(got, " ") != tc.want || list.ResourceVersion != "3" {
+			t.Errorf("ListEvents(%q) = %v rv %s, %v; want %s", tc.sel, got, list.ResourceVersion, err, tc.want)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var got []string
+	err := c.WatchEvents(ctx, "involvedObject.name=web", "1", func(t watch.EventType, e v1.Event) error {
+		got = append(got, string(t)+" "+e.Reason)
+		cancel()
+		return nil
+	})
+	if len(got) != 1 || got[0] != "MODIFIED BackOff" {
+		t.Errorf("watch from 1: %v (%v); want MODIFIED BackOff (a repeated event)", got, err)
+	}
+	// A backend without events answers 404.
+	_, c2 := startServer(t, newFakeBackend(), 0)
+	if _, err := c2.ListEvents(context.Background(), ""); statusOf(err) != 404 {
+		t.Errorf("ListEvents without events: %v, want 404", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -90,6 +91,10 @@ type ControllerOptions struct {
 	WantSources []string
 	// OnReject, when set, is called with the reason of every pod admission rejects (metrics).
 	OnReject func(reason string)
+	// Recorder, when set, receives the pods' events: the admission verdict (the kubelet's
+	// rejection events: Warning with the reason; Normal "Admitted" for an admitted pod) and
+	// evictions (Warning "Evicted", as the kubelet's eviction manager records it).
+	Recorder EventRecorder
 	// OnChange, when set, is called whenever the set of running pods changes: a pod got its
 	// slice, changed phase, or was deleted (the eviction manager re-arms its thresholds then).
 	// It is called with the controller's lock held: it must not block and must not call the
@@ -109,6 +114,7 @@ type Controller struct {
 	tick     time.Duration
 	onReject func(reason string)
 	onChange func()
+	events   EventRecorder
 
 	mu        sync.Mutex
 	snapshots map[string]Snapshot
@@ -144,7 +150,7 @@ func NewController(opts ControllerOptions) *Controller {
 	}
 	return &Controller{
 		slices: opts.Slices, rt: opts.Runtime, admit: opts.Admitter, log: opts.Logger, clock: opts.Clock, tick: opts.Tick,
-		onReject: opts.OnReject, onChange: opts.OnChange,
+		onReject: opts.OnReject, onChange: opts.OnChange, events: opts.Recorder,
 		snapshots: map[string]Snapshot{},
 		pods:      map[string]*podState{},
 		sources:   map[string]bool{},
@@ -250,9 +256,11 @@ func (c *Controller) reconcileDesiredLocked() {
 			ps.reason, ps.message = reason, msg
 			ps.status = v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: msg}
 			c.log.Warn("pod rejected", "pod", key(d.Pod), "pod_uid", uid, "reason", reason, "message", msg)
+			c.event(d.Pod, v1.EventTypeWarning, reason, "%s", msg)
 		} else {
 			ps.status = v1.PodStatus{Phase: v1.PodPending}
 			c.log.Info("pod admitted", "pod", key(d.Pod), "pod_uid", uid, "source", d.Source, "origin", d.Origin)
+			c.event(d.Pod, v1.EventTypeNormal, EventAdmitted, "Admitted from %s", d.Origin)
 		}
 		c.pods[uid] = ps
 	}
@@ -683,4 +691,20 @@ func (c *Controller) AdmitDryRun(pod *v1.Pod) (ok bool, reason, message string) 
 	}
 	c.mu.Unlock()
 	return c.admit.Admit(pod, others)
+}
+
+// EventRecorder receives the controller's pod events: the Eventf of client-go's
+// record.EventRecorder (the worker's recorder, internal/pods/events.Store, satisfies it).
+type EventRecorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
+// EventAdmitted is the reason of the event of a pod admission admitted.
+const EventAdmitted = "Admitted"
+
+// event records an event about pod when a recorder is set.
+func (c *Controller) event(pod *v1.Pod, eventType, reason, format string, args ...any) {
+	if c.events != nil {
+		c.events.Eventf(pod, eventType, reason, format, args...)
+	}
 }

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -644,6 +646,44 @@ func TestControllerAdmitDryRun(t *testing.T) {
 		}
 		if _, ok := c.Pod("default", "other"); ok {
 			t.Error("the dry run recorded a pod")
+		}
+	})
+}
+
+// eventLog records events as "Type Reason namespace/name: message".
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *eventLog) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	m, _ := meta.Accessor(object)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, fmt.Sprintf("%s %s %s/%s: %s", eventtype, reason, m.GetNamespace(), m.GetName(), fmt.Sprintf(messageFmt, args...)))
+}
+
+// TestControllerEvents: an admitted pod gets Normal Admitted, a rejected one Warning with the
+// rejection's reason and message.
+func TestControllerEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
+		rt := &fakeRuntime{synced: map[string]int{}}
+		log := &eventLog{}
+		c := NewController(ControllerOptions{Slices: s, Runtime: rt, Admitter: maxPods(1), WantSources: []string{SourceAPI}, Recorder: log})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(Snapshot{Source: SourceAPI, Pods: []Desired{desired(SourceAPI, "a", "uid-a"), desired(SourceAPI, "b", "uid-b")}})
+		synctest.Wait()
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		want := []string{
+			"Normal Admitted default/a: Admitted from api:a",
+			"Warning OutOfpods default/b: Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1",
+		}
+		if strings.Join(log.events, "\n") != strings.Join(want, "\n") {
+			t.Errorf("events:\n%s\nwant:\n%s", strings.Join(log.events, "\n"), strings.Join(want, "\n"))
 		}
 	})
 }
