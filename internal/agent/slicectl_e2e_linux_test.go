@@ -34,7 +34,8 @@ func (l *lockedBuffer) String() string {
 // TestIntegrationSlicectlAsKubectl drives make build's slicectl against a real slicelet the way a
 // kubectl user would: apply from the standard input, get -w seeing Pending then Running, a
 // server dry run that stores nothing, logs with --since/--since-time/--timestamps/--tail,
-// completion of a pod name and delete -f - waiting until the pod is gone.
+// completion of a pod name, the pod's events (events, describe) and delete -f - waiting until
+// the pod is gone.
 func TestIntegrationSlicectlAsKubectl(t *testing.T) {
 	e := newDaemonEnv(t, "")
 	systemdtest.SandboxOnly(t, e.env, "slicectl's behaviours do not depend on the cgroup layout")
@@ -128,9 +129,24 @@ func TestIntegrationSlicectlAsKubectl(t *testing.T) {
 		t.Errorf("logs --all-containers --prefix: %q", out)
 	}
 
-	// Completion of a pod name, as the shell scripts ask for it.
-	if out := must("", "__complete", "logs", "w"); !strings.HasPrefix(out, "web\n") {
-		t.Errorf("completion of logs w: %q", out)
+	// Completion of a pod name, as the shell scripts ask for it (the word completed comes last).
+	if out, err := exec.CommandContext(t.Context(), slicectl, "__complete", "--socket", e.sock, "logs", "w").Output(); err != nil || string(out) != "web\n:4\n" {
+		t.Errorf("completion of logs w: %q, %v", out, err)
+	}
+
+	// The pod's events: admission, then the worker's container events.
+	out := must("", "events", "--for", "pod/web")
+	var squeezed []string
+	for _, l := range strings.Split(out, "\n") {
+		squeezed = append(squeezed, strings.Join(strings.Fields(l), " "))
+	}
+	for _, want := range []string{"Normal Admitted pod/web Admitted from api", "Normal Started pod/web Started container app"} {
+		if !strings.Contains(strings.Join(squeezed, "\n"), want) {
+			t.Errorf("events --for pod/web lacks %q:\n%s", want, out)
+		}
+	}
+	if out := must("", "describe", "pod", "web"); !strings.Contains(out, "Events:\n  Type    Reason") {
+		t.Errorf("describe pod web has no events:\n%s", out)
 	}
 
 	// delete -f - waits until the pod is gone.
