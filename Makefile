@@ -71,7 +71,7 @@ package:
 	@# Debian control files have no License field (the licence is in .../doc/slicelet/copyright).
 	sed '/^license:/d' packaging/nfpm.yaml >build/package/nfpm-deb.yaml
 	for p in deb rpm; do \
-	  config=packaging/nfpm.yaml; [ $$p = rpm ] || config=build/package/nfpm-deb.yaml; \
+	  config=build/package/nfpm-rpm.yaml; [ $$p = rpm ] || config=build/package/nfpm-deb.yaml; \
 	  SLICELET_VERSION='$(PKG_VERSION)' GOARCH='$(PKG_ARCH)' SOURCE_DATE_EPOCH='$(PKG_EPOCH)' \
 	    $(GO) tool nfpm package --config $$config --packager $$p --target dist/ || exit 1; \
 	done

@@ -6,6 +6,7 @@
 #                          hidden __man command, dated SOURCE_DATE_EPOCH), slicelet.toml(5) from
 #                          packaging/man;
 #   OUTDIR/completion/     bash and zsh completions, from the same trees (completion bash|zsh);
+#   OUTDIR/nfpm-rpm.yaml   packaging/nfpm.yaml with the rpm's %doc entries of the command pages;
 #   OUTDIR/changelog.yml   packaging/changelog.yml with an entry for VERSION-1 on top when the
 #                          newest entry is another version (a snapshot, like gbp dch --snapshot),
 #                          dated and attributed from the commit being packaged.
@@ -28,6 +29,16 @@ done
 for page in "$here"/man/*.[0-9] "$out"/pages/*.[0-9]; do
 	gzip -9nc "$page" >"$out/man/$(basename "$page").gz"
 done
+# The rpm's configuration: packaging/nfpm.yaml (whose last key is contents) with one %doc entry
+# per generated command page.
+{
+	cat "$here/nfpm.yaml"
+	for page in "$out"/pages/*.[0-9]; do
+		name=$(basename "$page")
+		printf '  - src: %s\n    dst: /usr/share/man/man%s/%s.gz\n    type: doc\n    packager: rpm\n    file_info: {mode: 0644}\n' \
+			"$out/man/$name.gz" "${name##*.}" "$name"
+	done
+} >"$out/nfpm-rpm.yaml"
 rm -r "$out/pages"
 
 newest=$(sed -n 's/^- semver: //p' "$here/changelog.yml" | head -n 1)
