@@ -99,6 +99,7 @@ type daemon struct {
 	evm     *eviction.Manager
 	stats   *podstats.Sampler
 	events  *events.Store
+	changes api.Broadcast // the controller's changes of the pods, for the API's watches
 	store   *source.APIStore
 	dir     *source.ManifestDir
 	api     *api.Server
@@ -191,10 +192,12 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 		OnReject: func(reason string) { d.metrics.AdmissionRejected(reason) },
 		Recorder: recorder,
 		// Pods coming and going re-arm the pressure thresholds at once (not at the next 10 s).
+		// The API's pod watches are woken too.
 		OnChange: func() {
 			if d.evm != nil {
 				d.evm.PodsChanged()
 			}
+			d.changes.Notify()
 		},
 	})
 	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: sdOps, Pods: d.ctrl, Health: d.health})
@@ -230,7 +233,7 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 		return nil, fmt.Errorf("manifest directory: %w", err)
 	}
 	back := &backend{ctrl: d.ctrl, store: d.store, rt: d.rt, mcfg: d.mcfg, mode: mode, maxPods: cfg.Node.MaxPods,
-		hostname: hostname, gc: d.gc, evm: d.evm, health: d.health, podSecurity: security, stats: d.stats, events: d.events}
+		hostname: hostname, gc: d.gc, evm: d.evm, health: d.health, podSecurity: security, stats: d.stats, events: d.events, changes: &d.changes}
 	if d.api, err = api.NewServer(back, api.Options{Socket: cfg.API.Socket, Group: cfg.API.Group,
 		Logger: log.With("component", "api"), Health: d.health}); err != nil {
 		return nil, err

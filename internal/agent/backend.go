@@ -44,7 +44,14 @@ type backend struct {
 	stats *podstats.Sampler
 	// events are the pods' events (api.EventLister).
 	events *events.Store
+	// changes is notified by the controller when pods change (api.PodNotifier).
+	changes *api.Broadcast
 }
+
+var _ api.PodNotifier = (*backend)(nil)
+
+// PodsChanged wakes the API's pod watches at the controller's next change.
+func (b *backend) PodsChanged() <-chan struct{} { return b.changes.Wait() }
 
 var _ api.EventLister = (*backend)(nil)
 

@@ -11,7 +11,8 @@
 //	GET    /healthz                                  "ok\n" (text); 503 naming what the watchdog waits for
 //	GET    /readyz                                   "ok\n" (text); 503 naming what keeps the node from Ready
 //	GET    /v1/pods?labelSelector=&fieldSelector=    v1.PodList (every namespace), with its resourceVersion
-//	GET    /v1/pods?watch=true&resourceVersion=&timeoutSeconds=   watch events (metav1.WatchEvent JSON, one a line)
+//	GET    /v1/pods?watch=true&resourceVersion=&timeoutSeconds=   watch events (metav1.WatchEvent JSON, one a line):
+//	                                                 sent when the Backend (a PodNotifier) reports a change, else within a second
 //	GET    /v1/pods/{namespace}/{name}               v1.Pod
 //	POST   /v1/pods?dryRun=                          ApplyResult; body: one pod manifest, YAML or JSON, ≤ 1 MiB
 //	DELETE /v1/pods/{namespace}/{name}               204

@@ -182,6 +182,14 @@ func (sel podSelector) filter(list []v1.Pod) []v1.Pod {
 	return out
 }
 
+// PodNotifier is what a Backend implements to have pod watches woken at once when pods change
+// (else they compare the pods once a second only).
+type PodNotifier interface {
+	// PodsChanged returns a channel closed at the next change of the pods (one added, deleted,
+	// or changing phase).
+	PodsChanged() <-chan struct{}
+}
+
 // watchPods serves GET /v1/pods?watch=true: newline-separated JSON watch events
 // (metav1.WatchEvent: ADDED, MODIFIED, DELETED, BOOKMARK, ERROR) with resource versions. Without
 // resourceVersion (or with "0") it starts with an ADDED event per selected pod and a BOOKMARK
@@ -238,7 +246,12 @@ func (s *Server) watchPods(w http.ResponseWriter, r *http.Request, sel podSelect
 	first := true
 	ticker := s.kube.clock.NewTicker(watchInterval)
 	defer ticker.Stop()
+	notifier, _ := s.backend.(PodNotifier)
 	for {
+		var changed <-chan struct{} // nil (never ready) without a notifier
+		if notifier != nil {
+			changed = notifier.PodsChanged()
+		}
 		list, err := s.backend.ListPods(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -263,6 +276,7 @@ func (s *Server) watchPods(w http.ResponseWriter, r *http.Request, sel podSelect
 		case <-ctx.Done():
 			return
 		case <-ticker.C():
+		case <-changed:
 		}
 	}
 }

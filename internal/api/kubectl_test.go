@@ -236,3 +236,53 @@ func TestEvents(t *testing.T) {
 		t.Errorf("ListEvents without events: %v, want 404", err)
 	}
 }
+
+// notifyingBackend is the fake backend as a PodNotifier.
+type notifyingBackend struct {
+	*fakeBackend
+	Broadcast
+}
+
+func (b *notifyingBackend) PodsChanged() <-chan struct{} { return b.Wait() }
+
+// TestWatchPodsNotified: a backend's change notification wakes the watch at once, without
+// waiting for the next round.
+func TestWatchPodsNotified(t *testing.T) {
+	b := &notifyingBackend{fakeBackend: newFakeBackend()}
+	fc := clocktesting.NewFakeClock(time.Unix(0, 0)) // never stepped: only the notification wakes
+	_, c := startServerWith(t, b, 0, Options{Clock: fc})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := make(chan WatchEvent, 4)
+	go func() {
+		_ = c.WatchPods(ctx, ListOptions{}, func(e WatchEvent) error { events <- e; return nil })
+	}()
+	if e := <-events; e.Type != watch.Bookmark {
+		t.Fatalf("first event %s, want the initial BOOKMARK", e.Type)
+	}
+	// The watch took the notification channel before the list it sent the bookmark after.
+	b.add(labelled("web", "default", "Pending", nil))
+	b.Notify()
+	if e := <-events; e.Type != watch.Added || e.Pod.Name != "web" {
+		t.Errorf("after the notification: %s %s", e.Type, e.Pod.Name)
+	}
+}
+
+func TestBroadcast(t *testing.T) {
+	var b Broadcast
+	w1, w2 := b.Wait(), b.Wait()
+	b.Notify()
+	for i, w := range []<-chan struct{}{w1, w2} {
+		select {
+		case <-w:
+		default:
+			t.Errorf("waiter %d not woken", i)
+		}
+	}
+	select {
+	case <-b.Wait():
+		t.Error("a new waiter was woken by the old notification")
+	default:
+	}
+	b.Notify() // without waiters: nothing to wake, no panic
+}
