@@ -208,11 +208,8 @@ func (c *cli) deleteCmd(pos []string, o deleteOptions) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case o.gracePeriod < -1:
-		return usageErr("delete: --grace-period %d: want -1 (the pod's own) or more", o.gracePeriod)
-	case o.gracePeriod >= 0:
-		return usageErr("delete: --grace-period %d: slicelet stops a pod with its terminationGracePeriodSeconds; set it in the manifest and apply it before deleting", o.gracePeriod)
+	if o.gracePeriod < -1 {
+		return usageErr("delete: --grace-period %d: want -1 (the pod's own), 0 (at once) or a number of seconds", o.gracePeriod)
 	}
 	cl, err := c.client()
 	if err != nil {
@@ -235,7 +232,13 @@ func (c *cli) deleteCmd(pos []string, o deleteOptions) error {
 	failed := false
 	var deleted []podKey
 	for _, t := range targets {
-		if err := cl.DeletePod(c.ctx, t.namespace, t.name); err != nil {
+		del := cl.DeletePod
+		if o.gracePeriod >= 0 {
+			del = func(ctx context.Context, ns, name string) error {
+				return cl.DeletePodGrace(ctx, ns, name, time.Duration(o.gracePeriod)*time.Second)
+			}
+		}
+		if err := del(c.ctx, t.namespace, t.name); err != nil {
 			if isFatal(err) {
 				return err
 			}

@@ -118,7 +118,7 @@ removing their file. With --wait (the default) slicectl returns when the pods ar
 	f.BoolVarP(&o.recursive, "recursive", "R", false, "read the directories of -f recursively")
 	f.BoolVar(&o.all, "all", false, "every pod of the namespace (-A: of every namespace)")
 	f.StringVarP(&o.selector, "selector", "l", "", "label selector of the pods to delete")
-	f.IntVar(&o.gracePeriod, "grace-period", -1, "-1: the pod's terminationGracePeriodSeconds (the only value slicelet takes)")
+	f.IntVar(&o.gracePeriod, "grace-period", -1, "seconds the containers get to stop (-1: the pod's terminationGracePeriodSeconds; 0: at once)")
 	f.BoolVar(&o.wait, "wait", true, "wait until the pods are gone")
 	f.DurationVar(&o.timeout, "timeout", 0, "how long --wait waits (0: as long as it takes)")
 	return cmd

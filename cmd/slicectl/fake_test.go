@@ -45,6 +45,8 @@ type fakeDaemon struct {
 	nodeMetrics []metricsv1beta1.NodeMetrics
 	// now is when the fixture was made (its pods are three hours old).
 	now time.Time
+	// graces are the DeletePodGrace calls, "namespace/name grace".
+	graces []string
 }
 
 func (f *fakeDaemon) ListPods(context.Context) ([]v1.Pod, error) {
@@ -120,6 +122,14 @@ func (f *fakeDaemon) DeletePod(_ context.Context, ns, name string) error {
 	}
 	delete(f.pods, key)
 	return nil
+}
+
+// DeletePodGrace records the grace (api.GracefulDeleter) and deletes.
+func (f *fakeDaemon) DeletePodGrace(ctx context.Context, ns, name string, grace time.Duration) error {
+	f.mu.Lock()
+	f.graces = append(f.graces, fmt.Sprintf("%s/%s %s", ns, name, grace))
+	f.mu.Unlock()
+	return f.DeletePod(ctx, ns, name)
 }
 
 func (f *fakeDaemon) Logs(_ context.Context, ns, name, container string, opts pods.LogOptions, w io.Writer) error {

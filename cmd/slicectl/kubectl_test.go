@@ -99,7 +99,8 @@ func TestManifestInputs(t *testing.T) {
 		{name: "delete by label, none left", args: []string{"delete", "pods", "-l", "app=web"}, errOut: "No resources found in default namespace.\n"},
 		{name: "delete --all of a namespace", args: []string{"delete", "pods", "--all", "-n", "kube-system"}, out: "pod \"dns\" deleted\n"},
 		{name: "delete names and -f", args: []string{"delete", "pod", "a", "-f", tree}, code: exitUsage, errOut: "give one of names, -f, --all and -l"},
-		{name: "grace period", args: []string{"delete", "pod", "in1", "--grace-period", "5"}, code: exitUsage, errOut: "--grace-period 5: slicelet stops a pod with its terminationGracePeriodSeconds"},
+		{name: "grace period", args: []string{"delete", "pod", "in1", "--grace-period", "5", "--wait=false"}, out: "pod \"in1\" deleted\n"},
+		{name: "bad grace period", args: []string{"delete", "pod", "in2", "--grace-period", "-2"}, code: exitUsage, errOut: "--grace-period -2: want -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCLIStdin(t, tc.stdin, append(tc.args, "--socket", sock)...)
@@ -115,10 +116,13 @@ func TestManifestInputs(t *testing.T) {
 			t.Errorf("%s was not deleted", gone)
 		}
 	}
-	for _, kept := range []string{"default/in1", "default/in2", "default/static"} {
+	for _, kept := range []string{"default/in2", "default/static"} {
 		if _, ok := f.pods[kept]; !ok {
 			t.Errorf("%s is gone", kept)
 		}
+	}
+	if strings.Join(f.graces, ",") != "default/in1 5s" {
+		t.Errorf("graces the daemon got: %v, want default/in1 5s", f.graces)
 	}
 }
 

@@ -156,6 +156,17 @@ func (b *backend) DeletePod(_ context.Context, namespace, name string) error {
 	return nil
 }
 
+var _ api.GracefulDeleter = (*backend)(nil)
+
+// DeletePodGrace deletes an API pod whose containers get grace to stop (kubectl delete
+// --grace-period): the controller is told before the store drops the pod.
+func (b *backend) DeletePodGrace(ctx context.Context, namespace, name string, grace time.Duration) error {
+	if p, ok := b.ctrl.Pod(namespace, name); ok && p.Annotations[pods.AnnotationSource] != pods.SourceFile {
+		b.ctrl.SetDeletionGrace(namespace, name, grace)
+	}
+	return b.DeletePod(ctx, namespace, name)
+}
+
 func (b *backend) Logs(ctx context.Context, namespace, name, container string, opts pods.LogOptions, w io.Writer) error {
 	p, ok := b.ctrl.Pod(namespace, name)
 	if !ok {

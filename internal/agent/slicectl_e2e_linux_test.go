@@ -34,8 +34,8 @@ func (l *lockedBuffer) String() string {
 // TestIntegrationSlicectlAsKubectl drives make build's slicectl against a real slicelet the way a
 // kubectl user would: apply from the standard input, get -w seeing Pending then Running, a
 // server dry run that stores nothing, logs with --since/--since-time/--timestamps/--tail,
-// completion of a pod name, the pod's events (events, describe) and delete -f - waiting until
-// the pod is gone.
+// completion of a pod name, the pod's events (events, describe) and delete -f - --grace-period
+// waiting until the pod is gone.
 func TestIntegrationSlicectlAsKubectl(t *testing.T) {
 	e := newDaemonEnv(t, "")
 	systemdtest.SandboxOnly(t, e.env, "slicectl's behaviours do not depend on the cgroup layout")
@@ -80,9 +80,10 @@ func TestIntegrationSlicectlAsKubectl(t *testing.T) {
 	t.Cleanup(func() { stopWatch(); _ = watch.Wait() })
 
 	// An init container keeps the pod Pending for two seconds, longer than a watch round.
-	web := "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  terminationGracePeriodSeconds: 1\n" +
+	// The app ignores SIGTERM: only delete's --grace-period keeps its deletion short.
+	web := "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  terminationGracePeriodSeconds: 60\n" +
 		"  initContainers:\n  - name: wait\n    command: [/bin/sleep, '2']\n" +
-		"  containers:\n  - name: app\n    command: [/bin/sh, -c, 'echo one; echo two; exec sleep infinity']\n"
+		"  containers:\n  - name: app\n    command: [/bin/sh, -c, 'trap \"\" TERM; echo one; echo two; while :; do sleep 1; done']\n"
 	if out := must(web, "apply", "-f", "-"); out != "pod/web created\n" {
 		t.Errorf("apply -f -: %q", out)
 	}
@@ -149,9 +150,15 @@ func TestIntegrationSlicectlAsKubectl(t *testing.T) {
 		t.Errorf("describe pod web has no events:\n%s", out)
 	}
 
-	// delete -f - waits until the pod is gone.
-	if out := must(web, "delete", "-f", "-"); out != "pod \"web\" deleted\n" {
+	// delete -f - waits until the pod is gone: 2 s for the app to stop, not the pod's 60.
+	start := time.Now()
+	if out := must(web, "delete", "-f", "-", "--grace-period", "2"); out != "pod \"web\" deleted\n" {
 		t.Errorf("delete -f -: %q", out)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("delete --grace-period 2 took %s: the pod's own 60 s applied", took)
+	} else {
+		t.Logf("delete --grace-period 2 --wait took %s", took.Round(time.Millisecond))
 	}
 	if out, errOut, _ := ctl("", "get", "pods", "-o", "name"); out != "" || !strings.Contains(errOut, "No resources found") {
 		t.Errorf("after delete --wait: %q %q", out, errOut)

@@ -15,7 +15,7 @@
 //	                                                 sent when the Backend (a PodNotifier) reports a change, else within a second
 //	GET    /v1/pods/{namespace}/{name}               v1.Pod
 //	POST   /v1/pods?dryRun=                          ApplyResult; body: one pod manifest, YAML or JSON, ≤ 1 MiB
-//	DELETE /v1/pods/{namespace}/{name}               204
+//	DELETE /v1/pods/{namespace}/{name}?gracePeriodSeconds=   204 (the grace needs a Backend that is a GracefulDeleter)
 //	GET    /v1/pods/{namespace}/{name}/log?container=&follow=&previous=&tail=&sinceTime=&sinceSeconds=&timestamps=   text, streamed
 //	GET    /v1/node                                  NodeInfo
 //	POST   /v1/explain/pod                           slices.PodExplanation; body: one pod manifest

@@ -607,3 +607,43 @@ func (c *Client) WatchEvents(ctx context.Context, fieldSelector, resourceVersion
 		}
 	}
 }
+
+// maxGracePeriod bounds gracePeriodSeconds (a day; the pod's own may be longer).
+const maxGracePeriod = 24 * time.Hour
+
+// GracefulDeleter is what a Backend implements to take DELETE's gracePeriodSeconds: DeletePod
+// whose containers are stopped within grace instead of the pod's terminationGracePeriodSeconds.
+type GracefulDeleter interface {
+	DeletePodGrace(ctx context.Context, namespace, name string, grace time.Duration) error
+}
+
+// deletePodGrace serves DELETE /v1/pods/{namespace}/{name}?gracePeriodSeconds=N.
+func (s *Server) deletePodGrace(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query().Get("gracePeriodSeconds")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || time.Duration(n)*time.Second > maxGracePeriod {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("query parameter gracePeriodSeconds=%q: want 0 to %d seconds", v, int64(maxGracePeriod/time.Second)), nil)
+		return
+	}
+	gd, ok := s.backend.(GracefulDeleter)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "gracePeriodSeconds: this slicelet stops pods with their own grace period only", nil)
+		return
+	}
+	if err := gd.DeletePodGrace(r.Context(), r.PathValue("namespace"), r.PathValue("name"), time.Duration(n)*time.Second); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// DeletePodGrace is DeletePod whose containers get grace to stop instead of the pod's
+// terminationGracePeriodSeconds.
+func (c *Client) DeletePodGrace(ctx context.Context, namespace, name string, grace time.Duration) error {
+	q := url.Values{"gracePeriodSeconds": {strconv.FormatInt(int64(grace/time.Second), 10)}}
+	resp, err := c.do(ctx, http.MethodDelete, podPath(namespace, name)+"?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
+}

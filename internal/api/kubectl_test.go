@@ -286,3 +286,20 @@ func TestBroadcast(t *testing.T) {
 	}
 	b.Notify() // without waiters: nothing to wake, no panic
 }
+
+func TestDeletePodGrace(t *testing.T) {
+	f := newFakeBackend()
+	f.add(labelled("web", "default", "Running", nil))
+	_, c := startServer(t, f, 0)
+	if err := c.DeletePodGrace(context.Background(), "default", "web", time.Second); statusOf(err) != 400 || !strings.Contains(err.Error(), "own grace period only") {
+		t.Errorf("grace without a GracefulDeleter: %v, want 400", err)
+	}
+	for _, q := range []string{"-1", "x", "86401"} {
+		if code, body := rawRequest(t, c, "DELETE", "/v1/pods/default/web?gracePeriodSeconds="+q, nil); code != 400 || !strings.Contains(body, "gracePeriodSeconds") {
+			t.Errorf("gracePeriodSeconds=%s: %d %s", q, code, body)
+		}
+	}
+	if _, err := c.GetPod(context.Background(), "default", "web"); err != nil {
+		t.Errorf("a refused delete deleted: %v", err)
+	}
+}

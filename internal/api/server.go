@@ -432,6 +432,10 @@ func (s *Server) applyPod(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deletePod(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Has("gracePeriodSeconds") {
+		s.deletePodGrace(w, r)
+		return
+	}
 	if err := s.backend.DeletePod(r.Context(), r.PathValue("namespace"), r.PathValue("name")); err != nil {
 		s.fail(w, r, err)
 		return

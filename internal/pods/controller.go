@@ -69,6 +69,9 @@ type podState struct {
 	nextSync  time.Time
 	deleting  bool
 	createdAt time.Time
+	// grace, when set, replaces the pod's termination grace period when it is deleted
+	// (kubectl delete --grace-period).
+	grace *time.Duration
 }
 
 // key is namespace/name.
@@ -229,7 +232,7 @@ func (c *Controller) reconcileDesiredLocked() {
 		if ps, ok := c.pods[uid]; ok {
 			if ps.deleting {
 				// Came back (e.g. the manifest was restored) before the delete ran.
-				ps.deleting = false
+				ps.deleting, ps.grace = false, nil
 			}
 			if !ps.admitted && ps.status.Reason == ReasonEvicted {
 				// Keep the evicted pod's record (annotations, status) until its source changes it.
@@ -458,7 +461,10 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 		c.mu.Unlock()
 		return
 	}
-	pod, deleting := ps.desired.Pod, ps.deleting
+	pod, deleting, grace := ps.desired.Pod, ps.deleting, lifecycle.GracePeriod(ps.desired.Pod)
+	if ps.grace != nil {
+		grace = *ps.grace
+	}
 	if deleting && !ps.admitted {
 		// A rejected pod never got a slice or containers: nothing to stop.
 		delete(c.pods, uid)
@@ -468,7 +474,7 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 	c.mu.Unlock()
 
 	if deleting {
-		err := c.deletePod(ctx, pod)
+		err := c.deletePod(ctx, pod, grace)
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if err != nil {
@@ -541,10 +547,10 @@ func resyncAfter(s v1.PodStatus) time.Duration {
 	return steadyResync
 }
 
-// deletePod stops the containers gracefully, destroys the slice and forgets the pod.
-func (c *Controller) deletePod(ctx context.Context, pod *v1.Pod) error {
+// deletePod stops the containers within grace, destroys the slice and forgets the pod.
+func (c *Controller) deletePod(ctx context.Context, pod *v1.Pod, grace time.Duration) error {
 	uid := string(pod.UID)
-	if _, err := c.rt.KillPod(ctx, pod, lifecycle.GracePeriod(pod)); err != nil {
+	if _, err := c.rt.KillPod(ctx, pod, grace); err != nil {
 		return fmt.Errorf("pod %s: stop containers: %w", key(pod), err)
 	}
 	if err := c.slices.DestroyPod(ctx, uid); err != nil {
@@ -707,4 +713,19 @@ func (c *Controller) event(pod *v1.Pod, eventType, reason, format string, args .
 	if c.events != nil {
 		c.events.Eventf(pod, eventType, reason, format, args...)
 	}
+}
+
+// SetDeletionGrace makes the next deletion of the pod namespace/name stop its containers within
+// grace instead of its terminationGracePeriodSeconds (kubectl delete --grace-period); call it
+// before the pod's source deletes it. It reports whether there is such a pod.
+func (c *Controller) SetDeletionGrace(namespace, name string, grace time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	found := false
+	for _, ps := range c.pods {
+		if p := ps.desired.Pod; p.Namespace == namespace && p.Name == name {
+			ps.grace, found = &grace, true
+		}
+	}
+	return found
 }

@@ -68,8 +68,9 @@ type fakeRuntime struct {
 	adopt    map[string]v1.PodStatus
 	relisted [][]string // the fresh pods each relist was given
 	down     bool
-	gate     chan struct{} // when set, SyncPod waits for it
-	entered  []string      // the UIDs SyncPod was called for, in order
+	gate     chan struct{}   // when set, SyncPod waits for it
+	entered  []string        // the UIDs SyncPod was called for, in order
+	graces   []time.Duration // the grace of every KillPod, in order
 }
 
 func (f *fakeRuntime) Name() string                     { return "fake" }
@@ -135,10 +136,11 @@ func (f *fakeRuntime) Relist(_ context.Context, fresh []*v1.Pod) (Relisted, erro
 	return res, nil
 }
 func (f *fakeRuntime) NextSync(string) time.Time { return time.Time{} }
-func (f *fakeRuntime) KillPod(_ context.Context, pod *v1.Pod, _ time.Duration) (v1.PodStatus, error) {
+func (f *fakeRuntime) KillPod(_ context.Context, pod *v1.Pod, grace time.Duration) (v1.PodStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.killed = append(f.killed, string(pod.UID))
+	f.graces = append(f.graces, grace)
 	return v1.PodStatus{Phase: v1.PodSucceeded}, nil
 }
 func (f *fakeRuntime) Forget(_ context.Context, uid string) error {
@@ -684,6 +686,34 @@ func TestControllerEvents(t *testing.T) {
 		}
 		if strings.Join(log.events, "\n") != strings.Join(want, "\n") {
 			t.Errorf("events:\n%s\nwant:\n%s", strings.Join(log.events, "\n"), strings.Join(want, "\n"))
+		}
+	})
+}
+
+// TestControllerDeletionGrace: a grace set before the source deletes the pod replaces its
+// terminationGracePeriodSeconds (default 30 s); without one, the pod's own applies.
+func TestControllerDeletionGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _, rt := newTestController(maxPods(10), SourceAPI)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(Snapshot{Source: SourceAPI, Pods: []Desired{desired(SourceAPI, "fast", "uid-fast"), desired(SourceAPI, "slow", "uid-slow")}})
+		synctest.Wait()
+		if c.SetDeletionGrace("default", "nosuch", time.Second) {
+			t.Error("SetDeletionGrace found a pod that does not exist")
+		}
+		if !c.SetDeletionGrace("default", "fast", 3*time.Second) {
+			t.Fatal("SetDeletionGrace did not find fast")
+		}
+		c.Update(Snapshot{Source: SourceAPI, Pods: []Desired{desired(SourceAPI, "slow", "uid-slow")}})
+		synctest.Wait()
+		c.Update(Snapshot{Source: SourceAPI})
+		synctest.Wait()
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		if !stdslices.Equal(rt.graces, []time.Duration{3 * time.Second, 30 * time.Second}) || !stdslices.Equal(rt.killed, []string{"uid-fast", "uid-slow"}) {
+			t.Errorf("killed %v with graces %v; want uid-fast in 3s, uid-slow in 30s", rt.killed, rt.graces)
 		}
 	})
 }
