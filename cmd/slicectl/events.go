@@ -31,7 +31,7 @@ func newEventsCmd(c *cli) *cobra.Command {
 		Short: "List the node's pod events, as kubectl events does",
 		Long: `List the events slicelet recorded about pods: admission (Admitted, or the rejection's reason such
 as OutOfcpu), the containers' Created, Started, Killing, BackOff and Failed, and Evicted. slicelet
-keeps at most 50 events a pod and 1000 in all, in memory.`,
+keeps at most 50 events a pod and 1000 in all, across restarts.`,
 		Example: `  slicectl events
   slicectl events -A --types Warning
   slicectl events --for pod/web -w`,

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -159,8 +160,12 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	d.alloc = slices.NodeAllocatable(capacity, d.mcfg.Node.SystemReserved, d.mcfg.Node.KubeReserved, d.mcfg.Node.HardEviction)
 
 	hostname, _ := os.Hostname()
-	// The pods' events: kept (bounded) for slicectl describe and events, and logged at debug.
+	// The pods' events: kept (bounded, and across restarts) for slicectl describe and events,
+	// and logged at debug. A broken events file costs the old events, not the start.
 	d.events = events.NewStore(d.clock, hostname)
+	if err := d.events.Load(filepath.Join(cfg.StateDir, eventsFile)); err != nil {
+		log.Warn("previous events not loaded", "error", err)
+	}
 	recorder := teeRecorder{d.events, logRecorder{log.With("component", "events")}}
 	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, recorder, log); err != nil {
 		return nil, err
@@ -288,6 +293,9 @@ func (d *daemon) run(ctx context.Context) error {
 		wg.Go(func() { detectLoop(runCtx, d.clock, imageDetectPeriod, d.detect, d.health) })
 	}
 	wg.Go(func() { d.stats.Run(runCtx) })
+	wg.Go(func() {
+		d.events.Run(runCtx, filepath.Join(d.cfg.StateDir, eventsFile), eventsSaveInterval, d.log.With("component", "events"))
+	})
 	wg.Go(func() { d.evm.Run(runCtx) })
 	wg.Go(func() { d.runSource(runCtx, "manifest directory source", manifestsWarnable, d.dir.Run) })
 	wg.Go(func() { d.runSource(runCtx, "api pod source", apiStoreWarnable, d.store.Run) })
@@ -334,6 +342,13 @@ func (d *daemon) run(ctx context.Context) error {
 
 // adoptTimeout bounds the wait for the pods' adoption before the API is served and READY sent.
 const adoptTimeout = 30 * time.Second
+
+// The pods' events are saved in the state directory's eventsFile every eventsSaveInterval when
+// they changed, and when slicelet stops.
+const (
+	eventsFile         = "events.json"
+	eventsSaveInterval = 30 * time.Second
+)
 
 // runSource runs a pod source until ctx ends: its snapshots go to the controller and their
 // problems (manifests that do not decode, stored pods that do not load) to the health

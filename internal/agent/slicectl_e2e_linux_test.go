@@ -35,7 +35,7 @@ func (l *lockedBuffer) String() string {
 // kubectl user would: apply from the standard input, get -w seeing Pending then Running, a
 // server dry run that stores nothing, logs with --since/--since-time/--timestamps/--tail,
 // completion of a pod name, the pod's events (events, describe) and delete -f - --grace-period
-// waiting until the pod is gone.
+// waiting until the pod is gone; the events are still there after a restart.
 func TestIntegrationSlicectlAsKubectl(t *testing.T) {
 	e := newDaemonEnv(t, "")
 	systemdtest.SandboxOnly(t, e.env, "slicectl's behaviours do not depend on the cgroup layout")
@@ -167,4 +167,14 @@ func TestIntegrationSlicectlAsKubectl(t *testing.T) {
 		t.Errorf("pod slices after delete --wait: %+v, %v", list, err)
 	}
 	t.Logf("get -w printed:\n%s", watched.String())
+
+	// The events outlive slicelet: a restarted daemon still shows them.
+	stopWatch()
+	if err := e.sd.Stop(t.Context(), unit); err != nil {
+		t.Fatal(err)
+	}
+	agentService(t, e.sd, unit, e.cfgPath)
+	if out := must("", "events", "--for", "pod/web"); !strings.Contains(out, "Started container app") {
+		t.Errorf("events after a restart:\n%s", out)
+	}
 }

@@ -1,4 +1,4 @@
-// Package events keeps the node's pod events in memory, bounded, as the kubelet's recorder
+// Package events keeps the node's pod events, bounded (and saved for the next slicelet), as the kubelet's recorder
 // would send them to the API server: the worker's container events (Created, Started, Killing,
 // BackOff, Failed, Pulling, Pulled), the controller's admission verdicts and evictions. An event
 // repeated for the same object with the same type, reason and message is counted, not stored
@@ -30,16 +30,18 @@ const (
 
 // Store records events (Eventf, client-go's record.EventRecorder method) and lists them.
 type Store struct {
-	clock  clock.Clock
+	clock  clock.WithTicker
 	source string
 	mu     sync.Mutex
 	// events in the order they were last seen; rv is the last resource version given.
 	events []*v1.Event
 	rv     uint64
+	// saved is the resource version last written by Run.
+	saved uint64
 }
 
 // NewStore returns an empty store; host names the source (the events' source.host).
-func NewStore(c clock.Clock, host string) *Store {
+func NewStore(c clock.WithTicker, host string) *Store {
 	if c == nil {
 		c = clock.RealClock{}
 	}
