@@ -70,13 +70,13 @@ PKG_ARCH    = $(shell $(GO) env GOARCH)
 package:
 	CGO_ENABLED=0 GOFLAGS="$$($(GO) env GOFLAGS) -buildmode=pie" \
 	  $(MAKE) --no-print-directory build LDFLAGS='$(LDFLAGS) -s -w'
-	packaging/prepare.sh '$(PKG_VERSION)' build/package
+	GO='$(GO)' SOURCE_DATE_EPOCH='$(PKG_EPOCH)' packaging/prepare.sh '$(PKG_VERSION)' build/package
 	@mkdir -p dist
 	rm -f dist/slicelet_*.deb dist/slicelet-*.rpm
 	@# Debian control files have no License field (the licence is in .../doc/slicelet/copyright).
 	sed '/^license:/d' packaging/nfpm.yaml >build/package/nfpm-deb.yaml
 	for p in deb rpm; do \
-	  config=packaging/nfpm.yaml; [ $$p = rpm ] || config=build/package/nfpm-deb.yaml; \
+	  config=build/package/nfpm-rpm.yaml; [ $$p = rpm ] || config=build/package/nfpm-deb.yaml; \
 	  SLICELET_VERSION='$(PKG_VERSION)' GOARCH='$(PKG_ARCH)' SOURCE_DATE_EPOCH='$(PKG_EPOCH)' \
 	    $(GO) tool nfpm package --config $$config --packager $$p --target dist/ || exit 1; \
 	done

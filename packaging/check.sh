@@ -60,6 +60,8 @@ want=(
 	/etc/slicelet/pods.d
 	/usr/share/man/man8/slicelet.8.gz
 	/usr/share/man/man1/slicectl.1.gz
+	/usr/share/man/man1/slicectl-get.1.gz
+	/usr/share/man/man8/slicelet-run.8.gz
 	/usr/share/man/man5/slicelet.toml.5.gz
 	/usr/share/bash-completion/completions/slicectl
 	/usr/share/bash-completion/completions/slicelet
@@ -95,7 +97,7 @@ done
 for s in PREIN POSTIN PREUN POSTUN; do
 	[ -n "$(rpm -qp --qf "%{$s}" "$rpm" 2>/dev/null | grep -v '^(none)$')" ] || fail "$rpm lacks the $s scriptlet"
 done
-for f in packaging/completion/*.bash; do
+for f in build/package/completion/*.bash; do
 	bash -n "$f" || fail "$f: bash syntax"
 done
 
@@ -135,9 +137,9 @@ mkdir -p "$unitdir" "$scratch/man/man1" "$scratch/man/man5" "$scratch/man/man8"
 # binary make package just built, and find Documentation= man pages in the built pages.
 sed "s|^ExecStart=/usr/bin/slicelet |ExecStart=$PWD/bin/slicelet |" packaging/slicelet.service >"$unitdir/slicelet.service"
 grep -q "^ExecStart=$PWD/bin/slicelet run\$" "$unitdir/slicelet.service" || fail "slicelet.service: ExecStart is not /usr/bin/slicelet run"
-cp build/package/man/slicectl.1.gz "$scratch/man/man1/"
+cp build/package/man/*.1.gz "$scratch/man/man1/"
 cp build/package/man/slicelet.toml.5.gz "$scratch/man/man5/"
-cp build/package/man/slicelet.8.gz "$scratch/man/man8/"
+cp build/package/man/*.8.gz "$scratch/man/man8/"
 # The drop-in's [Slice] section, checked as a slice of its own.
 cp packaging/system.slice.conf "$unitdir/slicelet-check.slice"
 if ! out=$(MANPATH="$scratch/man" systemd-analyze verify "$unitdir/slicelet.service" "$unitdir/slicelet-check.slice" 2>&1) || [ -n "$out" ]; then

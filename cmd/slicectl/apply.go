@@ -1,151 +1,53 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/yaml"
 
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/manifest"
 )
 
-// document is one manifest document of a file.
-type document struct {
-	// where names it in messages: the file, plus "document N" in multi-document files.
-	where string
-	data  []byte
+// applyOptions are apply's flags.
+type applyOptions struct {
+	files     []string
+	recursive bool
+	dryRun    string
 }
 
-// meta decodes the document leniently, for its name and namespace (the daemon does the strict
-// decoding); the namespace defaults to "default".
-func (d document) meta() *v1.Pod {
-	var pod v1.Pod
-	_ = yaml.Unmarshal(d.data, &pod)
-	if pod.Namespace == "" {
-		pod.Namespace = manifest.DefaultNamespace
-	}
-	return &pod
-}
-
-// readDocuments reads the files (a directory stands for its *.yaml, *.yml and *.json files in
-// lexical order) and splits them into documents, skipping empty ones.
-func readDocuments(paths []string) ([]document, error) {
-	var files []string
-	for _, p := range paths {
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, fmt.Errorf("pod manifest %s: %w", p, err)
-		}
-		if !st.IsDir() {
-			files = append(files, p)
-			continue
-		}
-		entries, err := os.ReadDir(p)
-		if err != nil {
-			return nil, fmt.Errorf("pod manifest directory %s: %w", p, err)
-		}
-		var in []string
-		for _, e := range entries {
-			switch filepath.Ext(e.Name()) {
-			case ".yaml", ".yml", ".json":
-				if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
-					in = append(in, filepath.Join(p, e.Name()))
-				}
-			}
-		}
-		sort.Strings(in)
-		if len(in) == 0 {
-			return nil, fmt.Errorf("pod manifest directory %s: no *.yaml, *.yml or *.json file", p)
-		}
-		files = append(files, in...)
-	}
-	var docs []document
-	for _, f := range files {
-		data, err := manifest.ReadBounded(f)
-		if err != nil {
-			return nil, fmt.Errorf("pod manifest %s: %w", f, err)
-		}
-		// Bounded before anything decodes it: an alias bomb would take slicectl down too.
-		if err := manifest.CheckBounds(data); err != nil {
-			return nil, fmt.Errorf("pod manifest %s: %w", f, err)
-		}
-		parts, err := splitDocuments(data)
-		if err != nil {
-			return nil, fmt.Errorf("pod manifest %s: %w", f, err)
-		}
-		if len(parts) == 0 {
-			return nil, fmt.Errorf("pod manifest %s: no pod in the file", f)
-		}
-		for i, part := range parts {
-			where := f
-			if len(parts) > 1 {
-				where = fmt.Sprintf("%s: document %d", f, i)
-			}
-			docs = append(docs, document{where: where, data: part})
-		}
-	}
-	return docs, nil
-}
-
-// splitDocuments splits a "---"-separated YAML stream (or one JSON object) into its non-empty
-// documents, numbered as manifest.Decode numbers them.
-func splitDocuments(data []byte) ([][]byte, error) {
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var docs [][]byte
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return docs, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if j, err := yaml.YAMLToJSON(doc); err == nil {
-			if t := bytes.TrimSpace(j); len(t) == 0 || string(t) == "null" {
-				continue
-			}
-		}
-		docs = append(docs, doc)
-	}
-}
+// Dry-run modes of apply --dry-run, kubectl's.
+const (
+	dryRunNone   = "none"
+	dryRunClient = "client"
+	dryRunServer = "server"
+)
 
 // applyCmd: apply -f FILE ... — each document is sent on its own; every result is printed as
 // kubectl prints it (pod/NAME created|configured|unchanged), every failure on stderr, and the
 // exit code is 1 if any document failed. A daemon that is down stops at the first document.
-func (c *cli) applyCmd(args []string) error {
-	fs := newFlagSet("apply")
-	c.addGlobalFlags(fs)
-	var files stringList
-	fs.Var(&files, "f", "pod manifest file or directory; repeatable")
-	fs.Var(&files, "filename", "pod manifest file or directory; repeatable")
-	dryRun := fs.String("dry-run", "none", `"server": the daemon checks everything (decoding, Pod Security, the runtime) and stores nothing`)
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return err
-	}
-	server, err := parseDryRun(*dryRun)
+// --dry-run=server has the daemon check and admit each pod and store nothing;
+// --dry-run=client decodes and validates each pod here and asks the daemon only whether it
+// exists.
+func (c *cli) applyCmd(pos []string, o applyOptions) error {
+	mode, err := parseDryRun(o.dryRun)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
 		return usageErr("apply: unexpected argument %q (use -f FILE)", pos[0])
 	}
-	if len(files) == 0 {
+	if len(o.files) == 0 {
 		return usageErr("apply: -f FILE is required")
 	}
-	docs, err := readDocuments(files)
+	docs, err := readDocuments(c.stdin, o.files, o.recursive)
 	if err != nil {
 		return err
 	}
@@ -153,12 +55,10 @@ func (c *cli) applyCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	nsSet := false
-	fs.Visit(func(f *flag.Flag) { nsSet = nsSet || f.Name == "n" || f.Name == "namespace" })
 	failed := false
 	for _, d := range docs {
 		data := d.data
-		if nsSet {
+		if c.global.namespaceSet {
 			if data, err = withNamespace(data, c.global.namespace); err != nil {
 				failed = true
 				fmt.Fprintf(c.stderr, "slicectl: %s: %v\n", d.where, err)
@@ -166,7 +66,7 @@ func (c *cli) applyCmd(args []string) error {
 			}
 		}
 		if kind := documentObjectKind(data); kind != "" {
-			if err := c.applyObject(cl, kind, data, server); err != nil {
+			if err := c.applyObject(cl, kind, data, mode != ""); err != nil {
 				if isFatal(err) {
 					return err
 				}
@@ -175,11 +75,15 @@ func (c *cli) applyCmd(args []string) error {
 			}
 			continue
 		}
-		apply := cl.ApplyPod
-		if server {
-			apply = cl.ApplyPodDryRun
+		var res api.ApplyResult
+		switch mode {
+		case dryRunClient:
+			res, err = c.applyClientDryRun(cl, document{where: d.where, source: d.source, data: data})
+		case dryRunServer:
+			res, err = cl.ApplyPodDryRun(c.ctx, data)
+		default:
+			res, err = cl.ApplyPod(c.ctx, data)
 		}
-		res, err := apply(c.ctx, data)
 		if err != nil {
 			if isFatal(err) {
 				return err
@@ -188,7 +92,18 @@ func (c *cli) applyCmd(args []string) error {
 			c.reportDocError(d.where, err)
 			continue
 		}
-		fmt.Fprintf(c.stdout, "pod/%s %s%s\n", res.Pod.Name, res.Action, dryRunSuffix(res.DryRun))
+		suffix := ""
+		switch {
+		case mode == dryRunClient:
+			suffix = " (dry run)"
+		case res.DryRun:
+			suffix = " (server dry run)"
+		}
+		fmt.Fprintf(c.stdout, "pod/%s %s%s\n", res.Pod.Name, res.Action, suffix)
+		if res.DryRun && res.Pod.Status.Phase == v1.PodFailed && res.Pod.Status.Reason != "" {
+			fmt.Fprintf(c.stderr, "slicectl: %s: admission would reject pod/%s: %s: %s\n", d.where, res.Pod.Name, res.Pod.Status.Reason, res.Pod.Status.Message)
+			failed = true
+		}
 	}
 	if failed {
 		return errReported
@@ -196,26 +111,36 @@ func (c *cli) applyCmd(args []string) error {
 	return nil
 }
 
-// parseDryRun reads apply's --dry-run as kubectl takes it: "none" or "server" (true for
-// server). "client" is refused: only the daemon can say what it would decide.
-func parseDryRun(v string) (server bool, err error) {
-	switch v {
-	case "none", "":
-		return false, nil
-	case "server":
-		return true, nil
-	case "client":
-		return false, usageErr(`apply: --dry-run=client is not supported: use --dry-run=server, which has slicelet check everything and store nothing`)
+// applyClientDryRun decodes and validates a document with the daemon's decoder (internal/manifest), then asks the daemon
+// whether the pod exists (created or configured).
+func (c *cli) applyClientDryRun(cl *api.Client, d document) (api.ApplyResult, error) {
+	pods, err := manifest.Parse(d.where, d.source, d.data)
+	if err != nil {
+		return api.ApplyResult{}, &api.InvalidError{Problems: strings.Split(err.Error(), "\n")}
 	}
-	return false, usageErr(`apply: --dry-run=%q: want "none" or "server"`, v)
+	if len(pods) != 1 {
+		return api.ApplyResult{}, fmt.Errorf("holds %d pods; apply one pod per document", len(pods))
+	}
+	res := api.ApplyResult{Action: api.ActionCreated, Pod: *pods[0]}
+	_, err = cl.GetPod(c.ctx, pods[0].Namespace, pods[0].Name)
+	switch {
+	case err == nil:
+		res.Action = api.ActionConfigured
+	case !errors.Is(err, api.ErrNotFound):
+		return res, err
+	}
+	return res, nil
 }
 
-// dryRunSuffix is what kubectl adds to the result of a dry run.
-func dryRunSuffix(dry bool) string {
-	if dry {
-		return " (server dry run)"
+// parseDryRun reads apply's --dry-run as kubectl takes it: none, client or server.
+func parseDryRun(v string) (string, error) {
+	switch v {
+	case dryRunNone, "":
+		return dryRunNone, nil
+	case dryRunClient, dryRunServer:
+		return v, nil
 	}
-	return ""
+	return "", usageErr(`apply: --dry-run=%q: want "none", "client" or "server"`, v)
 }
 
 // withNamespace puts a manifest into namespace ns, as kubectl apply -n does: a manifest without
@@ -272,41 +197,185 @@ func (c *cli) reportDocError(where string, err error) {
 	fmt.Fprintf(c.stderr, "slicectl: %s: %v\n", where, err)
 }
 
-// deleteCmd: delete pod NAME ...
-func (c *cli) deleteCmd(args []string) error {
-	fs := newFlagSet("delete")
-	c.addGlobalFlags(fs)
-	pos, err := c.parse(fs, args)
+// deleteOptions are delete's flags.
+type deleteOptions struct {
+	files       []string
+	recursive   bool
+	all         bool
+	selector    string
+	gracePeriod int
+	wait        bool
+	timeout     time.Duration
+}
+
+// podKey names a pod to delete and where it came from.
+type podKey struct{ namespace, name, where string }
+
+// deleteCmd: delete pod NAME ..., delete -f FILE, delete pods --all or -l SELECTOR; with --wait
+// (the default) it returns when the pods are gone, as kubectl does.
+func (c *cli) deleteCmd(pos []string, o deleteOptions) error {
+	targets, err := c.deleteTargets(pos, o)
 	if err != nil {
 		return err
 	}
-	names, err := podArgs("delete", pos)
-	if err != nil {
-		return err
-	}
-	if len(names) == 0 {
-		return usageErr("delete pod: NAME is required")
+	if o.gracePeriod < -1 {
+		return usageErr("delete: --grace-period %d: want -1 (the pod's own), 0 (at once) or a number of seconds", o.gracePeriod)
 	}
 	cl, err := c.client()
 	if err != nil {
 		return err
 	}
+	if targets == nil {
+		pl, err := cl.ListPodList(c.ctx, c.listOptions(getOptions{selector: o.selector}))
+		if err != nil {
+			return err
+		}
+		sortByNamespaceName(pl.Items)
+		for _, p := range pl.Items {
+			targets = append(targets, podKey{namespace: p.Namespace, name: p.Name})
+		}
+		if len(targets) == 0 {
+			c.noResources()
+			return nil
+		}
+	}
 	failed := false
-	for _, name := range names {
-		if err := cl.DeletePod(c.ctx, c.global.namespace, name); err != nil {
+	var deleted []podKey
+	for _, t := range targets {
+		del := cl.DeletePod
+		if o.gracePeriod >= 0 {
+			del = func(ctx context.Context, ns, name string) error {
+				return cl.DeletePodGrace(ctx, ns, name, time.Duration(o.gracePeriod)*time.Second)
+			}
+		}
+		if err := del(c.ctx, t.namespace, t.name); err != nil {
 			if isFatal(err) {
 				return err
 			}
 			failed = true
-			fmt.Fprintf(c.stderr, "slicectl: %v\n", err)
+			if t.where != "" {
+				fmt.Fprintf(c.stderr, "slicectl: %s: %v\n", t.where, err)
+			} else {
+				fmt.Fprintf(c.stderr, "slicectl: %v\n", err)
+			}
 			continue
 		}
-		fmt.Fprintf(c.stdout, "pod %q deleted\n", name)
+		deleted = append(deleted, t)
+		fmt.Fprintf(c.stdout, "pod %q deleted\n", t.name)
+	}
+	if o.wait && len(deleted) > 0 {
+		if err := c.waitDeleted(cl, deleted, o.timeout); err != nil {
+			return err
+		}
 	}
 	if failed {
 		return errReported
 	}
 	return nil
+}
+
+// deleteTargets reads what to delete: names, or -f's documents; nil means the namespace's pods
+// (--all) or those -l selects.
+func (c *cli) deleteTargets(pos []string, o deleteOptions) ([]podKey, error) {
+	ways := 0
+	for _, b := range []bool{len(o.files) > 0, o.all, o.selector != "", len(pos) > 0 && !(len(pos) == 1 && isPodResource(pos[0]))} {
+		if b {
+			ways++
+		}
+	}
+	switch {
+	case ways == 0 && len(pos) == 0:
+		return nil, usageErr("delete: what to delete: delete pod NAME, delete -f FILE, delete pods --all or -l SELECTOR")
+	case ways > 1:
+		return nil, usageErr("delete: give one of names, -f, --all and -l")
+	case len(o.files) > 0 && len(pos) > 0:
+		return nil, usageErr("delete: unexpected argument %q with -f", pos[0])
+	}
+	if len(o.files) > 0 {
+		docs, err := readDocuments(c.stdin, o.files, o.recursive)
+		if err != nil {
+			return nil, err
+		}
+		var keys []podKey
+		for _, d := range docs {
+			m := d.meta()
+			if m.Name == "" {
+				return nil, fmt.Errorf("%s: metadata.name: required", d.where)
+			}
+			ns := m.Namespace
+			if c.global.namespaceSet && !strings.Contains(string(d.data), "namespace:") && !strings.Contains(string(d.data), `"namespace"`) {
+				ns = c.global.namespace
+			}
+			keys = append(keys, podKey{namespace: ns, name: m.Name, where: d.where})
+		}
+		return keys, nil
+	}
+	if o.all || o.selector != "" {
+		if len(pos) > 0 && !(len(pos) == 1 && isPodResource(pos[0])) {
+			return nil, usageErr("delete: --all and -l select pods; they cannot be combined with names")
+		}
+		return nil, nil
+	}
+	names, err := podArgs("delete", pos)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, usageErr("delete pod: NAME is required")
+	}
+	keys := make([]podKey, len(names))
+	for i, n := range names {
+		keys[i] = podKey{namespace: c.global.namespace, name: n}
+	}
+	return keys, nil
+}
+
+// waitDeleted waits until every pod is gone (its containers stopped and its slice removed by
+// slicelet), through the daemon's watch; timeout 0 waits as long as it takes.
+func (c *cli) waitDeleted(cl *api.Client, keys []podKey, timeout time.Duration) error {
+	ctx := c.ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	left := map[string]bool{}
+	for _, k := range keys {
+		left[k.namespace+"/"+k.name] = true
+	}
+	present := map[string]bool{}
+	errDone := errors.New("done")
+	err := cl.WatchPods(ctx, api.ListOptions{}, func(e api.WatchEvent) error {
+		key := e.Pod.Namespace + "/" + e.Pod.Name
+		switch e.Type {
+		case watch.Added, watch.Modified:
+			present[key] = true
+		case watch.Deleted:
+			delete(present, key)
+		}
+		if e.Type == watch.Bookmark || e.Type == watch.Deleted {
+			for k := range left {
+				if !present[k] {
+					delete(left, k)
+				}
+			}
+			if len(left) == 0 {
+				return errDone
+			}
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errDone):
+		return nil
+	case c.ctx.Err() != nil:
+		return c.ctx.Err()
+	case ctx.Err() != nil:
+		return fmt.Errorf("timed out after %s waiting for %d pods to be gone", timeout, len(left))
+	case err == nil:
+		return fmt.Errorf("slicelet ended the watch before %d pods were gone", len(left))
+	}
+	return err
 }
 
 // isPodResource accepts kubectl's names for pods.

@@ -25,11 +25,11 @@ func TestReadDocumentsBounded(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := readDocuments([]string{path})
+			_, err := readDocuments(nil, []string{path}, false)
 			if !errors.Is(err, manifest.ErrTooLarge) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("readDocuments = %v, want %q", err, tc.want)
 			}
-			_, err = readPods([]string{path})
+			_, err = readPods(nil, []string{path}, false)
 			if !errors.Is(err, manifest.ErrTooLarge) {
 				t.Errorf("readPods (explain) = %v, want ErrTooLarge", err)
 			}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,43 +31,6 @@ const (
 	exitInterrupted = 130
 )
 
-const usage = `slicectl controls and explains slicelet.
-
-Usage:
-  slicectl get pods [NAME ...] [-o wide|json|yaml|name] [-A]
-  slicectl get pod NAME [-o wide|json|yaml|name]
-  slicectl describe pod NAME
-  slicectl apply -f FILE [-f FILE ...] [--dry-run=server]   FILE: YAML (multi-document) or JSON manifest, or a directory
-  slicectl delete pod NAME [NAME ...]
-  slicectl logs NAME [-c CONTAINER] [-f] [--previous] [--tail N]
-  slicectl node [-o json|yaml]
-  slicectl top pods [NAME] [--containers] [-A] [--sort-by cpu|memory] [--sum] [--no-headers]
-  slicectl top node [--sort-by cpu|memory] [--no-headers]      CPU(cores) and MEMORY(bytes) as kubectl top shows them
-  slicectl gc images|containers [--dry-run] [-o json]   collect now (what the GC timers run), or preview
-  slicectl explain pod -f POD.yaml [--online] [--config F] [--cgroup-mode v1|v2] [--capacity LIST] [-o json]
-  slicectl explain node [--online|--offline] [--config F] [--cgroup-mode v1|v2] [--capacity LIST] [-f POD.yaml ...] [-o json]
-  slicectl explain gc images|containers --state FILE [--config F] [-o json]
-  slicectl explain eviction [-o json]                          the daemon's last eviction decision
-  slicectl explain eviction --observations FILE [--config F] [-o json]   replay a recorded episode offline
-
-Flags for every command that talks to slicelet:
-  -n, --namespace NS   namespace of the pods (default "default"); for apply, the namespace of
-                       manifests that name none (one naming another is an error)
-  --socket PATH        slicelet's API socket (default: [api] socket of --config, else ` + api.DefaultSocket + `)
-  --config FILE        slicelet's configuration (default ` + config.DefaultPath + `)
-
-explain pod is offline unless --online: it computes what slicelet would create from the
-configuration, the manifests and the node's capacity (read from this machine unless --capacity
-is given, e.g. --capacity cpu=4,memory=16Gi,pids=4194304). With --online the running slicelet
-explains the manifests with its own configuration, capacity and cgroup mode.
-explain node asks the running slicelet (its real configuration, capacity and pods) when no -f,
---config, --capacity or --cgroup-mode is given; if slicelet is not reachable it explains offline
-and says so. --offline always explains offline; --online requires the daemon.
-
-Exit codes: 0 success, 1 failure, 2 usage error, 3 slicelet not reachable,
-4 permission denied (run as root or as a member of the socket's group), 130 interrupted.
-`
-
 // errUsage marks errors that are the caller's fault (exit 2).
 var errUsage = errors.New("usage")
 
@@ -78,38 +40,22 @@ func usageErr(format string, args ...any) error {
 
 // run is slicectl with its arguments; it returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, usage)
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return exitOK
-	}
+	return runIO(args, os.Stdin, stdout, stderr)
+}
+
+// runIO is run with the standard input given (what -f - reads).
+func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c := &cli{ctx: ctx, stdout: stdout, stderr: stderr}
-	var err error
-	switch args[0] {
-	case "explain":
-		err = c.explainCmd(args[1:])
-	case "get":
-		err = c.getCmd(args[1:])
-	case "describe":
-		err = c.describeCmd(args[1:])
-	case "apply":
-		err = c.applyCmd(args[1:])
-	case "delete":
-		err = c.deleteCmd(args[1:])
-	case "logs", "log":
-		err = c.logsCmd(args[1:])
-	case "node":
-		err = c.nodeCmd(args[1:])
-	case "gc":
-		err = c.gcCmd(args[1:])
-	case "top":
-		err = c.topCmd(args[1:])
-	default:
-		err = usageErr("unknown command %q", args[0])
+	c := &cli{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
+	root := newRootCmd(c)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err != nil && isCobraUsage(err) {
+		err = usageErr("%s", strings.TrimSpace(strings.ReplaceAll(err.Error(), "\n", " ")))
 	}
 	return c.exit(err)
 }
@@ -120,11 +66,10 @@ func (c *cli) exit(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(c.stdout, usage)
-		return exitOK
+	case errors.Is(err, errUsageShown):
+		return exitUsage
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(c.stderr, "slicectl: %s\nRun 'slicectl help' for usage.\n", strings.TrimPrefix(err.Error(), "usage: "))
+		fmt.Fprintf(c.stderr, "slicectl: %s\nRun 'slicectl --help' for usage.\n", strings.TrimPrefix(err.Error(), "usage: "))
 		return exitUsage
 	case errors.Is(err, errReported):
 		return exitFailure
@@ -149,42 +94,23 @@ var errReported = errors.New("reported")
 // cli is one invocation's context and outputs.
 type cli struct {
 	ctx            context.Context
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	global         globalOptions
 }
 
-// globalOptions are the flags every daemon-facing command accepts.
+// globalOptions are the flags every command accepts, before or after the verb.
 type globalOptions struct {
 	namespace  string
 	socket     string
 	configPath string
-	// configSet is true when --config was given.
-	configSet bool
-}
-
-// addGlobalFlags registers -n/--namespace, --socket and --config on fs.
-func (c *cli) addGlobalFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.global.namespace, "n", "default", "namespace")
-	fs.StringVar(&c.global.namespace, "namespace", "default", "namespace")
-	fs.StringVar(&c.global.socket, "socket", "", "slicelet's API socket")
-	fs.StringVar(&c.global.configPath, "config", config.DefaultPath, "slicelet's configuration file")
-}
-
-// parse parses fs (flags may follow positional arguments) and records which globals were set.
-func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return nil, err
-	}
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "config" {
-			c.global.configSet = true
-		}
-	})
-	if c.global.namespace == "" {
-		return nil, usageErr("-n: the namespace must not be empty")
-	}
-	return pos, nil
+	output     string
+	// allNamespaces is -A.
+	allNamespaces bool
+	// verbosity is -v: 6 or more traces the API requests.
+	verbosity int
+	// configSet is true when --config was given, namespaceSet when -n was.
+	configSet, namespaceSet bool
 }
 
 // socketPath is --socket, else [api] socket of the configuration, else the default. A
@@ -214,37 +140,9 @@ func (c *cli) client() (*api.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return api.NewClient(sock), nil
-}
-
-// stringList is a repeatable string flag (-f a -f b).
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
-// newFlagSet returns a flag set that reports errors instead of exiting.
-func newFlagSet(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	return fs
-}
-
-// parseFlags parses args, allowing flags after positional arguments (kubectl style).
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, usageErr("%s: %v", fs.Name(), err)
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+	cl := api.NewClient(sock)
+	if c.global.verbosity >= 6 {
+		cl.Trace = c.stderr
 	}
+	return cl, nil
 }

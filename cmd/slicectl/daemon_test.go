@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/slicelet/slicelet/internal/api"
 )
@@ -76,9 +77,9 @@ func TestGetPods(t *testing.T) {
 			"web      1/1     Running            3 (30m ago)   3h\n",
 		}},
 		{name: "wide", args: []string{"get", "pods", "-o", "wide"}, out: []string{
-			"NAME READY STATUS RESTARTS AGE QOS SLICE SOURCE\n",
-			"static 3/3 Running 0 3h BestEffort kubepods-besteffort-podaaaaaaaa_0000_0000_0000_000000000002.slice file:/etc/slicelet/pods.d/static.yaml\n",
-			"web 1/1 Running 3 (30m ago) 3h Burstable kubepods-burstable-podaaaaaaaa_0000_0000_0000_000000000001.slice api\n",
+			"NAME READY STATUS RESTARTS AGE IP NODE NOMINATED NODE READINESS GATES QOS SLICE SOURCE\n",
+			"static 3/3 Running 0 3h <none> <none> <none> <none> BestEffort kubepods-besteffort-podaaaaaaaa_0000_0000_0000_000000000002.slice file:/etc/slicelet/pods.d/static.yaml\n",
+			"web 1/1 Running 3 (30m ago) 3h <none> <none> <none> <none> Burstable kubepods-burstable-podaaaaaaaa_0000_0000_0000_000000000001.slice api\n",
 		}},
 		{name: "all namespaces", args: []string{"get", "pods", "-A"}, out: []string{
 			"NAMESPACE NAME READY STATUS RESTARTS AGE\n",
@@ -96,7 +97,7 @@ func TestGetPods(t *testing.T) {
 		{name: "yaml list", args: []string{"get", "pods", "-o", "yaml"}, out: []string{"apiVersion: v1\nitems:\n", "kind: List\n"}},
 		{name: "missing pod", args: []string{"get", "pod", "nope"}, code: exitFailure, errOut: []string{`slicectl: pod "default/nope": not found`}},
 		{name: "one missing of two", args: []string{"get", "pods", "web", "nope"}, code: exitFailure, out: []string{"web 1/1"}, errOut: []string{"nope"}},
-		{name: "bad output", args: []string{"get", "pods", "-o", "xml"}, code: exitUsage, errOut: []string{`get: -o "xml": must be wide, json, yaml or name`}},
+		{name: "bad output", args: []string{"get", "pods", "-o", "xml"}, code: exitUsage, errOut: []string{`get: -o "xml": must be wide, json, yaml, name, jsonpath=..., go-template=..., custom-columns=...`}},
 		{name: "unknown resource", args: []string{"get", "deployments"}, code: exitUsage, errOut: []string{`unknown resource "deployments"`}},
 		{name: "nothing", args: []string{"get"}, code: exitUsage, errOut: []string{"get: what to get"}},
 	})
@@ -203,7 +204,8 @@ func TestApplyAndDelete(t *testing.T) {
 		{name: "dry run stored nothing", args: []string{"get", "pod", "dry"}, code: exitFailure, errOut: []string{`pod "default/dry": not found`}},
 		{name: "dry run of a refused pod", args: []string{"apply", "-f", hostnet, "--dry-run", "server"}, code: exitFailure,
 			out: []string{"pod/e unchanged (server dry run)\n"}, errOut: []string{`pods "hostnet" is forbidden: violates PodSecurity`}},
-		{name: "client dry run", args: []string{"apply", "-f", single, "--dry-run=client"}, code: exitUsage, errOut: []string{"use --dry-run=server"}},
+		{name: "client dry run", args: []string{"apply", "-f", single, "--dry-run=client"}, out: []string{"pod/a configured (dry run)\n"}},
+		{name: "unknown dry run", args: []string{"apply", "-f", single, "--dry-run=maybe"}, code: exitUsage, errOut: []string{`--dry-run="maybe": want "none", "client" or "server"`}},
 
 		{name: "delete", args: []string{"delete", "pod", "a", "d1"}, golden: true, out: []string{"pod \"a\" deleted\npod \"d1\" deleted\n"}},
 		{name: "delete again", args: []string{"delete", "pod", "a"}, code: exitFailure, errOut: []string{`slicectl: pod "default/a": not found`}},
@@ -231,13 +233,42 @@ func TestLogs(t *testing.T) {
 		{name: "unknown pod", args: []string{"logs", "nope"}, code: exitFailure, errOut: []string{`pod "default/nope": not found`}},
 		{name: "tail 0", args: []string{"logs", "web", "--tail", "0"}, code: exitUsage, errOut: []string{"--tail 0 would print nothing"}},
 		{name: "no name", args: []string{"logs"}, code: exitUsage, errOut: []string{"logs: pod NAME is required"}},
+		{name: "all containers with prefixes", args: []string{"logs", "static", "--all-containers", "--prefix"}, golden: true,
+			out: []string{"[pod/static/app] static app\n[pod/static/helper] static helper\n"}},
+		{name: "prefix", args: []string{"logs", "web", "--prefix", "--tail=2"}, golden: true, out: []string{"[pod/web/app] one\n[pod/web/app] two\n[pod/web/app] three\n"}},
+		{name: "all containers and a name", args: []string{"logs", "static", "app", "--all-containers"}, code: exitUsage, errOut: []string{"cannot be combined with a container name"}},
+		{name: "since and since-time", args: []string{"logs", "web", "--since", "1m", "--since-time", "2026-11-28T09:30:00Z"}, code: exitUsage, errOut: []string{"exclude each other"}},
+		{name: "bad since-time", args: []string{"logs", "web", "--since-time", "yesterday"}, code: exitUsage, errOut: []string{`--since-time "yesterday": want an RFC 3339 time`}},
+		{name: "bad since", args: []string{"logs", "web", "--since", "soon"}, code: exitUsage, errOut: []string{`invalid argument "soon" for "--since"`}},
 	})
-	t.Run("options reach the daemon", func(t *testing.T) {
-		code, _, errOut := runCLI(t, "logs", "web", "-f", "--previous", "--tail", "2", "--socket", sock)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"follow, previous, tail", []string{"-f", "--previous", "--tail", "2"}, "app follow=true previous=true tail=2 since=- timestamps=false"},
+		{"since-time and timestamps", []string{"--since-time", "2026-11-28T09:30:00+01:00", "--timestamps"}, "app follow=false previous=false tail=0 since=2026-11-28T08:30:00Z timestamps=true"},
+	} {
+		t.Run("options reach the daemon: "+tc.name, func(t *testing.T) {
+			code, _, errOut := runCLI(t, append([]string{"logs", "web", "--socket", sock}, tc.args...)...)
+			f.mu.Lock()
+			got := f.lastLogs
+			f.mu.Unlock()
+			if code != 0 || got != tc.want {
+				t.Errorf("exit %d (%s), daemon got %q, want %q", code, errOut, got, tc.want)
+			}
+		})
+	}
+	t.Run("--since is a time before now", func(t *testing.T) {
+		before := time.Now()
+		code, _, errOut := runCLI(t, "logs", "web", "--since", "1h", "--socket", sock)
 		f.mu.Lock()
 		got := f.lastLogs
 		f.mu.Unlock()
-		if code != 0 || got != "app {Follow:true Previous:true TailLines:2}" {
+		_, s, _ := strings.Cut(got, "since=")
+		s, _, _ = strings.Cut(s, " ")
+		at, err := time.Parse(time.RFC3339Nano, s)
+		if code != 0 || err != nil || at.After(before.Add(-time.Hour+time.Second)) || at.Before(before.Add(-time.Hour-time.Minute)) {
 			t.Errorf("exit %d (%s), daemon got %q", code, errOut, got)
 		}
 	})

@@ -16,13 +16,7 @@ import (
 )
 
 // describeCmd: describe pod NAME ...
-func (c *cli) describeCmd(args []string) error {
-	fs := newFlagSet("describe")
-	c.addGlobalFlags(fs)
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return err
-	}
+func (c *cli) describeCmd(pos []string) error {
 	names, err := podArgs("describe", pos)
 	if err != nil {
 		return err
@@ -48,10 +42,12 @@ func (c *cli) describeCmd(args []string) error {
 		if i > 0 {
 			fmt.Fprintln(c.stdout)
 		}
-		describePod(c.stdout, &pod, time.Now())
-		if err := c.printPodEvents(cl, &pod); err != nil {
+		evs, err := c.podEvents(cl, &pod)
+		if err != nil {
 			return err
 		}
+		describePod(c.stdout, &pod, time.Now())
+		describeEvents(c.stdout, evs, time.Now())
 	}
 	if failed {
 		return errReported

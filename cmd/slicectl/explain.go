@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/internal/api"
-	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/pods/verdict"
 	"github.com/slicelet/slicelet/slices"
@@ -29,42 +27,19 @@ type explainOptions struct {
 	cgroupMode string
 	capacity   string
 	output     string
-	files      stringList
-	online     bool
-	offline    bool
+	files      []string
+	recursive  bool
+	// stdin is what -f - reads.
+	stdin   io.Reader
+	online  bool
+	offline bool
 	// set holds the names of the flags given.
 	set map[string]bool
 }
 
-func (c *cli) explainCmd(args []string) error {
-	if len(args) == 0 {
-		return usageErr("explain: what to explain: pod or node")
-	}
-	what := args[0]
-	switch what { // subjects with their own flags and sub-subjects
-	case "gc":
-		return c.explainGCCmd(args[1:])
-	case "eviction":
-		return c.explainEviction(args[1:])
-	}
-	o := explainOptions{set: map[string]bool{}}
-	fs := newFlagSet("explain " + what)
-	fs.StringVar(&o.configPath, "config", config.DefaultPath, "configuration file")
-	fs.StringVar(&o.cgroupMode, "cgroup-mode", "", "cgroup mode to explain for: v1 or v2 (default: this machine's)")
-	fs.StringVar(&o.capacity, "capacity", "", "node capacity, e.g. cpu=4,memory=16Gi,pids=4194304 (default: this machine's)")
-	fs.StringVar(&o.output, "o", "", "output format: json (default: a table)")
-	fs.StringVar(&o.output, "output", "", "output format: json (default: a table)")
-	fs.Var(&o.files, "f", "pod manifest (YAML or JSON); repeatable")
-	fs.Var(&o.files, "filename", "pod manifest (YAML or JSON); repeatable")
-	fs.BoolVar(&o.online, "online", false, "ask the running slicelet")
-	fs.BoolVar(&o.offline, "offline", false, "never ask the running slicelet")
-	fs.StringVar(&c.global.socket, "socket", "", "slicelet's API socket")
-	pos, err := parseFlags(fs, args[1:])
-	if err != nil {
-		return err
-	}
-	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
-	c.global.configPath, c.global.configSet = o.configPath, o.set["config"]
+// explainCmd is explain pod|node; o has the flags, o.set the names of those given.
+func (c *cli) explainCmd(what string, pos []string, o explainOptions) error {
+	o.configPath, o.output, o.stdin = c.global.configPath, c.global.output, c.stdin
 	if len(pos) > 0 {
 		return usageErr("explain %s: unexpected argument %q", what, pos[0])
 	}
@@ -113,7 +88,7 @@ func (c *cli) explainPodOnline(o explainOptions) error {
 	if err != nil {
 		return err
 	}
-	docs, err := readDocuments(o.files)
+	docs, err := readDocuments(c.stdin, o.files, o.recursive)
 	if err != nil {
 		return err
 	}
@@ -269,18 +244,6 @@ func parseCapacity(s string) (slices.Capacity, error) {
 	return c, nil
 }
 
-func readPods(files []string) ([]*v1.Pod, error) {
-	var pods []*v1.Pod
-	for _, f := range files {
-		got, err := manifest.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		pods = append(pods, got...)
-	}
-	return pods, nil
-}
-
 func explainPod(o explainOptions, stdout io.Writer) error {
 	if len(o.files) == 0 {
 		return usageErr("explain pod: -f POD.yaml is required")
@@ -289,7 +252,7 @@ func explainPod(o explainOptions, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	pods, err := readPods(o.files)
+	pods, err := readPods(o.stdin, o.files, o.recursive)
 	if err != nil {
 		return err
 	}
@@ -329,7 +292,7 @@ func explainNode(o explainOptions, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	pods, err := readPods(o.files)
+	pods, err := readPods(o.stdin, o.files, o.recursive)
 	if err != nil {
 		return err
 	}

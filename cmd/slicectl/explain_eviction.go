@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -25,19 +24,10 @@ import (
 // decision) and `slicectl explain eviction --observations FILE [--config F] [-o json]`
 // (offline: it replays a recorded episode through the eviction manager's decision with the
 // thresholds of the configuration, and shows each sample's outcome).
-func (c *cli) explainEviction(args []string) error {
-	var obsPath, configPath, output string
-	var offline bool
-	fs := newFlagSet("explain eviction")
-	fs.BoolVar(&offline, "offline", false, "never ask the running slicelet (needs --observations)")
-	fs.StringVar(&c.global.socket, "socket", "", "slicelet's API socket")
-	fs.StringVar(&obsPath, "observations", "", "observations file (JSON or YAML) with samples to replay")
-	fs.StringVar(&configPath, "config", "", "configuration file (default: "+config.DefaultPath+" if it exists, else the defaults)")
-	fs.StringVar(&output, "o", "", "output format: json (default: a table)")
-	fs.StringVar(&output, "output", "", "output format: json (default: a table)")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
+func (c *cli) explainEviction(pos []string, obsPath string, offline bool) error {
+	output, configPath := c.global.output, ""
+	if c.global.configSet {
+		configPath = c.global.configPath
 	}
 	if len(pos) > 0 {
 		return usageErr("explain eviction: unexpected argument %q", pos[0])
@@ -49,9 +39,6 @@ func (c *cli) explainEviction(args []string) error {
 		if offline {
 			return usageErr("explain eviction: --offline needs --observations FILE (a recorded episode to replay)")
 		}
-		configSet := false
-		fs.Visit(func(f *flag.Flag) { configSet = configSet || f.Name == "config" })
-		c.global.configPath, c.global.configSet = configPath, configSet
 		return c.explainEvictionLive(output)
 	}
 	if c.global.socket != "" {

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -45,34 +44,8 @@ message) for images; remove (container IDs in removal order) for containers.
 `
 
 // explainGCCmd is "slicectl explain gc images|containers --state FILE [--config F] [-o json]".
-func (c *cli) explainGCCmd(args []string) error {
-	if len(args) == 0 {
-		return usageErr("explain gc: what to plan: images or containers")
-	}
-	what := args[0]
-	if what == "-h" || what == "--help" || what == "help" {
-		fmt.Fprint(c.stdout, explainGCUsage)
-		return nil
-	}
-	if what != "images" && what != "containers" {
-		return usageErr("explain gc: unknown subject %q (images or containers)", what)
-	}
-	var statePath, configPath, output string
-	fs := newFlagSet("explain gc " + what)
-	fs.StringVar(&statePath, "state", "", "state file (JSON)")
-	fs.StringVar(&configPath, "config", config.DefaultPath, "configuration file")
-	fs.StringVar(&output, "o", "", "output format: json (default: a table)")
-	fs.StringVar(&output, "output", "", "output format: json (default: a table)")
-	pos, err := parseFlags(fs, args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(c.stdout, explainGCUsage)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	configSet := false
-	fs.Visit(func(f *flag.Flag) { configSet = configSet || f.Name == "config" })
+func (c *cli) explainGCCmd(what string, pos []string, statePath string) error {
+	configPath, configSet, output := c.global.configPath, c.global.configSet, c.global.output
 	switch {
 	case len(pos) > 0:
 		return usageErr("explain gc %s: unexpected argument %q", what, pos[0])

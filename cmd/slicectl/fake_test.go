@@ -44,6 +44,10 @@ type fakeDaemon struct {
 	// podMetrics and nodeMetrics are what the metrics endpoints return.
 	podMetrics  []metricsv1beta1.PodMetrics
 	nodeMetrics []metricsv1beta1.NodeMetrics
+	// now is when the fixture was made (its pods are three hours old).
+	now time.Time
+	// graces are the DeletePodGrace calls, "namespace/name grace".
+	graces []string
 }
 
 func (f *fakeDaemon) ListPods(context.Context) ([]v1.Pod, error) {
@@ -112,9 +116,21 @@ func (f *fakeDaemon) DeletePod(_ context.Context, ns, name string) error {
 	return nil
 }
 
+// DeletePodGrace records the grace (api.GracefulDeleter) and deletes.
+func (f *fakeDaemon) DeletePodGrace(ctx context.Context, ns, name string, grace time.Duration) error {
+	f.mu.Lock()
+	f.graces = append(f.graces, fmt.Sprintf("%s/%s %s", ns, name, grace))
+	f.mu.Unlock()
+	return f.DeletePod(ctx, ns, name)
+}
+
 func (f *fakeDaemon) Logs(_ context.Context, ns, name, container string, opts pods.LogOptions, w io.Writer) error {
 	f.mu.Lock()
-	f.lastLogs = fmt.Sprintf("%s %+v", container, opts)
+	since := "-"
+	if !opts.SinceTime.IsZero() {
+		since = opts.SinceTime.UTC().Format(time.RFC3339Nano)
+	}
+	f.lastLogs = fmt.Sprintf("%s follow=%v previous=%v tail=%d since=%s timestamps=%v", container, opts.Follow, opts.Previous, opts.TailLines, since, opts.Timestamps)
 	text, ok := f.logs[ns+"/"+name+"/"+container]
 	f.mu.Unlock()
 	if !ok {
@@ -300,12 +316,37 @@ func fixturePods(now time.Time) map[string]v1.Pod {
 func ptr[T any](v T) *T { return &v }
 
 func newFakeDaemon() *fakeDaemon {
+	now := time.Now()
 	return &fakeDaemon{
-		pods: fixturePods(time.Now()),
+		now:  now,
+		pods: fixturePods(now),
 		logs: map[string]string{
 			"default/web/app":       "one\ntwo\nthree\n",
 			"default/static/app":    "static app\n",
 			"default/static/helper": "static helper\n",
 		},
 	}
+}
+
+// Events serves the fixture's events: web admitted and started, big rejected, and web's
+// container backing off five times (api.EventLister).
+func (f *fakeDaemon) Events(since uint64) ([]v1.Event, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	web, big := f.pods["default/web"], f.pods["default/big"]
+	at := func(p v1.Pod, typ, reason, msg string, count int32, first, last time.Duration) v1.Event {
+		ref := v1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+		return v1.Event{ObjectMeta: metav1.ObjectMeta{Name: p.Name + "." + reason, Namespace: p.Namespace},
+			InvolvedObject: ref, Type: typ, Reason: reason, Message: msg, Count: count, Source: v1.EventSource{Component: "slicelet"},
+			FirstTimestamp: metav1.NewTime(f.now.Add(-first)), LastTimestamp: metav1.NewTime(f.now.Add(-last))}
+	}
+	list := []v1.Event{
+		at(web, v1.EventTypeNormal, "Admitted", "Admitted from api", 1, 3*time.Hour, 3*time.Hour),
+		at(big, v1.EventTypeWarning, "OutOfcpu", "Node didn't have enough resource: cpu, requested: 8000, used: 100, capacity: 3800", 1, 3*time.Hour, 3*time.Hour),
+		at(web, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container app in pod web_default(aaaaaaaa-0000-0000-0000-000000000001)", 5, time.Hour, 30*time.Minute),
+	}
+	if since > 0 {
+		return nil, 3
+	}
+	return list, 3
 }

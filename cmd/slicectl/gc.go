@@ -14,20 +14,8 @@ import (
 // collects now (the GC timers' services run exactly this), or with --dry-run says what it would
 // remove. The exit code is 1 when the collection reported an error (so a timer's run shows as
 // failed in systemctl), 0 otherwise.
-func (c *cli) gcCmd(args []string) error {
-	fs := newFlagSet("gc")
-	c.addGlobalFlags(fs)
-	var (
-		dryRun bool
-		output string
-	)
-	fs.BoolVar(&dryRun, "dry-run", false, "plan only: remove nothing")
-	fs.StringVar(&output, "o", "", "output format: json")
-	fs.StringVar(&output, "output", "", "output format: json")
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return err
-	}
+func (c *cli) gcCmd(pos []string, dryRun bool) error {
+	output := c.global.output
 	switch {
 	case len(pos) == 0:
 		return usageErr("gc: what to collect: images or containers")

@@ -9,45 +9,52 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/yaml"
 
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/health"
 )
 
-// getCmd: get pods [NAME ...] [-o wide|json|yaml|name] [-A].
-func (c *cli) getCmd(args []string) error {
-	if kind := objectGetArg(args); kind != "" {
-		return c.getObjectsCmd(kind, args)
+// getOptions are get's flags besides the global ones.
+type getOptions struct {
+	selector, fieldSelector string
+	watch, watchOnly        bool
+	print                   podPrintOptions
+}
+
+// getCmd: get pods [NAME ...] with kubectl's selectors, watch and printers.
+func (c *cli) getCmd(pos []string, o getOptions) error {
+	if len(pos) > 0 {
+		if kind := objectKinds[strings.ToLower(pos[0])]; kind != "" {
+			return c.getObjectsCmd(kind, pos)
+		}
 	}
-	fs := newFlagSet("get")
-	c.addGlobalFlags(fs)
-	var output string
-	var all bool
-	fs.StringVar(&output, "o", "", "output format: wide, json, yaml or name")
-	fs.StringVar(&output, "output", "", "output format: wide, json, yaml or name")
-	fs.BoolVar(&all, "A", false, "pods of every namespace")
-	fs.BoolVar(&all, "all-namespaces", false, "pods of every namespace")
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return err
-	}
+	output, all := c.global.output, c.global.allNamespaces
 	// kubectl accepts "get pods NAME", "get pod NAME" and "get pod/NAME".
 	names, err := podArgs("get", pos)
 	if err != nil {
 		return err
 	}
-	switch output {
-	case "", "wide", "json", "yaml", "name":
-	default:
-		return usageErr("get: -o %q: must be wide, json, yaml or name", output)
-	}
-	if all && len(names) > 0 {
+	switch {
+	case all && len(names) > 0:
 		return usageErr("get: -A lists every pod; it cannot be combined with names")
+	case len(names) > 0 && (o.selector != "" || o.fieldSelector != ""):
+		return usageErr("get: names cannot be combined with -l or --field-selector")
+	case len(names) > 0 && (o.watch || o.watchOnly):
+		return usageErr("get: -w watches the namespace's pods; select one with --field-selector metadata.name=NAME")
+	}
+	o.print.withNamespace = all
+	pr, err := newPodPrinter(output, o.print, time.Now)
+	if err != nil {
+		return err
 	}
 	cl, err := c.client()
 	if err != nil {
 		return err
+	}
+	if o.watch || o.watchOnly {
+		return c.watchPods(cl, pr, o)
 	}
 
 	var list []v1.Pod
@@ -66,32 +73,19 @@ func (c *cli) getCmd(args []string) error {
 			list = append(list, pod)
 		}
 	} else {
-		pods, err := cl.ListPods(c.ctx)
+		pl, err := cl.ListPodList(c.ctx, c.listOptions(o))
 		if err != nil {
 			return err
 		}
-		for _, p := range pods {
-			if all || p.Namespace == c.global.namespace {
-				list = append(list, p)
-			}
-		}
-		sort.Slice(list, func(i, j int) bool {
-			if list[i].Namespace != list[j].Namespace {
-				return list[i].Namespace < list[j].Namespace
-			}
-			return list[i].Name < list[j].Name
-		})
-		if len(list) == 0 && output != "json" && output != "yaml" {
-			if all {
-				fmt.Fprintln(c.stderr, "No resources found")
-			} else {
-				fmt.Fprintf(c.stderr, "No resources found in %s namespace.\n", c.global.namespace)
-			}
+		list = pl.Items
+		sortByNamespaceName(list)
+		if len(list) == 0 && (output == "" || output == "wide" || output == "name") {
+			c.noResources()
 			return nil
 		}
 	}
 	if len(list) > 0 || len(names) == 0 {
-		if err := printPods(c.stdout, list, output, all, len(names) == 1, time.Now()); err != nil {
+		if err := pr.printList(c.stdout, list, len(names) == 1); err != nil {
 			return err
 		}
 	}
@@ -101,78 +95,85 @@ func (c *cli) getCmd(args []string) error {
 	return nil
 }
 
-// podListOutput is what -o json|yaml prints for several pods (kubectl's List).
-type podListOutput struct {
-	APIVersion string   `json:"apiVersion"`
-	Kind       string   `json:"kind"`
-	Items      []v1.Pod `json:"items"`
+// noResources is kubectl's note for an empty list.
+func (c *cli) noResources() {
+	if c.global.allNamespaces {
+		fmt.Fprintln(c.stderr, "No resources found")
+	} else {
+		fmt.Fprintf(c.stderr, "No resources found in %s namespace.\n", c.global.namespace)
+	}
 }
 
-// printPods prints pods in the requested format; single is true when one pod was asked for by
-// name (json/yaml then print the pod itself, not a list).
-func printPods(w io.Writer, list []v1.Pod, output string, withNamespace, single bool, now time.Time) error {
-	for i := range list {
-		list[i].Kind, list[i].APIVersion = "Pod", "v1"
+// listOptions are the selectors of -l and --field-selector, plus the namespace unless -A.
+func (c *cli) listOptions(o getOptions) api.ListOptions {
+	fs := o.fieldSelector
+	if !c.global.allNamespaces {
+		ns := "metadata.namespace=" + c.global.namespace
+		if fs == "" {
+			fs = ns
+		} else {
+			fs = ns + "," + fs
+		}
 	}
-	var doc any = podListOutput{APIVersion: "v1", Kind: "List", Items: list}
-	if list == nil {
-		doc = podListOutput{APIVersion: "v1", Kind: "List", Items: []v1.Pod{}}
-	}
-	if single && len(list) == 1 {
-		doc = list[0]
-	}
-	switch output {
-	case "json":
-		return writeJSON(w, doc)
-	case "yaml":
-		data, err := yaml.Marshal(doc)
+	return api.ListOptions{LabelSelector: o.selector, FieldSelector: fs}
+}
+
+// sortByNamespaceName orders pods as kubectl lists them.
+func sortByNamespaceName(list []v1.Pod) {
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].Namespace != list[j].Namespace {
+			return list[i].Namespace < list[j].Namespace
+		}
+		return list[i].Name < list[j].Name
+	})
+}
+
+// watchPods is get -w (the pods, then every change) and --watch-only (the changes), streamed
+// by the daemon's watch; it ends with the daemon's watch or on interrupt.
+func (c *cli) watchPods(cl *api.Client, pr *podPrinter, o getOptions) error {
+	lo := c.listOptions(o)
+	if o.watchOnly {
+		pl, err := cl.ListPodList(c.ctx, lo)
 		if err != nil {
-			return fmt.Errorf("yaml output: %w", err)
+			return err
 		}
-		_, err = w.Write(data)
-		return err
-	case "name":
-		for _, p := range list {
-			fmt.Fprintf(w, "pod/%s\n", p.Name)
+		lo.ResourceVersion = pl.ResourceVersion
+	}
+	var initial []v1.Pod
+	inInitial := !o.watchOnly
+	err := cl.WatchPods(c.ctx, lo, func(e api.WatchEvent) error {
+		switch {
+		case e.Type == watch.Bookmark:
+			if inInitial {
+				inInitial = false
+				sortByNamespaceName(initial)
+				if len(initial) == 0 && pr.table {
+					c.noResources()
+					return nil
+				}
+				for _, p := range initial {
+					if err := pr.printOne(c.stdout, p); err != nil {
+						return err
+					}
+				}
+				initial = nil
+			}
+			return nil
+		case inInitial:
+			initial = append(initial, e.Pod)
+			return nil
 		}
-		return nil
+		return pr.printOne(c.stdout, e.Pod)
+	})
+	if c.ctx.Err() != nil {
+		return nil // interrupted, as kubectl get -w ends
 	}
-	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	var head []string
-	if withNamespace {
-		head = append(head, "NAMESPACE")
-	}
-	head = append(head, "NAME", "READY", "STATUS", "RESTARTS", "AGE")
-	if output == "wide" {
-		head = append(head, "QOS", "SLICE", "SOURCE")
-	}
-	fmt.Fprintln(tw, strings.Join(head, "\t"))
-	for i := range list {
-		r := newPodRow(&list[i], now)
-		var cols []string
-		if withNamespace {
-			cols = append(cols, r.Namespace)
-		}
-		cols = append(cols, r.Name, r.Ready, r.Status, r.Restarts, r.Age)
-		if output == "wide" {
-			cols = append(cols, r.QOS, r.Slice, r.Source)
-		}
-		fmt.Fprintln(tw, strings.Join(cols, "\t"))
-	}
-	return tw.Flush()
+	return err
 }
 
 // nodeCmd: node [-o json|yaml] — capacity, allocatable, conditions and pod counts.
-func (c *cli) nodeCmd(args []string) error {
-	fs := newFlagSet("node")
-	c.addGlobalFlags(fs)
-	var output string
-	fs.StringVar(&output, "o", "", "output format: json or yaml")
-	fs.StringVar(&output, "output", "", "output format: json or yaml")
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return err
-	}
+func (c *cli) nodeCmd(pos []string) error {
+	output := c.global.output
 	if len(pos) > 0 {
 		return usageErr("node: unexpected argument %q", pos[0])
 	}

@@ -16,30 +16,10 @@ var objectKinds = map[string]string{
 	"secret": api.KindSecrets, "secrets": api.KindSecrets,
 }
 
-// objectGetArg returns the API kind of get's first positional argument when it names
-// ConfigMaps or Secrets; "" otherwise.
-func objectGetArg(args []string) string {
-	for _, a := range args {
-		if strings.HasPrefix(a, "-") {
-			continue
-		}
-		return objectKinds[strings.ToLower(a)]
-	}
-	return ""
-}
-
 // getObjectsCmd: get configmaps|secrets [-A] — NAMESPACE (with -A), NAME, DATA (the number of
 // keys, as kubectl shows it), SOURCE. Secret values are never shown.
-func (c *cli) getObjectsCmd(kind string, args []string) error {
-	fs := newFlagSet("get")
-	c.addGlobalFlags(fs)
-	var all bool
-	fs.BoolVar(&all, "A", false, "objects of every namespace")
-	fs.BoolVar(&all, "all-namespaces", false, "objects of every namespace")
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return err
-	}
+func (c *cli) getObjectsCmd(kind string, pos []string) error {
+	all := c.global.allNamespaces
 	if len(pos) > 1 {
 		return usageErr("get %s: names are not supported; list them all", pos[0])
 	}
@@ -96,6 +76,10 @@ func (c *cli) applyObject(cl *api.Client, kind string, data []byte, dryRun bool)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "%s/%s %s%s\n", strings.ToLower(res.Kind), res.Name, res.Action, dryRunSuffix(res.DryRun))
+	suffix := ""
+	if res.DryRun {
+		suffix = " (server dry run)"
+	}
+	fmt.Fprintf(c.stdout, "%s/%s %s%s\n", strings.ToLower(res.Kind), res.Name, res.Action, suffix)
 	return nil
 }

@@ -48,30 +48,10 @@ type topNodeOptions struct {
 
 // topCmd: top pods [NAME] [--containers] [-A] [--no-headers] [--sort-by cpu|memory] [--sum]
 // and top node [NAME] [--no-headers] [--sort-by cpu|memory].
-func (c *cli) topCmd(args []string) error {
-	if len(args) == 0 {
-		return usageErr("top: what to show: top pods or top node")
-	}
-	what, rest := args[0], args[1:]
-	fs := newFlagSet("top " + what)
-	c.addGlobalFlags(fs)
-	var noHeaders bool
-	var sortBy string
-	fs.BoolVar(&noHeaders, "no-headers", false, "leave out the header line")
-	fs.StringVar(&sortBy, "sort-by", "", "sort by cpu or memory")
-	var po topPodOptions
-	switch what {
-	case "pod", "pods", "po":
-		fs.BoolVar(&po.containers, "containers", false, "one line per container")
-		fs.BoolVar(&po.allNamespaces, "A", false, "pods of every namespace")
-		fs.BoolVar(&po.allNamespaces, "all-namespaces", false, "pods of every namespace")
-		fs.BoolVar(&po.sum, "sum", false, "print the sum of the resource usage")
-	case "node", "nodes", "no":
-	default:
-		return usageErr("top: unknown resource %q: slicectl top knows pods and node", what)
-	}
-	pos, err := c.parse(fs, rest)
-	if err != nil {
+func (c *cli) topCmd(what string, pos []string, po topPodOptions) error {
+	noHeaders, sortBy := po.noHeaders, po.sortBy
+	po.allNamespaces = c.global.allNamespaces
+	if err := c.checkOutput("top " + what); err != nil {
 		return err
 	}
 	if sortBy != "" && sortBy != "cpu" && sortBy != "memory" {

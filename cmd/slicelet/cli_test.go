@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,7 +105,37 @@ func TestCLI(t *testing.T) {
 			name:       "unknown command",
 			args:       []string{"frobnicate"},
 			wantCode:   2,
-			wantStderr: []string{`unknown command "frobnicate"`, "usage:"},
+			wantStderr: []string{`unknown command "frobnicate"`, "Run 'slicelet --help' for usage."},
+		},
+		{
+			name:       "unknown command close to one",
+			args:       []string{"confg", "check"},
+			wantCode:   2,
+			wantStderr: []string{`unknown command "confg" for "slicelet"; did you mean "config"?`},
+		},
+		{
+			name:       "unknown config subcommand close to one",
+			args:       []string{"config", "chek"},
+			wantCode:   2,
+			wantStderr: []string{`unknown subcommand "chek" (want check or print); did you mean "check"?`},
+		},
+		{
+			name:       "--flag=value after the command",
+			args:       []string{"config", "check", "--config=" + good},
+			wantCode:   0,
+			wantStdout: []string{"config OK: " + good},
+		},
+		{
+			name:       "--version",
+			args:       []string{"--version"},
+			wantCode:   0,
+			wantStdout: []string{"slicelet ", "git commit: ", "build date: ", "go version: go"},
+		},
+		{
+			name:       "per-command help with examples",
+			args:       []string{"config", "check", "--help"},
+			wantCode:   0,
+			wantStdout: []string{"Usage:\n  slicelet config check [flags]", "Examples:\n  slicelet config check --config /etc/slicelet/config.toml", "--log-level string"},
 		},
 		{
 			name:       "unknown config subcommand",
@@ -119,9 +150,10 @@ func TestCLI(t *testing.T) {
 			wantStderr: []string{"usage: slicelet config check|print"},
 		},
 		{
-			name:     "unknown flag",
-			args:     []string{"config", "check", "--confg", good},
-			wantCode: 2,
+			name:       "unknown flag",
+			args:       []string{"config", "check", "--confg", good},
+			wantCode:   2,
+			wantStderr: []string{"unknown flag: --confg"},
 		},
 		{
 			name:       "stray argument",
@@ -235,5 +267,34 @@ func TestExitCodes(t *testing.T) {
 func TestDefaultPath(t *testing.T) {
 	if config.DefaultPath != "/etc/slicelet/config.toml" {
 		t.Errorf("DefaultPath = %q", config.DefaultPath)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/help_*.txt")
+
+// TestHelpGolden compares the help of every command with testdata (go test -update rewrites).
+func TestHelpGolden(t *testing.T) {
+	for _, args := range [][]string{{}, {"run"}, {"config"}, {"config", "check"}, {"config", "print"}} {
+		name := "help_" + strings.Join(append([]string{"slicelet"}, args...), "_") + ".txt"
+		t.Run(name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := cli(append(args, "--help"), &stdout, &stderr); code != 0 || stderr.Len() > 0 {
+				t.Fatalf("exit %d, stderr %s", code, stderr.String())
+			}
+			path := filepath.Join("testdata", name)
+			if *update {
+				if err := os.WriteFile(path, stdout.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test -update writes it)", err)
+			}
+			if stdout.String() != string(want) {
+				t.Errorf("%s differs (go test -update rewrites it):\n%s", path, stdout.String())
+			}
+		})
 	}
 }

@@ -10,19 +10,7 @@ import (
 )
 
 // configCmd is `slicelet config check|print`.
-func configCmd(g *globalOptions, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: slicelet config check|print [--config F]")
-		return exitUsage
-	}
-	sub, args := args[0], args[1:]
-	if sub != "check" && sub != "print" {
-		fmt.Fprintf(stderr, "slicelet config: unknown subcommand %q (want check or print)\n", sub)
-		return exitUsage
-	}
-	if ok, code := subFlags(g, "config "+sub, args, stderr); !ok {
-		return code
-	}
+func configCmd(g *globalOptions, sub string, stdout, stderr io.Writer) int {
 	cfg, err := config.Load(g.configPath)
 	if err != nil {
 		printProblems(stderr, "config", err)

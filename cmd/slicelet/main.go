@@ -3,6 +3,7 @@
 // systemd-native service.
 //
 //	slicelet [--config F] [--log-level L] [--log-format F] [run]
+//	slicelet --version
 //	slicelet config check [--config F]
 //	slicelet config print [--config F]
 package main

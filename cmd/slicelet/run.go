@@ -14,10 +14,7 @@ import (
 // runCmd is `slicelet run`, the agent itself: it loads the configuration (refusing to start on
 // any problem), builds the logger and runs until SIGTERM or SIGINT. Pods keep running when it
 // stops.
-func runCmd(g *globalOptions, args []string, _, stderr io.Writer) int {
-	if ok, code := subFlags(g, "run", args, stderr); !ok {
-		return code
-	}
+func runCmd(g *globalOptions, _, stderr io.Writer) int {
 	cfg, err := config.Load(g.configPath)
 	if err != nil {
 		printProblems(stderr, "slicelet run: nothing started", err)

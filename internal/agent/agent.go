@@ -28,6 +28,7 @@ import (
 	"github.com/slicelet/slicelet/internal/metrics"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
+	"github.com/slicelet/slicelet/internal/pods/events"
 	"github.com/slicelet/slicelet/internal/pods/source"
 	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/podstats"
@@ -99,6 +100,8 @@ type daemon struct {
 	detect  func(context.Context) error // image records refresh; nil without images
 	evm     *eviction.Manager
 	stats   *podstats.Sampler
+	events  *events.Store
+	changes api.Broadcast // the controller's changes of the pods, for the API's watches
 	store   *source.APIStore
 	dir     *source.ManifestDir
 	api     *api.Server
@@ -107,8 +110,6 @@ type daemon struct {
 	// objects are the ConfigMaps and Secrets of both sources; objStore keeps the API's.
 	objects  *pods.Objects
 	objStore *source.ObjectStore
-	// events are the pods' events, for describe.
-	events *pods.EventStore
 }
 
 // newDaemon builds every component from the configuration, each complete with what it depends
@@ -166,9 +167,15 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	probes := metrics.NewProbeResults()
 	d.objects = pods.NewObjects()
 	hostname, _ := os.Hostname()
-	d.events = pods.NewEventStore(d.clock, hostname)
+	// The pods' events: kept (bounded, and across restarts) for slicectl describe and events,
+	// and logged at debug. A broken events file costs the old events, not the start.
+	d.events = events.NewStore(d.clock, hostname)
+	if err := d.events.Load(filepath.Join(cfg.StateDir, eventsFile)); err != nil {
+		log.Warn("previous events not loaded", "error", err)
+	}
+	recorder := teeRecorder{d.events, logRecorder{log.With("component", "events")}}
 	extra := worker.Options{ProbeMetrics: probes, Objects: d.objects, NodeName: hostname, NodeIPs: nodeIPs(log), Allocatable: d.alloc}
-	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, teeRecorder{d.events, logRecorder{log.With("component", "events")}}, extra, log); err != nil {
+	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, recorder, extra, log); err != nil {
 		return nil, err
 	}
 	d.rt = d.prt.worker
@@ -197,11 +204,14 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 		// The metrics and the eviction manager are built below, from the controller; both
 		// exist before the controller runs.
 		OnReject: func(reason string) { d.metrics.AdmissionRejected(reason) },
+		Recorder: recorder,
 		// Pods coming and going re-arm the pressure thresholds at once (not at the next 10 s).
+		// The API's pod watches are woken too.
 		OnChange: func() {
 			if d.evm != nil {
 				d.evm.PodsChanged()
 			}
+			d.changes.Notify()
 		},
 	})
 	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: sdOps, Probes: probes, Pods: d.ctrl, Health: d.health})
@@ -239,8 +249,8 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	if d.dir, err = source.NewManifestDir(source.ManifestDirOptions{Dir: cfg.Pods.ManifestDir, StateDir: cfg.StateDir, Log: log.With("source", pods.SourceFile), Objects: d.objects}); err != nil {
 		return nil, fmt.Errorf("manifest directory: %w", err)
 	}
-	back := &backend{ctrl: d.ctrl, store: d.store, objStore: d.objStore, objects: d.objects, events: d.events, rt: d.rt, mcfg: d.mcfg, mode: mode, maxPods: cfg.Node.MaxPods,
-		hostname: hostname, gc: d.gc, evm: d.evm, health: d.health, podSecurity: security, stats: d.stats}
+	back := &backend{ctrl: d.ctrl, store: d.store, objStore: d.objStore, objects: d.objects, rt: d.rt, mcfg: d.mcfg, mode: mode, maxPods: cfg.Node.MaxPods,
+		hostname: hostname, gc: d.gc, evm: d.evm, health: d.health, podSecurity: security, stats: d.stats, events: d.events, changes: &d.changes}
 	if d.api, err = api.NewServer(back, api.Options{Socket: cfg.API.Socket, Group: cfg.API.Group,
 		Logger: log.With("component", "api"), Health: d.health}); err != nil {
 		return nil, err
@@ -298,6 +308,9 @@ func (d *daemon) run(ctx context.Context) error {
 		wg.Go(func() { detectLoop(runCtx, d.clock, imageDetectPeriod, d.detect, d.health) })
 	}
 	wg.Go(func() { d.stats.Run(runCtx) })
+	wg.Go(func() {
+		d.events.Run(runCtx, filepath.Join(d.cfg.StateDir, eventsFile), eventsSaveInterval, d.log.With("component", "events"))
+	})
 	wg.Go(func() { d.evm.Run(runCtx) })
 	wg.Go(func() { d.runSource(runCtx, "manifest directory source", manifestsWarnable, d.dir.Run) })
 	wg.Go(func() { d.runSource(runCtx, "api pod source", apiStoreWarnable, d.store.Run) })
@@ -344,6 +357,13 @@ func (d *daemon) run(ctx context.Context) error {
 
 // adoptTimeout bounds the wait for the pods' adoption before the API is served and READY sent.
 const adoptTimeout = 30 * time.Second
+
+// The pods' events are saved in the state directory's eventsFile every eventsSaveInterval when
+// they changed, and when slicelet stops.
+const (
+	eventsFile         = "events.json"
+	eventsSaveInterval = 30 * time.Second
+)
 
 // runSource runs a pod source until ctx ends: its snapshots go to the controller and their
 // problems (manifests that do not decode, stored pods that do not load) to the health

@@ -19,6 +19,7 @@ import (
 	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
+	"github.com/slicelet/slicelet/internal/pods/events"
 	"github.com/slicelet/slicelet/internal/pods/source"
 	"github.com/slicelet/slicelet/internal/pods/verdict"
 	"github.com/slicelet/slicelet/internal/podstats"
@@ -32,7 +33,6 @@ type backend struct {
 	store    *source.APIStore
 	objStore *source.ObjectStore
 	objects  *pods.Objects
-	events   *pods.EventStore
 	rt       pods.Runtime
 	mcfg     slices.ManagerConfig
 	mode     units.Mode
@@ -46,7 +46,21 @@ type backend struct {
 	podSecurity map[string]admission.PodSecurity
 	// stats samples the pods' and the node's usage for the metrics.
 	stats *podstats.Sampler
+	// events are the pods' events (api.EventLister).
+	events *events.Store
+	// changes is notified by the controller when pods change (api.PodNotifier).
+	changes *api.Broadcast
 }
+
+var _ api.PodNotifier = (*backend)(nil)
+
+// PodsChanged wakes the API's pod watches at the controller's next change.
+func (b *backend) PodsChanged() <-chan struct{} { return b.changes.Wait() }
+
+var _ api.EventLister = (*backend)(nil)
+
+// Events lists the pods' events changed after since (GET /v1/events).
+func (b *backend) Events(since uint64) ([]v1.Event, uint64) { return b.events.List(since) }
 
 // PodMetrics is what `slicectl top pods` shows.
 func (b *backend) PodMetrics(context.Context) ([]metricsv1beta1.PodMetrics, error) {
@@ -113,6 +127,13 @@ func (b *backend) ApplyPod(ctx context.Context, body []byte, dryRun bool) (v1.Po
 	out.Annotations[pods.AnnotationSource] = pods.SourceAPI
 	out.Status.Phase = v1.PodPending
 	out.Status.QOSClass = slices.QOSClass(pod)
+	if dryRun {
+		// The kubelet's admission against the node as it is now: a pod it would reject is
+		// reported with the phase, reason and message it would get.
+		if ok, reason, msg := b.ctrl.WouldAdmit(&out, pods.SourceAPI); !ok {
+			out.Status.Phase, out.Status.Reason, out.Status.Message = v1.PodFailed, reason, msg
+		}
+	}
 	return out, nil
 }
 
@@ -141,6 +162,17 @@ func (b *backend) DeletePod(_ context.Context, namespace, name string) error {
 		return err
 	}
 	return nil
+}
+
+var _ api.GracefulDeleter = (*backend)(nil)
+
+// DeletePodGrace deletes an API pod whose containers get grace to stop (kubectl delete
+// --grace-period): the controller is told before the store drops the pod.
+func (b *backend) DeletePodGrace(ctx context.Context, namespace, name string, grace time.Duration) error {
+	if p, ok := b.ctrl.Pod(namespace, name); ok && p.Annotations[pods.AnnotationSource] != pods.SourceFile {
+		b.ctrl.SetDeletionGrace(namespace, name, grace)
+	}
+	return b.DeletePod(ctx, namespace, name)
 }
 
 func (b *backend) Logs(ctx context.Context, namespace, name, container string, opts pods.LogOptions, w io.Writer) error {

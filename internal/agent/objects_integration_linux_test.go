@@ -71,11 +71,11 @@ spec:
 		return b.String()
 	}
 	unhealthy := func() bool {
-		evs, err := client.PodEvents(ctx, "default", "probed")
+		evs, err := client.ListEvents(ctx, "involvedObject.name=probed,involvedObject.namespace=default")
 		if err != nil {
 			return false
 		}
-		for _, e := range evs {
+		for _, e := range evs.Items {
 			if e.Reason == "Unhealthy" && strings.HasPrefix(e.Message, "Readiness probe failed") {
 				return true
 			}

@@ -120,8 +120,18 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 	return pr, nil
 }
 
-// logRecorder puts the pods' events in the log at debug level (the worker logs the same
-// changes at info level); the daemon records them in its EventStore too. It is a worker.EventRecorder (the Eventf of
+// teeRecorder hands every event to each of its recorders.
+type teeRecorder []worker.EventRecorder
+
+// Eventf records the event with every recorder.
+func (t teeRecorder) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	for _, r := range t {
+		r.Eventf(object, eventtype, reason, messageFmt, args...)
+	}
+}
+
+// logRecorder is the recorder of the pods' events for now: they go to the log at debug level
+// (the worker logs the same changes at info level). It is a worker.EventRecorder (the Eventf of
 // client-go's record.EventRecorder).
 type logRecorder struct{ log *slog.Logger }
 

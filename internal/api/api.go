@@ -10,17 +10,21 @@
 //
 //	GET    /healthz                                  "ok\n" (text); 503 naming what the watchdog waits for
 //	GET    /readyz                                   "ok\n" (text); 503 naming what keeps the node from Ready
-//	GET    /v1/pods                                  v1.PodList (every namespace)
+//	GET    /v1/pods?labelSelector=&fieldSelector=    v1.PodList (every namespace), with its resourceVersion
+//	GET    /v1/pods?watch=true&resourceVersion=&timeoutSeconds=   watch events (metav1.WatchEvent JSON, one a line):
+//	                                                 sent when the Backend (a PodNotifier) reports a change, else within a second
 //	GET    /v1/pods/{namespace}/{name}               v1.Pod
 //	POST   /v1/pods?dryRun=                          ApplyResult; body: one pod manifest, YAML or JSON, ≤ 1 MiB
-//	DELETE /v1/pods/{namespace}/{name}               204
-//	GET    /v1/pods/{namespace}/{name}/log?container=&follow=&previous=&tail=   text, streamed
+//	DELETE /v1/pods/{namespace}/{name}?gracePeriodSeconds=   204 (the grace needs a Backend that is a GracefulDeleter)
+//	GET    /v1/pods/{namespace}/{name}/log?container=&follow=&previous=&tail=&sinceTime=&sinceSeconds=&timestamps=   text, streamed
 //	GET    /v1/node                                  NodeInfo
 //	POST   /v1/explain/pod                           slices.PodExplanation; body: one pod manifest
 //	GET    /v1/explain/node                          slices.NodeExplanation
 //	GET    /v1/explain/eviction                      eviction.Explanation (the last decision)
 //	GET    /v1/metrics/pods                          metrics.k8s.io/v1beta1 PodMetricsList (every namespace)
 //	GET    /v1/metrics/nodes                         metrics.k8s.io/v1beta1 NodeMetricsList (this node)
+//	GET    /v1/events?fieldSelector=&watch=&resourceVersion=   v1.EventList, or watch events (Backend implementing EventLister)
+//	GET    /v1/version                               buildinfo.Info (version, git commit, build date, Go version)
 //
 // The metrics are what metrics-server serves kubectl top: per container, the CPU used between the
 // daemon's last two samples (cores) and the last working-set memory; a pod or node sampled once

@@ -15,6 +15,7 @@ import (
 	"os/user"
 	"strconv"
 	"syscall"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
@@ -32,6 +33,9 @@ import (
 type Client struct {
 	socket string
 	http   *http.Client
+	// Trace, when set, receives one line per request: method, path, status and duration (what
+	// kubectl -v=6 prints).
+	Trace io.Writer
 }
 
 // NewClient returns a client for the socket at path (DefaultSocket when empty). It does not
@@ -136,6 +140,7 @@ func (c *Client) Logs(ctx context.Context, namespace, name, container string, op
 	if opts.TailLines > 0 {
 		q.Set("tail", strconv.Itoa(opts.TailLines))
 	}
+	logTimeQuery(q, opts)
 	path := podPath(namespace, name) + "/log"
 	if len(q) > 0 {
 		path += "?" + q.Encode()
@@ -231,7 +236,15 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) (*htt
 	if err != nil {
 		return nil, fmt.Errorf("slicelet request: %w", err)
 	}
+	start := time.Now()
 	resp, err := c.http.Do(req)
+	if c.Trace != nil {
+		status := "error"
+		if err == nil {
+			status = resp.Status
+		}
+		fmt.Fprintf(c.Trace, "%s http://unix%s%s %s in %d milliseconds\n", method, c.socket, path, status, time.Since(start).Milliseconds())
+	}
 	if err != nil {
 		return nil, c.dialError(err)
 	}

@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-
-	v1 "k8s.io/api/core/v1"
 )
 
 // Object kinds of the API's object routes, by their path segment.
@@ -54,7 +52,6 @@ type ObjectBackend interface {
 
 // objectRoutes adds the object and event routes to mux.
 func (s *Server) objectRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/pods/{namespace}/{name}/events", s.podEvents)
 	for kind := range kindOf {
 		mux.HandleFunc("GET /v1/"+kind, func(w http.ResponseWriter, r *http.Request) { s.listObjects(w, r, kind) })
 		mux.HandleFunc("POST /v1/"+kind, func(w http.ResponseWriter, r *http.Request) { s.applyObject(w, r, kind) })
@@ -162,37 +159,4 @@ func KindPath(kind string) string {
 		}
 	}
 	return ""
-}
-
-// EventBackend is what a Backend implements to serve a pod's events:
-// GET /v1/pods/{namespace}/{name}/events (a v1.EventList). A Backend without it answers 404.
-type EventBackend interface {
-	// PodEvents returns the events of the pod, oldest first; ErrNotFound for an unknown pod.
-	PodEvents(ctx context.Context, namespace, name string) ([]v1.Event, error)
-}
-
-func (s *Server) podEvents(w http.ResponseWriter, r *http.Request) {
-	eb, ok := s.backend.(EventBackend)
-	if !ok {
-		writeError(w, http.StatusNotFound, "this daemon keeps no events", nil)
-		return
-	}
-	list, err := eb.PodEvents(r.Context(), r.PathValue("namespace"), r.PathValue("name"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if list == nil {
-		list = []v1.Event{}
-	}
-	writeJSON(w, http.StatusOK, v1.EventList{TypeMeta: typeMeta("EventList"), Items: list})
-}
-
-// PodEvents returns the events of a pod, oldest first.
-func (c *Client) PodEvents(ctx context.Context, namespace, name string) ([]v1.Event, error) {
-	var list v1.EventList
-	if err := c.getJSON(ctx, http.MethodGet, podPath(namespace, name)+"/events", nil, &list); err != nil {
-		return nil, err
-	}
-	return list.Items, nil
 }

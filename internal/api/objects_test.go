@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	v1 "k8s.io/api/core/v1"
 )
 
 // fakeObjects is a fakeBackend that keeps ConfigMaps and Secrets by kind/namespace/name.
@@ -78,30 +76,5 @@ func TestObjects(t *testing.T) {
 	_, plain := startServer(t, newFakeBackend(), 0)
 	if _, err := plain.ListObjects(ctx, KindSecrets); statusOf(err) != 404 {
 		t.Errorf("a backend without objects: %v, want 404", err)
-	}
-}
-
-func (f *fakeObjects) PodEvents(_ context.Context, ns, name string) ([]v1.Event, error) {
-	if name != "web" {
-		return nil, fmt.Errorf("pod %q: %w", ns+"/"+name, ErrNotFound)
-	}
-	return []v1.Event{{Reason: "Unhealthy", Message: "Liveness probe failed: boom", Count: 2}}, nil
-}
-
-// TestPodEvents: GET /v1/pods/{ns}/{name}/events answers the backend's events, 404 for an
-// unknown pod or a backend without events.
-func TestPodEvents(t *testing.T) {
-	_, c := startServer(t, &fakeObjects{fakeBackend: newFakeBackend(), items: map[string]ObjectSummary{}}, 0)
-	ctx := context.Background()
-	evs, err := c.PodEvents(ctx, "default", "web")
-	if err != nil || len(evs) != 1 || evs[0].Count != 2 {
-		t.Errorf("PodEvents = %+v, %v", evs, err)
-	}
-	if _, err := c.PodEvents(ctx, "default", "nope"); statusOf(err) != 404 {
-		t.Errorf("unknown pod: %v, want 404", err)
-	}
-	_, plain := startServer(t, newFakeBackend(), 0)
-	if _, err := plain.PodEvents(ctx, "default", "web"); statusOf(err) != 404 {
-		t.Errorf("a backend without events: %v, want 404", err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
 	"github.com/slicelet/slicelet/internal/health"
@@ -50,6 +51,8 @@ type Options struct {
 	// ManifestReadTimeout bounds the time a client takes to send a manifest's body
 	// (DefaultManifestReadTimeout when zero); a slower client is answered 408.
 	ManifestReadTimeout time.Duration
+	// Clock paces the pod watches; the real clock when nil.
+	Clock clock.WithTicker
 }
 
 // Server serves Backend on a unix socket. Create it with NewServer.
@@ -68,6 +71,8 @@ type Server struct {
 	// manifests holds one token per manifest being read or decoded (maxConcurrentManifests).
 	manifests   chan struct{}
 	readTimeout time.Duration
+	// kube is the state of the kubectl behaviours (resource versions, watches).
+	kube *kubectlState
 }
 
 // NewServer checks the options and resolves the group; a group that does not exist is an error
@@ -104,7 +109,7 @@ func NewServer(backend Backend, opts Options) (*Server, error) {
 		opts.ManifestReadTimeout = DefaultManifestReadTimeout
 	}
 	return &Server{backend: backend, socket: opts.Socket, group: opts.Group, gid: gid, proc: opts.ProcRoot, log: opts.Logger, health: opts.Health,
-		manifests: make(chan struct{}, maxConcurrentManifests), readTimeout: opts.ManifestReadTimeout}, nil
+		manifests: make(chan struct{}, maxConcurrentManifests), readTimeout: opts.ManifestReadTimeout, kube: newKubectlState(opts.Clock)}, nil
 }
 
 // Socket is the socket path the server listens on.
@@ -209,6 +214,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/gc/images", s.collectImages)
 	mux.HandleFunc("POST /v1/gc/containers", s.collectContainers)
 	s.objectRoutes(mux)
+	s.registerKubectl(mux)
 	return s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, pattern := mux.Handler(r)
 		if pattern == "" {
@@ -334,16 +340,27 @@ func (r *statusRecorder) WriteHeader(code int) {
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (s *Server) listPods(w http.ResponseWriter, r *http.Request) {
+	sel, err := parsePodSelector(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), nil)
+		return
+	}
+	if r.URL.Query().Get("watch") == "true" {
+		s.watchPods(w, r, sel)
+		return
+	}
 	list, err := s.backend.ListPods(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	rv := s.kube.observe(list)
+	list = sel.filter(list)
 	items := make([]v1.Pod, len(list))
 	for i := range list {
 		items[i] = withPodType(list[i])
 	}
-	writeJSON(w, http.StatusOK, v1.PodList{TypeMeta: typeMeta("PodList"), Items: items})
+	writeJSON(w, http.StatusOK, v1.PodList{TypeMeta: typeMeta("PodList"), ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatUint(rv, 10)}, Items: items})
 }
 
 func (s *Server) getPod(w http.ResponseWriter, r *http.Request) {
@@ -462,6 +479,10 @@ func (s *Server) applyPod(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deletePod(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Has("gracePeriodSeconds") {
+		s.deletePodGrace(w, r)
+		return
+	}
 	if err := s.backend.DeletePod(r.Context(), r.PathValue("namespace"), r.PathValue("name")); err != nil {
 		s.fail(w, r, err)
 		return
@@ -492,6 +513,10 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		opts.TailLines = n
+	}
+	if err := parseLogTime(q, &opts, time.Now()); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), nil)
+		return
 	}
 	sw := &streamWriter{w: w, rc: http.NewResponseController(w)}
 	err = s.backend.Logs(r.Context(), r.PathValue("namespace"), r.PathValue("name"), q.Get("container"), opts, sw)

@@ -10,7 +10,7 @@
 //	        → adapters: units (systemd over D-Bus), internal/procfs (/proc), the CRI client in
 //	          internal/pods/crirt
 //	          → leaves: internal/health, internal/atomicfile, internal/unixsock,
-//	            internal/buildinfo, internal/logging
+//	            internal/buildinfo, internal/logging, internal/manpage
 //
 // A package imports only packages below it (components of the pods group may import the
 // other components, the API the pods group). Test harnesses (internal/sandbox, vmtest,

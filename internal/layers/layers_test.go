@@ -46,6 +46,7 @@ var layers = map[string]pkgLayer{
 	"internal/buildinfo":  {layer: leaf},
 	"internal/logging":    {layer: leaf},
 	"internal/execlimits": {layer: leaf},
+	"internal/manpage":    {layer: leaf},
 
 	"units":           {layer: adapter},
 	"internal/procfs": {layer: adapter},

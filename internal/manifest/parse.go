@@ -31,15 +31,20 @@ func ReadFile(path string) ([]*v1.Pod, error) {
 	return Parse(path, abs, data)
 }
 
-// ReadBounded reads a file of at most MaxInputBytes, never more than one byte past the limit:
-// a larger file is refused with an error wrapping ErrTooLarge before it is held in memory.
+// ReadBounded reads a file of at most MaxInputBytes (ReadAll).
 func ReadBounded(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxInputBytes+1))
+	return ReadAll(f)
+}
+
+// ReadAll reads r to its end, at most MaxInputBytes, never holding more than one byte past the
+// limit: larger input is refused with an error wrapping ErrTooLarge.
+func ReadAll(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxInputBytes+1))
 	if err != nil {
 		return nil, err
 	}

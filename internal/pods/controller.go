@@ -14,6 +14,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -73,6 +74,9 @@ type podState struct {
 	nextSync  time.Time
 	deleting  bool
 	createdAt time.Time
+	// grace, when set, replaces the pod's termination grace period when it is deleted
+	// (kubectl delete --grace-period).
+	grace *time.Duration
 }
 
 // key is namespace/name.
@@ -95,6 +99,10 @@ type ControllerOptions struct {
 	WantSources []string
 	// OnReject, when set, is called with the reason of every pod admission rejects (metrics).
 	OnReject func(reason string)
+	// Recorder, when set, receives the pods' events: the admission verdict (the kubelet's
+	// rejection events: Warning with the reason; Normal "Admitted" for an admitted pod) and
+	// evictions (Warning "Evicted", as the kubelet's eviction manager records it).
+	Recorder EventRecorder
 	// OnChange, when set, is called whenever the set of running pods changes: a pod got its
 	// slice, changed phase, or was deleted (the eviction manager re-arms its thresholds then).
 	// It is called with the controller's lock held: it must not block and must not call the
@@ -118,6 +126,7 @@ type Controller struct {
 	tick     time.Duration
 	onReject func(reason string)
 	onChange func()
+	events   EventRecorder
 
 	evictions *EvictionRecords
 
@@ -163,7 +172,7 @@ func NewController(opts ControllerOptions) *Controller {
 	}
 	return &Controller{
 		slices: opts.Slices, rt: opts.Runtime, admit: opts.Admitter, log: opts.Logger, clock: opts.Clock, tick: opts.Tick,
-		onReject: opts.OnReject, onChange: opts.OnChange,
+		onReject: opts.OnReject, onChange: opts.OnChange, events: opts.Recorder,
 		evictions: opts.Evictions, evicted: evicted,
 		snapshots: map[string]Snapshot{},
 		pods:      map[string]*podState{},
@@ -258,7 +267,7 @@ func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 		if ps, ok := c.pods[uid]; ok {
 			if ps.deleting {
 				// Came back (e.g. the manifest was restored) before the delete ran.
-				ps.deleting = false
+				ps.deleting, ps.grace = false, nil
 			}
 			if !ps.admitted && ps.status.Reason == ReasonEvicted {
 				// Keep the evicted pod's record (annotations, status) until its source changes it.
@@ -294,9 +303,11 @@ func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 			ps.reason, ps.message = reason, msg
 			ps.status = v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: msg}
 			c.log.Warn("pod rejected", "pod", key(d.Pod), "pod_uid", uid, "reason", reason, "message", msg)
+			c.event(d.Pod, v1.EventTypeWarning, reason, "%s", msg)
 		} else {
 			ps.status = v1.PodStatus{Phase: v1.PodPending}
 			c.log.Info("pod admitted", "pod", key(d.Pod), "pod_uid", uid, "source", d.Source, "origin", d.Origin)
+			c.event(d.Pod, v1.EventTypeNormal, EventAdmitted, "Admitted from %s", d.Origin)
 		}
 		c.pods[uid] = ps
 	}
@@ -558,7 +569,10 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 		c.mu.Unlock()
 		return
 	}
-	pod, deleting := ps.desired.Pod, ps.deleting
+	pod, deleting, grace := ps.desired.Pod, ps.deleting, lifecycle.GracePeriod(ps.desired.Pod)
+	if ps.grace != nil {
+		grace = *ps.grace
+	}
 	if deleting && !ps.admitted {
 		// A rejected pod never got a slice or containers: nothing to stop.
 		delete(c.pods, uid)
@@ -568,7 +582,7 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 	c.mu.Unlock()
 
 	if deleting {
-		err := c.deletePod(ctx, pod)
+		err := c.deletePod(ctx, pod, grace)
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if err != nil {
@@ -641,10 +655,10 @@ func resyncAfter(s v1.PodStatus) time.Duration {
 	return steadyResync
 }
 
-// deletePod stops the containers gracefully, destroys the slice and forgets the pod.
-func (c *Controller) deletePod(ctx context.Context, pod *v1.Pod) error {
+// deletePod stops the containers within grace, destroys the slice and forgets the pod.
+func (c *Controller) deletePod(ctx context.Context, pod *v1.Pod, grace time.Duration) error {
 	uid := string(pod.UID)
-	if _, err := c.rt.KillPod(ctx, pod, lifecycle.GracePeriod(pod)); err != nil {
+	if _, err := c.rt.KillPod(ctx, pod, grace); err != nil {
 		return fmt.Errorf("pod %s: stop containers: %w", key(pod), err)
 	}
 	if err := c.slices.DestroyPod(ctx, uid); err != nil {
@@ -786,4 +800,35 @@ func (c *Controller) Counts() (byQOS map[v1.PodQOSClass]int, byPhase map[v1.PodP
 		byPhase[ps.status.Phase]++
 	}
 	return byQOS, byPhase
+}
+
+// EventRecorder receives the controller's pod events: the Eventf of client-go's
+// record.EventRecorder (the worker's recorder, internal/pods/events.Store, satisfies it).
+type EventRecorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
+// EventAdmitted is the reason of the event of a pod admission admitted.
+const EventAdmitted = "Admitted"
+
+// event records an event about pod when a recorder is set.
+func (c *Controller) event(pod *v1.Pod, eventType, reason, format string, args ...any) {
+	if c.events != nil {
+		c.events.Eventf(pod, eventType, reason, format, args...)
+	}
+}
+
+// SetDeletionGrace makes the next deletion of the pod namespace/name stop its containers within
+// grace instead of its terminationGracePeriodSeconds (kubectl delete --grace-period); call it
+// before the pod's source deletes it. It reports whether there is such a pod.
+func (c *Controller) SetDeletionGrace(namespace, name string, grace time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	found := false
+	for _, ps := range c.pods {
+		if p := ps.desired.Pod; p.Namespace == namespace && p.Name == name {
+			ps.grace, found = &grace, true
+		}
+	}
+	return found
 }

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -69,6 +71,7 @@ type fakeRuntime struct {
 	gate     chan struct{} // when set, SyncPod waits for it
 	entered  []string      // the UIDs SyncPod was called for, in order
 	onKill   func(uid string)
+	graces   []time.Duration // the grace of every KillPod, in order
 }
 
 func (f *fakeRuntime) Name() string                     { return "fake" }
@@ -134,13 +137,14 @@ func (f *fakeRuntime) Relist(_ context.Context, fresh []*v1.Pod) (Relisted, erro
 	return res, nil
 }
 func (f *fakeRuntime) NextSync(string) time.Time { return time.Time{} }
-func (f *fakeRuntime) KillPod(_ context.Context, pod *v1.Pod, _ time.Duration) (v1.PodStatus, error) {
+func (f *fakeRuntime) KillPod(_ context.Context, pod *v1.Pod, grace time.Duration) (v1.PodStatus, error) {
 	if f.onKill != nil {
 		f.onKill(string(pod.UID))
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.killed = append(f.killed, string(pod.UID))
+	f.graces = append(f.graces, grace)
 	return v1.PodStatus{Phase: v1.PodSucceeded}, nil
 }
 func (f *fakeRuntime) Forget(_ context.Context, uid string) error {
@@ -694,6 +698,72 @@ func TestControllerWouldAdmit(t *testing.T) {
 		}
 		if len(c.Pods()) != 1 {
 			t.Errorf("WouldAdmit admitted something: %v", c.Pods())
+		}
+	})
+}
+
+// eventLog records events as "Type Reason namespace/name: message".
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *eventLog) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	m, _ := meta.Accessor(object)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, fmt.Sprintf("%s %s %s/%s: %s", eventtype, reason, m.GetNamespace(), m.GetName(), fmt.Sprintf(messageFmt, args...)))
+}
+
+// TestControllerEvents: an admitted pod gets Normal Admitted, a rejected one Warning with the
+// rejection's reason and message.
+func TestControllerEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
+		rt := &fakeRuntime{synced: map[string]int{}}
+		log := &eventLog{}
+		c := NewController(ControllerOptions{Slices: s, Runtime: rt, Admitter: maxPods(1), WantSources: []string{SourceAPI}, Recorder: log})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(Snapshot{Source: SourceAPI, Pods: []Desired{desired(SourceAPI, "a", "uid-a"), desired(SourceAPI, "b", "uid-b")}})
+		synctest.Wait()
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		want := []string{
+			"Normal Admitted default/a: Admitted from api:a",
+			"Warning OutOfpods default/b: Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1",
+		}
+		if strings.Join(log.events, "\n") != strings.Join(want, "\n") {
+			t.Errorf("events:\n%s\nwant:\n%s", strings.Join(log.events, "\n"), strings.Join(want, "\n"))
+		}
+	})
+}
+
+// TestControllerDeletionGrace: a grace set before the source deletes the pod replaces its
+// terminationGracePeriodSeconds (default 30 s); without one, the pod's own applies.
+func TestControllerDeletionGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _, rt := newTestController(maxPods(10), SourceAPI)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(Snapshot{Source: SourceAPI, Pods: []Desired{desired(SourceAPI, "fast", "uid-fast"), desired(SourceAPI, "slow", "uid-slow")}})
+		synctest.Wait()
+		if c.SetDeletionGrace("default", "nosuch", time.Second) {
+			t.Error("SetDeletionGrace found a pod that does not exist")
+		}
+		if !c.SetDeletionGrace("default", "fast", 3*time.Second) {
+			t.Fatal("SetDeletionGrace did not find fast")
+		}
+		c.Update(Snapshot{Source: SourceAPI, Pods: []Desired{desired(SourceAPI, "slow", "uid-slow")}})
+		synctest.Wait()
+		c.Update(Snapshot{Source: SourceAPI})
+		synctest.Wait()
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		if !stdslices.Equal(rt.graces, []time.Duration{3 * time.Second, 30 * time.Second}) || !stdslices.Equal(rt.killed, []string{"uid-fast", "uid-slow"}) {
+			t.Errorf("killed %v with graces %v; want uid-fast in 3s, uid-slow in 30s", rt.killed, rt.graces)
 		}
 	})
 }

@@ -71,8 +71,26 @@ type LogOptions struct {
 	Follow bool
 	// Previous selects the instance before the current one (kubectl logs --previous).
 	Previous bool
-	// TailLines limits the output to the last N lines; 0 means all.
+	// TailLines limits the output to the last N lines; 0 means all. It applies after SinceTime.
 	TailLines int
+	// SinceTime, when set, leaves out the lines written before it (kubectl logs --since and
+	// --since-time).
+	SinceTime time.Time
+	// Timestamps prefixes every line with the time it was written, RFC 3339 with nanoseconds
+	// and a space, as the kubelet does (kubectl logs --timestamps).
+	Timestamps bool
+}
+
+// Line applies SinceTime and Timestamps to one line written at ts: the line to write, or false
+// for a line to leave out.
+func (o LogOptions) Line(ts time.Time, line []byte) ([]byte, bool) {
+	if !o.SinceTime.IsZero() && ts.Before(o.SinceTime) {
+		return nil, false
+	}
+	if !o.Timestamps {
+		return line, true
+	}
+	return append([]byte(ts.UTC().Format(time.RFC3339Nano)+" "), line...), true
 }
 
 // ErrNoLogs is returned by Runtime.Logs when the container (or its previous instance) has none.

@@ -27,7 +27,8 @@ import (
 type criLog struct {
 	rest    []byte // an incomplete record (no newline yet)
 	partial []byte // the message so far of a record split by the runtime (tag P)
-	emit    func(line []byte) error
+	// emit receives every line with the time of its (last) record.
+	emit func(ts time.Time, line []byte) error
 }
 
 // Write takes raw bytes of a log file.
@@ -57,7 +58,8 @@ func (d *criLog) record(rec []byte) error {
 	if len(fields) < 3 {
 		return nil
 	}
-	if _, err := time.Parse(time.RFC3339Nano, string(fields[0])); err != nil {
+	ts, err := time.Parse(time.RFC3339Nano, string(fields[0]))
+	if err != nil {
 		return nil
 	}
 	if s := string(fields[1]); s != "stdout" && s != "stderr" {
@@ -77,7 +79,7 @@ func (d *criLog) record(rec []byte) error {
 	}
 	line := append(append(d.partial, msg...), '\n')
 	d.partial = nil
-	return d.emit(line)
+	return d.emit(ts, line)
 }
 
 // logFiles returns the run numbers (restart count + 1) that have a log file, ascending.
@@ -149,7 +151,11 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 	defer f.Close()
 
 	var ring [][]byte
-	dec := &criLog{emit: func(line []byte) error {
+	dec := &criLog{emit: func(ts time.Time, line []byte) error {
+		line, ok := opts.Line(ts, line)
+		if !ok {
+			return nil
+		}
 		if opts.TailLines <= 0 {
 			_, err := w.Write(line)
 			return err
@@ -171,9 +177,12 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 	if !opts.Follow || opts.Previous {
 		return nil
 	}
-	dec.emit = func(line []byte) error {
-		_, err := w.Write(line)
-		return err
+	dec.emit = func(ts time.Time, line []byte) error {
+		if line, ok := opts.Line(ts, line); ok {
+			_, err := w.Write(line)
+			return err
+		}
+		return nil
 	}
 	return r.follow(ctx, pod, container, n, f, dec)
 }

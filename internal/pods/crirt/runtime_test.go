@@ -689,7 +689,7 @@ func TestCRILogDecode(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var out bytes.Buffer
-			d := &criLog{emit: func(l []byte) error { out.Write(l); return nil }}
+			d := &criLog{emit: func(_ time.Time, l []byte) error { out.Write(l); return nil }}
 			for _, ch := range c.chunks {
 				if _, err := d.Write([]byte(ch)); err != nil {
 					t.Fatal(err)
@@ -702,7 +702,8 @@ func TestCRILogDecode(t *testing.T) {
 	}
 }
 
-// TestLogsFiles: current and previous instance from the files, TailLines, ErrNoLogs.
+// TestLogsFiles: current and previous instance from the files, TailLines, SinceTime,
+// Timestamps, ErrNoLogs.
 func TestLogsFiles(t *testing.T) {
 	e := newEnv(t)
 	pod := fakePod("u1", "", app("main"))
@@ -712,8 +713,8 @@ func TestLogsFiles(t *testing.T) {
 	}
 	write := func(n int, lines ...string) {
 		var b strings.Builder
-		for _, l := range lines {
-			b.WriteString("2026-11-21T08:00:00Z stdout F " + l + "\n")
+		for i, l := range lines { // line i of a file was written at second i
+			fmt.Fprintf(&b, "2026-11-21T08:00:0%dZ stdout F %s\n", i, l)
 		}
 		if err := os.WriteFile(filepath.Join(dir, []string{"0.log", "1.log", "2.log"}[n]), []byte(b.String()), 0o644); err != nil {
 			t.Fatal(err)
@@ -731,6 +732,10 @@ func TestLogsFiles(t *testing.T) {
 		{"previous", pods.LogOptions{Previous: true}, "b1\nb2\nb3\n"},
 		{"previous tail 2", pods.LogOptions{Previous: true, TailLines: 2}, "b2\nb3\n"},
 		{"tail more than there is", pods.LogOptions{TailLines: 10}, "c1\nc2\n"},
+		{"since", pods.LogOptions{Previous: true, SinceTime: time.Date(2026, 11, 21, 8, 0, 1, 0, time.UTC)}, "b2\nb3\n"},
+		{"since then tail", pods.LogOptions{Previous: true, TailLines: 1, SinceTime: time.Date(2026, 11, 21, 8, 0, 1, 0, time.UTC)}, "b3\n"},
+		{"since after everything", pods.LogOptions{SinceTime: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)}, ""},
+		{"timestamps", pods.LogOptions{Timestamps: true}, "2026-11-21T08:00:00Z c1\n2026-11-21T08:00:01Z c2\n"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

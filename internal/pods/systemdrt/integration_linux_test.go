@@ -590,6 +590,31 @@ func TestIntegrationLogsFollow(t *testing.T) {
 	if err := it.rt.Logs(t.Context(), pod, "talk", pods.LogOptions{TailLines: 2}, &buf); err != nil || buf.String() != "b\nc\n" {
 		t.Errorf("tail 2 = %q, %v", buf.String(), err)
 	}
+	// Timestamps: journald's reception time before every line; SinceTime from the second
+	// line's time leaves the first out.
+	buf.Reset()
+	if err := it.rt.Logs(t.Context(), pod, "talk", pods.LogOptions{Timestamps: true}, &buf); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("timestamps: %q", buf.String())
+	}
+	var second time.Time
+	for i, l := range lines {
+		ts, msg, _ := strings.Cut(l, " ")
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil || msg != []string{"a", "b", "c"}[i] {
+			t.Fatalf("timestamps: line %q: %v", l, err)
+		}
+		if i == 1 {
+			second = at
+		}
+	}
+	buf.Reset()
+	if err := it.rt.Logs(t.Context(), pod, "talk", pods.LogOptions{SinceTime: second}, &buf); err != nil || buf.String() != "b\nc\n" {
+		t.Errorf("since the second line = %q, %v", buf.String(), err)
+	}
 }
 
 // TestIntegrationContainerSpec: env (with $(VAR) expansion), workingDir, runAsUser/runAsGroup

@@ -92,7 +92,10 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 		if !ok || !filter.keep(e) {
 			return nil
 		}
-		line := append(msg, '\n')
+		line, ok := opts.Line(e.time(), append(msg, '\n'))
+		if !ok {
+			return nil
+		}
 		if opts.TailLines <= 0 {
 			_, err := w.Write(line)
 			return err
@@ -136,8 +139,11 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 		if !ok || !filter.keep(e) {
 			return nil
 		}
-		_, err := w.Write(append(msg, '\n'))
-		return err
+		if line, ok := opts.Line(e.time(), append(msg, '\n')); ok {
+			_, err := w.Write(line)
+			return err
+		}
+		return nil
 	}
 	err = r.journal(cctx, append(from(true), match), write)
 	if ctx.Err() != nil {
@@ -239,6 +245,16 @@ func (f entryFilter) keep(e journalEntry) bool {
 	}
 	us, err := strconv.ParseInt(e.Realtime, 10, 64)
 	return err != nil || us >= f.since.UnixMicro()
+}
+
+// time is when journald received the entry (__REALTIME_TIMESTAMP, microseconds since the
+// epoch); the zero time when it has none.
+func (e journalEntry) time() time.Time {
+	us, err := strconv.ParseInt(e.Realtime, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMicro(us)
 }
 
 // message returns MESSAGE, which journalctl writes as a JSON string, or as an array of bytes

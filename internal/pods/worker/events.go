@@ -15,12 +15,6 @@ type EventRecorder interface {
 	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
 }
 
-// EventForgetter is implemented by a recorder that keeps events (pods.EventStore): Forget
-// drops those of a pod the worker forgot.
-type EventForgetter interface {
-	Forget(podUID string)
-}
-
 // Event reasons, the kubelet's (pkg/kubelet/events/event.go).
 const (
 	EventCreated           = "Created"

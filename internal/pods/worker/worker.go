@@ -290,9 +290,9 @@ func (w *Worker) PodUIDs(ctx context.Context) ([]string, error) {
 }
 
 // Forget drops everything about a deleted pod: its containers and sandboxes in the runtime
-// (killed first if they still run), its record, its emptyDir and object volumes, and its
-// events when the recorder keeps them (EventForgetter). hostPath volumes are
-// never touched.
+// (killed first if they still run), its record, and its emptyDir and object volumes. hostPath
+// volumes are never touched. Its events stay with the recorder, which bounds them (as the API
+// server keeps a deleted pod's events until they expire).
 func (w *Worker) Forget(ctx context.Context, uid string) error {
 	if err := slices.ValidateUID(uid); err != nil {
 		return err
@@ -341,9 +341,6 @@ func (w *Worker) Forget(ctx context.Context, uid string) error {
 		delete(w.status, c.ID)
 	}
 	w.mu.Unlock()
-	if f, ok := w.events.(EventForgetter); ok {
-		f.Forget(uid)
-	}
 	w.log.Info("pod forgotten", "pod_uid", uid)
 	return nil
 }
