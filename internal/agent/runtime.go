@@ -50,6 +50,8 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 		MemoryCapacity: capacity.Memory,
 		Resources:      mcfg.Pod,
 		HostNetwork:    true,
+		// Localhost seccomp profiles, for either runtime (the kubelet's <root-dir>/seccomp).
+		SeccompProfileRoot: filepath.Join(cfg.StateDir, "seccomp"),
 	}
 	pr := &podRuntime{close: func() error { return nil }}
 	// logDirs are the runtime's log directories of a pod (CRI: under LogRoot; systemd: the

@@ -17,6 +17,9 @@ const (
 	ReasonErrImageNeverPull = "ErrImageNeverPull"
 	// ReasonCreateContainerError: the runtime refused to create the container.
 	ReasonCreateContainerError = "CreateContainerError"
+	// ReasonCreateContainerConfigError: the container's configuration could not be built,
+	// e.g. runAsNonRoot with an image that runs as root (the kubelet's ErrCreateContainerConfig).
+	ReasonCreateContainerConfigError = "CreateContainerConfigError"
 )
 
 // Terminated reasons, as the kubelet reports them.

@@ -85,6 +85,11 @@ func (r *Runtime) ExecSync(ctx context.Context, id string, cmd []string, timeout
 		{Name: "RemainAfterExit", Value: true},
 	}
 	props = append(props, identityProperties(cfg)...)
+	sec, err := securityProperties(cfg.GetLinux().GetSecurityContext(), readProfile)
+	if err != nil {
+		return worker.ExecResult{}, fmt.Errorf("exec in container %s: %w", rn.Name, err)
+	}
+	props = append(props, sec...)
 	props = append(props,
 		units.Property{Name: "StandardOutputFile", Value: stdout},
 		units.Property{Name: "StandardErrorFile", Value: stderr},

@@ -156,7 +156,7 @@ func newTestRT(t *testing.T, opts Options, events *record.FakeRecorder) *testRT 
 	if events == nil {
 		events = &record.FakeRecorder{}
 	}
-	w, err := worker.New(worker.Options{Runtime: rt, Recorder: events, StateDir: opts.StateDir, MemoryCapacity: 8 << 30, Resources: slices.DefaultOptions()})
+	w, err := worker.New(worker.Options{Runtime: rt, Recorder: events, StateDir: opts.StateDir, MemoryCapacity: 8 << 30, Resources: slices.DefaultOptions(), HostNetwork: true})
 	if err != nil {
 		t.Fatal(err)
 	}

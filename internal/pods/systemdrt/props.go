@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -157,6 +156,8 @@ type unitSpec struct {
 	// OOMScoreAdj is the value to set (already limited to what the host allows).
 	OOMScoreAdj int
 	Mode        units.Mode
+	// Security are the run's securityProperties.
+	Security []units.Property
 }
 
 // description is the unit's Description=.
@@ -188,6 +189,7 @@ func unitProperties(s unitSpec) []units.Property {
 		{Name: "Restart", Value: "no"},
 	}
 	p = append(p, identityProperties(cfg)...)
+	p = append(p, s.Security...)
 	p = append(p,
 		units.Property{Name: "StandardOutput", Value: "journal"},
 		units.Property{Name: "StandardError", Value: "journal"},
@@ -203,8 +205,8 @@ func unitProperties(s unitSpec) []units.Property {
 	return append(p, slices.SliceProperties(resourceConfig(cfg.GetLinux().GetResources()), s.Mode)...)
 }
 
-// identityProperties are the environment, working directory, user, groups, privileges and
-// mounts of a run (and of a command run in it, ExecSync).
+// identityProperties are the environment, working directory and mounts of a run (and of a
+// command run in it, ExecSync); securityProperties adds the user, groups and privileges.
 func identityProperties(cfg *runtimeapi.ContainerConfig) []units.Property {
 	var p []units.Property
 	env := make([]string, 0, len(cfg.GetEnvs()))
@@ -216,26 +218,6 @@ func identityProperties(cfg *runtimeapi.ContainerConfig) []units.Property {
 	}
 	if cfg.GetWorkingDir() != "" {
 		p = append(p, units.Property{Name: "WorkingDirectory", Value: cfg.GetWorkingDir()})
-	}
-	sc := cfg.GetLinux().GetSecurityContext()
-	if u := sc.GetRunAsUser(); u != nil {
-		p = append(p, units.Property{Name: "User", Value: strconv.FormatInt(u.GetValue(), 10)})
-	}
-	if g := sc.GetRunAsGroup(); g != nil {
-		p = append(p, units.Property{Name: "Group", Value: strconv.FormatInt(g.GetValue(), 10)})
-	}
-	if gs := sc.GetSupplementalGroups(); len(gs) > 0 {
-		groups := make([]string, 0, len(gs))
-		for _, g := range gs {
-			groups = append(groups, strconv.FormatInt(g, 10))
-		}
-		p = append(p, units.Property{Name: "SupplementaryGroups", Value: groups})
-	}
-	if sc.GetNoNewPrivs() {
-		p = append(p, units.Property{Name: "NoNewPrivileges", Value: true})
-	}
-	if sc.GetReadonlyRootfs() {
-		p = append(p, units.Property{Name: "ProtectSystem", Value: "strict"})
 	}
 	var rw, ro []units.BindPath
 	for _, m := range cfg.GetMounts() {

@@ -475,7 +475,11 @@ func (r *Runtime) startUnit(ctx context.Context, unit, slice string, cfg *runtim
 				"floor", r.oom.Floor, "unit", unit, "wanted", want)
 		})
 	}
-	props := unitProperties(unitSpec{Config: cfg, Slice: slice, Exec: exe, OOMScoreAdj: adj, Mode: r.sd.Mode()})
+	sec, err := securityProperties(cfg.GetLinux().GetSecurityContext(), readProfile)
+	if err != nil {
+		return err
+	}
+	props := unitProperties(unitSpec{Config: cfg, Slice: slice, Exec: exe, OOMScoreAdj: adj, Mode: r.sd.Mode(), Security: sec})
 	return r.sd.StartService(ctx, unit, props)
 }
 

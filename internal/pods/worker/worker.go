@@ -46,6 +46,10 @@ type Options struct {
 	// HostNetwork runs every pod in the host's network namespace (no CNI plugin needed); with
 	// false only pods with spec.hostNetwork do.
 	HostNetwork bool
+	// SeccompProfileRoot is where Localhost seccomp profiles live (the kubelet's
+	// <root-dir>/seccomp): securityContext.seccompProfile.localhostProfile is a path under it.
+	// Default StateDir/seccomp.
+	SeccompProfileRoot string
 }
 
 // Worker is slicelet's one pod worker (the kubelet's kuberuntime manager: SyncPod,
@@ -106,6 +110,9 @@ func New(opts Options) (*Worker, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.SeccompProfileRoot == "" {
+		opts.SeccompProfileRoot = filepath.Join(opts.StateDir, "seccomp")
+	}
 	if err := os.MkdirAll(filepath.Join(opts.StateDir, "pods"), 0o750); err != nil {
 		return nil, fmt.Errorf("pod worker: state dir: %w", err)
 	}
@@ -120,7 +127,8 @@ func New(opts Options) (*Worker, error) {
 func (w *Worker) Name() string { return w.rt.Name() }
 
 // Validate reports what slicelet cannot run with this runtime: what the worker does not
-// implement (probes, lifecycle hooks), then the runtime's own refusals.
+// implement (probes, lifecycle hooks), the security settings no runtime of slicelet can honour
+// (lifecycle.ValidateSecurity), then the runtime's own refusals.
 func (w *Worker) Validate(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	check := func(p *field.Path, c *v1.Container) {
@@ -148,6 +156,7 @@ func (w *Worker) Validate(pod *v1.Pod) field.ErrorList {
 	for i := range pod.Spec.Containers {
 		check(spec.Child("containers").Index(i), &pod.Spec.Containers[i])
 	}
+	errs = append(errs, lifecycle.ValidateSecurity(pod, pod.Spec.HostNetwork || w.opts.HostNetwork)...)
 	return append(errs, w.rt.Validate(pod)...)
 }
 
