@@ -60,7 +60,7 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 	switch cfg.Runtime.Type {
 	case config.RuntimeSystemd, "":
 		state := filepath.Join(cfg.StateDir, "runtime")
-		rt, err := systemdrt.New(systemdrt.Options{Systemd: sd, StateDir: state, Logger: log.With("runtime", "systemd")})
+		rt, err := systemdrt.New(systemdrt.Options{Systemd: sd, StateDir: state, Logger: log.With("runtime", "systemd"), SeccompProfileRoot: wopts.SeccompProfileRoot})
 		if err != nil {
 			return nil, err
 		}

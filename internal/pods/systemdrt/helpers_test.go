@@ -142,6 +142,7 @@ func newTestRuntime(t *testing.T, mode units.Mode) (*testRT, *fakeSystemd) {
 	return newTestRT(t, Options{
 		Systemd: sd, StateDir: t.TempDir(),
 		ProcRoot: fakeProc(t, "000001ffffffffff", "0"), Executable: fakeExecutable,
+		SeccompProfileRoot: t.TempDir(), AppArmor: func() bool { return false }, KnownUser: knownID, KnownGroup: knownID,
 	}, nil), sd
 }
 
@@ -223,3 +224,6 @@ func allRunning(st v1.PodStatus) bool {
 }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// knownID is a fake host user database that knows every id.
+func knownID(int64) bool { return true }

@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
@@ -74,14 +73,6 @@ func signalOf(name string) syscall.Signal {
 		return s
 	}
 	return syscall.SIGTERM
-}
-
-// nonRoot is the container's runAsNonRoot, else the pod's.
-func nonRoot(pod *v1.Pod, c *v1.Container) bool {
-	if c.SecurityContext != nil && c.SecurityContext.RunAsNonRoot != nil {
-		return *c.SecurityContext.RunAsNonRoot
-	}
-	return pod.Spec.SecurityContext != nil && pod.Spec.SecurityContext.RunAsNonRoot != nil && *pod.Spec.SecurityContext.RunAsNonRoot
 }
 
 // isExecutable is the default Options.Executable: a regular file with an execute bit.
@@ -156,8 +147,9 @@ type unitSpec struct {
 	// OOMScoreAdj is the value to set (already limited to what the host allows).
 	OOMScoreAdj int
 	Mode        units.Mode
-	// Security are the run's securityProperties.
+	// Security are the run's securityProperties, Wrap their command prefix.
 	Security []units.Property
+	Wrap     []string
 }
 
 // description is the unit's Description=.
@@ -180,7 +172,7 @@ func unitProperties(s unitSpec) []units.Property {
 		// Type=exec: the start job ends when execve succeeded, so a missing binary or a bad
 		// User= fails the start instead of a unit that was "running" for a moment.
 		{Name: "Type", Value: "exec"},
-		{Name: "ExecStart", Value: units.Exec{Path: s.Exec, Args: argv}},
+		{Name: "ExecStart", Value: wrapExec(s.Wrap, s.Exec, argv)},
 		// Keep a successfully exited unit (active/exited) until its exit status was read;
 		// without it systemd garbage-collects the unit, and its status with it, the moment it
 		// ends.
@@ -235,6 +227,16 @@ func identityProperties(cfg *runtimeapi.ContainerConfig) []units.Property {
 		p = append(p, units.Property{Name: "BindReadOnlyPaths", Value: ro})
 	}
 	return p
+}
+
+// wrapExec is ExecStart= of exe with argv, started through the command prefix wrap if any
+// (which then runs exe by its path).
+func wrapExec(wrap []string, exe string, argv []string) units.Exec {
+	if len(wrap) == 0 {
+		return units.Exec{Path: exe, Args: argv}
+	}
+	args := append(append(append([]string(nil), wrap...), exe), argv[1:]...)
+	return units.Exec{Path: wrap[0], Args: args}
 }
 
 // grace is the pod's termination grace period from the run's annotations, the default when it

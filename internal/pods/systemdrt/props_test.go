@@ -209,7 +209,8 @@ func startedProps(t *testing.T, pod *v1.Pod, n int, mode units.Mode, resources s
 	var props []units.Property
 	synctest.Test(t, func(t *testing.T) {
 		sd := newFakeSystemd(mode)
-		opts := Options{Systemd: sd, StateDir: t.TempDir(), ProcRoot: fakeProc(t, "000001ffffffffff", "0"), Executable: fakeExecutable}
+		opts := Options{Systemd: sd, StateDir: t.TempDir(), ProcRoot: fakeProc(t, "000001ffffffffff", "0"), Executable: fakeExecutable,
+			KnownUser: knownID, KnownGroup: knownID}
 		rt, err := New(opts)
 		if err != nil {
 			t.Fatal(err)

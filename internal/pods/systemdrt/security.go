@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,6 +112,13 @@ func capabilityList(set uint64) []string {
 	return out
 }
 
+// hostAppArmor reports whether the kernel enforces AppArmor (what the kubelet's
+// apparmor.IsEnabled reads).
+func hostAppArmor() bool {
+	b, err := os.ReadFile("/sys/module/apparmor/parameters/enabled")
+	return err == nil && strings.HasPrefix(string(b), "Y")
+}
+
 // maxProfileSize bounds a Localhost seccomp profile read from disk.
 const maxProfileSize = 1 << 20
 
@@ -133,9 +141,10 @@ func readProfile(path string) ([]byte, error) {
 
 // securityProperties are the unit directives of a container's CRI security context:
 //
-//   - User=/Group= (numeric: systemd accepts ids without a passwd entry) from runAsUser and
-//     runAsGroup, DefaultUID/DefaultGID when runAsUser is unset; SupplementaryGroups= from
-//     fsGroup and supplementalGroups.
+//   - User=/Group= (numeric) from runAsUser and runAsGroup, DefaultUID/DefaultGID when
+//     runAsUser is unset; SupplementaryGroups= from fsGroup and supplementalGroups. When an id
+//     is not in the host's user database, the returned command prefix (setprivArgs) sets them
+//     instead.
 //   - CapabilityBoundingSet= from capabilitySet; no AmbientCapabilities=, so a non-root user
 //     keeps no effective capability, as under containerd (no ambient set).
 //   - NoNewPrivileges= from no_new_privs (allowPrivilegeEscalation false).
@@ -150,8 +159,9 @@ func readProfile(path string) ([]byte, error) {
 //     seccomp profiles, unless privileged (containerd applies none to privileged containers).
 //   - AppArmorProfile= for a Localhost AppArmor profile.
 //
-// What cannot be mapped is an error (Validate refuses it first).
-func securityProperties(sc *runtimeapi.LinuxContainerSecurityContext, read func(string) ([]byte, error)) ([]units.Property, error) {
+// What cannot be mapped is an error (Validate refuses it first). The second result is a command
+// prefix for ExecStart= (nil when none is needed).
+func securityProperties(sc *runtimeapi.LinuxContainerSecurityContext, env secEnv) ([]units.Property, []string, error) {
 	var p []units.Property
 	uid, gid := DefaultUID, DefaultGID
 	hasGID := true
@@ -161,22 +171,29 @@ func securityProperties(sc *runtimeapi.LinuxContainerSecurityContext, read func(
 	if g := sc.GetRunAsGroup(); g != nil {
 		gid, hasGID = g.GetValue(), true
 	}
-	p = append(p, units.Property{Name: "User", Value: strconv.FormatInt(uid, 10)})
-	if hasGID {
-		p = append(p, units.Property{Name: "Group", Value: strconv.FormatInt(gid, 10)})
-	}
-	if gs := sc.GetSupplementalGroups(); len(gs) > 0 {
-		groups := make([]string, 0, len(gs))
-		for _, g := range gs {
-			groups = append(groups, strconv.FormatInt(g, 10))
-		}
-		p = append(p, units.Property{Name: "SupplementaryGroups", Value: groups})
+	groups := make([]string, 0, len(sc.GetSupplementalGroups()))
+	known := env.KnownUser(uid) && (!hasGID || env.KnownGroup(gid))
+	for _, g := range sc.GetSupplementalGroups() {
+		groups = append(groups, strconv.FormatInt(g, 10))
+		known = known && env.KnownGroup(g)
 	}
 	caps, err := capabilitySet(sc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	p = append(p, units.Property{Name: "CapabilityBoundingSet", Value: caps})
+	var wrap []string
+	if known {
+		p = append(p, units.Property{Name: "User", Value: strconv.FormatInt(uid, 10)})
+		if hasGID {
+			p = append(p, units.Property{Name: "Group", Value: strconv.FormatInt(gid, 10)})
+		}
+		if len(groups) > 0 {
+			p = append(p, units.Property{Name: "SupplementaryGroups", Value: groups})
+		}
+		p = append(p, units.Property{Name: "CapabilityBoundingSet", Value: caps})
+	} else {
+		wrap = setprivArgs(env.Setpriv, uid, gid, groups, caps)
+	}
 	if sc.GetNoNewPrivs() {
 		p = append(p, units.Property{Name: "NoNewPrivileges", Value: true})
 	}
@@ -204,15 +221,15 @@ func securityProperties(sc *runtimeapi.LinuxContainerSecurityContext, read func(
 	case runtimeapi.NamespaceMode_CONTAINER:
 		p = append(p, units.Property{Name: "ProtectProc", Value: "invisible"})
 	default:
-		return nil, errors.New("the systemd runtime cannot share a process namespace between the containers of a pod")
+		return nil, nil, errors.New("the systemd runtime cannot share a process namespace between the containers of a pod")
 	}
 	if ns.GetIpc() != runtimeapi.NamespaceMode_NODE {
 		p = append(p, units.Property{Name: "PrivateIPC", Value: true})
 	}
 	if !privileged {
-		sp, err := seccompProperties(sc.GetSeccomp(), caps, read)
+		sp, err := seccompProperties(sc.GetSeccomp(), caps, env.Read)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		p = append(p, sp...)
 	}
@@ -221,10 +238,55 @@ func securityProperties(sc *runtimeapi.LinuxContainerSecurityContext, read func(
 		p = append(p, units.Property{Name: "AppArmorProfile", Value: units.Profile{Name: ap.GetLocalhostRef()}})
 	case runtimeapi.SecurityProfile_RuntimeDefault:
 		if ap != nil {
-			return nil, errors.New("the systemd runtime has no default AppArmor profile")
+			return nil, nil, errors.New("the systemd runtime has no default AppArmor profile")
 		}
 	}
-	return p, nil
+	return p, wrap, nil
+}
+
+// secEnv is what securityProperties needs from the host.
+type secEnv struct {
+	// Read reads a Localhost seccomp profile.
+	Read func(path string) ([]byte, error)
+	// KnownUser and KnownGroup report whether the host's user database has the id.
+	KnownUser, KnownGroup func(id int64) bool
+	// Setpriv is util-linux's setpriv.
+	Setpriv string
+}
+
+// setprivArgs is the command a run is started through when its ids are not all in the host's
+// user database: systemd 252 refuses an unknown numeric User=, Group= or SupplementaryGroups=
+// ("Failed to determine user credentials"), so the command starts as root and setpriv sets the
+// ids, the groups and the bounding set (systemd's CapabilityBoundingSet= would take setpriv's
+// own CAP_SETUID away before it could use it) before it executes the command. A container
+// without runAsGroup then runs with group 0, as containerd runs a user its image does not know.
+func setprivArgs(setpriv string, uid, gid int64, groups []string, caps uint64) []string {
+	args := []string{setpriv, "--reuid=" + strconv.FormatInt(uid, 10), "--regid=" + strconv.FormatInt(gid, 10)}
+	if len(groups) > 0 {
+		args = append(args, "--groups="+strings.Join(groups, ","))
+	} else {
+		args = append(args, "--clear-groups")
+	}
+	all := uint64(1)<<uint(len(capabilityNames)) - 1
+	if caps != all {
+		set := "-all"
+		for _, c := range capabilityList(caps) {
+			set += ",+" + strings.ToLower(strings.TrimPrefix(c, "CAP_"))
+		}
+		args = append(args, "--bounding-set="+set)
+	}
+	return append(args, "--")
+}
+
+// knownUser and knownGroup look an id up in the host's user database, as systemd does.
+func knownUser(id int64) bool {
+	_, err := user.LookupId(strconv.FormatInt(id, 10))
+	return err == nil
+}
+
+func knownGroup(id int64) bool {
+	_, err := user.LookupGroupId(strconv.FormatInt(id, 10))
+	return err == nil
 }
 
 // ignoreMissing prefixes paths with "-": systemd then ignores the ones the host lacks.

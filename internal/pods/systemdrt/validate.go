@@ -47,8 +47,22 @@ func (r *Runtime) validate(pod *v1.Pod, host bool) field.ErrorList {
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
 		errs = append(errs, field.Invalid(spec.Child("terminationGracePeriodSeconds"), *g, "must be non-negative"))
 	}
+	if pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace {
+		errs = append(errs, field.Forbidden(spec.Child("shareProcessNamespace"), "the systemd runtime cannot share a process namespace between containers (systemd 252 has no private PID namespace); "+useCRI))
+	}
 	if sc := pod.Spec.SecurityContext; sc != nil {
-		errs = append(errs, validateIDs(spec.Child("securityContext"), sc.RunAsUser, sc.RunAsGroup)...)
+		p := spec.Child("securityContext")
+		errs = append(errs, validateIDs(p, sc.RunAsUser, sc.RunAsGroup)...)
+		if sc.SELinuxOptions != nil {
+			errs = append(errs, field.Forbidden(p.Child("seLinuxOptions"), "the systemd runtime does not set SELinux labels; "+useCRI))
+		}
+		if len(sc.Sysctls) > 0 {
+			errs = append(errs, field.Forbidden(p.Child("sysctls"), "the systemd runtime runs containers in the host's namespaces, where a sysctl would change the whole host; "+useCRI))
+		}
+		if sc.SupplementalGroupsPolicy != nil && *sc.SupplementalGroupsPolicy != v1.SupplementalGroupsPolicyMerge {
+			errs = append(errs, field.NotSupported(p.Child("supplementalGroupsPolicy"), string(*sc.SupplementalGroupsPolicy), []string{string(v1.SupplementalGroupsPolicyMerge)}))
+		}
+		errs = append(errs, r.validateAppArmor(p.Child("appArmorProfile"), sc.AppArmorProfile)...)
 		for i, g := range sc.SupplementalGroups {
 			if g < 0 || g >= 1<<32-1 {
 				errs = append(errs, field.Invalid(spec.Child("securityContext", "supplementalGroups").Index(i), g, "must be a group id between 0 and 4294967294"))
@@ -122,15 +136,77 @@ func (r *Runtime) validateContainer(pod *v1.Pod, p *field.Path, c *v1.Container,
 		}
 	}
 	if sc := c.SecurityContext; sc != nil {
-		errs = append(errs, validateIDs(p.Child("securityContext"), sc.RunAsUser, sc.RunAsGroup)...)
+		sp := p.Child("securityContext")
+		errs = append(errs, validateIDs(sp, sc.RunAsUser, sc.RunAsGroup)...)
+		if sc.SELinuxOptions != nil {
+			errs = append(errs, field.Forbidden(sp.Child("seLinuxOptions"), "the systemd runtime does not set SELinux labels; "+useCRI))
+		}
+		if caps := sc.Capabilities; caps != nil {
+			for _, l := range []struct {
+				name string
+				caps []v1.Capability
+			}{{"add", caps.Add}, {"drop", caps.Drop}} {
+				for i, c := range l.caps {
+					if msg := capabilityProblem(string(c)); msg != "" {
+						errs = append(errs, field.Invalid(sp.Child("capabilities", l.name).Index(i), string(c), msg))
+					}
+				}
+			}
+		}
+		errs = append(errs, r.validateAppArmor(sp.Child("appArmorProfile"), sc.AppArmorProfile)...)
 	}
-	if nonRoot(pod, c) {
-		if uid := lifecycle.RunAsUser(pod, c); uid == nil || *uid == 0 {
-			errs = append(errs, field.Invalid(p.Child("securityContext", "runAsNonRoot"), true,
-				"without an image there is no image user: set a non-zero runAsUser, or the command would run as root"))
+	if key := lifecycle.AppArmorContainerAnnotationPrefix + c.Name; pod.Annotations[key] != "" && (c.SecurityContext == nil || c.SecurityContext.AppArmorProfile == nil) {
+		if ap := lifecycle.AppArmorProfile(&v1.Pod{ObjectMeta: pod.ObjectMeta}, c); ap != nil {
+			errs = append(errs, r.validateAppArmor(field.NewPath("metadata", "annotations").Key(key), ap)...)
+		}
+	}
+	// Without runAsUser the command runs as DefaultUID, not root: only an explicit root breaks
+	// runAsNonRoot (the kubelet's verifyRunAsNonRoot, with DefaultUID as the image's user).
+	defaultUID := DefaultUID
+	if err := lifecycle.VerifyRunAsNonRoot(pod, c, &defaultUID, ""); err != nil {
+		errs = append(errs, field.Invalid(p.Child("securityContext", "runAsNonRoot"), true, err.Error()))
+	}
+	if host {
+		if sp := lifecycle.SeccompProfile(pod, c); sp != nil && sp.Type == v1.SeccompProfileTypeLocalhost && sp.LocalhostProfile != nil && r.opts.SeccompProfileRoot != "" {
+			path := filepath.Join(r.opts.SeccompProfileRoot, *sp.LocalhostProfile)
+			if _, err := seccompProperties(&runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: path}, 0, readProfile); err != nil {
+				errs = append(errs, field.Invalid(p.Child("securityContext", "seccompProfile", "localhostProfile"), *sp.LocalhostProfile, err.Error()))
+			}
 		}
 	}
 	return errs
+}
+
+// capabilityProblem says what is wrong with a capability name, or "".
+func capabilityProblem(c string) string {
+	if strings.EqualFold(c, "ALL") {
+		return ""
+	}
+	if _, ok := capabilityBit(c); ok {
+		return ""
+	}
+	if _, ok := capabilityBit(strings.TrimPrefix(strings.ToUpper(c), "CAP_")); ok {
+		return "write the capability without the CAP_ prefix, as container runtimes expect"
+	}
+	return "unknown capability"
+}
+
+// validateAppArmor refuses what the systemd runtime cannot apply: RuntimeDefault (it has no
+// default profile) and any profile on a host without AppArmor (the kubelet's AppArmor
+// admission).
+func (r *Runtime) validateAppArmor(p *field.Path, ap *v1.AppArmorProfile) field.ErrorList {
+	if ap == nil {
+		return nil
+	}
+	switch ap.Type {
+	case v1.AppArmorProfileTypeRuntimeDefault:
+		return field.ErrorList{field.Forbidden(p.Child("type"), "the systemd runtime has no default AppArmor profile; use Localhost with a profile loaded on this host, or "+useCRI)}
+	case v1.AppArmorProfileTypeLocalhost:
+		if !r.opts.AppArmor() {
+			return field.ErrorList{field.Forbidden(p.Child("type"), "cannot enforce AppArmor: AppArmor is not enabled on the host")}
+		}
+	}
+	return nil
 }
 
 // validateCommand checks command and args: a command is required (there is no image
