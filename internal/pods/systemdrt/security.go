@@ -192,6 +192,9 @@ func securityProperties(sc *runtimeapi.LinuxContainerSecurityContext, env secEnv
 		}
 		p = append(p, units.Property{Name: "CapabilityBoundingSet", Value: caps})
 	} else {
+		if !hasGID {
+			gid = 0
+		}
 		wrap = setprivArgs(env.Setpriv, uid, gid, groups, caps)
 	}
 	if sc.GetNoNewPrivs() {
@@ -306,6 +309,10 @@ func seccompProperties(sp *runtimeapi.SecurityProfile, caps uint64, read func(st
 	spec := &specs.Spec{Process: &specs.Process{Capabilities: &specs.LinuxCapabilities{Bounding: capabilityList(caps)}}}
 	var prof *specs.LinuxSeccomp
 	var err error
+	if sp == nil {
+		// No profile asked for: unconfined (the worker always says which).
+		return nil, nil
+	}
 	switch sp.GetProfileType() {
 	case runtimeapi.SecurityProfile_RuntimeDefault:
 		prof, err = seccomp.GetDefaultProfile(spec)
