@@ -562,6 +562,50 @@ func TestCreateContainerError(t *testing.T) {
 	}
 }
 
+// TestRunAsNonRootAgainstImageUser: with runAsNonRoot and no runAsUser, the image's user is
+// checked before the container is created (CreateContainerConfigError, nothing created); a
+// non-root runAsUser passes whatever the image says.
+func TestRunAsNonRootAgainstImageUser(t *testing.T) {
+	yes := true
+	cases := []struct {
+		name    string
+		uid     *runtimeapi.Int64Value
+		user    string
+		runAs   *int64
+		wantMsg string
+	}{
+		{name: "image without user: root", wantMsg: "container has runAsNonRoot and image will run as root"},
+		{name: "image uid 0", uid: &runtimeapi.Int64Value{Value: 0}, wantMsg: "image will run as root"},
+		{name: "image user by name", user: "nginx", wantMsg: "image has non-numeric user (nginx), cannot verify user is non-root"},
+		{name: "image uid 101", uid: &runtimeapi.Int64Value{Value: 101}},
+		{name: "runAsUser 1000 over a root image", runAs: func() *int64 { v := int64(1000); return &v }()},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.cri.mu.Lock()
+			e.cri.images["sha256:app"].Uid, e.cri.images["sha256:app"].Username = c.uid, c.user
+			e.cri.mu.Unlock()
+			ctr := app("main")
+			ctr.SecurityContext = &v1.SecurityContext{RunAsNonRoot: &yes, RunAsUser: c.runAs}
+			st := e.sync(t, fakePod("u1", "", ctr))
+			w := st.ContainerStatuses[0].State.Waiting
+			if c.wantMsg == "" {
+				if e.calls("CreateContainer") != 1 {
+					t.Fatalf("container not created: %+v", st.ContainerStatuses[0].State)
+				}
+				return
+			}
+			if w == nil || w.Reason != lifecycle.ReasonCreateContainerConfigError || !strings.Contains(w.Message, c.wantMsg) {
+				t.Fatalf("status: %+v", st.ContainerStatuses[0].State)
+			}
+			if n := e.calls("CreateContainer"); n != 0 {
+				t.Errorf("CreateContainer called %d times", n)
+			}
+		})
+	}
+}
+
 // TestInitContainersFake: init containers run one at a time, in order, before the app.
 func TestInitContainersFake(t *testing.T) {
 	e := newEnv(t)
