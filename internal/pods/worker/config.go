@@ -113,6 +113,7 @@ func (w *Worker) SandboxConfig(pod *v1.Pod, slice string, attempt uint32) *runti
 			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
 		}
 		sc.SupplementalGroupsPolicy = supplementalGroupsPolicy(psc)
+		sc.SelinuxOptions = seLinuxOptions(psc.SELinuxOptions)
 		for _, s := range psc.Sysctls {
 			if sysctls == nil {
 				sysctls = map[string]string{}
@@ -175,6 +176,7 @@ func (w *Worker) containerSecurity(pod *v1.Pod, c *v1.Container) *runtimeapi.Lin
 		MaskedPaths:              append([]string(nil), lifecycle.DefaultMaskedPaths...),
 		ReadonlyPaths:            append([]string(nil), lifecycle.DefaultReadonlyPaths...),
 	}
+	sc.SelinuxOptions = seLinuxOptions(esc.SELinuxOptions)
 	if esc.RunAsUser != nil {
 		sc.RunAsUser = &runtimeapi.Int64Value{Value: *esc.RunAsUser}
 	}
@@ -191,6 +193,15 @@ func (w *Worker) containerSecurity(pod *v1.Pod, c *v1.Container) *runtimeapi.Lin
 		}
 	}
 	return sc
+}
+
+// seLinuxOptions converts SELinux options (kuberuntime security_context.go,
+// convertToRuntimeSELinuxOption); nil stays nil.
+func seLinuxOptions(o *v1.SELinuxOptions) *runtimeapi.SELinuxOption {
+	if o == nil {
+		return nil
+	}
+	return &runtimeapi.SELinuxOption{User: o.User, Role: o.Role, Type: o.Type, Level: o.Level}
 }
 
 // seccompProfile is a seccomp profile in CRI terms (kuberuntime helpers.go,

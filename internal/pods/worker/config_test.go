@@ -65,9 +65,9 @@ func TestSecurityContextConfig(t *testing.T) {
 	pod.Spec.HostPID, pod.Spec.HostIPC = true, false
 	pod.Spec.SecurityContext = &v1.PodSecurityContext{
 		RunAsUser: i64(1000), RunAsGroup: i64(2000), FSGroup: i64(3000), SupplementalGroups: []int64{4000},
-		SupplementalGroupsPolicy: &strict,
-		SeccompProfile:           &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault},
-		Sysctls:                  []v1.Sysctl{{Name: "kernel/shm_rmid_forced", Value: "1"}},
+		SupplementalGroupsPolicy: &strict, SELinuxOptions: &v1.SELinuxOptions{Type: "spc_t", Level: "s0:c1"},
+		SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault},
+		Sysctls:        []v1.Sysctl{{Name: "kernel/shm_rmid_forced", Value: "1"}},
 	}
 	pod.Spec.Containers[0].SecurityContext = &v1.SecurityContext{
 		RunAsUser: i64(0), Privileged: &yes, ReadOnlyRootFilesystem: &yes,
@@ -85,6 +85,9 @@ func TestSecurityContextConfig(t *testing.T) {
 	if ssc.RunAsUser.GetValue() != 1000 || ssc.RunAsGroup.GetValue() != 2000 || !reflect.DeepEqual(ssc.SupplementalGroups, []int64{3000, 4000}) ||
 		ssc.SupplementalGroupsPolicy != runtimeapi.SupplementalGroupsPolicy_Strict {
 		t.Errorf("sandbox ids %+v", ssc)
+	}
+	if !reflect.DeepEqual(ssc.SelinuxOptions, &runtimeapi.SELinuxOption{Type: "spc_t", Level: "s0:c1"}) {
+		t.Errorf("sandbox SELinux %v", ssc.SelinuxOptions)
 	}
 	if ssc.Seccomp.GetProfileType() != runtimeapi.SecurityProfile_RuntimeDefault {
 		t.Errorf("sandbox seccomp %v", ssc.Seccomp)
@@ -112,6 +115,9 @@ func TestSecurityContextConfig(t *testing.T) {
 	}
 	if sc.Apparmor.GetProfileType() != runtimeapi.SecurityProfile_Localhost || sc.Apparmor.LocalhostRef != "audit.json" {
 		t.Errorf("apparmor %v", sc.Apparmor)
+	}
+	if !reflect.DeepEqual(sc.SelinuxOptions, &runtimeapi.SELinuxOption{Type: "spc_t", Level: "s0:c1"}) {
+		t.Errorf("container SELinux (the pod's) %v", sc.SelinuxOptions)
 	}
 	if len(sc.MaskedPaths) == 0 || len(sc.ReadonlyPaths) == 0 {
 		t.Errorf("masked %v read-only %v", sc.MaskedPaths, sc.ReadonlyPaths)
