@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,10 +26,20 @@ r pid1 'test -e /proc/1/status'
 r rootfs 'touch /var/tmp/slicelet-sc-probe && rm -f /var/tmp/slicelet-sc-probe'
 r volume 'touch /mnt/probe'
 r unshare 'unshare -n true'
+r mkdir 'd=/tmp/slicelet-sc-probe.$$$$; mkdir $d && rmdir $d'
 # glibc's pthread_create tries clone3 first and falls back to clone only on ENOSYS.
 if command -v python3 >/dev/null; then r threads 'python3 -c "import threading; t = threading.Thread(target=print); t.start(); t.join()"'; else echo threads=skip; fi
 echo done=yes
 exec sleep infinity`
+
+// secCase is one security context of TestIntegrationSecurityContext and what it must give.
+type secCase struct {
+	name   string
+	pod    func(p *v1.Pod, c *v1.Container)
+	status map[string]string // /proc/<pid>/status fields, exactly
+	can    map[string]string // probe results
+	props  map[string]any    // Service properties
+}
 
 // TestIntegrationSecurityContext runs a container per security context under the real systemd
 // and checks its unit's properties, its process's /proc/<pid>/status (Uid, Gid, Groups,
@@ -40,18 +51,12 @@ func TestIntegrationSecurityContext(t *testing.T) {
 	// fewer than the kernel knows).
 	allCaps := procStatus(t, 1)["CapBnd"]
 	root := ptr(int64(0))
-	cases := []struct {
-		name   string
-		pod    func(p *v1.Pod, c *v1.Container)
-		status map[string]string // /proc/<pid>/status fields, exactly
-		can    map[string]string // probe results
-		props  map[string]any    // Service properties
-	}{
+	cases := []secCase{
 		{
 			name:   "no security context: nobody, containerd's bounding set, no capability",
 			pod:    func(p *v1.Pod, c *v1.Container) {},
 			status: map[string]string{"Uid": "65534\t65534\t65534\t65534", "Gid": "65534\t65534\t65534\t65534", "CapBnd": defaultCaps, "CapEff": "0000000000000000", "NoNewPrivs": "0", "Seccomp": "0"},
-			can:    map[string]string{"shadow": "no", "timers": "no", "procsys": "no", "pid1": "no", "volume": "yes", "rootfs": "yes"},
+			can:    map[string]string{"shadow": "no", "timers": "no", "procsys": "no", "pid1": "no", "volume": "yes", "rootfs": "yes", "mkdir": "yes"},
 			props:  map[string]any{"User": "65534", "CapabilityBoundingSet": uint64(0xa80425fb), "AmbientCapabilities": uint64(0), "ProtectProc": "invisible", "PrivateIPC": true},
 		},
 		{
@@ -125,6 +130,22 @@ func TestIntegrationSecurityContext(t *testing.T) {
 			props: map[string]any{"ProtectProc": "default", "PrivateIPC": false},
 		},
 	}
+	// A Localhost profile under the worker's seccomp root: everything but mkdir.
+	if err := os.MkdirAll(filepath.Join(it.state, "seccomp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	profile := `{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO"}]}`
+	if err := os.WriteFile(filepath.Join(it.state, "seccomp", "no-mkdir.json"), []byte(profile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases, secCase{
+		name: "Localhost seccomp profile: a deny list",
+		pod: func(p *v1.Pod, c *v1.Container) {
+			c.SecurityContext = &v1.SecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr("no-mkdir.json")}}
+		},
+		status: map[string]string{"Seccomp": "2"},
+		can:    map[string]string{"mkdir": "no", "rootfs": "yes"},
+	})
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			uid := fmt.Sprintf("sec-%d", i)
