@@ -606,6 +606,25 @@ func TestRunAsNonRootAgainstImageUser(t *testing.T) {
 	}
 }
 
+// TestStrictSupplementalGroups: supplementalGroupsPolicy Strict is refused unless the runtime
+// reports the feature (containerd 1.6 does not).
+func TestStrictSupplementalGroups(t *testing.T) {
+	e := newEnv(t)
+	strict := v1.SupplementalGroupsPolicyStrict
+	pod := fakePod("u1", "", app("main"))
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: &strict}
+	want := "spec.securityContext.supplementalGroupsPolicy: Forbidden: the cri runtime does not report support for SupplementalGroupsPolicy Strict"
+	if errs := e.back.Validate(pod); len(errs) != 1 || errs[0].Error() != want {
+		t.Errorf("Validate without the feature = %v, want %q", errs, want)
+	}
+	e.cri.mu.Lock()
+	e.cri.features = &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true}
+	e.cri.mu.Unlock()
+	if errs := e.back.Validate(pod); len(errs) != 0 {
+		t.Errorf("Validate with the feature = %v", errs)
+	}
+}
+
 // TestInitContainersFake: init containers run one at a time, in order, before the app.
 func TestInitContainersFake(t *testing.T) {
 	e := newEnv(t)

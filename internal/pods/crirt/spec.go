@@ -1,8 +1,10 @@
 package crirt
 
 import (
+	"context"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -19,7 +21,8 @@ func containerLogPath(container string, n int) string {
 
 // Validate reports what this runtime cannot run, with field paths and values: containers
 // without an image, ephemeral containers, volume types other than emptyDir and hostPath, env
-// values from sources, subPath mounts, unknown pull policies and stop signals.
+// values from sources, subPath mounts, unknown pull policies and stop signals, and
+// supplementalGroupsPolicy Strict unless the runtime reports support for it.
 func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
@@ -33,6 +36,15 @@ func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList {
 	}
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
 		errs = append(errs, field.Invalid(spec.Child("terminationGracePeriodSeconds"), *g, "must be non-negative"))
+	}
+	if psc := pod.Spec.SecurityContext; psc != nil && psc.SupplementalGroupsPolicy != nil && *psc.SupplementalGroupsPolicy == v1.SupplementalGroupsPolicyStrict {
+		// The kubelet refuses such a pod when the runtime does not report the feature
+		// (pkg/kubelet/lifecycle, SupplementalGroupsPolicyNotSupported); containerd 1.6 would
+		// merge the image's groups anyway.
+		if !r.supportsStrictGroups() {
+			errs = append(errs, field.Forbidden(spec.Child("securityContext", "supplementalGroupsPolicy"),
+				"the cri runtime does not report support for SupplementalGroupsPolicy Strict"))
+		}
 	}
 	volumes := map[string]bool{}
 	for i, v := range pod.Spec.Volumes {
@@ -90,4 +102,15 @@ func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList {
 		check(spec.Child("containers").Index(i), &pod.Spec.Containers[i])
 	}
 	return errs
+}
+
+// supportsStrictGroups asks the runtime (its status features, at most a second) whether it
+// applies supplementalGroupsPolicy Strict; false when it cannot be asked.
+func (r *Runtime) supportsStrictGroups() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.StatusResponse, error) {
+		return r.rs.Status(ctx, &runtimeapi.StatusRequest{})
+	})
+	return err == nil && resp.GetFeatures().GetSupplementalGroupsPolicy()
 }
