@@ -693,7 +693,7 @@ func TestRelist(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	rt := &Runtime{}
+	rt := &Runtime{opts: Options{AppArmor: func() bool { return false }}}
 	neg := int64(-1)
 	sig := v1.Signal("SIGNOPE")
 	cases := []struct {
@@ -714,6 +714,12 @@ func TestValidate(t *testing.T) {
 		{"negative grace", func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = &neg }, "spec.terminationGracePeriodSeconds: Invalid value: -1"},
 		{"bad stop signal", func(p *v1.Pod) { p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{StopSignal: &sig} }, `spec.containers[0].lifecycle.stopSignal: Invalid value: "SIGNOPE"`},
 		{"init container without image", func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{{Name: "i"}} }, "spec.initContainers[0].image: Required value"},
+		{"AppArmor without AppArmor", func(p *v1.Pod) {
+			p.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/main": "runtime/default"}
+		}, "metadata.annotations[container.apparmor.security.beta.kubernetes.io/main]: Forbidden: cannot enforce AppArmor: AppArmor is not enabled on the host"},
+		{"AppArmor Unconfined needs none", func(p *v1.Pod) {
+			p.Spec.SecurityContext = &v1.PodSecurityContext{AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeUnconfined}}
+		}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

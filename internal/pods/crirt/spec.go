@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -21,8 +22,9 @@ func containerLogPath(container string, n int) string {
 
 // Validate reports what this runtime cannot run, with field paths and values: containers
 // without an image, ephemeral containers, volume types other than emptyDir and hostPath, env
-// values from sources, subPath mounts, unknown pull policies and stop signals, and
-// supplementalGroupsPolicy Strict unless the runtime reports support for it.
+// values from sources, subPath mounts, unknown pull policies and stop signals,
+// supplementalGroupsPolicy Strict unless the runtime reports support for it, and AppArmor
+// profiles on a host without AppArmor.
 func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
@@ -60,7 +62,13 @@ func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList {
 		}
 		volumes[v.Name] = true
 	}
+	appArmorRefused := map[string]bool{}
 	check := func(p *field.Path, c *v1.Container) {
+		// The kubelet's AppArmor admission: a profile other than Unconfined needs AppArmor.
+		if ap, at := lifecycle.AppArmorProfileAt(pod, c, p); ap != nil && ap.Type != v1.AppArmorProfileTypeUnconfined && !r.opts.AppArmor() && !appArmorRefused[at.String()] {
+			appArmorRefused[at.String()] = true
+			errs = append(errs, field.Forbidden(at, "cannot enforce AppArmor: AppArmor is not enabled on the host"))
+		}
 		if c.Image == "" {
 			errs = append(errs, field.Required(p.Child("image"), "the cri runtime runs images"))
 		}

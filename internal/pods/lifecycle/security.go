@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -181,6 +182,26 @@ func AppArmorProfile(pod *v1.Pod, c *v1.Container) *v1.AppArmorProfile {
 		return p
 	}
 	return nil
+}
+
+// AppArmorProfileAt is AppArmorProfile with the field path it comes from: the container's
+// securityContext (under cp, the container's path), the pod's, or the annotation.
+func AppArmorProfileAt(pod *v1.Pod, c *v1.Container, cp *field.Path) (*v1.AppArmorProfile, *field.Path) {
+	if c.SecurityContext != nil && c.SecurityContext.AppArmorProfile != nil {
+		return c.SecurityContext.AppArmorProfile, cp.Child("securityContext", "appArmorProfile")
+	}
+	if pod.Spec.SecurityContext != nil && pod.Spec.SecurityContext.AppArmorProfile != nil {
+		return pod.Spec.SecurityContext.AppArmorProfile, field.NewPath("spec", "securityContext", "appArmorProfile")
+	}
+	key := AppArmorContainerAnnotationPrefix + c.Name
+	return AppArmorProfile(pod, c), field.NewPath("metadata", "annotations").Key(key)
+}
+
+// HostAppArmorEnabled reports whether the kernel enforces AppArmor (what the kubelet's
+// apparmor.IsEnabled reads): sysRoot/module/apparmor/parameters/enabled says Y.
+func HostAppArmorEnabled(sysRoot string) bool {
+	b, err := os.ReadFile(filepath.Join(sysRoot, "module", "apparmor", "parameters", "enabled"))
+	return err == nil && strings.HasPrefix(string(b), "Y")
 }
 
 func appArmorFromAnnotation(v string) (*v1.AppArmorProfile, bool) {

@@ -138,7 +138,7 @@ func New(opts Options) (*Runtime, error) {
 		opts.KillWait = DefaultKillWait
 	}
 	if opts.AppArmor == nil {
-		opts.AppArmor = hostAppArmor
+		opts.AppArmor = func() bool { return lifecycle.HostAppArmorEnabled("/sys") }
 	}
 	if opts.KnownUser == nil {
 		opts.KnownUser = knownUser

@@ -112,13 +112,6 @@ func capabilityList(set uint64) []string {
 	return out
 }
 
-// hostAppArmor reports whether the kernel enforces AppArmor (what the kubelet's
-// apparmor.IsEnabled reads).
-func hostAppArmor() bool {
-	b, err := os.ReadFile("/sys/module/apparmor/parameters/enabled")
-	return err == nil && strings.HasPrefix(string(b), "Y")
-}
-
 // maxProfileSize bounds a Localhost seccomp profile read from disk.
 const maxProfileSize = 1 << 20
 

@@ -62,7 +62,6 @@ func (r *Runtime) validate(pod *v1.Pod, host bool) field.ErrorList {
 		if sc.SupplementalGroupsPolicy != nil && *sc.SupplementalGroupsPolicy != v1.SupplementalGroupsPolicyMerge {
 			errs = append(errs, field.NotSupported(p.Child("supplementalGroupsPolicy"), string(*sc.SupplementalGroupsPolicy), []string{string(v1.SupplementalGroupsPolicyMerge)}))
 		}
-		errs = append(errs, r.validateAppArmor(p.Child("appArmorProfile"), sc.AppArmorProfile)...)
 		for i, g := range sc.SupplementalGroups {
 			if g < 0 || g >= 1<<32-1 {
 				errs = append(errs, field.Invalid(spec.Child("securityContext", "supplementalGroups").Index(i), g, "must be a group id between 0 and 4294967294"))
@@ -84,7 +83,21 @@ func (r *Runtime) validate(pod *v1.Pod, host bool) field.ErrorList {
 		c := &pod.Spec.Containers[i]
 		errs = append(errs, r.validateContainer(pod, spec.Child("containers").Index(i), c, volumes, false, host)...)
 	}
-	return errs
+	return uniqueErrors(errs)
+}
+
+// uniqueErrors drops repeats: a pod-level setting refused for each container it applies to is
+// reported once.
+func uniqueErrors(errs field.ErrorList) field.ErrorList {
+	seen := sets.New[string]()
+	out := errs[:0]
+	for _, e := range errs {
+		if !seen.Has(e.Error()) {
+			seen.Insert(e.Error())
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // validateIDs checks runAsUser and runAsGroup: systemd takes them as numeric User=/Group=.
@@ -153,12 +166,9 @@ func (r *Runtime) validateContainer(pod *v1.Pod, p *field.Path, c *v1.Container,
 				}
 			}
 		}
-		errs = append(errs, r.validateAppArmor(sp.Child("appArmorProfile"), sc.AppArmorProfile)...)
 	}
-	if key := lifecycle.AppArmorContainerAnnotationPrefix + c.Name; pod.Annotations[key] != "" && (c.SecurityContext == nil || c.SecurityContext.AppArmorProfile == nil) {
-		if ap := lifecycle.AppArmorProfile(&v1.Pod{ObjectMeta: pod.ObjectMeta}, c); ap != nil {
-			errs = append(errs, r.validateAppArmor(field.NewPath("metadata", "annotations").Key(key), ap)...)
-		}
+	if ap, at := lifecycle.AppArmorProfileAt(pod, c, p); ap != nil {
+		errs = append(errs, r.validateAppArmor(at, ap)...)
 	}
 	// Without runAsUser the command runs as DefaultUID, not root: only an explicit root breaks
 	// runAsNonRoot (the kubelet's verifyRunAsNonRoot, with DefaultUID as the image's user).
@@ -200,10 +210,10 @@ func (r *Runtime) validateAppArmor(p *field.Path, ap *v1.AppArmorProfile) field.
 	}
 	switch ap.Type {
 	case v1.AppArmorProfileTypeRuntimeDefault:
-		return field.ErrorList{field.Forbidden(p.Child("type"), "the systemd runtime has no default AppArmor profile; use Localhost with a profile loaded on this host, or "+useCRI)}
+		return field.ErrorList{field.Forbidden(p, "the systemd runtime has no default AppArmor profile; use Localhost with a profile loaded on this host, or "+useCRI)}
 	case v1.AppArmorProfileTypeLocalhost:
 		if !r.opts.AppArmor() {
-			return field.ErrorList{field.Forbidden(p.Child("type"), "cannot enforce AppArmor: AppArmor is not enabled on the host")}
+			return field.ErrorList{field.Forbidden(p, "cannot enforce AppArmor: AppArmor is not enabled on the host")}
 		}
 	}
 	return nil

@@ -130,6 +130,10 @@ func TestValidate(t *testing.T) {
 		{"safe sysctl", withPod(func(p *v1.Pod) {
 			p.Spec.SecurityContext = &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "kernel.shm_rmid_forced", Value: "1"}}}
 		}), []string{"spec.securityContext.sysctls: Forbidden: the systemd runtime runs containers in the host's namespaces"}},
+		{"pod-level AppArmor profile, reported once", withPod(func(p *v1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, cmd("two", "infinity"))
+			p.Spec.SecurityContext = &v1.PodSecurityContext{AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeLocalhost, LocalhostProfile: ptr("web")}}
+		}), []string{"spec.securityContext.appArmorProfile: Forbidden: cannot enforce AppArmor: AppArmor is not enabled on the host"}},
 		{"shared process namespace", withPod(func(p *v1.Pod) { p.Spec.ShareProcessNamespace = ptr(true) }),
 			[]string{"spec.shareProcessNamespace: Forbidden"}},
 		{"strict supplemental groups", withPod(func(p *v1.Pod) {
@@ -141,10 +145,10 @@ func TestValidate(t *testing.T) {
 			`spec.containers[0].securityContext.capabilities.drop[0]: Invalid value: "FLY": unknown capability`}},
 		{"AppArmor runtime default", withContainer(func(c *v1.Container) {
 			c.SecurityContext = &v1.SecurityContext{AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeRuntimeDefault}}
-		}), []string{"spec.containers[0].securityContext.appArmorProfile.type: Forbidden: the systemd runtime has no default AppArmor profile"}},
+		}), []string{"spec.containers[0].securityContext.appArmorProfile: Forbidden: the systemd runtime has no default AppArmor profile"}},
 		{"AppArmor localhost annotation without AppArmor", withPod(func(p *v1.Pod) {
 			p.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/app": "localhost/web"}
-		}), []string{`metadata.annotations[container.apparmor.security.beta.kubernetes.io/app].type: Forbidden: cannot enforce AppArmor: AppArmor is not enabled on the host`}},
+		}), []string{`metadata.annotations[container.apparmor.security.beta.kubernetes.io/app]: Forbidden: cannot enforce AppArmor: AppArmor is not enabled on the host`}},
 		{"missing Localhost seccomp profile", withContainer(func(c *v1.Container) {
 			c.SecurityContext = &v1.SecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr("nope.json")}}
 		}), []string{"spec.containers[0].securityContext.seccompProfile.localhostProfile: Invalid value: \"nope.json\": seccomp profile"}},
@@ -192,5 +196,16 @@ func TestValidateManyContainers(t *testing.T) {
 	errs := slices.ValidatePod(pod)
 	if got := errs.ToAggregate(); got == nil || !strings.Contains(got.Error(), "spec.containers: Too many: 10000: must have at most 256 items") {
 		t.Errorf("ValidatePod = %v", got)
+	}
+}
+
+// TestValidatePodLevelOnce: a pod-level setting refused for each of its containers is one error.
+func TestValidatePodLevelOnce(t *testing.T) {
+	rt, _ := newTestRuntime(t, units.ModeHybrid)
+	p := testPod("val-2", "", cmd("one", "infinity"), cmd("two", "infinity"))
+	p.Spec.SecurityContext = &v1.PodSecurityContext{AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeRuntimeDefault}}
+	errs := rt.Validate(p)
+	if len(errs) != 1 || errs[0].Field != "spec.securityContext.appArmorProfile" {
+		t.Errorf("Validate = %v, want one error on spec.securityContext.appArmorProfile", errs)
 	}
 }
