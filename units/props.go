@@ -9,7 +9,8 @@ import (
 )
 
 // D-Bus wire shapes of the structured property types. godbus encodes a Go struct as a D-Bus
-// struct field by field, so these fix the signatures (sasb), (ssbt), (ss) and (st).
+// struct field by field, so these fix the signatures (sasb), (ssbt), (ss), (st), (bas) and
+// (bs).
 type (
 	execWire struct {
 		Path          string
@@ -29,6 +30,14 @@ type (
 	monotonicWire struct {
 		Base   string
 		Elapse uint64
+	}
+	filterWire struct {
+		Allow bool
+		Names []string
+	}
+	profileWire struct {
+		IgnoreMissing bool
+		Name          string
 	}
 )
 
@@ -102,10 +111,20 @@ func toVariant(p Property) (sddbus.Property, error) {
 			ws[i] = monotonicWire{Base: m.Base, Elapse: uint64(m.Elapse / time.Microsecond)}
 		}
 		v = ws
+	case SyscallFilter:
+		if len(x.Names) == 0 {
+			return bad("empty system call filter")
+		}
+		v = filterWire(x)
+	case Profile:
+		if x.Name == "" {
+			return bad("empty profile name")
+		}
+		v = profileWire(x)
 	case nil:
 		return bad("no value")
 	default:
-		return bad("unsupported value type %T (use bool, string, int32, uint32, int64, uint64, []string, []uint32, time.Duration, Exec, BindPath, TimerCalendar, TimerMonotonic)", p.Value)
+		return bad("unsupported value type %T (use bool, string, int32, uint32, int64, uint64, []string, []uint32, time.Duration, Exec, BindPath, TimerCalendar, TimerMonotonic, SyscallFilter, Profile)", p.Value)
 	}
 	// Names of units inside property values are as untrusted as unit names themselves.
 	if p.Name == "Slice" {

@@ -10,7 +10,7 @@ import "time"
 // "Description"), with a plain Go value. Values are bool, string, int32, uint32, int64, uint64,
 // []string, []uint32, []byte, time.Duration (sent as uint64 microseconds, for every *USec and
 // timer property), or one of the structured types this package defines (Exec, BindPath,
-// TimerCalendar, TimerMonotonic, or slices of them); the adapter converts them to D-Bus
+// TimerCalendar, TimerMonotonic, or slices of them; SyscallFilter, Profile); the adapter converts them to D-Bus
 // variants. The D-Bus type must be the one systemd expects for the name (e.g. uint64 for
 // MemoryMax, CPUShares and TasksMax): plain int is rejected rather than guessed. The resource property names
 // depend on the host's cgroup layout (Mode); slices.SliceProperties chooses them.
@@ -132,6 +132,21 @@ type BindPath struct {
 	IgnoreMissing bool
 	// Recursive binds submounts too (the "rbind" option; default in unit files).
 	Recursive bool
+}
+
+// SyscallFilter is SystemCallFilter=, D-Bus type (bas): with Allow the Names are the only
+// system calls allowed (an allow list), without it they are denied. Names may be system call
+// names or systemd's @groups.
+type SyscallFilter struct {
+	Allow bool
+	Names []string
+}
+
+// Profile is a named profile property with an "ignore if missing" flag, D-Bus type (bs):
+// AppArmorProfile= and SmackProcessLabel=. IgnoreMissing is the "-" prefix.
+type Profile struct {
+	IgnoreMissing bool
+	Name          string
 }
 
 // TimerCalendar is one entry of the transient timer property TimersCalendar, D-Bus type (ss):

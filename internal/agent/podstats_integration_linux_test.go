@@ -133,6 +133,7 @@ spec:
   - name: hog
     command: [/bin/sh, -c, "%s | (while [ ! -e %s ]; do sleep 0.2; done; %s | sleep 100000)"]
     resources: {requests: {memory: 10Mi}}
+    securityContext: {runAsUser: 0}  # root, to see the gate in the test's private directory
 `, hold("100M"), gate, hold("200M"))
 	res, err := client.ApplyPod(ctx, []byte(manifest))
 	if err != nil {

@@ -58,6 +58,8 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 		HostPageSizes:  capacity.PageSizes(),
 		Resources:      mcfg.Pod,
 		HostNetwork:    true,
+		// Localhost seccomp profiles, for either runtime (the kubelet's <root-dir>/seccomp).
+		SeccompProfileRoot: filepath.Join(cfg.StateDir, "seccomp"),
 	}
 	pr := &podRuntime{close: func() error { return nil }}
 	// logDirs are the runtime's log directories of a pod (CRI: under LogRoot; systemd: the
@@ -66,7 +68,7 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 	switch cfg.Runtime.Type {
 	case config.RuntimeSystemd, "":
 		state := filepath.Join(cfg.StateDir, "runtime")
-		rt, err := systemdrt.New(systemdrt.Options{Systemd: sd, StateDir: state, Logger: log.With("runtime", "systemd")})
+		rt, err := systemdrt.New(systemdrt.Options{Systemd: sd, StateDir: state, Logger: log.With("runtime", "systemd"), SeccompProfileRoot: wopts.SeccompProfileRoot})
 		if err != nil {
 			return nil, err
 		}

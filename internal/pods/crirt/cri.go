@@ -323,6 +323,31 @@ func (r *Runtime) ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec) 
 	return st.GetImage().GetId(), nil
 }
 
+// ImageUser is the image's user per the runtime's image status: its uid, the user name when
+// the image names a user that is not a number, or 0 when it names none.
+func (r *Runtime) ImageUser(ctx context.Context, image *runtimeapi.ImageSpec) (*int64, string, error) {
+	st, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.ImageStatusResponse, error) {
+		return r.is.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: image})
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	img := st.GetImage()
+	if img == nil {
+		return nil, "", fmt.Errorf("image %q: not present", image.GetImage())
+	}
+	if u := img.GetUid(); u != nil {
+		v := u.GetValue()
+		return &v, "", nil
+	}
+	if n := img.GetUsername(); n != "" {
+		return nil, n, nil
+	}
+	// An image that names no user runs as root (kuberuntime getImageUser).
+	root := int64(0)
+	return &root, "", nil
+}
+
 // PullImage pulls the image and returns its reference.
 func (r *Runtime) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
 	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.PullImageResponse, error) {

@@ -46,6 +46,7 @@ type fakeCRI struct {
 	clock *fakeClock
 
 	mu         sync.Mutex
+	features   *runtimeapi.RuntimeFeatures // what Status reports
 	next       int
 	sandboxes  map[string]*fakeSandbox
 	containers map[string]*fakeContainer
@@ -94,7 +95,9 @@ func (f *fakeCRI) Version(context.Context, *runtimeapi.VersionRequest) (*runtime
 }
 
 func (f *fakeCRI) Status(_ context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
-	resp := &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{}}
+	f.mu.Lock()
+	resp := &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{}, Features: f.features}
+	f.mu.Unlock()
 	if req.Verbose {
 		resp.Info = map[string]string{"config": `{"sandboxImage":"example.test/pause:from-runtime","other":1}`}
 	}

@@ -12,6 +12,8 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 )
 
 // DefaultLogRoot is where the kubelet (and so this runtime) keeps container logs.
@@ -38,6 +40,9 @@ type Options struct {
 	CallTimeout time.Duration
 	// FollowPoll is how often Logs with Follow looks for new output; 100 ms when zero.
 	FollowPoll time.Duration
+	// AppArmor reports whether the host enforces AppArmor (lifecycle.HostAppArmorEnabled
+	// when nil): pods asking for a profile are refused otherwise, as the kubelet does.
+	AppArmor func() bool
 }
 
 // Runtime is the CRI runtime, a worker.Runtime and worker.ImageService over a CRI endpoint,
@@ -81,6 +86,9 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.AppArmor == nil {
+		opts.AppArmor = func() bool { return lifecycle.HostAppArmorEnabled("/sys") }
 	}
 	if opts.RetryInitial <= 0 {
 		opts.RetryInitial = DefaultRetryInitial

@@ -562,6 +562,69 @@ func TestCreateContainerError(t *testing.T) {
 	}
 }
 
+// TestRunAsNonRootAgainstImageUser: with runAsNonRoot and no runAsUser, the image's user is
+// checked before the container is created (CreateContainerConfigError, nothing created); a
+// non-root runAsUser passes whatever the image says.
+func TestRunAsNonRootAgainstImageUser(t *testing.T) {
+	yes := true
+	cases := []struct {
+		name    string
+		uid     *runtimeapi.Int64Value
+		user    string
+		runAs   *int64
+		wantMsg string
+	}{
+		{name: "image without user: root", wantMsg: "container has runAsNonRoot and image will run as root"},
+		{name: "image uid 0", uid: &runtimeapi.Int64Value{Value: 0}, wantMsg: "image will run as root"},
+		{name: "image user by name", user: "nginx", wantMsg: "image has non-numeric user (nginx), cannot verify user is non-root"},
+		{name: "image uid 101", uid: &runtimeapi.Int64Value{Value: 101}},
+		{name: "runAsUser 1000 over a root image", runAs: func() *int64 { v := int64(1000); return &v }()},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.cri.mu.Lock()
+			e.cri.images["sha256:app"].Uid, e.cri.images["sha256:app"].Username = c.uid, c.user
+			e.cri.mu.Unlock()
+			ctr := app("main")
+			ctr.SecurityContext = &v1.SecurityContext{RunAsNonRoot: &yes, RunAsUser: c.runAs}
+			st := e.sync(t, fakePod("u1", "", ctr))
+			w := st.ContainerStatuses[0].State.Waiting
+			if c.wantMsg == "" {
+				if e.calls("CreateContainer") != 1 {
+					t.Fatalf("container not created: %+v", st.ContainerStatuses[0].State)
+				}
+				return
+			}
+			if w == nil || w.Reason != lifecycle.ReasonCreateContainerConfigError || !strings.Contains(w.Message, c.wantMsg) {
+				t.Fatalf("status: %+v", st.ContainerStatuses[0].State)
+			}
+			if n := e.calls("CreateContainer"); n != 0 {
+				t.Errorf("CreateContainer called %d times", n)
+			}
+		})
+	}
+}
+
+// TestStrictSupplementalGroups: supplementalGroupsPolicy Strict is refused unless the runtime
+// reports the feature (containerd 1.6 does not).
+func TestStrictSupplementalGroups(t *testing.T) {
+	e := newEnv(t)
+	strict := v1.SupplementalGroupsPolicyStrict
+	pod := fakePod("u1", "", app("main"))
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: &strict}
+	want := "spec.securityContext.supplementalGroupsPolicy: Forbidden: the cri runtime does not report support for SupplementalGroupsPolicy Strict"
+	if errs := e.back.Validate(pod); len(errs) != 1 || errs[0].Error() != want {
+		t.Errorf("Validate without the feature = %v, want %q", errs, want)
+	}
+	e.cri.mu.Lock()
+	e.cri.features = &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true}
+	e.cri.mu.Unlock()
+	if errs := e.back.Validate(pod); len(errs) != 0 {
+		t.Errorf("Validate with the feature = %v", errs)
+	}
+}
+
 // TestInitContainersFake: init containers run one at a time, in order, before the app.
 func TestInitContainersFake(t *testing.T) {
 	e := newEnv(t)
@@ -630,7 +693,7 @@ func TestRelist(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	rt := &Runtime{}
+	rt := &Runtime{opts: Options{AppArmor: func() bool { return false }}}
 	neg := int64(-1)
 	sig := v1.Signal("SIGNOPE")
 	cases := []struct {
@@ -654,6 +717,12 @@ func TestValidate(t *testing.T) {
 		{"negative grace", func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = &neg }, "spec.terminationGracePeriodSeconds: Invalid value: -1"},
 		{"bad stop signal", func(p *v1.Pod) { p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{StopSignal: &sig} }, `spec.containers[0].lifecycle.stopSignal: Invalid value: "SIGNOPE"`},
 		{"init container without image", func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{{Name: "i"}} }, "spec.initContainers[0].image: Required value"},
+		{"AppArmor without AppArmor", func(p *v1.Pod) {
+			p.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/main": "runtime/default"}
+		}, "metadata.annotations[container.apparmor.security.beta.kubernetes.io/main]: Forbidden: cannot enforce AppArmor: AppArmor is not enabled on the host"},
+		{"AppArmor Unconfined needs none", func(p *v1.Pod) {
+			p.Spec.SecurityContext = &v1.PodSecurityContext{AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeUnconfined}}
+		}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,13 +1,16 @@
 package crirt
 
 import (
+	"context"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -17,14 +20,24 @@ func containerLogPath(container string, n int) string {
 	return filepath.Join(container, strconv.Itoa(n-1)+".log")
 }
 
-// Validate reports what this runtime cannot run (ValidatePod).
-func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList { return ValidatePod(pod) }
+// Validate reports what this runtime cannot run: what ValidatePod reports, with the runtime's
+// own answer on supplementalGroupsPolicy Strict and the host's on AppArmor.
+func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList {
+	return validatePod(pod, r.supportsStrictGroups, r.opts.AppArmor)
+}
 
 // ValidatePod reports what the cri runtime cannot run, with field paths and values: containers
 // without an image, ephemeral containers, volume types the worker does not provide, subPath
-// mounts, unknown pull policies and stop signals. It needs no connection, so slicectl explains
-// a pod offline with it.
+// mounts, unknown pull policies and stop signals, and AppArmor profiles on a host without
+// AppArmor. It needs no connection, so slicectl explains a pod offline with it; offline,
+// supplementalGroupsPolicy Strict is taken as supported (the runtime's answer is unknown).
 func ValidatePod(pod *v1.Pod) field.ErrorList {
+	return validatePod(pod, func() bool { return true }, func() bool { return lifecycle.HostAppArmorEnabled("/sys") })
+}
+
+// validatePod is ValidatePod with the runtime's support of supplementalGroupsPolicy Strict and
+// the host's AppArmor given.
+func validatePod(pod *v1.Pod, strictGroups, appArmor func() bool) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
 	if pod.UID != "" {
@@ -37,6 +50,15 @@ func ValidatePod(pod *v1.Pod) field.ErrorList {
 	}
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
 		errs = append(errs, field.Invalid(spec.Child("terminationGracePeriodSeconds"), *g, "must be non-negative"))
+	}
+	if psc := pod.Spec.SecurityContext; psc != nil && psc.SupplementalGroupsPolicy != nil && *psc.SupplementalGroupsPolicy == v1.SupplementalGroupsPolicyStrict {
+		// The kubelet refuses such a pod when the runtime does not report the feature
+		// (pkg/kubelet/lifecycle, SupplementalGroupsPolicyNotSupported); containerd 1.6 would
+		// merge the image's groups anyway.
+		if !strictGroups() {
+			errs = append(errs, field.Forbidden(spec.Child("securityContext", "supplementalGroupsPolicy"),
+				"the cri runtime does not report support for SupplementalGroupsPolicy Strict"))
+		}
 	}
 	volumes := map[string]bool{}
 	for i, v := range pod.Spec.Volumes {
@@ -54,7 +76,13 @@ func ValidatePod(pod *v1.Pod) field.ErrorList {
 		}
 		volumes[v.Name] = true
 	}
+	appArmorRefused := map[string]bool{}
 	check := func(p *field.Path, c *v1.Container) {
+		// The kubelet's AppArmor admission: a profile other than Unconfined needs AppArmor.
+		if ap, at := lifecycle.AppArmorProfileAt(pod, c, p); ap != nil && ap.Type != v1.AppArmorProfileTypeUnconfined && !appArmor() && !appArmorRefused[at.String()] {
+			appArmorRefused[at.String()] = true
+			errs = append(errs, field.Forbidden(at, "cannot enforce AppArmor: AppArmor is not enabled on the host"))
+		}
 		if c.Image == "" {
 			errs = append(errs, field.Required(p.Child("image"), "the cri runtime runs images"))
 		}
@@ -88,4 +116,15 @@ func ValidatePod(pod *v1.Pod) field.ErrorList {
 		check(spec.Child("containers").Index(i), &pod.Spec.Containers[i])
 	}
 	return errs
+}
+
+// supportsStrictGroups asks the runtime (its status features, at most a second) whether it
+// applies supplementalGroupsPolicy Strict; false when it cannot be asked.
+func (r *Runtime) supportsStrictGroups() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.StatusResponse, error) {
+		return r.rs.Status(ctx, &runtimeapi.StatusRequest{})
+	})
+	return err == nil && resp.GetFeatures().GetSupplementalGroupsPolicy()
 }

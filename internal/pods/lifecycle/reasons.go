@@ -18,7 +18,8 @@ const (
 	// ReasonCreateContainerError: the runtime refused to create the container.
 	ReasonCreateContainerError = "CreateContainerError"
 	// ReasonCreateContainerConfigError: the container's configuration could not be built (a
-	// ConfigMap, Secret or key its env refers to is missing).
+	// ConfigMap, Secret or key its env refers to is missing; runAsNonRoot with an image that runs
+	// as root): the kubelet's ErrCreateContainerConfig.
 	ReasonCreateContainerConfigError = "CreateContainerConfigError"
 )
 

@@ -66,7 +66,7 @@ func TestSystemdRuntime(t *testing.T) {
 			}
 			w, err := worker.New(worker.Options{
 				Runtime: rt, Recorder: &record.FakeRecorder{}, StateDir: state, Logger: log,
-				MemoryCapacity: capacity.Memory, Resources: slices.DefaultOptions(),
+				MemoryCapacity: capacity.Memory, Resources: slices.DefaultOptions(), HostNetwork: true,
 				Backoff: lifecycle.Backoff{Initial: 200 * time.Millisecond, Max: 400 * time.Millisecond},
 				Objects: objects,
 			})

@@ -77,14 +77,19 @@ func (r *Runtime) ExecSync(ctx context.Context, id string, cmd []string, timeout
 		return worker.ExecResult{}, err
 	}
 	stdout, stderr := filepath.Join(dir, "stdout"), filepath.Join(dir, "stderr")
+	sec, wrap, err := securityProperties(cfg.GetLinux().GetSecurityContext(), r.secEnv())
+	if err != nil {
+		return worker.ExecResult{}, fmt.Errorf("exec in container %s: %w", rn.Name, err)
+	}
 	props := []units.Property{
 		{Name: "Description", Value: fmt.Sprintf("exec in %s", unit)},
 		{Name: "Slice", Value: slice},
 		{Name: "Type", Value: "exec"},
-		{Name: "ExecStart", Value: units.Exec{Path: exe, Args: cmd}},
+		{Name: "ExecStart", Value: wrapExec(wrap, exe, cmd)},
 		{Name: "RemainAfterExit", Value: true},
 	}
 	props = append(props, identityProperties(cfg)...)
+	props = append(props, sec...)
 	props = append(props,
 		units.Property{Name: "StandardOutputFile", Value: stdout},
 		units.Property{Name: "StandardErrorFile", Value: stderr},

@@ -151,6 +151,7 @@ func newTestRuntime(t *testing.T, mode units.Mode) (*testRT, *fakeSystemd) {
 	return newTestRT(t, Options{
 		Systemd: sd, StateDir: t.TempDir(),
 		ProcRoot: fakeProc(t, "000001ffffffffff", "0"), Executable: fakeExecutable, MountPoint: fakeMountPoint,
+		SeccompProfileRoot: t.TempDir(), AppArmor: func() bool { return false }, KnownUser: knownID, KnownGroup: knownID,
 	}, nil), sd
 }
 
@@ -165,7 +166,7 @@ func newTestRT(t *testing.T, opts Options, events *record.FakeRecorder) *testRT 
 	if events == nil {
 		events = &record.FakeRecorder{}
 	}
-	w, err := worker.New(worker.Options{Runtime: rt, Recorder: events, StateDir: opts.StateDir, MemoryCapacity: 8 << 30, Resources: slices.DefaultOptions()})
+	w, err := worker.New(worker.Options{Runtime: rt, Recorder: events, StateDir: opts.StateDir, MemoryCapacity: 8 << 30, Resources: slices.DefaultOptions(), HostNetwork: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,3 +233,6 @@ func allRunning(st v1.PodStatus) bool {
 }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// knownID is a fake host user database that knows every id.
+func knownID(int64) bool { return true }

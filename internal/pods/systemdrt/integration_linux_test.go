@@ -92,7 +92,7 @@ func (it *itEnv) runtime(t *testing.T) *worker.Worker {
 		t.Fatal(err)
 	}
 	w, err := worker.New(worker.Options{Runtime: rt, Recorder: &record.FakeRecorder{}, StateDir: it.state, Logger: it.log,
-		MemoryCapacity: it.cap.Memory, Resources: slices.DefaultOptions(), Backoff: fastBackoff})
+		MemoryCapacity: it.cap.Memory, Resources: slices.DefaultOptions(), Backoff: fastBackoff, HostNetwork: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +449,10 @@ func TestIntegrationOOMKilled(t *testing.T) {
 func TestIntegrationKillPodGrace(t *testing.T) {
 	it := newIT(t)
 	ready := filepath.Join(t.TempDir(), "trapped")
-	pod := itPod("stubborn", "kill-1", "", sh("stubborn", `trap "" TERM; touch `+ready+`; sleep infinity & wait; sleep infinity`))
+	c := sh("stubborn", `trap "" TERM; touch `+ready+`; sleep infinity & wait; sleep infinity`)
+	// Root, to write to the test's private directory.
+	c.SecurityContext = &v1.SecurityContext{RunAsUser: ptr(int64(0))}
+	pod := itPod("stubborn", "kill-1", "", c)
 	it.syncUntil(t, pod, "Running", allRunning)
 	// Kill only once the shell ignores SIGTERM: under the VM's emulation the signal can otherwise
 	// arrive before the trap is set.

@@ -6,12 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
@@ -75,14 +73,6 @@ func signalOf(name string) syscall.Signal {
 		return s
 	}
 	return syscall.SIGTERM
-}
-
-// nonRoot is the container's runAsNonRoot, else the pod's.
-func nonRoot(pod *v1.Pod, c *v1.Container) bool {
-	if c.SecurityContext != nil && c.SecurityContext.RunAsNonRoot != nil {
-		return *c.SecurityContext.RunAsNonRoot
-	}
-	return pod.Spec.SecurityContext != nil && pod.Spec.SecurityContext.RunAsNonRoot != nil && *pod.Spec.SecurityContext.RunAsNonRoot
 }
 
 // isExecutable is the default Options.Executable: a regular file with an execute bit.
@@ -163,6 +153,9 @@ type unitSpec struct {
 	// OOMScoreAdj is the value to set (already limited to what the host allows).
 	OOMScoreAdj int
 	Mode        units.Mode
+	// Security are the run's securityProperties, Wrap their command prefix.
+	Security []units.Property
+	Wrap     []string
 }
 
 // description is the unit's Description=.
@@ -185,7 +178,7 @@ func unitProperties(s unitSpec) []units.Property {
 		// Type=exec: the start job ends when execve succeeded, so a missing binary or a bad
 		// User= fails the start instead of a unit that was "running" for a moment.
 		{Name: "Type", Value: "exec"},
-		{Name: "ExecStart", Value: units.Exec{Path: s.Exec, Args: argv}},
+		{Name: "ExecStart", Value: wrapExec(s.Wrap, s.Exec, argv)},
 		// Keep a successfully exited unit (active/exited) until its exit status was read;
 		// without it systemd garbage-collects the unit, and its status with it, the moment it
 		// ends.
@@ -194,6 +187,7 @@ func unitProperties(s unitSpec) []units.Property {
 		{Name: "Restart", Value: "no"},
 	}
 	p = append(p, identityProperties(cfg)...)
+	p = append(p, s.Security...)
 	p = append(p,
 		units.Property{Name: "StandardOutput", Value: "journal"},
 		units.Property{Name: "StandardError", Value: "journal"},
@@ -209,8 +203,8 @@ func unitProperties(s unitSpec) []units.Property {
 	return append(p, slices.SliceProperties(resourceConfig(cfg.GetLinux().GetResources()), s.Mode)...)
 }
 
-// identityProperties are the environment, working directory, user, groups, privileges and
-// mounts of a run (and of a command run in it, ExecSync).
+// identityProperties are the environment, working directory and mounts of a run (and of a
+// command run in it, ExecSync); securityProperties adds the user, groups and privileges.
 func identityProperties(cfg *runtimeapi.ContainerConfig) []units.Property {
 	var p []units.Property
 	env := make([]string, 0, len(cfg.GetEnvs()))
@@ -222,26 +216,6 @@ func identityProperties(cfg *runtimeapi.ContainerConfig) []units.Property {
 	}
 	if cfg.GetWorkingDir() != "" {
 		p = append(p, units.Property{Name: "WorkingDirectory", Value: cfg.GetWorkingDir()})
-	}
-	sc := cfg.GetLinux().GetSecurityContext()
-	if u := sc.GetRunAsUser(); u != nil {
-		p = append(p, units.Property{Name: "User", Value: strconv.FormatInt(u.GetValue(), 10)})
-	}
-	if g := sc.GetRunAsGroup(); g != nil {
-		p = append(p, units.Property{Name: "Group", Value: strconv.FormatInt(g.GetValue(), 10)})
-	}
-	if gs := sc.GetSupplementalGroups(); len(gs) > 0 {
-		groups := make([]string, 0, len(gs))
-		for _, g := range gs {
-			groups = append(groups, strconv.FormatInt(g, 10))
-		}
-		p = append(p, units.Property{Name: "SupplementaryGroups", Value: groups})
-	}
-	if sc.GetNoNewPrivs() {
-		p = append(p, units.Property{Name: "NoNewPrivileges", Value: true})
-	}
-	if sc.GetReadonlyRootfs() {
-		p = append(p, units.Property{Name: "ProtectSystem", Value: "strict"})
 	}
 	var rw, ro []units.BindPath
 	for _, m := range cfg.GetMounts() {
@@ -259,6 +233,16 @@ func identityProperties(cfg *runtimeapi.ContainerConfig) []units.Property {
 		p = append(p, units.Property{Name: "BindReadOnlyPaths", Value: ro})
 	}
 	return p
+}
+
+// wrapExec is ExecStart= of exe with argv, started through the command prefix wrap if any
+// (which then runs exe by its path).
+func wrapExec(wrap []string, exe string, argv []string) units.Exec {
+	if len(wrap) == 0 {
+		return units.Exec{Path: exe, Args: argv}
+	}
+	args := append(append(append([]string(nil), wrap...), exe), argv[1:]...)
+	return units.Exec{Path: wrap[0], Args: args}
 }
 
 // grace is the pod's termination grace period from the run's annotations, the default when it

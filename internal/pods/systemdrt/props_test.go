@@ -58,6 +58,18 @@ func TestUnitProperties(t *testing.T) {
 			{Name: "TasksAccounting", Value: true},
 		}
 	}
+	// confined is the default confinement of a non-privileged container: containerd's
+	// capability set, the kubelet's masked and read-only paths, hidden processes of other
+	// users and a private IPC namespace.
+	confined := []units.Property{
+		{Name: "CapabilityBoundingSet", Value: uint64(0xa80425fb)},
+		{Name: "InaccessiblePaths", Value: []string{"-/proc/asound", "-/proc/acpi", "-/proc/interrupts", "-/proc/kcore", "-/proc/keys",
+			"-/proc/latency_stats", "-/proc/timer_list", "-/proc/timer_stats", "-/proc/sched_debug", "-/proc/scsi", "-/sys/firmware", "-/sys/devices/virtual/powercap"}},
+		{Name: "ReadOnlyPaths", Value: []string{"-/proc/bus", "-/proc/fs", "-/proc/irq", "-/proc/sys", "-/proc/sysrq-trigger"}},
+		{Name: "ProtectProc", Value: "invisible"},
+		{Name: "PrivateIPC", Value: true},
+	}
+	nobody := []units.Property{{Name: "User", Value: "65534"}, {Name: "Group", Value: "65534"}}
 	cat := func(parts ...[]units.Property) []units.Property {
 		var out []units.Property
 		for _, p := range parts {
@@ -110,6 +122,7 @@ func TestUnitProperties(t *testing.T) {
 			name: "best effort on hybrid", pod: bestEffort, n: 1, mode: units.ModeHybrid, resources: slices.DefaultOptions(),
 			want: cat(
 				head("container default/web/sleep (#1)", "kubepods-besteffort-podbe_1.slice", units.Exec{Path: "/bin/sleep", Args: []string{"/bin/sleep", "infinity"}}),
+				nobody, confined,
 				tail(bestEffort, "sleep", syscall.SIGTERM, 30*time.Second, 1000),
 				[]units.Property{{Name: "CPUShares", Value: uint64(2)}},
 			),
@@ -122,14 +135,16 @@ func TestUnitProperties(t *testing.T) {
 				[]units.Property{
 					{Name: "Environment", Value: []string{"NAME=world", "GREETING=hello world"}},
 					{Name: "WorkingDirectory", Value: "/srv"},
+					{Name: "BindPaths", Value: []units.BindPath{{Source: "<state>/pods/g-1/volumes/data", Destination: "/data", Recursive: true}}},
+					{Name: "BindReadOnlyPaths", Value: []units.BindPath{{Source: "/etc/app", Destination: "/etc/app", Recursive: true}}},
 					{Name: "User", Value: "1000"},
 					{Name: "Group", Value: "2000"},
 					{Name: "SupplementaryGroups", Value: []string{"3000", "4000"}},
+					{Name: "CapabilityBoundingSet", Value: uint64(0xa80425fb)},
 					{Name: "NoNewPrivileges", Value: true},
 					{Name: "ProtectSystem", Value: "strict"},
-					{Name: "BindPaths", Value: []units.BindPath{{Source: "<state>/pods/g-1/volumes/data", Destination: "/data", Recursive: true}}},
-					{Name: "BindReadOnlyPaths", Value: []units.BindPath{{Source: "/etc/app", Destination: "/etc/app", Recursive: true}}},
 				},
+				confined[1:],
 				tail(guaranteed, "web", syscall.SIGINT, 5*time.Second, -997),
 				[]units.Property{
 					{Name: "MemoryMax", Value: uint64(128 << 20)},
@@ -143,6 +158,7 @@ func TestUnitProperties(t *testing.T) {
 			name: "cpu limit only: shares from the limit", pod: burstable, n: 1, mode: units.ModeHybrid, resources: slices.DefaultOptions(),
 			want: cat(
 				head("container default/web/api (#1)", "kubepods-burstable-podbu_1.slice", units.Exec{Path: "/bin/sleep", Args: []string{"/bin/sleep", "1"}}),
+				nobody, confined,
 				tail(burstable, "api", syscall.SIGTERM, 30*time.Second, 999),
 				[]units.Property{
 					{Name: "CPUShares", Value: uint64(256)},
@@ -155,6 +171,7 @@ func TestUnitProperties(t *testing.T) {
 			name: "cpu limits not enforced", pod: burstable, n: 1, mode: units.ModeHybrid, resources: slices.Options{},
 			want: cat(
 				head("container default/web/api (#1)", "kubepods-burstable-podbu_1.slice", units.Exec{Path: "/bin/sleep", Args: []string{"/bin/sleep", "1"}}),
+				nobody, confined,
 				tail(burstable, "api", syscall.SIGTERM, 30*time.Second, 999),
 				[]units.Property{{Name: "CPUShares", Value: uint64(256)}},
 			),
@@ -192,12 +209,13 @@ func startedProps(t *testing.T, pod *v1.Pod, n int, mode units.Mode, resources s
 	var props []units.Property
 	synctest.Test(t, func(t *testing.T) {
 		sd := newFakeSystemd(mode)
-		opts := Options{Systemd: sd, StateDir: t.TempDir(), ProcRoot: fakeProc(t, "000001ffffffffff", "0"), Executable: fakeExecutable}
+		opts := Options{Systemd: sd, StateDir: t.TempDir(), ProcRoot: fakeProc(t, "000001ffffffffff", "0"), Executable: fakeExecutable,
+			KnownUser: knownID, KnownGroup: knownID}
 		rt, err := New(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := worker.New(worker.Options{Runtime: rt, Recorder: &record.FakeRecorder{}, StateDir: opts.StateDir, MemoryCapacity: 8 << 30, Resources: resources})
+		w, err := worker.New(worker.Options{Runtime: rt, Recorder: &record.FakeRecorder{}, StateDir: opts.StateDir, MemoryCapacity: 8 << 30, Resources: resources, HostNetwork: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -68,6 +68,22 @@ type Options struct {
 	PollInterval time.Duration
 	// KillWait bounds the wait for a unit to end after SIGKILL.
 	KillWait time.Duration
+	// SeccompProfileRoot is where Localhost seccomp profiles live (worker.Options'), for
+	// validation; profiles are not checked when empty.
+	SeccompProfileRoot string
+	// AppArmor reports whether the host enforces AppArmor; by default whether
+	// /sys/module/apparmor/parameters/enabled says Y.
+	AppArmor func() bool
+	// KnownUser and KnownGroup report whether the host's user database has a uid or gid
+	// (os/user lookups when nil): runs with unknown ids start through Setpriv.
+	KnownUser, KnownGroup func(id int64) bool
+	// Setpriv is util-linux's setpriv; "/usr/bin/setpriv" when empty.
+	Setpriv string
+}
+
+// secEnv is the host side of securityProperties.
+func (r *Runtime) secEnv() secEnv {
+	return secEnv{Read: readProfile, KnownUser: r.opts.KnownUser, KnownGroup: r.opts.KnownGroup, Setpriv: r.opts.Setpriv}
 }
 
 // Runtime is the built-in systemd runtime, a worker.Runtime. Its methods are safe for
@@ -128,6 +144,7 @@ func New(opts Options) (*Runtime, error) {
 	if opts.KillWait <= 0 {
 		opts.KillWait = DefaultKillWait
 	}
+	opts = withHostDefaults(opts)
 	if err := os.MkdirAll(filepath.Join(opts.StateDir, "pods"), 0o750); err != nil {
 		return nil, fmt.Errorf("systemd runtime: state dir: %w", err)
 	}
@@ -482,7 +499,11 @@ func (r *Runtime) startUnit(ctx context.Context, unit, slice string, cfg *runtim
 				"floor", r.oom.Floor, "unit", unit, "wanted", want)
 		})
 	}
-	props := unitProperties(unitSpec{Config: cfg, Slice: slice, Exec: exe, OOMScoreAdj: adj, Mode: r.sd.Mode()})
+	sec, wrap, err := securityProperties(cfg.GetLinux().GetSecurityContext(), r.secEnv())
+	if err != nil {
+		return err
+	}
+	props := unitProperties(unitSpec{Config: cfg, Slice: slice, Exec: exe, OOMScoreAdj: adj, Mode: r.sd.Mode(), Security: sec, Wrap: wrap})
 	return r.sd.StartService(ctx, unit, props)
 }
 
@@ -1085,4 +1106,22 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		r.log.Info("dead container instance removed", "pod_uid", ref.UID, "container", ref.Container, "unit", unit, "instance", ref.N)
 	}
 	return err
+}
+
+// withHostDefaults fills in what opts leaves to this host: its AppArmor, its user database and
+// setpriv; Validate and ValidatePod judge the host's facts through them.
+func withHostDefaults(opts Options) Options {
+	if opts.AppArmor == nil {
+		opts.AppArmor = func() bool { return lifecycle.HostAppArmorEnabled("/sys") }
+	}
+	if opts.KnownUser == nil {
+		opts.KnownUser = knownUser
+	}
+	if opts.KnownGroup == nil {
+		opts.KnownGroup = knownGroup
+	}
+	if opts.Setpriv == "" {
+		opts.Setpriv = "/usr/bin/setpriv"
+	}
+	return opts
 }

@@ -35,7 +35,7 @@ func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList { return r.validate(pod,
 // runtime would refuse; with host, commands and mount points are looked up on this host's
 // filesystem, as the daemon does before admission.
 func ValidatePod(pod *v1.Pod, host bool) field.ErrorList {
-	r := &Runtime{opts: Options{Executable: isExecutable, MountPoint: statPath}}
+	r := &Runtime{opts: withHostDefaults(Options{Executable: isExecutable, MountPoint: statPath})}
 	return r.validate(pod, host)
 }
 
@@ -56,8 +56,21 @@ func (r *Runtime) validate(pod *v1.Pod, host bool) field.ErrorList {
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
 		errs = append(errs, field.Invalid(spec.Child("terminationGracePeriodSeconds"), *g, "must be non-negative"))
 	}
+	if pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace {
+		errs = append(errs, field.Forbidden(spec.Child("shareProcessNamespace"), "the systemd runtime cannot share a process namespace between containers (systemd 252 has no private PID namespace); "+useCRI))
+	}
 	if sc := pod.Spec.SecurityContext; sc != nil {
-		errs = append(errs, validateIDs(spec.Child("securityContext"), sc.RunAsUser, sc.RunAsGroup)...)
+		p := spec.Child("securityContext")
+		errs = append(errs, validateIDs(p, sc.RunAsUser, sc.RunAsGroup)...)
+		if sc.SELinuxOptions != nil {
+			errs = append(errs, field.Forbidden(p.Child("seLinuxOptions"), "the systemd runtime does not set SELinux labels; "+useCRI))
+		}
+		if len(sc.Sysctls) > 0 {
+			errs = append(errs, field.Forbidden(p.Child("sysctls"), "the systemd runtime runs containers in the host's namespaces, where a sysctl would change the whole host; "+useCRI))
+		}
+		if sc.SupplementalGroupsPolicy != nil && *sc.SupplementalGroupsPolicy != v1.SupplementalGroupsPolicyMerge {
+			errs = append(errs, field.NotSupported(p.Child("supplementalGroupsPolicy"), string(*sc.SupplementalGroupsPolicy), []string{string(v1.SupplementalGroupsPolicyMerge)}))
+		}
 		for i, g := range sc.SupplementalGroups {
 			errs = append(errs, execlimits.ID(spec.Child("securityContext", "supplementalGroups").Index(i), g, "group")...)
 		}
@@ -77,7 +90,21 @@ func (r *Runtime) validate(pod *v1.Pod, host bool) field.ErrorList {
 		c := &pod.Spec.Containers[i]
 		errs = append(errs, r.validateContainer(pod, spec.Child("containers").Index(i), c, volumes, false, host)...)
 	}
-	return errs
+	return uniqueErrors(errs)
+}
+
+// uniqueErrors drops repeats: a pod-level setting refused for each container it applies to is
+// reported once.
+func uniqueErrors(errs field.ErrorList) field.ErrorList {
+	seen := sets.New[string]()
+	out := errs[:0]
+	for _, e := range errs {
+		if !seen.Has(e.Error()) {
+			seen.Insert(e.Error())
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // validateIDs checks runAsUser and runAsGroup: systemd takes them as numeric User=/Group=
@@ -148,15 +175,74 @@ func (r *Runtime) validateContainer(pod *v1.Pod, p *field.Path, c *v1.Container,
 		}
 	}
 	if sc := c.SecurityContext; sc != nil {
-		errs = append(errs, validateIDs(p.Child("securityContext"), sc.RunAsUser, sc.RunAsGroup)...)
+		sp := p.Child("securityContext")
+		errs = append(errs, validateIDs(sp, sc.RunAsUser, sc.RunAsGroup)...)
+		if sc.SELinuxOptions != nil {
+			errs = append(errs, field.Forbidden(sp.Child("seLinuxOptions"), "the systemd runtime does not set SELinux labels; "+useCRI))
+		}
+		if caps := sc.Capabilities; caps != nil {
+			for _, l := range []struct {
+				name string
+				caps []v1.Capability
+			}{{"add", caps.Add}, {"drop", caps.Drop}} {
+				for i, c := range l.caps {
+					if msg := capabilityProblem(string(c)); msg != "" {
+						errs = append(errs, field.Invalid(sp.Child("capabilities", l.name).Index(i), string(c), msg))
+					}
+				}
+			}
+		}
 	}
-	if nonRoot(pod, c) {
-		if uid := lifecycle.RunAsUser(pod, c); uid == nil || *uid == 0 {
-			errs = append(errs, field.Invalid(p.Child("securityContext", "runAsNonRoot"), true,
-				"without an image there is no image user: set a non-zero runAsUser, or the command would run as root"))
+	if ap, at := lifecycle.AppArmorProfileAt(pod, c, p); ap != nil {
+		errs = append(errs, r.validateAppArmor(at, ap)...)
+	}
+	// Without runAsUser the command runs as DefaultUID, not root: only an explicit root breaks
+	// runAsNonRoot (the kubelet's verifyRunAsNonRoot, with DefaultUID as the image's user).
+	defaultUID := DefaultUID
+	if err := lifecycle.VerifyRunAsNonRoot(pod, c, &defaultUID, ""); err != nil {
+		errs = append(errs, field.Invalid(p.Child("securityContext", "runAsNonRoot"), true, err.Error()))
+	}
+	if host {
+		if sp := lifecycle.SeccompProfile(pod, c); sp != nil && sp.Type == v1.SeccompProfileTypeLocalhost && sp.LocalhostProfile != nil && r.opts.SeccompProfileRoot != "" {
+			path := filepath.Join(r.opts.SeccompProfileRoot, *sp.LocalhostProfile)
+			if _, err := seccompProperties(&runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: path}, 0, readProfile); err != nil {
+				errs = append(errs, field.Invalid(p.Child("securityContext", "seccompProfile", "localhostProfile"), *sp.LocalhostProfile, err.Error()))
+			}
 		}
 	}
 	return errs
+}
+
+// capabilityProblem says what is wrong with a capability name, or "".
+func capabilityProblem(c string) string {
+	if strings.EqualFold(c, "ALL") {
+		return ""
+	}
+	if _, ok := capabilityBit(c); ok {
+		return ""
+	}
+	if _, ok := capabilityBit(strings.TrimPrefix(strings.ToUpper(c), "CAP_")); ok {
+		return "write the capability without the CAP_ prefix, as container runtimes expect"
+	}
+	return "unknown capability"
+}
+
+// validateAppArmor refuses what the systemd runtime cannot apply: RuntimeDefault (it has no
+// default profile) and any profile on a host without AppArmor (the kubelet's AppArmor
+// admission).
+func (r *Runtime) validateAppArmor(p *field.Path, ap *v1.AppArmorProfile) field.ErrorList {
+	if ap == nil {
+		return nil
+	}
+	switch ap.Type {
+	case v1.AppArmorProfileTypeRuntimeDefault:
+		return field.ErrorList{field.Forbidden(p, "the systemd runtime has no default AppArmor profile; use Localhost with a profile loaded on this host, or "+useCRI)}
+	case v1.AppArmorProfileTypeLocalhost:
+		if !r.opts.AppArmor() {
+			return field.ErrorList{field.Forbidden(p, "cannot enforce AppArmor: AppArmor is not enabled on the host")}
+		}
+	}
+	return nil
 }
 
 // validateCommand checks command and args: a command is required (there is no image

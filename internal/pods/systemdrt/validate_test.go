@@ -26,6 +26,11 @@ func TestValidate(t *testing.T) {
 		p.Spec.Volumes = []v1.Volume{emptyDir("data")}
 		return p
 	}
+	withPod := func(mut func(p *v1.Pod)) *v1.Pod {
+		p := testPod("val-1", "", cmd("app", "infinity"))
+		mut(p)
+		return p
+	}
 	withVolumes := func(vols ...v1.Volume) *v1.Pod {
 		p := testPod("val-1", "", cmd("app", "infinity"))
 		p.Spec.Volumes = vols
@@ -104,8 +109,56 @@ func TestValidate(t *testing.T) {
 			[]string{"spec.containers[0].lifecycle.preStop: Required value: must specify a handler type"}},
 		{"unknown stop signal", withContainer(func(c *v1.Container) { c.Lifecycle = &v1.Lifecycle{StopSignal: ptr(v1.Signal("SIGNOPE"))} }),
 			[]string{`spec.containers[0].lifecycle.stopSignal: Unsupported value: "SIGNOPE"`}},
-		{"runAsNonRoot without user", withContainer(func(c *v1.Container) { c.SecurityContext = &v1.SecurityContext{RunAsNonRoot: ptr(true)} }),
-			[]string{"spec.containers[0].securityContext.runAsNonRoot: Invalid value: true"}},
+		{"runAsNonRoot without user: runs as nobody", withContainer(func(c *v1.Container) { c.SecurityContext = &v1.SecurityContext{RunAsNonRoot: ptr(true)} }),
+			nil},
+		{"runAsNonRoot with root", withPod(func(p *v1.Pod) {
+			p.Spec.SecurityContext = &v1.PodSecurityContext{RunAsNonRoot: ptr(true)}
+			p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{RunAsUser: ptr(int64(0))}
+		}), []string{"spec.containers[0].securityContext.runAsNonRoot: Invalid value: true: container's runAsUser breaks non-root policy"}},
+		{"everything the systemd runtime maps", withPod(func(p *v1.Pod) {
+			p.Spec.HostPID, p.Spec.HostIPC = true, true
+			p.Spec.SecurityContext = &v1.PodSecurityContext{RunAsUser: ptr(int64(1000)), RunAsNonRoot: ptr(true), FSGroup: ptr(int64(2000)),
+				SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault}}
+			p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{
+				Capabilities:             &v1.Capabilities{Add: []v1.Capability{"NET_ADMIN"}, Drop: []v1.Capability{"ALL"}},
+				AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true), ProcMount: ptr(v1.DefaultProcMount),
+				AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeUnconfined},
+			}
+		}), nil},
+		{"selinux", withPod(func(p *v1.Pod) {
+			p.Spec.SecurityContext = &v1.PodSecurityContext{SELinuxOptions: &v1.SELinuxOptions{Type: "spc_t"}}
+			p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{SELinuxOptions: &v1.SELinuxOptions{Level: "s0"}}
+		}), []string{"spec.securityContext.seLinuxOptions: Forbidden", "spec.containers[0].securityContext.seLinuxOptions: Forbidden"}},
+		{"safe sysctl", withPod(func(p *v1.Pod) {
+			p.Spec.SecurityContext = &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "kernel.shm_rmid_forced", Value: "1"}}}
+		}), []string{"spec.securityContext.sysctls: Forbidden: the systemd runtime runs containers in the host's namespaces"}},
+		{"pod-level AppArmor profile, reported once", withPod(func(p *v1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, cmd("two", "infinity"))
+			p.Spec.SecurityContext = &v1.PodSecurityContext{AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeLocalhost, LocalhostProfile: ptr("web")}}
+		}), []string{"spec.securityContext.appArmorProfile: Forbidden: cannot enforce AppArmor: AppArmor is not enabled on the host"}},
+		{"shared process namespace", withPod(func(p *v1.Pod) { p.Spec.ShareProcessNamespace = ptr(true) }),
+			[]string{"spec.shareProcessNamespace: Forbidden"}},
+		{"strict supplemental groups", withPod(func(p *v1.Pod) {
+			p.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: ptr(v1.SupplementalGroupsPolicyStrict)}
+		}), []string{`spec.securityContext.supplementalGroupsPolicy: Unsupported value: "Strict"`}},
+		{"unknown and prefixed capabilities", withContainer(func(c *v1.Container) {
+			c.SecurityContext = &v1.SecurityContext{Capabilities: &v1.Capabilities{Add: []v1.Capability{"CAP_NET_ADMIN"}, Drop: []v1.Capability{"FLY"}}}
+		}), []string{`spec.containers[0].securityContext.capabilities.add[0]: Invalid value: "CAP_NET_ADMIN": write the capability without the CAP_ prefix`,
+			`spec.containers[0].securityContext.capabilities.drop[0]: Invalid value: "FLY": unknown capability`}},
+		{"AppArmor runtime default", withContainer(func(c *v1.Container) {
+			c.SecurityContext = &v1.SecurityContext{AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeRuntimeDefault}}
+		}), []string{"spec.containers[0].securityContext.appArmorProfile: Forbidden: the systemd runtime has no default AppArmor profile"}},
+		{"AppArmor localhost annotation without AppArmor", withPod(func(p *v1.Pod) {
+			p.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/app": "localhost/web"}
+		}), []string{`metadata.annotations[container.apparmor.security.beta.kubernetes.io/app]: Forbidden: cannot enforce AppArmor: AppArmor is not enabled on the host`}},
+		{"missing Localhost seccomp profile", withContainer(func(c *v1.Container) {
+			c.SecurityContext = &v1.SecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr("nope.json")}}
+		}), []string{"spec.containers[0].securityContext.seccompProfile.localhostProfile: Invalid value: \"nope.json\": seccomp profile"}},
+		{"what neither runtime can do", withPod(func(p *v1.Pod) {
+			p.Spec.HostUsers = ptr(false)
+			p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{WindowsOptions: &v1.WindowsSecurityContextOptions{}, ProcMount: ptr(v1.UnmaskedProcMount)}
+		}), []string{"spec.hostUsers: Forbidden", "spec.containers[0].securityContext.windowsOptions: Forbidden",
+			`spec.containers[0].securityContext.procMount: Unsupported value: "Unmasked"`}},
 		{"negative user", withContainer(func(c *v1.Container) { c.SecurityContext = &v1.SecurityContext{RunAsUser: ptr(int64(-1))} }),
 			[]string{"spec.containers[0].securityContext.runAsUser: Invalid value: -1"}},
 		{"restartPolicy on a regular container", withContainer(func(c *v1.Container) { c.RestartPolicy = ptr(v1.ContainerRestartPolicyAlways) }),
@@ -147,5 +200,16 @@ func TestValidateManyContainers(t *testing.T) {
 	errs := slices.ValidatePod(pod)
 	if got := errs.ToAggregate(); got == nil || !strings.Contains(got.Error(), "spec.containers: Too many: 10000: must have at most 256 items") {
 		t.Errorf("ValidatePod = %v", got)
+	}
+}
+
+// TestValidatePodLevelOnce: a pod-level setting refused for each of its containers is one error.
+func TestValidatePodLevelOnce(t *testing.T) {
+	rt, _ := newTestRuntime(t, units.ModeHybrid)
+	p := testPod("val-2", "", cmd("one", "infinity"), cmd("two", "infinity"))
+	p.Spec.SecurityContext = &v1.PodSecurityContext{AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeRuntimeDefault}}
+	errs := rt.Validate(p)
+	if len(errs) != 1 || errs[0].Field != "spec.securityContext.appArmorProfile" {
+		t.Errorf("Validate = %v, want one error on spec.securityContext.appArmorProfile", errs)
 	}
 }

@@ -3,8 +3,10 @@ package worker
 import (
 	"fmt"
 	"maps"
+	"path/filepath"
 	stdslices "slices"
 	"strconv"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -97,10 +99,14 @@ func (w *Worker) SandboxConfig(pod *v1.Pod, slice string, attempt uint32) *runti
 			hostname = pod.Spec.Hostname
 		}
 	}
-	// A privileged container needs a privileged sandbox (containerd refuses it otherwise): the
-	// kubelet's generatePodSandboxLinuxConfig sets it when any container is privileged
-	// (pkg/kubelet/kuberuntime/kuberuntime_sandbox.go).
-	sc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: ns, Privileged: hasPrivilegedContainer(pod)}
+	sc := &runtimeapi.LinuxSandboxSecurityContext{
+		NamespaceOptions:   ns,
+		SupplementalGroups: supplementalGroups(pod),
+		// A pod with a privileged container gets a privileged sandbox (kuberuntime_sandbox.go).
+		Privileged: lifecycle.HasPrivilegedContainer(pod),
+		Seccomp:    w.seccompProfile(lifecycle.PodSeccompProfile(pod)),
+	}
+	var sysctls map[string]string
 	if psc := pod.Spec.SecurityContext; psc != nil {
 		if psc.RunAsUser != nil {
 			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
@@ -108,7 +114,15 @@ func (w *Worker) SandboxConfig(pod *v1.Pod, slice string, attempt uint32) *runti
 		if psc.RunAsGroup != nil {
 			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
 		}
-		sc.SupplementalGroups = supplementalGroups(pod)
+		sc.SupplementalGroupsPolicy = supplementalGroupsPolicy(psc)
+		sc.SelinuxOptions = seLinuxOptions(psc.SELinuxOptions)
+		for _, s := range psc.Sysctls {
+			if sysctls == nil {
+				sysctls = map[string]string{}
+			}
+			// The kernel's names use '.'; the API also takes '/' (kuberuntime_sandbox.go).
+			sysctls[strings.ReplaceAll(s.Name, "/", ".")] = s.Value
+		}
 	}
 	return &runtimeapi.PodSandboxConfig{
 		Metadata:    &runtimeapi.PodSandboxMetadata{Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt},
@@ -116,7 +130,7 @@ func (w *Worker) SandboxConfig(pod *v1.Pod, slice string, attempt uint32) *runti
 		Labels:      labels,
 		Annotations: annotations,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
-			CgroupParent: slice, SecurityContext: sc,
+			CgroupParent: slice, SecurityContext: sc, Sysctls: sysctls,
 			Resources: criResources(slices.PodResources(pod, w.opts.Resources)),
 		},
 	}
@@ -146,6 +160,97 @@ func supplementalGroups(pod *v1.Pod) []int64 {
 		out = append(out, *psc.FSGroup)
 	}
 	return append(out, psc.SupplementalGroups...)
+}
+
+// supplementalGroupsPolicy is the pod's supplementalGroupsPolicy in CRI terms (Merge when unset).
+func supplementalGroupsPolicy(psc *v1.PodSecurityContext) runtimeapi.SupplementalGroupsPolicy {
+	if psc != nil && psc.SupplementalGroupsPolicy != nil && *psc.SupplementalGroupsPolicy == v1.SupplementalGroupsPolicyStrict {
+		return runtimeapi.SupplementalGroupsPolicy_Strict
+	}
+	return runtimeapi.SupplementalGroupsPolicy_Merge
+}
+
+// containerSecurity is the container's CRI security context, as the kubelet determines it
+// (pkg/kubelet/kuberuntime/security_context.go, determineEffectiveSecurityContext): the
+// effective pod+container context, the pod's namespaces, fsGroup and supplementalGroups,
+// no_new_privs per allowPrivilegeEscalation, the seccomp and AppArmor profiles, and the
+// default masked and read-only /proc and /sys paths (procMount Default is the only one
+// admitted).
+func (w *Worker) containerSecurity(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecurityContext {
+	esc := lifecycle.EffectiveSecurityContext(pod, c)
+	sc := &runtimeapi.LinuxContainerSecurityContext{
+		NamespaceOptions:         w.namespaces(pod),
+		SupplementalGroups:       supplementalGroups(pod),
+		SupplementalGroupsPolicy: supplementalGroupsPolicy(pod.Spec.SecurityContext),
+		Privileged:               esc.Privileged != nil && *esc.Privileged,
+		ReadonlyRootfs:           esc.ReadOnlyRootFilesystem != nil && *esc.ReadOnlyRootFilesystem,
+		NoNewPrivs:               lifecycle.NoNewPrivs(esc),
+		Seccomp:                  w.seccompProfile(lifecycle.SeccompProfile(pod, c)),
+		Apparmor:                 appArmorProfile(lifecycle.AppArmorProfile(pod, c)),
+		MaskedPaths:              append([]string(nil), lifecycle.DefaultMaskedPaths...),
+		ReadonlyPaths:            append([]string(nil), lifecycle.DefaultReadonlyPaths...),
+	}
+	sc.SelinuxOptions = seLinuxOptions(esc.SELinuxOptions)
+	if esc.RunAsUser != nil {
+		sc.RunAsUser = &runtimeapi.Int64Value{Value: *esc.RunAsUser}
+	}
+	if esc.RunAsGroup != nil {
+		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *esc.RunAsGroup}
+	}
+	if caps := esc.Capabilities; caps != nil {
+		sc.Capabilities = &runtimeapi.Capability{}
+		for _, a := range caps.Add {
+			sc.Capabilities.AddCapabilities = append(sc.Capabilities.AddCapabilities, string(a))
+		}
+		for _, d := range caps.Drop {
+			sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, string(d))
+		}
+	}
+	return sc
+}
+
+// seLinuxOptions converts SELinux options (kuberuntime security_context.go,
+// convertToRuntimeSELinuxOption); nil stays nil.
+func seLinuxOptions(o *v1.SELinuxOptions) *runtimeapi.SELinuxOption {
+	if o == nil {
+		return nil
+	}
+	return &runtimeapi.SELinuxOption{User: o.User, Role: o.Role, Type: o.Type, Level: o.Level}
+}
+
+// seccompProfile is a seccomp profile in CRI terms (kuberuntime helpers.go,
+// getSeccompProfile): nil (none asked for) is Unconfined, the kubelet's default without
+// SeccompDefault; a Localhost profile is a file under Options.SeccompProfileRoot.
+func (w *Worker) seccompProfile(sp *v1.SeccompProfile) *runtimeapi.SecurityProfile {
+	if sp == nil {
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
+	}
+	switch sp.Type {
+	case v1.SeccompProfileTypeRuntimeDefault:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+	case v1.SeccompProfileTypeLocalhost:
+		if sp.LocalhostProfile != nil {
+			return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: filepath.Join(w.opts.SeccompProfileRoot, *sp.LocalhostProfile)}
+		}
+	}
+	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
+}
+
+// appArmorProfile is an AppArmor profile in CRI terms (kuberuntime helpers.go,
+// getAppArmorProfile); nil leaves the runtime's default.
+func appArmorProfile(ap *v1.AppArmorProfile) *runtimeapi.SecurityProfile {
+	if ap == nil {
+		return nil
+	}
+	switch ap.Type {
+	case v1.AppArmorProfileTypeRuntimeDefault:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
+	case v1.AppArmorProfileTypeLocalhost:
+		if ap.LocalhostProfile != nil {
+			return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: *ap.LocalhostProfile}
+		}
+	}
+	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
 }
 
 // criResources converts cgroup values into CRI resources; unset values stay 0 (unset).
@@ -207,19 +312,7 @@ func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, i
 		}
 		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly || readOnlyVolume(pod, m.Name)})
 	}
-	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: w.namespaces(pod), SupplementalGroups: supplementalGroups(pod)}
-	if u := lifecycle.RunAsUser(pod, c); u != nil {
-		sc.RunAsUser = &runtimeapi.Int64Value{Value: *u}
-	}
-	if g := lifecycle.RunAsGroup(pod, c); g != nil {
-		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *g}
-	}
-	if csc := c.SecurityContext; csc != nil {
-		sc.Privileged = csc.Privileged != nil && *csc.Privileged
-		sc.ReadonlyRootfs = csc.ReadOnlyRootFilesystem != nil && *csc.ReadOnlyRootFilesystem
-		// The kubelet's AddNoNewPrivileges: allowPrivilegeEscalation false sets no_new_privs.
-		sc.NoNewPrivs = csc.AllowPrivilegeEscalation != nil && !*csc.AllowPrivilegeEscalation
-	}
+	sc := w.containerSecurity(pod, c)
 	labels := podLabels(pod)
 	labels[LabelContainerName] = c.Name
 	cfg := &runtimeapi.ContainerConfig{

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"reflect"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -75,5 +76,97 @@ func TestSandboxPrivileged(t *testing.T) {
 				t.Errorf("sandbox privileged = %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestSecurityContextConfig: the CRI security contexts carry what the kubelet puts there
+// (kuberuntime security_context.go and kuberuntime_sandbox.go).
+func TestSecurityContextConfig(t *testing.T) {
+	w, _ := newTestWorker(t, newFakeRT(), "")
+	w.opts.SeccompProfileRoot = "/var/lib/slicelet/seccomp"
+	i64 := func(v int64) *int64 { return &v }
+	yes, no := true, false
+	local := "audit.json"
+	strict := v1.SupplementalGroupsPolicyStrict
+	pod := testPod("u1", "", "main", "side")
+	pod.Spec.HostPID, pod.Spec.HostIPC = true, false
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{
+		RunAsUser: i64(1000), RunAsGroup: i64(2000), FSGroup: i64(3000), SupplementalGroups: []int64{4000},
+		SupplementalGroupsPolicy: &strict, SELinuxOptions: &v1.SELinuxOptions{Type: "spc_t", Level: "s0:c1"},
+		SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault},
+		Sysctls:        []v1.Sysctl{{Name: "kernel/shm_rmid_forced", Value: "1"}},
+	}
+	pod.Spec.Containers[0].SecurityContext = &v1.SecurityContext{
+		RunAsUser: i64(0), Privileged: &yes, ReadOnlyRootFilesystem: &yes,
+		Capabilities:    &v1.Capabilities{Add: []v1.Capability{"NET_ADMIN"}, Drop: []v1.Capability{"MKNOD"}},
+		SeccompProfile:  &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost, LocalhostProfile: &local},
+		AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeLocalhost, LocalhostProfile: &local},
+	}
+	pod.Spec.Containers[1].SecurityContext = &v1.SecurityContext{AllowPrivilegeEscalation: &no}
+
+	sb := w.SandboxConfig(pod, "s.slice", 0)
+	ssc := sb.Linux.SecurityContext
+	if !ssc.Privileged {
+		t.Error("sandbox of a pod with a privileged container is not privileged")
+	}
+	if ssc.RunAsUser.GetValue() != 1000 || ssc.RunAsGroup.GetValue() != 2000 || !reflect.DeepEqual(ssc.SupplementalGroups, []int64{3000, 4000}) ||
+		ssc.SupplementalGroupsPolicy != runtimeapi.SupplementalGroupsPolicy_Strict {
+		t.Errorf("sandbox ids %+v", ssc)
+	}
+	if !reflect.DeepEqual(ssc.SelinuxOptions, &runtimeapi.SELinuxOption{Type: "spc_t", Level: "s0:c1"}) {
+		t.Errorf("sandbox SELinux %v", ssc.SelinuxOptions)
+	}
+	if ssc.Seccomp.GetProfileType() != runtimeapi.SecurityProfile_RuntimeDefault {
+		t.Errorf("sandbox seccomp %v", ssc.Seccomp)
+	}
+	if ns := ssc.NamespaceOptions; ns.Pid != runtimeapi.NamespaceMode_NODE || ns.Ipc != runtimeapi.NamespaceMode_POD {
+		t.Errorf("sandbox namespaces %v", ns)
+	}
+	if !reflect.DeepEqual(sb.Linux.Sysctls, map[string]string{"kernel.shm_rmid_forced": "1"}) {
+		t.Errorf("sysctls %v", sb.Linux.Sysctls)
+	}
+
+	cfg, err := w.ContainerConfig(pod, &pod.Spec.Containers[0], 0, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := cfg.Linux.SecurityContext
+	if sc.RunAsUser.GetValue() != 0 || sc.RunAsGroup.GetValue() != 2000 || !sc.Privileged || !sc.ReadonlyRootfs || sc.NoNewPrivs {
+		t.Errorf("main %+v", sc)
+	}
+	if !reflect.DeepEqual(sc.Capabilities, &runtimeapi.Capability{AddCapabilities: []string{"NET_ADMIN"}, DropCapabilities: []string{"MKNOD"}}) {
+		t.Errorf("capabilities %v", sc.Capabilities)
+	}
+	if sc.Seccomp.GetProfileType() != runtimeapi.SecurityProfile_Localhost || sc.Seccomp.LocalhostRef != "/var/lib/slicelet/seccomp/audit.json" {
+		t.Errorf("seccomp %v", sc.Seccomp)
+	}
+	if sc.Apparmor.GetProfileType() != runtimeapi.SecurityProfile_Localhost || sc.Apparmor.LocalhostRef != "audit.json" {
+		t.Errorf("apparmor %v", sc.Apparmor)
+	}
+	if !reflect.DeepEqual(sc.SelinuxOptions, &runtimeapi.SELinuxOption{Type: "spc_t", Level: "s0:c1"}) {
+		t.Errorf("container SELinux (the pod's) %v", sc.SelinuxOptions)
+	}
+	if len(sc.MaskedPaths) == 0 || len(sc.ReadonlyPaths) == 0 {
+		t.Errorf("masked %v read-only %v", sc.MaskedPaths, sc.ReadonlyPaths)
+	}
+
+	cfg, err = w.ContainerConfig(pod, &pod.Spec.Containers[1], 0, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc = cfg.Linux.SecurityContext
+	if sc.RunAsUser.GetValue() != 1000 || !sc.NoNewPrivs || sc.Privileged || sc.Capabilities != nil || sc.Apparmor != nil ||
+		sc.Seccomp.GetProfileType() != runtimeapi.SecurityProfile_RuntimeDefault {
+		t.Errorf("side %+v", sc)
+	}
+
+	// Without any profile: Unconfined seccomp, the runtime's AppArmor default.
+	plain := testPod("u2", "", "main")
+	cfg, err = w.ContainerConfig(plain, &plain.Spec.Containers[0], 0, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := cfg.Linux.SecurityContext; sc.Seccomp.GetProfileType() != runtimeapi.SecurityProfile_Unconfined || sc.Apparmor != nil || sc.RunAsUser != nil {
+		t.Errorf("plain %+v", sc)
 	}
 }

@@ -75,6 +75,10 @@ type Runtime interface {
 type ImageService interface {
 	// ImageStatus returns the image's ID ("" when it is not present).
 	ImageStatus(ctx context.Context, image *runtimeapi.ImageSpec) (string, error)
+	// ImageUser is the user the image runs as: its numeric uid, or the user name it gives
+	// (both unset when it gives none, which is root), for runAsNonRoot (the kubelet's
+	// getImageUser).
+	ImageUser(ctx context.Context, image *runtimeapi.ImageSpec) (uid *int64, username string, err error)
 	// PullImage pulls the image and returns its reference.
 	PullImage(ctx context.Context, image *runtimeapi.ImageSpec, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error)
 }

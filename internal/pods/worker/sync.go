@@ -281,6 +281,21 @@ func (w *Worker) startContainer(ctx context.Context, pod *v1.Pod, e *entry, sbID
 			return nil
 		}
 		imageRef = ref
+		// The kubelet verifies runAsNonRoot against the image's user before it creates the
+		// container (kuberuntime_container.go, generateContainerConfig).
+		uid, user, err := w.opts.Images.ImageUser(ctx, &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image})
+		if errors.Is(err, pods.ErrRuntimeUnavailable) {
+			return err
+		}
+		if err == nil {
+			err = lifecycle.VerifyRunAsNonRoot(pod, c, uid, user)
+		}
+		if err != nil {
+			w.containerEvent(pod, c.Name, v1.EventTypeWarning, EventFailed, "Error: %v", err)
+			w.hold(e, c.Name, lifecycle.ReasonCreateContainerConfigError, err.Error())
+			w.log.Warn("container configuration refused", "pod_uid", string(pod.UID), "container", c.Name, "error", err)
+			return nil
+		}
 	}
 	cfg, err := w.ContainerConfig(pod, c, uint32(a.N-1), imageRef, vols)
 	if cerr := (configError{}); errors.As(err, &cerr) {

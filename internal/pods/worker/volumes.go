@@ -42,7 +42,7 @@ func (w *Worker) prepareVolumes(pod *v1.Pod) (map[string]string, error) {
 		if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
 			return "", err
 		}
-		return dir, ownEmptyDir(pod, v.Name, dir)
+		return dir, ownEmptyDir(pod, v.Name, dir, w.defaultUser())
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
@@ -50,9 +50,26 @@ func (w *Worker) prepareVolumes(pod *v1.Pod) (map[string]string, error) {
 	return vols, nil
 }
 
+// imagelessRuntime is a runtime without images (systemdrt): a container without runAsUser runs
+// as its DefaultUser instead of an image's user.
+type imagelessRuntime interface {
+	DefaultUser() (uid, gid int64)
+}
+
+// defaultUser is who a container without runAsUser runs as when the runtime says so, else nil
+// (the image's user, root for ownership purposes).
+func (w *Worker) defaultUser() *[2]int64 {
+	if r, ok := w.rt.(imagelessRuntime); ok {
+		uid, gid := r.DefaultUser()
+		return &[2]int64{uid, gid}
+	}
+	return nil
+}
+
 // ownEmptyDir gives an emptyDir to the pod's fsGroup (group rwx, setgid), or, when every
-// container that mounts it runs as the same user and group, to that user.
-func ownEmptyDir(pod *v1.Pod, name, dir string) error {
+// container that mounts it runs as the same user and group, to that user. def is who a
+// container without runAsUser runs as (nil: root).
+func ownEmptyDir(pod *v1.Pod, name, dir string, def *[2]int64) error {
 	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
 		if err := os.Chown(dir, -1, int(*sc.FSGroup)); err != nil {
 			return err
@@ -73,6 +90,8 @@ func ownEmptyDir(pod *v1.Pod, name, dir string) error {
 			var u, g int64
 			if p := lifecycle.RunAsUser(pod, c); p != nil {
 				u = *p
+			} else if def != nil {
+				u, g = def[0], def[1]
 			}
 			if p := lifecycle.RunAsGroup(pod, c); p != nil {
 				g = *p

@@ -63,6 +63,10 @@ type Options struct {
 	// Allocatable is the node's allocatable, the Downward API's value of limits a container
 	// does not set (the kubelet's defaultPodLimitsForDownwardAPI).
 	Allocatable v1.ResourceList
+	// SeccompProfileRoot is where Localhost seccomp profiles live (the kubelet's
+	// <root-dir>/seccomp): securityContext.seccompProfile.localhostProfile is a path under it.
+	// Default StateDir/seccomp.
+	SeccompProfileRoot string
 }
 
 // Worker is slicelet's one pod worker (the kubelet's kuberuntime manager: SyncPod,
@@ -126,6 +130,9 @@ func New(opts Options) (*Worker, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.SeccompProfileRoot == "" {
+		opts.SeccompProfileRoot = filepath.Join(opts.StateDir, "seccomp")
+	}
 	if err := os.MkdirAll(filepath.Join(opts.StateDir, "pods"), 0o750); err != nil {
 		return nil, fmt.Errorf("pod worker: state dir: %w", err)
 	}
@@ -146,7 +153,8 @@ func (w *Worker) Name() string { return w.rt.Name() }
 
 // Validate reports what slicelet cannot run with this runtime: probes, lifecycle hooks, env
 // sources and object volumes (configMap, secret, projected, downwardAPI) the worker cannot
-// handle, then the runtime's own refusals.
+// handle, the security settings no runtime of slicelet can honour (lifecycle.ValidateSecurity),
+// then the runtime's own refusals.
 func (w *Worker) Validate(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, validateObjectVolumes(pod)...)
@@ -167,6 +175,7 @@ func (w *Worker) Validate(pod *v1.Pod) field.ErrorList {
 	for i := range pod.Spec.Containers {
 		check(spec.Child("containers").Index(i), &pod.Spec.Containers[i], false)
 	}
+	errs = append(errs, lifecycle.ValidateSecurity(pod, pod.Spec.HostNetwork || w.opts.HostNetwork)...)
 	return append(errs, w.rt.Validate(pod)...)
 }
 
