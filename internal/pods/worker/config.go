@@ -136,18 +136,6 @@ func (w *Worker) SandboxConfig(pod *v1.Pod, slice string, attempt uint32) *runti
 	}
 }
 
-// hasPrivilegedContainer reports whether any init or regular container is privileged.
-func hasPrivilegedContainer(pod *v1.Pod) bool {
-	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for _, c := range list {
-			if sc := c.SecurityContext; sc != nil && sc.Privileged != nil && *sc.Privileged {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // supplementalGroups are the pod's fsGroup followed by its supplementalGroups, as the kubelet
 // adds them to every container (pkg/kubelet/kuberuntime/security_context.go).
 func supplementalGroups(pod *v1.Pod) []int64 {
