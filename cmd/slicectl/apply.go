@@ -66,7 +66,7 @@ func (c *cli) applyCmd(pos []string, o applyOptions) error {
 			}
 		}
 		if kind := documentObjectKind(data); kind != "" {
-			if err := c.applyObject(cl, kind, data, mode != ""); err != nil {
+			if err := c.applyObject(cl, kind, data, mode != dryRunNone); err != nil {
 				if isFatal(err) {
 					return err
 				}

@@ -8,10 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/slicelet/slicelet/internal/api"
 )
@@ -66,32 +62,5 @@ func TestObjects(t *testing.T) {
 		{name: "get configmaps", args: []string{"get", "configmaps"}, golden: true, out: []string{"NAME            DATA   SOURCE\n", "app-configmap   1      api\n"}},
 		{name: "get secrets -A", args: []string{"get", "secrets", "-A"}, out: []string{"NAMESPACE NAME DATA SOURCE\n", "default app-secret 2 api\n"}},
 		{name: "get cm in another namespace", args: []string{"get", "cm", "-n", "other"}, errOut: []string{"No resources found in other namespace."}},
-	})
-}
-
-// PodEvents gives web two events, one repeated.
-func (d *objectDaemon) PodEvents(_ context.Context, _, name string) ([]v1.Event, error) {
-	if name != "web" {
-		return nil, nil
-	}
-	now := time.Now()
-	return []v1.Event{
-		{Type: "Normal", Reason: "Started", Message: "Started container app", Count: 1, Source: v1.EventSource{Component: "kubelet"},
-			FirstTimestamp: metav1.NewTime(now.Add(-time.Minute)), LastTimestamp: metav1.NewTime(now.Add(-time.Minute))},
-		{Type: "Warning", Reason: "Unhealthy", Message: "Readiness probe failed: HTTP probe failed with statuscode: 503", Count: 3, Source: v1.EventSource{Component: "kubelet"},
-			FirstTimestamp: metav1.NewTime(now.Add(-30 * time.Second)), LastTimestamp: metav1.NewTime(now.Add(-5 * time.Second))},
-	}, nil
-}
-
-// TestDescribeEvents: describe ends with the pod's events as kubectl shows them.
-func TestDescribeEvents(t *testing.T) {
-	sock := startDaemon(t, &objectDaemon{fakeDaemon: newFakeDaemon()})
-	runCases(t, sock, []cliCase{
-		{name: "events", args: []string{"describe", "pod", "web"}, out: []string{
-			"Events:\n  Type Reason Age From Message\n  ---- ------ ---- ---- -------\n",
-			"  Normal Started 60s kubelet Started container app\n",
-			"  Warning Unhealthy 5s (x3 over 30s) kubelet Readiness probe failed: HTTP probe failed with statuscode: 503\n",
-		}},
-		{name: "none", args: []string{"describe", "pod", "static"}, out: []string{"Events: <none>\n"}},
 	})
 }
