@@ -1,6 +1,6 @@
 // Package verdict says offline what a configured runtime would decide of a pod, for
 // `slicectl explain pod` without a daemon: the same validation the daemon's runtime runs before
-// admission (systemdrt.ValidatePod or crirt.ValidatePod).
+// admission (the worker's worker.ValidateSpec, then systemdrt.ValidatePod or crirt.ValidatePod).
 package verdict
 
 import (
@@ -11,6 +11,7 @@ import (
 
 	"github.com/slicelet/slicelet/internal/pods/crirt"
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -27,15 +28,17 @@ func Spec(runtimeType string, pod *v1.Pod) (*slices.RuntimeVerdict, error) {
 }
 
 func runtimeVerdict(runtimeType string, pod *v1.Pod, host bool) (*slices.RuntimeVerdict, error) {
-	var v slices.RuntimeVerdict
+	// The daemon's worker runs every pod in the host's network namespace.
+	errs := worker.ValidateSpec(pod, true)
 	switch runtimeType {
 	case "systemd":
-		v = FromProblems(runtimeType, problemStrings(systemdrt.ValidatePod(pod, host)))
+		errs = append(errs, systemdrt.ValidatePod(pod, host)...)
 	case "cri":
-		v = FromProblems(runtimeType, problemStrings(crirt.ValidatePod(pod)))
+		errs = append(errs, crirt.ValidatePod(pod)...)
 	default:
 		return nil, fmt.Errorf("runtime type %q: want systemd or cri", runtimeType)
 	}
+	v := FromProblems(runtimeType, problemStrings(errs))
 	return &v, nil
 }
 

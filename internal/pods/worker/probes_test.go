@@ -171,6 +171,8 @@ func TestLivenessProbeGraceAndMetrics(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		synctest.Wait()
 		mustSync(t, w, pod)
+		// The replacement's prober probes at once, as the kubelet's worker does: wait for it.
+		synctest.Wait()
 		f.mu.Lock()
 		grace := f.grace[id]
 		f.mu.Unlock()
@@ -179,8 +181,8 @@ func TestLivenessProbeGraceAndMetrics(t *testing.T) {
 		}
 		counts.mu.Lock()
 		defer counts.mu.Unlock()
-		if counts.n["Liveness/failed/app"] != 1 {
-			t.Errorf("probe counts %v, want one failed liveness probe of app", counts.n)
+		if counts.n["Liveness/failed/app"] != 2 {
+			t.Errorf("probe counts %v, want two failed liveness probes of app: the killed instance's and its replacement's first", counts.n)
 		}
 	})
 }

@@ -151,11 +151,18 @@ func (w *Worker) Close() { w.probes.Close() }
 // Name is the runtime's name.
 func (w *Worker) Name() string { return w.rt.Name() }
 
-// Validate reports what slicelet cannot run with this runtime: probes, lifecycle hooks, env
-// sources and object volumes (configMap, secret, projected, downwardAPI) the worker cannot
-// handle, the security settings no runtime of slicelet can honour (lifecycle.ValidateSecurity),
-// then the runtime's own refusals.
+// Validate reports what slicelet cannot run with this runtime: ValidateSpec with the worker's
+// network, then the runtime's own refusals.
 func (w *Worker) Validate(pod *v1.Pod) field.ErrorList {
+	return append(ValidateSpec(pod, w.opts.HostNetwork), w.rt.Validate(pod)...)
+}
+
+// ValidateSpec reports what the worker refuses whatever the runtime: probes, lifecycle hooks, env
+// sources and object volumes (configMap, secret, projected, downwardAPI) it cannot handle, and the
+// security settings no runtime of slicelet can honour (lifecycle.ValidateSecurity; hostNetwork
+// says every pod shares the host's network namespace, as the daemon's worker does). It needs no
+// runtime, so slicectl explains a pod offline with it.
+func ValidateSpec(pod *v1.Pod, hostNetwork bool) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, validateObjectVolumes(pod)...)
 	check := func(p *field.Path, c *v1.Container, init bool) {
@@ -175,8 +182,7 @@ func (w *Worker) Validate(pod *v1.Pod) field.ErrorList {
 	for i := range pod.Spec.Containers {
 		check(spec.Child("containers").Index(i), &pod.Spec.Containers[i], false)
 	}
-	errs = append(errs, lifecycle.ValidateSecurity(pod, pod.Spec.HostNetwork || w.opts.HostNetwork)...)
-	return append(errs, w.rt.Validate(pod)...)
+	return append(errs, lifecycle.ValidateSecurity(pod, pod.Spec.HostNetwork || hostNetwork)...)
 }
 
 // entry returns the pod's entry, creating it.
