@@ -38,15 +38,13 @@ const (
 	UnitNameMax = 255
 )
 
-// ID checks a user or group id (what is "user" or "group") as systemd takes User= and Group=:
-// 0 to 4294967294 except 65535, which systemd refuses as the 16-bit -1 (uid_is_valid,
-// src/basic/user-util.h); 4294967295 is (uid_t) -1.
+// ID checks a user or group id (what is "user" or "group"): 0 to 4294967294; 4294967295 is
+// (uid_t) -1. 65535, which systemd refuses in User= and Group= as the 16-bit -1 (uid_is_valid,
+// src/basic/user-util.h), is valid: the systemd runtime sets it through setpriv.
 func ID(p *field.Path, id int64, what string) field.ErrorList {
 	switch {
 	case id < 0 || id >= 1<<32-1:
 		return field.ErrorList{field.Invalid(p, id, fmt.Sprintf("must be a %s id between 0 and 4294967294", what))}
-	case id == 65535:
-		return field.ErrorList{field.Invalid(p, id, fmt.Sprintf("systemd refuses %s id 65535 (the 16-bit -1); use another", what))}
 	}
 	return nil
 }

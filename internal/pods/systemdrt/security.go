@@ -165,10 +165,12 @@ func securityProperties(sc *runtimeapi.LinuxContainerSecurityContext, env secEnv
 		gid, hasGID = g.GetValue(), true
 	}
 	groups := make([]string, 0, len(sc.GetSupplementalGroups()))
-	known := env.KnownUser(uid) && (!hasGID || env.KnownGroup(gid))
+	// systemd takes User=/Group= only for ids the user database knows, and never 65535 (the
+	// 16-bit -1, uid_is_valid in src/basic/user-util.h): setpriv sets the others.
+	known := env.KnownUser(uid) && uid != 65535 && (!hasGID || (env.KnownGroup(gid) && gid != 65535))
 	for _, g := range sc.GetSupplementalGroups() {
 		groups = append(groups, strconv.FormatInt(g, 10))
-		known = known && env.KnownGroup(g)
+		known = known && env.KnownGroup(g) && g != 65535
 	}
 	caps, err := capabilitySet(sc)
 	if err != nil {
