@@ -199,7 +199,7 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 		return nil, err
 	}
 
-	col, err := newGCCollector(cfg, d.prt, d.ctrl.GCPodState, log)
+	col, err := newGCCollector(cfg, d.prt, d.ctrl.GCPodState, d.clock, log)
 	if err != nil {
 		return nil, err
 	}
