@@ -223,7 +223,7 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 		return nil, err
 	}
 
-	col, err := newGCCollector(cfg, d.prt, d.ctrl.GCPodState, log)
+	col, err := newGCCollector(cfg, d.prt, d.ctrl.GCPodState, d.clock, log)
 	if err != nil {
 		return nil, err
 	}
@@ -397,18 +397,23 @@ func (d *daemon) status() string {
 	return statusLine(api.CountPods(d.ctrl.Pods(), int64(d.cfg.Node.MaxPods)), d.alloc, d.evm.Summary(), d.health.State())
 }
 
-// setMemoryLimit gives the Go runtime a soft memory limit that grows with max_pods, unless the
-// operator set GOMEMLIMIT: 20 MiB plus 14 KiB per pod. Most of slicelet's memory above its live
-// heap is garbage from decoding D-Bus traffic; without a limit the collector lets it grow to
-// twice the heap. The base is what a burst of pods needs: with 12 MiB (the base until the pod
-// worker, the CRI runtime's protobuf registry and pod stats grew the daemon's own memory) a
-// daemon with max_pods 110 starting 100 pods at once spent 57 ms of CPU per pod, most of it
-// collecting to stay under the limit, against 14 ms with 20 MiB or none (docs/benchmarks.md).
+// setMemoryLimit tunes the Go collector for a daemon whose live heap is small and whose
+// garbage (decoded D-Bus traffic, pod copies) comes fast, unless the operator set GOGC or
+// GOMEMLIMIT: the heap may grow 50 % over the live heap between collections (GOGC=50) and the
+// runtime's memory has a soft limit of 20 MiB plus 20 KiB per pod of max_pods, above what the
+// daemon needs while it starts max_pods pods. A limit below that need makes the collector run
+// back to back: with 12 MiB + 14 KiB per pod (the values until the pod worker, the CRI
+// runtime's protobuf registry and pod stats grew the daemon) a burst of 100 pods cost 57 ms of
+// CPU per pod and 1000 pods took 3 minutes to start; now 18 ms, and 110 idle pods take 27.6 MiB
+// (31.7 MiB with Go's defaults). docs/benchmarks.md has the measurements.
 func setMemoryLimit(maxPods int32, log *slog.Logger) {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(50)
+	}
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	limit := int64(20<<20) + int64(maxPods)*(14<<10)
+	limit := int64(20<<20) + int64(maxPods)*(20<<10)
 	debug.SetMemoryLimit(limit)
 	log.Debug("go memory limit set", "bytes", limit, "max_pods", maxPods)
 }

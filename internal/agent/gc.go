@@ -125,7 +125,7 @@ const podLogRoot = "/var/log/pods"
 
 // newGCCollector builds the collector for the runtime: container GC for every runtime, image GC
 // when the runtime has images (the CRI runtime). The sandbox image is always protected.
-func newGCCollector(cfg *config.Config, rt *podRuntime, podState func() gc.PodState, log *slog.Logger) (*gc.Collector, error) {
+func newGCCollector(cfg *config.Config, rt *podRuntime, podState func() gc.PodState, clk clock.Clock, log *slog.Logger) (*gc.Collector, error) {
 	opts := gc.CollectorOptions{
 		Containers:      rt.containers,
 		Sandboxes:       rt.sandboxes,
@@ -134,7 +134,7 @@ func newGCCollector(cfg *config.Config, rt *podRuntime, podState func() gc.PodSt
 		RecordsPath:     filepath.Join(cfg.StateDir, gcRecordsFile),
 		PodState:        podState,
 		Logger:          log.With("component", "gc"),
-		Started:         time.Now(),
+		Clock:           clk, // slicelet's start (max age waits for it) is the collector's creation
 	}
 	if rt.images != nil {
 		opts.Images = rt.images
