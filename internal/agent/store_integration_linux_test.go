@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,8 +19,8 @@ import (
 	"github.com/slicelet/slicelet/units"
 )
 
-// TestIntegrationStoredPodsSurviveDamage: the largest API pod (1.5 MiB of '<' in an
-// annotation, six times that in HTML-escaped JSON) is running again after a SIGKILL and a
+// TestIntegrationStoredPodsSurviveDamage: the largest API pod (1.5 MiB of '<' in its
+// containers' arguments, six times that in HTML-escaped JSON) is running again after a SIGKILL and a
 // restart; a pod whose record is damaged while slicelet is down keeps running, unmanaged, is
 // listed Unknown with the problem and the node condition APIPodStoreProblem is true, until a
 // delete through the API resolves it (then its units go).
@@ -32,15 +33,37 @@ func TestIntegrationStoredPodsSurviveDamage(t *testing.T) {
 	agentService(t, d.sd, unit, d.cfgPath)
 	client := api.NewClient(d.sock)
 
-	podOf := func(name, annotations string) []byte {
-		return []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n  annotations: {" + annotations + "}\n" +
-			"spec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    command: [/bin/sleep, infinity]\n")
+	// podOf is a pod whose container carries n bytes of '<', half in its arguments, half in its
+	// environment, at most 100 000 a string: each of its ExecStart= and Environment= lines stays
+	// under systemd's LONG_LINE_MAX and all under execve's limit (the API caps annotations at
+	// 256 KiB, so they cannot carry it).
+	podOf := func(name string, n int) []byte {
+		chunks := func(n int) []string {
+			var out []string
+			for n > 0 {
+				k := min(n, 100000)
+				out = append(out, strings.Repeat("<", k))
+				n -= k
+			}
+			return out
+		}
+		var b strings.Builder
+		b.WriteString("apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n")
+		b.WriteString("  - name: c\n    command: [/bin/sh, -c, exec sleep infinity]\n    args:\n    - sh\n")
+		for _, a := range chunks(n / 2) {
+			fmt.Fprintf(&b, "    - \"%s\"\n", a)
+		}
+		b.WriteString("    env:\n    - {name: E, value: e}\n")
+		for i, v := range chunks(n - n/2) {
+			fmt.Fprintf(&b, "    - {name: E%d, value: \"%s\"}\n", i, v)
+		}
+		return []byte(b.String())
 	}
-	big, err := client.ApplyPod(ctx, podOf("big", `big: "`+strings.Repeat("<", 3<<19-4096)+`"`))
+	big, err := client.ApplyPod(ctx, podOf("big", 3<<19-8192))
 	if err != nil {
 		t.Fatal(err)
 	}
-	victim, err := client.ApplyPod(ctx, podOf("victim", ""))
+	victim, err := client.ApplyPod(ctx, podOf("victim", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
