@@ -32,9 +32,11 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(agentModeEnv); path != "" {
 		os.Exit(runAgentMode(path))
 	}
-	// make build's slicectl, for the GC timers' services (TestIntegrationGCTimers).
+	// make build's slicectl, for the GC timers' services (TestIntegrationGCTimers); the manifest
+	// corpus and its outcome table, for TestIntegrationCorpus (in the VM too).
 	slicectl, _ := filepath.Abs("../../bin/slicectl")
-	os.Exit(systemdtest.MainWith(m, systemdtest.Options{Files: []string{slicectl}}))
+	testdata, _ := filepath.Abs("../../testdata")
+	os.Exit(systemdtest.MainWith(m, systemdtest.Options{Files: []string{slicectl}, Dirs: []string{testdata}}))
 }
 
 // daemonEnv is a connection to the instance's systemd and a slicelet configuration in a

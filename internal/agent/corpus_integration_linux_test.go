@@ -36,7 +36,6 @@ import (
 // (testdata/corpus-outcomes.txt, checked by internal/pods/verdict).
 func TestIntegrationCorpus(t *testing.T) {
 	d := newDaemonEnv(t, "")
-	systemdtest.SandboxOnly(t, d.env, "the VM sees only the package directory, not testdata/corpus; TestIntegrationLimitsOnlyGuaranteed covers limits-only pods on cgroup v2")
 	unit := "slicelet-corpus-it.service"
 	t.Cleanup(func() { _ = d.sd.Stop(context.Background(), unit) })
 	agentService(t, d.sd, unit, d.cfgPath)
@@ -72,7 +71,8 @@ func TestIntegrationCorpus(t *testing.T) {
 func runCorpus(t *testing.T, d *daemonEnv, runtime string, transform func(*v1.Pod)) {
 	ctx := t.Context()
 	client := api.NewClient(d.sock)
-	outcomes, err := runtimetest.ReadOutcomes("../../testdata/corpus-outcomes.txt")
+	testdata := testdataDir()
+	outcomes, err := runtimetest.ReadOutcomes(filepath.Join(testdata, "corpus-outcomes.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func runCorpus(t *testing.T, d *daemonEnv, runtime string, transform func(*v1.Po
 		if o.Runtime != runtime || !o.Runs() {
 			continue
 		}
-		pods, err := manifest.ReadFile(filepath.Join("../../testdata/corpus", o.File))
+		pods, err := manifest.ReadFile(filepath.Join(testdata, "corpus", o.File))
 		if err != nil {
 			t.Fatalf("%s: the outcome table says it runs: %v", o.File, err)
 		}
@@ -340,4 +340,15 @@ func readInt(t *testing.T, path string) (int, error) {
 		return 0, err
 	}
 	return strconv.Atoi(strings.TrimSpace(string(data)))
+}
+
+// testdataDir is the module's testdata: the copy systemdtest makes (the cgroup v2 VM sees only
+// the package directory), or the checkout's.
+func testdataDir() string {
+	if dir := os.Getenv(systemdtest.FilesEnv); dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, "testdata")); err == nil {
+			return filepath.Join(dir, "testdata")
+		}
+	}
+	return "../../testdata"
 }

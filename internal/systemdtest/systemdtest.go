@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -97,6 +98,33 @@ type Options struct {
 	// that does not exist is left out; the test that needs it says so. The cgroup v2 VM gets
 	// none: such tests run in the sandbox only (SandboxOnly).
 	Files []string
+	// Dirs are host directories (absolute paths) the tests read, such as test data outside the
+	// package directory: each is copied whole to <FilesEnv>/<its base name>, in the sandbox and
+	// in the cgroup v2 VM alike. Keep them small: the VM gets a copy on every run.
+	Dirs []string
+}
+
+// dirFiles lists the regular files under each of dirs as paths relative to the directory's
+// parent (<base>/<rel>), mapped to their host paths.
+func dirFiles(dirs []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, d := range dirs {
+		err := filepath.WalkDir(d, func(path string, e fs.DirEntry, err error) error {
+			if err != nil || !e.Type().IsRegular() {
+				return err
+			}
+			rel, err := filepath.Rel(filepath.Dir(d), path)
+			if err != nil {
+				return err
+			}
+			out[rel] = path
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("test data directory %s: %w", d, err)
+		}
+	}
+	return out, nil
 }
 
 // Main is the body of TestMain for packages whose tests need systemd. Inside an instance it runs
@@ -122,7 +150,7 @@ func MainWith(m *testing.M, o Options) int {
 	defer stop()
 	code := runInSandbox(ctx, o, os.Stdout, os.Stderr)
 	if code == 0 && os.Getenv(VMEnv) == "1" {
-		code = runInVM(ctx, deadline, os.Stdout, os.Stderr)
+		code = runInVM(ctx, o, deadline, os.Stdout, os.Stderr)
 	}
 	return code
 }
@@ -142,7 +170,7 @@ func listOnly(args []string) bool {
 // guest with a pure cgroup v2 kernel and the host's systemd as PID 1. The same tests that ran in
 // the hybrid sandbox run again there; only their expected cgroup files differ by mode. With
 // CI=true a VM that cannot be prepared or booted is a failure, never a skip.
-func runInVM(ctx context.Context, deadline time.Time, stdout, stderr io.Writer) int {
+func runInVM(ctx context.Context, o Options, deadline time.Time, stdout, stderr io.Writer) int {
 	if err := vmtest.Prepare(ctx); err != nil {
 		if errors.Is(err, vmtest.ErrPrerequisite) && !CI() {
 			fmt.Fprintf(stderr, "SKIP: systemdtest: no cgroup v2 VM here: %v\n", err)
@@ -163,17 +191,30 @@ func runInVM(ctx context.Context, deadline time.Time, stdout, stderr io.Writer) 
 	}
 	// The guest gets only the environment listed here.
 	env := []string{InsideEnv + "=vm"}
+	dirs, err := dirFiles(o.Dirs)
+	if err != nil {
+		fmt.Fprintf(stderr, "FAIL: systemdtest: %v\n", err)
+		return 1
+	}
+	extra := map[string]string{}
+	for rel, host := range dirs {
+		extra[filepath.Join("files", rel)] = host
+	}
+	if len(extra) > 0 {
+		env = append(env, FilesEnv+"=/mnt/io/files")
+	}
 	if CI() {
 		env = append(env, "CI=true")
 	}
 	budget := vmBudget(deadline, time.Now())
 	fmt.Fprintf(stderr, "systemdtest: running the tests again in a cgroup v2 VM (guard %s)\n", budget.Round(time.Second))
 	res, err := vmtest.Run(ctx, vmtest.Options{
-		Binary:  exe,
-		Args:    vmtest.GuestTestArgs(os.Args[1:]),
-		Env:     env,
-		Dir:     cwd,
-		Timeout: budget,
+		Binary:     exe,
+		Args:       vmtest.GuestTestArgs(os.Args[1:]),
+		Env:        env,
+		Dir:        cwd,
+		Timeout:    budget,
+		ExtraFiles: extra,
 	})
 	_, _ = stdout.Write(res.Output)
 	fmt.Fprintf(stderr, "systemdtest: cgroup v2 VM run took %s\n", res.Duration.Round(time.Millisecond))
@@ -256,7 +297,7 @@ func runInSandbox(ctx context.Context, o Options, stdout, stderr io.Writer) int 
 		return 1
 	}
 	fmt.Fprintf(stderr, "systemdtest: sandbox %s booted in %s\n", inst.Name(), inst.BootDuration().Round(1e6))
-	code := runInside(ctx, inst, exe, cwd, o.Files, stdout, stderr)
+	code := runInside(ctx, inst, exe, cwd, o, stdout, stderr)
 	if err := inst.Stop(); err != nil {
 		fmt.Fprintf(stderr, "FAIL: systemdtest: stopping sandbox %s: %v\n", inst.Name(), err)
 		if code == 0 {
@@ -268,7 +309,7 @@ func runInSandbox(ctx context.Context, o Options, stdout, stderr io.Writer) int 
 
 // runInside copies the test binary into the instance's state dir (the binary lives under the
 // host /tmp, which the instance cannot see) and runs it there with the same arguments.
-func runInside(ctx context.Context, inst *sandbox.Instance, exe, cwd string, files []string, stdout, stderr io.Writer) int {
+func runInside(ctx context.Context, inst *sandbox.Instance, exe, cwd string, o Options, stdout, stderr io.Writer) int {
 	inner := filepath.Join(inst.StateDir(), filepath.Base(exe))
 	if err := copyFile(exe, inner); err != nil {
 		fmt.Fprintf(stderr, "FAIL: systemdtest: %v\n", err)
@@ -279,7 +320,7 @@ func runInside(ctx context.Context, inst *sandbox.Instance, exe, cwd string, fil
 		fmt.Fprintf(stderr, "FAIL: systemdtest: %v\n", err)
 		return 1
 	}
-	for _, f := range files {
+	for _, f := range o.Files {
 		if _, err := os.Stat(f); err != nil {
 			continue
 		}
@@ -288,10 +329,26 @@ func runInside(ctx context.Context, inst *sandbox.Instance, exe, cwd string, fil
 			return 1
 		}
 	}
+	dirs, err := dirFiles(o.Dirs)
+	if err != nil {
+		fmt.Fprintf(stderr, "FAIL: systemdtest: %v\n", err)
+		return 1
+	}
+	for rel, host := range dirs {
+		dst := filepath.Join(filesDir, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			fmt.Fprintf(stderr, "FAIL: systemdtest: %v\n", err)
+			return 1
+		}
+		if err := copyFile(host, dst); err != nil {
+			fmt.Fprintf(stderr, "FAIL: systemdtest: %v\n", err)
+			return 1
+		}
+	}
 	cmd := inst.CommandIn(ctx, cwd, inner, os.Args[1:]...)
 	cmd.Env = append(innerEnv(os.Environ()), FilesEnv+"="+filesDir)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ee.ExitCode() >= 0 {
