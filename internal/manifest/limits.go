@@ -25,6 +25,49 @@ const (
 	MaxDocumentJSONBytes = 3 << 19
 )
 
+// MaxNodes bounds the YAML nodes of a manifest, counted as the separators that can start
+// one (structuralTokens) before it is parsed: the parser takes some 200 bytes of memory per
+// node, so a 3 MiB input of "[1,1,1,..." would take over 300 MiB, this bound at most ~50 MiB. A
+// real pod has a few thousand; a long script in a block scalar one per line.
+const MaxNodes = 100_000
+
+// structuralTokens counts what can start a YAML node: newlines, and ',', '[' and '{' outside
+// quoted scalars (a quote opens only where a scalar can start: after a space, a line start or
+// a flow indicator). It is an upper bound of the nodes of block and flow YAML and of JSON,
+// counted in one pass without allocating.
+func structuralTokens(data []byte) int {
+	n := 0
+	var quote byte
+	prev := byte('\n')
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case c == '\n':
+			n++
+		case quote == '"':
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				quote = 0
+			}
+		case quote == '\'':
+			if c == '\'' && i+1 < len(data) && data[i+1] == '\'' {
+				i++ // '' is an escaped quote
+			} else if c == '\'' {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			if strings.IndexByte(" \t\n[{,:-", prev) >= 0 {
+				quote = c
+			}
+		case c == ',' || c == '[' || c == '{':
+			n++
+		}
+		prev = c
+	}
+	return n
+}
+
 // ErrTooLarge is wrapped by every error CheckBounds returns for a manifest over a limit.
 var ErrTooLarge = errors.New("manifest too large")
 
@@ -39,6 +82,9 @@ var ErrTooLarge = errors.New("manifest too large")
 func CheckBounds(data []byte) error {
 	if len(data) > MaxInputBytes {
 		return fmt.Errorf("%w: %d bytes, the limit is %d (3 MiB, the Kubernetes API server's request limit)", ErrTooLarge, len(data), MaxInputBytes)
+	}
+	if n := structuralTokens(data); n > MaxNodes {
+		return fmt.Errorf("%w: more than %d YAML nodes (counted %d separators), the limit that bounds the memory decoding takes", ErrTooLarge, MaxNodes, n)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for index := 0; ; index++ {
