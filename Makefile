@@ -11,7 +11,7 @@ LDFLAGS := -X github.com/slicelet/slicelet/internal/buildinfo.Version=$(VERSION)
 # Integration tests boot private systemd instances; keep the package parallelism modest on 2 cores.
 TESTFLAGS ?= -p 2 -count=1 -timeout 20m
 
-.PHONY: all build test test-deps test-unit lint bench demo clean
+.PHONY: all build test test-deps test-unit lint bench demo clean fuzz
 
 all: build
 
@@ -39,6 +39,26 @@ test-deps:
 # The same without the VM: fast local iteration.
 test-unit:
 	$(GO) test $(TESTFLAGS) $(PKGS)
+
+# make fuzz: every fuzz target for FUZZTIME each (untrusted input: manifest bounds, config
+# documents, quantities, unit names, store records, $(VAR) expansion). Inputs that fail are
+# written to the package's testdata/fuzz and then run by make test.
+FUZZTIME ?= 8s
+FUZZ_TARGETS := \
+	./internal/manifest:FuzzCheckBounds \
+	./config:FuzzParse \
+	./config:FuzzLocateKeys \
+	./config:FuzzQuantityInRange \
+	./units:FuzzEscape \
+	./internal/pods/systemdrt:FuzzUnitName \
+	./internal/pods/source:FuzzParseRecord \
+	./internal/pods/lifecycle:FuzzExpandedLen
+
+fuzz:
+	@set -eo pipefail; for t in $(FUZZ_TARGETS); do \
+	  echo "== fuzz $${t#*:} ($${t%%:*}, $(FUZZTIME))"; \
+	  $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -parallel 2 2>&1 | grep -v '^fuzz: elapsed'; \
+	done
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' ; git ls-files --others --exclude-standard '*.go')); \

@@ -107,9 +107,9 @@ func TestBadInput(t *testing.T) {
 			want: []string{"f.toml:3:3: Key 'node.max_pods' has already been defined."},
 		},
 		{
-			name: "column in characters",
+			name: "column in bytes",
 			toml: "state_dir = \"/é\" = 1\n",
-			want: []string{"f.toml:1:17: expected a top-level item to end"},
+			want: []string{"f.toml:1:18: expected a top-level item to end"},
 		},
 		{
 			name: "quantity out of range",

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -99,14 +98,15 @@ func Parse(name string, data []byte) (*Config, error) {
 	return l.cfg, nil
 }
 
-// offsetPosition is the 1-based line and column (in characters) of byte offset off in data.
+// offsetPosition is the 1-based line and column (in bytes, as Problem's) of byte offset off in
+// data.
 // The TOML parser's own line is the lexer's, one too far when the error is at a newline it
 // had already consumed, and its column counts from elsewhere on some errors (a duplicate key);
 // its byte offset is exact.
 func offsetPosition(data []byte, off int) (line, col int) {
 	off = max(0, min(off, len(data)))
 	start := bytes.LastIndexByte(data[:off], '\n') + 1
-	return bytes.Count(data[:off], []byte{'\n'}) + 1, utf8.RuneCount(data[start:off]) + 1
+	return bytes.Count(data[:off], []byte{'\n'}) + 1, off - start + 1
 }
 
 // QuantityInRange reports whether the quantity written as s (already accepted by
