@@ -43,7 +43,7 @@ test-unit:
 # make fuzz: every fuzz target for FUZZTIME each (untrusted input: manifest bounds, config
 # documents, quantities, unit names, store records, $(VAR) expansion). Inputs that fail are
 # written to the package's testdata/fuzz and then run by make test.
-FUZZTIME ?= 8s
+FUZZTIME ?= 6s
 FUZZ_TARGETS := \
 	./internal/manifest:FuzzCheckBounds \
 	./config:FuzzParse \
