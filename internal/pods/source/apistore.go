@@ -73,7 +73,8 @@ type APIStoreOptions struct {
 
 // APIStore holds the pods created through the local API, one JSON file per pod in
 // <state_dir>/pods/api/<namespace>_<name>.json (namespaces are DNS labels and names DNS
-// subdomains, neither has "_", so the file name is unambiguous).
+// subdomains, neither has "_", so the file name is unambiguous; a pair too long for NAME_MAX
+// is shortened and hashed, see fileName).
 //
 // Every write is atomic and durable: a temporary file in the same directory is written and
 // fsynced, renamed over the pod's file, and the directory is fsynced. A crash at any point leaves
@@ -105,9 +106,9 @@ type APIStore struct {
 
 // OpenAPIStore creates <stateDir>/pods/api if needed and loads every stored pod. A file that
 // does not load (truncated or corrupt JSON, invalid pod, name not matching its content) is a
-// Problem, not an error, and stays on disk for inspection until the pod is applied or deleted
-// again; leftover temporary files are removed and reported. Only an unusable directory is an
-// error.
+// held Problem, not an error: it is moved to <stateDir>/pods/api-aside for inspection, its pod
+// keeps running, and it is reported at every start until the pod is applied or deleted again;
+// leftover temporary files are removed and reported. Only an unusable directory is an error.
 func OpenAPIStore(stateDir string, opts APIStoreOptions) (*APIStore, error) {
 	s := &APIStore{
 		dir:      filepath.Join(stateDir, APIStoreDir),
