@@ -16,7 +16,7 @@ TAGS    ?= grpcnotrace
 # Integration tests boot private systemd instances; keep the package parallelism modest on 2 cores.
 TESTFLAGS ?= -p 2 -count=1 -timeout 20m
 
-.PHONY: all build test test-deps test-unit lint bench demo clean
+.PHONY: all build test test-deps test-unit lint bench demo clean fuzz chaos
 
 all: build
 
@@ -44,6 +44,33 @@ test-deps:
 # The same without the VM: fast local iteration.
 test-unit:
 	$(GO) test $(TESTFLAGS) $(PKGS)
+
+# make fuzz: every fuzz target for FUZZTIME each (untrusted input: manifest bounds, config
+# documents, quantities, unit names, store records, $(VAR) expansion). Inputs that fail are
+# written to the package's testdata/fuzz and then run by make test.
+FUZZTIME ?= 6s
+FUZZ_TARGETS := \
+	./internal/manifest:FuzzCheckBounds \
+	./config:FuzzParse \
+	./config:FuzzLocateKeys \
+	./config:FuzzQuantityInRange \
+	./units:FuzzEscape \
+	./internal/pods/systemdrt:FuzzUnitName \
+	./internal/pods/source:FuzzParseRecord \
+	./internal/pods/lifecycle:FuzzExpandedLen
+
+fuzz:
+	@set -eo pipefail; for t in $(FUZZ_TARGETS); do \
+	  echo "== fuzz $${t#*:} ($${t%%:*}, $(FUZZTIME))"; \
+	  $(GO) test $${t%%:*} -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -parallel 2 2>&1 | grep -v '^fuzz: elapsed'; \
+	done
+
+# make chaos: SIGKILLs of slicelet at random points during churn of 100 pods, with record
+# corruption, in the systemd sandbox (internal/agent TestChaos); reports leaked and duplicated
+# units, lost API pods and wrongly destroyed pods (docs/reliability.md). Not part of make test.
+CHAOS_KILLS ?= 100
+chaos:
+	SLICELET_CHAOS=1 SLICELET_CHAOS_KILLS=$(CHAOS_KILLS) $(GO) test ./internal/agent/ -run '^TestChaos$$' -count=1 -v -timeout 60m
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' ; git ls-files --others --exclude-standard '*.go')); \

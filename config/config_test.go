@@ -91,6 +91,50 @@ func TestBadInput(t *testing.T) {
 			want: []string{"f.toml:2:12: expected value but found '=' instead"},
 		},
 		{
+			// The error is at the newline ending line 2, not on line 3 where the parser was.
+			name: "unterminated table header",
+			toml: "state_dir = \"/x\"\n[node\nmax_pods = 10\n",
+			want: []string{"f.toml:2:6: expected '.' or ']' to end table name"},
+		},
+		{
+			name: "missing value at the end of a line",
+			toml: "state_dir = \"/x\"\nmax = \n",
+			want: []string{"f.toml:2:7: expected value but found '\\n' instead"},
+		},
+		{
+			// The column is the key's, inside the line.
+			name: "duplicate key",
+			toml: "[node]\nmax_pods = 10\n  max_pods = 20\n",
+			want: []string{"f.toml:3:3: Key 'node.max_pods' has already been defined."},
+		},
+		{
+			name: "column in bytes",
+			toml: "state_dir = \"/é\" = 1\n",
+			want: []string{"f.toml:1:18: expected a top-level item to end"},
+		},
+		{
+			name: "quantity out of range",
+			toml: "[node]\nsystem_reserved = { memory = \"99999999999999999999Ei\", cpu = \"10E18\" }\n",
+			want: []string{
+				`f.toml:2:21: node.system_reserved.memory: quantity "99999999999999999999Ei" is out of range`,
+				`f.toml:2:56: node.system_reserved.cpu: quantity "10E18" is out of range`,
+			},
+		},
+		{
+			// resource.ParseQuantity never returns for it.
+			name: "quantity exponent that stalls the parser",
+			toml: "[node]\nsystem_reserved = { memory = \"12E45678901234\" }\n[eviction]\nhard = { \"memory.available\" = \"1e-1000000\" }\n",
+			want: []string{
+				`f.toml:2:21: node.system_reserved.memory: invalid quantity: number "12E45678901234": exponent beyond ±100`,
+				`f.toml:4:10: eviction.hard."memory.available": invalid value: number "1e-1000000": exponent beyond ±100`,
+			},
+		},
+		{
+			name: "eviction quantity out of range",
+			toml: "[eviction]\nhard = { \"memory.available\" = \"9Ei\" }\n",
+			want: []string{`f.toml:2:10: eviction.hard."memory.available": eviction quantity memory.available 9Ei is out of range`},
+		},
+		{
 			name: "unterminated string",
 			toml: "state_dir = \"/var/lib\n",
 			want: []string{"f.toml:1:"},
@@ -173,7 +217,7 @@ func TestBadInput(t *testing.T) {
 		{
 			name: "absurd memory reservation",
 			toml: "[node]\nsystem_reserved = { memory = \"1e30\" }\n",
-			want: []string{"f.toml:2:21: node.system_reserved.memory: memory 1e30 is not a whole number of bytes below 2^63"},
+			want: []string{"f.toml:2:21: node.system_reserved.memory: quantity \"1e30\" is out of range"},
 		},
 		{
 			name: "sub-millicore cpu",

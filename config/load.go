@@ -1,19 +1,24 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"math"
+	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/slicelet/slicelet/internal/manifest"
 )
 
 // Load reads the configuration: defaults, then the main file, then every
@@ -93,6 +98,68 @@ func Parse(name string, data []byte) (*Config, error) {
 	return l.cfg, nil
 }
 
+// offsetPosition is the 1-based line and column (in bytes, as Problem's) of byte offset off in
+// data.
+// The TOML parser's own line is the lexer's, one too far when the error is at a newline it
+// had already consumed, and its column counts from elsewhere on some errors (a duplicate key);
+// its byte offset is exact.
+func offsetPosition(data []byte, off int) (line, col int) {
+	off = max(0, min(off, len(data)))
+	start := bytes.LastIndexByte(data[:off], '\n') + 1
+	return bytes.Count(data[:off], []byte{'\n'}) + 1, off - start + 1
+}
+
+// QuantityInRange reports whether the quantity written as s (already accepted by
+// resource.ParseQuantity) fits an int64 in magnitude, as the kubelet's math and systemd's
+// properties need: ParseQuantity clamps "99999999999999999999Ei" to 2^63-1 without a word,
+// so the text itself is measured.
+func QuantityInRange(s string) bool {
+	i := strings.IndexFunc(s, func(r rune) bool { return !strings.ContainsRune("+-0123456789.", r) })
+	if i < 0 {
+		i = len(s)
+	}
+	num := s[:i]
+	if strings.Trim(num, "+-.") == "" {
+		return true // ParseQuantity reads "+", "." as zero
+	}
+	r, ok := new(big.Rat).SetString(strings.TrimSuffix(num, "."))
+	if !ok {
+		return false
+	}
+	if r.Sign() == 0 {
+		return true
+	}
+	suffix := s[i:]
+	switch {
+	case suffix == "":
+	case len(suffix) == 2 && suffix[1] == 'i':
+		shift := strings.IndexByte("KMGTPE", suffix[0]) + 1
+		r.Mul(r, new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), uint(10*shift))))
+	case len(suffix) > 1 && (suffix[0] == 'e' || suffix[0] == 'E'):
+		exp, err := strconv.Atoi(suffix[1:])
+		switch {
+		case err != nil || exp > 100:
+			return false
+		case exp < -len(num)-1:
+			return true // below 1 in magnitude
+		}
+		r.Mul(r, pow10(exp))
+	default:
+		exp := map[string]int{"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}[suffix]
+		r.Mul(r, pow10(exp))
+	}
+	return r.Abs(r).Cmp(new(big.Rat).SetInt64(math.MaxInt64)) <= 0
+}
+
+// pow10 is 10^exp as a rational.
+func pow10(exp int) *big.Rat {
+	p := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(max(exp, -exp))), nil)
+	if exp < 0 {
+		return new(big.Rat).SetFrac(big.NewInt(1), p)
+	}
+	return new(big.Rat).SetInt(p)
+}
+
 // source is where a key was last set.
 type source struct {
 	file string
@@ -121,7 +188,7 @@ func (l *loader) file(name string, data []byte) {
 		p := Problem{File: name, Msg: err.Error()}
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			p.Line, p.Col = pe.Position.Line, pe.Position.Col
+			p.Line, p.Col = offsetPosition(data, pe.Position.Start)
 			p.Msg = pe.Message
 		}
 		l.problem(p)
@@ -258,9 +325,17 @@ func (d *decoder) value(raw any, v reflect.Value, key toml.Key) {
 		var q resource.Quantity
 		switch r := raw.(type) {
 		case string:
+			if err := manifest.CheckQuantityText(r); err != nil {
+				d.problem(key, "invalid quantity: %v", err)
+				return
+			}
 			var err error
 			if q, err = resource.ParseQuantity(r); err != nil {
 				d.problem(key, "invalid quantity %q: want a Kubernetes quantity such as \"500Mi\" or \"100m\"", r)
+				return
+			}
+			if !QuantityInRange(r) {
+				d.problem(key, "quantity %q is out of range: at most 8Ei (2^63-1 bytes or units) in magnitude", r)
 				return
 			}
 		case int64:
@@ -282,6 +357,11 @@ func (d *decoder) value(raw any, v reflect.Value, key toml.Key) {
 		s, ok := raw.(string)
 		if !ok {
 			d.problem(key, "wrong type: got %s, want string", tomlType(raw))
+			return
+		}
+		// Strings of the eviction maps are quantities, parsed later.
+		if err := manifest.CheckQuantityText(s); err != nil {
+			d.problem(key, "invalid value: %v", err)
 			return
 		}
 		set(reflect.ValueOf(s).Convert(t))

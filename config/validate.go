@@ -317,6 +317,10 @@ func (l *loader) validateEviction() {
 			if err != nil || q.Sign() < 0 {
 				continue // reported above
 			}
+			if !QuantityInRange(v) {
+				l.at(key("eviction", m.name, sig), "eviction quantity %s %s is out of range: at most 8Ei (2^63-1) in magnitude", sig, v)
+				continue
+			}
 			if !wholeUnits(q) {
 				l.at(key("eviction", m.name, sig), "eviction quantity %s %s is not a whole number below 2^63 (did you mean Mi rather than m?)", sig, v)
 			}

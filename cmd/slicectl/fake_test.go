@@ -71,15 +71,15 @@ func (f *fakeDaemon) GetPod(_ context.Context, ns, name string) (v1.Pod, error) 
 }
 
 // ApplyPod refuses what Pod Security baseline refuses (the daemon's default API level).
-func (f *fakeDaemon) ApplyPod(_ context.Context, body []byte, dryRun bool) (v1.Pod, error) {
+func (f *fakeDaemon) ApplyPod(_ context.Context, body []byte, dryRun bool) (api.ApplyResult, error) {
 	parsed, err := manifest.Parse("manifest", "api", body)
 	if err != nil {
-		return v1.Pod{}, &api.InvalidError{Problems: []string{err.Error()}}
+		return api.ApplyResult{}, &api.InvalidError{Problems: []string{err.Error()}}
 	}
 	pod := parsed[0]
 	baseline, _ := admission.ParsePodSecurity("baseline", "latest")
 	if d := admission.CheckPodSecurity(pod, baseline); !d.Admit {
-		return v1.Pod{}, api.PodForbidden(pod.Name, d.Message)
+		return api.ApplyResult{}, api.PodForbidden(pod.Name, d.Message)
 	}
 	uid, _ := slices.PodUID(pod, "api")
 	pod.UID = types.UID(uid)
@@ -89,16 +89,20 @@ func (f *fakeDaemon) ApplyPod(_ context.Context, body []byte, dryRun bool) (v1.P
 	key := pod.Namespace + "/" + pod.Name
 	if old, ok := f.pods[key]; ok {
 		if old.Annotations[pods.AnnotationSource] == pods.SourceFile {
-			return v1.Pod{}, fmt.Errorf("pod %q comes from the manifest file %s: %w", key, old.Annotations[pods.AnnotationOrigin], api.ErrConflict)
+			return api.ApplyResult{}, fmt.Errorf("pod %q comes from the manifest file %s: %w", key, old.Annotations[pods.AnnotationOrigin], api.ErrConflict)
 		}
 		if equality.Semantic.DeepEqual(old.Spec, pod.Spec) {
-			return old, nil
+			return api.ApplyResult{Action: api.ActionUnchanged, Pod: old}, nil
 		}
+	}
+	action := api.ActionCreated
+	if _, ok := f.pods[key]; ok {
+		action = api.ActionConfigured
 	}
 	if !dryRun {
 		f.pods[key] = *pod
 	}
-	return *pod, nil
+	return api.ApplyResult{Action: action, Pod: *pod}, nil
 }
 
 func (f *fakeDaemon) DeletePod(_ context.Context, ns, name string) error {

@@ -371,7 +371,17 @@ const (
 func (d *daemon) runSource(ctx context.Context, what string, w *health.Warnable, run func(context.Context, func(pods.Snapshot)) error) {
 	err := run(ctx, func(s pods.Snapshot) {
 		d.ctrl.Update(s)
-		d.health.Set(w, problemsError(s.Problems))
+		// Both sources' problems: a name clash found now is the other source's too.
+		all := d.ctrl.Problems()
+		for src, sw := range map[string]*health.Warnable{pods.SourceFile: manifestsWarnable, pods.SourceAPI: apiStoreWarnable} {
+			var mine []pods.Problem
+			for _, p := range all {
+				if p.Source == src {
+					mine = append(mine, p)
+				}
+			}
+			d.health.Set(sw, problemsError(mine))
+		}
 	})
 	if err != nil && ctx.Err() == nil {
 		d.health.SetUnhealthy(w, what+" stopped: "+err.Error())

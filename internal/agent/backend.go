@@ -90,35 +90,35 @@ func (b *backend) GetPod(_ context.Context, namespace, name string) (v1.Pod, err
 // ApplyPod stores an API pod; the store's next snapshot hands it to the controller. A pod the
 // API's Pod Security level refuses is refused here, as the API server refuses it, and never
 // stored. The pod records who applied it (api.AnnotationAppliedBy).
-func (b *backend) ApplyPod(ctx context.Context, body []byte, dryRun bool) (v1.Pod, error) {
+func (b *backend) ApplyPod(ctx context.Context, body []byte, dryRun bool) (api.ApplyResult, error) {
 	parsed, err := manifest.Parse("manifest", "api", body)
 	if err != nil {
-		return v1.Pod{}, &api.InvalidError{Problems: splitErrors(err)}
+		return api.ApplyResult{}, &api.InvalidError{Problems: splitErrors(err)}
 	}
 	if len(parsed) != 1 {
-		return v1.Pod{}, &api.InvalidError{Problems: []string{fmt.Sprintf("manifest: holds %d pods; apply one pod per request", len(parsed))}}
+		return api.ApplyResult{}, &api.InvalidError{Problems: []string{fmt.Sprintf("manifest: holds %d pods; apply one pod per request", len(parsed))}}
 	}
 	if p, ok := b.ctrl.Pod(parsed[0].Namespace, parsed[0].Name); ok && p.Annotations[pods.AnnotationSource] == pods.SourceFile {
-		return v1.Pod{}, fmt.Errorf("pod %s/%s is defined by the manifest file %s; edit that file instead: %w",
+		return api.ApplyResult{}, fmt.Errorf("pod %s/%s is defined by the manifest file %s; edit that file instead: %w",
 			p.Namespace, p.Name, p.Annotations[pods.AnnotationOrigin], api.ErrConflict)
 	}
 	if d := admission.CheckPodSecurity(parsed[0], b.podSecurity[pods.SourceAPI]); !d.Admit {
-		return v1.Pod{}, api.PodForbidden(parsed[0].Name, d.Message)
+		return api.ApplyResult{}, api.PodForbidden(parsed[0].Name, d.Message)
 	}
 	if errs := b.rt.Validate(parsed[0]); len(errs) > 0 {
-		return v1.Pod{}, &api.InvalidError{Problems: splitErrors(errs.ToAggregate())}
+		return api.ApplyResult{}, &api.InvalidError{Problems: splitErrors(errs.ToAggregate())}
 	}
 	opts := source.ApplyOptions{DryRun: dryRun}
 	if peer, ok := api.PeerFrom(ctx); ok {
 		opts.Annotations = map[string]string{api.AnnotationAppliedBy: peer.String()}
 	}
-	pod, err := b.store.Apply(body, opts)
+	pod, action, err := b.store.ApplyAction(body, opts)
 	switch {
 	case errors.Is(err, source.ErrInvalid), errors.Is(err, source.ErrTooManyPods):
-		return v1.Pod{}, &api.InvalidError{Problems: splitErrors(err)}
+		return api.ApplyResult{}, &api.InvalidError{Problems: splitErrors(err)}
 	case err != nil:
 		// Storing failed (ENOSPC, EIO...): the server's error, with the file and errno.
-		return v1.Pod{}, err
+		return api.ApplyResult{}, err
 	}
 	out := *pod.DeepCopy()
 	if out.Annotations == nil {
@@ -134,7 +134,7 @@ func (b *backend) ApplyPod(ctx context.Context, body []byte, dryRun bool) (v1.Po
 			out.Status.Phase, out.Status.Reason, out.Status.Message = v1.PodFailed, reason, msg
 		}
 	}
-	return out, nil
+	return api.ApplyResult{Action: action, Pod: out}, nil
 }
 
 func splitErrors(err error) []string {

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -93,12 +94,15 @@ func TestIntegrationEvictionEndToEnd(t *testing.T) {
 		return admission.NodeState{Allocatable: admission.WithMaxPods(alloc, cfg.Node.MaxPods), PriorityClasses: cfg.Eviction.PriorityClasses,
 			Conditions: eviction.PressureConditions(tracker.State())}
 	}}
-	ctrl := pods.NewController(pods.ControllerOptions{Slices: mgr, Runtime: rt.worker, Admitter: admitter, Logger: log, WantSources: []string{pods.SourceFile}})
+	records := pods.NewEvictionRecords(filepath.Join(cfg.StateDir, pods.EvictionsDir))
+	ctrl := pods.NewController(pods.ControllerOptions{Slices: mgr, Runtime: rt.worker, Admitter: admitter, Logger: log, WantSources: []string{pods.SourceFile}, Evictions: records})
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
+	ctrlCtx, stopCtrl := context.WithCancel(ctx)
+	ctrlDone := make(chan struct{})
 	wg.Go(func() { mgr.Run(ctx) })
-	wg.Go(func() { ctrl.Run(ctx) })
+	wg.Go(func() { ctrl.Run(ctrlCtx); close(ctrlDone) })
 
 	mem := func(s string) v1.ResourceList {
 		return v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse(s)}
@@ -168,9 +172,29 @@ func TestIntegrationEvictionEndToEnd(t *testing.T) {
 		t.Errorf("the hog came back: %s", h.Status.Phase)
 	}
 	t.Logf("STATUS summary: %s", evm.Summary())
-	// Clean up the pods through the controller.
+
+	// slicelet restarts (a new controller over the same state): the eviction was on disk, so
+	// the hog stays Failed/Evicted and is never started again, while the steady pod is adopted.
+	stopCtrl()
+	<-ctrlDone
+	ctrl = pods.NewController(pods.ControllerOptions{Slices: mgr, Runtime: rt.worker, Admitter: admitter, Logger: log, WantSources: []string{pods.SourceFile}, Evictions: records})
+	wg.Go(func() { ctrl.Run(ctx) })
+	ctrl.Update(snap)
+	waitFor(t, 20*time.Second, "the steady pod adopted after the restart", func() bool {
+		p, ok := ctrl.Pod("default", "steady")
+		return ok && p.Status.Phase == v1.PodRunning
+	})
+	time.Sleep(2 * cfg.Eviction.MonitoringInterval)
+	if h, ok := ctrl.Pod("default", "hog"); !ok || h.Status.Phase != v1.PodFailed || h.Status.Reason != "Evicted" || !ctrl.PodCleanedUp(string(hog.Pod.UID)) {
+		t.Errorf("the evicted hog after a restart: %s/%s, slice gone %v; want Failed/Evicted and no slice", h.Status.Phase, h.Status.Reason, ctrl.PodCleanedUp(string(hog.Pod.UID)))
+	}
+
+	// Clean up the pods through the controller; the eviction record goes with the hog.
 	ctrl.Update(pods.Snapshot{Source: pods.SourceFile})
 	waitFor(t, 30*time.Second, "pods deleted", func() bool { return len(ctrl.Pods()) == 0 })
+	if left, err := records.Load(); err != nil || len(left) != 0 {
+		t.Errorf("eviction records after the pods were deleted: %v %v", left, err)
+	}
 }
 
 // waitFor polls cond every 50 ms until it holds or limit passes.

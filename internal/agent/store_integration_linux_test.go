@@ -127,3 +127,71 @@ func waitConverged(t *testing.T, d *daemonEnv, cg *slices.CgroupFS, want map[str
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestIntegrationApplyRacesAndClashes: nine concurrent applies of one new name through the
+// API answer "created" exactly once; a manifest file for the name of a running API pod is
+// refused naming both sources, and the API pod keeps running.
+func TestIntegrationApplyRacesAndClashes(t *testing.T) {
+	d := newDaemonEnv(t, "")
+	ctx := t.Context()
+	cg := slices.NewCgroupFS(d.env.CgroupRoot)
+	unit := "slicelet-race-it.service"
+	t.Cleanup(func() { _ = d.sd.Stop(context.Background(), unit) })
+	agentService(t, d.sd, unit, d.cfgPath)
+	client := api.NewClient(d.sock)
+	manifest := []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: race}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    command: [/bin/sleep, infinity]\n")
+	type result struct {
+		res api.ApplyResult
+		err error
+	}
+	results := make(chan result, 9)
+	for range 9 {
+		go func() {
+			res, err := client.ApplyPod(ctx, manifest)
+			results <- result{res, err}
+		}()
+	}
+	actions := map[string]int{}
+	var uid string
+	for range 9 {
+		r := <-results
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		actions[r.res.Action]++
+		uid = string(r.res.Pod.UID)
+	}
+	if actions[api.ActionCreated] != 1 || actions[api.ActionUnchanged] != 8 {
+		t.Fatalf("actions %v, want one created and eight unchanged", actions)
+	}
+
+	file := filepath.Join(d.podsDir, "race.yaml")
+	if err := os.WriteFile(file, manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		node, err := client.Node(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := ""
+		for _, w := range node.Health {
+			if w.Code == "manifests" && strings.Contains(w.Message, file) && strings.Contains(w.Message, "(api source)") {
+				found = w.Message
+			}
+		}
+		if found != "" {
+			t.Logf("refused: %s", found)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the clash is not reported naming both sources: %+v", node.Health)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	waitConverged(t, d, cg, map[string]string{uid: "race"})
+	if p, err := client.GetPod(ctx, "default", "race"); err != nil || string(p.UID) != uid || p.Annotations[pods.AnnotationSource] != pods.SourceAPI {
+		t.Fatalf("the API pod after the clash: %v %s %v", err, p.UID, p.Annotations)
+	}
+}

@@ -77,8 +77,9 @@ type Backend interface {
 	// checks everything and returns the pod as it would be stored, storing nothing. Bad input is
 	// an *InvalidError with field paths; a name that belongs to a file-source pod is
 	// ErrConflict; a pod the API's Pod Security level refuses is a *ForbiddenError. The peer
-	// that asked is PeerFrom(ctx).
-	ApplyPod(ctx context.Context, manifest []byte, dryRun bool) (v1.Pod, error)
+	// that asked is PeerFrom(ctx). The result's Action is decided where the pod is stored, so
+	// that of concurrent applies of a new name exactly one is ActionCreated.
+	ApplyPod(ctx context.Context, manifest []byte, dryRun bool) (ApplyResult, error)
 	// DeletePod deletes an API pod: ErrNotFound if there is none, ErrConflict for a file-source
 	// pod (the message says which manifest file to remove).
 	DeletePod(ctx context.Context, namespace, name string) error

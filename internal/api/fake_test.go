@@ -103,21 +103,27 @@ func (f *fakeBackend) GetPod(_ context.Context, ns, name string) (v1.Pod, error)
 }
 
 // ApplyPod refuses what Pod Security baseline refuses, as the daemon's API level does by default.
-func (f *fakeBackend) ApplyPod(ctx context.Context, body []byte, dryRun bool) (v1.Pod, error) {
+func (f *fakeBackend) ApplyPod(ctx context.Context, body []byte, dryRun bool) (ApplyResult, error) {
+	pod, action, err := f.applyPod(ctx, body, dryRun)
+	return ApplyResult{Action: action, Pod: pod}, err
+}
+
+// applyPod is ApplyPod's work; the action compares with the pod stored before, under the lock.
+func (f *fakeBackend) applyPod(ctx context.Context, body []byte, dryRun bool) (v1.Pod, string, error) {
 	if f.err != nil {
-		return v1.Pod{}, f.err
+		return v1.Pod{}, "", f.err
 	}
 	parsed, err := manifest.Parse("manifest", "api", body)
 	if err != nil {
-		return v1.Pod{}, &InvalidError{Problems: []string{err.Error()}}
+		return v1.Pod{}, "", &InvalidError{Problems: []string{err.Error()}}
 	}
 	pod := parsed[0]
 	if d := admission.CheckPodSecurity(pod, baseline); !d.Admit {
-		return v1.Pod{}, PodForbidden(pod.Name, d.Message)
+		return v1.Pod{}, "", PodForbidden(pod.Name, d.Message)
 	}
 	uid, err := slices.PodUID(pod, "api")
 	if err != nil {
-		return v1.Pod{}, err
+		return v1.Pod{}, "", err
 	}
 	pod.UID = types.UID(uid)
 	f.mu.Lock()
@@ -125,7 +131,7 @@ func (f *fakeBackend) ApplyPod(ctx context.Context, body []byte, dryRun bool) (v
 	f.lastDryRun = dryRun
 	key := pod.Namespace + "/" + pod.Name
 	if old, ok := f.pods[key]; ok && old.Annotations[pods.AnnotationSource] == pods.SourceFile {
-		return v1.Pod{}, fmt.Errorf("pod %q comes from manifest file %s: %w", key, old.Annotations[pods.AnnotationOrigin], ErrConflict)
+		return v1.Pod{}, "", fmt.Errorf("pod %q comes from manifest file %s: %w", key, old.Annotations[pods.AnnotationOrigin], ErrConflict)
 	}
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
@@ -136,10 +142,17 @@ func (f *fakeBackend) ApplyPod(ctx context.Context, body []byte, dryRun bool) (v
 		pod.Annotations[AnnotationAppliedBy] = peer.String()
 	}
 	pod.Status.Phase = v1.PodPending
+	action := ActionCreated
+	if old, ok := f.pods[key]; ok {
+		action = ActionConfigured
+		if old.UID == pod.UID {
+			action = ActionUnchanged
+		}
+	}
 	if !dryRun {
 		f.pods[key] = *pod
 	}
-	return *pod, nil
+	return *pod, action, nil
 }
 
 func (f *fakeBackend) DeletePod(_ context.Context, ns, name string) error {

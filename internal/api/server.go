@@ -19,11 +19,9 @@ import (
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/yaml"
 
 	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/manifest"
@@ -424,14 +422,6 @@ func (s *Server) readManifest(w http.ResponseWriter, r *http.Request) (body []by
 	return nil, nil, false
 }
 
-// manifestMeta is just enough of a manifest to find the pod it names.
-type manifestMeta struct {
-	Metadata struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace"`
-	} `json:"metadata"`
-}
-
 func (s *Server) applyPod(w http.ResponseWriter, r *http.Request) {
 	dry, ok := dryRun(w, r)
 	if !ok {
@@ -442,38 +432,15 @@ func (s *Server) applyPod(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	// The action (created/configured/unchanged) is decided by comparing the pod before and
-	// after: the Backend contract stays one call, and both sides come from the backend.
-	var (
-		before    v1.Pod
-		hadBefore bool
-		meta      manifestMeta
-	)
-	if yaml.Unmarshal(body, &meta) == nil && meta.Metadata.Name != "" {
-		ns := meta.Metadata.Namespace
-		if ns == "" {
-			ns = manifest.DefaultNamespace
-		}
-		var err error
-		before, err = s.backend.GetPod(r.Context(), ns, meta.Metadata.Name)
-		hadBefore = err == nil
-	}
-	pod, err := s.backend.ApplyPod(r.Context(), body, dry)
+	res, err := s.backend.ApplyPod(r.Context(), body, dry)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	res := ApplyResult{Action: ActionCreated, Pod: withPodType(pod), DryRun: dry}
-	status := http.StatusCreated
-	if hadBefore && before.Namespace == pod.Namespace && before.Name == pod.Name {
-		status = http.StatusOK
-		res.Action = ActionConfigured
-		if before.UID == pod.UID &&
-			equality.Semantic.DeepEqual(before.Labels, pod.Labels) &&
-			equality.Semantic.DeepEqual(before.Annotations, pod.Annotations) &&
-			equality.Semantic.DeepEqual(before.Spec, pod.Spec) {
-			res.Action = ActionUnchanged
-		}
+	res.Pod, res.DryRun = withPodType(res.Pod), dry
+	status := http.StatusOK
+	if res.Action == ActionCreated {
+		status = http.StatusCreated
 	}
 	writeJSON(w, status, res)
 }

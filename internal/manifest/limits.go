@@ -25,6 +25,49 @@ const (
 	MaxDocumentJSONBytes = 3 << 19
 )
 
+// MaxNodes bounds the YAML nodes of a manifest, counted as the separators that can start
+// one (structuralTokens) before it is parsed: the parser takes some 200 bytes of memory per
+// node, so a 3 MiB input of "[1,1,1,..." would take over 300 MiB, this bound at most ~50 MiB. A
+// real pod has a few thousand; a long script in a block scalar one per line.
+const MaxNodes = 100_000
+
+// structuralTokens counts what can start a YAML node: newlines, and ',', '[' and '{' outside
+// quoted scalars (a quote opens only where a scalar can start: after a space, a line start or
+// a flow indicator). It is an upper bound of the nodes of block and flow YAML and of JSON,
+// counted in one pass without allocating.
+func structuralTokens(data []byte) int {
+	n := 0
+	var quote byte
+	prev := byte('\n')
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case c == '\n':
+			n++
+		case quote == '"':
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				quote = 0
+			}
+		case quote == '\'':
+			if c == '\'' && i+1 < len(data) && data[i+1] == '\'' {
+				i++ // '' is an escaped quote
+			} else if c == '\'' {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			if strings.IndexByte(" \t\n[{,:-", prev) >= 0 {
+				quote = c
+			}
+		case c == ',' || c == '[' || c == '{':
+			n++
+		}
+		prev = c
+	}
+	return n
+}
+
 // ErrTooLarge is wrapped by every error CheckBounds returns for a manifest over a limit.
 var ErrTooLarge = errors.New("manifest too large")
 
@@ -33,11 +76,15 @@ var ErrTooLarge = errors.New("manifest too large")
 // JSON size is computed on the YAML node graph with aliases NOT expanded: the size of an
 // anchored node is computed once and reused by every alias to it, so an alias "bomb" (a small
 // document whose aliases expand to gigabytes) costs time and memory linear in its input. An
-// alias to a node that contains it (a cycle) is refused. A YAML syntax error is an error too,
+// alias to a node that contains it (a cycle) is refused, and so is a number whose exponent
+// would stall the quantity parser (CheckQuantityText). A YAML syntax error is an error too,
 // with its line. The errors of a limit wrap ErrTooLarge and name the limit.
 func CheckBounds(data []byte) error {
 	if len(data) > MaxInputBytes {
 		return fmt.Errorf("%w: %d bytes, the limit is %d (3 MiB, the Kubernetes API server's request limit)", ErrTooLarge, len(data), MaxInputBytes)
+	}
+	if n := structuralTokens(data); n > MaxNodes {
+		return fmt.Errorf("%w: more than %d YAML nodes (counted %d separators), the limit that bounds the memory decoding takes", ErrTooLarge, MaxNodes, n)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for index := 0; ; index++ {
@@ -58,6 +105,31 @@ func CheckBounds(data []byte) error {
 			return fmt.Errorf("%w: document %d: more than %d bytes as JSON (1.5 MiB, etcd's object limit)", ErrTooLarge, index, MaxDocumentJSONBytes)
 		}
 	}
+}
+
+// maxQuantityExponent bounds the decimal exponent of a number written in a manifest or a
+// configuration: k8s.io/apimachinery's resource.ParseQuantity, which decodes every quantity
+// field, takes seconds for "1e-1000000" and never returns for "12E45678901234"; real
+// quantities stay within Ei (10^18).
+const maxQuantityExponent = 100
+
+// CheckQuantityText refuses a number (as resource.ParseQuantity reads it: digits, sign and
+// point, then a suffix) whose decimal exponent ("e"/"E" and an integer) is beyond
+// ±maxQuantityExponent; any other text passes.
+func CheckQuantityText(s string) error {
+	i := strings.IndexFunc(s, func(r rune) bool { return !strings.ContainsRune("+-0123456789.", r) })
+	if i < 0 || i+1 >= len(s) || (s[i] != 'e' && s[i] != 'E') {
+		return nil
+	}
+	exp := strings.TrimLeft(s[i+1:], "+-")
+	if exp == "" || strings.Trim(exp, "0123456789") != "" {
+		return nil
+	}
+	exp = strings.TrimLeft(exp, "0")
+	if len(exp) > 3 || (len(exp) == 3 && exp > "100") {
+		return fmt.Errorf("number %.40q: exponent beyond ±%d", s, maxQuantityExponent)
+	}
+	return nil
 }
 
 // measurer computes JSON sizes of one document's nodes, saturating just over the limit.
@@ -132,6 +204,9 @@ func (m *measurer) size(n *yaml.Node) (int64, error) {
 			s = add(s, cs)
 		}
 	case yaml.ScalarNode:
+		if err := CheckQuantityText(n.Value); err != nil {
+			return 0, fmt.Errorf("line %d column %d: %w", n.Line, n.Column, err)
+		}
 		s = scalarSize(n)
 	}
 	if n.Anchor != "" || s >= over {

@@ -85,7 +85,12 @@ func TestCheckBounds(t *testing.T) {
 		{name: "billion laughs", data: nested(12), wantErr: "document 0: more than 1572864 bytes as JSON", tooBig: true},
 		{name: "second document too large", data: []byte("a: 1\n---\nb: \"" + strings.Repeat("<", 2<<20) + "\"\n"), wantErr: "document 1: more than", tooBig: true},
 		{name: "input over 3 MiB", data: bytes.Repeat([]byte("#"), 3<<20+1), wantErr: "3145729 bytes, the limit is 3145728 (3 MiB", tooBig: true},
+		{name: "dense flow sequence", data: []byte("a: [" + strings.Repeat("1,", 1<<20) + "1]\n"), wantErr: "more than 100000 YAML nodes", tooBig: true},
+		{name: "separators in quoted strings do not count", data: []byte("a: \"" + strings.Repeat(",[{", 1<<18) + "\"\nb: '" + strings.Repeat("{,''", 1<<17) + "'\n")},
 		{name: "alias cycle", data: []byte("a: &a [1, *a]\n"), wantErr: "an alias refers to a node that contains it"},
+		{name: "quantity exponent that stalls the parser", data: []byte("spec:\n  containers:\n  - resources: {limits: {memory: 12E45678901234}}\n"), wantErr: "line 3 column 34: number \"12E45678901234\": exponent beyond ±100"},
+		{name: "slow negative exponent, quoted", data: []byte("a: \"1e-1000000\"\n"), wantErr: "exponent beyond ±100"},
+		{name: "largest exponent", data: []byte("a: 1e100\nb: 1e-100\nc: 1e\nd: 5E\ne: 1e1x\n")},
 		{name: "syntax error", data: []byte("a: [1, 2\n"), wantErr: "document 0: yaml:"},
 		{name: "escapes counted", data: []byte("a: \"" + strings.Repeat("\\u0001", MaxDocumentJSONBytes/6) + "\"\n"), wantErr: "more than", tooBig: true},
 	} {

@@ -222,23 +222,29 @@ func (c *Controller) wake() {
 	}
 }
 
-// reconcileDesiredLocked merges the snapshots (the file source wins a name clash, reported as a
-// problem), admits new pods in a deterministic order and marks pods no source wants for
+// reconcileDesiredLocked merges the snapshots (the API source wins a name clash, reported as a
+// problem naming both), admits new pods in a deterministic order and marks pods no source wants for
 // deletion. A new pod with an eviction record is shown evicted, never started. It returns the
 // UIDs of eviction records no source wants any more (once every source reported).
 func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 	var problems []Problem
 	byName := map[string]Desired{}
-	for _, src := range []string{SourceFile, SourceAPI} {
+	// API pods first: an API pod was accepted only while no manifest file defined its name
+	// (the API refuses such an apply), so a clash means the file came later, and an API pod is
+	// never displaced by a file.
+	for _, src := range []string{SourceAPI, SourceFile} {
 		s, ok := c.snapshots[src]
 		if !ok {
 			continue
 		}
-		problems = append(problems, s.Problems...)
+		for _, p := range s.Problems {
+			p.Source = src
+			problems = append(problems, p)
+		}
 		for _, d := range s.Pods {
 			k := key(d.Pod)
 			if prev, dup := byName[k]; dup {
-				problems = append(problems, Problem{Origin: d.Origin, Error: fmt.Sprintf("pod %s: duplicate name: already defined by %s (%s source)", k, prev.Origin, prev.Source)})
+				problems = append(problems, Problem{Origin: d.Origin, Source: d.Source, Error: fmt.Sprintf("pod %s from %s (%s source) refused: the same namespace/name is already defined by %s (%s source); rename one of them", k, d.Origin, d.Source, prev.Origin, prev.Source)})
 				continue
 			}
 			byName[k] = d
@@ -362,7 +368,8 @@ func (c *Controller) admittedLocked() []*v1.Pod {
 	return out
 }
 
-// Problems returns what the sources could not use.
+// Problems returns what the sources could not use, and the pods refused for a name another
+// source defines, each with its Source.
 func (c *Controller) Problems() []Problem {
 	c.mu.Lock()
 	defer c.mu.Unlock()

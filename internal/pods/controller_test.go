@@ -249,20 +249,22 @@ func TestControllerRejectsAndReportsDuplicates(t *testing.T) {
 		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "web", "uid-file")}})
 		synctest.Wait()
 
+		// The API pod keeps its name; the file's is refused, naming both.
 		problems := c.Problems()
-		if len(problems) != 1 || !strings.Contains(problems[0].Error, "duplicate name") || problems[0].Origin != "api:web" {
-			t.Errorf("problems = %+v", problems)
+		want := "pod default/web from file:web (file source) refused: the same namespace/name is already defined by api:web (api source)"
+		if len(problems) != 1 || !strings.Contains(problems[0].Error, want) || problems[0].Origin != "file:web" {
+			t.Errorf("problems = %+v, want %q", problems, want)
 		}
-		// extra was admitted first (one pod fits); the file's web comes later and is rejected.
+		// extra and web are API pods: one fits, in namespace/name order extra first.
 		x, _ := c.Pod("default", "extra")
 		web, _ := c.Pod("default", "web")
 		if x.Status.Phase != v1.PodRunning {
 			t.Errorf("extra: %+v", x.Status)
 		}
-		if web.Status.Phase != v1.PodFailed || web.Status.Reason != "OutOfpods" || !strings.Contains(web.Status.Message, "pods, requested: 1") {
-			t.Errorf("web: %+v", web.Status)
+		if web.Status.Phase != v1.PodFailed || web.Status.Reason != "OutOfpods" || web.Annotations[AnnotationSource] != SourceAPI {
+			t.Errorf("web: %+v %v", web.Status, web.Annotations)
 		}
-		if s.ensured["uid-file"] != 0 {
+		if s.ensured["uid-file"] != 0 || s.ensured["uid-api"] != 0 {
 			t.Error("a rejected pod got a slice")
 		}
 	})

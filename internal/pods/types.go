@@ -55,6 +55,9 @@ type Problem struct {
 	// any such problem is reported nothing is destroyed as an orphan, and the pod is listed
 	// (phase Unknown, the problem as its message) until an apply or delete of it resolves it.
 	Hold bool `json:"hold,omitempty"`
+	// Source is the source of the input (SourceFile, SourceAPI), as Controller.Problems
+	// reports it.
+	Source string `json:"source,omitempty"`
 }
 
 // Snapshot is everything one source wants right now. A source sends a complete snapshot on every

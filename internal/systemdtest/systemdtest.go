@@ -442,6 +442,11 @@ func hostPaths(args []string, cwd string) []string {
 			continue
 		}
 		if dirFlags[k] {
+			// The fuzzing cache may not exist yet: created here, it can be bound (the binary
+			// would create it inside, where the host's cache is read-only).
+			if k == "test.fuzzcachedir" {
+				_ = os.MkdirAll(v, 0o755)
+			}
 			add(v)
 			continue
 		}

@@ -333,6 +333,18 @@ func TestInstallStartPodStopPurge(t *testing.T) {
 	if got := must(t, "systemctl is-active slicelet || true"); got != "active" {
 		t.Fatalf("after dpkg -i: is-active = %q, want active (postinst starts it)%s", got, diagnostics())
 	}
+	// The daemon's memory is bounded in its own cgroup (cgroup v2 memory.max, v1
+	// memory.limit_in_bytes): 512M from the packaged unit.
+	unitCgroup := must(t, "systemctl show -P ControlGroup slicelet")
+	if got := must(t, "cat /sys/fs/cgroup"+unitCgroup+"/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory"+unitCgroup+"/memory.limit_in_bytes"); got != "536870912" {
+		t.Errorf("slicelet's cgroup %s: memory bound %q, want 536870912 (MemoryMax=512M)", unitCgroup, got)
+	}
+	if got := must(t, "systemctl show -P Restart slicelet"); got != "on-failure" {
+		t.Errorf("Restart = %q, want on-failure", got)
+	}
+	if got := must(t, "systemctl show -P MemoryHigh slicelet"); got != "402653184" {
+		t.Errorf("MemoryHigh = %q, want 402653184 (384M)", got)
+	}
 	if got := must(t, "getent group slicelet | cut -d: -f1"); got != "slicelet" {
 		t.Errorf("after dpkg -i: group slicelet = %q, want it created by sysusers", got)
 	}

@@ -58,10 +58,21 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandb
 }
 
 // StopPodSandbox stops a sandbox and every container in it; one already gone is not an error.
+// A failure is retried once: containerd stops the sandbox's containers with an immediate
+// SIGKILL, which fails ("ttrpc: closed") for a container whose exit it has not handled yet (see
+// StopContainer); by the second call the exit is known.
 func (r *Runtime) StopPodSandbox(ctx context.Context, id string) error {
-	_, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.StopPodSandboxResponse, error) {
-		return r.rs.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
-	})
+	stop := func() error {
+		_, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.StopPodSandboxResponse, error) {
+			return r.rs.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+		})
+		return err
+	}
+	err := stop()
+	if err != nil && !isNotFound(err) && ctx.Err() == nil {
+		r.log.Debug("pod sandbox stop failed, retrying once", "sandbox_id", id, "error", err)
+		err = stop()
+	}
 	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("pod sandbox %s: stop: %w", id, err)
 	}
@@ -152,15 +163,49 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 
 // StopContainer stops a container within grace (the runtime sends the stop signal, then
 // SIGKILL); one already gone is not an error.
+//
+// A stop that fails for a container that ended anyway is a success. containerd's CRI
+// (internal/cri/server/container_stop.go) sends the stop signal, waits up to the grace period
+// for the exit event to be handled, then sends SIGKILL; on a loaded host the container may have
+// exited (its shim gone) while the event was still queued, and the SIGKILL then fails with
+// "failed to kill container ...: ttrpc: closed". So after an error the container's state
+// decides: exited (or gone) is stopped; still running gets one more stop, whose answer stands.
 func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Duration) error {
 	secs := int64((grace + time.Second - 1) / time.Second)
-	_, err := call(ctx, r, grace, func(ctx context.Context) (*runtimeapi.StopContainerResponse, error) {
-		return r.rs.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: secs})
-	})
-	if err != nil && !isNotFound(err) {
+	stop := func() error {
+		_, err := call(ctx, r, grace, func(ctx context.Context) (*runtimeapi.StopContainerResponse, error) {
+			return r.rs.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: secs})
+		})
+		if err == nil || isNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	err := stop()
+	for attempt := 0; err != nil && attempt < 2; attempt++ {
+		if r.containerEnded(ctx, id) {
+			r.log.Debug("container stop failed but the container ended", "container_id", id, "error", err)
+			return nil
+		}
+		if attempt == 0 {
+			err = stop()
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("container %s: stop: %w", id, err)
 	}
 	return nil
+}
+
+// containerEnded reports whether the runtime says the container exited or no longer exists.
+func (r *Runtime) containerEnded(ctx context.Context, id string) bool {
+	st, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.ContainerStatusResponse, error) {
+		return r.rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	})
+	if isNotFound(err) {
+		return true
+	}
+	return err == nil && st.GetStatus().GetState() == runtimeapi.ContainerState_CONTAINER_EXITED
 }
 
 // RemoveContainer removes a container and its log file; one already gone is not an error.

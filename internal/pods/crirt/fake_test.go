@@ -56,6 +56,10 @@ type fakeCRI struct {
 	calls      map[string]int
 	createErr  error
 	pullErr    error
+	// stopErrs are answered by the next StopContainer calls, in order; exitOnStop says
+	// whether the container ends anyway (containerd's kill that raced the exit).
+	stopErrs   []error
+	exitOnStop bool
 	fsInfo     *runtimeapi.ImageFsInfoResponse
 }
 
@@ -229,6 +233,14 @@ func (f *fakeCRI) StopContainer(_ context.Context, req *runtimeapi.StopContainer
 	c := f.containers[req.ContainerId]
 	if c == nil {
 		return nil, status.Error(codes.NotFound, "no such container")
+	}
+	if len(f.stopErrs) > 0 {
+		err := f.stopErrs[0]
+		f.stopErrs = f.stopErrs[1:]
+		if f.exitOnStop && c.c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			f.exitLocked(c, 0, "Completed")
+		}
+		return nil, err
 	}
 	if c.c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
 		f.exitLocked(c, 0, "Completed")

@@ -1300,3 +1300,46 @@ func TestContainerCgroups(t *testing.T) {
 		t.Errorf("ContainerCgroups = %v, %v; want %v", got, err, want)
 	}
 }
+
+// TestStopContainerRacingExit: containerd answers a stop whose SIGKILL raced the container's
+// own exit with "failed to kill container ...: ttrpc: closed" (the cause of the flaky
+// TestIntegrationScopeInPodSlice on a loaded VM); the container ended, so the stop succeeded.
+// A container that is still running after a failed stop gets one more stop; if that fails too
+// and it still runs, the error stands.
+func TestStopContainerRacingExit(t *testing.T) {
+	raced := status.Error(codes.Unknown, `failed to kill container "abc": ttrpc: closed`)
+	for _, tc := range []struct {
+		name       string
+		errs       []error
+		exitOnStop bool
+		wantErr    bool
+		wantStops  int
+	}{
+		{name: "kill raced the exit", errs: []error{raced}, exitOnStop: true, wantStops: 1},
+		{name: "transient failure, second stop works", errs: []error{raced}, wantStops: 2},
+		{name: "still running", errs: []error{raced, raced}, wantErr: true, wantStops: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			pod := fakePod("u1", "", app("main"))
+			e.sync(t, pod)
+			e.cri.mu.Lock()
+			e.cri.stopErrs, e.cri.exitOnStop = tc.errs, tc.exitOnStop
+			var id string
+			for cid := range e.cri.containers {
+				id = cid
+			}
+			before := e.cri.calls["StopContainer"]
+			e.cri.mu.Unlock()
+			err := e.back.StopContainer(t.Context(), id, time.Second)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("StopContainer = %v, want error %v", err, tc.wantErr)
+			}
+			e.cri.mu.Lock()
+			defer e.cri.mu.Unlock()
+			if got := e.cri.calls["StopContainer"] - before; got != tc.wantStops {
+				t.Errorf("%d stop calls, want %d", got, tc.wantStops)
+			}
+		})
+	}
+}

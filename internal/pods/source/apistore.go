@@ -73,7 +73,8 @@ type APIStoreOptions struct {
 
 // APIStore holds the pods created through the local API, one JSON file per pod in
 // <state_dir>/pods/api/<namespace>_<name>.json (namespaces are DNS labels and names DNS
-// subdomains, neither has "_", so the file name is unambiguous).
+// subdomains, neither has "_", so the file name is unambiguous; a pair too long for NAME_MAX
+// is shortened and hashed, see fileName).
 //
 // Every write is atomic and durable: a temporary file in the same directory is written and
 // fsynced, renamed over the pod's file, and the directory is fsynced. A crash at any point leaves
@@ -105,9 +106,9 @@ type APIStore struct {
 
 // OpenAPIStore creates <stateDir>/pods/api if needed and loads every stored pod. A file that
 // does not load (truncated or corrupt JSON, invalid pod, name not matching its content) is a
-// Problem, not an error, and stays on disk for inspection until the pod is applied or deleted
-// again; leftover temporary files are removed and reported. Only an unusable directory is an
-// error.
+// held Problem, not an error: it is moved to <stateDir>/pods/api-aside for inspection, its pod
+// keeps running, and it is reported at every start until the pod is applied or deleted again;
+// leftover temporary files are removed and reported. Only an unusable directory is an error.
 func OpenAPIStore(stateDir string, opts APIStoreOptions) (*APIStore, error) {
 	s := &APIStore{
 		dir:      filepath.Join(stateDir, APIStoreDir),
@@ -268,15 +269,33 @@ type ApplyOptions struct {
 // ErrInvalid with field paths and values ("api: spec.containers[0].name: Required value: ...");
 // a full store is ErrTooManyPods. The pod is on disk when Apply returns (unless opts.DryRun).
 func (s *APIStore) Apply(manifest []byte, opts ApplyOptions) (*v1.Pod, error) {
+	pod, _, err := s.ApplyAction(manifest, opts)
+	return pod, err
+}
+
+// What an Apply did, decided under the store's lock: of concurrent applies of a new name
+// exactly one creates the pod.
+const (
+	// Created: no pod of that namespace/name was stored.
+	Created = "created"
+	// Configured: the stored pod was replaced (new UID).
+	Configured = "configured"
+	// Unchanged: the stored pod had the same content.
+	Unchanged = "unchanged"
+)
+
+// ApplyAction is Apply, also returning what it did (Created, Configured, Unchanged; a dry run
+// says what it would have done).
+func (s *APIStore) ApplyAction(manifest []byte, opts ApplyOptions) (*v1.Pod, string, error) {
 	if len(manifest) > DefaultMaxFileSize {
-		return nil, fmt.Errorf("%w: api: manifest too large: %d bytes, at most %d", ErrInvalid, len(manifest), DefaultMaxFileSize)
+		return nil, "", fmt.Errorf("%w: api: manifest too large: %d bytes, at most %d", ErrInvalid, len(manifest), DefaultMaxFileSize)
 	}
 	list, err := parseManifest("api", "api", manifest)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, "", fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if len(list) != 1 {
-		return nil, fmt.Errorf("%w: api: %d pods in the manifest, apply one at a time", ErrInvalid, len(list))
+		return nil, "", fmt.Errorf("%w: api: %d pods in the manifest, apply one at a time", ErrInvalid, len(list))
 	}
 	pod := annotate(list[0], pods.SourceAPI, "")
 	for k, v := range opts.Annotations {
@@ -288,10 +307,14 @@ func (s *APIStore) Apply(manifest []byte, opts ApplyOptions) (*v1.Pod, error) {
 	defer s.mu.Unlock()
 	old, exists := s.pods[k]
 	if exists && sameContent(old, pod, opts.Annotations) {
-		return old.DeepCopy(), nil
+		return old.DeepCopy(), Unchanged, nil
+	}
+	action := Created
+	if exists {
+		action = Configured
 	}
 	if !exists && len(s.pods) >= s.maxPods {
-		return nil, fmt.Errorf("pod %s: %w: the store holds at most %d", k, ErrTooManyPods, s.maxPods)
+		return nil, "", fmt.Errorf("pod %s: %w: the store holds at most %d", k, ErrTooManyPods, s.maxPods)
 	}
 	pod.UID = types.UID(s.newUID())
 	pod.CreationTimestamp = metav1.NewTime(s.now().Truncate(time.Second)) // what JSON keeps
@@ -300,13 +323,13 @@ func (s *APIStore) Apply(manifest []byte, opts ApplyOptions) (*v1.Pod, error) {
 	}
 	data, err := encodeRecord(pod)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if opts.DryRun {
-		return pod, nil
+		return pod, action, nil
 	}
 	if err := writeFileAtomic(s.dir, fileName(pod.Namespace, pod.Name), data); err != nil {
-		return nil, fmt.Errorf("pod %s: %w", k, err)
+		return nil, "", fmt.Errorf("pod %s: %w", k, err)
 	}
 	s.pods[k] = pod
 	if err := s.resolveLocked(pod.Namespace, pod.Name); err != nil {
@@ -319,7 +342,7 @@ func (s *APIStore) Apply(manifest []byte, opts ApplyOptions) (*v1.Pod, error) {
 		s.log.Info("api pod created", "pod", k, "pod_uid", pod.UID)
 	}
 	s.notify()
-	return pod.DeepCopy(), nil
+	return pod.DeepCopy(), action, nil
 }
 
 // sameContent reports whether two pods are equal apart from UID, creation time and the

@@ -168,3 +168,40 @@ func TestAPIStoreStorageErrorNotInvalid(t *testing.T) {
 		t.Errorf("a pod that was not written is listed")
 	}
 }
+
+// TestAPIStoreConcurrentCreateOnce: of nine concurrent applies of one new name exactly one
+// creates the pod; the others find it (unchanged, same content), and all return its UID.
+func TestAPIStoreConcurrentCreateOnce(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	type result struct {
+		action, uid string
+		err         error
+	}
+	results := make(chan result, 9)
+	start := make(chan struct{})
+	for range 9 {
+		go func() {
+			<-start
+			pod, action, err := s.ApplyAction([]byte(podYAML("race")), ApplyOptions{})
+			r := result{action: action, err: err}
+			if pod != nil {
+				r.uid = string(pod.UID)
+			}
+			results <- r
+		}()
+	}
+	close(start)
+	count := map[string]int{}
+	uids := map[string]bool{}
+	for range 9 {
+		r := <-results
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		count[r.action]++
+		uids[r.uid] = true
+	}
+	if count[Created] != 1 || count[Unchanged] != 8 || len(uids) != 1 {
+		t.Fatalf("actions %v, %d UIDs; want one created, eight unchanged, one UID", count, len(uids))
+	}
+}
