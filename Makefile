@@ -25,8 +25,8 @@ build:
 	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN)/slicectl ./cmd/slicectl
 
 # make test: every package; packages whose tests need systemd re-run themselves inside a
-# throwaway systemd (internal/systemdtest) on the hybrid cgroup layout of this machine kind and,
-# with SLICELET_VM=1, inside a throwaway cgroup v2 VM (internal/vmtest).
+# throwaway systemd (internal/testharness/systemdtest) on the hybrid cgroup layout of this machine kind and,
+# with SLICELET_VM=1, inside a throwaway cgroup v2 VM (internal/testharness/vmtest).
 test: build test-deps
 	@mkdir -p build
 	@set -o pipefail; rc=0; SLICELET_VM=1 $(GO) test $(TESTFLAGS) -v $(PKGS) 2>&1 | tee build/test.log || rc=$$?; \

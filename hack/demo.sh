@@ -2,7 +2,7 @@
 # make demo: real slicelet against a real systemd.
 #
 # Where PID 1 is not systemd (this machine kind), a throwaway systemd is booted in private
-# namespaces (internal/sandbox, see hack/sandbox) and everything happens inside it; nothing is
+# namespaces (internal/testharness/sandbox, see hack/sandbox) and everything happens inside it; nothing is
 # left on the machine afterwards. Where PID 1 is systemd, the machine's own systemd is used,
 # with a warning, and slicelet runs as a transient unit that the demo stops at the end.
 #

@@ -4,12 +4,12 @@
 # everything is there.
 set -euo pipefail
 packages=(
-	# The throwaway systemd sandbox (internal/sandbox).
+	# The throwaway systemd sandbox (internal/testharness/sandbox).
 	systemd dbus util-linux mount procps
-	# The cgroup v2 VM (internal/vmtest): qemu, a static busybox for the initramfs, xz for the
+	# The cgroup v2 VM (internal/testharness/vmtest): qemu, a static busybox for the initramfs, xz for the
 	# kernel image (downloaded with apt-get download, never installed).
 	qemu-system-x86 busybox-static xz-utils
-	# The CRI runtime's tests (internal/critest): a private containerd per test run, inside the
+	# The CRI runtime's tests (internal/testharness/critest): a private containerd per test run, inside the
 	# sandbox only, with runc. Never started by the package (see below).
 	containerd runc
 )

@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/slicelet/slicelet/internal/testharness/unitstest"
 	"github.com/slicelet/slicelet/units"
-	"github.com/slicelet/slicelet/units/unitstest"
 )
 
 // fakeCgroupfs is an in-memory Cgroupfs: files written are remembered, reads of unwritten files

@@ -4,7 +4,7 @@ package units_test
 // the real units.Manager) against the floor, raw go-systemd StartTransientUnit / StopUnit with
 // exactly the properties slicelet sends, in the same run. It lives in units/ because only this
 // directory may import go-systemd, and in package units_test so that it can import slices. It
-// runs inside the throwaway systemd of units' TestMain (internal/systemdtest); hack/bench runs it
+// runs inside the throwaway systemd of units' TestMain (internal/testharness/systemdtest); hack/bench runs it
 // and writes docs/benchmarks.md.
 
 import (
@@ -32,7 +32,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/slicelet/slicelet/internal/systemdtest"
+	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )

@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicelet/slicelet/internal/systemdtest"
+	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(systemdtest.Main(m)) }

@@ -1,5 +1,5 @@
 // Command bench runs slicelet's benchmarks against real systemd (each go test binary boots its
-// own throwaway systemd through internal/systemdtest) and rewrites the sections it owns in
+// own throwaway systemd through internal/testharness/systemdtest) and rewrites the sections it owns in
 // docs/benchmarks.md with the numbers, the exact commands, the date and the machine.
 //
 //	go run ./hack/bench [-out docs/benchmarks.md] [-go go] [-only podslices,sandbox,pods,eviction,gc,cri,restart]
@@ -25,10 +25,10 @@
 //     same units through one D-Bus connection in the same run, then a restart of slicelet with
 //     them running: time to READY, to every pod Running, and listings with a pod not Running
 //     (internal/agent BenchmarkPodsColdStartAndRestart).
-//   - sandbox: boot/stop of the throwaway systemd (internal/sandbox BenchmarkBootStop) and the
+//   - sandbox: boot/stop of the throwaway systemd (internal/testharness/sandbox BenchmarkBootStop) and the
 //     units adapter's D-Bus latency (units BenchmarkIntegrationSliceCreateDestroy).
 //
-// It must run as root on a machine where the sandbox works (internal/sandbox: a throwaway
+// It must run as root on a machine where the sandbox works (internal/testharness/sandbox: a throwaway
 // systemd in private namespaces); the go test runs get CI=true, so a missing prerequisite
 // fails instead of skipping. A section whose benchmarks fail is left as it was.
 package main
@@ -131,7 +131,7 @@ func sections(o options) []section {
 		{
 			id: "sandbox",
 			runs: []benchRun{
-				{args: []string{"test", "./internal/sandbox/", "-run", "^$", "-bench", "^BenchmarkBootStop$", "-benchtime", "10x", "-count", "1", "-timeout", "10m"}},
+				{args: []string{"test", "./internal/testharness/sandbox/", "-run", "^$", "-bench", "^BenchmarkBootStop$", "-benchtime", "10x", "-count", "1", "-timeout", "10m"}},
 				{args: []string{"test", "./units", "-run", "^$", "-bench", "^BenchmarkIntegrationSliceCreateDestroy$", "-benchtime", "200x", "-count", "1", "-timeout", "10m"}},
 			},
 			render: renderSandbox,
@@ -168,7 +168,7 @@ func run(o options) error {
 		return err
 	}
 	if os.Geteuid() != 0 {
-		return errors.New("must run as root: the benchmarks boot throwaway systemd instances (internal/sandbox)")
+		return errors.New("must run as root: the benchmarks boot throwaway systemd instances (internal/testharness/sandbox)")
 	}
 	if o.stdout == nil {
 		o.stdout = os.Stderr

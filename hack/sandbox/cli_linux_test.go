@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slicelet/slicelet/internal/sandbox"
-	"github.com/slicelet/slicelet/internal/systemdtest"
+	"github.com/slicelet/slicelet/internal/testharness/sandbox"
+	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 )
 
 // requireSandbox skips a test that boots instances where they cannot run, or fails it with CI=true.

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicelet/slicelet/internal/sandbox"
-	"github.com/slicelet/slicelet/internal/systemdtest"
+	"github.com/slicelet/slicelet/internal/testharness/sandbox"
+	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 )
 
 // TestDemoFromACheckoutUnderTmp runs make demo as a new user would, from a copy of this checkout

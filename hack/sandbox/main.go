@@ -54,7 +54,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/slicelet/slicelet/internal/sandbox"
+	"github.com/slicelet/slicelet/internal/testharness/sandbox"
 )
 
 func main() {

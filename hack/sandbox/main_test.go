@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slicelet/slicelet/internal/sandbox"
+	"github.com/slicelet/slicelet/internal/testharness/sandbox"
 )
 
 func TestParseBind(t *testing.T) {

@@ -1,5 +1,5 @@
 // Command vm prepares and runs the throwaway cgroup v2 VM of
-// internal/vmtest by hand:
+// internal/testharness/vmtest by hand:
 //
 //	go run ./hack/vm prepare           # build the cached kernel and initramfs
 //	go run ./hack/vm run [-timeout 2m] [-env K=V]... BINARY [ARGS...]
@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/slicelet/slicelet/internal/vmtest"
+	"github.com/slicelet/slicelet/internal/testharness/vmtest"
 )
 
 type envFlag []string

@@ -23,7 +23,7 @@ import (
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
-	"github.com/slicelet/slicelet/internal/systemdtest"
+	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 	sl "github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -44,7 +44,7 @@ import (
 // slicelet's service environment, e.g. "GOGC=50"), SLICELET_BENCH_PROFILE_DIR (where to copy a
 // heap profile of slicelet, test binary only, at the largest count, after idling; it must be
 // writable inside the sandbox, so pass the same directory to go test -outputdir, which
-// internal/systemdtest binds read-write; none when unset). Example:
+// internal/testharness/systemdtest binds read-write; none when unset). Example:
 //
 //	CI=true SLICELET_BENCH_RSS_PODS=1000 SLICELET_BENCH_PROFILE_DIR=$PWD/build/bench/prof \
 //	  go test ./internal/agent -run '^$' -bench 'BenchmarkPodsManifestToRunning/rss' \

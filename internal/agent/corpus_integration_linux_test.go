@@ -17,9 +17,9 @@ import (
 
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/manifest"
-	"github.com/slicelet/slicelet/internal/pods/runtimetest"
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
-	"github.com/slicelet/slicelet/internal/systemdtest"
+	"github.com/slicelet/slicelet/internal/testharness/runtimetest"
+	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )

@@ -18,13 +18,13 @@ import (
 
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/api"
-	"github.com/slicelet/slicelet/internal/critest"
 	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/crirt"
-	"github.com/slicelet/slicelet/internal/pods/runtimetest"
 	"github.com/slicelet/slicelet/internal/pods/worker"
-	"github.com/slicelet/slicelet/internal/systemdtest"
+	"github.com/slicelet/slicelet/internal/testharness/critest"
+	"github.com/slicelet/slicelet/internal/testharness/runtimetest"
+	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -33,7 +33,7 @@ import (
 const criTestImage = "slicelet.test/busybox:1"
 
 // TestIntegrationDaemonCRI runs slicelet with runtime.type = "cri" as a Type=notify service
-// against a private containerd (internal/critest):
+// against a private containerd (internal/testharness/critest):
 //   - a manifest pod runs in a cri-containerd-<id>.scope under its pod slice, and its output
 //     is readable through the API (slicectl logs);
 //   - containerd going away makes the pod Unknown (RuntimeUnavailable) within seconds while
@@ -509,7 +509,7 @@ func (d *criDaemon) startedAt(t *testing.T) time.Time {
 // writablePodLogRoot makes podLogRoot (/var/log/pods, where the daemon's CRI runtime has
 // containerd write container logs) writable for the test without touching the machine.
 //
-// In the systemd sandbox every host mount is read-only (internal/sandbox), /var/log included,
+// In the systemd sandbox every host mount is read-only (internal/testharness/sandbox), /var/log included,
 // and the sandbox's mount namespace is private: the test mounts a tmpfs on /var/log there —
 // seen by the daemon's service and by containerd, which share that namespace — and binds the
 // sandbox's own /var/log/journal tmpfs back into it so journald and journalctl go on working.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicelet/slicelet/internal/systemdtest"
+	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 	"github.com/slicelet/slicelet/units"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicelet/slicelet/internal/systemdtest"
+	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 )
 
 // lockedBuffer is a bytes.Buffer for a process's output read while it runs.

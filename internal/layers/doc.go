@@ -13,8 +13,8 @@
 //	            internal/buildinfo, internal/logging, internal/manpage
 //
 // A package imports only packages below it (components of the pods group may import the
-// other components, the API the pods group). Test harnesses (internal/sandbox, vmtest,
-// systemdtest, critest, units/unitstest, internal/pods/runtimetest) are imported by tests
+// other components, the API the pods group). Test harnesses (internal/testharness/sandbox, vmtest,
+// systemdtest, critest, internal/testharness/unitstest, internal/testharness/runtimetest) are imported by tests
 // only. Third-party boundaries stay in their adapter: go-systemd, godbus and the
 // opencontainers/cgroups systemd driver in units, prometheus/client_golang in internal/metrics,
 // prometheus/procfs in internal/procfs, the CRI API and gRPC in internal/pods/crirt, tint in

@@ -67,13 +67,9 @@ var layers = map[string]pkgLayer{
 
 	"cmd/": {layer: command},
 
-	"internal/sandbox":          {layer: harness},
-	"internal/vmtest":           {layer: harness},
-	"internal/systemdtest":      {layer: harness},
-	"internal/critest":          {layer: harness},
-	"units/unitstest":           {layer: harness},
-	"internal/pods/runtimetest": {layer: harness},
-	"internal/layers":           {layer: harness},
+	// Every test harness lives under one test-only tree.
+	"internal/testharness/": {layer: harness},
+	"internal/layers":       {layer: harness},
 
 	"hack/":                 {layer: tool},
 	"packaging/installtest": {layer: tool},
@@ -272,8 +268,8 @@ func TestAllowed(t *testing.T) {
 		{"cmd/slicectl", "config", true},
 		{"cmd/slicelet", "internal/agent", true},
 		{"internal/api", "internal/agent", false},
-		{"slices", "internal/sandbox", false},
-		{"internal/systemdtest", "internal/sandbox", true},
+		{"slices", "internal/testharness/sandbox", false},
+		{"internal/testharness/systemdtest", "internal/testharness/sandbox", true},
 		{"hack/bench", "internal/agent", true},
 	}
 	for _, tt := range tests {

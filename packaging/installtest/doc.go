@@ -1,5 +1,5 @@
 // Package installtest installs slicelet's .deb the way an operator would, inside a throwaway
-// systemd whose root is an overlay of the machine's (internal/sandbox, Options.OverlayRoot), and
+// systemd whose root is an overlay of the machine's (internal/testharness/sandbox, Options.OverlayRoot), and
 // checks the whole life cycle: dpkg -i starts the service, a pod runs, journald has structured
 // records, systemctl status shows the STATUS line, stop, purge, and nothing of slicelet's is left
 // inside, while the machine itself never changed.

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicelet/slicelet/internal/sandbox"
+	"github.com/slicelet/slicelet/internal/testharness/sandbox"
 )
 
 // The test boots one overlay-root sandbox in TestMain, runs the install life cycle in it from

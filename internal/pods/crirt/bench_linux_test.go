@@ -11,7 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/slicelet/slicelet/internal/critest"
+	"github.com/slicelet/slicelet/internal/testharness/critest"
 )
 
 // The benchmarks run inside the systemd sandbox with a private containerd:

@@ -19,8 +19,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/slicelet/slicelet/gc"
-	"github.com/slicelet/slicelet/internal/critest"
-	"github.com/slicelet/slicelet/internal/pods/runtimetest"
+	"github.com/slicelet/slicelet/internal/testharness/critest"
+	"github.com/slicelet/slicelet/internal/testharness/runtimetest"
 )
 
 // gcImage is one image TestIntegrationImageGC imports: a busybox layer shared by every test

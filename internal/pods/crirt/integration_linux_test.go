@@ -20,12 +20,12 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/slicelet/slicelet/gc"
-	"github.com/slicelet/slicelet/internal/critest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
-	"github.com/slicelet/slicelet/internal/pods/runtimetest"
 	"github.com/slicelet/slicelet/internal/pods/worker"
-	"github.com/slicelet/slicelet/internal/systemdtest"
+	"github.com/slicelet/slicelet/internal/testharness/critest"
+	"github.com/slicelet/slicelet/internal/testharness/runtimetest"
+	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )

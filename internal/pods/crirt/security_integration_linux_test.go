@@ -9,9 +9,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/slicelet/slicelet/internal/critest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+	"github.com/slicelet/slicelet/internal/testharness/critest"
 )
 
 // criProbe prints the shell's /proc status and what it may do, then sleeps ($$$$ is the

@@ -20,9 +20,9 @@ import (
 
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/pods/worker"
+	"github.com/slicelet/slicelet/internal/testharness/unitstest"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
-	"github.com/slicelet/slicelet/units/unitstest"
 )
 
 // fakeSystemd is unitstest.Fake plus what the runtime reads that the fake does not simulate:

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/slicelet/slicelet/internal/manifest"
-	"github.com/slicelet/slicelet/internal/pods/runtimetest"
+	"github.com/slicelet/slicelet/internal/testharness/runtimetest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/corpus-outcomes.txt")

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slicelet/slicelet/internal/systemdtest"
+	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 )
 
 // readLayout reads an image-layout tar into name → content.

@@ -5,7 +5,7 @@
 //	func TestMain(m *testing.M) { os.Exit(systemdtest.Main(m)) }
 //
 // and calls [Require] at the top of each such test. Main boots a throwaway instance
-// (internal/sandbox), re-runs the very same test binary inside it with the same flags, streams its
+// (internal/testharness/sandbox), re-runs the very same test binary inside it with the same flags, streams its
 // output, stops the instance and returns the inner exit code. Off a capable machine the tests skip
 // loudly; with CI=true they fail instead.
 package systemdtest
@@ -29,8 +29,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slicelet/slicelet/internal/sandbox"
-	"github.com/slicelet/slicelet/internal/vmtest"
+	"github.com/slicelet/slicelet/internal/testharness/sandbox"
+	"github.com/slicelet/slicelet/internal/testharness/vmtest"
 )
 
 // InsideEnv is set in the environment of a test binary that runs inside a sandbox ("sandbox") or
@@ -166,7 +166,7 @@ func listOnly(args []string) bool {
 	return false
 }
 
-// runInVM runs this test binary inside the cgroup v2 VM (internal/vmtest): a throwaway qemu
+// runInVM runs this test binary inside the cgroup v2 VM (internal/testharness/vmtest): a throwaway qemu
 // guest with a pure cgroup v2 kernel and the host's systemd as PID 1. The same tests that ran in
 // the hybrid sandbox run again there; only their expected cgroup files differ by mode. With
 // CI=true a VM that cannot be prepared or booted is a failure, never a skip.

@@ -1,4 +1,4 @@
-// Package guest holds the tests that internal/vmtest's own tests run inside
+// Package guest holds the tests that internal/testharness/vmtest's own tests run inside
 // the VM: they check the guest is what the project's systemd tests need (a
 // pure cgroup v2 hierarchy with controllers, systemd reachable over D-Bus,
 // limits applied and enforced) and give a failing and a hanging binary.

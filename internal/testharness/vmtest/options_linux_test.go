@@ -61,7 +61,7 @@ func TestCacheDirFindsGoMod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, _ := filepath.Abs("../..") // internal/vmtest → the module root
+	root, _ := filepath.Abs("../../..") // internal/testharness/vmtest → the module root
 	if want := filepath.Join(root, "build", "vm"); got != want {
 		t.Fatalf("CacheDir() = %q, want %q", got, want)
 	}

@@ -65,7 +65,7 @@ func checkPrerequisites(h hostProbe) error {
 		errs = append(errs, fmt.Errorf("cgroup layout: %w", err))
 	} else if t != unix.TMPFS_MAGIC {
 		// The recipe re-creates a hybrid tree (tmpfs with v1 hierarchies and cgroup2 at unified);
-		// a pure cgroup v2 host is tested in a VM instead (internal/vmtest).
+		// a pure cgroup v2 host is tested in a VM instead (internal/testharness/vmtest).
 		errs = append(errs, fmt.Errorf("cgroup layout: %s is not the v1/hybrid tmpfs layout", cgroupRoot))
 	}
 	if len(errs) > 0 {

@@ -6,11 +6,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/slicelet/slicelet/internal/vmtest"
+	"github.com/slicelet/slicelet/internal/testharness/vmtest"
 )
 
 // A TestMain that re-runs its own test binary in the VM, the way
-// internal/systemdtest.Main does: inside the guest, SLICELET_SYSTEMDTEST=vm
+// internal/testharness/systemdtest.Main does: inside the guest, SLICELET_SYSTEMDTEST=vm
 // and the tests run for real.
 func ExampleRun() {
 	if os.Getenv("SLICELET_SYSTEMDTEST") == "vm" {

@@ -4,7 +4,7 @@
 // restrict_oom_score_adj, stats_collect_period = 1 and the systemd cgroup driver. It also writes
 // OCI image layouts (WriteImage) and imports them with ctr, so no registry is needed.
 //
-// containerd may only be started inside the throwaway systemd sandbox (internal/systemdtest):
+// containerd may only be started inside the throwaway systemd sandbox (internal/testharness/systemdtest):
 // outside it, Start skips the test, or fails it with CI=true, as a missing containerd or runc
 // does.
 package critest
