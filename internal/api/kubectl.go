@@ -387,7 +387,20 @@ func (c *Client) WatchPods(ctx context.Context, opts ListOptions, fn func(WatchE
 	if opts.ResourceVersion != "" {
 		q.Set("resourceVersion", opts.ResourceVersion)
 	}
-	resp, err := c.do(ctx, http.MethodGet, "/v1/pods?"+q.Encode(), nil)
+	return c.watch(ctx, "/v1/pods?"+q.Encode(), func(typ watch.EventType, obj json.RawMessage) error {
+		ev := WatchEvent{Type: typ}
+		if err := json.Unmarshal(obj, &ev.Pod); err != nil {
+			return fmt.Errorf("slicelet watch event %s: %w", typ, err)
+		}
+		return fn(ev)
+	})
+}
+
+// watch reads the watch stream at path, handing each event's type and object to fn until ctx
+// ends, the daemon ends the watch (nil error) or fn returns an error; an ERROR event is its
+// Status as a StatusError.
+func (c *Client) watch(ctx context.Context, path string, fn func(watch.EventType, json.RawMessage) error) error {
+	resp, err := c.do(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return err
 	}
@@ -405,18 +418,14 @@ func (c *Client) WatchPods(ctx context.Context, opts ListOptions, fn func(WatchE
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("slicelet watch: %w", err)
+			return fmt.Errorf("slicelet watch %s: %w", path, err)
 		}
 		if e.Type == watch.Error {
 			var st metav1.Status
 			_ = json.Unmarshal(e.Object, &st)
 			return &StatusError{Code: int(st.Code), Message: st.Message}
 		}
-		ev := WatchEvent{Type: e.Type}
-		if err := json.Unmarshal(e.Object, &ev.Pod); err != nil {
-			return fmt.Errorf("slicelet watch event %s: %w", e.Type, err)
-		}
-		if err := fn(ev); err != nil {
+		if err := fn(e.Type, e.Object); err != nil {
 			return err
 		}
 	}
@@ -582,30 +591,13 @@ func (c *Client) WatchEvents(ctx context.Context, fieldSelector, resourceVersion
 	if resourceVersion != "" {
 		q.Set("resourceVersion", resourceVersion)
 	}
-	resp, err := c.do(ctx, http.MethodGet, "/v1/events?"+q.Encode(), nil)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var e struct {
-			Type   watch.EventType `json:"type"`
-			Object v1.Event        `json:"object"`
+	return c.watch(ctx, "/v1/events?"+q.Encode(), func(typ watch.EventType, obj json.RawMessage) error {
+		var ev v1.Event
+		if err := json.Unmarshal(obj, &ev); err != nil {
+			return fmt.Errorf("slicelet event watch %s: %w", typ, err)
 		}
-		if err := dec.Decode(&e); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("slicelet event watch: %w", err)
-		}
-		if err := fn(e.Type, e.Object); err != nil {
-			return err
-		}
-	}
+		return fn(typ, ev)
+	})
 }
 
 // maxGracePeriod bounds gracePeriodSeconds (a day; the pod's own may be longer).
