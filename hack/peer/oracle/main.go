@@ -21,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +30,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/slicelet/slicelet/hack/peer/podgen"
@@ -71,6 +74,7 @@ func main() {
 		bench       = flag.String("bench", "", "append the run's figures to this Markdown file")
 		print       = flag.Int("print", -1, "print generated pod number <print> of -seed and exit")
 	)
+	klog.InitFlags(nil)
 	flag.Parse()
 	if *print >= 0 {
 		os.Stdout.Write(podgen.Pod(*seed, *print).YAML())
@@ -306,13 +310,18 @@ func (r *runner) run(name string, batch []input) ([][]difference, error) {
 	if err := json.Unmarshal(data, &kubelet); err != nil {
 		return nil, fmt.Errorf("kubelet side of %s: %w", dir, err)
 	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
 	out := make([][]difference, len(batch))
 	for i, in := range batch {
 		k := kubelet[fmt.Sprintf("%06d.yaml", i)]
 		s := sliceletOutcome(fmt.Sprintf("%06d.yaml", i), in.data, r.node)
+		onlyReached(s.Facts, k.Facts)
 		out[i] = compareOutcomes(s, k)
 		if k.Pod != nil && len(out[i]) > 0 && s.Refused == "" {
 			onKubeletPod := sliceletFacts(k.Pod, r.node)
+			onlyReached(onKubeletPod, k.Facts)
 			for j, d := range out[i] {
 				if onKubeletPod[d.field] == k.Facts[d.field] {
 					out[i][j].decoding = true
@@ -403,13 +412,25 @@ func kubeletBatch(dir string, node nodeSetup) error {
 	if err != nil {
 		return err
 	}
+	// The runtime manager and its fakes log at level 0; the file source's errors were kept.
+	klog.SetLogger(logr.Discard())
 	out := map[string]outcome{}
 	for name, d := range decoded {
 		if d.pod == nil {
 			out[name] = outcome{Refused: d.err}
 			continue
 		}
-		out[name] = outcome{Facts: kubeletFacts(d.pod, node), Pod: d.pod}
+		f := kubeletFacts(d.pod, node)
+		state := filepath.Join(dir, "runtime", name)
+		cri, err := runtimeFacts(d.pod, node, state)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if err := os.RemoveAll(state); err != nil {
+			return err
+		}
+		maps.Copy(f, cri)
+		out[name] = outcome{Facts: f, Pod: d.pod}
 	}
 	data, err := json.Marshal(out)
 	if err != nil {
