@@ -136,6 +136,7 @@ oracle-build:
 	cd hack/peer && $(GO) build -o ../../$(ORACLE) ./oracle
 
 oracle-diff: oracle-build
+	cd hack/peer && $(GO) test -count=1 ./podgen
 	$(ORACLE) -corpus '$(CORPUS)' -n $(N) -seed $(SEED) -regressions testdata/corpus/regressions
 
 # make oracle-bench: the same over 100 000 generated pods; the figure goes to docs/oracle.md.

@@ -21,14 +21,18 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/slicelet/slicelet/hack/peer/podgen"
@@ -70,6 +74,7 @@ func main() {
 		bench       = flag.String("bench", "", "append the run's figures to this Markdown file")
 		print       = flag.Int("print", -1, "print generated pod number <print> of -seed and exit")
 	)
+	klog.InitFlags(nil)
 	flag.Parse()
 	if *print >= 0 {
 		os.Stdout.Write(podgen.Pod(*seed, *print).YAML())
@@ -127,11 +132,18 @@ func main() {
 			}
 			diffs[i] = kept
 			total += len(diffs[i])
-			if len(diffs[i]) == 0 || in.manifest == nil || *regressions == "" || shrunk >= maxShrunk {
+			if len(diffs[i]) == 0 || *regressions == "" {
+				continue
+			}
+			// A kind the corpus (which comes first) already shows needs no new regression.
+			if in.manifest == nil {
+				for _, d := range diffs[i] {
+					shrunkKinds[fieldKind(d.field)] = true
+				}
 				continue
 			}
 			kind := fieldKind(diffs[i][0].field)
-			if shrunkKinds[kind] {
+			if shrunkKinds[kind] || shrunk >= maxShrunk {
 				continue
 			}
 			shrunkKinds[kind] = true
@@ -298,13 +310,18 @@ func (r *runner) run(name string, batch []input) ([][]difference, error) {
 	if err := json.Unmarshal(data, &kubelet); err != nil {
 		return nil, fmt.Errorf("kubelet side of %s: %w", dir, err)
 	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
 	out := make([][]difference, len(batch))
 	for i, in := range batch {
 		k := kubelet[fmt.Sprintf("%06d.yaml", i)]
 		s := sliceletOutcome(fmt.Sprintf("%06d.yaml", i), in.data, r.node)
+		onlyReached(s.Facts, k.Facts)
 		out[i] = compareOutcomes(s, k)
 		if k.Pod != nil && len(out[i]) > 0 && s.Refused == "" {
 			onKubeletPod := sliceletFacts(k.Pod, r.node)
+			onlyReached(onKubeletPod, k.Facts)
 			for j, d := range out[i] {
 				if onKubeletPod[d.field] == k.Facts[d.field] {
 					out[i][j].decoding = true
@@ -395,13 +412,25 @@ func kubeletBatch(dir string, node nodeSetup) error {
 	if err != nil {
 		return err
 	}
+	// The runtime manager and its fakes log at level 0; the file source's errors were kept.
+	klog.SetLogger(logr.Discard())
 	out := map[string]outcome{}
 	for name, d := range decoded {
 		if d.pod == nil {
 			out[name] = outcome{Refused: d.err}
 			continue
 		}
-		out[name] = outcome{Facts: kubeletFacts(d.pod, node), Pod: d.pod}
+		f := kubeletFacts(d.pod, node)
+		state := filepath.Join(dir, "runtime", name)
+		cri, err := runtimeFacts(d.pod, node, state)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if err := os.RemoveAll(state); err != nil {
+			return err
+		}
+		maps.Copy(f, cri)
+		out[name] = outcome{Facts: f, Pod: d.pod}
 	}
 	data, err := json.Marshal(out)
 	if err != nil {
@@ -489,9 +518,13 @@ func writeBench(path string, pods, corpus int, seed uint64, diffs int, elapsed t
 		return err
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	section := fmt.Sprintf("## Figures\n\n`make oracle-bench` (%s, load average %s): %d pods (%d from the corpus, %d generated with seed %d), %d differences, %s (%.0f pods/s, both sides, kubelet side in child processes of %d pods).\n",
+	var self, children syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	cpu := time.Duration(self.Utime.Nano() + self.Stime.Nano() + children.Utime.Nano() + children.Stime.Nano())
+	section := fmt.Sprintf("## Figures\n\n`make oracle-bench` (%s, on a 2-core machine shared with other builds, load average %s): %d pods (%d from the corpus, %d generated with seed %d) and %d node configurations, %d differences; %s wall clock, %s of CPU (user+system, kubelet side in child processes of %d pods included), %.0f pods per CPU second.\n",
 		time.Now().UTC().Format("2006-01-02"), strings.Join(strings.Fields(string(load))[:3], " "),
-		pods, corpus, pods-corpus, seed, diffs, elapsed.Round(time.Second), float64(pods)/elapsed.Seconds(), batchSize)
+		pods, corpus, pods-corpus, seed, pods-corpus, diffs, elapsed.Round(time.Second), cpu.Round(time.Second), batchSize, float64(pods)/cpu.Seconds())
 	text := string(old)
 	if i := strings.Index(text, "## Figures\n"); i >= 0 {
 		end := len(text)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -29,6 +30,26 @@ func sliceletOptions(name string) slices.Options {
 	return o
 }
 
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// onlyReached drops slicelet's container runtime facts ("…].cri_…") for containers the
+// kubelet's runtime manager did not create within runtimeFacts' rounds.
+func onlyReached(s, k facts) {
+	for key := range s {
+		if strings.Contains(key, "].cri_") {
+			if _, ok := k[key]; !ok {
+				delete(s, key)
+			}
+		}
+	}
+}
+
 // sliceletFacts are slicelet's decisions on an accepted pod, as facts.
 func sliceletFacts(pod *v1.Pod, node nodeSetup) facts {
 	f := facts{}
@@ -47,6 +68,15 @@ func sliceletFacts(pod *v1.Pod, node nodeSetup) facts {
 		prefix := kind + "[" + c.Name + "]."
 		f.set(prefix+"oom_score_adj", strconv.Itoa(slices.ContainerOOMScoreAdj(pod, c, node.memoryCapacity)))
 		f.set(prefix+"hugepages", hugeString(lifecycle.ContainerHugePageLimits(pod, c, node.hostPageSizes)))
+		// What the worker sends the runtime (CRI: 0 is unset), with the runtime manager's
+		// settings of runtimeFacts: CPU limits enforced, 100ms period, no memory QoS (this
+		// machine kind is cgroup v1).
+		rc := lifecycle.ContainerResources(pod, c, slices.DefaultOptions())
+		f.set(prefix+"cri_cpu_shares", strconv.FormatUint(deref(rc.CPUShares), 10))
+		f.set(prefix+"cri_cpu_quota", strconv.FormatInt(deref(rc.CPUQuota), 10))
+		f.set(prefix+"cri_cpu_period", strconv.FormatUint(deref(rc.CPUPeriod), 10))
+		f.set(prefix+"cri_memory", strconv.FormatInt(deref(rc.Memory), 10))
+		f.set(prefix+"cri_oom_score_adj", strconv.Itoa(slices.ContainerOOMScoreAdj(pod, c, node.memoryCapacity)))
 	})
 	d := admission.Admit(pod, admission.NodeState{Allocatable: node.allocatable(), OS: "linux"})
 	f.set("admit", admitString(d.Admit, d.Reason))

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"reflect"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -55,6 +56,101 @@ func TestContainerResources(t *testing.T) {
 			}
 			if (c.wantMem == 0) != (rc.Memory == nil) || (rc.Memory != nil && *rc.Memory != c.wantMem) {
 				t.Errorf("memory %v, want %d", rc.Memory, c.wantMem)
+			}
+		})
+	}
+}
+
+func TestContainerResourcesMemoryQoSAndPodLevel(t *testing.T) {
+	mem := func(req, lim string) v1.ResourceRequirements {
+		r := v1.ResourceRequirements{Requests: v1.ResourceList{}, Limits: v1.ResourceList{}}
+		if req != "" {
+			r.Requests[v1.ResourceMemory] = resource.MustParse(req)
+		}
+		if lim != "" {
+			r.Limits[v1.ResourceMemory] = resource.MustParse(lim)
+		}
+		return r
+	}
+	tiered := slices.Options{EnforceMemoryQoS: true, MemoryReservationPolicy: slices.MemoryReservationTiered}
+	none := slices.Options{EnforceMemoryQoS: true, MemoryReservationPolicy: slices.MemoryReservationNone}
+	guaranteed := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "a", Resources: v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("1Gi")},
+		Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("1Gi")},
+	}}}}}
+	burstable := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "a", Resources: mem("64Mi", "")}}}}
+	podLevel := &v1.Pod{Spec: v1.PodSpec{
+		Resources:  &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("1Gi")}},
+		Containers: []v1.Container{{Name: "a"}},
+	}}
+	cases := []struct {
+		name        string
+		pod         *v1.Pod
+		opts        slices.Options
+		wantUnified map[string]string
+		wantMem     int64
+		wantShares  uint64
+	}{
+		{"Guaranteed, tiered: memory.min", guaranteed, tiered, map[string]string{"memory.min": "1073741824"}, 1 << 30, 1024},
+		{"Burstable, tiered: memory.low", burstable, tiered, map[string]string{"memory.low": "67108864"}, 0, slices.MinShares},
+		{"policy None: protection cleared", burstable, none, map[string]string{"memory.min": "0", "memory.low": "0"}, 0, slices.MinShares},
+		{"no memory QoS: nothing", burstable, slices.Options{}, nil, 0, slices.MinShares},
+		// Pod-level limits stand in for the container's own: memory 1Gi, shares from the cpu
+		// limit (no cpu request).
+		{"pod-level limits inherited", podLevel, slices.Options{}, nil, 1 << 30, 2048},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rc := ContainerResources(c.pod, &c.pod.Spec.Containers[0], c.opts)
+			if !reflect.DeepEqual(rc.Unified, c.wantUnified) {
+				t.Errorf("unified %v, want %v", rc.Unified, c.wantUnified)
+			}
+			if got := deref(rc.Memory); got != c.wantMem {
+				t.Errorf("memory %d, want %d", got, c.wantMem)
+			}
+			if got := deref(rc.CPUShares); got != c.wantShares {
+				t.Errorf("shares %d, want %d", got, c.wantShares)
+			}
+		})
+	}
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func TestContainerHugePageLimits(t *testing.T) {
+	host := []int64{2 << 20, 1 << 30}
+	limits := func(kv ...string) v1.ResourceRequirements {
+		r := v1.ResourceRequirements{Limits: v1.ResourceList{}}
+		for i := 0; i < len(kv); i += 2 {
+			r.Limits[v1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return r
+	}
+	podLevel := &v1.PodSpec{Resources: &v1.ResourceRequirements{Limits: v1.ResourceList{"hugepages-2Mi": resource.MustParse("8Mi"), v1.ResourceMemory: resource.MustParse("1Gi")}}}
+	cases := []struct {
+		name string
+		spec *v1.PodSpec
+		c    v1.ResourceRequirements
+		want map[int64]int64
+	}{
+		{"none: 0 for every host size", &v1.PodSpec{}, limits(), map[int64]int64{2 << 20: 0, 1 << 30: 0}},
+		{"the container's", &v1.PodSpec{}, limits("hugepages-2Mi", "4Mi"), map[int64]int64{2 << 20: 4 << 20, 1 << 30: 0}},
+		{"a size the host lacks is dropped", &v1.PodSpec{}, limits("hugepages-64Ki", "128Ki"), map[int64]int64{2 << 20: 0, 1 << 30: 0}},
+		{"pod-level when the container names none", podLevel, limits(), map[int64]int64{2 << 20: 8 << 20, 1 << 30: 0}},
+		{"the container's over pod-level", podLevel, limits("hugepages-2Mi", "2Mi"), map[int64]int64{2 << 20: 2 << 20, 1 << 30: 0}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pod := &v1.Pod{Spec: *c.spec}
+			got := ContainerHugePageLimits(pod, &v1.Container{Name: "a", Resources: c.c}, host)
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("limits %v, want %v", got, c.want)
 			}
 		})
 	}

@@ -4,7 +4,9 @@ import (
 	"reflect"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -168,5 +170,30 @@ func TestSecurityContextConfig(t *testing.T) {
 	}
 	if sc := cfg.Linux.SecurityContext; sc.Seccomp.GetProfileType() != runtimeapi.SecurityProfile_Unconfined || sc.Apparmor != nil || sc.RunAsUser != nil {
 		t.Errorf("plain %+v", sc)
+	}
+}
+
+// TestContainerConfigResources: the CRI resources a container gets, as kuberuntime computes them.
+func TestContainerConfigResources(t *testing.T) {
+	w, _ := newTestWorker(t, newFakeRT(), "")
+	w.opts.HostPageSizes = []int64{2 << 20, 1 << 30}
+	pod := testPod("u1", "", "main")
+	pod.Spec.Containers[0].Resources = v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m"), v1.ResourceMemory: resource.MustParse("1Gi"), "hugepages-2Mi": resource.MustParse("4Mi")},
+		Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("2Gi"), "hugepages-2Mi": resource.MustParse("4Mi")},
+	}
+	cfg, err := w.ContainerConfig(pod, &pod.Spec.Containers[0], 0, "img", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Linux.Resources
+	// Burstable, 1Gi of 8Gi: oom_score_adj 1000 - 1000/8 = 875. One hugetlb limit per host
+	// page size, ascending, 0 for the size the container does not ask for.
+	want := &runtimeapi.LinuxContainerResources{
+		CpuShares: 512, CpuQuota: 100000, CpuPeriod: 100000, MemoryLimitInBytes: 2 << 30, OomScoreAdj: 875,
+		HugepageLimits: []*runtimeapi.HugepageLimit{{PageSize: "2MB", Limit: 4 << 20}, {PageSize: "1GB", Limit: 0}},
+	}
+	if !proto.Equal(r, want) {
+		t.Errorf("resources\n%v\nwant\n%v", r, want)
 	}
 }
