@@ -69,6 +69,18 @@ func TestValidatePod(t *testing.T) {
 			withPodLevel(p, "2/1Gi,ephemeral-storage=1Gi", "1/1Gi")
 		}, []string{`spec.resources.requests.ephemeral-storage: Unsupported value: "ephemeral-storage"`,
 			`spec.resources.requests.cpu: Invalid value: "2": must be less than or equal to cpu limit of 1`}},
+		{"hugepages without cpu or memory (the API's rule)", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: rl("—/—,hugepages-2Mi=4Mi"), Limits: rl("—/—,hugepages-2Mi=4Mi")}
+		}, []string{`spec.containers[0].resources: Forbidden: HugePages require cpu or memory`}},
+		{"pod-level hugepages without cpu or memory", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources = v1.ResourceRequirements{}
+			withPodLevel(p, "—/—,hugepages-2Mi=4Mi", "—/—,hugepages-2Mi=4Mi")
+		}, []string{`spec.resources: Forbidden: HugePages require cpu or memory`}},
+		{"pod-level below the containers (the API's consistency rule)", func(p *v1.Pod) {
+			withPodLevel(p, "50m/50Mi", "100m/1Gi")
+		}, []string{`spec.resources.requests[cpu]: Invalid value: "50m": must be greater than or equal to aggregate container requests of 100m`,
+			`spec.resources.requests[memory]: Invalid value: "50Mi": must be greater than or equal to aggregate container requests of 100Mi`,
+			`spec.resources.containers[0][cpu].limits: Invalid value: "200m": must be less than or equal to pod limits of 100m`}},
 		{"empty pod-level resources", func(p *v1.Pod) { p.Spec.Resources = &v1.ResourceRequirements{} },
 			[]string{`spec.resources: Required value: set requests or limits`}},
 		{"bad qos class", func(p *v1.Pod) { p.Status.QOSClass = "Gold" }, []string{`status.qosClass: Unsupported value: "Gold"`}},

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	resourcehelper "k8s.io/component-helpers/resource"
 )
 
 // Validation bounds for pod manifests.
@@ -125,6 +126,8 @@ func ValidatePod(pod *v1.Pod) field.ErrorList {
 			}
 		}
 		errs = append(errs, validateRequirements(p, &supported)...)
+		errs = append(errs, validateHugePagesWith(p, r)...)
+		errs = append(errs, validatePodResourceConsistency(pod, p)...)
 	}
 	for _, name := range sortedNames(pod.Spec.Overhead) {
 		errs = append(errs, validateQuantity(spec.Child("overhead").Child(string(name)), name, pod.Spec.Overhead[name])...)
@@ -140,7 +143,60 @@ func ValidatePod(pod *v1.Pod) field.ErrorList {
 // runtime's business: the built-in systemd runtime runs host commands and refuses images, the
 // CRI runtime requires them.
 func validateContainer(p *field.Path, c *v1.Container) field.ErrorList {
-	return validateRequirements(p.Child("resources"), &c.Resources)
+	return append(validateRequirements(p.Child("resources"), &c.Resources), validateHugePagesWith(p.Child("resources"), &c.Resources)...)
+}
+
+// validateHugePagesWith is the API's rule for a resources block, a container's or the pod's
+// (ValidateResourceRequirements and validatePodResourceRequirements,
+// pkg/apis/core/validation/validation.go): hugepages come with cpu or memory.
+func validateHugePagesWith(p *field.Path, r *v1.ResourceRequirements) field.ErrorList {
+	hugepages, cpuOrMemory := false, false
+	for _, list := range []v1.ResourceList{r.Requests, r.Limits} {
+		for name := range list {
+			switch {
+			case strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix):
+				hugepages = true
+			case name == v1.ResourceCPU || name == v1.ResourceMemory:
+				cpuOrMemory = true
+			}
+		}
+	}
+	if hugepages && !cpuOrMemory {
+		return field.ErrorList{field.Forbidden(p, "HugePages require cpu or memory")}
+	}
+	return nil
+}
+
+// validatePodResourceConsistency is the API's rule for pod-level resources
+// (validatePodResourceConsistency, pkg/apis/core/validation/validation.go): a pod-level request
+// is at least the containers' aggregate request of that resource, a pod-level hugepages limit at
+// least their aggregate limit, and no container's limit above the pod-level limit.
+func validatePodResourceConsistency(pod *v1.Pod, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	r := pod.Spec.Resources
+	reqs := resourcehelper.AggregateContainerRequests(pod, resourcehelper.PodResourcesOptions{})
+	for _, name := range sortedNames(reqs) {
+		podReq, ok := r.Requests[name]
+		if agg := reqs[name]; ok && agg.Cmp(podReq) > 0 {
+			errs = append(errs, field.Invalid(p.Child("requests").Key(string(name)), podReq.String(), "must be greater than or equal to aggregate container requests of "+agg.String()))
+		}
+	}
+	lims := resourcehelper.AggregateContainerLimits(pod, resourcehelper.PodResourcesOptions{})
+	for _, name := range sortedNames(lims) {
+		podLim, ok := r.Limits[name]
+		if agg := lims[name]; ok && strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) && agg.Cmp(podLim) > 0 {
+			errs = append(errs, field.Invalid(p.Child("limits").Key(string(name)), podLim.String(), "must be greater than or equal to aggregate container limits of "+agg.String()))
+		}
+	}
+	for i, c := range pod.Spec.Containers {
+		for _, name := range sortedNames(c.Resources.Limits) {
+			podLim, ok := r.Limits[name]
+			if lim := c.Resources.Limits[name]; ok && lim.Cmp(podLim) > 0 {
+				errs = append(errs, field.Invalid(p.Child("containers").Index(i).Key(string(name)).Child("limits"), lim.String(), "must be less than or equal to pod limits of "+podLim.String()))
+			}
+		}
+	}
+	return errs
 }
 
 // validateRequirements checks requests and limits of one resources block.

@@ -6,14 +6,15 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 )
 
-// sliceletDecode is slicelet's manifest path: strict decode, namespace, UID, validation.
+// sliceletDecode is slicelet's manifest path (internal/manifest): bounds, strict decode, the API's defaults, namespace, UID, validation.
 func sliceletDecode(name string, data []byte) ([]*v1.Pod, error) {
-	return slices.ParsePodManifest(name, "/etc/slicelet/pods/"+name, data)
+	return manifest.Parse(name, "/etc/slicelet/pods/"+name, data)
 }
 
 // sliceletOptions are the slices.Options matching podConfigs.
