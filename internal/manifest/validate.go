@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	stdslices "slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -27,6 +28,9 @@ import (
 // What a runtime cannot run is the runtime's to say (its Validate).
 func Validate(pod *v1.Pod) field.ErrorList {
 	errs := apivalidation.ValidateObjectMeta(&pod.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	// Labels and annotations are maps: their problems come in map order. Sorted, the same
+	// manifest always gets the same message.
+	stdslices.SortStableFunc(errs, func(a, b *field.Error) int { return strings.Compare(a.Error(), b.Error()) })
 	errs = append(errs, podfields.Refusals(pod)...)
 	for _, e := range slices.ValidatePod(pod) {
 		if e.Field == "metadata.name" || e.Field == "metadata.namespace" {
