@@ -148,18 +148,24 @@ See also: slicectl(1), slicelet.toml(5), systemctl(1), journalctl(1), systemd.re
   journalctl -u slicelet
   slicelet --config /etc/slicelet/config.toml --log-format text
   slicelet --version`,
-		Version:       buildinfo.Get().Version,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if v, _ := cmd.Flags().GetBool("version"); v {
+				_, err := fmt.Fprint(cmd.OutOrStdout(), versionText(buildinfo.Get()))
+				return err
+			}
 			if len(args) > 0 {
 				return usageErr("unknown command %q for %q%s", args[0], "slicelet", suggest(cmd, args[0]))
 			}
 			return runE(cmd, args)
 		},
 	}
-	root.SetVersionTemplate(versionText(buildinfo.Get()))
+	// --version by hand, not cobra's Version with a version template: a template makes the
+	// linker keep every exported method of the binary (text/template calls methods by name),
+	// about 8 MB more of slicelet to map.
+	root.Flags().BoolP("version", "v", false, "version for slicelet")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageErr("%s: %v", cmd.CommandPath(), err)
 	})
