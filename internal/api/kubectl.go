@@ -215,13 +215,11 @@ func (s *Server) watchPods(w http.ResponseWriter, r *http.Request, sel podSelect
 		}
 		timeout = min(time.Duration(n)*time.Second, maxWatchTimeout)
 	}
-	select {
-	case s.kube.watches <- struct{}{}:
-		defer func() { <-s.kube.watches }()
-	default:
-		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many watches: %d are open", MaxWatches), nil)
+	release, ok := s.watchSlot(w)
+	if !ok {
 		return
 	}
+	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	rc := http.NewResponseController(w)
@@ -529,13 +527,11 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		since = n
 	}
-	select {
-	case s.kube.watches <- struct{}{}:
-		defer func() { <-s.kube.watches }()
-	default:
-		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many watches: %d are open", MaxWatches), nil)
+	release, ok := s.watchSlot(w)
+	if !ok {
 		return
 	}
+	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), maxWatchTimeout)
 	defer cancel()
 	rc := http.NewResponseController(w)
@@ -638,4 +634,16 @@ func (c *Client) DeletePodGrace(ctx context.Context, namespace, name string, gra
 		return err
 	}
 	return resp.Body.Close()
+}
+
+// watchSlot takes one of the MaxWatches watch slots, answering 429 when every one is taken;
+// release gives it back.
+func (s *Server) watchSlot(w http.ResponseWriter) (release func(), ok bool) {
+	select {
+	case s.kube.watches <- struct{}{}:
+		return func() { <-s.kube.watches }, true
+	default:
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("too many watches: %d are open", MaxWatches), nil)
+		return nil, false
+	}
 }
