@@ -82,11 +82,11 @@ func TestChaos(t *testing.T) {
 	evicted := map[string]string{}   // writer pods seen Failed/Evicted with no running unit: UID
 	evictedKills := map[string]int{} // kills each evicted pod went through after its eviction
 	runningAgain := 0                // an evicted pod seen running, or not Failed/Evicted, later
-	evictionsWaited := 0             // writers waited for (not evicted within 5 rounds)
+	evictionsWaited := 0             // writers waited for (not evicted within writerRounds)
 	var waitedFor time.Duration      // the time those waits took (no kills meanwhile)
 	// checkEvictions moves writers that were evicted (Failed/Evicted through the API, no
-	// running container unit) to evicted, polling (bounded) for those applied at least 5 rounds
-	// ago, and counts an evicted pod that runs again or is no longer Failed/Evicted.
+	// running container unit) to evicted, polling (bounded) for those applied writerRounds
+	// ago or more, and counts an evicted pod that runs again or is no longer Failed/Evicted.
 	checkEvictions := func(round int) {
 		for name, applied := range writers {
 			start := time.Now()
@@ -98,7 +98,7 @@ func TestChaos(t *testing.T) {
 					delete(writers, name)
 					break
 				}
-				if round-applied < 5 {
+				if round-applied < writerRounds {
 					break // not due yet
 				}
 				if tries == 0 {
@@ -111,7 +111,7 @@ func TestChaos(t *testing.T) {
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
-			if round-applied >= 5 {
+			if round-applied >= writerRounds {
 				waitedFor += time.Since(start)
 			}
 		}
@@ -264,7 +264,7 @@ func TestChaos(t *testing.T) {
 		checkEvictions(round)
 	}
 	for name, applied := range writers {
-		writers[name] = applied - 5 // the end: wait for every writer
+		writers[name] = applied - writerRounds // the end: wait for every writer
 	}
 	checkEvictions(kills)
 	killsAfter := 0
@@ -358,6 +358,10 @@ func writerManifest(name string) []byte {
 		"    volumeMounts: [{name: scratch, mountPath: /mnt}]\n" +
 		"    resources: {limits: {ephemeral-storage: 100Ki}}\n")
 }
+
+// writerRounds is how many rounds of kills a writer pod has to be evicted before the test
+// waits for it with no kill.
+const writerRounds = 15
 
 // fillDisk writes path until its filesystem is full.
 func fillDisk(t *testing.T, path string) {
