@@ -78,12 +78,13 @@ func TestChaos(t *testing.T) {
 	fullRounds, fullRefused := 0, 0
 	nextAPI, nextFile := 0, 0
 	apiOps, fileOps := 0, 0
-	writers := map[string]int{}      // writer pods applied and not evicted yet: the round applied
-	evicted := map[string]string{}   // writer pods seen Failed/Evicted with no running unit: UID
-	evictedKills := map[string]int{} // kills each evicted pod went through after its eviction
-	runningAgain := 0                // an evicted pod seen running, or not Failed/Evicted, later
-	evictionsWaited := 0             // writers waited for (not evicted within writerRounds)
-	var waitedFor time.Duration      // the time those waits took (no kills meanwhile)
+	writers := map[string]int{}       // writer pods applied and not evicted yet: the round applied
+	evicted := map[string]string{}    // writer pods seen Failed/Evicted with no running unit: UID
+	evictedKills := map[string]int{}  // kills each evicted pod went through after its eviction
+	runningAgain := map[string]bool{} // evicted pods seen running, or not Failed/Evicted, later
+	evictionsWaited := 0              // writers waited for (not evicted within writerRounds)
+	var waitedFor time.Duration       // the time those waits took (no kills meanwhile)
+	minEvictions := min(5, kills)     // writers are added in the last rounds to reach it
 	// checkEvictions moves writers that were evicted (Failed/Evicted through the API, no
 	// running container unit) to evicted, polling (bounded) for those applied writerRounds
 	// ago or more, and counts an evicted pod that runs again or is no longer Failed/Evicted.
@@ -118,7 +119,7 @@ func TestChaos(t *testing.T) {
 		for name, uid := range evicted {
 			p, err := client.GetPod(ctx, "default", name)
 			if err != nil || p.Status.Phase != v1.PodFailed || p.Status.Reason != "Evicted" || runningUnits(t, d.sd, uid) != 0 {
-				runningAgain++
+				runningAgain[name] = true
 				t.Errorf("round %d: evicted pod %s: %s/%s %v, running units %d", round, name, p.Status.Phase, p.Status.Reason, err, runningUnits(t, d.sd, uid))
 			}
 		}
@@ -180,7 +181,7 @@ func TestChaos(t *testing.T) {
 			}
 			fileOps++
 		}
-		if rng.IntN(10) == 0 || (round == kills-1 && len(writers)+len(evicted) < 5) {
+		if rng.IntN(10) == 0 || kills-round <= minEvictions-len(writers)-len(evicted) {
 			// A pod over its ephemeral-storage limit, applied before the kill: its eviction
 			// happens at some point of the following rounds, before or after a kill, or is
 			// interrupted by one.
@@ -336,14 +337,14 @@ func TestChaos(t *testing.T) {
 			}
 		}
 		report = fmt.Sprintf("%d kills in %v; %d API operations (%d in doubt at the end), %d file operations, %d pods at the end (%d API, %d files); %d records truncated, %d held and listed, %d held pods kept running; %d restarts on a full state disk, %d applies refused 507; %d evictions (%d writers waited for %v, %d restarts of evicted pods), evicted pods running again %d; leaked units %d, duplicated units %d, lost API pods %d, wrongly destroyed pods %d",
-			kills, time.Since(began).Round(time.Second), apiOps, len(doubt), fileOps, len(want), len(apiPods), len(files), corrupted, held, heldKept, fullRounds, fullRefused, len(evicted), evictionsWaited, waitedFor.Round(100*time.Millisecond), killsAfter, runningAgain, leaked, duplicated, lost, wrongly)
+			kills, time.Since(began).Round(time.Second), apiOps, len(doubt), fileOps, len(want), len(apiPods), len(files), corrupted, held, heldKept, fullRounds, fullRefused, len(evicted), evictionsWaited, waitedFor.Round(100*time.Millisecond), killsAfter, len(runningAgain), leaked, duplicated, lost, wrongly)
 		if leaked+duplicated+lost+wrongly == 0 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Log("chaos: " + report)
-	if leaked+duplicated+lost+wrongly+runningAgain != 0 || heldKept != corrupted || len(evicted) < min(5, kills/10) {
+	if leaked+duplicated+lost+wrongly+len(runningAgain) != 0 || heldKept != corrupted || len(evicted) < minEvictions {
 		t.Errorf("chaos: %s", report)
 	}
 }
