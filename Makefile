@@ -66,7 +66,8 @@ fuzz:
 	done
 
 # make chaos: SIGKILLs of slicelet at random points during churn of 100 pods, with record
-# corruption, in the systemd sandbox (internal/agent TestChaos); reports leaked and duplicated
+# corruption and ephemeral-storage evictions, in the systemd sandbox (internal/agent TestChaos);
+# reports evicted pods running again, leaked and duplicated
 # units, lost API pods and wrongly destroyed pods (docs/reliability.md). Not part of make test.
 CHAOS_KILLS ?= 100
 chaos:

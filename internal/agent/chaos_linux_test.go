@@ -28,7 +28,11 @@ const chaosEnv = "SLICELET_CHAOS"
 // TestChaos: SLICELET_CHAOS_KILLS (100) SIGKILLs of slicelet at random points while 100 pods
 // churn (API applies and deletes, manifest files written and removed), with an API record
 // truncated while slicelet is down every tenth round (its pod must keep running, held, until a
-// delete resolves it). Afterwards it counts, and reports, leaked units (of no wanted pod),
+// delete resolves it). At about one round in ten a pod that writes past its ephemeral-storage
+// limit is applied and evicted (pkg/kubelet/eviction's localStorageEviction) somewhere among the
+// kills; after every restart and at the end each evicted pod must still be Failed/Evicted
+// through the API with no running container unit (its eviction record is durable).
+// Afterwards it counts, and reports, leaked units (of no wanted pod),
 // duplicated units (two slices or running containers of one pod), lost API pods (applied,
 // acknowledged, never deleted, and gone) and wrongly destroyed pods (wanted, or held, and not
 // running); all must be 0. Applies and deletes that a kill interrupted are in doubt: either
@@ -41,7 +45,10 @@ func TestChaos(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("SLICELET_CHAOS_KILLS")); err == nil && n > 0 {
 		kills = n
 	}
-	d := newDaemonEnv(t, "[node]\nmax_pods = 250")
+	// The storage loop measures every second, so a writer is evicted within a few rounds. Only
+	// the memory threshold is kept (a replacing hard map): the default nodefs.* thresholds would
+	// evict pods for DiskPressure in the rounds that fill the 16 MiB state tmpfs on purpose.
+	d := newDaemonEnv(t, "[node]\nmax_pods = 250\n[eviction]\nmonitoring_interval = \"1s\"\n[eviction.hard]\n\"memory.available\" = \"100Mi\"")
 	ctx := t.Context()
 	// The state directory is a small tmpfs, so that it can be filled (a full disk).
 	stateDir := filepath.Join(d.dir, "state")
@@ -71,6 +78,52 @@ func TestChaos(t *testing.T) {
 	fullRounds, fullRefused := 0, 0
 	nextAPI, nextFile := 0, 0
 	apiOps, fileOps := 0, 0
+	writers := map[string]int{}       // writer pods applied and not evicted yet: the round applied
+	evicted := map[string]string{}    // writer pods seen Failed/Evicted with no running unit: UID
+	evictedKills := map[string]int{}  // kills each evicted pod went through after its eviction
+	runningAgain := map[string]bool{} // evicted pods seen running, or not Failed/Evicted, later
+	evictionsWaited := 0              // writers waited for (not evicted within writerRounds)
+	var waitedFor time.Duration       // the time those waits took (no kills meanwhile)
+	minEvictions := min(5, kills)     // writers are added in the last rounds to reach it
+	// checkEvictions moves writers that were evicted (Failed/Evicted through the API, no
+	// running container unit) to evicted, polling (bounded) for those applied writerRounds
+	// ago or more, and counts an evicted pod that runs again or is no longer Failed/Evicted.
+	checkEvictions := func(round int) {
+		for name, applied := range writers {
+			start := time.Now()
+			deadline := start.Add(time.Minute)
+			for tries := 0; ; tries++ {
+				p, err := client.GetPod(ctx, "default", name)
+				if err == nil && p.Status.Phase == v1.PodFailed && p.Status.Reason == "Evicted" && runningUnits(t, d.sd, string(p.UID)) == 0 {
+					evicted[name] = string(p.UID)
+					delete(writers, name)
+					break
+				}
+				if round-applied < writerRounds {
+					break // not due yet
+				}
+				if tries == 0 {
+					evictionsWaited++
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("round %d: writer %s applied at round %d not evicted: %s/%s %v", round, name, applied, p.Status.Phase, p.Status.Reason, err)
+					delete(writers, name)
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if round-applied >= writerRounds {
+				waitedFor += time.Since(start)
+			}
+		}
+		for name, uid := range evicted {
+			p, err := client.GetPod(ctx, "default", name)
+			if err != nil || p.Status.Phase != v1.PodFailed || p.Status.Reason != "Evicted" || runningUnits(t, d.sd, uid) != 0 {
+				runningAgain[name] = true
+				t.Errorf("round %d: evicted pod %s: %s/%s %v, running units %d", round, name, p.Status.Phase, p.Status.Reason, err, runningUnits(t, d.sd, uid))
+			}
+		}
+	}
 
 	for round := range kills {
 		// Churn: keep about 60 API pods and 40 file pods in play.
@@ -127,6 +180,19 @@ func TestChaos(t *testing.T) {
 				}
 			}
 			fileOps++
+		}
+		if rng.IntN(10) == 0 || kills-round <= minEvictions-len(writers)-len(evicted) {
+			// A pod over its ephemeral-storage limit, applied before the kill: its eviction
+			// happens at some point of the following rounds, before or after a kill, or is
+			// interrupted by one.
+			name := fmt.Sprintf("evict-%03d", round)
+			opCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if _, err := client.ApplyPod(opCtx, writerManifest(name)); err != nil {
+				t.Errorf("round %d: apply of writer %s: %v", round, name, err)
+			} else {
+				writers[name] = round
+			}
+			cancel()
 		}
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 		if err := d.sd.Kill(ctx, unit, syscall.SIGKILL, units.KillMain); err != nil {
@@ -193,6 +259,18 @@ func TestChaos(t *testing.T) {
 			}
 			delete(apiPods, victim)
 		}
+		for name := range evicted {
+			evictedKills[name]++
+		}
+		checkEvictions(round)
+	}
+	for name, applied := range writers {
+		writers[name] = applied - writerRounds // the end: wait for every writer
+	}
+	checkEvictions(kills)
+	killsAfter := 0
+	for _, n := range evictedKills {
+		killsAfter += n
 	}
 
 	// The final state: what the API lists (API pods) and the manifest files (file pods).
@@ -218,6 +296,11 @@ func TestChaos(t *testing.T) {
 				continue
 			}
 			want[string(p.UID)] = name
+		}
+		for name := range evicted {
+			if _, ok := listed[name]; !ok {
+				lost++ // evicted pods stay listed, Failed, until deleted
+			}
 		}
 		for name := range doubt {
 			if p, ok := listed[name]; ok {
@@ -253,18 +336,33 @@ func TestChaos(t *testing.T) {
 				wrongly++
 			}
 		}
-		report = fmt.Sprintf("%d kills in %v; %d API operations (%d in doubt at the end), %d file operations, %d pods at the end (%d API, %d files); %d records truncated, %d held and listed, %d held pods kept running; %d restarts on a full state disk, %d applies refused 507; leaked units %d, duplicated units %d, lost API pods %d, wrongly destroyed pods %d",
-			kills, time.Since(began).Round(time.Second), apiOps, len(doubt), fileOps, len(want), len(apiPods), len(files), corrupted, held, heldKept, fullRounds, fullRefused, leaked, duplicated, lost, wrongly)
+		report = fmt.Sprintf("%d kills in %v; %d API operations (%d in doubt at the end), %d file operations, %d pods at the end (%d API, %d files); %d records truncated, %d held and listed, %d held pods kept running; %d restarts on a full state disk, %d applies refused 507; %d evictions (%d writers waited for %v, %d restarts of evicted pods), evicted pods running again %d; leaked units %d, duplicated units %d, lost API pods %d, wrongly destroyed pods %d",
+			kills, time.Since(began).Round(time.Second), apiOps, len(doubt), fileOps, len(want), len(apiPods), len(files), corrupted, held, heldKept, fullRounds, fullRefused, len(evicted), evictionsWaited, waitedFor.Round(100*time.Millisecond), killsAfter, len(runningAgain), leaked, duplicated, lost, wrongly)
 		if leaked+duplicated+lost+wrongly == 0 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Log("chaos: " + report)
-	if leaked+duplicated+lost+wrongly != 0 || heldKept != corrupted {
+	if leaked+duplicated+lost+wrongly+len(runningAgain) != 0 || heldKept != corrupted || len(evicted) < minEvictions {
 		t.Errorf("chaos: %s", report)
 	}
 }
+
+// writerManifest is a pod that writes 512 KiB into an emptyDir, over its container's 100 KiB
+// ephemeral-storage limit, and then sleeps: the eviction manager evicts it (the pod's
+// ephemeral storage above its limit). The write is retried while the state disk is full.
+func writerManifest(name string) []byte {
+	return []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: " + name + "}\nspec:\n  terminationGracePeriodSeconds: 1\n" +
+		"  volumes: [{name: scratch, emptyDir: {}}]\n  containers:\n  - name: c\n" +
+		"    command: [/bin/sh, -c, 'while ! head -c 524288 /dev/zero > /mnt/f; do sleep 0.2; done; exec sleep infinity']\n" +
+		"    volumeMounts: [{name: scratch, mountPath: /mnt}]\n" +
+		"    resources: {limits: {ephemeral-storage: 100Ki}}\n")
+}
+
+// writerRounds is how many rounds of kills a writer pod has to be evicted before the test
+// waits for it with no kill.
+const writerRounds = 15
 
 // fillDisk writes path until its filesystem is full.
 func fillDisk(t *testing.T, path string) {
