@@ -148,7 +148,7 @@ func main() {
 			}
 			shrunkKinds[kind] = true
 			shrunk++
-			path, err := r.shrink(in, diffs[i][0].field, *regressions)
+			path, err := r.shrink(in, diffs[i][0], *regressions)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "oracle: shrink:", err)
 				os.Exit(2)
@@ -477,9 +477,18 @@ func fieldKind(field string) string {
 	return containerName.ReplaceAllString(field, "[]")
 }
 
-// shrink reduces a generated pod to a minimal manifest that still differs on field and
-// writes it to dir as regression-<hash>.yaml.
-func (r *runner) shrink(in input, field, dir string) (string, error) {
+// shrink reduces a generated pod to a minimal manifest that still differs as want does (the same
+// field, for "accepted" the same side accepting, never a deliberate divergence: a pod shrunk to
+// another reason, say a container without its image, would be no regression case) and writes
+// it to dir as regression-<hash>.yaml.
+func (r *runner) shrink(in input, want difference, dir string) (string, error) {
+	field := want.field
+	sameKind := func(d difference) bool {
+		if d.field != field || deliberateDivergence(d) != "" {
+			return false
+		}
+		return d.field != "accepted" || strings.HasPrefix(d.slicelet, "yes") == strings.HasPrefix(want.slicelet, "yes")
+	}
 	var runErr error
 	fails := func(cands []podgen.Manifest) int {
 		if runErr != nil {
@@ -501,7 +510,7 @@ func (r *runner) shrink(in input, field, dir string) (string, error) {
 		}
 		for i, ds := range diffs {
 			for _, d := range ds {
-				if d.field == field {
+				if sameKind(d) {
 					return i
 				}
 			}
