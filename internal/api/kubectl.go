@@ -197,14 +197,9 @@ type PodNotifier interface {
 // timeoutSeconds ends it (at most an hour).
 func (s *Server) watchPods(w http.ResponseWriter, r *http.Request, sel podSelector) {
 	q := r.URL.Query()
-	var since uint64
-	if v := q.Get("resourceVersion"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("query parameter resourceVersion=%q: want a number", v), nil)
-			return
-		}
-		since = n
+	since, ok := resourceVersion(w, q)
+	if !ok {
+		return
 	}
 	timeout := maxWatchTimeout
 	if v := q.Get("timeoutSeconds"); v != "" {
@@ -518,14 +513,9 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 			ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatUint(rv, 10)}, Items: filter(list)})
 		return
 	}
-	var since uint64
-	if v := q.Get("resourceVersion"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("query parameter resourceVersion=%q: want a number", v), nil)
-			return
-		}
-		since = n
+	since, ok := resourceVersion(w, q)
+	if !ok {
+		return
 	}
 	release, ok := s.watchSlot(w)
 	if !ok {
@@ -634,6 +624,21 @@ func (c *Client) DeletePodGrace(ctx context.Context, namespace, name string, gra
 		return err
 	}
 	return resp.Body.Close()
+}
+
+// resourceVersion is the request's resourceVersion query parameter (0 when absent); a value
+// that is not a number is answered 400.
+func resourceVersion(w http.ResponseWriter, q url.Values) (uint64, bool) {
+	v := q.Get("resourceVersion")
+	if v == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("query parameter resourceVersion=%q: want a number", v), nil)
+		return 0, false
+	}
+	return n, true
 }
 
 // watchSlot takes one of the MaxWatches watch slots, answering 429 when every one is taken;
