@@ -181,7 +181,8 @@ func validateKey(p *field.Path, k string) field.ErrorList {
 }
 
 // parseFile parses a manifest that may hold ConfigMaps and Secrets besides pods: the objects
-// are split off (splitObjects), the rest is parseManifest's; a file of objects only has no pods.
+// are split off (splitObjects, which bounds the whole input), the rest is parsed as
+// parseManifest parses, without measuring its bounds again; a file of objects only has no pods.
 func parseFile(name, source string, data []byte) ([]*v1.Pod, parsedObjects, error) {
 	rest, objs, err := splitObjects(name, data)
 	if err != nil {
@@ -190,7 +191,7 @@ func parseFile(name, source string, data []byte) ([]*v1.Pod, parsedObjects, erro
 	if !objs.empty() && !hasDocuments(rest) {
 		return nil, objs, nil
 	}
-	list, err := parseManifest(name, source, rest)
+	list, err := manifest.ParseBounded(name, source, rest)
 	if err != nil {
 		return nil, parsedObjects{}, err
 	}
