@@ -144,3 +144,20 @@ oracle-diff: oracle-build
 oracle-bench: oracle-build
 	$(ORACLE) -corpus '$(CORPUS)' -n 100000 -seed $(SEED) -bench docs/oracle.md >build/oracle-bench.log; \
 	  rc=$$?; tail -n 1 build/oracle-bench.log; exit $$rc
+
+# make peer-build: the real Kubernetes components slicelet is compared with, built from the Go
+# module proxy by hack/peer (its own module; its go.mod lists them as tools): kubelet,
+# kube-apiserver, kube-scheduler, kube-controller-manager (v1.37.2) and etcd (server v3.7.0),
+# cached under build/peer/<version> (the first build downloads and compiles for minutes; a
+# rebuild from the Go build cache takes seconds). docs/peer.md.
+PEER_VERSION ?= v1.37.2
+PEER_DIR     ?= build/peer/$(PEER_VERSION)
+PEER_TOOLS   := k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-apiserver \
+	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager \
+	go.etcd.io/etcd/server/v3
+.PHONY: peer-build
+peer-build:
+	@mkdir -p $(PEER_DIR)
+	cd hack/peer && $(GO) build -trimpath -o $(abspath $(PEER_DIR))/ $(PEER_TOOLS)
+	@[ -x $(PEER_DIR)/v3 ] && mv -f $(PEER_DIR)/v3 $(PEER_DIR)/etcd || true
+	@ls $(PEER_DIR)
