@@ -159,5 +159,5 @@ PEER_TOOLS   := k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-apiserv
 peer-build:
 	@mkdir -p $(PEER_DIR)
 	cd hack/peer && $(GO) build -trimpath -o $(abspath $(PEER_DIR))/ $(PEER_TOOLS)
-	@[ -x $(PEER_DIR)/v3 ] && mv -f $(PEER_DIR)/v3 $(PEER_DIR)/etcd || true
+	@mv -f $(PEER_DIR)/server $(PEER_DIR)/etcd  # go build names it after the module path's last element
 	@ls $(PEER_DIR)
