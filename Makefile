@@ -152,12 +152,18 @@ oracle-bench: oracle-build
 # rebuild from the Go build cache takes seconds). docs/peer.md.
 PEER_VERSION ?= v1.37.2
 PEER_DIR     ?= build/peer/$(PEER_VERSION)
+# The version the components report (kubelet --version, the API server's /version, nodeInfo), as
+# Kubernetes' own build stamps it (hack/lib/version.sh): a go build leaves v0.0.0-master.
+PEER_MAJOR   := $(patsubst v%,%,$(word 1,$(subst ., ,$(PEER_VERSION))))
+PEER_MINOR   := $(word 2,$(subst ., ,$(PEER_VERSION)))
+PEER_LDFLAGS := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	-X $(p).gitVersion=$(PEER_VERSION) -X $(p).gitMajor=$(PEER_MAJOR) -X $(p).gitMinor=$(PEER_MINOR) -X $(p).gitTreeState=clean)
 PEER_TOOLS   := k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-apiserver \
 	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager \
 	go.etcd.io/etcd/server/v3
 .PHONY: peer-build
 peer-build:
 	@mkdir -p $(PEER_DIR)
-	cd hack/peer && $(GO) build -trimpath -o $(abspath $(PEER_DIR))/ $(PEER_TOOLS)
+	cd hack/peer && $(GO) build -trimpath -ldflags '$(PEER_LDFLAGS)' -o $(abspath $(PEER_DIR))/ $(PEER_TOOLS)
 	@mv -f $(PEER_DIR)/server $(PEER_DIR)/etcd  # go build names it after the module path's last element
 	@ls $(PEER_DIR)
