@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
@@ -12,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -56,9 +56,9 @@ type Clients struct {
 	Leases func(namespace string) LeaseClient
 }
 
-// NewClients builds the clients from a kubeconfig file. It uses client-go's generic typed
-// client (gentype, what the generated clientset is made of) over a scheme holding only the
-// groups the node speaks (core/v1, coordination.k8s.io/v1): the generated clientset's scheme
+// NewClients builds the clients from a kubeconfig file: client-go's REST client (what the
+// generated typed clients are made of) over a scheme holding only the groups the node speaks
+// (core/v1, coordination.k8s.io/v1). The generated clientset's scheme
 // (k8s.io/client-go/kubernetes/scheme) registers every API group at init, a cost stand-alone
 // mode would pay too.
 func NewClients(kubeconfig string) (Clients, error) {
@@ -96,15 +96,89 @@ func NewClients(kubeconfig string) (Clients, error) {
 		return Clients{}, err
 	}
 	return Clients{
-		Nodes: gentype.NewClientWithList[*v1.Node, *v1.NodeList]("nodes", core, params, "",
-			func() *v1.Node { return &v1.Node{} }, func() *v1.NodeList { return &v1.NodeList{} }),
+		Nodes: &typed[*v1.Node, *v1.NodeList]{rest: core, params: params, resource: "nodes", obj: func() *v1.Node { return &v1.Node{} }},
 		Pods: func(ns string) PodClient {
-			return gentype.NewClientWithList[*v1.Pod, *v1.PodList]("pods", core, params, ns,
-				func() *v1.Pod { return &v1.Pod{} }, func() *v1.PodList { return &v1.PodList{} })
+			return &typed[*v1.Pod, *v1.PodList]{rest: core, params: params, resource: "pods", ns: ns, obj: func() *v1.Pod { return &v1.Pod{} }, list: func() *v1.PodList { return &v1.PodList{} }}
 		},
 		Leases: func(ns string) LeaseClient {
-			return gentype.NewClientWithList[*coordinationv1.Lease, *coordinationv1.LeaseList]("leases", coord, params, ns,
-				func() *coordinationv1.Lease { return &coordinationv1.Lease{} }, func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} })
+			return &typed[*coordinationv1.Lease, *coordinationv1.LeaseList]{rest: coord, params: params, resource: "leases", ns: ns, obj: func() *coordinationv1.Lease { return &coordinationv1.Lease{} }}
 		},
 	}, nil
+}
+
+// typed is one resource's client on client-go's REST client: the request each method of a
+// generated typed client makes (k8s.io/client-go/gentype, type.go), without gentype itself,
+// which links client-go's fake machinery (k8s.io/client-go/testing, managed fields,
+// structured-merge-diff) into the daemon.
+type typed[T runtime.Object, L runtime.Object] struct {
+	rest     rest.Interface
+	params   runtime.ParameterCodec
+	resource string
+	ns       string
+	obj      func() T
+	list     func() L
+}
+
+// Get is GET on the object.
+func (c *typed[T, L]) Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error) {
+	out := c.obj()
+	err := c.rest.Get().NamespaceIfScoped(c.ns, c.ns != "").Resource(c.resource).Name(name).
+		VersionedParams(&opts, c.params).Do(ctx).Into(out)
+	return out, err
+}
+
+// List is GET on the collection.
+func (c *typed[T, L]) List(ctx context.Context, opts metav1.ListOptions) (L, error) {
+	out := c.list()
+	err := c.rest.Get().NamespaceIfScoped(c.ns, c.ns != "").Resource(c.resource).
+		VersionedParams(&opts, c.params).Timeout(timeout(opts)).Do(ctx).Into(out)
+	return out, err
+}
+
+// Watch is a watch of the collection.
+func (c *typed[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return c.rest.Get().NamespaceIfScoped(c.ns, c.ns != "").Resource(c.resource).
+		VersionedParams(&opts, c.params).Timeout(timeout(opts)).Watch(ctx)
+}
+
+// Create is POST of the object.
+func (c *typed[T, L]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
+	out := c.obj()
+	err := c.rest.Post().NamespaceIfScoped(c.ns, c.ns != "").Resource(c.resource).
+		VersionedParams(&opts, c.params).Body(obj).Do(ctx).Into(out)
+	return out, err
+}
+
+// Update is PUT of the object.
+func (c *typed[T, L]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	out := c.obj()
+	name := ""
+	if m, ok := any(obj).(metav1.Object); ok {
+		name = m.GetName()
+	}
+	err := c.rest.Put().NamespaceIfScoped(c.ns, c.ns != "").Resource(c.resource).Name(name).
+		VersionedParams(&opts, c.params).Body(obj).Do(ctx).Into(out)
+	return out, err
+}
+
+// Patch is PATCH of the object or one of its subresources.
+func (c *typed[T, L]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
+	out := c.obj()
+	err := c.rest.Patch(pt).NamespaceIfScoped(c.ns, c.ns != "").Resource(c.resource).Name(name).SubResource(subresources...).
+		VersionedParams(&opts, c.params).Body(data).Do(ctx).Into(out)
+	return out, err
+}
+
+// Delete is DELETE of the object.
+func (c *typed[T, L]) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	return c.rest.Delete().NamespaceIfScoped(c.ns, c.ns != "").Resource(c.resource).Name(name).Body(&opts).Do(ctx).Error()
+}
+
+// timeout is a list or watch's timeoutSeconds as a duration (0: none).
+func timeout(opts metav1.ListOptions) time.Duration {
+	if opts.TimeoutSeconds == nil {
+		return 0
+	}
+	return time.Duration(*opts.TimeoutSeconds) * time.Second
 }
