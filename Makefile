@@ -161,3 +161,11 @@ peer-build:
 	cd hack/peer && $(GO) build -trimpath -o $(abspath $(PEER_DIR))/ $(PEER_TOOLS)
 	@[ -x $(PEER_DIR)/v3 ] && mv -f $(PEER_DIR)/v3 $(PEER_DIR)/etcd || true
 	@ls $(PEER_DIR)
+
+# make peer-controlplane-test: the local control plane (hack/peer/controlplane: etcd,
+# kube-apiserver with the Node authorizer and NodeRestriction, kube-scheduler,
+# kube-controller-manager, on 127.0.0.1 inside the systemd sandbox) started from $(PEER_DIR);
+# skips without the binaries, fails then with CI=true PEER_REQUIRED=1. docs/peer.md.
+.PHONY: peer-controlplane-test
+peer-controlplane-test:
+	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) $(GO) test -count=1 -v ./controlplane/
