@@ -169,3 +169,11 @@ peer-build:
 .PHONY: peer-controlplane-test
 peer-controlplane-test:
 	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) $(GO) test -count=1 -v ./controlplane/
+
+# make peer-cluster-test: cluster mode against that control plane (hack/peer/clustertest): a
+# slicelet node (CRI on a private containerd, system:node credentials) registers and turns
+# Ready, runs a pod the scheduler binds to it, deletes it gracefully, mirrors a manifest pod.
+# Skips without the binaries, fails then with CI=true PEER_REQUIRED=1.
+.PHONY: peer-cluster-test
+peer-cluster-test: build
+	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet $(GO) test -count=1 -v ./clustertest/

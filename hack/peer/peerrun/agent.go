@@ -61,6 +61,8 @@ type AgentOptions struct {
 	ManifestDir string
 	// Config is the node configuration; DefaultNodeConfig when zero.
 	Config NodeConfig
+	// SliceletTOML is appended to slicelet's configuration (e.g. a [cluster] table).
+	SliceletTOML string
 }
 
 // Agent is one running agent.
@@ -96,7 +98,7 @@ func (n *Node) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
 			"--cert-dir=" + filepath.Join(a.Dir, "pki"), "--hostname-override=" + NodeName,
 			"--node-ip=127.0.0.1", "--v=2"}
 	case Slicelet:
-		text = sliceletConfig(o.Config, o.ManifestDir, n.Containerd.Endpoint, n.Containerd.SandboxImage, a.Dir)
+		text = sliceletConfig(o.Config, o.ManifestDir, n.Containerd.Endpoint, n.Containerd.SandboxImage, a.Dir) + o.SliceletTOML
 		cfgPath += ".toml"
 		argv = []string{o.Binary, "run", "--config", cfgPath}
 	default:
