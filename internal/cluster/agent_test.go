@@ -457,3 +457,33 @@ func TestSyncPodsMirrorPods(t *testing.T) {
 		t.Errorf("the mirror pod outlived its manifest: %v", err)
 	}
 }
+
+// TestSyncPodsNoStatusBeforeAdoption: after a restart of slicelet, the controller shows a pod
+// that kept running Pending until its first relist; nothing of that reaches the API.
+func TestSyncPodsNoStatusBeforeAdoption(t *testing.T) {
+	web := apiPod("web", func(p *v1.Pod) { p.Status.Phase = v1.PodRunning })
+	f := newFixture(t, web)
+	ctx := context.Background()
+	f.ctrl.adopted = make(chan struct{})
+	lp := *web.DeepCopy()
+	lp.Status = v1.PodStatus{Phase: v1.PodPending}
+	f.ctrl.pods = []v1.Pod{lp}
+	if err := f.agent.SyncPods(ctx, listPods(t, f.cs)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.actions("patch", "pods", "status")); n != 0 {
+		t.Fatalf("%d status patches before the adoption, want 0", n)
+	}
+	if len(f.ctrl.snapshots) != 1 {
+		t.Errorf("the snapshot waits for nothing: %d sent", len(f.ctrl.snapshots))
+	}
+	close(f.ctrl.adopted)
+	f.ctrl.pods = []v1.Pod{running(web)}
+	if err := f.agent.SyncPods(ctx, listPods(t, f.cs)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := f.cs.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+	if got.Status.Phase != v1.PodRunning || len(got.Status.ContainerStatuses) != 1 {
+		t.Errorf("status after the adoption %+v", got.Status)
+	}
+}

@@ -58,6 +58,10 @@ const (
 	// 100 ms, doubling, at most 7 s).
 	minBackoff = 100 * time.Millisecond
 	maxBackoff = 7 * time.Second
+	// callTimeout bounds one round of calls (a registration, a lease renewal, a status
+	// report, a pod sync): an API server that hangs fails them instead of stopping the loops
+	// (the kubelet's heartbeat client has the node status update frequency as its timeout).
+	callTimeout = NodeStatusUpdateFrequency
 )
 
 // Warnable is cluster mode's one health component: the API server reachable, the node
@@ -219,7 +223,9 @@ func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
 func (a *Agent) register(ctx context.Context) bool {
 	var wait time.Duration
 	for {
-		err := a.tryRegister(ctx)
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := a.tryRegister(cctx)
+		cancel()
 		a.report("register", err)
 		if err == nil {
 			return true
@@ -289,7 +295,9 @@ func (a *Agent) currentNode() *v1.Node {
 func (a *Agent) leaseLoop(ctx context.Context) {
 	var wait time.Duration
 	for {
-		err := a.renewLease(ctx)
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := a.renewLease(cctx)
+		cancel()
 		a.report("lease", err)
 		if err == nil {
 			wait = 0
@@ -367,7 +375,9 @@ func (a *Agent) statusLoop(ctx context.Context) {
 	t := a.clock.NewTicker(NodeStatusUpdateFrequency)
 	defer t.Stop()
 	for {
-		a.report("status", a.syncNodeStatus(ctx))
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		a.report("status", a.syncNodeStatus(cctx))
+		cancel()
 		select {
 		case <-ctx.Done():
 			return
@@ -436,7 +446,9 @@ func (a *Agent) podLoop(ctx context.Context, inf cache.SharedIndexInformer) {
 		for _, o := range inf.GetStore().List() {
 			apiPods = append(apiPods, o.(*v1.Pod))
 		}
-		a.report("pods", a.SyncPods(ctx, apiPods))
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		a.report("pods", a.SyncPods(cctx, apiPods))
+		cancel()
 	}
 }
 
@@ -501,16 +513,19 @@ func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 		var want v1.PodStatus
 		if msg, ok := plan.Refused[api.UID]; ok {
 			want = RefusedStatus(pods.ReasonUnsupported, msg)
-		} else if lp, ok := byUID[api.UID]; ok {
+		} else if lp, ok := byUID[api.UID]; ok && adopted {
 			want = lp.Status
 		} else {
-			continue // not seen by the controller yet
+			// Not seen by the controller yet; or seen, but before the adoption a pod that kept
+			// running through a restart of slicelet is Pending there for a moment: the API
+			// must not see it regress.
+			continue
 		}
 		if err := a.patchStatus(ctx, api, want, ips, now); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if node := a.currentNode(); node != nil {
+	if node := a.currentNode(); node != nil && adopted {
 		errs = append(errs, a.syncMirrors(ctx, static, plan.Mirrors, taken, node, ips, now)...)
 	}
 	for uid := range a.sent {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +20,8 @@ import (
 
 	"github.com/slicelet/slicelet/hack/peer/controlplane"
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
+	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 )
 
@@ -243,6 +247,82 @@ spec:
 		_, err := admin.CoreV1().Pods("default").Get(ctx, "static-web", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
+	// The API server hangs (SIGSTOP) for a while: the pods keep running, slicelet says so in
+	// its health (`slicectl node`, STATUS=) without flooding its log, and once the API server
+	// is back the Lease is renewed again and the pod was never restarted.
+	steady := pod.DeepCopy()
+	steady.Name = "steady"
+	if _, err := admin.CoreV1().Pods("default").Create(ctx, steady, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var before *v1.Pod
+	poll("steady pod Running", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		before, err = admin.CoreV1().Pods("default").Get(ctx, "steady", metav1.GetOptions{})
+		return err == nil && before.Status.Phase == v1.PodRunning && len(before.Status.ContainerStatuses) == 1 && before.Status.ContainerStatuses[0].Ready, nil
+	})
+	apiserver := "peer-cp-kube-apiserver.service"
+	local := api.NewClient(filepath.Join(agent.Dir, "api.sock"))
+	journalBefore := journalLines(t, ctx, agent.Unit)
+	if out, err := exec.CommandContext(ctx, "systemctl", "kill", "--signal=SIGSTOP", apiserver).CombinedOutput(); err != nil {
+		t.Fatalf("stop the API server: %v: %s", err, out)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = exec.CommandContext(context.WithoutCancel(ctx), "systemctl", "kill", "--signal=SIGCONT", apiserver).Run()
+		}
+	}
+	defer resume()
+	poll("slicelet reports the API server away", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		n, err := local.Node(ctx)
+		if err != nil {
+			return false, nil
+		}
+		for _, ws := range n.Health {
+			if ws.Code == "cluster" && ws.Status == health.StatusUnhealthy {
+				t.Logf("during the outage: %s: %s", ws.Status, ws.Message)
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	n2, err := local.Node(ctx)
+	if err != nil || n2.Pods.Phases[v1.PodRunning] != 1 {
+		t.Errorf("during the outage: %+v, %v; want the steady pod running", n2.Pods, err)
+	}
+	during := journalLines(t, ctx, agent.Unit) - journalBefore
+	resume()
+	leaseBefore := lease.Spec.RenewTime.Time
+	poll("lease renewed after the outage", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		l, err := admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
+		return err == nil && l.Spec.RenewTime.After(leaseBefore.Add(30*time.Second)), nil
+	})
+	poll("slicelet reports the API server back", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		n, err := local.Node(ctx)
+		if err != nil {
+			return false, nil
+		}
+		for _, ws := range n.Health {
+			if ws.Code == "cluster" {
+				return ws.Status == health.StatusHealthy, nil
+			}
+		}
+		return false, nil
+	})
+	after, err := admin.CoreV1().Pods("default").Get(ctx, "steady", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Status.Phase != v1.PodRunning || after.Status.ContainerStatuses[0].ContainerID != before.Status.ContainerStatuses[0].ContainerID ||
+		after.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("the steady pod after the outage: %+v, before: %+v", after.Status.ContainerStatuses, before.Status.ContainerStatuses)
+	}
+	t.Logf("slicelet wrote %d journal lines during the outage", during)
+	if during > 10 {
+		t.Errorf("%d journal lines during the outage: a flood", during)
+	}
+
 	// The node's credentials are a node's: it cannot list secrets.
 	nodeClient, err := cp.Client(cp.NodeKubeconfig(nodeName))
 	if err != nil {
@@ -251,4 +331,14 @@ spec:
 	if _, err := nodeClient.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the node's credentials list secrets: %v", err)
 	}
+}
+
+// journalLines counts the lines unit wrote to the journal so far.
+func journalLines(t *testing.T, ctx context.Context, unit string) int {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, "journalctl", "--no-pager", "-q", "-o", "cat", "-u", unit).Output()
+	if err != nil {
+		t.Fatalf("journalctl: %v", err)
+	}
+	return strings.Count(string(out), "\n")
 }
