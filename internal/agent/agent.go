@@ -108,8 +108,10 @@ type daemon struct {
 	api     *api.Server
 	images  bool // the runtime has images: image GC and its timer
 
-	// cluster is cluster mode; nil in stand-alone mode (the default).
-	cluster *cluster.Agent
+	// cluster is cluster mode; nil in stand-alone mode (the default). clusterEvents forwards
+	// the pods' events to it.
+	cluster       *cluster.Agent
+	clusterEvents *lateRecorder
 
 	// objects are the ConfigMaps and Secrets of both sources; objStore keeps the API's.
 	objects  *pods.Objects
@@ -177,7 +179,10 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	if err := d.events.Load(filepath.Join(cfg.StateDir, eventsFile)); err != nil {
 		log.Warn("previous events not loaded", "error", err)
 	}
-	recorder := teeRecorder{d.events, logRecorder{log.With("component", "events")}}
+	// Cluster mode's recorder (the cluster pods' events to the API server) is built after the
+	// worker that records into it.
+	d.clusterEvents = &lateRecorder{}
+	recorder := teeRecorder{d.events, logRecorder{log.With("component", "events")}, d.clusterEvents}
 	ips := nodeIPs(log)
 	extra := worker.Options{ProbeMetrics: probes, Objects: d.objects, NodeName: hostname, NodeIPs: ips, Allocatable: d.alloc}
 	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, recorder, extra, log); err != nil {
@@ -246,6 +251,9 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 
 	if d.cluster, err = newCluster(d, hostname, ips, log); err != nil {
 		return nil, err
+	}
+	if d.cluster != nil {
+		d.clusterEvents.set(d.cluster)
 	}
 	d.health.Register(manifestsWarnable, apiStoreWarnable, apiServerWarnable, gcTimersWarnable)
 	if d.store, err = source.OpenAPIStore(cfg.StateDir, source.APIStoreOptions{Log: log.With("source", pods.SourceAPI)}); err != nil {

@@ -54,6 +54,10 @@ type Clients struct {
 	Nodes  NodeClient
 	Pods   func(namespace string) PodClient
 	Leases func(namespace string) LeaseClient
+	// Events and Scheme, when set, send the cluster pods' events to the API server (Scheme
+	// names the kinds of the objects events are about).
+	Events func(namespace string) EventClient
+	Scheme *runtime.Scheme
 }
 
 // NewClients builds the clients from a kubeconfig file: client-go's REST client (what the
@@ -100,6 +104,10 @@ func NewClients(kubeconfig string) (Clients, error) {
 		Pods: func(ns string) PodClient {
 			return &typed[*v1.Pod, *v1.PodList]{rest: core, params: params, resource: "pods", ns: ns, obj: func() *v1.Pod { return &v1.Pod{} }, list: func() *v1.PodList { return &v1.PodList{} }}
 		},
+		Events: func(ns string) EventClient {
+			return &typed[*v1.Event, *v1.EventList]{rest: core, params: params, resource: "events", ns: ns, obj: func() *v1.Event { return &v1.Event{} }}
+		},
+		Scheme: scheme,
 		Leases: func(ns string) LeaseClient {
 			return &typed[*coordinationv1.Lease, *coordinationv1.LeaseList]{rest: coord, params: params, resource: "leases", ns: ns, obj: func() *coordinationv1.Lease { return &coordinationv1.Lease{} }}
 		},

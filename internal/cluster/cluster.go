@@ -118,6 +118,7 @@ type Agent struct {
 	graced     map[types.UID]bool
 	sent       map[types.UID]v1.PodStatus // the status last patched, by UID
 	watchRV    string                     // the informer's resource version at the last watch error
+	events     events
 }
 
 // New returns an Agent.
@@ -133,6 +134,13 @@ func New(o Options) *Agent {
 	}
 	return &Agent{o: o, validate: ValidateAPIPod(o.Validate), log: o.Logger, clock: o.Clock,
 		errs: map[string]error{}, graced: map[types.UID]bool{}, sent: map[types.UID]v1.PodStatus{}}
+}
+
+// Eventf records an event about a pod (a *v1.Pod, or the *v1.ObjectReference of one of its
+// containers) with the API server when the pod came from it (the Eventf of client-go's
+// record.EventRecorder). Before Run, and for other pods, it does nothing.
+func (a *Agent) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	a.events.Eventf(object, eventtype, reason, messageFmt, args...)
 }
 
 // report records the outcome of one part and reports the whole to the health tracker:
@@ -167,6 +175,9 @@ func (a *Agent) Run(ctx context.Context) {
 	// client-go logs through klog: into slicelet's logger (its verbose levels below debug).
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(a.log.Handler()))
 	inf := a.podInformer()
+	if c := a.o.Clients; c.Events != nil && c.Scheme != nil {
+		a.events.start(ctx, eventSink{events: c.Events}, c.Scheme, a.o.NodeName, a.log)
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { inf.RunWithContext(ctx) })
 	if a.register(ctx) {
@@ -464,8 +475,16 @@ func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 			a.graced[p.UID] = true
 		}
 	}
+	ours := map[types.UID]bool{}
+	for _, p := range plan.Deleting {
+		ours[p.UID] = true
+	}
+	for uid := range plan.Refused {
+		ours[uid] = true
+	}
 	var snap []string
 	for _, d := range plan.Run {
+		ours[d.Pod.UID] = true
 		snap = append(snap, string(d.Pod.UID)+"@"+d.Pod.ResourceVersion)
 	}
 	if s := strings.Join(snap, ","); s != a.lastSnap || a.lastSnap == "" {
@@ -476,6 +495,7 @@ func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 		}
 	}
 
+	a.events.setPods(ours)
 	local := ctrl.Pods()
 	byUID := make(map[types.UID]*v1.Pod, len(local))
 	running := map[types.UID]bool{}

@@ -208,6 +208,20 @@ func inside(t *testing.T, work, bin, slicelet string) {
 			len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].ContainerID != "", nil
 	})
 
+	// The pod's events reach the API server, from the node.
+	poll("the pod's Started event", time.Minute, func(ctx context.Context) (bool, error) {
+		list, err := admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=web"})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range list.Items {
+			if e.Reason == "Started" && e.Source.Host == nodeName {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+
 	// Graceful deletion: stopped, then deleted for good by the node.
 	if err := admin.CoreV1().Pods("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
