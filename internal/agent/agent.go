@@ -24,7 +24,6 @@ import (
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/buildinfo"
-	"github.com/slicelet/slicelet/internal/cluster"
 	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/metrics"
 	"github.com/slicelet/slicelet/internal/pods"
@@ -110,7 +109,7 @@ type daemon struct {
 
 	// cluster is cluster mode; nil in stand-alone mode (the default). clusterEvents forwards
 	// the pods' events to it.
-	cluster       *cluster.Agent
+	cluster       clusterMode
 	clusterEvents *lateRecorder
 
 	// objects are the ConfigMaps and Secrets of both sources; objStore keeps the API's.

@@ -1,8 +1,11 @@
+//go:build !nocluster
+
 package agent
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,13 +22,21 @@ import (
 	"github.com/slicelet/slicelet/internal/cluster"
 	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/manifest"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 )
+
+// clusterMode is cluster mode as the daemon runs it (*cluster.Agent; the build tag nocluster
+// leaves it out of the binary).
+type clusterMode interface {
+	Run(ctx context.Context)
+	worker.EventRecorder
+}
 
 // newCluster builds cluster mode when [cluster] enabled is set (nil, nil otherwise). Its Node
 // reports the capacity and allocatable slicelet enforces on kubepods.slice (d.capa, d.alloc,
 // max pods) and the conditions rendered from the health tracker, as `slicectl node` shows
 // them. A kubeconfig that does not load refuses the start.
-func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (*cluster.Agent, error) {
+func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clusterMode, error) {
 	cc := d.cfg.Cluster
 	if !cc.Enabled {
 		return nil, nil

@@ -332,7 +332,7 @@ spec:
 		after.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("the steady pod after the outage: %+v, before: %+v", after.Status.ContainerStatuses, before.Status.ContainerStatuses)
 	}
-	t.Logf("slicelet wrote %d journal lines during the outage", during)
+	t.Logf("slicelet wrote %d journal lines during the outage; its VmRSS in cluster mode with one pod: %s", during, vmRSS(t, ctx, agent.Unit))
 	if during > 10 {
 		t.Errorf("%d journal lines during the outage: a flood", during)
 	}
@@ -355,4 +355,23 @@ func journalLines(t *testing.T, ctx context.Context, unit string) int {
 		t.Fatalf("journalctl: %v", err)
 	}
 	return strings.Count(string(out), "\n")
+}
+
+// vmRSS is the VmRSS line of unit's main process.
+func vmRSS(t *testing.T, ctx context.Context, unit string) string {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, "systemctl", "show", "-p", "MainPID", "--value", unit).Output()
+	if err != nil {
+		return err.Error()
+	}
+	status, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(out)), "status"))
+	if err != nil {
+		return err.Error()
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
 }
