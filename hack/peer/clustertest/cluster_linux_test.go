@@ -337,6 +337,41 @@ spec:
 		t.Errorf("%d journal lines during the outage: a flood", during)
 	}
 
+	// A restart of slicelet: the pod keeps running and its status in the API never leaves
+	// Running (the adoption comes before any status is written).
+	w, err := admin.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=steady", ResourceVersion: after.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if out, err := exec.CommandContext(ctx, "systemctl", "restart", agent.Unit).CombinedOutput(); err != nil {
+		t.Fatalf("restart slicelet: %v: %s", err, out)
+	}
+	restarted := time.Now()
+	poll("slicelet back after its restart", time.Minute, func(ctx context.Context) (bool, error) {
+		n, err := local.Node(ctx)
+		if err != nil {
+			return false, nil
+		}
+		for _, ws := range n.Health {
+			if ws.Code == "cluster" {
+				return ws.Status == health.StatusHealthy && ws.Since.After(restarted.Add(-time.Second)), nil
+			}
+		}
+		return false, nil
+	})
+	// One more lease renewal period: whatever the restarted slicelet writes has been written.
+	poll("lease renewed by the restarted slicelet", time.Minute, func(ctx context.Context) (bool, error) {
+		l, err := admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
+		return err == nil && l.Spec.RenewTime.After(restarted.Add(10*time.Second)), nil
+	})
+	w.Stop()
+	for ev := range w.ResultChan() {
+		if p, ok := ev.Object.(*v1.Pod); ok && (p.Status.Phase != v1.PodRunning || p.Status.ContainerStatuses[0].ContainerID != before.Status.ContainerStatuses[0].ContainerID) {
+			t.Errorf("after the restart the API saw %s %s, container %s", ev.Type, p.Status.Phase, p.Status.ContainerStatuses[0].ContainerID)
+		}
+	}
+
 	// The node's credentials are a node's: it cannot list secrets.
 	nodeClient, err := cp.Client(cp.NodeKubeconfig(nodeName))
 	if err != nil {
