@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -485,5 +486,37 @@ func TestSyncPodsNoStatusBeforeAdoption(t *testing.T) {
 	got, _ := f.cs.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
 	if got.Status.Phase != v1.PodRunning || len(got.Status.ContainerStatuses) != 1 {
 		t.Errorf("status after the adoption %+v", got.Status)
+	}
+}
+
+// TestSyncPodsValidatesOncePerVersion: the pods are compared every second; each version of a
+// pod is validated once.
+func TestSyncPodsValidatesOncePerVersion(t *testing.T) {
+	web := apiPod("web")
+	f := newFixture(t, web)
+	calls := 0
+	f.agent.validate = func(*v1.Pod) field.ErrorList { calls++; return nil }
+	ctx := context.Background()
+	for range 3 {
+		if err := f.agent.SyncPods(ctx, listPods(t, f.cs)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("validated %d times, want once", calls)
+	}
+	changed := web.DeepCopy()
+	changed.ResourceVersion = "2"
+	if err := f.agent.SyncPods(ctx, []*v1.Pod{changed}); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 {
+		t.Errorf("a new version validated %d times in all, want twice", calls)
+	}
+	if err := f.agent.SyncPods(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.agent.verdicts) != 0 {
+		t.Errorf("verdicts of gone pods kept: %v", f.agent.verdicts)
 	}
 }

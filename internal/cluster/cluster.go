@@ -119,6 +119,25 @@ type Agent struct {
 	sent       map[types.UID]v1.PodStatus // the status last patched, by UID
 	watchRV    string                     // the informer's resource version at the last watch error
 	events     events
+	// verdicts caches validate's verdict by UID, for the pod's resourceVersion: the pods are
+	// compared every second, a pod is validated once per version.
+	verdicts map[types.UID]verdict
+}
+
+// verdict is validate's result for one version of a pod.
+type verdict struct {
+	resourceVersion string
+	errs            field.ErrorList
+}
+
+// validateCached is validate, once per pod version.
+func (a *Agent) validateCached(p *v1.Pod) field.ErrorList {
+	if v, ok := a.verdicts[p.UID]; ok && v.resourceVersion == p.ResourceVersion && p.ResourceVersion != "" {
+		return v.errs
+	}
+	errs := a.validate(p)
+	a.verdicts[p.UID] = verdict{resourceVersion: p.ResourceVersion, errs: errs}
+	return errs
 }
 
 // New returns an Agent.
@@ -133,7 +152,7 @@ func New(o Options) *Agent {
 		o.Health.Register(Warnable)
 	}
 	return &Agent{o: o, validate: ValidateAPIPod(o.Validate), log: o.Logger, clock: o.Clock,
-		errs: map[string]error{}, graced: map[types.UID]bool{}, sent: map[types.UID]v1.PodStatus{}}
+		errs: map[string]error{}, graced: map[types.UID]bool{}, sent: map[types.UID]v1.PodStatus{}, verdicts: map[types.UID]verdict{}}
 }
 
 // Eventf records an event about a pod (a *v1.Pod, or the *v1.ObjectReference of one of its
@@ -467,7 +486,7 @@ func (a *Agent) podLoop(ctx context.Context, inf cache.SharedIndexInformer) {
 // the cluster source's snapshot (sent when it changed), the grace periods of pods being
 // deleted, their final deletion once stopped, the statuses that changed, and the mirror pods.
 func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
-	plan := PlanPods(apiPods, a.validate)
+	plan := PlanPods(apiPods, a.validateCached)
 	ctrl := a.o.Controller
 	for _, p := range plan.Deleting {
 		if !a.graced[p.UID] {
@@ -556,6 +575,11 @@ func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 	for uid := range a.graced {
 		if !live[uid] {
 			delete(a.graced, uid)
+		}
+	}
+	for uid := range a.verdicts {
+		if !live[uid] {
+			delete(a.verdicts, uid)
 		}
 	}
 	return errors.Join(errs...)
