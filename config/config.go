@@ -85,6 +85,8 @@ type Config struct {
 	API API `toml:"api"`
 	// Metrics is the Prometheus endpoint.
 	Metrics Metrics `toml:"metrics"`
+	// Cluster is cluster mode: the node joins a Kubernetes API server (off by default).
+	Cluster Cluster `toml:"cluster"`
 	// Log is the logger's level and format.
 	Log Log `toml:"log"`
 
@@ -260,6 +262,25 @@ type Metrics struct {
 	Address string `toml:"address"`
 }
 
+// Cluster is cluster mode: slicelet registers a Node with a Kubernetes API server, renews
+// its Lease, runs the pods the scheduler binds to it and reports their status. Off by
+// default; stand-alone mode ignores every other key of the table.
+type Cluster struct {
+	// Enabled turns cluster mode on.
+	Enabled bool `toml:"enabled"`
+	// Kubeconfig is the kubeconfig file with the API server and the node's credentials
+	// (a system:node:<name> client certificate, as the kubelet's).
+	Kubeconfig string `toml:"kubeconfig"`
+	// NodeName is the Node object's name; empty means the host name, lower-cased (the
+	// kubelet's --hostname-override default).
+	NodeName string `toml:"node_name"`
+	// Labels are added to the Node at registration (the kubelet's --node-labels).
+	Labels map[string]string `toml:"labels"`
+	// Taints are registered with the Node, "key[=value]:Effect" each (the kubelet's
+	// registerWithTaints, --register-with-taints syntax).
+	Taints []string `toml:"taints"`
+}
+
 // Log sets the logger.
 type Log struct {
 	// Level is debug, info, warn or error.
@@ -335,6 +356,7 @@ func Default() *Config {
 		},
 		API:     API{Socket: "/run/slicelet/slicelet.sock", Group: "slicelet"},
 		Metrics: Metrics{Address: "127.0.0.1:10255"},
+		Cluster: Cluster{Kubeconfig: "/etc/slicelet/kubeconfig", Labels: map[string]string{}, Taints: []string{}},
 		Log:     Log{Level: "info", Format: "auto"},
 	}
 }

@@ -420,6 +420,19 @@ func TestBadInput(t *testing.T) {
 			},
 		},
 		{
+			name: "cluster",
+			toml: "[cluster]\nenabled = true\nkubeconfig = \"\"\nnode_name = \"Node_1\"\nlabels = { \"a/b/c\" = \"x\", ok = \"-bad\" }\ntaints = [\"k=v\", \"k=v:NoSchedule\", \"k=w:NoSchedule\", \"k:Sometimes\"]\n",
+			want: []string{
+				"f.toml:3:1: cluster.kubeconfig: path must not be empty",
+				`f.toml:4:1: cluster.node_name: invalid node name "Node_1"`,
+				`f.toml:5:12: cluster.labels."a/b/c": invalid label key "a/b/c"`,
+				`f.toml:5:27: cluster.labels.ok: invalid label value "-bad"`,
+				`f.toml:6:1: cluster.taints: invalid taint "k=v": want key=value:Effect or key:Effect`,
+				`f.toml:6:1: cluster.taints: taint "k=w:NoSchedule": key "k" with effect NoSchedule is listed twice`,
+				`f.toml:6:1: cluster.taints: invalid taint "k:Sometimes": effect "Sometimes"`,
+			},
+		},
+		{
 			name: "systemd job timeout",
 			toml: "[systemd]\njob_timeout = \"0s\"\n",
 			want: []string{"f.toml:2:1: systemd.job_timeout: job timeout 0s must be positive"},
@@ -729,6 +742,12 @@ endpoint = "unix:///run/containerd/containerd.sock"
 sandbox_image = "registry.k8s.io/pause:3.10"
 [metrics]
 address = ""
+[cluster]
+enabled = true
+kubeconfig = "/etc/slicelet/node.kubeconfig"
+node_name = "node-1"
+labels = { "example.com/rack" = "r1", zone = "a" }
+taints = ["dedicated=slicelet:NoSchedule", "example.com/gpu:NoExecute"]
 [log]
 format = "journal"
 `))
@@ -962,6 +981,38 @@ func TestSlicesConfigHardEvictionReservation(t *testing.T) {
 				case want != "" && (!ok || got.Cmp(resource.MustParse(want)) != 0):
 					t.Errorf("%s reserved %v, want %s", name, mcfg.Node.HardEviction, want)
 				}
+			}
+		})
+	}
+}
+
+func TestParseTaint(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    corev1.Taint
+		wantErr string
+	}{
+		{name: "key value effect", in: "dedicated=slicelet:NoSchedule", want: corev1.Taint{Key: "dedicated", Value: "slicelet", Effect: corev1.TaintEffectNoSchedule}},
+		{name: "key effect", in: "example.com/gpu:NoExecute", want: corev1.Taint{Key: "example.com/gpu", Effect: corev1.TaintEffectNoExecute}},
+		{name: "empty value", in: "k=:PreferNoSchedule", want: corev1.Taint{Key: "k", Effect: corev1.TaintEffectPreferNoSchedule}},
+		{name: "no effect", in: "k=v", wantErr: "want key=value:Effect"},
+		{name: "empty effect", in: "k=v:", wantErr: "want key=value:Effect"},
+		{name: "bad key", in: "-k:NoSchedule", wantErr: `key "-k"`},
+		{name: "bad value", in: "k=a b:NoSchedule", wantErr: `value "a b"`},
+		{name: "bad effect", in: "k:Never", wantErr: `effect "Never"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseTaint(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
 	}

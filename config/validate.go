@@ -116,6 +116,7 @@ func (l *loader) validate() {
 			l.at(key("metrics", "address"), "invalid host %q in %q", host, a)
 		}
 	}
+	l.validateCluster()
 	if level := strings.ToLower(c.Log.Level); level != "" && level != "warning" && !slices.Contains(LogLevels, level) {
 		l.at(key("log", "level"), "invalid log level %q: want debug, info, warn or error", c.Log.Level)
 	}

@@ -107,6 +107,11 @@ type daemon struct {
 	api     *api.Server
 	images  bool // the runtime has images: image GC and its timer
 
+	// cluster is cluster mode; nil in stand-alone mode (the default). clusterEvents forwards
+	// the pods' events to it.
+	cluster       clusterMode
+	clusterEvents *lateRecorder
+
 	// objects are the ConfigMaps and Secrets of both sources; objStore keeps the API's.
 	objects  *pods.Objects
 	objStore *source.ObjectStore
@@ -173,8 +178,12 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	if err := d.events.Load(filepath.Join(cfg.StateDir, eventsFile)); err != nil {
 		log.Warn("previous events not loaded", "error", err)
 	}
-	recorder := teeRecorder{d.events, logRecorder{log.With("component", "events")}}
-	extra := worker.Options{ProbeMetrics: probes, Objects: d.objects, NodeName: hostname, NodeIPs: nodeIPs(log), Allocatable: d.alloc}
+	// Cluster mode's recorder (the cluster pods' events to the API server) is built after the
+	// worker that records into it.
+	d.clusterEvents = &lateRecorder{}
+	recorder := teeRecorder{d.events, logRecorder{log.With("component", "events")}, d.clusterEvents}
+	ips := nodeIPs(log)
+	extra := worker.Options{ProbeMetrics: probes, Objects: d.objects, NodeName: hostname, NodeIPs: ips, Allocatable: d.alloc}
 	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, recorder, extra, log); err != nil {
 		return nil, err
 	}
@@ -199,7 +208,7 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	}}
 	d.ctrl = pods.NewController(pods.ControllerOptions{
 		Slices: d.mgr, Runtime: d.rt, Admitter: admitter, Logger: log, Clock: d.clock,
-		WantSources: []string{pods.SourceFile, pods.SourceAPI},
+		WantSources: wantSources(cfg),
 		Evictions:   pods.NewEvictionRecords(filepath.Join(cfg.StateDir, pods.EvictionsDir)),
 		// The metrics and the eviction manager are built below, from the controller; both
 		// exist before the controller runs.
@@ -239,6 +248,12 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 		return nil, err
 	}
 
+	if d.cluster, err = newCluster(d, hostname, ips, log); err != nil {
+		return nil, err
+	}
+	if d.cluster != nil {
+		d.clusterEvents.set(d.cluster)
+	}
 	d.health.Register(manifestsWarnable, apiStoreWarnable, apiServerWarnable, gcTimersWarnable)
 	if d.store, err = source.OpenAPIStore(cfg.StateDir, source.APIStoreOptions{Log: log.With("source", pods.SourceAPI)}); err != nil {
 		return nil, fmt.Errorf("api pod store: %w", err)
@@ -314,6 +329,9 @@ func (d *daemon) run(ctx context.Context) error {
 	wg.Go(func() { d.evm.Run(runCtx) })
 	wg.Go(func() { d.runSource(runCtx, "manifest directory source", manifestsWarnable, d.dir.Run) })
 	wg.Go(func() { d.runSource(runCtx, "api pod source", apiStoreWarnable, d.store.Run) })
+	if d.cluster != nil {
+		wg.Go(func() { d.cluster.Run(runCtx) })
+	}
 	// The API and READY wait until the controller adopted the pods that kept running while
 	// slicelet was down, so that no client sees a running pod Pending because slicelet
 	// restarted; bounded, so that a source that never reports does not hold the daemon back.
@@ -353,6 +371,16 @@ func (d *daemon) run(ctx context.Context) error {
 	wg.Wait()
 	log.Info("stopped; pods keep running under systemd")
 	return nil
+}
+
+// wantSources are the pod sources that must each report before orphans are cleaned: the
+// manifest directory and the local API, and the cluster's pods in cluster mode (while the API
+// server cannot be reached, no running pod is taken for an orphan).
+func wantSources(cfg *config.Config) []string {
+	if cfg.Cluster.Enabled {
+		return []string{pods.SourceFile, pods.SourceAPI, pods.SourceCluster}
+	}
+	return []string{pods.SourceFile, pods.SourceAPI}
 }
 
 // adoptTimeout bounds the wait for the pods' adoption before the API is served and READY sent.

@@ -60,6 +60,7 @@ var layers = map[string]pkgLayer{
 	"internal/podstats": {layer: component, group: "pods"},
 	"internal/manifest": {layer: component, group: "pods"},
 	"internal/api":      {layer: component, group: "api"},
+	"internal/cluster":  {layer: component, group: "cluster"},
 
 	"config": {layer: configLayer},
 
@@ -81,6 +82,8 @@ var groupImports = map[string][]string{
 	"core": {},
 	"pods": {"core", "pods"},
 	"api":  {"core", "pods"},
+	// Cluster mode feeds the pod controller and reads the pods' statuses.
+	"cluster": {"core", "pods"},
 }
 
 // confined are third-party imports only the given packages may use (their adapter).
@@ -99,6 +102,15 @@ var confined = []struct {
 	// gRPC probes speak the gRPC health protocol (internal/pods/prober).
 	{"google.golang.org/grpc", []string{"internal/pods/crirt", "internal/pods/prober"}},
 	{"github.com/lmittmann/tint", []string{"internal/logging"}},
+	// Talking to a Kubernetes API server is cluster mode's alone (slicectl's printers use
+	// client-go's jsonpath, which talks to nothing); klog is how client-go logs, routed into
+	// slog there.
+	{"k8s.io/client-go/kubernetes", []string{"internal/cluster"}},
+	{"k8s.io/client-go/rest", []string{"internal/cluster"}},
+	{"k8s.io/client-go/gentype", []string{"internal/cluster"}},
+	{"k8s.io/client-go/tools/", []string{"internal/cluster"}},
+	{"k8s.io/client-go/informers", []string{"internal/cluster"}},
+	{"k8s.io/klog/", []string{"internal/cluster"}},
 }
 
 // loggingPackages are what config must not import.

@@ -231,8 +231,9 @@ func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 	byName := map[string]Desired{}
 	// API pods first: an API pod was accepted only while no manifest file defined its name
 	// (the API refuses such an apply), so a clash means the file came later, and an API pod is
-	// never displaced by a file.
-	for _, src := range []string{SourceAPI, SourceFile} {
+	// never displaced by a file. The cluster's pods (cluster mode) come next: the scheduler
+	// bound them, and a manifest file may not take their name either.
+	for _, src := range []string{SourceAPI, SourceCluster, SourceFile} {
 		s, ok := c.snapshots[src]
 		if !ok {
 			continue

@@ -270,6 +270,39 @@ func TestControllerRejectsAndReportsDuplicates(t *testing.T) {
 	})
 }
 
+// TestControllerClusterSource: the cluster's pods (cluster mode) run beside the other sources,
+// keep their name against a manifest file, and a pod the cluster source stops sending is
+// deleted.
+func TestControllerClusterSource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, s, _ := newTestController(maxPods(10), SourceFile, SourceAPI, SourceCluster)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(Snapshot{Source: SourceCluster, Pods: []Desired{desired(SourceCluster, "web", "uid-cluster"), desired(SourceCluster, "db", "uid-db")}})
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "web", "uid-file")}})
+		c.Update(Snapshot{Source: SourceAPI})
+		synctest.Wait()
+		problems := c.Problems()
+		want := "pod default/web from file:web (file source) refused: the same namespace/name is already defined by cluster:web (cluster source)"
+		if len(problems) != 1 || !strings.Contains(problems[0].Error, want) {
+			t.Errorf("problems = %+v, want %q", problems, want)
+		}
+		web, _ := c.Pod("default", "web")
+		if web.UID != "uid-cluster" || web.Status.Phase != v1.PodRunning || web.Annotations[AnnotationSource] != SourceCluster {
+			t.Errorf("web: %s %+v %v", web.UID, web.Status, web.Annotations)
+		}
+		c.Update(Snapshot{Source: SourceCluster, Pods: []Desired{desired(SourceCluster, "web", "uid-cluster")}})
+		synctest.Wait()
+		s.mu.Lock()
+		destroyed := stdslices.Contains(s.destroyed, "uid-db")
+		s.mu.Unlock()
+		if _, ok := c.Pod("default", "db"); ok || !destroyed {
+			t.Errorf("db is still there (slices destroyed: %v)", destroyed)
+		}
+	})
+}
+
 func TestControllerRetriesFailedSync(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, s, rt := newTestController(maxPods(10), SourceFile)

@@ -22,6 +22,10 @@ import (
 const (
 	SourceFile = "file"
 	SourceAPI  = "api"
+	// SourceCluster is the Kubernetes API server of cluster mode (internal/cluster): the pods
+	// bound to this node. (The kubelet calls that source "api"; slicelet's "api" is its local
+	// API.)
+	SourceCluster = "cluster"
 )
 
 // Annotations slicelet sets on every pod it runs (the kubelet's names where it has them).

@@ -13,7 +13,7 @@ import (
 
 // Masks of the two watches. The directory watch sees files appear (IN_CREATE, IN_MOVED_TO — an
 // editor's rename into place), change (IN_CLOSE_WRITE: only once the writer is done, not on
-// every write) and go (IN_DELETE, IN_MOVED_FROM), and the directory itself go
+// every write; with IN_MOVED_TO it marks a completed write, read at once) and go (IN_DELETE, IN_MOVED_FROM), and the directory itself go
 // (IN_DELETE_SELF, IN_MOVE_SELF). The parent watch sees the directory (or a symlink to it)
 // appear, be replaced or go, so a directory that does not exist yet or is recreated is picked
 // up without waiting for the rescan.
@@ -27,7 +27,7 @@ type inotifyWatcher struct {
 	dir, parent, base string
 	f                 *os.File
 	fd                int
-	events            chan struct{}
+	events, written   chan struct{}
 	done              chan struct{}
 
 	mu       sync.Mutex
@@ -47,7 +47,7 @@ func newInotifyWatcher(dir string) (watcher, error) {
 		// A non-blocking descriptor handed to os.NewFile goes to the runtime poller, so Read
 		// parks the goroutine instead of a thread, and Close wakes it up.
 		f: os.NewFile(uintptr(fd), "inotify"), fd: fd,
-		events: make(chan struct{}, 1), done: make(chan struct{}),
+		events: make(chan struct{}, 1), written: make(chan struct{}, 1), done: make(chan struct{}),
 		dirWd: -1, parentWd: -1,
 	}
 	_ = w.Ensure()
@@ -55,7 +55,8 @@ func newInotifyWatcher(dir string) (watcher, error) {
 	return w, nil
 }
 
-func (w *inotifyWatcher) Events() <-chan struct{} { return w.events }
+func (w *inotifyWatcher) Events() <-chan struct{}  { return w.events }
+func (w *inotifyWatcher) Written() <-chan struct{} { return w.written }
 
 // Ensure adds the watches that are missing and replaces the ones that watch a stale inode: the
 // same path added again returns the existing descriptor, a new inode (directory recreated,
@@ -94,7 +95,8 @@ func (w *inotifyWatcher) ensureLocked(wd *int, path string, mask uint32) error {
 	return nil
 }
 
-// read turns inotify events into (coalesced) notifications until Close.
+// read turns inotify events into (coalesced) notifications until Close. A buffer holding a
+// completed write fires Written alone: the read it triggers covers the buffer's other events.
 func (w *inotifyWatcher) read() {
 	defer close(w.done)
 	buf := make([]byte, 64<<10)
@@ -103,17 +105,61 @@ func (w *inotifyWatcher) read() {
 		if err != nil {
 			return // closed
 		}
-		if w.handle(buf[:n]) {
-			w.notify()
+		switch w.handle(buf[:n]) {
+		case changeWritten:
+			notify(w.written)
+		case changeOther:
+			notify(w.events)
 		}
 	}
 }
 
-// handle processes a buffer of events and reports whether any of them matters.
-func (w *inotifyWatcher) handle(buf []byte) bool {
+// change is what a batch of inotify events means to the source; a larger value wins.
+type change int
+
+const (
+	changeNone    change = iota // nothing the source reads
+	changeOther                 // something changed; read once quiet
+	changeWritten               // a write completed; read at once
+)
+
+// dirChange is what one event of the directory watch means: IN_CLOSE_WRITE and IN_MOVED_TO of a
+// manifest name complete a write (the file is whole); the other events of manifest names and
+// of subdirectories (a file created, removed or moved away) do not, nor does anything about
+// ignored names (editors' swap and backup files, other extensions).
+func dirChange(mask uint32, name string) change {
+	switch {
+	case name == "":
+		return changeOther
+	case mask&unix.IN_ISDIR != 0:
+		return changeOther
+	case !isManifestName(name):
+		return changeNone
+	case mask&(unix.IN_CLOSE_WRITE|unix.IN_MOVED_TO) != 0:
+		return changeWritten
+	default:
+		return changeOther
+	}
+}
+
+// parentChange is what one event of the parent watch means: the directory moved into place is
+// complete, created or removed it is not.
+func parentChange(mask uint32, name, base string) change {
+	switch {
+	case name != base:
+		return changeNone
+	case mask&unix.IN_MOVED_TO != 0:
+		return changeWritten
+	default:
+		return changeOther
+	}
+}
+
+// handle processes a buffer of events and reports what they mean together.
+func (w *inotifyWatcher) handle(buf []byte) change {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	relevant := false
+	got := changeNone
 	for off := 0; off+unix.SizeofInotifyEvent <= len(buf); {
 		ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
 		nameBytes := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
@@ -125,7 +171,7 @@ func (w *inotifyWatcher) handle(buf []byte) bool {
 		wd := int(ev.Wd)
 		switch {
 		case ev.Mask&unix.IN_Q_OVERFLOW != 0:
-			relevant = true // events were lost: rescan
+			got = max(got, changeOther) // events were lost: rescan
 		case wd == w.dirWd && w.dirWd >= 0:
 			if ev.Mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED) != 0 {
 				// The directory went away or moved (the watch follows the inode to its new
@@ -134,27 +180,23 @@ func (w *inotifyWatcher) handle(buf []byte) bool {
 					_, _ = unix.InotifyRmWatch(w.fd, uint32(w.dirWd))
 				}
 				w.dirWd = -1
-				relevant = true
+				got = max(got, changeOther)
 				continue
 			}
-			if name == "" || isManifestName(name) || ev.Mask&unix.IN_ISDIR != 0 {
-				relevant = true
-			}
+			got = max(got, dirChange(ev.Mask, name))
 		case wd == w.parentWd && w.parentWd >= 0:
 			if ev.Mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED) != 0 {
 				if ev.Mask&unix.IN_IGNORED == 0 {
 					_, _ = unix.InotifyRmWatch(w.fd, uint32(w.parentWd))
 				}
 				w.parentWd = -1
-				relevant = true
+				got = max(got, changeOther)
 				continue
 			}
-			if name == w.base {
-				relevant = true
-			}
+			got = max(got, parentChange(ev.Mask, name, w.base))
 		}
 	}
-	return relevant
+	return got
 }
 
 func indexNUL(s string) int {
@@ -166,9 +208,10 @@ func indexNUL(s string) int {
 	return -1
 }
 
-func (w *inotifyWatcher) notify() {
+// notify fires ch unless a notification is already pending.
+func notify(ch chan struct{}) {
 	select {
-	case w.events <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }

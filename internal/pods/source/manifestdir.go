@@ -32,8 +32,10 @@ const (
 	DefaultManifestDir = "/etc/slicelet/pods.d"
 	// DefaultRescan is the periodic rescan interval, the kubelet's fileCheckFrequency (20 s).
 	DefaultRescan = 20 * time.Second
-	// DefaultDebounce is how long the directory must be quiet after an inotify event before it
-	// is read: an editor's write-temp-then-rename, or `cp` of several files, becomes one scan.
+	// DefaultDebounce is how long the directory must be quiet after an inotify event that does
+	// not mark a completed write (a file created or removed) before it is read: vim's
+	// move-away-then-write does not remove the pod in between. A completed write (IN_CLOSE_WRITE,
+	// IN_MOVED_TO) is read at once; a file still open for writing is never read (holdBack).
 	DefaultDebounce = 100 * time.Millisecond
 	// DefaultMaxDelay bounds the debounce: a directory that never goes quiet is still read at
 	// least this often.
@@ -53,7 +55,9 @@ type ManifestDirOptions struct {
 	// Rescan is the periodic full rescan interval (DefaultRescan). The rescan catches what
 	// inotify cannot see (e.g. a changed file behind a symlink) and retries watches.
 	Rescan time.Duration
-	// Debounce and MaxDelay shape how inotify events turn into scans.
+	// Debounce and MaxDelay shape how inotify events that do not mark a completed write turn
+	// into scans; a completed write (a manifest closed after writing, or renamed into the
+	// directory) is read at once.
 	Debounce, MaxDelay time.Duration
 	// MaxFileSize bounds one manifest file in bytes.
 	MaxFileSize int64
@@ -129,12 +133,22 @@ type fileState struct {
 	problem string
 	// restored is set once the kept last good manifest was tried for a file broken at start.
 	restored bool
+	// writingSince is when a scan first found the file open for writing (zero when it was
+	// not): such a file is held back, see holdBack.
+	writingSince  time.Time
+	writingLogged bool
 }
 
 // watcher tells the source that the directory may have changed.
 type watcher interface {
-	// Events fires (coalesced) after changes; a nil channel never fires.
+	// Events fires (coalesced) after changes that do not mark a completed write (a file
+	// created or removed, the directory created); the source reads the directory once they
+	// quiet down. A nil channel never fires.
 	Events() <-chan struct{}
+	// Written fires (coalesced) after a completed write: a manifest closed after writing
+	// (IN_CLOSE_WRITE) or renamed into the directory (IN_MOVED_TO), or the directory moved into
+	// place; the source reads the directory at once. A nil channel never fires.
+	Written() <-chan struct{}
 	// Ensure (re)establishes the watches after the directory appeared, vanished or was
 	// replaced. It is called before every scan.
 	Ensure() error
@@ -284,8 +298,8 @@ func (m *ManifestDir) Dir() string { return m.dir }
 
 // Run reads the directory and calls send with the complete snapshot at once (also when it is
 // empty, so the caller knows the source has reported), then again after every change that
-// alters the snapshot (pods or problems): inotify events, debounced, and a full rescan every
-// Rescan interval. send is called from Run's goroutine, one call at a time; the snapshot's pods
+// alters the snapshot (pods or problems): a completed write at once, other inotify events
+// debounced, and a full rescan every Rescan interval. send is called from Run's goroutine, one call at a time; the snapshot's pods
 // are the caller's (deep copies). Run returns nil when ctx ends. If inotify is unavailable, the
 // periodic rescan alone keeps the snapshot current.
 func (m *ManifestDir) Run(ctx context.Context, send func(pods.Snapshot)) error {
@@ -311,6 +325,13 @@ func (m *ManifestDir) Run(ctx context.Context, send func(pods.Snapshot)) error {
 				timer.Stop()
 			}
 			return nil
+		case <-w.Written():
+			// A completed write is read at once; the read covers the events being debounced.
+			if timer != nil {
+				timer.Stop()
+			}
+			timerC = nil
+			m.scanAndSend(w, send)
 		case <-w.Events():
 			now := m.clock.Now()
 			switch {
@@ -421,13 +442,14 @@ func (m *ManifestDir) Scan() pods.Snapshot {
 
 // scanFiles updates the per-file state from a directory listing.
 func (m *ManifestDir) scanFiles(entries []fs.DirEntry) {
+	now := m.clock.Now()
 	seen := map[string]bool{}
 	for _, e := range entries {
 		if !isManifestName(e.Name()) || e.IsDir() {
 			continue
 		}
 		path := filepath.Join(m.dir, e.Name())
-		data, err := readManifest(path, m.maxFileSize)
+		data, writing, err := readFile(path, m.maxFileSize, true)
 		if errors.Is(err, errNotRegular) || errors.Is(err, fs.ErrNotExist) {
 			continue // a subdirectory behind a symlink, a FIFO, or removed since the listing
 		}
@@ -436,6 +458,10 @@ func (m *ManifestDir) scanFiles(entries []fs.DirEntry) {
 		if st == nil {
 			st = &fileState{}
 			m.files[path] = st
+		}
+		if m.holdBack(path, st, writing, now) {
+			m.restoreLastGood(path, st) // as for a broken file, at start
+			continue
 		}
 		if err != nil {
 			st.problem = err.Error()
@@ -472,6 +498,30 @@ func (m *ManifestDir) scanFiles(entries []fs.DirEntry) {
 			m.forgetLastGood(path)
 		}
 	}
+}
+
+// holdBack reports whether the content of path just read is left unused because a writer still
+// has the file open: it may be partial, and a truncated manifest can be a valid, different pod.
+// The file keeps what its last complete read gave (nothing if it never had one); the writer's
+// close (IN_CLOSE_WRITE) triggers the next scan. A file held open for writing longer than the
+// rescan interval is read as it is, so a writer that never closes cannot hide it for ever.
+func (m *ManifestDir) holdBack(path string, st *fileState, writing bool, now time.Time) bool {
+	if !writing {
+		st.writingSince, st.writingLogged = time.Time{}, false
+		return false
+	}
+	if st.writingSince.IsZero() {
+		st.writingSince = now
+		m.log.Debug("manifest being written, read once closed", "origin", path)
+	}
+	if now.Sub(st.writingSince) < m.rescan {
+		return true
+	}
+	if !st.writingLogged {
+		st.writingLogged = true
+		m.log.Warn("manifest open for writing since long, reading it as it is", "origin", path, "since", st.writingSince)
+	}
+	return false
 }
 
 // snapshot builds the snapshot from the per-file state: files in lexical order, documents in
@@ -543,35 +593,50 @@ var errNotRegular = errors.New("not a regular file")
 // the opened file, so a FIFO put in place of a manifest can neither block the source nor be
 // read.
 func readManifest(path string, max int64) ([]byte, error) {
+	data, _, err := readFile(path, max, false)
+	return data, err
+}
+
+// readFile is readManifest that, with checkWriters, also reports whether another open file
+// description has the file open for writing (a write in progress: its content may be partial).
+// The check takes a read lease on the opened file (fcntl F_SETLEASE, F_RDLCK), which the kernel
+// refuses with EAGAIN while the file is open for writing and which, once granted, makes a later
+// open for writing wait until this read is done and the file closed; where leases are not
+// available, writing is false.
+func readFile(path string, max int64, checkWriters bool) (data []byte, writing bool, err error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	defer f.Close()
+	defer f.Close() // also releases the lease
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, false, fmt.Errorf("%s: %w", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, errNotRegular
+		return nil, false, errNotRegular
+	}
+	if checkWriters {
+		writing = openForWriting(f)
 	}
 	if fi.Size() > max {
-		return nil, fmt.Errorf("%s: file too large: %d bytes, at most %d", path, fi.Size(), max)
+		return nil, writing, fmt.Errorf("%s: file too large: %d bytes, at most %d", path, fi.Size(), max)
 	}
 	var buf bytes.Buffer
 	n, err := io.Copy(&buf, io.LimitReader(f, max+1))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, writing, fmt.Errorf("%s: %w", path, err)
 	}
 	if n > max {
-		return nil, fmt.Errorf("%s: file too large: more than %d bytes", path, max)
+		return nil, writing, fmt.Errorf("%s: file too large: more than %d bytes", path, max)
 	}
-	return buf.Bytes(), nil
+	return buf.Bytes(), writing, nil
 }
 
 // noWatcher is the watcher when inotify is unavailable: the periodic rescan does everything.
 type noWatcher struct{}
 
-func (noWatcher) Events() <-chan struct{} { return nil }
-func (noWatcher) Ensure() error           { return nil }
-func (noWatcher) Close() error            { return nil }
+func (noWatcher) Events() <-chan struct{}  { return nil }
+func (noWatcher) Written() <-chan struct{} { return nil }
+func (noWatcher) Ensure() error            { return nil }
+func (noWatcher) Close() error             { return nil }

@@ -6,9 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/slicelet/slicelet/internal/pods"
 )
@@ -143,21 +146,58 @@ func TestManifestDirInotify(t *testing.T) {
 	// And the new directory is watched.
 	writeFiles(t, dir, map[string]string{"f.yaml": podYAML("f")})
 	waitFor(t, ch, "pods e and f", podsAre("default/e@e.yaml", "default/f@f.yaml"))
+
+	// A writer still has g.yaml open with a truncated (valid) pod when h.yaml is renamed into
+	// place: h is read at once, g not until its writer closes it, and then whole.
+	g, err := os.Create(filepath.Join(dir, "g.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	full := podYAML("g", "  restartPolicy: Never\n")
+	if _, err := g.WriteString(podYAML("g")); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, root, map[string]string{"h.yaml": podYAML("h")})
+	if err := os.Rename(filepath.Join(root, "h.yaml"), filepath.Join(dir, "h.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ch, "pod h beside e and f, g held back", podsAre("default/e@e.yaml", "default/f@f.yaml", "default/h@h.yaml"))
+	if _, err := g.WriteAt([]byte(full), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = waitFor(t, ch, "pod g once closed", podsAre("default/e@e.yaml", "default/f@f.yaml", "default/g@g.yaml", "default/h@h.yaml"))
+	if p := s.Pods[2].Pod; p.Spec.RestartPolicy != "Never" {
+		t.Fatalf("pod g read before its write completed: restartPolicy %q", p.Spec.RestartPolicy)
+	}
 }
 
-// fakeWatcher lets a test fire inotify notifications by hand.
-type fakeWatcher struct{ ch chan struct{} }
+// fakeWatcher lets a test fire inotify notifications by hand and counts the scans (every scan
+// calls Ensure first).
+type fakeWatcher struct {
+	ch, written chan struct{}
+	scans       *atomic.Int64
+}
 
-func (f fakeWatcher) Events() <-chan struct{} { return f.ch }
-func (fakeWatcher) Ensure() error             { return nil }
-func (fakeWatcher) Close() error              { return nil }
+func (f fakeWatcher) Events() <-chan struct{}  { return f.ch }
+func (f fakeWatcher) Written() <-chan struct{} { return f.written }
+func (f fakeWatcher) Ensure() error {
+	if f.scans != nil {
+		f.scans.Add(1)
+	}
+	return nil
+}
+func (fakeWatcher) Close() error { return nil }
 
 // startFake runs m with a fake watcher inside a synctest bubble.
 // got returns the snapshots sent so far, after waiting for the bubble to settle.
 func startFake(t *testing.T, m *ManifestDir) (events chan struct{}, got func() []pods.Snapshot, stop func()) {
 	t.Helper()
 	events = make(chan struct{}, 1)
-	m.newWatcher = func(string) (watcher, error) { return fakeWatcher{events}, nil }
+	m.newWatcher = func(string) (watcher, error) { return fakeWatcher{ch: events}, nil }
 	var (
 		mu   sync.Mutex
 		sent []pods.Snapshot
@@ -259,4 +299,183 @@ func TestManifestDirDebounce(t *testing.T) {
 			t.Fatalf("after the forced scan: %v", names(s[len(s)-1]))
 		}
 	})
+}
+
+// TestManifestDirCompletedWriteReadAtOnce: a completed write (Written) is read at once, other
+// events wait for the directory to be quiet (Debounce, at most MaxDelay), the rescan keeps its
+// interval. Time is the injected fake clock; synctest.Wait lets Run settle after each step.
+func TestManifestDirCompletedWriteReadAtOnce(t *testing.T) {
+	const debounce, maxDelay = 100 * time.Millisecond, time.Second
+	type step struct {
+		fire    string        // "written", "other" or "" (none)
+		advance time.Duration // then the clock moves on by this much
+		scans   int64         // scans so far (the first one at start included)
+	}
+	// steady is a stream of other events every 90 ms for a second: each postpones the read
+	// until MaxDelay is reached.
+	var steady []step
+	for range 11 {
+		steady = append(steady, step{fire: "other", advance: 90 * time.Millisecond, scans: 1})
+	}
+	steady = append(steady, step{advance: 10 * time.Millisecond, scans: 2})
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"a completed write is read at once", []step{{fire: "written", scans: 2}}},
+		{"each completed write is read at once", []step{{fire: "written", scans: 2}, {fire: "written", scans: 3}, {fire: "written", scans: 4}}},
+		{"a created or removed file waits for the debounce", []step{
+			{fire: "other", advance: debounce - time.Millisecond, scans: 1},
+			{advance: time.Millisecond, scans: 2},
+		}},
+		{"a completed write during the debounce is read at once and ends the debounce", []step{
+			{fire: "other", advance: 50 * time.Millisecond, scans: 1},
+			{fire: "written", scans: 2},
+			{advance: debounce, scans: 2},
+		}},
+		{"events after a completed write are debounced again", []step{
+			{fire: "written", scans: 2},
+			{fire: "other", advance: debounce - time.Millisecond, scans: 2},
+			{advance: time.Millisecond, scans: 3},
+		}},
+		{"a directory that never goes quiet is read within MaxDelay", steady},
+		{"the periodic rescan keeps its interval", []step{
+			{advance: DefaultRescan - time.Millisecond, scans: 1},
+			{advance: time.Millisecond, scans: 2},
+			{fire: "written", advance: DefaultRescan, scans: 4},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
+				m, err := NewManifestDir(ManifestDirOptions{Dir: t.TempDir(), Debounce: debounce, MaxDelay: maxDelay, Clock: clk})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var scans atomic.Int64
+				w := fakeWatcher{ch: make(chan struct{}, 1), written: make(chan struct{}, 1), scans: &scans}
+				m.newWatcher = func(string) (watcher, error) { return w, nil }
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan struct{})
+				go func() { defer close(done); _ = m.Run(ctx, func(pods.Snapshot) {}) }()
+				defer func() { cancel(); <-done }()
+				synctest.Wait()
+				if n := scans.Load(); n != 1 {
+					t.Fatalf("scans at start: %d, want 1", n)
+				}
+				for i, st := range tc.steps {
+					switch st.fire {
+					case "written":
+						w.written <- struct{}{}
+					case "other":
+						w.ch <- struct{}{}
+					}
+					synctest.Wait()
+					if st.advance > 0 {
+						clk.Step(st.advance)
+						synctest.Wait()
+					}
+					if n := scans.Load(); n != st.scans {
+						t.Fatalf("step %d (%q, then %v): %d scans, want %d", i, st.fire, st.advance, n, st.scans)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestManifestDirHoldsFilesBeingWritten: a manifest that a writer still has open is never read
+// (its content may be a truncated, valid, different pod): the file keeps what its last complete
+// read gave until the writer closes it, or until it was held for the rescan interval.
+func TestManifestDirHoldsFilesBeingWritten(t *testing.T) {
+	full := podYAML("a", "  restartPolicy: Never\n")
+	partial := podYAML("a") // valid on its own: a different pod
+	type step struct {
+		do      string // "write" (whole file, closed), "open" (truncate, write content, keep open), "close", "advance", "reader" (open read-only, keep open)
+		content string
+		advance time.Duration
+		want    string // pods after a scan, "name/restartPolicy ..."
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"a new file still open for writing is not read", []step{
+			{do: "open", content: partial, want: ""},
+			{do: "close", want: "a/Always"},
+		}},
+		{"a file rewritten in place keeps its pods until closed", []step{
+			{do: "write", content: partial, want: "a/Always"},
+			{do: "open", content: full, want: "a/Always"},
+			{do: "close", want: "a/Never"},
+		}},
+		{"a file closed after writing is read", []step{
+			{do: "open", content: full, want: ""},
+			{do: "close", want: "a/Never"},
+		}},
+		{"a file open for writing longer than the rescan interval is read as it is", []step{
+			{do: "open", content: partial, want: ""},
+			{do: "advance", advance: DefaultRescan - time.Millisecond, want: ""},
+			{do: "advance", advance: time.Millisecond, want: "a/Always"},
+		}},
+		{"a file open only for reading is read", []step{
+			{do: "write", content: full, want: "a/Never"},
+			{do: "reader", want: "a/Never"},
+			{do: "write", content: partial, want: "a/Always"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "a.yaml")
+			clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
+			m, err := NewManifestDir(ManifestDirOptions{Dir: dir, Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var open []*os.File
+			defer func() {
+				for _, f := range open {
+					_ = f.Close()
+				}
+			}()
+			for i, st := range tc.steps {
+				switch st.do {
+				case "write":
+					writeFiles(t, dir, map[string]string{"a.yaml": st.content})
+				case "open":
+					f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+					if err != nil {
+						t.Fatal(err)
+					}
+					open = append(open, f)
+					if _, err := f.WriteString(st.content); err != nil {
+						t.Fatal(err)
+					}
+				case "reader":
+					f, err := os.Open(path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					open = append(open, f)
+				case "close":
+					for _, f := range open {
+						if err := f.Close(); err != nil {
+							t.Fatal(err)
+						}
+					}
+					open = nil
+				case "advance":
+					clk.Step(st.advance)
+				}
+				s := m.Scan()
+				var got []string
+				for _, d := range s.Pods {
+					got = append(got, d.Pod.Name+"/"+string(d.Pod.Spec.RestartPolicy))
+				}
+				if strings.Join(got, " ") != st.want {
+					t.Fatalf("step %d (%s): pods %q (problems %v), want %q", i, st.do, got, s.Problems, st.want)
+				}
+			}
+		})
+	}
 }

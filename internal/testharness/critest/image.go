@@ -23,6 +23,10 @@ var busyboxApplets = []string{
 	"id", "env", "mkdir", "touch", "wc", "head", "tail", "dd", "rm", "yes",
 }
 
+// Applets returns the commands the image links to busybox (in /bin): a program a manifest
+// names runs in the image when it is one of them.
+func Applets() []string { return append([]string(nil), busyboxApplets...) }
+
 // Image describes an image to write as an OCI image layout.
 type Image struct {
 	// Name is the reference it is imported as, e.g. "slicelet.test/busybox:1". Required.

@@ -1,0 +1,141 @@
+package controlplane
+
+import (
+	"crypto/x509"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/kubernetes/cmd/kubeadm/app/util/pkiutil"
+)
+
+func TestComponentsListenOnLoopbackOnly(t *testing.T) {
+	c := Config{Dir: "/run/cp", BinDir: "/bin", Scheduler: true, ControllerManager: true}.withDefaults()
+	for _, comp := range components(c, layout(c.Dir)) {
+		t.Run(comp.name, func(t *testing.T) {
+			for _, a := range comp.args {
+				k, v, _ := strings.Cut(a, "=")
+				switch {
+				case strings.HasSuffix(k, "-urls") || k == "--initial-cluster" || k == "--etcd-servers":
+					for _, u := range strings.Split(v, ",") {
+						if _, rest, _ := strings.Cut(u, "://"); !strings.HasPrefix(rest, "127.0.0.1:") {
+							t.Errorf("%s: %q is not on 127.0.0.1", k, u)
+						}
+					}
+				case k == "--bind-address" || k == "--advertise-address":
+					if v != "127.0.0.1" {
+						t.Errorf("%s=%s, want 127.0.0.1", k, v)
+					}
+				case k == "--secure-port" && comp.name != APIServer:
+					if v != "0" {
+						t.Errorf("%s=%s: only the API server serves", k, v)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestAPIServerArgs(t *testing.T) {
+	c := Config{Dir: "/run/cp", BinDir: "/bin"}.withDefaults()
+	args := apiServerArgs(c, layout(c.Dir))
+	for _, tc := range []struct {
+		name, want string
+	}{
+		{"node authorizer before RBAC", "--authorization-mode=Node,RBAC"},
+		{"node restriction admission", "--enable-admission-plugins=NodeRestriction"},
+		{"service range", "--service-cluster-ip-range=10.96.0.0/16"},
+		{"client certificates from the run dir's CA", "--client-ca-file=/run/cp/pki/ca.crt"},
+		{"service-account signing key", "--service-account-signing-key-file=/run/cp/pki/sa.key"},
+		{"service-account verifying key", "--service-account-key-file=/run/cp/pki/sa.pub"},
+		{"etcd on loopback", "--etcd-servers=http://127.0.0.1:2379"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !slices.Contains(args, tc.want) {
+				t.Fatalf("%s missing from %q", tc.want, args)
+			}
+		})
+	}
+}
+
+func TestCertificates(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := newAuthority(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := append(controlPlaneCerts(net.IPv4(10, 96, 0, 1)), nodeCert("node-a"))
+	for _, s := range specs {
+		if err := ca.issue(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A second authority over the same dir loads the CA instead of making another (AddNode).
+	again, err := newAuthority(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.cert.Equal(ca.cert) {
+		t.Fatal("newAuthority replaced an existing CA")
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	for _, tc := range []struct {
+		name, file, cn, org string
+		usage               x509.ExtKeyUsage
+		serves              []string // host names or IPs it must be valid for
+	}{
+		{"API server serving", "apiserver", "kube-apiserver", "", x509.ExtKeyUsageServerAuth, []string{"127.0.0.1", "localhost", "10.96.0.1", "kubernetes.default.svc"}},
+		{"admin client", "admin", "kubernetes-admin", "system:masters", x509.ExtKeyUsageClientAuth, nil},
+		{"API server to kubelets", "apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters", x509.ExtKeyUsageClientAuth, nil},
+		{"scheduler", "scheduler", "system:kube-scheduler", "", x509.ExtKeyUsageClientAuth, nil},
+		{"controller manager", "controller-manager", "system:kube-controller-manager", "", x509.ExtKeyUsageClientAuth, nil},
+		{"node", "node-node-a", "system:node:node-a", "system:nodes", x509.ExtKeyUsageClientAuth, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cert, err := pkiutil.TryLoadCertFromDisk(dir, tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cert.Subject.CommonName != tc.cn || strings.Join(cert.Subject.Organization, ",") != tc.org {
+				t.Fatalf("subject CN=%q O=%q, want CN=%q O=%q", cert.Subject.CommonName, cert.Subject.Organization, tc.cn, tc.org)
+			}
+			if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{tc.usage}}); err != nil {
+				t.Fatalf("verify for %v: %v", tc.usage, err)
+			}
+			for _, h := range tc.serves {
+				if err := cert.VerifyHostname(h); err != nil {
+					t.Errorf("not valid for %s: %v", h, err)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := Config{Dir: "/run/cp", BinDir: "/bin", Nodes: []string{"node-a"}}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string // "" for valid
+	}{
+		{"valid", func(*Config) {}, ""},
+		{"relative run dir", func(c *Config) { c.Dir = "cp" }, `control plane dir "cp": want an absolute path`},
+		{"relative binaries", func(c *Config) { c.BinDir = "build/peer" }, `control plane binaries "build/peer": want an absolute path`},
+		{"node name not a DNS subdomain", func(c *Config) { c.Nodes = []string{"Node_A"} }, `node name "Node_A"`},
+		{"bad service range", func(c *Config) { c.ServiceCIDR = "10.96.0.0" }, `service CIDR "10.96.0.0"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.edit(&c)
+			err := c.withDefaults().validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}

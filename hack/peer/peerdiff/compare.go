@@ -1,0 +1,190 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/slicelet/slicelet/hack/peer/peerrun"
+)
+
+// difference is one value on which the agents disagree.
+type difference struct {
+	version, origin, pod, level, field string
+	slicelet, kubelet                  string
+	// deliberate is why slicelet differs on purpose (docs/peer.md); empty for a real difference.
+	deliberate string
+}
+
+func (d difference) line() string {
+	s := fmt.Sprintf("%s %s %s %s %s: slicelet=%s kubelet=%s", d.version, d.origin, d.pod, d.level, d.field, d.slicelet, d.kubelet)
+	if d.deliberate != "" {
+		return "deliberate: " + s + " (" + d.deliberate + ")"
+	}
+	return s
+}
+
+const absent = "(absent)"
+
+// compareValues lists the files whose values differ between s and k.
+func compareValues(base difference, s, k peerrun.Values) []difference {
+	var out []difference
+	keys := slices.Sorted(maps.Keys(s))
+	for f := range k {
+		if _, ok := s[f]; !ok {
+			keys = append(keys, f)
+		}
+	}
+	slices.Sort(keys)
+	for _, f := range keys {
+		sv, sok := s[f]
+		kv, kok := k[f]
+		if !sok {
+			sv = absent
+		}
+		if !kok {
+			kv = absent
+		}
+		if sv != kv {
+			d := base
+			d.field, d.slicelet, d.kubelet = f, sv, kv
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// comparePod lists the differences of one pod both agents ran.
+func comparePod(base difference, s, k peerrun.Pod) []difference {
+	var out []difference
+	if s.QOS != k.QOS {
+		d := base
+		d.level, d.field, d.slicelet, d.kubelet = "pod", "qos", s.QOS, k.QOS
+		out = append(out, d)
+	}
+	pb := base
+	pb.level = "pod"
+	out = append(out, compareValues(pb, s.Values, k.Values)...)
+	names := slices.Sorted(maps.Keys(s.Containers))
+	for n := range k.Containers {
+		if _, ok := s.Containers[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range slices.Compact(names) {
+		sc, sok := s.Containers[n]
+		kc, kok := k.Containers[n]
+		cb := base
+		cb.level = "container " + n
+		switch {
+		case sok != kok:
+			d := cb
+			d.field, d.slicelet, d.kubelet = "created", yesNo(sok), yesNo(kok)
+			out = append(out, d)
+		case sc.Values != nil && kc.Values != nil:
+			out = append(out, compareValues(cb, sc.Values, kc.Values)...)
+			if sc.OOMScoreAdj != kc.OOMScoreAdj {
+				d := cb
+				d.field, d.slicelet, d.kubelet = "oom_score_adj", sc.OOMScoreAdj, kc.OOMScoreAdj
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// compareRun lists every difference of one cgroup version's batches; entries give the
+// manifests' origins and pods (for the deliberate divergences).
+func compareRun(version string, entries []entry, results []batchResult) []difference {
+	byKey := map[string]entry{}
+	for _, e := range entries {
+		byKey[e.Key.String()] = e
+	}
+	var out []difference
+	for i, r := range results {
+		s, k := r.Snapshot[peerrun.Slicelet], r.Snapshot[peerrun.Kubelet]
+		batch := fmt.Sprintf("batch-%d", i+1)
+		for _, kind := range []peerrun.Kind{peerrun.Slicelet, peerrun.Kubelet} {
+			if msg := r.Errors[kind]; msg != "" {
+				out = append(out, difference{version: version, origin: batch, pod: "-", level: "run", field: string(kind), slicelet: "error", kubelet: fmt.Sprintf("%q", oneLine(msg))})
+			}
+		}
+		levels := slices.Sorted(maps.Keys(s.Node))
+		for l := range k.Node {
+			if _, ok := s.Node[l]; !ok {
+				levels = append(levels, l)
+			}
+		}
+		slices.Sort(levels)
+		for _, l := range slices.Compact(levels) {
+			sv, sok := s.Node[l]
+			kv, kok := k.Node[l]
+			base := difference{version: version, origin: batch, pod: "-", level: l}
+			if sok != kok {
+				d := base
+				d.field, d.slicelet, d.kubelet = "created", yesNo(sok), yesNo(kok)
+				out = append(out, d)
+				continue
+			}
+			out = append(out, compareValues(base, sv, kv)...)
+		}
+		for _, key := range r.Keys {
+			e := byKey[key.String()]
+			base := difference{version: version, origin: e.Origin, pod: key.String()}
+			sp, sok := s.Pods[key.String()]
+			kp, kok := k.Pods[key.String()]
+			var diffs []difference
+			switch {
+			case sok != kok:
+				d := base
+				d.level, d.field, d.slicelet, d.kubelet = "pod", "ran", yesNo(sok), yesNo(kok)
+				diffs = append(diffs, d)
+			case sok:
+				diffs = comparePod(base, sp, kp)
+			}
+			for _, d := range diffs {
+				d.deliberate = deliberate(d, e)
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+func oneLine(s string) string {
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if c == '\n' {
+			b[i] = ' '
+		}
+	}
+	return string(b)
+}
+
+// deliberate is why d is a difference slicelet makes on purpose, or "".
+func deliberate(d difference, e entry) string {
+	for _, dd := range deliberateDivergences {
+		if dd.match(d, e) {
+			return dd.why
+		}
+	}
+	return ""
+}
+
+// deliberateDivergences are the differences slicelet makes on purpose (docs/peer.md), the
+// same as the code-level oracle's (hack/peer/oracle), each with the rule that recognises it.
+var deliberateDivergences = []struct {
+	why   string
+	match func(d difference, e entry) bool
+}{}

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"sigs.k8s.io/yaml"
+
+	"github.com/slicelet/slicelet/hack/peer/peerrun"
+	"github.com/slicelet/slicelet/hack/peer/podgen"
+	"github.com/slicelet/slicelet/internal/testharness/critest"
+)
+
+// maxManifestBytes bounds one corpus file: a directory written for real clusters may hold
+// anything.
+const maxManifestBytes = 1 << 20
+
+// entry is one pod of the prepared corpus: one Pod document, rewritten to run offline.
+type entry struct {
+	// Origin is where it came from: the corpus file (with "#n" for the n-th document of a
+	// multi-document file) or the generated pod's name.
+	Origin string `json:"origin"`
+	// Key is its namespace and name, unique in the corpus.
+	Key peerrun.PodKey `json:"key"`
+	// Containers are its regular containers' names (the ones that must be running).
+	Containers []string `json:"containers"`
+	// CPUMilli and MemoryBytes are its effective requests (pod-level resources included, as
+	// admission counts them); zero when it does not decode as a Pod.
+	CPUMilli    int64 `json:"cpuMilli"`
+	MemoryBytes int64 `json:"memoryBytes"`
+	// YAML is the rewritten manifest.
+	YAML []byte `json:"yaml"`
+	// Pod is the manifest decoded (for the divergence rules).
+	Pod *v1.Pod `json:"-"`
+}
+
+// loadCorpus reads every Pod document of the manifests under dir (other kinds are skipped).
+func loadCorpus(dir string) ([]entry, error) {
+	var out []entry
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".yaml", ".yml", ".json":
+		default:
+			return nil
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		data, err := io.ReadAll(io.LimitReader(f, maxManifestBytes+1))
+		if err != nil {
+			return err
+		}
+		if len(data) > maxManifestBytes {
+			return fmt.Errorf("%s: larger than %d bytes", path, maxManifestBytes)
+		}
+		docs, err := splitDocuments(data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		for n, doc := range docs {
+			if kind, _ := doc["kind"].(string); kind != "Pod" {
+				continue
+			}
+			origin := path
+			if len(docs) > 1 {
+				origin = fmt.Sprintf("%s#%d", path, n+1)
+			}
+			out = append(out, entry{Origin: origin, Key: keyOf(doc), YAML: mustYAML(doc)})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("corpus %s: %w", dir, err)
+	}
+	return out, nil
+}
+
+// splitDocuments decodes every YAML (or JSON) document of data into a generic tree.
+func splitDocuments(data []byte) ([]map[string]any, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []map[string]any
+	for {
+		var m map[string]any
+		err := dec.Decode(&m)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m != nil {
+			out = append(out, m)
+		}
+	}
+}
+
+// generated returns n pods of podgen's stream for seed.
+func generated(seed uint64, n int) []entry {
+	out := make([]entry, 0, n)
+	for i := range n {
+		m := podgen.Pod(seed, i)
+		out = append(out, entry{Origin: "generated " + m.Name(), Key: keyOf(m), YAML: m.YAML()})
+	}
+	return out
+}
+
+func keyOf(doc map[string]any) peerrun.PodKey {
+	md, _ := doc["metadata"].(map[string]any)
+	k := peerrun.PodKey{Namespace: "default"}
+	k.Name, _ = md["name"].(string)
+	if ns, _ := md["namespace"].(string); ns != "" {
+		k.Namespace = ns
+	}
+	return k
+}
+
+func mustYAML(doc map[string]any) []byte {
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		// A tree decoded from YAML always marshals.
+		panic(fmt.Sprintf("peerdiff: marshal: %v", err))
+	}
+	return out
+}
+
+// prepare rewrites every entry to run offline ([rewrite]), gives pods whose namespace/name
+// another already has a unique name, and computes their requests.
+func prepare(entries []entry, applets []string) ([]entry, error) {
+	seen := map[peerrun.PodKey]bool{}
+	out := make([]entry, 0, len(entries))
+	for _, e := range entries {
+		docs, err := splitDocuments(e.YAML)
+		if err != nil || len(docs) != 1 {
+			return nil, fmt.Errorf("%s: not one document: %v", e.Origin, err)
+		}
+		doc := docs[0]
+		md, _ := doc["metadata"].(map[string]any)
+		if md == nil {
+			md = map[string]any{}
+			doc["metadata"] = md
+		}
+		if e.Key.Name == "" {
+			e.Key.Name = "unnamed"
+		}
+		for n := 2; seen[e.Key]; n++ {
+			e.Key.Name = fmt.Sprintf("%s-%d", keyOf(doc).Name, n)
+		}
+		seen[e.Key] = true
+		md["name"] = e.Key.Name
+		rewrite(doc, applets)
+		e.YAML = mustYAML(doc)
+		var pod v1.Pod
+		// What does not decode is left to the agents to refuse.
+		if err := yaml.Unmarshal(e.YAML, &pod); err == nil {
+			e.Pod = &pod
+			requests(&e)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// requests fills e's requests from its pod (component-helpers' PodRequests: the larger of the
+// init containers' and the regular containers' sums, sidecars counted, pod-level resources
+// where set).
+func requests(e *entry) {
+	for _, c := range e.Pod.Spec.Containers {
+		e.Containers = append(e.Containers, c.Name)
+	}
+	req := resourcehelper.PodRequests(e.Pod, resourcehelper.PodResourcesOptions{})
+	e.CPUMilli = req.Cpu().MilliValue()
+	e.MemoryBytes = req.Memory().Value()
+}
+
+// containerLists are the lists of containers a pod spec has.
+var containerLists = []string{"initContainers", "containers"}
+
+// probes and hooks whose handlers are replaced by a command that succeeds: they test programs
+// of the images the manifest names, which the test image does not have.
+var (
+	probeFields = []string{"livenessProbe", "readinessProbe", "startupProbe"}
+	hookFields  = []string{"postStart", "preStop"}
+)
+
+// rewrite makes a Pod document run on the node with the test image alone: every container's
+// image becomes [peerrun.TestImage] with imagePullPolicy IfNotPresent; an init container that
+// is not a sidecar runs `true` (offline, what it waits for or fetches is not there, and the pod
+// must proceed to its containers); any other container keeps its command (command and args)
+// when the program is one of the image's busybox applets and runs `sleep infinity` otherwise;
+// probes and lifecycle hooks run `true`. Resources and everything else stay as
+// written.
+func rewrite(doc map[string]any, applets []string) {
+	spec, _ := doc["spec"].(map[string]any)
+	if spec == nil {
+		return
+	}
+	for _, list := range containerLists {
+		cs, _ := spec[list].([]any)
+		for _, item := range cs {
+			c, _ := item.(map[string]any)
+			if c == nil {
+				continue
+			}
+			c["image"], c["imagePullPolicy"] = peerrun.TestImage, "IfNotPresent"
+			exits := list == "initContainers" && c["restartPolicy"] != "Always"
+			argv := append(stringList(c["command"]), stringList(c["args"])...)
+			if exits || len(argv) == 0 || !isApplet(argv[0], applets) {
+				delete(c, "args")
+				c["command"] = []any{"/bin/sleep", "infinity"}
+				if exits {
+					c["command"] = []any{"/bin/true"}
+				}
+			}
+			for _, f := range probeFields {
+				if p, ok := c[f].(map[string]any); ok {
+					succeed(p)
+				}
+			}
+			if lc, ok := c["lifecycle"].(map[string]any); ok {
+				for _, f := range hookFields {
+					if h, ok := lc[f].(map[string]any); ok {
+						succeed(h)
+					}
+				}
+			}
+		}
+	}
+}
+
+// succeed replaces a probe's or hook's handler with exec true.
+func succeed(h map[string]any) {
+	for _, k := range []string{"exec", "httpGet", "tcpSocket", "grpc", "sleep"} {
+		delete(h, k)
+	}
+	h["exec"] = map[string]any{"command": []any{"/bin/true"}}
+}
+
+func stringList(v any) []string {
+	l, _ := v.([]any)
+	var out []string
+	for _, x := range l {
+		s, _ := x.(string)
+		out = append(out, s)
+	}
+	return out
+}
+
+// isApplet reports whether program runs in the test image: a busybox applet by name or as
+// /bin/<applet>.
+func isApplet(program string, applets []string) bool {
+	name, ok := strings.CutPrefix(program, "/bin/")
+	if !ok && strings.Contains(program, "/") {
+		return false
+	}
+	return slices.Contains(applets, name)
+}
+
+// allocatable is what the node offers pods under both agents.
+type allocatable struct {
+	CPUMilli, MemoryBytes int64
+	Pods                  int
+}
+
+// batches splits the corpus into batches whose requests fit a, at most maxPods each, in
+// corpus order, first fit. A pod whose requests exceed a by themselves is refused at admission
+// whatever else runs beside it (admission counts only admitted pods), so it takes no room:
+// such pods are spread over the batches, and the admission outcome is what is compared for
+// them.
+func batches(entries []entry, a allocatable, maxPods int) [][]entry {
+	type open struct {
+		pods     []entry
+		cpu, mem int64
+	}
+	limit := min(maxPods, a.Pods)
+	var bs []*open
+	var misfits []entry
+	for _, e := range entries {
+		if e.CPUMilli > a.CPUMilli || e.MemoryBytes > a.MemoryBytes {
+			misfits = append(misfits, e)
+			continue
+		}
+		placed := false
+		for _, b := range bs {
+			if len(b.pods) < limit && b.cpu+e.CPUMilli <= a.CPUMilli && b.mem+e.MemoryBytes <= a.MemoryBytes {
+				b.pods, b.cpu, b.mem = append(b.pods, e), b.cpu+e.CPUMilli, b.mem+e.MemoryBytes
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			bs = append(bs, &open{pods: []entry{e}, cpu: e.CPUMilli, mem: e.MemoryBytes})
+		}
+	}
+	for _, e := range misfits {
+		var best *open
+		for _, b := range bs {
+			if len(b.pods) < limit && (best == nil || len(b.pods) < len(best.pods)) {
+				best = b
+			}
+		}
+		if best == nil {
+			best = &open{}
+			bs = append(bs, best)
+		}
+		best.pods = append(best.pods, e)
+	}
+	out := make([][]entry, len(bs))
+	for i, b := range bs {
+		out[i] = b.pods
+	}
+	return out
+}
+
+// testApplets are the programs of the test image.
+func testApplets() []string { return critest.Applets() }

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/slicelet/slicelet/hack/peer/peerrun"
+)
+
+// nodeDir is the agents' directory inside: on the sandbox's overlay root or the VM's own
+// root, never on a shared directory (the kubelet mounts volumes below its root directory).
+const nodeDir = "/var/lib/peer-node"
+
+// quantity parses a quantity of c's maps: millicores when milli, else its value; 0 when empty.
+func quantity(s string, milli bool) int64 {
+	if s == "" {
+		return 0
+	}
+	q := resource.MustParse(s)
+	if milli {
+		return q.MilliValue()
+	}
+	return q.Value()
+}
+
+// waits are the settle and limit of a batch: the VM emulates its CPU, several times slower.
+func waits(version string) peerrun.WaitOptions {
+	if version == "v2" {
+		return peerrun.WaitOptions{Settle: 15 * time.Second, Limit: 8 * time.Minute}
+	}
+	return peerrun.WaitOptions{Settle: 6 * time.Second, Limit: 2 * time.Minute}
+}
+
+// inside runs every batch under the kubelet, then slicelet, and writes what each left.
+func inside(ctx context.Context, o options) error {
+	data, err := os.ReadFile(filepath.Join(o.work, corpusFile))
+	if err != nil {
+		return err
+	}
+	var entries []entry
+	if err := json.Unmarshal(data, &entries); err != nil {
+		return fmt.Errorf("%s: %w", corpusFile, err)
+	}
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	node, err := peerrun.StartNode(ctx, peerrun.NodeOptions{Dir: nodeDir, Logf: logf})
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+	cfg := peerrun.DefaultNodeConfig()
+	alloc := nodeAllocatable(cfg)
+	bs := batches(entries, alloc, o.batchPods)
+	logf("peerdiff %s: %d pods in %d batches (allocatable for batching: %dm cpu, %d MiB)", o.inside, len(entries), len(bs), alloc.CPUMilli, alloc.MemoryBytes>>20)
+	out := filepath.Join(o.work, o.inside, resultFile)
+	var results []batchResult
+	binaries := map[peerrun.Kind]string{peerrun.Kubelet: o.kubelet, peerrun.Slicelet: o.slicelet}
+	for i, b := range bs {
+		r := batchResult{Snapshot: map[peerrun.Kind]snapshot{}, Complete: map[peerrun.Kind][]string{}, Took: map[peerrun.Kind]string{}, Errors: map[peerrun.Kind]string{}}
+		want := map[peerrun.PodKey][]string{}
+		for _, e := range b {
+			r.Keys = append(r.Keys, e.Key)
+			want[e.Key] = e.Containers
+		}
+		for _, kind := range []peerrun.Kind{peerrun.Kubelet, peerrun.Slicelet} {
+			t0 := time.Now()
+			snap, complete, err := runBatch(ctx, filepath.Join(o.work, o.inside), node, kind, binaries[kind], cfg, i, b, want, waits(o.inside))
+			if err != nil {
+				r.Errors[kind] = err.Error()
+				logf("batch %d %s: %v", i+1, kind, err)
+			}
+			r.Snapshot[kind] = toJSON(snap)
+			for k := range complete {
+				r.Complete[kind] = append(r.Complete[kind], k.String())
+			}
+			slices.Sort(r.Complete[kind])
+			r.Took[kind] = time.Since(t0).Round(time.Millisecond).String()
+			logf("batch %d/%d %s: %d pods, %d complete, %d sandboxes, %s", i+1, len(bs), kind, len(b), len(complete), len(snap.Pods), r.Took[kind])
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		results = append(results, r)
+		data, err := json.MarshalIndent(results, "", " ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(out, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runBatch writes the batch's manifests, runs kind on them until its pods are up, reads the
+// cgroups and stops the agent, leaving the node clean.
+func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerrun.Kind, binary string, cfg peerrun.NodeConfig, n int, b []entry, want map[peerrun.PodKey][]string, w peerrun.WaitOptions) (peerrun.Snapshot, map[peerrun.PodKey]bool, error) {
+	dir := filepath.Join(nodeDir, fmt.Sprintf("manifests-%d-%s", n, kind))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return peerrun.Snapshot{}, nil, err
+	}
+	defer os.RemoveAll(dir)
+	for i, e := range b {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%03d.yaml", i)), e.YAML, 0o644); err != nil {
+			return peerrun.Snapshot{}, nil, err
+		}
+	}
+	a, err := node.StartAgent(ctx, peerrun.AgentOptions{Kind: kind, Binary: binary, ManifestDir: dir, Config: cfg})
+	if err != nil {
+		return peerrun.Snapshot{}, nil, err
+	}
+	w.Want = want
+	complete, werr := a.Wait(ctx, w)
+	// Values the agents set right after the last container started (the QoS levels) settle.
+	time.Sleep(time.Second)
+	snap, rerr := a.Read(ctx)
+	_ = os.WriteFile(filepath.Join(logDir, fmt.Sprintf("batch-%d-%s.log", n+1, kind)), []byte(a.Journal(ctx, 5000)), 0o644)
+	serr := a.Stop(ctx)
+	return snap, complete, errors.Join(werr, rerr, serr)
+}

@@ -1,0 +1,316 @@
+// Command peerdiff runs every manifest of a corpus under the real kubelet and under slicelet
+// (CRI runtime), one agent at a time on the same containerd with the same node settings
+// (hack/peer/peerrun), on cgroup v1 (a throwaway systemd sandbox on this machine's hybrid
+// layout) and on cgroup v2 (a throwaway VM), and compares the cgroups they made level by level:
+// kubepods, QoS, pod, container. It prints one line per difference,
+//
+//	<v1|v2> <manifest> <namespace>/<name> <level> <field>: slicelet=<value> kubelet=<value>
+//
+// then "peer-diff: N manifests, D differences (v1), E differences (v2)", and exits 1 on any
+// difference. Differences slicelet makes on purpose are printed as "deliberate: ..." lines and
+// not counted (docs/peer.md).
+//
+// The corpus is every Pod document under -corpus plus -n pods of the seeded generator
+// (hack/peer/podgen); each is rewritten to run offline with the local busybox test image
+// (commands kept when busybox has the program, sleep otherwise).
+//
+// On the host, peerdiff prepares the corpus, boots the sandbox and the VM and runs itself
+// inside them with -inside, which runs the batches and writes the cgroups it read to the work
+// directory; the host compares.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/slicelet/slicelet/hack/peer/peerrun"
+)
+
+// options are the command line.
+type options struct {
+	corpus, work, kubelet, slicelet, cgroups string
+	n                                        int
+	seed                                     uint64
+	inside                                   string
+	vmMem, batchPods                         int
+	prepareOnly                              bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.corpus, "corpus", "testdata/corpus", "directory of Pod manifests (searched recursively for *.yaml, *.yml, *.json); empty for none")
+	flag.IntVar(&o.n, "n", 40, "generated pods")
+	flag.Uint64Var(&o.seed, "seed", 1, "generator seed")
+	flag.StringVar(&o.work, "work", "build/peer-diff", "work directory (emptied first)")
+	flag.StringVar(&o.kubelet, "kubelet", "build/peer/v1.37.2/kubelet", "the kubelet binary")
+	flag.StringVar(&o.slicelet, "slicelet", "bin/slicelet", "the slicelet binary")
+	flag.StringVar(&o.cgroups, "cgroups", "v1,v2", "cgroup versions to run: v1 (sandbox), v2 (VM)")
+	flag.IntVar(&o.vmMem, "vm-mem", 3072, "the VM's memory in MiB")
+	flag.IntVar(&o.batchPods, "batch-pods", 30, "most pods in one batch")
+	flag.BoolVar(&o.prepareOnly, "prepare-only", false, "prepare the corpus, print its batches for this machine and exit")
+	flag.StringVar(&o.inside, "inside", "", "internal: run the batches inside the sandbox or VM, for this cgroup version")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var err error
+	code := 0
+	if o.inside != "" {
+		err = inside(ctx, o)
+	} else {
+		code, err = host(ctx, o, os.Stdout, os.Stderr)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peerdiff:", err)
+		code = 2
+	}
+	os.Exit(code)
+}
+
+// corpusFile and resultFile are the files host and inside exchange in the work directory.
+const (
+	corpusFile = "corpus.json"
+	resultFile = "results.json"
+)
+
+// batchResult is what one batch left under each agent.
+type batchResult struct {
+	Keys     []peerrun.PodKey          `json:"keys"`
+	Snapshot map[peerrun.Kind]snapshot `json:"snapshot"`
+	Complete map[peerrun.Kind][]string `json:"complete"`
+	Took     map[peerrun.Kind]string   `json:"took"`
+	Errors   map[peerrun.Kind]string   `json:"errors,omitempty"`
+}
+
+// snapshot is peerrun.Snapshot with string keys (JSON).
+type snapshot struct {
+	Node map[string]peerrun.Values `json:"node"`
+	Pods map[string]peerrun.Pod    `json:"pods"`
+}
+
+func toJSON(s peerrun.Snapshot) snapshot {
+	out := snapshot{Node: s.Node, Pods: map[string]peerrun.Pod{}}
+	for k, p := range s.Pods {
+		out.Pods[k.String()] = p
+	}
+	return out
+}
+
+// host prepares the corpus, runs each cgroup version inside and compares.
+func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error) {
+	entries, err := corpusEntries(o)
+	if err != nil {
+		return 0, err
+	}
+	if o.prepareOnly {
+		bs := batches(entries, nodeAllocatable(peerrun.DefaultNodeConfig()), o.batchPods)
+		for i, b := range bs {
+			var names []string
+			for _, e := range b {
+				names = append(names, e.Key.String())
+			}
+			fmt.Fprintf(stdout, "batch %d: %d pods: %s\n", i+1, len(b), strings.Join(names, " "))
+		}
+		fmt.Fprintf(stdout, "peer-diff: %d manifests, %d batches on this machine\n", len(entries), len(bs))
+		return 0, nil
+	}
+	work, err := filepath.Abs(o.work)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.RemoveAll(work); err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return 0, err
+	}
+	data, err := json.Marshal(entries)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.WriteFile(filepath.Join(work, corpusFile), data, 0o644); err != nil {
+		return 0, err
+	}
+	kubelet, err := filepath.EvalSymlinks(o.kubelet)
+	if err != nil {
+		return 0, fmt.Errorf("kubelet binary (make peer-build): %w", err)
+	}
+	slicelet, err := filepath.Abs(o.slicelet)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := os.Stat(slicelet); err != nil {
+		return 0, fmt.Errorf("slicelet binary (make build): %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	counts := map[string]int{}
+	var versions []string
+	for _, v := range strings.Split(o.cgroups, ",") {
+		v = strings.TrimSpace(v)
+		t0 := time.Now()
+		dir := filepath.Join(work, v)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return 0, err
+		}
+		args := []string{"-inside", v, "-work", work, "-batch-pods", strconv.Itoa(o.batchPods)}
+		switch v {
+		case "v1":
+			err = runSandbox(ctx, self, work, append(args, "-kubelet", kubelet, "-slicelet", slicelet), stderr)
+		case "v2":
+			err = runVM(ctx, self, work, kubelet, slicelet, args, o.vmMem, stderr)
+		default:
+			return 0, fmt.Errorf("-cgroups: %q: want v1 or v2", v)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", v, err)
+		}
+		results, err := readResults(filepath.Join(dir, resultFile))
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", v, err)
+		}
+		diffs := compareRun(v, entries, results)
+		for _, d := range diffs {
+			fmt.Fprintln(stdout, d.line())
+			if d.deliberate == "" {
+				counts[v]++
+			}
+		}
+		fmt.Fprintf(stderr, "peerdiff: %s: %d batches in %s\n", v, len(results), time.Since(t0).Round(time.Second))
+		versions = append(versions, v)
+	}
+	fmt.Fprintf(stdout, "peer-diff: %d manifests, %s differences (v1), %s differences (v2)\n", len(entries), countOf(counts, versions, "v1"), countOf(counts, versions, "v2"))
+	for _, v := range versions {
+		if counts[v] > 0 {
+			return 1, nil
+		}
+	}
+	return 0, nil
+}
+
+func countOf(counts map[string]int, ran []string, v string) string {
+	for _, r := range ran {
+		if r == v {
+			return strconv.Itoa(counts[v])
+		}
+	}
+	return "not run:"
+}
+
+// corpusEntries loads and prepares the corpus and the generated pods.
+func corpusEntries(o options) ([]entry, error) {
+	var raw []entry
+	if o.corpus != "" {
+		c, err := loadCorpus(o.corpus)
+		if err != nil {
+			return nil, err
+		}
+		raw = c
+	}
+	raw = append(raw, generated(o.seed, o.n)...)
+	return prepare(raw, testApplets())
+}
+
+// runSandbox boots the v1 sandbox and runs peerdiff inside; its output goes to stderr.
+func runSandbox(ctx context.Context, self, work string, args []string, stderr io.Writer) error {
+	sb, err := peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: fmt.Sprintf("peerdiff-%d", os.Getpid()), WorkDir: work, Log: stderr})
+	if err != nil {
+		return err
+	}
+	inner := filepath.Join(work, "peerdiff")
+	if err := copyFile(self, inner); err != nil {
+		_ = sb.Stop()
+		return err
+	}
+	cmd := sb.Command(ctx, "/", inner, args...)
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	runErr := cmd.Run()
+	if err := sb.Stop(); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	return runErr
+}
+
+// runVM runs peerdiff in the cgroup v2 VM with the kubelet and slicelet copied in.
+func runVM(ctx context.Context, self, work, kubelet, slicelet string, args []string, mem int, stderr io.Writer) error {
+	res, err := peerrun.RunVM(ctx, peerrun.VMOptions{
+		Binary: self,
+		Args:   append(args, "-kubelet", "/mnt/io/kubelet", "-slicelet", "/mnt/io/slicelet"),
+		Files:  map[string]string{"kubelet": kubelet, "slicelet": slicelet},
+		Dir:    work, MemMiB: mem, Timeout: 40 * time.Minute,
+	})
+	stderr.Write(res.Output)
+	if err != nil {
+		return fmt.Errorf("%w; console: %s", err, tail(res.Console, 30))
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("inside the VM: exit %d", res.ExitCode)
+	}
+	return nil
+}
+
+func tail(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func copyFile(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o755)
+}
+
+func readResults(path string) ([]batchResult, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("results: %w", err)
+	}
+	var out []batchResult
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, fmt.Errorf("results %s: %w", path, err)
+	}
+	return out, nil
+}
+
+// nodeAllocatable is what pods get on this machine under c (capacity minus reservations and
+// the hard memory eviction threshold), with a tenth kept back for rounding and for what runs
+// beside the pods.
+func nodeAllocatable(c peerrun.NodeConfig) allocatable {
+	memTotal := int64(0)
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		s := bufio.NewScanner(f)
+		for s.Scan() {
+			if v, ok := strings.CutPrefix(s.Text(), "MemTotal:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				memTotal = kb * 1024
+			}
+		}
+		f.Close()
+	}
+	cpu := int64(runtime.NumCPU()) * 1000
+	for _, r := range []map[string]string{c.SystemReserved, c.KubeReserved} {
+		cpu -= quantity(r["cpu"], true)
+		memTotal -= quantity(r["memory"], false)
+	}
+	memTotal -= quantity(c.EvictionHard["memory.available"], false)
+	return allocatable{CPUMilli: cpu * 9 / 10, MemoryBytes: memTotal * 9 / 10, Pods: c.MaxPods}
+}

@@ -1,0 +1,356 @@
+package peerrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Kind names an agent.
+type Kind string
+
+// The two agents.
+const (
+	Kubelet  Kind = "kubelet"
+	Slicelet Kind = "slicelet"
+)
+
+// NodeConfig is the node's resource configuration, given to both agents in their own syntax.
+type NodeConfig struct {
+	// SystemReserved and KubeReserved map cpu and memory to quantities.
+	SystemReserved, KubeReserved map[string]string
+	// PodPidsLimit is podPidsLimit / cgroups.pod_pids_limit.
+	PodPidsLimit int64
+	// EvictionHard is evictionHard / eviction.hard.
+	EvictionHard map[string]string
+	// MaxPods is maxPods / node.max_pods.
+	MaxPods int
+}
+
+// DefaultNodeConfig is a node with small reservations and a pids limit (so that every level
+// has values to compare) and hard eviction thresholds low enough that neither agent evicts on
+// a busy build machine.
+func DefaultNodeConfig() NodeConfig {
+	return NodeConfig{
+		SystemReserved: map[string]string{"cpu": "100m", "memory": "100Mi"},
+		KubeReserved:   map[string]string{"cpu": "50m", "memory": "50Mi"},
+		PodPidsLimit:   1024,
+		EvictionHard:   map[string]string{"memory.available": "50Mi", "nodefs.available": "1%", "nodefs.inodesFree": "1%", "imagefs.available": "1%"},
+		MaxPods:        110,
+	}
+}
+
+// AgentOptions configure [Node.StartAgent].
+type AgentOptions struct {
+	// Kind is the agent.
+	Kind Kind
+	// Binary is the agent's executable (the kubelet, or slicelet's bin/slicelet).
+	Binary string
+	// ManifestDir is the static pod / manifest directory.
+	ManifestDir string
+	// Config is the node configuration; DefaultNodeConfig when zero.
+	Config NodeConfig
+	// SliceletTOML is appended to slicelet's configuration (e.g. a [cluster] table).
+	SliceletTOML string
+}
+
+// Agent is one running agent.
+type Agent struct {
+	// Kind is the agent.
+	Kind Kind
+	// Unit is its transient systemd service.
+	Unit string
+	// Dir holds its configuration and state.
+	Dir  string
+	node *Node
+}
+
+// StartAgent writes the agent's configuration under the node's directory and starts it as a
+// transient service. Only one agent runs at a time: stop it before starting the other.
+func (n *Node) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
+	if o.Config.MaxPods == 0 {
+		o.Config = DefaultNodeConfig()
+	}
+	n.runs++
+	a := &Agent{Kind: o.Kind, Unit: fmt.Sprintf("peer-%s-%d.service", o.Kind, n.runs), Dir: filepath.Join(n.Dir, fmt.Sprintf("%s-%d", o.Kind, n.runs)), node: n}
+	if err := os.MkdirAll(a.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("peerrun: agent dir: %w", err)
+	}
+	var argv []string
+	var text string
+	cfgPath := filepath.Join(a.Dir, "config")
+	switch o.Kind {
+	case Kubelet:
+		text = kubeletConfig(o.Config, o.ManifestDir, n.Containerd.Endpoint)
+		cfgPath += ".yaml"
+		argv = []string{o.Binary, "--config=" + cfgPath, "--root-dir=" + filepath.Join(a.Dir, "root"),
+			"--cert-dir=" + filepath.Join(a.Dir, "pki"), "--hostname-override=" + NodeName,
+			"--node-ip=127.0.0.1", "--v=2"}
+	case Slicelet:
+		text = sliceletConfig(o.Config, o.ManifestDir, n.Containerd.Endpoint, n.Containerd.SandboxImage, a.Dir) + o.SliceletTOML
+		cfgPath += ".toml"
+		argv = []string{o.Binary, "run", "--config", cfgPath}
+	default:
+		return nil, fmt.Errorf("peerrun: agent kind %q: want kubelet or slicelet", o.Kind)
+	}
+	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
+		return nil, fmt.Errorf("peerrun: agent config: %w", err)
+	}
+	args := append([]string{"--unit=" + a.Unit, "--quiet", "--collect", "-p", "Type=exec", "--"}, argv...)
+	if out, err := exec.CommandContext(ctx, "systemd-run", args...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("peerrun: start %s: %w: %s", a.Unit, err, out)
+	}
+	n.logf("peerrun: %s started as %s", o.Kind, a.Unit)
+	return a, nil
+}
+
+// yamlMap renders m as a YAML flow map with sorted keys.
+func yamlMap(m map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%q: %q", k, m[k]))
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// kubeletConfig is the standalone kubelet's KubeletConfiguration: the node settings of c and
+// what running it beside slicelet in a sandbox needs (docs/peer.md). Image GC is off on both
+// sides (the test image is unused between batches and must stay).
+func kubeletConfig(c NodeConfig, manifests, endpoint string) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: %q
+fileCheckFrequency: 1s
+cgroupDriver: systemd
+failCgroupV1: false
+failSwapOn: false
+address: 127.0.0.1
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+containerRuntimeEndpoint: %q
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+systemReserved: %s
+kubeReserved: %s
+enforceNodeAllocatable: [pods]
+podPidsLimit: %d
+evictionHard: %s
+maxPods: %d
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+`, manifests, endpoint, yamlMap(c.SystemReserved), yamlMap(c.KubeReserved), c.PodPidsLimit, yamlMap(c.EvictionHard), c.MaxPods)
+}
+
+// tomlMap renders m as a TOML inline table with sorted, quoted keys.
+func tomlMap(m map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%q = %q", k, m[k]))
+	}
+	return "{ " + strings.Join(parts, ", ") + " }"
+}
+
+// sliceletConfig is slicelet's configuration with the same node settings as kubeletConfig.
+func sliceletConfig(c NodeConfig, manifests, endpoint, sandboxImage, dir string) string {
+	return fmt.Sprintf(`state_dir = %q
+[node]
+system_reserved = %s
+kube_reserved = %s
+enforce_node_allocatable = ["pods"]
+max_pods = %d
+[cgroups]
+pod_pids_limit = %d
+[eviction]
+hard = %s
+[gc.images]
+high_threshold_percent = 100
+low_threshold_percent = 99
+[pods]
+manifest_dir = %q
+[api]
+socket = %q
+group = "root"
+[metrics]
+address = ""
+[runtime]
+type = "cri"
+endpoint = %q
+sandbox_image = %q
+`, filepath.Join(dir, "state"), tomlMap(c.SystemReserved), tomlMap(c.KubeReserved), c.MaxPods, c.PodPidsLimit,
+		tomlMap(c.EvictionHard), manifests, filepath.Join(dir, "api.sock"), endpoint, sandboxImage)
+}
+
+// Active reports whether the agent's service is still running, with its journal's tail when it
+// is not.
+func (a *Agent) Active(ctx context.Context) (bool, string) {
+	if exec.CommandContext(ctx, "systemctl", "is-active", "--quiet", a.Unit).Run() == nil {
+		return true, ""
+	}
+	return false, a.Journal(ctx, 30)
+}
+
+// Journal returns the last n lines of the agent's journal.
+func (a *Agent) Journal(ctx context.Context, n int) string {
+	out, _ := exec.CommandContext(ctx, "journalctl", "--no-pager", "-o", "cat", "-n", fmt.Sprint(n), "-u", a.Unit).CombinedOutput()
+	return string(out)
+}
+
+// Stop stops the agent's service, then removes every pod it left ([Node.RemovePods]) and its
+// directory (unmounting what the kubelet mounted for volumes there).
+func (a *Agent) Stop(ctx context.Context) error {
+	var errs []error
+	if out, err := exec.CommandContext(ctx, "systemctl", "stop", a.Unit).CombinedOutput(); err != nil {
+		errs = append(errs, fmt.Errorf("peerrun: stop %s: %w: %s", a.Unit, err, out))
+	}
+	if err := a.node.RemovePods(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	for _, m := range mountsUnder(a.Dir) {
+		_ = unix.Unmount(m, unix.MNT_DETACH)
+	}
+	if err := os.RemoveAll(a.Dir); err != nil {
+		errs = append(errs, fmt.Errorf("peerrun: %w", err))
+	}
+	// Both agents write container logs here; the next one starts without them.
+	_ = os.RemoveAll("/var/log/pods")
+	return errors.Join(errs...)
+}
+
+// mountsUnder lists the mount points below dir, deepest first.
+func mountsUnder(dir string) []string {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			out = append(out, f[4])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(out)))
+	return out
+}
+
+// PodKey names a pod as its manifest does.
+type PodKey struct{ Namespace, Name string }
+
+func (k PodKey) String() string { return k.Namespace + "/" + k.Name }
+
+// WaitOptions configure [Agent.Wait].
+type WaitOptions struct {
+	// Want maps each pod expected to run to its regular container names.
+	Want map[PodKey][]string
+	// Settle ends the wait when nothing changed for that long once the agent made its first
+	// pod (pods it refuses never appear); Limit bounds the wait (e.g. when it runs none).
+	Settle, Limit time.Duration
+}
+
+// Wait polls containerd until every pod of o.Want has all its containers running, or nothing
+// changed for o.Settle after the first pod sandbox appeared, or o.Limit passed, and returns
+// the pods that are complete. (An agent admits all the pods of its manifest directory at once,
+// so the first sandbox means every decision is taken.)
+func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, error) {
+	rs, done, err := a.node.cri()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	start := time.Now()
+	lastChange, last := start, ""
+	for {
+		state, complete, err := a.observe(ctx, rs, o.Want)
+		started := state != ""
+		if err != nil {
+			return nil, err
+		}
+		now := time.Now()
+		if state != last {
+			last, lastChange = state, now
+		}
+		switch {
+		case len(complete) == len(o.Want),
+			started && now.Sub(lastChange) >= o.Settle,
+			now.Sub(start) >= o.Limit:
+			return complete, nil
+		}
+		if ok, journal := a.Active(ctx); !ok {
+			return complete, fmt.Errorf("peerrun: %s stopped: %s", a.Unit, journal)
+		}
+		select {
+		case <-ctx.Done():
+			return complete, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// observe returns a fingerprint of the pods and containers containerd runs and which pods of
+// want are complete.
+func (a *Agent) observe(ctx context.Context, rs runtimeapi.RuntimeServiceClient, want map[PodKey][]string) (string, map[PodKey]bool, error) {
+	sbs, err := rs.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return "", nil, fmt.Errorf("peerrun: list pod sandboxes: %w", err)
+	}
+	cs, err := rs.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		return "", nil, fmt.Errorf("peerrun: list containers: %w", err)
+	}
+	running := map[string]map[string]bool{}
+	var fp []string
+	for _, c := range cs.Containers {
+		fp = append(fp, c.Id+c.State.String())
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			if running[c.PodSandboxId] == nil {
+				running[c.PodSandboxId] = map[string]bool{}
+			}
+			running[c.PodSandboxId][c.Metadata.Name] = true
+		}
+	}
+	complete := map[PodKey]bool{}
+	for _, sb := range sbs.Items {
+		fp = append(fp, sb.Id+sb.State.String())
+		if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+			continue
+		}
+		k := a.key(sb.Metadata)
+		names, ok := want[k]
+		if !ok {
+			continue
+		}
+		all := true
+		for _, n := range names {
+			all = all && running[sb.Id][n]
+		}
+		if all {
+			complete[k] = true
+		}
+	}
+	sort.Strings(fp)
+	return strings.Join(fp, ","), complete, nil
+}
+
+// key is the manifest's name of a pod: the kubelet names a static pod <name>-<node name>.
+func (a *Agent) key(md *runtimeapi.PodSandboxMetadata) PodKey {
+	name := md.Name
+	if a.Kind == Kubelet {
+		name = strings.TrimSuffix(name, "-"+NodeName)
+	}
+	return PodKey{Namespace: md.Namespace, Name: name}
+}

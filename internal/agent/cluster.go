@@ -1,0 +1,144 @@
+//go:build !nocluster
+
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	goruntime "runtime"
+	"runtime/debug"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/slicelet/slicelet/config"
+	"github.com/slicelet/slicelet/internal/buildinfo"
+	"github.com/slicelet/slicelet/internal/cluster"
+	"github.com/slicelet/slicelet/internal/health"
+	"github.com/slicelet/slicelet/internal/manifest"
+	"github.com/slicelet/slicelet/internal/pods/worker"
+)
+
+// clusterMode is cluster mode as the daemon runs it (*cluster.Agent; the build tag nocluster
+// leaves it out of the binary).
+type clusterMode interface {
+	Run(ctx context.Context)
+	worker.EventRecorder
+}
+
+// newCluster builds cluster mode when [cluster] enabled is set (nil, nil otherwise). Its Node
+// reports the capacity and allocatable slicelet enforces on kubepods.slice (d.capa, d.alloc,
+// max pods) and the conditions rendered from the health tracker, as `slicectl node` shows
+// them. A kubeconfig that does not load refuses the start.
+func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clusterMode, error) {
+	cc := d.cfg.Cluster
+	if !cc.Enabled {
+		return nil, nil
+	}
+	clients, err := cluster.NewClients(cc.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	taints, err := cc.RegisterTaints()
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	name := cc.NodeName
+	if name == "" {
+		name = strings.ToLower(hostname)
+	}
+	info := nodeSystemInfo(d.cfg, d.rt.Name())
+	maxPods := *resource.NewQuantity(int64(d.cfg.Node.MaxPods), resource.DecimalSI)
+	inputs := func() cluster.NodeInputs {
+		capacity := d.capa.ResourceList()
+		capacity[v1.ResourcePods] = maxPods
+		alloc := d.alloc.DeepCopy()
+		alloc[v1.ResourcePods] = maxPods
+		return cluster.NodeInputs{Name: name, Hostname: name, OS: goruntime.GOOS, Arch: goruntime.GOARCH,
+			Labels: cc.Labels, Taints: taints, Capacity: capacity, Allocatable: alloc,
+			Conditions:  nodeConditions(withoutWarnable(d.health.State(), cluster.Warnable)),
+			InternalIPs: ips, Info: info}
+	}
+	log.Info("cluster mode", "node", name, "kubeconfig", cc.Kubeconfig)
+	return cluster.New(cluster.Options{Clients: clients, NodeName: name, Node: inputs, Controller: d.ctrl,
+		Validate: manifest.Validate, HostNetwork: d.cfg.Runtime.Type == config.RuntimeSystemd,
+		Health: d.health, Clock: d.clock, Logger: log.With("component", "cluster")}), nil
+}
+
+// withoutWarnable is st without w: the cluster warnable says whether the API server can be
+// reached, which the Node's conditions sent there need not repeat.
+func withoutWarnable(st health.State, w *health.Warnable) health.State {
+	out := st
+	out.Warnables = nil
+	for _, ws := range st.Warnables {
+		if ws.Warnable != w {
+			out.Warnables = append(out.Warnables, ws)
+		}
+	}
+	return out
+}
+
+// nodeSystemInfo is the Node's nodeInfo (pkg/kubelet/nodestatus/setters.go, MachineInfo and
+// VersionInfo): the kernel (uname), the OS image (/etc/os-release PRETTY_NAME), the machine ID,
+// the container runtime, and a kubelet version that says slicelet (see kubeletVersion).
+func nodeSystemInfo(cfg *config.Config, runtimeName string) v1.NodeSystemInfo {
+	info := v1.NodeSystemInfo{OperatingSystem: goruntime.GOOS, Architecture: goruntime.GOARCH,
+		KubeletVersion: kubeletVersion(buildinfo.Version), OSImage: osImage("/etc/os-release")}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		info.KernelVersion = unix.ByteSliceToString(u.Release[:])
+	}
+	if id, err := os.ReadFile("/etc/machine-id"); err == nil {
+		info.MachineID = strings.TrimSpace(string(id))
+	}
+	// The built-in runtime is slicelet's own; the CRI runtime's version is not asked for.
+	version := "unknown"
+	if cfg.Runtime.Type == config.RuntimeSystemd {
+		version = buildinfo.Version
+	}
+	info.ContainerRuntimeVersion = runtimeName + "://" + version
+	return info
+}
+
+// osImage is PRETTY_NAME of an os-release file, "Linux" when it has none.
+func osImage(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "Linux"
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "PRETTY_NAME="); ok {
+			return strings.Trim(v, `"'`)
+		}
+	}
+	return "Linux"
+}
+
+// kubeletVersion is the Node's kubeletVersion: the Kubernetes version of the API slicelet
+// speaks (k8s.io/api v0.X.Y is Kubernetes v1.X.Y), with slicelet and its version as semver
+// build metadata ("v1.37.2+slicelet.v0.4.0"): `kubectl get nodes` shows slicelet, and what
+// parses the field as a version still can.
+func kubeletVersion(slicelet string) string {
+	kube := "v1.0.0"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range bi.Deps {
+			if m.Path == "k8s.io/api" && strings.HasPrefix(m.Version, "v0.") {
+				kube = "v1." + strings.TrimPrefix(m.Version, "v0.")
+			}
+		}
+	}
+	meta := strings.Map(func(r rune) rune {
+		if r == '-' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return '-'
+	}, slicelet)
+	return kube + "+slicelet." + meta
+}

@@ -1,0 +1,653 @@
+// Package cluster is slicelet's cluster mode: the node registers a Node with a Kubernetes API
+// server and keeps its status (capacity, allocatable, conditions) and its Lease current, the
+// pods the scheduler binds to it become one more source of the pod controller, their status
+// goes back to the API, pods deleted there are stopped within their grace period and then
+// deleted for good, and the manifest directory's pods appear there as mirror pods. It speaks to
+// the API through client-go (informers, typed clients) and keeps the kubelet's timing
+// (pkg/kubelet/kubelet.go, kubelet_node_status.go, nodelease). Decisions are pure functions
+// (nodestatus.go, podstatus.go, pods.go); this file runs them.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	stdslices "slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/slicelet/slicelet/internal/health"
+	"github.com/slicelet/slicelet/internal/pods"
+)
+
+// The kubelet's defaults (pkg/kubelet/apis/config/v1beta1/defaults.go and
+// pkg/kubelet/kubelet.go).
+const (
+	// NodeStatusUpdateFrequency is how often the node status is computed; a change is sent
+	// at once.
+	NodeStatusUpdateFrequency = 10 * time.Second
+	// NodeStatusReportFrequency is how often an unchanged node status is sent anyway.
+	NodeStatusReportFrequency = 5 * time.Minute
+	// LeaseDuration is the node Lease's leaseDurationSeconds.
+	LeaseDuration = 40 * time.Second
+	// LeaseRenewInterval is a quarter of the duration (the kubelet's renewIntervalFraction).
+	LeaseRenewInterval = LeaseDuration / 4
+	// PodSyncPeriod is how often the pods' statuses, deletions and mirror pods are compared
+	// with the API's.
+	PodSyncPeriod = time.Second
+	// minBackoff and maxBackoff bound the waits between failed registrations and lease
+	// renewals (registerWithAPIServer and the lease controller's backoffEnsureLease: from
+	// 100 ms, doubling, at most 7 s).
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 7 * time.Second
+	// callTimeout bounds one round of calls (a registration, a lease renewal, a status
+	// report, a pod sync): an API server that hangs fails them instead of stopping the loops
+	// (the kubelet's heartbeat client has the node status update frequency as its timeout).
+	callTimeout = NodeStatusUpdateFrequency
+)
+
+// Warnable is cluster mode's one health component: the API server reachable, the node
+// registered, its Lease renewed, its status and its pods' statuses written, the pod watch
+// working. While it is not healthy the pods keep running (as the kubelet's do); STATUS=,
+// `slicectl node` and slicelet_health* show it.
+var Warnable = &health.Warnable{Code: "cluster", Title: "cluster API server", Severity: health.SeverityWarning,
+	FailuresToUnhealthy: 3}
+
+// Controller is what cluster mode needs of the pod controller (*pods.Controller).
+type Controller interface {
+	// Update takes the cluster source's snapshot.
+	Update(s pods.Snapshot)
+	// Pods are every pod the controller knows, with their status.
+	Pods() []v1.Pod
+	// SetDeletionGrace sets the grace period of the next deletion of namespace/name.
+	SetDeletionGrace(namespace, name string, grace time.Duration) bool
+	// Adopted is closed once the pods that kept running were adopted.
+	Adopted() <-chan struct{}
+}
+
+// Options are an Agent's dependencies.
+type Options struct {
+	Clients  Clients
+	NodeName string
+	// Node gathers the Node's inputs at the time of the call.
+	Node func() NodeInputs
+	// Controller is the pod controller the cluster's pods go to.
+	Controller Controller
+	// Validate is the manifest path's validation (internal/manifest.Validate); the agent
+	// applies it through ValidateAPIPod.
+	Validate func(*v1.Pod) field.ErrorList
+	// HostNetwork says every pod shares the host's network (the systemd runtime): their
+	// podIPs are the node's.
+	HostNetwork bool
+	Health      *health.Tracker
+	Clock       clock.WithTicker
+	Logger      *slog.Logger
+}
+
+// Agent runs cluster mode.
+type Agent struct {
+	o        Options
+	validate func(*v1.Pod) field.ErrorList
+	log      *slog.Logger
+	clock    clock.WithTicker
+
+	mu         sync.Mutex
+	node       *v1.Node // the Node as last read or written; nil until registered
+	lastReport time.Time
+	lease      *coordinationv1.Lease
+	errs       map[string]error // by part: register, lease, status, pods, watch
+	lastSnap   string           // the pods of the last snapshot sent (uid@resourceVersion)
+	graced     map[types.UID]bool
+	sent       map[types.UID]v1.PodStatus // the status last patched, by UID
+	watchRV    string                     // the informer's resource version at the last watch error
+	events     events
+	// verdicts caches validate's verdict by UID, for the pod's resourceVersion: the pods are
+	// compared every second, a pod is validated once per version.
+	verdicts map[types.UID]verdict
+}
+
+// verdict is validate's result for one version of a pod.
+type verdict struct {
+	resourceVersion string
+	errs            field.ErrorList
+}
+
+// validateCached is validate, once per pod version.
+func (a *Agent) validateCached(p *v1.Pod) field.ErrorList {
+	if v, ok := a.verdicts[p.UID]; ok && v.resourceVersion == p.ResourceVersion && p.ResourceVersion != "" {
+		return v.errs
+	}
+	errs := a.validate(p)
+	a.verdicts[p.UID] = verdict{resourceVersion: p.ResourceVersion, errs: errs}
+	return errs
+}
+
+// New returns an Agent.
+func New(o Options) *Agent {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Health != nil {
+		o.Health.Register(Warnable)
+	}
+	return &Agent{o: o, validate: ValidateAPIPod(o.Validate), log: o.Logger, clock: o.Clock,
+		errs: map[string]error{}, graced: map[types.UID]bool{}, sent: map[types.UID]v1.PodStatus{}, verdicts: map[types.UID]verdict{}}
+}
+
+// Eventf records an event about a pod (a *v1.Pod, or the *v1.ObjectReference of one of its
+// containers) with the API server when the pod came from it (the Eventf of client-go's
+// record.EventRecorder). Before Run, and for other pods, it does nothing.
+func (a *Agent) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	a.events.Eventf(object, eventtype, reason, messageFmt, args...)
+}
+
+// report records the outcome of one part and reports the whole to the health tracker:
+// healthy (for one lease duration, renewed by every success) while no part fails.
+func (a *Agent) report(part string, err error) {
+	a.mu.Lock()
+	if err == nil {
+		delete(a.errs, part)
+	} else {
+		a.errs[part] = fmt.Errorf("%s: %w", part, err)
+		a.log.Debug("cluster API call failed", "part", part, "error", err)
+	}
+	var all []string
+	for _, k := range stdslices.Sorted(maps.Keys(a.errs)) {
+		all = append(all, a.errs[k].Error())
+	}
+	a.mu.Unlock()
+	if a.o.Health == nil {
+		return
+	}
+	if len(all) > 0 {
+		a.o.Health.SetUnhealthy(Warnable, strings.Join(all, "; "))
+		return
+	}
+	a.o.Health.Renew(Warnable, LeaseDuration)
+}
+
+// Run runs cluster mode until ctx ends: the pod informer at once, the registration (retried
+// with back-off while the API server cannot be reached), then the Lease, the node status and
+// the pods' sync. Nothing it does stops a running pod because the API server is away.
+func (a *Agent) Run(ctx context.Context) {
+	// client-go logs through klog: into slicelet's logger (its verbose levels below debug).
+	ctx = klog.NewContext(ctx, logr.FromSlogHandler(a.log.Handler()))
+	inf := a.podInformer()
+	if c := a.o.Clients; c.Events != nil && c.Scheme != nil {
+		a.events.start(ctx, eventSink{events: c.Events}, c.Scheme, a.o.NodeName, a.log)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { inf.RunWithContext(ctx) })
+	if a.register(ctx) {
+		wg.Go(func() { a.leaseLoop(ctx) })
+		wg.Go(func() { a.statusLoop(ctx) })
+	}
+	wg.Go(func() { a.podLoop(ctx, inf) })
+	wg.Wait()
+}
+
+// podInformer watches the pods bound to this node (spec.nodeName, a field selector, as the
+// kubelet's config.NewSourceApiserver). The reflector relists after a 410 Gone and backs off
+// while the API server is down; its errors go to the health tracker, not to the log.
+func (a *Agent) podInformer() cache.SharedIndexInformer {
+	sel := fields.OneTermEqualSelector("spec.nodeName", a.o.NodeName).String()
+	client := a.o.Clients.Pods(metav1.NamespaceAll)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = sel
+			return client.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = sel
+			return client.Watch(ctx, opts)
+		},
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.Pod{}, cache.SharedIndexInformerOptions{ObjectDescription: "pods bound to " + a.o.NodeName})
+	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, r *cache.Reflector, err error) {
+		a.mu.Lock()
+		a.watchRV = r.LastSyncResourceVersion()
+		a.mu.Unlock()
+		a.report("watch", err)
+	})
+	return inf
+}
+
+// backoff doubles d, from minBackoff, at most maxBackoff.
+func backoff(d time.Duration) time.Duration { return min(max(2*d, minBackoff), maxBackoff) }
+
+// sleep waits d on the agent's clock; false when ctx ended first.
+func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
+	t := a.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+// register creates the Node, or adopts the one registered before, retrying with back-off
+// until it succeeds or ctx ends (pkg/kubelet/kubelet_node_status.go, registerWithAPIServer).
+func (a *Agent) register(ctx context.Context) bool {
+	var wait time.Duration
+	for {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := a.tryRegister(cctx)
+		cancel()
+		a.report("register", err)
+		if err == nil {
+			return true
+		}
+		wait = backoff(wait)
+		if !a.sleep(ctx, wait) {
+			return false
+		}
+	}
+}
+
+// tryRegister is one registration attempt: create the Node; if it exists, read it and add the
+// labels it lacks (the kubelet's updateDefaultLabels; its taints are left alone: a node may
+// not change them).
+func (a *Agent) tryRegister(ctx context.Context) error {
+	in := a.o.Node()
+	now := a.clock.Now()
+	nodes := a.o.Clients.Nodes
+	created, err := nodes.Create(ctx, InitialNode(in, now), metav1.CreateOptions{})
+	if err == nil {
+		a.log.Info("node registered", "node", in.Name, "node_uid", created.UID)
+		a.setNode(created, now)
+		return nil
+	}
+	if !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) {
+		return fmt.Errorf("node %s: create: %w", in.Name, err)
+	}
+	existing, err := nodes.Get(ctx, in.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("node %s: get: %w", in.Name, err)
+	}
+	if missing := missingLabels(in, existing.Labels); missing != nil {
+		patch, err := mergePatchLabels(missing)
+		if err != nil {
+			return err
+		}
+		if existing, err = nodes.Patch(ctx, in.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("node %s: labels: %w", in.Name, err)
+		}
+	}
+	a.log.Info("node was registered before; adopted", "node", in.Name, "node_uid", existing.UID)
+	a.mu.Lock()
+	a.node = existing
+	a.mu.Unlock()
+	return nil
+}
+
+// setNode records the node and when its status was last reported.
+func (a *Agent) setNode(n *v1.Node, reported time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.node = n
+	if !reported.IsZero() {
+		a.lastReport = reported
+	}
+}
+
+// currentNode is the Node as last known; nil before registration or after a failed write.
+func (a *Agent) currentNode() *v1.Node {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.node
+}
+
+// leaseLoop renews the Lease every LeaseRenewInterval, and after a failure again after a
+// back-off (the lease lapses after LeaseDuration).
+func (a *Agent) leaseLoop(ctx context.Context) {
+	var wait time.Duration
+	for {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err := a.renewLease(cctx)
+		cancel()
+		a.report("lease", err)
+		if err == nil {
+			wait = 0
+			if !a.sleep(ctx, LeaseRenewInterval) {
+				return
+			}
+			continue
+		}
+		wait = backoff(wait)
+		if !a.sleep(ctx, wait) {
+			return
+		}
+	}
+}
+
+// renewLease renews the node's Lease in kube-node-lease, created when missing, owned by the
+// Node (component-helpers/apimachinery/lease/controller.go and the kubelet's
+// setNodeOwnerFunc): the last written lease is updated without a read; a failure (a conflict
+// included) reads it again next time.
+func (a *Agent) renewLease(ctx context.Context) error {
+	leases := a.o.Clients.Leases(v1.NamespaceNodeLease)
+	name := a.o.NodeName
+	a.mu.Lock()
+	base := a.lease
+	a.lease = nil
+	a.mu.Unlock()
+	if base == nil {
+		got, err := leases.Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			l, err := leases.Create(ctx, a.newLease(nil), metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("lease %s/%s: create: %w", v1.NamespaceNodeLease, name, err)
+			}
+			a.setLease(l)
+			return nil
+		case err != nil:
+			return fmt.Errorf("lease %s/%s: get: %w", v1.NamespaceNodeLease, name, err)
+		}
+		base = got
+	}
+	l, err := leases.Update(ctx, a.newLease(base), metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("lease %s/%s: renew: %w", v1.NamespaceNodeLease, name, err)
+	}
+	a.setLease(l)
+	return nil
+}
+
+func (a *Agent) setLease(l *coordinationv1.Lease) {
+	a.mu.Lock()
+	a.lease = l
+	a.mu.Unlock()
+}
+
+// newLease is base (or a new Lease) with the holder, duration, renew time now and the Node as
+// owner.
+func (a *Agent) newLease(base *coordinationv1.Lease) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: a.o.NodeName, Namespace: v1.NamespaceNodeLease}}
+	if base != nil {
+		l = base.DeepCopy()
+	}
+	l.Spec.HolderIdentity = ptr.To(a.o.NodeName)
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(LeaseDuration / time.Second))
+	l.Spec.RenewTime = &metav1.MicroTime{Time: a.clock.Now()}
+	if n := a.currentNode(); n != nil && len(l.OwnerReferences) == 0 {
+		l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}}
+	}
+	return l
+}
+
+// statusLoop computes the node status every NodeStatusUpdateFrequency and sends it when it
+// changed or NodeStatusReportFrequency passed since the last report.
+func (a *Agent) statusLoop(ctx context.Context) {
+	t := a.clock.NewTicker(NodeStatusUpdateFrequency)
+	defer t.Stop()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		a.report("status", a.syncNodeStatus(cctx))
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// syncNodeStatus is one round of statusLoop (the kubelet's tryUpdateNodeStatus).
+func (a *Agent) syncNodeStatus(ctx context.Context) error {
+	node := a.currentNode()
+	if node == nil {
+		got, err := a.o.Clients.Nodes.Get(ctx, a.o.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("node %s: get: %w", a.o.NodeName, err)
+		}
+		a.setNode(got, time.Time{})
+		node = got
+	}
+	now := a.clock.Now()
+	status := NodeStatus(a.o.Node(), &node.Status, now)
+	a.mu.Lock()
+	due := now.Sub(a.lastReport) >= NodeStatusReportFrequency
+	a.mu.Unlock()
+	if !NodeStatusChanged(node.Status, status) && !due {
+		return nil
+	}
+	patch, err := NodeStatusPatch(node.UID, node.Status, status)
+	if err != nil {
+		return err
+	}
+	updated, err := a.o.Clients.Nodes.Patch(ctx, node.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		// Read it again next time: it may have changed under us.
+		a.setNode(nil, time.Time{})
+		return fmt.Errorf("node %s: status: %w", node.Name, err)
+	}
+	a.setNode(updated, now)
+	return nil
+}
+
+// mergePatchLabels is a patch adding labels to an object's metadata.
+func mergePatchLabels(labels map[string]string) ([]byte, error) {
+	return jsonMarshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+}
+
+// podLoop syncs the pods every PodSyncPeriod once the informer listed them.
+func (a *Agent) podLoop(ctx context.Context, inf cache.SharedIndexInformer) {
+	t := a.clock.NewTicker(PodSyncPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		if !inf.HasSynced() {
+			continue
+		}
+		a.mu.Lock()
+		if _, failing := a.errs["watch"]; failing && inf.LastSyncResourceVersion() != a.watchRV {
+			delete(a.errs, "watch") // listed or watched again since the error
+		}
+		a.mu.Unlock()
+		var apiPods []*v1.Pod
+		for _, o := range inf.GetStore().List() {
+			apiPods = append(apiPods, o.(*v1.Pod))
+		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		a.report("pods", a.SyncPods(cctx, apiPods))
+		cancel()
+	}
+}
+
+// SyncPods is one round of the pods' sync against the API's pods bound to this node:
+// the cluster source's snapshot (sent when it changed), the grace periods of pods being
+// deleted, their final deletion once stopped, the statuses that changed, and the mirror pods.
+func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
+	plan := PlanPods(apiPods, a.validateCached)
+	ctrl := a.o.Controller
+	for _, p := range plan.Deleting {
+		if !a.graced[p.UID] {
+			ctrl.SetDeletionGrace(p.Namespace, p.Name, DeletionGrace(p))
+			a.graced[p.UID] = true
+		}
+	}
+	ours := map[types.UID]bool{}
+	for _, p := range plan.Deleting {
+		ours[p.UID] = true
+	}
+	for uid := range plan.Refused {
+		ours[uid] = true
+	}
+	var snap []string
+	for _, d := range plan.Run {
+		ours[d.Pod.UID] = true
+		snap = append(snap, string(d.Pod.UID)+"@"+d.Pod.ResourceVersion)
+	}
+	if s := strings.Join(snap, ","); s != a.lastSnap || a.lastSnap == "" {
+		ctrl.Update(pods.Snapshot{Source: pods.SourceCluster, Pods: plan.Run})
+		a.lastSnap = s
+		if a.lastSnap == "" {
+			a.lastSnap = "-" // the empty snapshot was sent
+		}
+	}
+
+	a.events.setPods(ours)
+	local := ctrl.Pods()
+	byUID := make(map[types.UID]*v1.Pod, len(local))
+	running := map[types.UID]bool{}
+	var static []v1.Pod
+	for i := range local {
+		p := &local[i]
+		byUID[p.UID] = p
+		running[p.UID] = true
+		if p.Annotations[pods.AnnotationSource] == pods.SourceFile {
+			static = append(static, *p)
+		}
+	}
+	adopted := false
+	select {
+	case <-ctrl.Adopted():
+		adopted = true
+	default:
+	}
+	var errs []error
+	for _, p := range FinalDeletes(plan.Deleting, running, adopted) {
+		if err := a.deletePod(ctx, p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	ips := a.o.Node().InternalIPs
+	now := a.clock.Now()
+	live := map[types.UID]bool{}
+	taken := map[string]bool{}
+	for _, api := range apiPods {
+		live[api.UID] = true
+		if IsMirrorPod(api) {
+			continue
+		}
+		taken[api.Namespace+"/"+api.Name] = true
+		var want v1.PodStatus
+		if msg, ok := plan.Refused[api.UID]; ok {
+			want = RefusedStatus(pods.ReasonUnsupported, msg)
+		} else if lp, ok := byUID[api.UID]; ok && adopted {
+			want = lp.Status
+		} else {
+			// Not seen by the controller yet; or seen, but before the adoption a pod that kept
+			// running through a restart of slicelet is Pending there for a moment: the API
+			// must not see it regress.
+			continue
+		}
+		if err := a.patchStatus(ctx, api, want, ips, now); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if node := a.currentNode(); node != nil && adopted {
+		errs = append(errs, a.syncMirrors(ctx, static, plan.Mirrors, taken, node, ips, now)...)
+	}
+	for uid := range a.sent {
+		if !live[uid] {
+			delete(a.sent, uid)
+		}
+	}
+	for uid := range a.graced {
+		if !live[uid] {
+			delete(a.graced, uid)
+		}
+	}
+	for uid := range a.verdicts {
+		if !live[uid] {
+			delete(a.verdicts, uid)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// patchStatus writes the pod's status when it differs from the API's and from what was last
+// written (pkg/kubelet/status/status_manager.go, syncPod: only on change).
+func (a *Agent) patchStatus(ctx context.Context, api *v1.Pod, local v1.PodStatus, ips []string, now time.Time) error {
+	want := APIPodStatus(api, local, ips, a.o.HostNetwork || api.Spec.HostNetwork, now)
+	if PodStatusEqual(api.Status, want) {
+		return nil
+	}
+	if prev, ok := a.sent[api.UID]; ok && PodStatusEqual(prev, want) {
+		return nil // written; the watch has not brought it back yet
+	}
+	patch, unchanged, err := PodStatusPatch(api.UID, api.Status, want)
+	if err != nil || unchanged {
+		return err
+	}
+	if _, err := a.o.Clients.Pods(api.Namespace).Patch(ctx, api.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("pod %s/%s: status: %w", api.Namespace, api.Name, err)
+	}
+	a.sent[api.UID] = want
+	return nil
+}
+
+// deletePod deletes a pod for good: grace 0, its UID as a precondition; a pod already gone
+// or replaced is not an error (the kubelet's status manager, and mirror_client.go's
+// DeleteMirrorPod).
+func (a *Agent) deletePod(ctx context.Context, p *v1.Pod) error {
+	err := a.o.Clients.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: ptr.To(p.UID)}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("pod %s/%s: delete: %w", p.Namespace, p.Name, err)
+	}
+	if err == nil {
+		a.log.Info("pod deleted from the API server", "pod", p.Namespace+"/"+p.Name, "pod_uid", p.UID, "mirror", IsMirrorPod(p))
+	}
+	return nil
+}
+
+// syncMirrors creates and deletes mirror pods (PlanMirrors) and writes the static pods'
+// statuses on their mirrors.
+func (a *Agent) syncMirrors(ctx context.Context, static []v1.Pod, mirrors map[string]*v1.Pod, taken map[string]bool, node *v1.Node, ips []string, now time.Time) []error {
+	var errs []error
+	act := PlanMirrors(static, mirrors, taken, node.Name, node.UID)
+	for _, m := range act.Create {
+		if _, err := a.o.Clients.Pods(m.Namespace).Create(ctx, m, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			errs = append(errs, fmt.Errorf("mirror pod %s/%s: create: %w", m.Namespace, m.Name, err))
+		}
+	}
+	for _, m := range act.Delete {
+		if err := a.deletePod(ctx, m); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i := range static {
+		s := &static[i]
+		m, ok := mirrors[s.Namespace+"/"+s.Name]
+		if !ok || m.DeletionTimestamp != nil || m.Annotations[v1.MirrorPodAnnotationKey] != string(s.UID) {
+			continue
+		}
+		if err := a.patchStatus(ctx, m, s.Status, ips, now); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
