@@ -147,7 +147,7 @@ oracle-bench: oracle-build
 	$(ORACLE) -corpus '$(CORPUS)' -n 100000 -seed $(SEED) -bench docs/oracle.md >build/oracle-bench.log; \
 	  rc=$$?; tail -n 1 build/oracle-bench.log; exit $$rc
 
-# make peer-build: the real Kubernetes components slicelet is compared with, built from the Go
+# make peer-build: the real Kubernetes components slicelet is compared with (and kubectl), built from the Go
 # module proxy by hack/peer (its own module; its go.mod lists them as tools): kubelet,
 # kube-apiserver, kube-scheduler, kube-controller-manager (v1.37.2) and etcd (server v3.7.0),
 # cached under build/peer/<version> (the first build downloads and compiles for minutes; a
@@ -160,7 +160,7 @@ PEER_MAJOR   := $(patsubst v%,%,$(word 1,$(subst ., ,$(PEER_VERSION))))
 PEER_MINOR   := $(word 2,$(subst ., ,$(PEER_VERSION)))
 PEER_LDFLAGS := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
 	-X $(p).gitVersion=$(PEER_VERSION) -X $(p).gitMajor=$(PEER_MAJOR) -X $(p).gitMinor=$(PEER_MINOR) -X $(p).gitTreeState=clean)
-PEER_TOOLS   := k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-apiserver \
+PEER_TOOLS   := k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kube-apiserver \
 	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager \
 	go.etcd.io/etcd/server/v3
 .PHONY: peer-build
