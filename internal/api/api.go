@@ -209,9 +209,20 @@ type PodCounts struct {
 
 // CountPods computes PodCounts; maxPods is the node's max pods.
 func CountPods(list []v1.Pod, maxPods int64) PodCounts {
-	c := PodCounts{Total: len(list), Max: maxPods, Phases: map[v1.PodPhase]int{}, QOS: map[v1.PodQOSClass]int{}}
-	for i := range list {
-		p := &list[i]
+	return countPods(len(list), func(i int) *v1.Pod { return &list[i] }, maxPods)
+}
+
+// CountPodRefs is CountPods over pointers to the pods (the controller's shared, read-only
+// views, which STATUS= counts every few seconds without copying them).
+func CountPodRefs(list []*v1.Pod, maxPods int64) PodCounts {
+	return countPods(len(list), func(i int) *v1.Pod { return list[i] }, maxPods)
+}
+
+// countPods counts the n pods pod(0) … pod(n-1).
+func countPods(n int, pod func(i int) *v1.Pod, maxPods int64) PodCounts {
+	c := PodCounts{Total: n, Max: maxPods, Phases: map[v1.PodPhase]int{}, QOS: map[v1.PodQOSClass]int{}}
+	for i := range n {
+		p := pod(i)
 		phase := p.Status.Phase
 		if phase == "" {
 			phase = v1.PodPending

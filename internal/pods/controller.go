@@ -730,17 +730,24 @@ func (c *Controller) cleanupOrphans(ctx context.Context) {
 }
 
 // view is a pod as the API shows it at now: the manifest with its source annotations and
-// status.
+// status, a deep copy the caller owns.
 func (ps *podState) view(now time.Time) v1.Pod {
-	pod := *ps.desired.Pod.DeepCopy()
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
+	return *ps.sharedView(now).DeepCopy()
+}
+
+// sharedView is view without the deep copy: the pod's spec, metadata and status share their
+// slices, maps and pointers with the controller's record (only the annotations map is the
+// view's own), so the caller must not modify it. The record's desired pod and status are
+// never changed in place (a change replaces them), so the view stays as it was made.
+func (ps *podState) sharedView(now time.Time) *v1.Pod {
+	pod := *ps.desired.Pod
+	pod.Annotations = make(map[string]string, len(pod.Annotations)+2)
+	maps.Copy(pod.Annotations, ps.desired.Pod.Annotations)
 	pod.Annotations[AnnotationSource] = ps.desired.Source
 	if ps.desired.Source == SourceFile {
 		pod.Annotations[AnnotationOrigin] = ps.desired.Origin
 	}
-	pod.Status = *ps.status.DeepCopy()
+	pod.Status = ps.status
 	if pod.Status.QOSClass == "" {
 		pod.Status.QOSClass = slices.QOSClass(ps.desired.Pod)
 	}
@@ -754,7 +761,7 @@ func (ps *podState) view(now time.Time) v1.Pod {
 	if pod.CreationTimestamp.IsZero() {
 		pod.CreationTimestamp = metav1.NewTime(ps.createdAt)
 	}
-	return pod
+	return &pod
 }
 
 // Pods returns every pod the controller knows, sorted by namespace/name.
@@ -770,6 +777,23 @@ func (c *Controller) Pods() []v1.Pod {
 	stdslices.SortFunc(out, func(a, b v1.Pod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
+	return out
+}
+
+// SharedPods returns every pod the controller knows as Pods does, unsorted, each sharing its
+// spec and status with the controller's record: read-only, for a caller that only reads them
+// (counting pods by phase for STATUS=) and would otherwise deep-copy every pod.
+func (c *Controller) SharedPods() []*v1.Pod {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*v1.Pod, 0, len(c.pods))
+	now := c.clock.Now()
+	for _, ps := range c.pods {
+		out = append(out, ps.sharedView(now))
+	}
+	for _, p := range c.heldLocked() {
+		out = append(out, &p)
+	}
 	return out
 }
 
