@@ -833,12 +833,18 @@ func benchRSS(b *testing.B, sd *units.Manager, n int, idle time.Duration, profil
 	converge := time.Since(start)
 	benchProgress("%d pods Running after %s; idling %s", n, converge.Round(time.Millisecond), idle)
 	atConverge := procStatus(b, pid)
+	if profile {
+		// The profile at convergence is the base of the one after idling: `go tool pprof
+		// -sample_index=alloc_space -base slicelet-heap-converged.pprof slicelet-heap.pprof`
+		// shows what slicelet allocates while it idles.
+		benchHeapDump(b, a, pid, "slicelet-heap-converged.pprof")
+	}
 	cpu0 := cpuTime(pid)
 	time.Sleep(idle) // idle: steady resyncs (every 10 s per pod), manifest rescans (20 s)
 	idleCPU := cpuTime(pid) - cpu0
 	afterIdle := procStatus(b, pid)
 	if profile {
-		benchHeapDump(b, a, pid)
+		benchHeapDump(b, a, pid, "slicelet-heap.pprof")
 	}
 	b.ReportMetric(float64(n), "pods")
 	b.ReportMetric(binaryMetric(b), "cmd-slicelet")
@@ -866,14 +872,15 @@ func binaryMetric(b *testing.B) float64 {
 }
 
 // benchHeapDump asks slicelet for a heap profile (SIGUSR1, see init) and copies it to
-// SLICELET_BENCH_PROFILE_DIR.
-func benchHeapDump(b *testing.B, a *benchAgent, pid int) {
+// SLICELET_BENCH_PROFILE_DIR as name.
+func benchHeapDump(b *testing.B, a *benchAgent, pid int, name string) {
 	b.Helper()
 	out := os.Getenv(benchProfileDirEnv)
 	if out == "" || benchBinary(b) != "" {
 		return
 	}
 	path := filepath.Join(a.dir, benchHeapProfile)
+	_ = os.Remove(path) // an earlier one
 	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
 		b.Fatal(err)
 	}
@@ -885,7 +892,7 @@ func benchHeapDump(b *testing.B, a *benchAgent, pid int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dst := filepath.Join(out, "slicelet-heap.pprof")
+	dst := filepath.Join(out, name)
 	if err := os.WriteFile(dst, data, 0o644); err != nil {
 		b.Fatal(err)
 	}

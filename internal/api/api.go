@@ -69,7 +69,9 @@ const MaxManifestBytes = manifest.MaxInputBytes
 // Backend is what the server serves. The daemon implements it; tests use a fake.
 type Backend interface {
 	// ListPods returns every pod, with Status and the annotations pods.AnnotationSource and
-	// pods.AnnotationOrigin.
+	// pods.AnnotationOrigin. The pods are read-only below their top-level fields (and those of
+	// their ObjectMeta, Spec and Status): they may share slices and maps with the daemon's
+	// records, which the server only reads and encodes.
 	ListPods(ctx context.Context) ([]v1.Pod, error)
 	// GetPod returns one pod, or an error wrapping ErrNotFound.
 	GetPod(ctx context.Context, namespace, name string) (v1.Pod, error)
@@ -209,20 +211,9 @@ type PodCounts struct {
 
 // CountPods computes PodCounts; maxPods is the node's max pods.
 func CountPods(list []v1.Pod, maxPods int64) PodCounts {
-	return countPods(len(list), func(i int) *v1.Pod { return &list[i] }, maxPods)
-}
-
-// CountPodRefs is CountPods over pointers to the pods (the controller's shared, read-only
-// views, which STATUS= counts every few seconds without copying them).
-func CountPodRefs(list []*v1.Pod, maxPods int64) PodCounts {
-	return countPods(len(list), func(i int) *v1.Pod { return list[i] }, maxPods)
-}
-
-// countPods counts the n pods pod(0) … pod(n-1).
-func countPods(n int, pod func(i int) *v1.Pod, maxPods int64) PodCounts {
-	c := PodCounts{Total: n, Max: maxPods, Phases: map[v1.PodPhase]int{}, QOS: map[v1.PodQOSClass]int{}}
-	for i := range n {
-		p := pod(i)
+	c := PodCounts{Total: len(list), Max: maxPods, Phases: map[v1.PodPhase]int{}, QOS: map[v1.PodQOSClass]int{}}
+	for i := range list {
+		p := &list[i]
 		phase := p.Status.Phase
 		if phase == "" {
 			phase = v1.PodPending

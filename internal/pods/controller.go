@@ -764,36 +764,33 @@ func (ps *podState) sharedView(now time.Time) *v1.Pod {
 	return &pod
 }
 
-// Pods returns every pod the controller knows, sorted by namespace/name.
+// Pods returns every pod the controller knows, sorted by namespace/name: deep copies the
+// caller owns.
 func (c *Controller) Pods() []v1.Pod {
+	out := c.ViewPods()
+	for i := range out {
+		out[i] = *out[i].DeepCopy()
+	}
+	return out
+}
+
+// ViewPods is Pods without the deep copies: each pod shares its spec, metadata and status with
+// the controller's record (the annotations map excepted), so the caller must not modify
+// anything below the top-level fields of the pod and its ObjectMeta, Spec and Status. It is
+// for readers that list or count every pod often (the API's lists and watches, STATUS=),
+// which would otherwise deep-copy every pod each time.
+func (c *Controller) ViewPods() []v1.Pod {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]v1.Pod, 0, len(c.pods))
 	now := c.clock.Now()
 	for _, ps := range c.pods {
-		out = append(out, ps.view(now))
+		out = append(out, *ps.sharedView(now))
 	}
 	out = append(out, c.heldLocked()...)
 	stdslices.SortFunc(out, func(a, b v1.Pod) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	return out
-}
-
-// SharedPods returns every pod the controller knows as Pods does, unsorted, each sharing its
-// spec and status with the controller's record: read-only, for a caller that only reads them
-// (counting pods by phase for STATUS=) and would otherwise deep-copy every pod.
-func (c *Controller) SharedPods() []*v1.Pod {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]*v1.Pod, 0, len(c.pods))
-	now := c.clock.Now()
-	for _, ps := range c.pods {
-		out = append(out, ps.sharedView(now))
-	}
-	for _, p := range c.heldLocked() {
-		out = append(out, &p)
-	}
 	return out
 }
 
