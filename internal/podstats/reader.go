@@ -194,7 +194,7 @@ func (r *Reader) processesCPU(cgroupPath string) (map[string]time.Duration, erro
 // each of its descendants, and returns the cgroup's. A cgroup that is gone is an error wrapping
 // os.ErrNotExist for the top one (top) and counts nothing for a descendant.
 func (r *Reader) walkCPU(dir, cgroupPath string, out map[string]time.Duration, top bool) (time.Duration, error) {
-	entries, err := os.ReadDir(dir)
+	children, err := subdirs(dir)
 	if errors.Is(err, os.ErrNotExist) && !top {
 		return 0, nil // a child cgroup removed during the walk
 	}
@@ -202,11 +202,8 @@ func (r *Reader) walkCPU(dir, cgroupPath string, out map[string]time.Duration, t
 		return 0, err
 	}
 	var total time.Duration
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		d, err := r.walkCPU(filepath.Join(dir, e.Name()), path.Join(cgroupPath, e.Name()), out, false)
+	for _, name := range children {
+		d, err := r.walkCPU(filepath.Join(dir, name), path.Join(cgroupPath, name), out, false)
 		if err != nil {
 			return 0, err
 		}
@@ -303,18 +300,12 @@ func (r *Reader) children(cgroupPath string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries, err := os.ReadDir(dir)
+	out, err := subdirs(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", dir, eviction.ErrUnavailable)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("child cgroups of %s: %w", cgroupPath, err)
-	}
-	var out []string
-	for _, e := range entries {
-		if e.IsDir() {
-			out = append(out, e.Name())
-		}
 	}
 	return out, nil
 }
