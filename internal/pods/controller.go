@@ -52,8 +52,14 @@ const (
 	DefaultTick = time.Second
 	// busyResync is the resync interval of a pod that is starting, restarting or stopping.
 	busyResync = time.Second
-	// steadyResync is the resync interval of a pod whose containers are all in a steady state.
-	steadyResync = 10 * time.Second
+	// steadyResync is the resync interval of a pod whose containers are all in a steady state:
+	// the kubelet's syncFrequency (1 min). The relist every tick makes a pod whose containers
+	// change state due at once, and the runtime's NextSync brings back-offs and probes.
+	steadyResync = time.Minute
+	// objectVolumeResync is steadyResync for a pod with volumes made from ConfigMaps, Secrets
+	// or the pod itself (configMap, secret, projected, downwardAPI): a resync rewrites them,
+	// and a changed ConfigMap reaches the pod's files within it (docs/operations.md).
+	objectVolumeResync = 10 * time.Second
 	// syncWorkers bounds how many pods are synced at once.
 	syncWorkers = 8
 )
@@ -641,14 +647,15 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 		c.changedLocked()
 	}
 	ps.status, ps.observed = status, true
-	ps.nextSync = c.clock.Now().Add(resyncAfter(status))
+	ps.nextSync = c.clock.Now().Add(resyncAfter(pod, status))
 	if at := c.rt.NextSync(uid); !at.IsZero() && at.Before(ps.nextSync) {
 		ps.nextSync = at
 	}
 }
 
-// resyncAfter is how soon a pod needs another sync: soon while anything is in motion.
-func resyncAfter(s v1.PodStatus) time.Duration {
+// resyncAfter is how soon a pod needs another sync: soon while anything is in motion, then
+// at objectVolumeResync for a pod with object volumes, at steadyResync for the others.
+func resyncAfter(pod *v1.Pod, s v1.PodStatus) time.Duration {
 	if s.Phase == v1.PodPending {
 		return busyResync
 	}
@@ -657,6 +664,11 @@ func resyncAfter(s v1.PodStatus) time.Duration {
 			if cs.State.Waiting != nil || (cs.State.Terminated != nil && s.Phase == v1.PodRunning) {
 				return busyResync
 			}
+		}
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.ConfigMap != nil || v.Secret != nil || v.Projected != nil || v.DownwardAPI != nil {
+			return objectVolumeResync
 		}
 	}
 	return steadyResync
