@@ -111,7 +111,7 @@ func renderPods(o options, m Machine, res []Results, runs []benchRun) string {
 	p("per-pod latency is from that submission to the unit's `active`, seen by the same poller. systemd creates the floor's pod slice implicitly, without properties, while slicelet starts the pod slice as its own transient unit with the kubelet's properties first: " +
 		"the floor is one transient unit per pod, slicelet two. ")
 	p("The paths alternate round by round (slicelet first in even rounds) in the same run, so machine noise hits both; %s rounds per path. ", numOf(r, lat, "rounds", 0))
-	p("Memory: a fresh slicelet per pod count gets that many pods at once, and its `/proc/<MainPID>/status` is read before, when every pod is Running (units active and the API agreeing), and after %s of idling (steady resyncs every 10 s, manifest rescans every 20 s). ", o.idle)
+	p("Memory: a fresh slicelet per pod count gets that many pods at once, and its `/proc/<MainPID>/status` is read before, when every pod is Running (units active and the API agreeing), and after %s of idling (steady resyncs every minute, every 10 s for pods with ConfigMap, Secret, projected or downward API volumes; manifest rescans every 20 s). ", o.idle)
 	p("Source: `internal/agent/bench_linux_test.go`.\n\n")
 
 	p("Measured %s with:\n\n```sh\nmake bench   # = go run ./hack/bench -out docs/benchmarks.md\n%s\n%s\n```\n\n", o.startedAt, strings.Join(buildCommand(o.goBin), " "), runs[0].Command(o.goBin))
