@@ -26,6 +26,11 @@ const (
 	// PodCleanupPoll is how often that wait asks whether the pod is cleaned up (the kubelet's
 	// podCleanupPollFreq).
 	PodCleanupPoll = time.Second
+	// PodsChangedSpacing is the least time from one cycle's start to a cycle that a pod change
+	// (PodsChanged) starts: the notifiers are re-armed at once, but a burst of pods starting
+	// one after the other runs a cycle, which reads every active pod's usage, at most this
+	// often rather than back to back (100 pods at once ran about a hundred cycles).
+	PodsChangedSpacing = time.Second
 )
 
 // ActivePod is a pod the manager may rank and evict: admitted, not terminal, not being
@@ -233,8 +238,9 @@ func (m *Manager) Wake() {
 // hook calls it). It never blocks, and calls made before the loop gets to them coalesce into
 // one: the loop re-arms the notifiers that implement Rearmer (a new kubepods cgroup gets its
 // PSI trigger, cgroup v1 memory thresholds are recomputed from the current capacity and
-// usage) and runs a cycle at once, instead of at the notifiers' periodic re-arm (about
-// 10 s) and the next tick.
+// usage) at once and runs a cycle at once, or PodsChangedSpacing after the last cycle started
+// if that is later, instead of at the notifiers' periodic re-arm (about 10 s) and the next
+// tick.
 func (m *Manager) PodsChanged() {
 	select {
 	case m.podsCh <- struct{}{}:
@@ -273,6 +279,7 @@ func (m *Manager) Run(ctx context.Context) {
 			m.rearm()
 		default:
 		}
+		started := m.clock.Now()
 		evicted := m.Synchronize(ctx)
 		if len(evicted) > 0 {
 			m.waitForCleanup(ctx, evicted)
@@ -281,16 +288,35 @@ func (m *Manager) Run(ctx context.Context) {
 			}
 			continue
 		}
-		t.Reset(m.interval)
+		if !m.waitForCycle(ctx, t, started) {
+			return
+		}
+	}
+}
+
+// waitForCycle waits until the next cycle is due: the monitoring interval after the last
+// cycle, a pressure event, or a pod change (re-arming the notifiers at once; the cycle comes
+// PodsChangedSpacing after the last one started at the earliest). It returns false when ctx
+// ended.
+func (m *Manager) waitForCycle(ctx context.Context, t clock.Timer, lastStarted time.Time) bool {
+	t.Reset(m.interval)
+	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-t.C():
+			return true
 		case <-m.wakeCh:
 			m.log.Debug("eviction loop woken by a pressure event")
+			return true
 		case <-m.podsCh:
 			m.log.Debug("eviction loop woken by a pod change")
 			m.rearm()
+			if wait := PodsChangedSpacing - m.clock.Since(lastStarted); wait > 0 {
+				t.Reset(wait)
+				continue
+			}
+			return true
 		}
 	}
 }

@@ -20,14 +20,13 @@ func (r *rearmNotifier) Run(ctx context.Context, _ func()) error {
 
 func (r *rearmNotifier) Rearm() { r.rearms.Add(1) }
 
-func TestManagerPodsChangedRearmsAndRunsACycleAtOnce(t *testing.T) {
+func TestManagerPodsChangedRearmsAtOnceAndSpacesCycles(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeNode{available: "5Gi"}
 		n := &rearmNotifier{}
 		m, _ := newTestManager(t, f, map[string]string{"memory.available": "1Gi"}, n, wakeNotifier{ch: make(chan struct{})})
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		start := time.Now()
 		go m.Run(ctx)
 		synctest.Wait()
 		check := func(step string, cycles int, rearms int64) {
@@ -41,34 +40,52 @@ func TestManagerPodsChangedRearmsAndRunsACycleAtOnce(t *testing.T) {
 		}
 		check("start", 1, 0)
 
+		// A change right after a cycle re-arms at once; its cycle comes PodsChangedSpacing
+		// after the last one started.
 		m.PodsChanged()
 		synctest.Wait()
-		check("one change", 2, 1)
-		if d := time.Since(start); d != 0 {
+		check("change right after a cycle", 1, 1)
+		time.Sleep(PodsChangedSpacing)
+		synctest.Wait()
+		check("change right after a cycle, spaced", 2, 1)
+
+		// A change after a quiet spell runs its cycle at once.
+		time.Sleep(PodsChangedSpacing)
+		changed := time.Now()
+		m.PodsChanged()
+		synctest.Wait()
+		check("one change", 3, 2)
+		if d := time.Since(changed); d != 0 {
 			t.Errorf("the cycle ran %v after the change, want at once", d)
 		}
 
 		// A burst while a cycle runs: the cycle started by the first change is stuck in its
-		// observation; nine more changes arrive; they coalesce into one more re-arm and cycle.
+		// observation; nine more changes arrive; they coalesce into one more re-arm (at once)
+		// and one more cycle (spaced).
+		time.Sleep(PodsChangedSpacing)
 		gate := make(chan struct{})
 		f.set(func(f *fakeNode) { f.block = gate })
+		burst := time.Now()
 		m.PodsChanged()
 		synctest.Wait()
-		check("burst, first change", 3, 2)
+		check("burst, first change", 4, 3)
 		for range 9 {
 			m.PodsChanged()
 		}
 		close(gate)
 		synctest.Wait()
-		check("burst coalesced", 4, 3)
-		if d := time.Since(start); d != 0 {
-			t.Errorf("the burst was handled %v after it, want at once", d)
+		check("burst, re-armed", 4, 4)
+		time.Sleep(PodsChangedSpacing)
+		synctest.Wait()
+		check("burst coalesced", 5, 4)
+		if d := time.Since(burst); d != PodsChangedSpacing {
+			t.Errorf("the burst was handled %v after it, want %v", d, PodsChangedSpacing)
 		}
 
 		// The periodic tick goes on, without re-arming.
 		time.Sleep(DefaultMonitoringInterval)
 		synctest.Wait()
-		check("tick", 5, 3)
+		check("tick", 6, 4)
 	})
 }
 

@@ -84,14 +84,17 @@ func ReadCgroupMemory(cgroupRoot string, mode units.Mode, cgroupPath string) (Me
 	if err != nil {
 		return MemoryUsage{}, err
 	}
-	stat, err := readKeyValues(filepath.Join(dir, "memory.stat"))
+	keys := []string{"total_inactive_file"}
+	if mode == units.ModeUnified {
+		keys = []string{"inactive_file", "anon", "file"}
+	}
+	inactiveKey := keys[0]
+	stat, err := readKeyValues(filepath.Join(dir, "memory.stat"), keys...)
 	if err != nil {
 		return MemoryUsage{}, fmt.Errorf("memory of %s: %w", cgroupPath, err)
 	}
 	var m MemoryUsage
-	inactiveKey := "total_inactive_file"
 	if mode == units.ModeUnified {
-		inactiveKey = "inactive_file"
 		m.Usage, err = readUint(filepath.Join(dir, "memory.current"))
 		if err != nil && isRoot(cgroupPath) {
 			m.Usage, err = stat["anon"]+stat["file"], nil

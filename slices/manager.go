@@ -548,6 +548,10 @@ func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) (PodSlice, error) 
 		return PodSlice{}, fmt.Errorf("pod %s/%s (uid %s): QoS class is immutable: was %s, now %s", pod.Namespace, pod.Name, uid, prev.QOS, qos)
 	}
 
+	// The QoS slices depend on the set of active pods and their resources: a steady pod's
+	// resync (the same properties) changes neither, so it asks for no QoS reconcile (the
+	// periodic one still repairs drift).
+	changed := prev == nil || prev.terminating
 	switch {
 	case prev == nil:
 		parent := QOSSliceName(qos)
@@ -560,6 +564,7 @@ func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) (PodSlice, error) 
 			return PodSlice{}, fmt.Errorf("pod slice %s: %w", unit, err)
 		}
 		m.log.Info("pod slice updated", "pod_uid", uid, "slice", unit, "resources", rc.String())
+		changed = true
 	}
 
 	ps := &PodSlice{UID: uid, Namespace: pod.Namespace, Name: pod.Name, QOS: qos, Unit: unit,
@@ -567,7 +572,9 @@ func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) (PodSlice, error) 
 	m.mu.Lock()
 	m.pods[uid] = ps
 	m.mu.Unlock()
-	m.requestQoSUpdate()
+	if changed {
+		m.requestQoSUpdate()
+	}
 	return *ps, nil
 }
 

@@ -432,7 +432,7 @@ func statusLoop(ctx context.Context, clk clock.WithTicker, status func() string,
 // status is the STATUS= line: pods by phase, node allocatable, pressure and evictions, and
 // what the health tracker finds wrong.
 func (d *daemon) status() string {
-	return statusLine(api.CountPods(d.ctrl.Pods(), int64(d.cfg.Node.MaxPods)), d.alloc, d.evm.Summary(), d.health.State())
+	return statusLine(api.CountPods(d.ctrl.ViewPods(), int64(d.cfg.Node.MaxPods)), d.alloc, d.evm.Summary(), d.health.State())
 }
 
 // setMemoryLimit tunes the Go collector for a daemon whose live heap is small and whose

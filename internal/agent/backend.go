@@ -77,7 +77,8 @@ func (b *backend) NodeMetrics(context.Context) ([]metricsv1beta1.NodeMetrics, er
 
 var _ api.Backend = (*backend)(nil)
 
-func (b *backend) ListPods(context.Context) ([]v1.Pod, error) { return b.ctrl.Pods(), nil }
+// ListPods lists the controller's pods without copying them (read-only, api.Backend).
+func (b *backend) ListPods(context.Context) ([]v1.Pod, error) { return b.ctrl.ViewPods(), nil }
 
 func (b *backend) GetPod(_ context.Context, namespace, name string) (v1.Pod, error) {
 	p, ok := b.ctrl.Pod(namespace, name)

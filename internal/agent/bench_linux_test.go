@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -61,6 +62,9 @@ const (
 	// a heap profile (benchHeapProfile, same directory) on SIGUSR1.
 	benchHeapMarker  = "bench-heap-on-sigusr1"
 	benchHeapProfile = "heap.pprof"
+	// benchMemoryReport is written with the heap profile: runtime/metrics' memory classes and
+	// the goroutines (text).
+	benchMemoryReport = "memory.txt"
 	// benchFloorWorkers is how many systemd-run invocations the floor runs at once: the pod
 	// controller's syncWorkers.
 	benchFloorWorkers = 8
@@ -90,10 +94,36 @@ func init() {
 			}
 			err = pprof.Lookup("heap").WriteTo(f, 0)
 			if cerr := f.Close(); err == nil && cerr == nil {
+				// Next to it, before it appears: the goroutines and the runtime's own
+				// account of its memory (heap, stacks, retained and released pages).
+				writeBenchMemoryReport(filepath.Join(dir, benchMemoryReport))
 				_ = os.Rename(tmp, filepath.Join(dir, benchHeapProfile))
 			}
 		}
 	}()
+}
+
+// writeBenchMemoryReport writes runtime/metrics' memory classes, the GC's goal and the
+// goroutines' profile to path (best effort: a benchmark's diagnostic).
+func writeBenchMemoryReport(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	var samples []metrics.Sample
+	for _, d := range metrics.All() {
+		if strings.HasPrefix(d.Name, "/memory/classes/") || strings.HasPrefix(d.Name, "/gc/heap/goal") || strings.HasPrefix(d.Name, "/gc/gomemlimit") || strings.HasPrefix(d.Name, "/sched/goroutines") {
+			samples = append(samples, metrics.Sample{Name: d.Name})
+		}
+	}
+	metrics.Read(samples)
+	for _, s := range samples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			fmt.Fprintf(f, "%-50s %10.2f MiB  (%d)\n", s.Name, float64(s.Value.Uint64())/(1<<20), s.Value.Uint64())
+		}
+	}
+	_ = pprof.Lookup("goroutine").WriteTo(f, 1)
 }
 
 // benchProgress prints a progress line at once (b.Logf is shown only at the end).
@@ -803,12 +833,18 @@ func benchRSS(b *testing.B, sd *units.Manager, n int, idle time.Duration, profil
 	converge := time.Since(start)
 	benchProgress("%d pods Running after %s; idling %s", n, converge.Round(time.Millisecond), idle)
 	atConverge := procStatus(b, pid)
+	if profile {
+		// The profile at convergence is the base of the one after idling: `go tool pprof
+		// -sample_index=alloc_space -base slicelet-heap-converged.pprof slicelet-heap.pprof`
+		// shows what slicelet allocates while it idles.
+		benchHeapDump(b, a, pid, "slicelet-heap-converged.pprof")
+	}
 	cpu0 := cpuTime(pid)
 	time.Sleep(idle) // idle: steady resyncs (every 10 s per pod), manifest rescans (20 s)
 	idleCPU := cpuTime(pid) - cpu0
 	afterIdle := procStatus(b, pid)
 	if profile {
-		benchHeapDump(b, a, pid)
+		benchHeapDump(b, a, pid, "slicelet-heap.pprof")
 	}
 	b.ReportMetric(float64(n), "pods")
 	b.ReportMetric(binaryMetric(b), "cmd-slicelet")
@@ -836,14 +872,15 @@ func binaryMetric(b *testing.B) float64 {
 }
 
 // benchHeapDump asks slicelet for a heap profile (SIGUSR1, see init) and copies it to
-// SLICELET_BENCH_PROFILE_DIR.
-func benchHeapDump(b *testing.B, a *benchAgent, pid int) {
+// SLICELET_BENCH_PROFILE_DIR as name.
+func benchHeapDump(b *testing.B, a *benchAgent, pid int, name string) {
 	b.Helper()
 	out := os.Getenv(benchProfileDirEnv)
 	if out == "" || benchBinary(b) != "" {
 		return
 	}
 	path := filepath.Join(a.dir, benchHeapProfile)
+	_ = os.Remove(path) // an earlier one
 	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
 		b.Fatal(err)
 	}
@@ -855,9 +892,12 @@ func benchHeapDump(b *testing.B, a *benchAgent, pid int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dst := filepath.Join(out, "slicelet-heap.pprof")
+	dst := filepath.Join(out, name)
 	if err := os.WriteFile(dst, data, 0o644); err != nil {
 		b.Fatal(err)
+	}
+	if report, err := os.ReadFile(filepath.Join(a.dir, benchMemoryReport)); err == nil {
+		_ = os.WriteFile(filepath.Join(out, "slicelet-memory.txt"), report, 0o644)
 	}
 	b.Logf("heap profile of slicelet: %s", dst)
 }

@@ -69,7 +69,9 @@ const MaxManifestBytes = manifest.MaxInputBytes
 // Backend is what the server serves. The daemon implements it; tests use a fake.
 type Backend interface {
 	// ListPods returns every pod, with Status and the annotations pods.AnnotationSource and
-	// pods.AnnotationOrigin.
+	// pods.AnnotationOrigin. The pods are read-only below their top-level fields (and those of
+	// their ObjectMeta, Spec and Status): they may share slices and maps with the daemon's
+	// records, which the server only reads and encodes.
 	ListPods(ctx context.Context) ([]v1.Pod, error)
 	// GetPod returns one pod, or an error wrapping ErrNotFound.
 	GetPod(ctx context.Context, namespace, name string) (v1.Pod, error)

@@ -95,9 +95,14 @@ func TestListAndGetPods(t *testing.T) {
 	if got := list[0].Annotations[pods.AnnotationSource]; got != pods.SourceFile {
 		t.Errorf("annotation source = %q", got)
 	}
+	// Compact for a program, indented when asked (as the Kubernetes API server answers).
 	code, body := rawRequest(t, c, "GET", "/v1/pods", nil)
-	if code != 200 || !strings.Contains(body, `"kind": "PodList"`) {
+	if code != 200 || !strings.Contains(body, `"kind":"PodList"`) {
 		t.Errorf("GET /v1/pods = %d %s", code, body)
+	}
+	code, body = rawRequest(t, c, "GET", "/v1/pods?pretty=true", nil)
+	if code != 200 || !strings.Contains(body, `"kind": "PodList"`) {
+		t.Errorf("GET /v1/pods?pretty=true = %d %s", code, body)
 	}
 
 	for _, tc := range []struct {

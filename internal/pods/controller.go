@@ -52,8 +52,14 @@ const (
 	DefaultTick = time.Second
 	// busyResync is the resync interval of a pod that is starting, restarting or stopping.
 	busyResync = time.Second
-	// steadyResync is the resync interval of a pod whose containers are all in a steady state.
-	steadyResync = 10 * time.Second
+	// steadyResync is the resync interval of a pod whose containers are all in a steady state:
+	// the kubelet's syncFrequency (1 min). The relist every tick makes a pod whose containers
+	// change state due at once, and the runtime's NextSync brings back-offs and probes.
+	steadyResync = time.Minute
+	// objectVolumeResync is steadyResync for a pod with volumes made from ConfigMaps, Secrets
+	// or the pod itself (configMap, secret, projected, downwardAPI): a resync rewrites them,
+	// and a changed ConfigMap reaches the pod's files within it (docs/operations.md).
+	objectVolumeResync = 10 * time.Second
 	// syncWorkers bounds how many pods are synced at once.
 	syncWorkers = 8
 )
@@ -642,14 +648,15 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 		c.changedLocked()
 	}
 	ps.status, ps.observed = status, true
-	ps.nextSync = c.clock.Now().Add(resyncAfter(status))
+	ps.nextSync = c.clock.Now().Add(resyncAfter(pod, status))
 	if at := c.rt.NextSync(uid); !at.IsZero() && at.Before(ps.nextSync) {
 		ps.nextSync = at
 	}
 }
 
-// resyncAfter is how soon a pod needs another sync: soon while anything is in motion.
-func resyncAfter(s v1.PodStatus) time.Duration {
+// resyncAfter is how soon a pod needs another sync: soon while anything is in motion, then
+// at objectVolumeResync for a pod with object volumes, at steadyResync for the others.
+func resyncAfter(pod *v1.Pod, s v1.PodStatus) time.Duration {
 	if s.Phase == v1.PodPending {
 		return busyResync
 	}
@@ -658,6 +665,11 @@ func resyncAfter(s v1.PodStatus) time.Duration {
 			if cs.State.Waiting != nil || (cs.State.Terminated != nil && s.Phase == v1.PodRunning) {
 				return busyResync
 			}
+		}
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.ConfigMap != nil || v.Secret != nil || v.Projected != nil || v.DownwardAPI != nil {
+			return objectVolumeResync
 		}
 	}
 	return steadyResync
@@ -731,17 +743,24 @@ func (c *Controller) cleanupOrphans(ctx context.Context) {
 }
 
 // view is a pod as the API shows it at now: the manifest with its source annotations and
-// status.
+// status, a deep copy the caller owns.
 func (ps *podState) view(now time.Time) v1.Pod {
-	pod := *ps.desired.Pod.DeepCopy()
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
+	return *ps.sharedView(now).DeepCopy()
+}
+
+// sharedView is view without the deep copy: the pod's spec, metadata and status share their
+// slices, maps and pointers with the controller's record (only the annotations map is the
+// view's own), so the caller must not modify it. The record's desired pod and status are
+// never changed in place (a change replaces them), so the view stays as it was made.
+func (ps *podState) sharedView(now time.Time) *v1.Pod {
+	pod := *ps.desired.Pod
+	pod.Annotations = make(map[string]string, len(pod.Annotations)+2)
+	maps.Copy(pod.Annotations, ps.desired.Pod.Annotations)
 	pod.Annotations[AnnotationSource] = ps.desired.Source
 	if ps.desired.Source == SourceFile {
 		pod.Annotations[AnnotationOrigin] = ps.desired.Origin
 	}
-	pod.Status = *ps.status.DeepCopy()
+	pod.Status = ps.status
 	if pod.Status.QOSClass == "" {
 		pod.Status.QOSClass = slices.QOSClass(ps.desired.Pod)
 	}
@@ -755,17 +774,31 @@ func (ps *podState) view(now time.Time) v1.Pod {
 	if pod.CreationTimestamp.IsZero() {
 		pod.CreationTimestamp = metav1.NewTime(ps.createdAt)
 	}
-	return pod
+	return &pod
 }
 
-// Pods returns every pod the controller knows, sorted by namespace/name.
+// Pods returns every pod the controller knows, sorted by namespace/name: deep copies the
+// caller owns.
 func (c *Controller) Pods() []v1.Pod {
+	out := c.ViewPods()
+	for i := range out {
+		out[i] = *out[i].DeepCopy()
+	}
+	return out
+}
+
+// ViewPods is Pods without the deep copies: each pod shares its spec, metadata and status with
+// the controller's record (the annotations map excepted), so the caller must not modify
+// anything below the top-level fields of the pod and its ObjectMeta, Spec and Status. It is
+// for readers that list or count every pod often (the API's lists and watches, STATUS=),
+// which would otherwise deep-copy every pod each time.
+func (c *Controller) ViewPods() []v1.Pod {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]v1.Pod, 0, len(c.pods))
 	now := c.clock.Now()
 	for _, ps := range c.pods {
-		out = append(out, ps.view(now))
+		out = append(out, *ps.sharedView(now))
 	}
 	out = append(out, c.heldLocked()...)
 	stdslices.SortFunc(out, func(a, b v1.Pod) int {

@@ -802,3 +802,34 @@ func TestControllerDeletionGrace(t *testing.T) {
 		}
 	})
 }
+
+// TestResyncAfter: a pod in motion is synced again within busyResync; a steady one at the
+// kubelet's sync frequency, unless it has volumes made from objects, which a resync rewrites.
+func TestResyncAfter(t *testing.T) {
+	running := v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{Name: "app", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}
+	waiting := v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{Name: "app", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}}
+	withVolume := func(v v1.VolumeSource) *v1.Pod {
+		return &v1.Pod{Spec: v1.PodSpec{Volumes: []v1.Volume{{Name: "v", VolumeSource: v}}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		pod    *v1.Pod
+		status v1.PodStatus
+		want   time.Duration
+	}{
+		{"pending", &v1.Pod{}, v1.PodStatus{Phase: v1.PodPending}, busyResync},
+		{"waiting container", &v1.Pod{}, waiting, busyResync},
+		{"steady", &v1.Pod{}, running, steadyResync},
+		{"steady with an emptyDir", withVolume(v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}), running, steadyResync},
+		{"steady with a configMap volume", withVolume(v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}), running, objectVolumeResync},
+		{"steady with a secret volume", withVolume(v1.VolumeSource{Secret: &v1.SecretVolumeSource{}}), running, objectVolumeResync},
+		{"steady with a projected volume", withVolume(v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{}}), running, objectVolumeResync},
+		{"steady with a downwardAPI volume", withVolume(v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{}}), running, objectVolumeResync},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := resyncAfter(tc.pod, tc.status); got != tc.want {
+				t.Errorf("resyncAfter = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

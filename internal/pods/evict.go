@@ -38,13 +38,15 @@ func (c *Controller) ActivePods() []eviction.ActivePod {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]eviction.ActivePod, 0, len(c.pods))
+	now := c.clock.Now()
 	for _, uid := range stdslices.Sorted(maps.Keys(c.pods)) {
 		ps := c.pods[uid]
 		if !ps.admitted || ps.deleting || ps.status.Phase == v1.PodSucceeded || ps.status.Phase == v1.PodFailed {
 			continue
 		}
-		pod := ps.view(c.clock.Now())
-		out = append(out, eviction.ActivePod{Pod: &pod, CgroupPath: ps.slice.CgroupPath})
+		// Shared, not copied: the eviction manager and the stats sampler, which call this for
+		// every pod every cycle, only read the pods (ActivePod.Pod).
+		out = append(out, eviction.ActivePod{Pod: ps.sharedView(now), CgroupPath: ps.slice.CgroupPath})
 	}
 	return out
 }

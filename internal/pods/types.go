@@ -65,7 +65,9 @@ type Problem struct {
 }
 
 // Snapshot is everything one source wants right now. A source sends a complete snapshot on every
-// change (level-triggered); a pod missing from it is to be deleted.
+// change (level-triggered); a pod missing from it is to be deleted. The pods are shared with the
+// source and read-only for everyone: a source replaces a pod that changes, never changes it in
+// place, and the controller copies a pod before it changes anything (withEvictionAnnotations).
 type Snapshot struct {
 	Source   string
 	Pods     []Desired

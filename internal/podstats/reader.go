@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -140,13 +141,29 @@ func procCPU(procRoot string) (time.Duration, error) {
 // used while alive, without processes that already exited, so a rate over it skips a window in
 // which one exited (the sum went down).
 func (r *Reader) ReadCgroup(cgroupPath string) (Usage, error) {
+	return r.readCgroup(cgroupPath, nil)
+}
+
+// readCgroup is ReadCgroup; walked, when not nil, holds the processes' CPU time of cgroups
+// measured by earlier walks (processesCPU): a cgroup it has is not walked again, and a walk
+// adds what it measured.
+func (r *Reader) readCgroup(cgroupPath string, walked map[string]time.Duration) (Usage, error) {
 	m, err := eviction.ReadCgroupMemory(r.root, r.mode, cgroupPath)
 	if err != nil {
 		return Usage{}, err
 	}
 	cpu, err := eviction.ReadCgroupCPU(r.root, r.mode, cgroupPath)
 	if errors.Is(err, eviction.ErrUnavailable) && r.mode != units.ModeUnified {
-		cpu, err = r.processesCPU(cgroupPath)
+		var ok bool
+		if cpu, ok = walked[cgroupPath]; ok {
+			err = nil
+		} else {
+			var all map[string]time.Duration
+			if all, err = r.processesCPU(cgroupPath); err == nil && walked != nil {
+				maps.Copy(walked, all)
+			}
+			cpu = all[cgroupPath]
+		}
 	}
 	if err != nil {
 		return Usage{}, err
@@ -154,50 +171,64 @@ func (r *Reader) ReadCgroup(cgroupPath string) (Usage, error) {
 	return Usage{MemoryWorkingSet: m.WorkingSet, CPU: cpu}, nil
 }
 
-// processesCPU is the CPU time of the processes in cgroupPath and its descendants (their
-// cgroup.procs in the memory hierarchy); a process that exits while it is read is left out.
-func (r *Reader) processesCPU(cgroupPath string) (time.Duration, error) {
+// processesCPU is the CPU time of the processes in cgroupPath and in each of its descendants,
+// each including its own descendants' (their cgroup.procs in the memory hierarchy), by cgroup
+// path: one walk of the tree serves a pod and its containers. A process that exits while it is
+// read is left out, as is a child cgroup removed during the walk.
+func (r *Reader) processesCPU(cgroupPath string) (map[string]time.Duration, error) {
 	dir, err := eviction.CgroupDir(r.root, r.mode, "memory", cgroupPath)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]time.Duration{}
+	if _, err := r.walkCPU(dir, cgroupPath, out, true); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("cpu of %s: %w", cgroupPath, eviction.ErrUnavailable)
+		}
+		return nil, fmt.Errorf("cpu of %s: %w", cgroupPath, err)
+	}
+	return out, nil
+}
+
+// walkCPU adds to out the CPU time of the processes of the cgroup at dir (cgroupPath) and of
+// each of its descendants, and returns the cgroup's. A cgroup that is gone is an error wrapping
+// os.ErrNotExist for the top one (top) and counts nothing for a descendant.
+func (r *Reader) walkCPU(dir, cgroupPath string, out map[string]time.Duration, top bool) (time.Duration, error) {
+	children, err := subdirs(dir)
+	if errors.Is(err, os.ErrNotExist) && !top {
+		return 0, nil // a child cgroup removed during the walk
+	}
 	if err != nil {
 		return 0, err
 	}
 	var total time.Duration
-	err = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+	for _, name := range children {
+		d, err := r.walkCPU(filepath.Join(dir, name), path.Join(cgroupPath, name), out, false)
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return nil // a child cgroup removed during the walk
-			}
-			return err
+			return 0, err
 		}
-		if d.IsDir() || d.Name() != "cgroup.procs" {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
+		total += d
+	}
+	procs := filepath.Join(dir, "cgroup.procs")
+	b, err := os.ReadFile(procs)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && !top:
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
 		if err != nil {
-			return err
+			return 0, fmt.Errorf("%s: %q is not a pid", procs, f)
 		}
-		for _, f := range strings.Fields(string(b)) {
-			pid, err := strconv.Atoi(f)
-			if err != nil {
-				return fmt.Errorf("%s: %q is not a pid", p, f)
-			}
-			d, err := procfs.ProcessCPU(r.proc, pid)
-			if err != nil {
-				continue // exited
-			}
-			total += d
+		d, err := procfs.ProcessCPU(r.proc, pid)
+		if err != nil {
+			continue // exited
 		}
-		return nil
-	})
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, fmt.Errorf("cpu of %s: %w", cgroupPath, eviction.ErrUnavailable)
+		total += d
 	}
-	if err != nil {
-		return 0, fmt.Errorf("cpu of %s: %w", cgroupPath, err)
-	}
+	out[cgroupPath] = total
 	return total, nil
 }
 
@@ -206,7 +237,11 @@ func (r *Reader) processesCPU(cgroupPath string) (time.Duration, error) {
 // away while it was read (it exited) is left out. The error wraps eviction.ErrUnavailable when
 // the pod's cgroup is not there (a pod starting or gone).
 func (r *Reader) ReadPod(ctx context.Context, pod *v1.Pod, podCgroup string) (PodUsage, error) {
-	return r.readPod(ctx, pod, podCgroup, r.ReadCgroup)
+	// Where CPU time comes from the processes (see ReadCgroup), the pod's walk measures its
+	// containers too: each process is read once per ReadPod, not once for the pod and again
+	// for its container.
+	walked := map[string]time.Duration{}
+	return r.readPod(ctx, pod, podCgroup, func(cg string) (Usage, error) { return r.readCgroup(cg, walked) })
 }
 
 // readPod is ReadPod with read measuring each cgroup (ReadCgroup, or readMemory alone).
@@ -265,18 +300,12 @@ func (r *Reader) children(cgroupPath string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries, err := os.ReadDir(dir)
+	out, err := subdirs(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", dir, eviction.ErrUnavailable)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("child cgroups of %s: %w", cgroupPath, err)
-	}
-	var out []string
-	for _, e := range entries {
-		if e.IsDir() {
-			out = append(out, e.Name())
-		}
 	}
 	return out, nil
 }

@@ -217,6 +217,19 @@ func TestReadCgroupWithoutCPUAccounting(t *testing.T) {
 			t.Errorf("%s: %+v, %v; want 2.5s of CPU", cg, u, err)
 		}
 	}
+	// ReadPod measures the pod and its container from one walk of the pod's cgroups: the same
+	// numbers. A pid in the pod's own cgroup counts for the pod, not for the container.
+	write(filepath.Join(unit, "..", "cgroup.procs"), "102\n")
+	write(filepath.Join(unit, "cgroup.procs"), "101\n")
+	namer := podstats.NamerFunc(func(_ context.Context, _ *v1.Pod, dirs []string) (map[string]podstats.ContainerCgroup, error) {
+		return map[string]podstats.ContainerCgroup{"app.service": {Name: "app"}}, nil
+	})
+	r = podstats.NewReader(filepath.Join(dir, "cgroup"), filepath.Join(dir, "proc"), units.ModeHybrid, namer)
+	pod := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app"}}}}
+	u, err := r.ReadPod(t.Context(), pod, "/pod.slice")
+	if err != nil || u.CPU != 2500*time.Millisecond || len(u.Containers) != 1 || u.Containers[0].CPU != 2*time.Second {
+		t.Errorf("ReadPod: %+v, %v; want 2.5s of CPU for the pod, 2s for its container", u, err)
+	}
 }
 
 // writeFile writes s to p, creating its directory.

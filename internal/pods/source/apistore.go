@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	stdslices "slices"
 	"sort"
 	"strings"
 	"sync"
@@ -435,8 +437,10 @@ func (s *APIStore) Snapshot() pods.Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := pods.Snapshot{Source: pods.SourceAPI}
-	for _, pod := range s.listLocked() {
-		snap.Pods = append(snap.Pods, pods.Desired{Pod: pod, Source: pods.SourceAPI, Origin: pods.SourceAPI})
+	// The stored pods themselves, read-only (pods.Snapshot): a stored pod is replaced, never
+	// changed in place.
+	for _, k := range stdslices.Sorted(maps.Keys(s.pods)) {
+		snap.Pods = append(snap.Pods, pods.Desired{Pod: s.pods[k], Source: pods.SourceAPI, Origin: pods.SourceAPI})
 	}
 	origins := make([]string, 0, len(s.problems))
 	for o := range s.problems {

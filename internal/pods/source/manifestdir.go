@@ -299,8 +299,9 @@ func (m *ManifestDir) Dir() string { return m.dir }
 // Run reads the directory and calls send with the complete snapshot at once (also when it is
 // empty, so the caller knows the source has reported), then again after every change that
 // alters the snapshot (pods or problems): a completed write at once, other inotify events
-// debounced, and a full rescan every Rescan interval. send is called from Run's goroutine, one call at a time; the snapshot's pods
-// are the caller's (deep copies). Run returns nil when ctx ends. If inotify is unavailable, the
+// debounced, and a full rescan every Rescan interval. send is called from Run's goroutine, one
+// call at a time; the snapshot's pods are shared with the source, read-only (pods.Snapshot).
+// Run returns nil when ctx ends. If inotify is unavailable, the
 // periodic rescan alone keeps the snapshot current.
 func (m *ManifestDir) Run(ctx context.Context, send func(pods.Snapshot)) error {
 	w, err := m.newWatcher(m.dir)
@@ -363,17 +364,7 @@ func (m *ManifestDir) scanAndSend(w watcher, send func(pods.Snapshot)) {
 	}
 	m.logChanges(m.last, s)
 	m.last = &s
-	send(copySnapshot(s))
-}
-
-// copySnapshot deep-copies the pods so the receiver may keep and change them.
-func copySnapshot(s pods.Snapshot) pods.Snapshot {
-	out := pods.Snapshot{Source: s.Source, Problems: append([]pods.Problem(nil), s.Problems...)}
-	for _, d := range s.Pods {
-		d.Pod = d.Pod.DeepCopy()
-		out.Pods = append(out.Pods, d)
-	}
-	return out
+	send(s)
 }
 
 // logChanges logs pods added and removed and problems found and fixed.

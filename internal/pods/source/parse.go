@@ -32,18 +32,17 @@ func parseRecord(path string, data []byte) ([]*v1.Pod, error) {
 // podKey is namespace/name, the identity sources deduplicate on.
 func podKey(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
 
-// annotate returns a deep copy of pod carrying the source (and, when non-empty, origin)
-// annotations.
+// annotate sets the source (and, when non-empty, origin) annotations on pod, a pod just
+// parsed that nothing else holds, and returns it.
 func annotate(pod *v1.Pod, src, origin string) *v1.Pod {
-	cp := pod.DeepCopy()
-	if cp.Annotations == nil {
-		cp.Annotations = map[string]string{}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
 	}
-	cp.Annotations[pods.AnnotationSource] = src
+	pod.Annotations[pods.AnnotationSource] = src
 	if origin != "" {
-		cp.Annotations[pods.AnnotationOrigin] = origin
+		pod.Annotations[pods.AnnotationOrigin] = origin
 	}
-	return cp
+	return pod
 }
 
 // where names document i of n in a manifest the way manifest.Parse does: the bare name for a

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"maps"
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
@@ -31,14 +30,9 @@ func (w *Worker) Relist(ctx context.Context, podList []*v1.Pod) (pods.Relisted, 
 		sbsOf[sb.PodUID] = append(sbsOf[sb.PodUID], sb)
 	}
 	ctrsOf := map[string][]Container{}
-	current := map[string]map[string]State{}
 	listed := make(map[string]bool, len(ctrs))
 	for _, c := range ctrs {
 		ctrsOf[c.PodUID] = append(ctrsOf[c.PodUID], c)
-		if current[c.PodUID] == nil {
-			current[c.PodUID] = map[string]State{}
-		}
-		current[c.PodUID][c.ID] = c.State
 		listed[c.ID] = true
 	}
 
@@ -95,10 +89,24 @@ func (w *Worker) Relist(ctx context.Context, podList []*v1.Pod) (pods.Relisted, 
 	}
 	for uid, e := range w.pods {
 		due := e.probeDue || (!e.nextSync.IsZero() && !now.Before(e.nextSync))
-		if due || (e.seen != nil && !maps.Equal(e.seen, current[uid])) {
+		if due || (e.seen != nil && !sameStates(e.seen, ctrsOf[uid])) {
 			res.Due = append(res.Due, uid)
 		}
 	}
 	sort.Strings(res.Due)
 	return res, nil
+}
+
+// sameStates reports whether the containers listed now are those seen (container ID → state),
+// each in the same state. A listing names each container once.
+func sameStates(seen map[string]State, listed []Container) bool {
+	if len(seen) != len(listed) {
+		return false
+	}
+	for _, c := range listed {
+		if st, ok := seen[c.ID]; !ok || st != c.State {
+			return false
+		}
+	}
+	return true
 }
