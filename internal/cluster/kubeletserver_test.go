@@ -10,9 +10,11 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -314,5 +316,50 @@ func TestKubeletServer(t *testing.T) {
 	get()
 	if reviews.tokens.Load() != tokens+1 || reviews.access.Load() != access+1 {
 		t.Errorf("reviews %d/%d after the TTLs, want %d/%d", reviews.tokens.Load(), reviews.access.Load(), tokens+1, access+1)
+	}
+}
+
+func TestPerClientListener(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &perClientListener{Listener: inner, max: 2, open: map[string]int{}}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c1, c2 := dial(), dial()
+	s1, s2 := <-accepted, <-accepted
+	// A third connection from the same address is closed at accept: its read sees EOF.
+	c3 := dial()
+	_ = c3.SetReadDeadline(time.Now().Add(time.Minute)) // a failure, not a hang
+	if _, err := c3.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("third connection from one client: %v, want it closed", err)
+	}
+	// Once one closes, the client may connect again.
+	_ = s1.Close()
+	c4 := dial()
+	s4 := <-accepted
+	if got := remoteHost(s4.RemoteAddr()); got != "127.0.0.1" {
+		t.Errorf("client %q", got)
+	}
+	for _, c := range []net.Conn{c1, c2, c3, c4, s2, s4} {
+		_ = c.Close()
 	}
 }

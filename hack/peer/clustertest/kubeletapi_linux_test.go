@@ -15,9 +15,12 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
@@ -30,9 +33,9 @@ import (
 const otherNode = "other-node"
 
 // TestKubeletAPI runs a slicelet node with its kubelet API on 127.0.0.1:10250 and drives it
-// through the API server as users do: `kubectl logs` prints the container's output,
-// `kubectl get --raw .../proxy/stats/summary` lists the pod, and a client with another node's
-// certificate (or none) is refused.
+// as its clients do: `kubectl logs` through the API server prints the container's output, the
+// stats summary read as metrics-server reads it (a service account's token) lists the pod, and
+// a client with another node's certificate (or none) is refused.
 func TestKubeletAPI(t *testing.T) {
 	if !systemdtest.Inside() {
 		runInSandbox(t, "^TestKubeletAPI$")
@@ -139,16 +142,40 @@ func TestKubeletAPI(t *testing.T) {
 		t.Errorf("kubectl logs of an unknown container: %q, want an error", out)
 	}
 
-	// The stats summary through the API server's node proxy: the pod is in it once sampled.
+	// The stats summary as metrics-server reads it: straight from the kubelet API with a
+	// service account's token (TokenReview) allowed nodes/stats by RBAC (SubjectAccessReview).
+	// The API server's node proxy (kubectl get --raw /api/v1/nodes/NODE/proxy/...) refuses a
+	// node whose address is not global unicast, so it cannot reach a node on 127.0.0.1
+	// (pkg/registry/core/node/strategy.go, isProxyableHostname).
+	token := statsReaderToken(t, ctx, admin)
+	direct := func(path, bearer string, certs ...tls.Certificate) (int, string) {
+		t.Helper()
+		c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: certs}}}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://127.0.0.1:10250"+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
 	var sum statsv1alpha1.Summary
+	var code int
 	defer func() {
 		if t.Failed() {
-			t.Logf("last stats summary: %v\n%s", err, out)
+			t.Logf("last stats summary: %d\n%s", code, out)
 		}
 	}()
 	poll("stats summary lists the pod", time.Minute, func(context.Context) (bool, error) {
-		out, err = kubectl("get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/stats/summary")
-		if err != nil {
+		code, out = direct("/stats/summary", token)
+		if code != http.StatusOK {
 			return false, nil
 		}
 		if err := json.Unmarshal([]byte(out), &sum); err != nil {
@@ -164,18 +191,33 @@ func TestKubeletAPI(t *testing.T) {
 	if sum.Node.NodeName != nodeName || sum.Node.CPU == nil || sum.Node.Memory == nil {
 		t.Errorf("summary node %+v", sum.Node)
 	}
-	if out, err = kubectl("get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/pods"); err != nil || !strings.Contains(out, `"talker"`) {
-		t.Errorf("/pods through the proxy: %v\n%s", err, out)
+	// The same token may not read logs (nodes/proxy) nor pods (nodes/pods, nodes/proxy).
+	for _, path := range []string{"/containerLogs/default/talker/main", "/pods"} {
+		if code, body := direct(path, token); code != http.StatusForbidden {
+			t.Errorf("%s with the stats reader's token: %d %q, want 403", path, code, body)
+		}
 	}
-	if out, err = kubectl("get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/healthz"); err != nil || strings.TrimSpace(out) != "ok" {
-		t.Errorf("/healthz through the proxy: %q, %v", out, err)
+	// The API server's kubelet client certificate (system:masters) may read everything.
+	crt, key := cp.CertFiles("apiserver-kubelet-client")
+	apiserver, err := tls.LoadX509KeyPair(crt, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := direct("/pods", "", apiserver); code != http.StatusOK || !strings.Contains(body, `"talker"`) {
+		t.Errorf("/pods with the API server's certificate: %d\n%s", code, body)
+	}
+	if code, body := direct("/healthz", "", apiserver); code != http.StatusOK || strings.TrimSpace(body) != "ok" {
+		t.Errorf("/healthz with the API server's certificate: %d %q", code, body)
+	}
+	if out, err = kubectl("get", "--raw", "/api/v1/nodes/"+nodeName+"/proxy/healthz"); err == nil || !strings.Contains(out, "address not allowed") {
+		t.Errorf("node proxy to a loopback node: %q, %v; want the API server's refusal", out, err)
 	}
 
 	// Straight to the kubelet API: another node's certificate is authenticated but not
 	// authorized (the Node authorizer gives a node no access to another's kubelet API); no
 	// certificate is not authenticated.
-	crt, key := cp.CertFiles("node-" + otherNode)
-	pair, err := tls.LoadX509KeyPair(crt, key)
+	crt, key = cp.CertFiles("node-" + otherNode)
+	other, err := tls.LoadX509KeyPair(crt, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,20 +226,40 @@ func TestKubeletAPI(t *testing.T) {
 		certs []tls.Certificate
 		want  int
 	}{
-		{name: "another node's certificate", certs: []tls.Certificate{pair}, want: http.StatusForbidden},
+		{name: "another node's certificate", certs: []tls.Certificate{other}, want: http.StatusForbidden},
 		{name: "no certificate", want: http.StatusUnauthorized},
 	} {
-		c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: tc.certs}}}
-		resp, err := c.Get("https://127.0.0.1:10250/containerLogs/default/talker/main")
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
+		code, body := direct("/containerLogs/default/talker/main", "", tc.certs...)
+		if code != tc.want || strings.Contains(body, "hello from slicelet") {
+			t.Errorf("%s: %d %q, want %d", tc.name, code, body, tc.want)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != tc.want || strings.Contains(string(body), "hello from slicelet") {
-			t.Errorf("%s: %d %q, want %d", tc.name, resp.StatusCode, body, tc.want)
-		}
-		t.Logf("%s: %d %s", tc.name, resp.StatusCode, strings.TrimSpace(string(body)))
+		t.Logf("%s: %d %s", tc.name, code, strings.TrimSpace(body))
 	}
+}
+
+// statsReaderToken is a token of a service account that RBAC allows get on nodes/stats only
+// (what metrics-server's system:metrics-server role allows on nodes).
+func statsReaderToken(t *testing.T, ctx context.Context, admin kubernetes.Interface) string {
+	t.Helper()
+	sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "stats-reader", Namespace: "default"}}
+	if _, err := admin.CoreV1().ServiceAccounts("default").Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "stats-reader"},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"nodes/stats"}}}}
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "stats-reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "stats-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "stats-reader", Namespace: "default"}}}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := admin.CoreV1().ServiceAccounts("default").CreateToken(ctx, "stats-reader",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
 }
