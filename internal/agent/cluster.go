@@ -56,6 +56,17 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 	if cc.NodeIP != "" {
 		ips = []string{cc.NodeIP}
 	}
+	// The kubelet API first: the Node reports its port only when it listens.
+	var srv *cluster.KubeletServer
+	if cc.KubeletPort != 0 {
+		if srv, err = newKubeletServer(d, name, ips, log); err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+	}
+	kubeletPort := int32(0)
+	if srv != nil {
+		kubeletPort = int32(cc.KubeletPort)
+	}
 	info := nodeSystemInfo(d.cfg, d.rt.Name())
 	maxPods := *resource.NewQuantity(int64(d.cfg.Node.MaxPods), resource.DecimalSI)
 	inputs := func() cluster.NodeInputs {
@@ -66,20 +77,16 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 		return cluster.NodeInputs{Name: name, Hostname: name, OS: goruntime.GOOS, Arch: goruntime.GOARCH,
 			Labels: cc.Labels, Taints: taints, Capacity: capacity, Allocatable: alloc,
 			Conditions:  nodeConditions(withoutWarnable(d.health.State(), cluster.Warnable)),
-			InternalIPs: ips, Info: info, KubeletPort: int32(cc.KubeletPort)}
+			InternalIPs: ips, Info: info, KubeletPort: kubeletPort}
 	}
 	log.Info("cluster mode", "node", name, "kubeconfig", cc.Kubeconfig)
 	agent := cluster.New(cluster.Options{Clients: clients, NodeName: name, Node: inputs, Controller: d.ctrl,
 		Validate: manifest.Validate, HostNetwork: d.cfg.Runtime.Type == config.RuntimeSystemd,
 		Health: d.health, Clock: d.clock, Logger: log.With("component", "cluster")})
-	if cc.KubeletPort == 0 {
+	if srv == nil {
 		return agent, nil
 	}
-	srv, err := newKubeletServer(d, name, ips, log)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	return &withKubeletAPI{Agent: agent, srv: srv, log: log}, nil
+	return &withKubeletAPI{Agent: agent, srv: srv, health: d.health, log: log}, nil
 }
 
 // withoutWarnable is st without w: the cluster warnable says whether the API server can be

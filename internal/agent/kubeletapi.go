@@ -26,20 +26,28 @@ import (
 // directory (the kubelet's --cert-dir, /var/lib/kubelet/pki).
 const kubeletCertDir = "pki"
 
+// kubeletAPIWarnable is the kubelet API's health: unhealthy when its port could not be
+// opened (another kubelet on the node, say) or its server stopped. The node keeps running
+// without it (its pods, status and Lease); the Node then reports no kubelet port.
+var kubeletAPIWarnable = &health.Warnable{Code: "kubelet-api", Title: "kubelet API", Severity: health.SeverityWarning}
+
 // withKubeletAPI is cluster mode with the kubelet API beside it.
 type withKubeletAPI struct {
 	*cluster.Agent
-	srv *cluster.KubeletServer
-	log *slog.Logger
+	srv    *cluster.KubeletServer
+	health *health.Tracker
+	log    *slog.Logger
 }
 
 // Run runs cluster mode and serves the kubelet API until ctx ends. The API failing leaves
-// the node running (its pods, status and lease); the error is logged.
+// the node running; kubeletAPIWarnable says so.
 func (w *withKubeletAPI) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { w.Agent.Run(ctx) })
+	w.health.SetHealthy(kubeletAPIWarnable)
 	if err := w.srv.Serve(ctx); err != nil {
 		w.log.Error("kubelet API stopped", "error", err)
+		w.health.SetUnhealthy(kubeletAPIWarnable, "stopped: "+err.Error())
 	}
 	wg.Wait()
 }
@@ -48,7 +56,9 @@ func (w *withKubeletAPI) Run(ctx context.Context) {
 // keys) and opens its socket: on node_ip when set, else on every address (the kubelet's
 // --address 0.0.0.0). /pods and /containerLogs read the pod controller and the runtime (the
 // path of `slicectl logs`), /stats/summary the pod stats sampler's samples, /healthz the
-// health tracker.
+// health tracker. A serving pair or client CA that does not load refuses the start; a port
+// that cannot be opened leaves the node without the kubelet API (nil, nil), unhealthy in
+// kubeletAPIWarnable.
 func newKubeletServer(d *daemon, node string, ips []string, log *slog.Logger) (*cluster.KubeletServer, error) {
 	cc := d.cfg.Cluster
 	tokens, access, err := cluster.NewReviewClients(cc.Kubeconfig)
@@ -82,8 +92,11 @@ func newKubeletServer(d *daemon, node string, ips []string, log *slog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
+	d.health.Register(kubeletAPIWarnable)
 	if err := srv.Listen(); err != nil {
-		return nil, err
+		log.Error("kubelet API off: its port cannot be opened", "error", err)
+		d.health.SetUnhealthy(kubeletAPIWarnable, err.Error())
+		return nil, nil
 	}
 	return srv, nil
 }
