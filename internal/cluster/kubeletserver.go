@@ -176,6 +176,14 @@ func (s *KubeletServer) Listen() error {
 	return nil
 }
 
+// Close closes the listening socket of a server that will not serve.
+func (s *KubeletServer) Close() error {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Close()
+}
+
 // Addr is the listening address (after Listen).
 func (s *KubeletServer) Addr() net.Addr { return s.ln.Addr() }
 
