@@ -25,6 +25,9 @@ type MemoryUsage struct {
 	// WorkingSet is Usage − InactiveFile, at least 0: what the kubelet ranks and evicts on.
 	// Active page cache counts as used (kubernetes#43916).
 	WorkingSet int64
+	// RSS is anonymous memory: anon (v2) or total_rss (v1) of memory.stat, cAdvisor's RSS
+	// (the kubelet's summary API rssBytes).
+	RSS int64
 }
 
 // ReadMemory observes memory.available: capacity is MemTotal of procRoot/meminfo, the
@@ -89,9 +92,9 @@ func ReadCgroupMemory(cgroupRoot string, mode units.Mode, cgroupPath string) (Me
 		return MemoryUsage{}, fmt.Errorf("memory of %s: %w", cgroupPath, err)
 	}
 	var m MemoryUsage
-	inactiveKey := "total_inactive_file"
+	inactiveKey, rssKey := "total_inactive_file", "total_rss"
 	if mode == units.ModeUnified {
-		inactiveKey = "inactive_file"
+		inactiveKey, rssKey = "inactive_file", "anon"
 		m.Usage, err = readUint(filepath.Join(dir, "memory.current"))
 		if err != nil && isRoot(cgroupPath) {
 			m.Usage, err = stat["anon"]+stat["file"], nil
@@ -102,7 +105,7 @@ func ReadCgroupMemory(cgroupRoot string, mode units.Mode, cgroupPath string) (Me
 	if err != nil {
 		return MemoryUsage{}, fmt.Errorf("memory of %s: %w", cgroupPath, err)
 	}
-	m.InactiveFile = stat[inactiveKey]
+	m.InactiveFile, m.RSS = stat[inactiveKey], stat[rssKey]
 	m.WorkingSet = max(m.Usage-m.InactiveFile, 0)
 	return m, nil
 }

@@ -17,7 +17,7 @@ func TestKubeletSummary(t *testing.T) {
 	node := podstats.Latest[podstats.Usage]{At: at, Usage: podstats.Usage{MemoryWorkingSet: 1 << 30, CPU: 90 * time.Second}, NanoCores: &nano}
 	samples := []podstats.PodLatest{{Namespace: "default", Name: "web", UID: "u1", Latest: podstats.Latest[podstats.PodUsage]{At: at,
 		Usage: podstats.PodUsage{Usage: podstats.Usage{MemoryWorkingSet: 64 << 20, CPU: 3 * time.Second},
-			Containers: []podstats.ContainerUsage{{Name: "app", Usage: podstats.Usage{MemoryWorkingSet: 60 << 20, CPU: 2 * time.Second}}}},
+			Containers: []podstats.ContainerUsage{{Name: "app", Usage: podstats.Usage{MemoryWorkingSet: 60 << 20, MemoryUsage: 70 << 20, MemoryRSS: 50 << 20, CPU: 2 * time.Second}}}},
 		ContainerNanoCores: map[string]uint64{"app": 1e8}}}}
 	started := metav1.NewTime(at.Add(-time.Minute))
 	pods := []v1.Pod{{ObjectMeta: metav1.ObjectMeta{UID: "u1"}, Status: v1.PodStatus{StartTime: &started,
@@ -36,7 +36,8 @@ func TestKubeletSummary(t *testing.T) {
 		{name: "pod without a rate yet has none", ok: s.Pods[0].CPU.UsageNanoCores == nil && *s.Pods[0].CPU.UsageCoreNanoSeconds == 3e9},
 		{name: "container stats", ok: len(s.Pods[0].Containers) == 1 && *s.Pods[0].Containers[0].CPU.UsageNanoCores == 1e8 &&
 			*s.Pods[0].Containers[0].Memory.WorkingSetBytes == 60<<20 && s.Pods[0].Containers[0].StartTime.Equal(&started)},
-		{name: "what is not sampled is left out", ok: s.Pods[0].Memory.UsageBytes == nil && s.Pods[0].Memory.RSSBytes == nil && s.Node.Fs == nil},
+		{name: "container memory usage and rss", ok: *s.Pods[0].Containers[0].Memory.UsageBytes == 70<<20 && *s.Pods[0].Containers[0].Memory.RSSBytes == 50<<20},
+		{name: "what is not sampled is left out", ok: s.Pods[0].Memory.PageFaults == nil && s.Pods[0].Network == nil && s.Node.Fs == nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

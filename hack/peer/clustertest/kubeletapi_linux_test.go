@@ -182,7 +182,7 @@ func TestKubeletAPI(t *testing.T) {
 			return false, fmt.Errorf("summary %q: %w", out, err)
 		}
 		for _, p := range sum.Pods {
-			if p.PodRef.Name == "talker" && p.CPU != nil && p.CPU.UsageCoreNanoSeconds != nil && p.Memory != nil && p.Memory.WorkingSetBytes != nil {
+			if p.PodRef.Name == "talker" && p.CPU != nil && p.CPU.UsageCoreNanoSeconds != nil && p.Memory != nil && p.Memory.WorkingSetBytes != nil && p.Memory.UsageBytes != nil && *p.Memory.UsageBytes > 0 {
 				return true, nil
 			}
 		}
