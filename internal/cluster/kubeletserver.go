@@ -215,6 +215,7 @@ func (s *KubeletServer) Handler() http.Handler {
 	mux.Handle("GET /pods", timed(http.HandlerFunc(s.pods)))
 	mux.Handle("GET /pods/{$}", timed(http.HandlerFunc(s.pods)))
 	mux.Handle("GET /stats/summary", timed(http.HandlerFunc(s.summary)))
+	mux.Handle("GET /metrics/resource", timed(http.HandlerFunc(s.resourceMetrics)))
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
@@ -269,6 +270,12 @@ func (s *KubeletServer) summary(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeKubeletJSON(w, s.o.Summary())
+}
+
+// resourceMetrics is the kubelet's /metrics/resource, made of the same summary.
+func (s *KubeletServer) resourceMetrics(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	_ = WriteResourceMetrics(w, s.o.Summary())
 }
 
 // ContainerLogQuery is a containerLogs request's query, parsed.

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -191,6 +193,26 @@ func TestKubeletAPI(t *testing.T) {
 	if sum.Node.NodeName != nodeName || sum.Node.CPU == nil || sum.Node.Memory == nil {
 		t.Errorf("summary node %+v", sum.Node)
 	}
+	// metrics-server (v0.6 on) scrapes /metrics/resource (nodes/metrics): the container's
+	// CPU and working set, parsed as Prometheus text.
+	code, out = direct("/metrics/resource", token)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(out))
+	if code != http.StatusOK || err != nil {
+		t.Errorf("/metrics/resource: %d %v\n%s", code, err, out)
+	} else {
+		found := false
+		for _, m := range families["container_cpu_usage_seconds_total"].GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			found = found || labels["pod"] == "talker" && labels["container"] == "main" && m.GetTimestampMs() > 0
+		}
+		if !found || families["node_memory_working_set_bytes"] == nil {
+			t.Errorf("/metrics/resource lacks the container's CPU or the node's memory:\n%s", out)
+		}
+	}
 	// The same token may not read logs (nodes/proxy) nor pods (nodes/pods, nodes/proxy).
 	for _, path := range []string{"/containerLogs/default/talker/main", "/pods"} {
 		if code, body := direct(path, token); code != http.StatusForbidden {
@@ -237,8 +259,8 @@ func TestKubeletAPI(t *testing.T) {
 	}
 }
 
-// statsReaderToken is a token of a service account that RBAC allows get on nodes/stats only
-// (what metrics-server's system:metrics-server role allows on nodes).
+// statsReaderToken is a token of a service account that RBAC allows get on nodes/stats and
+// nodes/metrics only (what metrics-server's role allows on nodes).
 func statsReaderToken(t *testing.T, ctx context.Context, admin kubernetes.Interface) string {
 	t.Helper()
 	sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "stats-reader", Namespace: "default"}}
@@ -246,7 +268,7 @@ func statsReaderToken(t *testing.T, ctx context.Context, admin kubernetes.Interf
 		t.Fatal(err)
 	}
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "stats-reader"},
-		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"nodes/stats"}}}}
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"nodes/stats", "nodes/metrics"}}}}
 	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
