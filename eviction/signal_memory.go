@@ -25,6 +25,9 @@ type MemoryUsage struct {
 	// WorkingSet is Usage − InactiveFile, at least 0: what the kubelet ranks and evicts on.
 	// Active page cache counts as used (kubernetes#43916).
 	WorkingSet int64
+	// RSS is anonymous memory: anon (v2) or total_rss (v1) of memory.stat, cAdvisor's RSS
+	// (the kubelet's summary API rssBytes).
+	RSS int64
 }
 
 // ReadMemory observes memory.available: capacity is MemTotal of procRoot/meminfo, the
@@ -84,11 +87,13 @@ func ReadCgroupMemory(cgroupRoot string, mode units.Mode, cgroupPath string) (Me
 	if err != nil {
 		return MemoryUsage{}, err
 	}
-	keys := []string{"total_inactive_file"}
+	// The keys read: inactive file pages and anonymous memory (cAdvisor's RSS); v2's root
+	// also needs file for its usage.
+	keys := []string{"total_inactive_file", "total_rss"}
 	if mode == units.ModeUnified {
 		keys = []string{"inactive_file", "anon", "file"}
 	}
-	inactiveKey := keys[0]
+	inactiveKey, rssKey := keys[0], keys[1]
 	stat, err := readKeyValues(filepath.Join(dir, "memory.stat"), keys...)
 	if err != nil {
 		return MemoryUsage{}, fmt.Errorf("memory of %s: %w", cgroupPath, err)
@@ -105,7 +110,7 @@ func ReadCgroupMemory(cgroupRoot string, mode units.Mode, cgroupPath string) (Me
 	if err != nil {
 		return MemoryUsage{}, fmt.Errorf("memory of %s: %w", cgroupPath, err)
 	}
-	m.InactiveFile = stat[inactiveKey]
+	m.InactiveFile, m.RSS = stat[inactiveKey], stat[rssKey]
 	m.WorkingSet = max(m.Usage-m.InactiveFile, 0)
 	return m, nil
 }

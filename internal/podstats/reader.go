@@ -63,6 +63,10 @@ func (f NamerFunc) ContainerCgroups(ctx context.Context, pod *v1.Pod, dirs []str
 type Usage struct {
 	// MemoryWorkingSet is usage − inactive_file in bytes, at least 0.
 	MemoryWorkingSet int64 `json:"memoryWorkingSetBytes"`
+	// MemoryUsage is the cgroup's memory usage (memory.current, v1 memory.usage_in_bytes).
+	MemoryUsage int64 `json:"memoryUsageBytes,omitempty"`
+	// MemoryRSS is its anonymous memory (anon of memory.stat, v1 total_rss).
+	MemoryRSS int64 `json:"memoryRSSBytes,omitempty"`
 	// CPU is the CPU time used since the cgroup was created.
 	CPU time.Duration `json:"cpuUsage"`
 }
@@ -118,7 +122,7 @@ func (r *Reader) ReadNode() (Usage, error) {
 	if err != nil {
 		return Usage{}, err
 	}
-	return Usage{MemoryWorkingSet: m.WorkingSet, CPU: cpu}, nil
+	return Usage{MemoryWorkingSet: m.WorkingSet, MemoryUsage: m.Usage, MemoryRSS: m.RSS, CPU: cpu}, nil
 }
 
 // procCPU is the CPU time the node has used, from procRoot/stat: user, nice, system, irq,
@@ -168,7 +172,7 @@ func (r *Reader) readCgroup(cgroupPath string, walked map[string]time.Duration) 
 	if err != nil {
 		return Usage{}, err
 	}
-	return Usage{MemoryWorkingSet: m.WorkingSet, CPU: cpu}, nil
+	return Usage{MemoryWorkingSet: m.WorkingSet, MemoryUsage: m.Usage, MemoryRSS: m.RSS, CPU: cpu}, nil
 }
 
 // processesCPU is the CPU time of the processes in cgroupPath and in each of its descendants,
@@ -316,7 +320,7 @@ func (r *Reader) readMemory(cgroupPath string) (Usage, error) {
 	if err != nil {
 		return Usage{}, err
 	}
-	return Usage{MemoryWorkingSet: m.WorkingSet}, nil
+	return Usage{MemoryWorkingSet: m.WorkingSet, MemoryUsage: m.Usage, MemoryRSS: m.RSS}, nil
 }
 
 // ContainerMemory reads the working set of each of the pod's containers for the eviction

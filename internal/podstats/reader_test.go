@@ -163,7 +163,7 @@ func TestContainerMemory(t *testing.T) {
 }
 
 // TestReadNode: the node's working set is the root cgroup's (v2: anon + file − inactive_file,
-// the root having no memory.current); its CPU is cpuacct.usage of the root on v1 and, where a
+// the root having no memory.current), its usage and RSS (v1 total_rss, v2 anon) too; its CPU is cpuacct.usage of the root on v1 and, where a
 // v2 root has no cpu.stat, the busy time of /proc/stat (USER_HZ 100: user 500 s + nice 1 s +
 // system 300 s + irq 2 s + softirq 3 s = 806 s).
 func TestReadNode(t *testing.T) {
@@ -172,8 +172,8 @@ func TestReadNode(t *testing.T) {
 		mode units.Mode
 		want podstats.Usage
 	}{
-		{"v1", units.ModeHybrid, podstats.Usage{MemoryWorkingSet: 5 << 30, CPU: 900 * time.Second}},
-		{"v2", units.ModeUnified, podstats.Usage{MemoryWorkingSet: 5 << 30, CPU: 806 * time.Second}},
+		{"v1", units.ModeHybrid, podstats.Usage{MemoryWorkingSet: 5 << 30, MemoryUsage: 6 << 30, MemoryRSS: 5 << 30, CPU: 900 * time.Second}},
+		{"v2", units.ModeUnified, podstats.Usage{MemoryWorkingSet: 5 << 30, MemoryUsage: 6 << 30, MemoryRSS: 4 << 30, CPU: 806 * time.Second}},
 	} {
 		r := podstats.NewReader(filepath.Join("testdata", tt.tree, "cgroup"), filepath.Join("testdata", tt.tree, "proc"), tt.mode, nil)
 		got, err := r.ReadNode()

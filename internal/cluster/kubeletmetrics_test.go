@@ -1,0 +1,71 @@
+package cluster
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+)
+
+func TestWriteResourceMetrics(t *testing.T) {
+	at := time.Unix(1700000000, 0)
+	u := func(n uint64) *uint64 { return &n }
+	cpu := func(ns uint64) *statsv1alpha1.CPUStats {
+		return &statsv1alpha1.CPUStats{Time: metav1.NewTime(at), UsageCoreNanoSeconds: u(ns)}
+	}
+	mem := func(b uint64) *statsv1alpha1.MemoryStats {
+		return &statsv1alpha1.MemoryStats{Time: metav1.NewTime(at), WorkingSetBytes: u(b)}
+	}
+	tests := []struct {
+		name string
+		in   statsv1alpha1.Summary
+		want string
+	}{
+		{name: "nothing sampled: scrape_error alone", want: `# HELP scrape_error [ALPHA] 1 if there was an error while getting container metrics, 0 otherwise
+# TYPE scrape_error gauge
+scrape_error 0
+`},
+		{name: "node, pod and container", in: statsv1alpha1.Summary{
+			Node: statsv1alpha1.NodeStats{NodeName: "n", CPU: cpu(1500e6), Memory: mem(2048)},
+			Pods: []statsv1alpha1.PodStats{{PodRef: statsv1alpha1.PodReference{Namespace: "default", Name: "web"}, CPU: cpu(2e9), Memory: mem(100),
+				Containers: []statsv1alpha1.ContainerStats{{Name: "app", StartTime: metav1.NewTime(at.Add(-time.Minute)), CPU: cpu(1e9), Memory: mem(90)}}}},
+		}, want: `# HELP container_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the container in core-seconds
+# TYPE container_cpu_usage_seconds_total counter
+container_cpu_usage_seconds_total{container="app",namespace="default",pod="web"} 1 1700000000000
+# HELP container_memory_working_set_bytes [STABLE] Current working set of the container in bytes
+# TYPE container_memory_working_set_bytes gauge
+container_memory_working_set_bytes{container="app",namespace="default",pod="web"} 90 1700000000000
+# HELP container_start_time_seconds [STABLE] Start time of the container since unix epoch in seconds
+# TYPE container_start_time_seconds gauge
+container_start_time_seconds{container="app",namespace="default",pod="web"} 1.69999994e+09 1699999940000
+# HELP node_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the node in core-seconds
+# TYPE node_cpu_usage_seconds_total counter
+node_cpu_usage_seconds_total 1.5 1700000000000
+# HELP node_memory_working_set_bytes [STABLE] Current working set of the node in bytes
+# TYPE node_memory_working_set_bytes gauge
+node_memory_working_set_bytes 2048 1700000000000
+# HELP pod_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the pod in core-seconds
+# TYPE pod_cpu_usage_seconds_total counter
+pod_cpu_usage_seconds_total{namespace="default",pod="web"} 2 1700000000000
+# HELP pod_memory_working_set_bytes [STABLE] Current working set of the pod in bytes
+# TYPE pod_memory_working_set_bytes gauge
+pod_memory_working_set_bytes{namespace="default",pod="web"} 100 1700000000000
+# HELP scrape_error [ALPHA] 1 if there was an error while getting container metrics, 0 otherwise
+# TYPE scrape_error gauge
+scrape_error 0
+`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := WriteResourceMetrics(&b, tc.in); err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != tc.want {
+				t.Errorf("got:\n%s\nwant:\n%s", b.String(), tc.want)
+			}
+		})
+	}
+}
