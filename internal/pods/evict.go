@@ -115,7 +115,9 @@ func (c *Controller) EvictPod(ctx context.Context, pod *v1.Pod, grace time.Durat
 		return fmt.Errorf("pod %s: evict: %w", key(pod), err)
 	}
 	c.log.Info("pod stopped for eviction", "pod", key(pod), "pod_uid", uid, "reason", ReasonEvicted, "message", message)
-	c.event(desired, v1.EventTypeWarning, ReasonEvicted, "%s", message)
+	// The event is about the pod with its eviction annotations: cluster mode sends them as the
+	// annotations of the kubelet's Evicted event (recorder.AnnotatedEventf).
+	c.event(withEvictionAnnotations(desired, annotations), v1.EventTypeWarning, ReasonEvicted, "%s", message)
 	return nil
 }
 
