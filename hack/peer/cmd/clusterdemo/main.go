@@ -59,6 +59,12 @@ func outside(ctx context.Context, o clusterdemo.Options) (err error) {
 			return err
 		}
 	}
+	// The binds into the sandbox are of the real paths (build/peer/v1.37.2 may be a symlink).
+	for _, p := range []*string{&o.BinDir, &o.Slicelet} {
+		if *p, err = filepath.EvalSymlinks(*p); err != nil {
+			return fmt.Errorf("%w (make build peer-build)", err)
+		}
+	}
 	for _, f := range []string{filepath.Join(o.BinDir, "kube-apiserver"), filepath.Join(o.BinDir, "kubectl"), o.Slicelet} {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Errorf("%w (make build peer-build)", err)
