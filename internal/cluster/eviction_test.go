@@ -84,6 +84,12 @@ func TestTerminalStatus(t *testing.T) {
 			phase: v1.PodFailed, reason: "Evicted", message: evictMessage,
 		},
 		{
+			name: "refused at admission under MemoryPressure (reason Evicted, never started): Failed at once, no DisruptionTarget",
+			api:  v1.PodStatus{Phase: v1.PodPending},
+			local: RefusedStatus(pods.ReasonEvicted, "The node had condition: [MemoryPressure]. "),
+			phase: v1.PodFailed, reason: "Evicted", message: "The node had condition: [MemoryPressure]. ",
+		},
+		{
 			name: "a pod that succeeded: Succeeded, no shared condition",
 			api:  running, local: v1.PodStatus{Phase: v1.PodSucceeded},
 			phase: v1.PodSucceeded,

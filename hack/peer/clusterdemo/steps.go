@@ -268,7 +268,7 @@ type Evicted struct {
 // Evict runs the hog, a pod that fills HogMemory of kubepods.slice (limited to PodsMemory,
 // threshold memory.available < EvictionThreshold): slicelet's eviction manager evicts it, the
 // API shows it Failed/Evicted with the kubelet's message and DisruptionTarget condition, the
-// node's Evicted event and the node's MemoryPressure condition.
+// node's Evicted event, the node's MemoryPressure condition and its taint.
 func (c *Cluster) Evict(ctx context.Context, name string) (Evicted, error) {
 	var got Evicted
 	fmt.Fprintf(c.out, "kubepods.slice holds %dMi; the hard threshold is memory.available<%s; pod %s fills %s of it against a request of 10Mi\n",
@@ -318,6 +318,20 @@ func (c *Cluster) Evict(ctx context.Context, name string) (Evicted, error) {
 	if err != nil {
 		return got, err
 	}
+	// The node lifecycle controller taints the node from the condition (TaintNodesByCondition).
+	err = poll(ctx, "the node's memory-pressure taint", time.Minute, func(ctx context.Context) (bool, error) {
+		n, err := c.Admin.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		got.Node = n
+		return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool {
+			return t.Key == v1.TaintNodeMemoryPressure && t.Effect == v1.TaintEffectNoSchedule
+		}), nil
+	})
+	if err != nil {
+		return got, err
+	}
 	// STATUS is the container's reason (Error: killed, exit code 137) as for a pod a kubelet
 	// evicted (kubectl's printPod); the pod's phase and reason are in the columns after it.
 	if _, err := c.Kubectl(ctx, "get", "pods", "-o", "wide"); err != nil {
@@ -334,6 +348,6 @@ func (c *Cluster) Evict(ctx context.Context, name string) (Evicted, error) {
 		return got, err
 	}
 	_, err = c.Kubectl(ctx, "get", "node", NodeName, "-o",
-		`jsonpath={range .status.conditions[?(@.type=="MemoryPressure")]}{.type}={.status} reason={.reason} message={.message}{"\n"}{end}`)
+		`jsonpath={range .status.conditions[?(@.type=="MemoryPressure")]}{.type}={.status} reason={.reason} message={.message}{"\n"}{end}{range .spec.taints[*]}taint {.key}:{.effect}{"\n"}{end}`)
 	return got, err
 }
