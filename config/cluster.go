@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 
@@ -67,6 +68,15 @@ func (l *loader) validateCluster() {
 			l.at(key("cluster", "labels", k), "invalid label value %q: %s", c.Labels[k], strings.Join(errs, "; "))
 		}
 	}
+	if c.NodeIP != "" && net.ParseIP(c.NodeIP) == nil {
+		l.at(key("cluster", "node_ip"), "invalid IP address %q", c.NodeIP)
+	}
+	if c.KubeletPort < 0 || c.KubeletPort > 65535 {
+		l.at(key("cluster", "kubelet_port"), "port %d is not between 0 and 65535", c.KubeletPort)
+	}
+	l.absolutePath(key("cluster", "tls_cert_file"), c.TLSCertFile, c.TLSPrivateKeyFile != "")
+	l.absolutePath(key("cluster", "tls_private_key_file"), c.TLSPrivateKeyFile, c.TLSCertFile != "")
+	l.absolutePath(key("cluster", "client_ca_file"), c.ClientCAFile, false)
 	seen := map[string]bool{}
 	for _, s := range c.Taints {
 		t, err := ParseTaint(s)

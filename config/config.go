@@ -279,6 +279,24 @@ type Cluster struct {
 	// Taints are registered with the Node, "key[=value]:Effect" each (the kubelet's
 	// registerWithTaints, --register-with-taints syntax).
 	Taints []string `toml:"taints"`
+	// NodeIP is the Node's InternalIP and the address the kubelet API listens on (the
+	// kubelet's --node-ip); empty means the host's global unicast addresses, and the kubelet
+	// API listens on all of them.
+	NodeIP string `toml:"node_ip"`
+	// KubeletPort is the kubelet API's HTTPS port (the kubelet's --port, 10250); 0 turns the
+	// kubelet API off.
+	KubeletPort int `toml:"kubelet_port"`
+	// TLSCertFile and TLSPrivateKeyFile are the kubelet API's serving certificate and key
+	// (--tls-cert-file, --tls-private-key-file); both empty means a self-signed pair in the
+	// state directory, as the kubelet keeps one in --cert-dir.
+	TLSCertFile       string `toml:"tls_cert_file"`
+	TLSPrivateKeyFile string `toml:"tls_private_key_file"`
+	// ClientCAFile verifies the client certificates of the kubelet API's callers
+	// (authentication.x509.clientCAFile); empty means client certificates are not accepted.
+	ClientCAFile string `toml:"client_ca_file"`
+	// AnonymousAuth lets requests without credentials through as system:anonymous, still
+	// subject to authorization (authentication.anonymous.enabled); off by default.
+	AnonymousAuth bool `toml:"anonymous_auth"`
 }
 
 // Log sets the logger.
@@ -356,7 +374,7 @@ func Default() *Config {
 		},
 		API:     API{Socket: "/run/slicelet/slicelet.sock", Group: "slicelet"},
 		Metrics: Metrics{Address: "127.0.0.1:10255"},
-		Cluster: Cluster{Kubeconfig: "/etc/slicelet/kubeconfig", Labels: map[string]string{}, Taints: []string{}},
+		Cluster: Cluster{Kubeconfig: "/etc/slicelet/kubeconfig", Labels: map[string]string{}, Taints: []string{}, KubeletPort: 10250},
 		Log:     Log{Level: "info", Format: "auto"},
 	}
 }

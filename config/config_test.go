@@ -433,6 +433,16 @@ func TestBadInput(t *testing.T) {
 			},
 		},
 		{
+			name: "cluster kubelet API",
+			toml: "[cluster]\nnode_ip = \"localhost\"\nkubelet_port = 70000\ntls_cert_file = \"/etc/kubelet.crt\"\nclient_ca_file = \"ca.crt\"\n",
+			want: []string{
+				`f.toml:2:1: cluster.node_ip: invalid IP address "localhost"`,
+				`f.toml:3:1: cluster.kubelet_port: port 70000 is not between 0 and 65535`,
+				`f.toml:5:1: cluster.client_ca_file: path "ca.crt" must be absolute`,
+				`cluster.tls_private_key_file: path must not be empty`,
+			},
+		},
+		{
 			name: "systemd job timeout",
 			toml: "[systemd]\njob_timeout = \"0s\"\n",
 			want: []string{"f.toml:2:1: systemd.job_timeout: job timeout 0s must be positive"},

@@ -115,6 +115,8 @@ type daemon struct {
 	// objects are the ConfigMaps and Secrets of both sources; objStore keeps the API's.
 	objects  *pods.Objects
 	objStore *source.ObjectStore
+	// procRoot is /proc, or the test's.
+	procRoot string
 }
 
 // newDaemon builds every component from the configuration, each complete with what it depends
@@ -145,7 +147,7 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 		return nil, err
 	}
 
-	d = &daemon{cfg: cfg, log: log, clock: clock.RealClock{}, capa: capacity}
+	d = &daemon{cfg: cfg, log: log, clock: clock.RealClock{}, capa: capacity, procRoot: o.ProcRoot}
 	d.health = health.New(health.Options{Logger: log.With("component", "health")})
 	d.health.Register(systemdWarnable, runtimeWarnable, configWarnable)
 	sdOps := metrics.NewSystemdOperations()

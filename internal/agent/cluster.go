@@ -53,6 +53,20 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 	if name == "" {
 		name = strings.ToLower(hostname)
 	}
+	if cc.NodeIP != "" {
+		ips = []string{cc.NodeIP}
+	}
+	// The kubelet API first: the Node reports its port only when it listens.
+	var srv *cluster.KubeletServer
+	if cc.KubeletPort != 0 {
+		if srv, err = newKubeletServer(d, name, ips, log); err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+	}
+	kubeletPort := int32(0)
+	if srv != nil {
+		kubeletPort = int32(cc.KubeletPort)
+	}
 	info := nodeSystemInfo(d.cfg, d.rt.Name())
 	maxPods := *resource.NewQuantity(int64(d.cfg.Node.MaxPods), resource.DecimalSI)
 	inputs := func() cluster.NodeInputs {
@@ -63,12 +77,16 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 		return cluster.NodeInputs{Name: name, Hostname: name, OS: goruntime.GOOS, Arch: goruntime.GOARCH,
 			Labels: cc.Labels, Taints: taints, Capacity: capacity, Allocatable: alloc,
 			Conditions:  nodeConditions(withoutWarnable(d.health.State(), cluster.Warnable)),
-			InternalIPs: ips, Info: info}
+			InternalIPs: ips, Info: info, KubeletPort: kubeletPort}
 	}
 	log.Info("cluster mode", "node", name, "kubeconfig", cc.Kubeconfig)
-	return cluster.New(cluster.Options{Clients: clients, NodeName: name, Node: inputs, Controller: d.ctrl,
+	agent := cluster.New(cluster.Options{Clients: clients, NodeName: name, Node: inputs, Controller: d.ctrl,
 		Validate: manifest.Validate, HostNetwork: d.cfg.Runtime.Type == config.RuntimeSystemd,
-		Health: d.health, Clock: d.clock, Logger: log.With("component", "cluster")}), nil
+		Health: d.health, Clock: d.clock, Logger: log.With("component", "cluster")})
+	if srv == nil {
+		return agent, nil
+	}
+	return &withKubeletAPI{Agent: agent, srv: srv, health: d.health, log: log}, nil
 }
 
 // withoutWarnable is st without w: the cluster warnable says whether the API server can be

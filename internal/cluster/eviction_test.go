@@ -84,8 +84,8 @@ func TestTerminalStatus(t *testing.T) {
 			phase: v1.PodFailed, reason: "Evicted", message: evictMessage,
 		},
 		{
-			name: "refused at admission under MemoryPressure (reason Evicted, never started): Failed at once, no DisruptionTarget",
-			api:  v1.PodStatus{Phase: v1.PodPending},
+			name:  "refused at admission under MemoryPressure (reason Evicted, never started): Failed at once, no DisruptionTarget",
+			api:   v1.PodStatus{Phase: v1.PodPending},
 			local: RefusedStatus(pods.ReasonEvicted, "The node had condition: [MemoryPressure]. "),
 			phase: v1.PodFailed, reason: "Evicted", message: "The node had condition: [MemoryPressure]. ",
 		},

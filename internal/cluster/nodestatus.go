@@ -34,6 +34,9 @@ type NodeInputs struct {
 	// InternalIPs are the node's addresses (the pods' hostIPs and, on the host network, podIPs).
 	InternalIPs []string
 	Info        v1.NodeSystemInfo
+	// KubeletPort is the kubelet API's port (status.daemonEndpoints.kubeletEndpoint): the API
+	// server proxies logs, exec and stats there. 0: the kubelet API is off.
+	KubeletPort int32
 }
 
 // nodeLabels are the well-known labels plus the configured ones (the kubelet's initialNode:
@@ -102,6 +105,9 @@ func NodeStatus(in NodeInputs, old *v1.NodeStatus, now time.Time) v1.NodeStatus 
 		for _, c := range old.Conditions {
 			oldConds[c.Type] = c
 		}
+	}
+	if in.KubeletPort > 0 {
+		st.DaemonEndpoints.KubeletEndpoint.Port = in.KubeletPort
 	}
 	ours := map[v1.NodeConditionType]bool{}
 	for _, c := range in.Conditions {

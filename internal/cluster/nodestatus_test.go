@@ -129,6 +129,14 @@ func TestNodeStatus(t *testing.T) {
 	if st.NodeInfo.KubeletVersion != "slicelet/v1.2.3" {
 		t.Errorf("nodeInfo %+v", st.NodeInfo)
 	}
+	if st.DaemonEndpoints.KubeletEndpoint.Port != 0 {
+		t.Errorf("kubelet port %d without a kubelet API, want 0", st.DaemonEndpoints.KubeletEndpoint.Port)
+	}
+	in := testInputs()
+	in.KubeletPort = 10250
+	if got := NodeStatus(in, old, later).DaemonEndpoints.KubeletEndpoint.Port; got != 10250 {
+		t.Errorf("kubelet port %d, want 10250 (status.daemonEndpoints.kubeletEndpoint.Port)", got)
+	}
 }
 
 func TestNodeStatusChanged(t *testing.T) {

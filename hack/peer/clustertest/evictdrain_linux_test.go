@@ -2,10 +2,8 @@ package clustertest
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -13,49 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/slicelet/slicelet/hack/peer/clusterdemo"
-	"github.com/slicelet/slicelet/hack/peer/peerrun"
 	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 )
-
-// runInSandbox boots the sandbox and runs the test called name inside it (the test binary
-// copied into the work directory), with the work directory and the binaries in its
-// environment. It returns false on the host (the test is done there), true inside.
-func runInSandbox(t *testing.T, name string) bool {
-	if systemdtest.Inside() {
-		return true
-	}
-	bin, slicelet := prerequisites(t)
-	work := t.TempDir()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
-	defer cancel()
-	sb, err := peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: fmt.Sprintf("clustertest-%d", os.Getpid()), WorkDir: work,
-		Binds: []string{bin, filepath.Dir(slicelet)}, Log: t.Output()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := sb.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
-	self, err := os.Executable()
-	if err == nil {
-		var data []byte
-		if data, err = os.ReadFile(self); err == nil {
-			err = os.WriteFile(filepath.Join(work, "clustertest.test"), data, 0o755)
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := sb.Command(ctx, "/", filepath.Join(work, "clustertest.test"), "-test.run", "^"+name+"$", "-test.v")
-	cmd.Env = append(cmd.Env, workEnv+"="+work, binEnv+"="+bin, sliceletEnv+"="+slicelet)
-	cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("inside the sandbox: %v", err)
-	}
-	return false
-}
 
 // evictionMessage is the shape of the kubelet's message for a memory eviction
 // (pkg/kubelet/eviction/helpers.go, evictionMessage) of the hog, the only container over its
@@ -71,7 +28,8 @@ var evictionMessage = regexp.MustCompile(`^The node was low on resource: memory\
 // as the kubelet reports it: Failed, reason Evicted, the kubelet's message, DisruptionTarget
 // (TerminationByKubelet), the node's annotated Evicted event and MemoryPressure.
 func TestSliceletNodeDrainAndEviction(t *testing.T) {
-	if !runInSandbox(t, "TestSliceletNodeDrainAndEviction") {
+	if !systemdtest.Inside() {
+		runInSandbox(t, "^TestSliceletNodeDrainAndEviction$")
 		return
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)

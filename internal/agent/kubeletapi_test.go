@@ -1,0 +1,87 @@
+//go:build !nocluster
+
+package agent
+
+import (
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/utils/clock"
+
+	"github.com/slicelet/slicelet/config"
+	"github.com/slicelet/slicelet/internal/health"
+)
+
+// TestNewKubeletServer: the kubelet API opens its port and keeps its self-signed pair in the
+// state directory; a port held by another process leaves the node without it, said by the
+// kubelet-api health component; a serving pair that does not load refuses the start.
+func TestNewKubeletServer(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	heldPort := held.Addr().(*net.TCPAddr).Port
+
+	tests := []struct {
+		name        string
+		port        int
+		certFile    string
+		wantServer  bool
+		wantErr     string
+		wantWarning string
+	}{
+		{name: "a free port (0: any; newCluster leaves the kubelet API off for 0)", port: 0, wantServer: true},
+		{name: "a port in use: no kubelet API, the node runs on", port: heldPort, wantWarning: "address already in use"},
+		{name: "a serving pair that does not load refuses the start", port: 0, certFile: filepath.Join(dir, "missing.crt"), wantErr: "missing.crt"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.StateDir = t.TempDir()
+			cfg.Cluster.Enabled, cfg.Cluster.Kubeconfig, cfg.Cluster.NodeIP, cfg.Cluster.KubeletPort = true, kubeconfig, "127.0.0.1", tc.port
+			if tc.certFile != "" {
+				cfg.Cluster.TLSCertFile, cfg.Cluster.TLSPrivateKeyFile = tc.certFile, tc.certFile
+			}
+			d := &daemon{cfg: cfg, health: health.New(health.Options{}), clock: clock.RealClock{}, procRoot: "/proc"}
+			srv, err := newKubeletServer(d, "node-1", []string{"127.0.0.1"}, slog.New(slog.DiscardHandler))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (srv != nil) != tc.wantServer {
+				t.Fatalf("server %v, want one: %v", srv, tc.wantServer)
+			}
+			ws, _ := d.health.State().Get(kubeletAPIWarnable)
+			if tc.wantWarning != "" && (ws.Status != health.StatusUnhealthy || !strings.Contains(ws.Message, tc.wantWarning)) {
+				t.Errorf("kubelet-api %s %q, want unhealthy with %q", ws.Status, ws.Message, tc.wantWarning)
+			}
+			if srv != nil {
+				defer srv.Close()
+				if _, err := os.Stat(filepath.Join(cfg.StateDir, kubeletCertDir, "kubelet.crt")); err != nil {
+					t.Errorf("self-signed pair: %v", err)
+				}
+			}
+		})
+	}
+}

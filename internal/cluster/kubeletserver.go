@@ -1,0 +1,472 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/clock"
+
+	"github.com/slicelet/slicelet/internal/pods"
+)
+
+// DefaultKubeletPort is the kubelet API's port (the kubelet's --port).
+const DefaultKubeletPort = 10250
+
+// The kubelet API's bounds: what a client may send and hold before anything is decoded.
+const (
+	// maxHeaderBytes bounds a request's header.
+	maxHeaderBytes = 64 << 10
+	// maxBodyBytes bounds a request's body (no endpoint here takes one).
+	maxBodyBytes = 64 << 10
+	// readHeaderTimeout bounds the time a client takes to send its request's header.
+	readHeaderTimeout = 10 * time.Second
+	// requestTimeout bounds the endpoints that answer at once (all but followed logs).
+	requestTimeout = time.Minute
+	// idleTimeout closes kept-alive connections nobody uses.
+	idleTimeout = 2 * time.Minute
+	// maxConnsPerClient bounds the connections open at once from one IP address.
+	maxConnsPerClient = 32
+	// maxLogQuery bounds the query of a logs request.
+	maxLogQuery = 4 << 10
+)
+
+// ErrKubeletNotFound is a pod or container the kubelet API does not know (404).
+var ErrKubeletNotFound = errors.New("not found")
+
+// KubeletServerOptions configure the kubelet API.
+type KubeletServerOptions struct {
+	// NodeName is the Node the authorization checks are about.
+	NodeName string
+	// Address is host:port to listen on.
+	Address string
+	// CertFile and KeyFile are the serving pair; empty: a self-signed pair in CertDir
+	// (kubelet.crt and kubelet.key, as the kubelet's --cert-dir), made once for Hosts.
+	CertFile, KeyFile string
+	CertDir           string
+	Hosts             []string
+	// ClientCAFile verifies client certificates; empty: none are accepted.
+	ClientCAFile string
+	// Anonymous lets requests without credentials through as system:anonymous.
+	Anonymous bool
+	Tokens    TokenReviewer
+	Access    AccessReviewer
+	// Pods are the node's pods (/pods).
+	Pods func() []v1.Pod
+	// Logs writes a container's log (/containerLogs); ErrKubeletNotFound for an unknown pod
+	// or container.
+	Logs func(ctx context.Context, namespace, name, container string, opts pods.LogOptions, w io.Writer) error
+	// Summary is the stats summary (/stats/summary).
+	Summary func() statsv1alpha1.Summary
+	// Healthz answers /healthz.
+	Healthz http.Handler
+	Clock   clock.Clock
+	Logger  *slog.Logger
+}
+
+// KubeletServer is the kubelet API (pkg/kubelet/server/server.go): HTTPS on the node's
+// address, each request authenticated and authorized through the API server.
+type KubeletServer struct {
+	o    KubeletServerOptions
+	auth *kubeletAuth
+	tls  *tls.Config
+	srv  *http.Server
+	ln   net.Listener
+	log  *slog.Logger
+}
+
+// NewKubeletServer loads (or makes) the serving pair and the client CA.
+func NewKubeletServer(o KubeletServerOptions) (*KubeletServer, error) {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	certFile, keyFile := o.CertFile, o.KeyFile
+	if certFile == "" {
+		var err error
+		if certFile, keyFile, err = selfSignedPair(o.CertDir, o.Hosts); err != nil {
+			return nil, err
+		}
+	}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet API serving certificate %s: %w", certFile, err)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}, NextProtos: []string{"http/1.1"}}
+	if o.ClientCAFile != "" {
+		pool, err := certutil.NewPool(o.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("kubelet API client CA %s: %w", o.ClientCAFile, err)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	}
+	s := &KubeletServer{o: o, tls: cfg, log: o.Logger,
+		auth: newKubeletAuth(o.NodeName, o.Anonymous, o.Tokens, o.Access, o.Clock)}
+	s.srv = &http.Server{Handler: s.Handler(), TLSConfig: cfg, MaxHeaderBytes: maxHeaderBytes,
+		ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout,
+		ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug)}
+	return s, nil
+}
+
+// selfSignedPair is dir's kubelet.crt and kubelet.key, made for hosts when absent (the
+// kubelet's --cert-dir when no --tls-cert-file is given, pkg/kubelet/kubelet.go).
+func selfSignedPair(dir string, hosts []string) (string, string, error) {
+	crt, key := filepath.Join(dir, "kubelet.crt"), filepath.Join(dir, "kubelet.key")
+	if ok, _ := certutil.CanReadCertAndKey(crt, key); ok {
+		return crt, key, nil
+	}
+	var ips []net.IP
+	var names []string
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			ips = append(ips, ip)
+		} else if h != "" {
+			names = append(names, h)
+		}
+	}
+	host := "localhost"
+	if len(hosts) > 0 {
+		host = hosts[0]
+	}
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, ips, names)
+	if err != nil {
+		return "", "", fmt.Errorf("kubelet API self-signed certificate: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", fmt.Errorf("kubelet API certificate directory: %w", err)
+	}
+	if err := keyutil.WriteKey(key, keyPEM); err != nil {
+		return "", "", fmt.Errorf("kubelet API key %s: %w", key, err)
+	}
+	if err := certutil.WriteCert(crt, certPEM); err != nil {
+		return "", "", fmt.Errorf("kubelet API certificate %s: %w", crt, err)
+	}
+	return crt, key, nil
+}
+
+// TLSConfig is the server's TLS configuration.
+func (s *KubeletServer) TLSConfig() *tls.Config { return s.tls }
+
+// Listen opens the listening socket (an address in use fails the start).
+func (s *KubeletServer) Listen() error {
+	ln, err := net.Listen("tcp", s.o.Address)
+	if err != nil {
+		return fmt.Errorf("kubelet API: %w", err)
+	}
+	s.ln = &perClientListener{Listener: ln, max: maxConnsPerClient, open: map[string]int{}}
+	return nil
+}
+
+// Close closes the listening socket of a server that will not serve.
+func (s *KubeletServer) Close() error {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Close()
+}
+
+// Addr is the listening address (after Listen).
+func (s *KubeletServer) Addr() net.Addr { return s.ln.Addr() }
+
+// Serve serves until ctx ends.
+func (s *KubeletServer) Serve(ctx context.Context) error {
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = s.srv.Shutdown(sctx)
+	}()
+	s.log.Info("kubelet API serving", "address", s.ln.Addr().String())
+	err := s.srv.ServeTLS(s.ln, "", "")
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Handler is the kubelet API's handler: authentication, authorization, then the endpoints.
+func (s *KubeletServer) Handler() http.Handler {
+	mux := http.NewServeMux()
+	timed := func(h http.Handler) http.Handler {
+		return http.TimeoutHandler(h, requestTimeout, "request timed out\n")
+	}
+	if s.o.Healthz != nil {
+		mux.Handle("GET /healthz", timed(s.o.Healthz))
+	}
+	mux.Handle("GET /pods", timed(http.HandlerFunc(s.pods)))
+	mux.Handle("GET /pods/{$}", timed(http.HandlerFunc(s.pods)))
+	mux.Handle("GET /stats/summary", timed(http.HandlerFunc(s.summary)))
+	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+		u, err := s.auth.authenticate(r.Context(), r)
+		if err != nil {
+			if !errors.Is(err, errUnauthenticated) {
+				s.log.Warn("kubelet API authentication failed", "error", err)
+			}
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		allowed, reason, err := s.auth.authorize(r.Context(), u, r.Method, r.URL.Path)
+		if err != nil {
+			s.log.Warn("kubelet API authorization failed", "user", u.Name, "path", r.URL.Path, "error", err)
+			http.Error(w, "Authorization error (user="+u.Name+")", http.StatusInternalServerError)
+			return
+		}
+		if !allowed {
+			verb, subs := KubeletAttributes(r.Method, r.URL.Path)
+			msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource(s)=%v)", u.Name, verb, subs)
+			if reason != "" {
+				msg += ": " + reason
+			}
+			http.Error(w, msg, http.StatusForbidden)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func writeKubeletJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// pods is the node's pods as a v1.PodList (the kubelet's getPods).
+func (s *KubeletServer) pods(w http.ResponseWriter, _ *http.Request) {
+	list := v1.PodList{Items: s.o.Pods()}
+	list.Kind, list.APIVersion = "PodList", "v1"
+	if list.Items == nil {
+		list.Items = []v1.Pod{}
+	}
+	writeKubeletJSON(w, list)
+}
+
+// summary is the stats summary (the kubelet's /stats/summary).
+func (s *KubeletServer) summary(w http.ResponseWriter, r *http.Request) {
+	if v := r.URL.Query().Get("only_cpu_and_memory"); v != "" {
+		if _, err := strconv.ParseBool(v); err != nil {
+			http.Error(w, fmt.Sprintf("only_cpu_and_memory: %q is not true or false", v), http.StatusBadRequest)
+			return
+		}
+	}
+	writeKubeletJSON(w, s.o.Summary())
+}
+
+// ContainerLogQuery is a containerLogs request's query, parsed.
+type ContainerLogQuery struct {
+	Options pods.LogOptions
+	// LimitBytes stops the output after that many bytes; 0 means no limit.
+	LimitBytes int64
+	// Empty is tailLines=0: no lines at all (pods.LogOptions's 0 means all).
+	Empty bool
+}
+
+// ParseContainerLogQuery parses the query of /containerLogs as the kubelet reads it into a
+// v1.PodLogOptions and validates it (pkg/apis/core/validation, ValidatePodLogOptions): follow,
+// previous, timestamps (booleans), tailLines (≥ 0), limitBytes (≥ 1), sinceSeconds (≥ 1) or
+// sinceTime (RFC 3339), not both; stream All only (slicelet keeps one log per container).
+// An error names the parameter.
+func ParseContainerLogQuery(q url.Values, now time.Time) (ContainerLogQuery, error) {
+	var out ContainerLogQuery
+	for _, b := range []struct {
+		name string
+		dst  *bool
+	}{{"follow", &out.Options.Follow}, {"previous", &out.Options.Previous}, {"timestamps", &out.Options.Timestamps}} {
+		if v := q.Get(b.name); v != "" {
+			p, err := strconv.ParseBool(v)
+			if err != nil {
+				return out, fmt.Errorf("%s: %q is not true or false", b.name, v)
+			}
+			*b.dst = p
+		}
+	}
+	integer := func(name string, min int64) (int64, bool, error) {
+		v := q.Get(name)
+		if v == "" {
+			return 0, false, nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < min {
+			return 0, false, fmt.Errorf("%s: %q is not a whole number of at least %d", name, v, min)
+		}
+		return n, true, nil
+	}
+	tail, ok, err := integer("tailLines", 0)
+	if err != nil {
+		return out, err
+	}
+	if ok {
+		out.Empty = tail == 0
+		out.Options.TailLines = int(min(tail, int64(^uint32(0)>>1)))
+	}
+	if out.LimitBytes, _, err = integer("limitBytes", 1); err != nil {
+		return out, err
+	}
+	since, hasSeconds, err := integer("sinceSeconds", 1)
+	if err != nil {
+		return out, err
+	}
+	if v := q.Get("sinceTime"); v != "" {
+		if hasSeconds {
+			return out, errors.New("sinceTime: at most one of sinceTime or sinceSeconds may be given")
+		}
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return out, fmt.Errorf("sinceTime: %q is not an RFC 3339 time", v)
+		}
+		out.Options.SinceTime = t
+	}
+	if hasSeconds {
+		out.Options.SinceTime = now.Add(-time.Duration(min(since, int64(1<<33))) * time.Second)
+	}
+	if v := q.Get("stream"); v != "" && v != v1.LogStreamAll {
+		return out, fmt.Errorf("stream: %q is not supported (slicelet keeps one log per container: %s only)", v, v1.LogStreamAll)
+	}
+	return out, nil
+}
+
+// errLogLimit ends a log at limitBytes.
+var errLogLimit = errors.New("limitBytes reached")
+
+// flushWriter sends what is written at once (followed logs arrive as they are written),
+// up to limit bytes when limit > 0.
+type flushWriter struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	limit int64
+	n     int64
+}
+
+func (f *flushWriter) Write(p []byte) (int, error) {
+	cut := false
+	if f.limit > 0 && f.n+int64(len(p)) > f.limit {
+		p, cut = p[:f.limit-f.n], true
+	}
+	n, err := f.w.Write(p)
+	f.n += int64(n)
+	if err == nil {
+		err = f.rc.Flush()
+	}
+	if err == nil && cut {
+		err = errLogLimit
+	}
+	return n, err
+}
+
+// containerLogs is /containerLogs/{namespace}/{pod}/{container} (the kubelet's
+// getContainerLogs): the container's log as plain text, streamed.
+func (s *KubeletServer) containerLogs(w http.ResponseWriter, r *http.Request) {
+	if len(r.URL.RawQuery) > maxLogQuery {
+		http.Error(w, "query too long", http.StatusRequestURITooLong)
+		return
+	}
+	q, err := ParseContainerLogQuery(r.URL.Query(), s.o.Clock.Now())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	ns, pod, container := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("container")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fw := &flushWriter{w: w, rc: http.NewResponseController(w), limit: q.LimitBytes}
+	var out io.Writer = fw
+	if q.Empty {
+		out = io.Discard
+	}
+	ctx := r.Context()
+	if !q.Options.Follow {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+	}
+	err = s.o.Logs(ctx, ns, pod, container, q.Options, out)
+	switch {
+	case err == nil, errors.Is(err, errLogLimit):
+		if fw.n == 0 {
+			w.WriteHeader(http.StatusOK)
+		}
+	case fw.n > 0:
+		// The status line is gone; the stream ends.
+		if r.Context().Err() == nil {
+			s.log.Warn("kubelet API logs", "pod", ns+"/"+pod, "container", container, "error", err)
+		}
+	case errors.Is(err, ErrKubeletNotFound):
+		http.Error(w, err.Error(), http.StatusNotFound)
+	case errors.Is(err, pods.ErrNoLogs):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	default:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+// perClientListener refuses a connection from an IP address that has max open already.
+type perClientListener struct {
+	net.Listener
+	max  int
+	mu   sync.Mutex
+	open map[string]int
+}
+
+func (l *perClientListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		host := remoteHost(c.RemoteAddr())
+		l.mu.Lock()
+		if l.open[host] >= l.max {
+			l.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		l.open[host]++
+		l.mu.Unlock()
+		return &countedConn{Conn: c, release: func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.open[host]--; l.open[host] <= 0 {
+				delete(l.open, host)
+			}
+		}}, nil
+	}
+}
+
+func remoteHost(a net.Addr) string {
+	h, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return strings.ToLower(h)
+}
+
+// countedConn releases its place once closed.
+type countedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}

@@ -1,0 +1,66 @@
+package cluster
+
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/slicelet/slicelet/internal/podstats"
+)
+
+// KubeletSummary is the kubelet's stats summary (k8s.io/kubelet/pkg/apis/stats/v1alpha1, what
+// metrics-server reads from /stats/summary) made of the samples the pod stats sampler already
+// keeps: CPU as usageCoreNanoSeconds (cumulative) and usageNanoCores (between the last two
+// samples), memory as workingSetBytes, for the node, each pod and each container. pods give
+// the start times (status.startTime, each container's running startedAt). What slicelet does
+// not sample (usageBytes, rssBytes, filesystems, network) is left out rather than invented.
+func KubeletSummary(nodeName string, bootTime time.Time, node podstats.Latest[podstats.Usage], nodeOK bool, samples []podstats.PodLatest, pods []v1.Pod) statsv1alpha1.Summary {
+	out := statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{NodeName: nodeName, StartTime: metav1.NewTime(bootTime)}, Pods: []statsv1alpha1.PodStats{}}
+	if nodeOK {
+		out.Node.CPU = cpuStats(node.At, node.Usage.CPU, node.NanoCores)
+		out.Node.Memory = memoryStats(node.At, node.Usage.MemoryWorkingSet)
+	}
+	byUID := make(map[types.UID]*v1.Pod, len(pods))
+	for i := range pods {
+		byUID[pods[i].UID] = &pods[i]
+	}
+	for _, s := range samples {
+		ps := statsv1alpha1.PodStats{PodRef: statsv1alpha1.PodReference{Name: s.Name, Namespace: s.Namespace, UID: string(s.UID)},
+			CPU: cpuStats(s.At, s.Usage.CPU, s.NanoCores), Memory: memoryStats(s.At, s.Usage.MemoryWorkingSet),
+			Containers: []statsv1alpha1.ContainerStats{}}
+		started := map[string]metav1.Time{}
+		if p := byUID[s.UID]; p != nil {
+			if p.Status.StartTime != nil {
+				ps.StartTime = *p.Status.StartTime
+			}
+			for _, cs := range append(append([]v1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+				if cs.State.Running != nil {
+					started[cs.Name] = cs.State.Running.StartedAt
+				}
+			}
+		}
+		for _, c := range s.Usage.Containers {
+			var nano *uint64
+			if n, ok := s.ContainerNanoCores[c.Name]; ok {
+				nano = &n
+			}
+			ps.Containers = append(ps.Containers, statsv1alpha1.ContainerStats{Name: c.Name, StartTime: started[c.Name],
+				CPU: cpuStats(s.At, c.CPU, nano), Memory: memoryStats(s.At, c.MemoryWorkingSet)})
+		}
+		out.Pods = append(out.Pods, ps)
+	}
+	return out
+}
+
+func cpuStats(at time.Time, used time.Duration, nano *uint64) *statsv1alpha1.CPUStats {
+	total := uint64(max(used, 0))
+	return &statsv1alpha1.CPUStats{Time: metav1.NewTime(at), UsageCoreNanoSeconds: &total, UsageNanoCores: nano}
+}
+
+func memoryStats(at time.Time, workingSet int64) *statsv1alpha1.MemoryStats {
+	ws := uint64(max(workingSet, 0))
+	return &statsv1alpha1.MemoryStats{Time: metav1.NewTime(at), WorkingSetBytes: &ws}
+}
