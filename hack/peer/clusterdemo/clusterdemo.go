@@ -112,7 +112,10 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	nc.KubeReserved = map[string]string{"cpu": "50m", "memory": strconv.FormatInt(kubeReserved, 10)}
 	nc.EvictionHard = map[string]string{"memory.available": EvictionThreshold, "nodefs.available": "1%", "nodefs.inodesFree": "1%", "imagefs.available": "1%"}
 	c.Agent, err = c.node.StartAgent(ctx, peerrun.AgentOptions{Kind: peerrun.Slicelet, Binary: o.Slicelet, ManifestDir: manifests, Config: nc,
-		SliceletTOML:   fmt.Sprintf("[cluster]\nenabled = true\nkubeconfig = %q\nnode_name = %q\n", c.CP.NodeKubeconfig(NodeName), NodeName),
+		// The kubelet API on 127.0.0.1 (the node's address), verifying the API server's
+		// kubelet client certificate against the control plane's CA: kubectl logs works.
+		SliceletTOML: fmt.Sprintf("[cluster]\nenabled = true\nkubeconfig = %q\nnode_name = %q\nnode_ip = \"127.0.0.1\"\nclient_ca_file = %q\n",
+			c.CP.NodeKubeconfig(NodeName), NodeName, c.CP.CAFile()),
 		SliceletDropIn: "[eviction]\nmonitoring_interval = \"2s\"\n"})
 	return c, err
 }

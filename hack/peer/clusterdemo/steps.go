@@ -127,11 +127,15 @@ func (c *Cluster) RollingUpdate(ctx context.Context, old map[string]*v1.Pod) err
 	return err
 }
 
-// Logs shows `kubectl logs` of a pod; it needs the node's kubelet API (/containerLogs), which
-// a build without it does not serve: then it says so and the demo goes on.
+// Logs shows `kubectl logs` of a pod: the API server streams it from the node's kubelet API
+// (/containerLogs); it must hold the container's first line.
 func (c *Cluster) Logs(ctx context.Context, pod string) error {
-	if _, err := c.Kubectl(ctx, "logs", pod, "--request-timeout=10s"); err != nil {
-		fmt.Fprintln(c.out, "NOTE: kubectl logs needs the node's kubelet API (/containerLogs on the node's address, issue 21 item 7), which this slicelet does not serve yet")
+	out, err := c.Kubectl(ctx, "logs", pod, "--request-timeout=20s")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(out, "web version 2 on ") {
+		return fmt.Errorf("kubectl logs %s: %q, want the container's output", pod, out)
 	}
 	return nil
 }
