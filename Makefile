@@ -187,3 +187,16 @@ peer-controlplane-test:
 .PHONY: peer-cluster-test
 peer-cluster-test: build
 	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet $(GO) test -count=1 -v ./clustertest/
+
+# make cluster-demo: a one-node Kubernetes cluster whose node is slicelet (hack/peer/clusterdemo):
+# the control plane from $(PEER_DIR) (built first by make peer-build when absent: minutes),
+# slicelet on a private containerd, all inside a throwaway systemd sandbox; shows the node
+# Ready, a Deployment in kubepods slices, a rolling update, kubectl logs, kubectl drain and an
+# eviction under memory pressure. Root. The sandbox and build/cluster-demo are removed at the
+# end, on failure too. docs/cluster.md.
+.PHONY: cluster-demo
+cluster-demo: build
+	@test -x $(PEER_DIR)/kube-apiserver -a -x $(PEER_DIR)/kube-scheduler -a -x $(PEER_DIR)/kube-controller-manager \
+	  -a -x $(PEER_DIR)/etcd -a -x $(PEER_DIR)/kubectl || $(MAKE) --no-print-directory peer-build
+	cd hack/peer && $(GO) build -o $(abspath build)/clusterdemo ./cmd/clusterdemo
+	build/clusterdemo -bin $(abspath $(PEER_DIR)) -slicelet $(abspath $(BIN))/slicelet -work $(abspath build/cluster-demo)

@@ -589,6 +589,11 @@ func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 // written (pkg/kubelet/status/status_manager.go, syncPod: only on change).
 func (a *Agent) patchStatus(ctx context.Context, api *v1.Pod, local v1.PodStatus, ips []string, now time.Time) error {
 	want := APIPodStatus(api, local, ips, a.o.HostNetwork || api.Spec.HostNetwork, now)
+	uid := string(api.UID)
+	if IsMirrorPod(api) {
+		uid = api.Annotations[v1.MirrorPodAnnotationKey] // the static pod's
+	}
+	want = TerminalStatus(api, local, want, a.couldHaveRunningContainers(uid, local), now)
 	if PodStatusEqual(api.Status, want) {
 		return nil
 	}

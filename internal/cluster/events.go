@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+
+	"github.com/slicelet/slicelet/internal/pods"
 )
 
 // EventClient is the node's access to the events of one namespace.
@@ -64,16 +66,25 @@ type events struct {
 // container) with the API server when it is one of the cluster's pods.
 func (e *events) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
 	var uid types.UID
+	var annotations map[string]string
 	switch o := object.(type) {
 	case *v1.Pod:
 		uid = o.UID
+		if reason == pods.ReasonEvicted {
+			annotations = EvictionAnnotations(o)
+		}
 	case *v1.ObjectReference:
 		uid = o.UID
 	}
 	e.mu.Lock()
 	r, ok := e.recorder, e.pods[uid]
 	e.mu.Unlock()
-	if r != nil && ok {
+	switch {
+	case r == nil || !ok:
+	case annotations != nil:
+		// The eviction manager's event (pkg/kubelet/eviction/eviction_manager.go, evictPod).
+		r.AnnotatedEventf(object, annotations, eventtype, reason, messageFmt, args...)
+	default:
 		r.Eventf(object, eventtype, reason, messageFmt, args...)
 	}
 }

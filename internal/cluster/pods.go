@@ -68,12 +68,14 @@ func PlanPods(apiPods []*v1.Pod, validate func(*v1.Pod) field.ErrorList) PodPlan
 // ValidateAPIPod is internal/manifest's validation (given as validate) of a pod from the API
 // server, less the refusal of spec.serviceAccountName (and its alias spec.serviceAccount): the
 // API server's admission sets it on every pod, and without a token volume (still refused:
-// spec.volumes[*].projected.sources[*].serviceAccountToken) it has no effect on the node.
+// spec.volumes[*].projected.sources[*].serviceAccountToken) it has no effect on the node; and
+// less the refusal of metadata.generateName: a ReplicaSet's pods keep it, and the API server
+// has generated their names from it already.
 func ValidateAPIPod(validate func(*v1.Pod) field.ErrorList) func(*v1.Pod) field.ErrorList {
 	return func(p *v1.Pod) field.ErrorList {
 		var out field.ErrorList
 		for _, e := range validate(p) {
-			if e.Type == field.ErrorTypeForbidden && (e.Field == "spec.serviceAccountName" || e.Field == "spec.serviceAccount") {
+			if e.Type == field.ErrorTypeForbidden && (e.Field == "spec.serviceAccountName" || e.Field == "spec.serviceAccount" || e.Field == "metadata.generateName") {
 				continue
 			}
 			out = append(out, e)

@@ -117,7 +117,9 @@ func (c *Controller) EvictPod(ctx context.Context, pod *v1.Pod, grace time.Durat
 		return fmt.Errorf("pod %s: evict: %w", key(pod), err)
 	}
 	c.log.Info("pod stopped for eviction", "pod", key(pod), "pod_uid", uid, "reason", ReasonEvicted, "message", message)
-	c.event(desired, v1.EventTypeWarning, ReasonEvicted, "%s", message)
+	// The event is about the pod with its eviction annotations: cluster mode sends them as the
+	// annotations of the kubelet's Evicted event (recorder.AnnotatedEventf).
+	c.event(withEvictionAnnotations(desired, annotations), v1.EventTypeWarning, ReasonEvicted, "%s", message)
 	return nil
 }
 
@@ -157,8 +159,11 @@ func evictedStatus(status v1.PodStatus, message string, now time.Time) v1.PodSta
 	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
 		for i := range list {
 			if list[i].State.Running != nil {
+				// As the runtime reports a killed container to the kubelet: SIGKILL's exit
+				// code, reason Error, the container's ID, no message of its own (the pod's
+				// message says why).
 				list[i].State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
-					ExitCode: 137, Reason: "Error", Message: "evicted", StartedAt: list[i].State.Running.StartedAt, FinishedAt: t}}
+					ExitCode: 137, Reason: "Error", ContainerID: list[i].ContainerID, StartedAt: list[i].State.Running.StartedAt, FinishedAt: t}}
 				list[i].Ready = false
 			}
 		}

@@ -84,7 +84,7 @@ func TestEvictedStatus(t *testing.T) {
 		in   v1.PodStatus
 	}{
 		{"running pod", v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}},
-			ContainerStatuses: []v1.ContainerStatus{{Name: "c", Ready: true, State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}},
+			ContainerStatuses: []v1.ContainerStatus{{Name: "c", Ready: true, ContainerID: "containerd://c1", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}},
 		{"pending pod", v1.PodStatus{Phase: v1.PodPending}},
 	}
 	for _, tt := range tests {
@@ -101,6 +101,9 @@ func TestEvictedStatus(t *testing.T) {
 			for _, cs := range s.ContainerStatuses {
 				if cs.State.Running != nil || cs.Ready {
 					t.Errorf("container %s still running/ready after eviction", cs.Name)
+				}
+				if term := cs.State.Terminated; term == nil || term.ExitCode != 137 || term.Reason != "Error" || term.Message != "" || term.ContainerID != cs.ContainerID {
+					t.Errorf("container %s terminated %+v, want the runtime's report of a killed container (137, Error, its ID)", cs.Name, term)
 				}
 			}
 			if tt.in.Phase == v1.PodRunning && tt.in.ContainerStatuses[0].State.Running == nil {

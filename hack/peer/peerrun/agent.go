@@ -63,6 +63,9 @@ type AgentOptions struct {
 	Config NodeConfig
 	// SliceletTOML is appended to slicelet's configuration (e.g. a [cluster] table).
 	SliceletTOML string
+	// SliceletDropIn, when set, is written as slicelet's drop-in config.d/50-peerrun.toml:
+	// keys of tables the main file has already ([eviction], [node], ...).
+	SliceletDropIn string
 }
 
 // Agent is one running agent.
@@ -100,6 +103,15 @@ func (n *Node) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
 	case Slicelet:
 		text = sliceletConfig(o.Config, o.ManifestDir, n.Containerd.Endpoint, n.Containerd.SandboxImage, a.Dir) + o.SliceletTOML
 		cfgPath += ".toml"
+		if o.SliceletDropIn != "" {
+			dropIns := filepath.Join(a.Dir, "config.d")
+			if err := os.MkdirAll(dropIns, 0o755); err != nil {
+				return nil, fmt.Errorf("peerrun: agent config: %w", err)
+			}
+			if err := os.WriteFile(filepath.Join(dropIns, "50-peerrun.toml"), []byte(o.SliceletDropIn), 0o644); err != nil {
+				return nil, fmt.Errorf("peerrun: agent config: %w", err)
+			}
+		}
 		argv = []string{o.Binary, "run", "--config", cfgPath}
 	default:
 		return nil, fmt.Errorf("peerrun: agent kind %q: want kubelet or slicelet", o.Kind)
