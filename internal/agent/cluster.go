@@ -66,9 +66,11 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 			InternalIPs: ips, Info: info}
 	}
 	log.Info("cluster mode", "node", name, "kubeconfig", cc.Kubeconfig)
-	return cluster.New(cluster.Options{Clients: clients, NodeName: name, Node: inputs, Controller: d.ctrl,
+	a := cluster.New(cluster.Options{Clients: clients, NodeName: name, Node: inputs, Controller: d.ctrl,
 		Validate: manifest.Validate, HostNetwork: d.cfg.Runtime.Type == config.RuntimeSystemd,
-		Health: d.health, Clock: d.clock, Logger: log.With("component", "cluster")}), nil
+		Health: d.health, Clock: d.clock, Logger: log.With("component", "cluster")})
+	d.clusterObjects.set(a.Objects())
+	return a, nil
 }
 
 // withoutWarnable is st without w: the cluster warnable says whether the API server can be

@@ -71,6 +71,8 @@ func (w *Worker) volumePayload(pod *v1.Pod, v *v1.Volume) (map[string]fileProjec
 				err = w.secretPayload(out, pod, src.Secret.Name, src.Secret.Items, src.Secret.Optional, def)
 			case src.DownwardAPI != nil:
 				err = w.downwardPayload(out, pod, src.DownwardAPI.Items, def)
+			case src.ServiceAccountToken != nil:
+				err = w.tokenPayload(out, pod, src.ServiceAccountToken, def)
 			}
 			if err != nil {
 				return nil, err
@@ -82,7 +84,7 @@ func (w *Worker) volumePayload(pod *v1.Pod, v *v1.Volume) (map[string]fileProjec
 
 // configMapPayload adds a ConfigMap's keys (data and binaryData), or its items, to out.
 func (w *Worker) configMapPayload(out map[string]fileProjection, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, def *int32) error {
-	cm, err := w.configMap(pod.Namespace, name)
+	cm, err := w.configMap(pod, name)
 	if err != nil {
 		if apierrors.IsNotFound(err) && isTrue(optional) {
 			return nil
@@ -101,7 +103,7 @@ func (w *Worker) configMapPayload(out map[string]fileProjection, pod *v1.Pod, na
 
 // secretPayload adds a Secret's keys, or its items, to out.
 func (w *Worker) secretPayload(out map[string]fileProjection, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, def *int32) error {
-	s, err := w.secret(pod.Namespace, name)
+	s, err := w.secret(pod, name)
 	if err != nil {
 		if apierrors.IsNotFound(err) && isTrue(optional) {
 			return nil
@@ -130,6 +132,20 @@ func addKeys(out map[string]fileProjection, data map[string][]byte, items []v1.K
 		}
 		out[it.Path] = fileProjection{Data: v, Mode: fileMode(it.Mode, def)}
 	}
+	return nil
+}
+
+// tokenPayload adds a projected service-account token to out (cluster pods only: the
+// validation refuses the source for the others).
+func (w *Worker) tokenPayload(out map[string]fileProjection, pod *v1.Pod, src *v1.ServiceAccountTokenProjection, def *int32) error {
+	if !fromCluster(pod) || w.opts.Cluster == nil {
+		return errors.New("service account tokens need an API server; slicelet has none")
+	}
+	tok, err := w.opts.Cluster.ServiceAccountToken(pod, src)
+	if err != nil {
+		return err
+	}
+	out[src.Path] = fileProjection{Data: tok, Mode: fileMode(nil, def)}
 	return nil
 }
 

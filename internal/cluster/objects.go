@@ -1,0 +1,193 @@
+package cluster
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/slicelet/slicelet/internal/pods"
+)
+
+// ConfigMapClient is the node's access to the ConfigMaps of one namespace: get only, of the
+// ones its pods reference (the Node authorizer allows nothing else).
+type ConfigMapClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.ConfigMap, error)
+}
+
+// SecretClient is the node's access to the Secrets of one namespace, as ConfigMapClient.
+type SecretClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Secret, error)
+}
+
+// The object cache's timing: the kubelet's TTL-based configmap and secret managers
+// (pkg/kubelet/util/manager/cache_based_manager.go; the default TTL is the node's
+// node.alpha.kubernetes.io/ttl annotation, 1 minute without it).
+const (
+	// ObjectTTL is how long a fetched ConfigMap or Secret is served before it is fetched
+	// again.
+	ObjectTTL = time.Minute
+	// notFoundTTL is how long "not found" is remembered: an object created after its pod is
+	// picked up within it.
+	notFoundTTL = 5 * time.Second
+	// objectIdle is how long an entry no pod asked for is kept: the pods that referenced
+	// it are gone.
+	objectIdle = 2 * ObjectTTL
+	// maxObjects bounds the cache; the least recently used entry goes first.
+	maxObjects = 1024
+)
+
+// cacheEntry is one fetched object (or the error of its fetch).
+type cacheEntry[T any] struct {
+	obj     T
+	err     error
+	fetched time.Time
+	used    time.Time
+}
+
+// ttlCache is a get-with-TTL cache of one kind of object, keyed by namespace/name, bounded by
+// maxObjects and objectIdle. An API error other than NotFound serves the object last fetched
+// (a node that loses the API server keeps its pods' files), or is returned when there is none.
+type ttlCache[T any] struct {
+	fetch func(ctx context.Context, namespace, name string) (T, error)
+	clock clock.PassiveClock
+
+	mu      sync.Mutex
+	entries map[string]*cacheEntry[T]
+}
+
+func newTTLCache[T any](c clock.PassiveClock, fetch func(ctx context.Context, namespace, name string) (T, error)) *ttlCache[T] {
+	return &ttlCache[T]{fetch: fetch, clock: c, entries: map[string]*cacheEntry[T]{}}
+}
+
+// fresh reports whether e may be served at now.
+func (e *cacheEntry[T]) fresh(now time.Time) bool {
+	ttl := ObjectTTL
+	if apierrors.IsNotFound(e.err) {
+		ttl = notFoundTTL
+	}
+	return now.Sub(e.fetched) < ttl
+}
+
+// get is the object namespace/name, from the cache while fresh.
+func (c *ttlCache[T]) get(namespace, name string) (T, error) {
+	key := namespace + "/" + name
+	now := c.clock.Now()
+	c.mu.Lock()
+	if e, ok := c.entries[key]; ok && e.fresh(now) {
+		e.used = now
+		c.mu.Unlock()
+		return e.obj, e.err
+	}
+	c.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	obj, err := c.fetch(ctx, namespace, name)
+	cancel()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev, ok := c.entries[key]; ok && err != nil && !apierrors.IsNotFound(err) && prev.err == nil {
+		prev.used = now
+		return prev.obj, nil
+	}
+	c.entries[key] = &cacheEntry[T]{obj: obj, err: err, fetched: now, used: now}
+	c.pruneLocked(now)
+	return obj, err
+}
+
+// pruneLocked drops the entries unused for objectIdle, then the least recently used ones
+// beyond maxObjects.
+func (c *ttlCache[T]) pruneLocked(now time.Time) {
+	var oldest string
+	for k, e := range c.entries {
+		if now.Sub(e.used) >= objectIdle {
+			delete(c.entries, k)
+			continue
+		}
+		if oldest == "" || e.used.Before(c.entries[oldest].used) {
+			oldest = k
+		}
+	}
+	if len(c.entries) > maxObjects {
+		delete(c.entries, oldest)
+	}
+}
+
+// len is the number of entries.
+func (c *ttlCache[T]) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
+
+// Objects gives the pods bound to this node the ConfigMaps, Secrets, service-account tokens
+// and service environment variables they reference, from the API server with the node's
+// credentials (the kubelet's configmap and secret managers, token manager and service
+// lister). It asks only for what a pod names: the Node authorizer refuses the rest. Its
+// methods are safe for concurrent use and are what internal/pods/worker's ClusterObjects asks.
+type Objects struct {
+	configMaps *ttlCache[*v1.ConfigMap]
+	secrets    *ttlCache[*v1.Secret]
+	tokens     *tokenManager
+	services   *serviceEnv
+}
+
+// NewObjects returns the API-backed objects of clients, on clk.
+func NewObjects(clients Clients, clk clock.PassiveClock) *Objects {
+	o := &Objects{
+		tokens:   newTokenManager(clients.ServiceAccounts, clk),
+		services: &serviceEnv{},
+	}
+	o.configMaps = newTTLCache(clk, func(ctx context.Context, ns, name string) (*v1.ConfigMap, error) {
+		if clients.ConfigMaps == nil {
+			return nil, apierrors.NewNotFound(v1.Resource("configmap"), name)
+		}
+		return clients.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	})
+	o.secrets = newTTLCache(clk, func(ctx context.Context, ns, name string) (*v1.Secret, error) {
+		if clients.Secrets == nil {
+			return nil, apierrors.NewNotFound(v1.Resource("secret"), name)
+		}
+		return clients.Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	})
+	return o
+}
+
+// ConfigMap returns the ConfigMap namespace/name, or the API's error (NotFound:
+// `configmaps "name" not found`).
+func (o *Objects) ConfigMap(namespace, name string) (*v1.ConfigMap, error) {
+	return o.configMaps.get(namespace, name)
+}
+
+// Secret returns the Secret namespace/name, or the API's error.
+func (o *Objects) Secret(namespace, name string) (*v1.Secret, error) {
+	return o.secrets.get(namespace, name)
+}
+
+// servedInCluster reports whether a field the manifest path refuses (Forbidden) is one
+// cluster mode serves: the service account and projected service-account tokens.
+func servedInCluster(path string) bool {
+	if path == "spec.serviceAccountName" || path == "spec.serviceAccount" {
+		return true
+	}
+	return strings.HasPrefix(path, "spec.volumes[") && strings.Contains(path, "].projected.sources[") &&
+		strings.HasSuffix(path, "].serviceAccountToken")
+}
+
+// withSource is a copy of an API pod marked as the cluster source's
+// (kubernetes.io/config.source: cluster): the pod worker serves its objects from the API
+// server, not from the node's own stores.
+func withSource(p *v1.Pod) *v1.Pod {
+	cp := p.DeepCopy()
+	if cp.Annotations == nil {
+		cp.Annotations = map[string]string{}
+	}
+	cp.Annotations[pods.AnnotationSource] = pods.SourceCluster
+	return cp
+}
