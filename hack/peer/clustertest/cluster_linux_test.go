@@ -73,42 +73,9 @@ func prerequisites(t *testing.T) (bin, slicelet string) {
 // runs a pod the scheduler binds to it, deletes it gracefully, and mirrors a manifest pod.
 // On the host it boots the sandbox and runs itself inside.
 func TestSliceletNode(t *testing.T) {
-	if !systemdtest.Inside() {
-		bin, slicelet := prerequisites(t)
-		work := t.TempDir()
-		ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
-		defer cancel()
-		sb, err := peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: fmt.Sprintf("clustertest-%d", os.Getpid()), WorkDir: work,
-			Binds: []string{bin, filepath.Dir(slicelet)}, Log: t.Output()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := sb.Stop(); err != nil {
-				t.Error(err)
-			}
-		}()
-		self, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		inner := filepath.Join(work, "clustertest.test")
-		data, err := os.ReadFile(self)
-		if err == nil {
-			err = os.WriteFile(inner, data, 0o755)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := sb.Command(ctx, "/", inner, "-test.run", "^TestSliceletNode$", "-test.v")
-		cmd.Env = append(cmd.Env, workEnv+"="+work, binEnv+"="+bin, sliceletEnv+"="+slicelet)
-		cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("inside the sandbox: %v", err)
-		}
-		return
+	if work, bin, slicelet, ok := inSandbox(t, "TestSliceletNode"); ok {
+		inside(t, work, bin, slicelet)
 	}
-	inside(t, os.Getenv(workEnv), os.Getenv(binEnv), os.Getenv(sliceletEnv))
 }
 
 func inside(t *testing.T, work, bin, slicelet string) {

@@ -3,6 +3,7 @@ package worker
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 
@@ -134,5 +135,41 @@ func TestTokenNeedsCluster(t *testing.T) {
 	err := w.tokenPayload(map[string]fileProjection{}, pod, &v1.ServiceAccountTokenProjection{Path: "token"}, nil)
 	if err == nil {
 		t.Error("a manifest pod got a token")
+	}
+}
+
+// TestValidateTokenProjection: a token projection is valid for cluster pods only, with a
+// relative path no other source of the projection writes.
+func TestValidateTokenProjection(t *testing.T) {
+	vol := func(paths ...string) []v1.Volume {
+		var srcs []v1.VolumeProjection
+		for _, p := range paths {
+			srcs = append(srcs, v1.VolumeProjection{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: p}})
+		}
+		return []v1.Volume{{Name: "t", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: srcs}}}}
+	}
+	tests := []struct {
+		name    string
+		cluster bool
+		paths   []string
+		want    string
+	}{
+		{"cluster pod", true, []string{"token"}, ""},
+		{"manifest pod", false, []string{"token"}, "spec.volumes[0].projected.sources[0].serviceAccountToken: Forbidden"},
+		{"path leaving the volume", true, []string{"../token"}, "spec.volumes[0].projected.sources[0].serviceAccountToken.path: Invalid"},
+		{"same path twice", true, []string{"token", "token"}, "spec.volumes[0].projected.sources[1].serviceAccountToken.path: Duplicate"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod("v-1", "", "app")
+			if tc.cluster {
+				pod = clusterPod("v-1")
+			}
+			pod.Spec.Volumes = vol(tc.paths...)
+			errs := validateObjectVolumes(pod)
+			if got := errs.ToAggregate(); (tc.want == "") != (got == nil) || got != nil && !strings.Contains(got.Error(), tc.want) {
+				t.Errorf("errors %v, want %q", got, tc.want)
+			}
+		})
 	}
 }

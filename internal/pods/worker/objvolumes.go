@@ -225,8 +225,8 @@ func (w *Worker) syncObjectVolumes(pod *v1.Pod, e *entry) (map[string]string, er
 }
 
 // validateObjectVolumes checks the object volumes the worker writes: the sources it handles
-// (serviceAccountToken, clusterTrustBundle and podCertificate projections need an API server
-// and are refused), names, keys and relative item paths, modes, downwardAPI field paths.
+// (serviceAccountToken projections need an API server and are refused but for cluster mode's
+// pods; clusterTrustBundle and podCertificate projections are refused), names, keys and relative item paths, modes, downwardAPI field paths.
 func validateObjectVolumes(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	vp := field.NewPath("spec", "volumes")
@@ -255,6 +255,14 @@ func validateObjectVolumes(pod *v1.Pod) field.ErrorList {
 					errs = append(errs, projectedPaths(sp.Child("secret"), src.Secret.Items, paths)...)
 				case src.DownwardAPI != nil:
 					errs = append(errs, validateDownwardItems(sp.Child("downwardAPI"), pod, src.DownwardAPI.Items, nil)...)
+				case src.ServiceAccountToken != nil && fromCluster(pod):
+					// Cluster mode's API server gives the token (ClusterObjects).
+					tp := sp.Child("serviceAccountToken")
+					errs = append(errs, validatePath(tp.Child("path"), src.ServiceAccountToken.Path)...)
+					if paths[src.ServiceAccountToken.Path] {
+						errs = append(errs, field.Duplicate(tp.Child("path"), src.ServiceAccountToken.Path))
+					}
+					paths[src.ServiceAccountToken.Path] = true
 				case src.ServiceAccountToken != nil:
 					errs = append(errs, field.Forbidden(sp.Child("serviceAccountToken"), "service account tokens need an API server; slicelet has none"))
 				case src.ClusterTrustBundle != nil:
