@@ -32,9 +32,10 @@ const (
 	// ObjectTTL is how long a fetched ConfigMap or Secret is served before it is fetched
 	// again.
 	ObjectTTL = time.Minute
-	// notFoundTTL is how long "not found" is remembered: an object created after its pod is
-	// picked up within it.
-	notFoundTTL = 5 * time.Second
+	// errorTTL is how long a failed fetch is remembered (NotFound, or the API server away):
+	// an object created after its pod is picked up within it, and a pod's syncs do not wait
+	// for an API server that hangs more than once per errorTTL.
+	errorTTL = 5 * time.Second
 	// objectIdle is how long an entry no pod asked for is kept: the pods that referenced
 	// it are gone.
 	objectIdle = 2 * ObjectTTL
@@ -46,7 +47,7 @@ const (
 type cacheEntry[T any] struct {
 	obj     T
 	err     error
-	fetched time.Time
+	expires time.Time // fetched again from then on
 	used    time.Time
 }
 
@@ -65,21 +66,12 @@ func newTTLCache[T any](c clock.PassiveClock, fetch func(ctx context.Context, na
 	return &ttlCache[T]{fetch: fetch, clock: c, entries: map[string]*cacheEntry[T]{}}
 }
 
-// fresh reports whether e may be served at now.
-func (e *cacheEntry[T]) fresh(now time.Time) bool {
-	ttl := ObjectTTL
-	if apierrors.IsNotFound(e.err) {
-		ttl = notFoundTTL
-	}
-	return now.Sub(e.fetched) < ttl
-}
-
 // get is the object namespace/name, from the cache while fresh.
 func (c *ttlCache[T]) get(namespace, name string) (T, error) {
 	key := namespace + "/" + name
 	now := c.clock.Now()
 	c.mu.Lock()
-	if e, ok := c.entries[key]; ok && e.fresh(now) {
+	if e, ok := c.entries[key]; ok && now.Before(e.expires) {
 		e.used = now
 		c.mu.Unlock()
 		return e.obj, e.err
@@ -93,10 +85,14 @@ func (c *ttlCache[T]) get(namespace, name string) (T, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if prev, ok := c.entries[key]; ok && err != nil && !apierrors.IsNotFound(err) && prev.err == nil {
-		prev.used = now
+		prev.used, prev.expires = now, now.Add(errorTTL)
 		return prev.obj, nil
 	}
-	c.entries[key] = &cacheEntry[T]{obj: obj, err: err, fetched: now, used: now}
+	e := &cacheEntry[T]{obj: obj, err: err, expires: now.Add(ObjectTTL), used: now}
+	if err != nil {
+		e.expires = now.Add(errorTTL)
+	}
+	c.entries[key] = e
 	c.pruneLocked(now)
 	return obj, err
 }

@@ -74,8 +74,14 @@ func TestObjectsTTLCache(t *testing.T) {
 		return true, nil, errors.New("connection refused")
 	})
 	clk.Step(ObjectTTL)
-	if got, err := o.ConfigMap("ns", "conf"); err != nil || got.Data["k"] != "v2" {
-		t.Errorf("API server away: %v, %v, want the last v2", got, err)
+	before := gets(cs, "configmaps")
+	for range 3 {
+		if got, err := o.ConfigMap("ns", "conf"); err != nil || got.Data["k"] != "v2" {
+			t.Errorf("API server away: %v, %v, want the last v2", got, err)
+		}
+	}
+	if n := gets(cs, "configmaps") - before; n != 1 {
+		t.Errorf("API server away: %d gets, want 1 per errorTTL", n)
 	}
 	// Never fetched and the API server away: the error.
 	if _, err := o.ConfigMap("ns", "other"); err == nil || apierrors.IsNotFound(err) {
@@ -97,11 +103,11 @@ func TestObjectsNotFoundRememberedBriefly(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := o.Secret("ns", "late"); !apierrors.IsNotFound(err) {
-		t.Errorf("within notFoundTTL: %v, want the remembered NotFound", err)
+		t.Errorf("within errorTTL: %v, want the remembered NotFound", err)
 	}
-	clk.Step(notFoundTTL)
+	clk.Step(errorTTL)
 	if _, err := o.Secret("ns", "late"); err != nil {
-		t.Errorf("after notFoundTTL: %v, want the secret", err)
+		t.Errorf("after errorTTL: %v, want the secret", err)
 	}
 }
 
@@ -291,8 +297,23 @@ func TestServiceAccountTokenRefreshed(t *testing.T) {
 	// A failed refresh keeps the valid token; an expired one is an error.
 	fail = true
 	clk.Step(50 * time.Minute)
-	if tok := get(); tok != "tok-2" {
-		t.Errorf("refresh failed, token valid: %q, want tok-2", tok)
+	tries := func() int {
+		n := 0
+		for _, a := range cs.Actions() {
+			if a.GetVerb() == "create" && a.GetSubresource() == "token" {
+				n++
+			}
+		}
+		return n
+	}
+	before := tries()
+	for range 3 {
+		if tok := get(); tok != "tok-2" {
+			t.Errorf("refresh failed, token valid: %q, want tok-2", tok)
+		}
+	}
+	if n := tries() - before; n != 1 {
+		t.Errorf("%d token requests after a failed refresh, want 1 per errorTTL", n)
 	}
 	clk.Step(20 * time.Minute)
 	if _, err := o.ServiceAccountToken(pod, src); err == nil {

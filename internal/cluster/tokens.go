@@ -38,10 +38,11 @@ type tokenManager struct {
 
 	mu    sync.Mutex
 	cache map[string]*authenticationv1.TokenRequest
+	retry map[string]time.Time // after a failed refresh: not before then
 }
 
 func newTokenManager(client func(string) ServiceAccountClient, clk clock.PassiveClock) *tokenManager {
-	return &tokenManager{client: client, clock: clk, cache: map[string]*authenticationv1.TokenRequest{}}
+	return &tokenManager{client: client, clock: clk, cache: map[string]*authenticationv1.TokenRequest{}, retry: map[string]time.Time{}}
 }
 
 // TokenRequest is the request for a token of pod's service account projected by src: for
@@ -85,7 +86,7 @@ func RequiresRefresh(tr *authenticationv1.TokenRequest, now time.Time) bool {
 
 // ServiceAccountToken is the token src projects for pod: cached while fresh, requested from
 // the API server otherwise. A failed refresh serves the cached token while it is valid (the
-// kubelet's GetServiceAccountToken).
+// kubelet's GetServiceAccountToken), asked again errorTTL later.
 func (m *tokenManager) ServiceAccountToken(pod *v1.Pod, src *v1.ServiceAccountTokenProjection) ([]byte, error) {
 	if m.client == nil {
 		return nil, errors.New("service account tokens: no API client")
@@ -98,9 +99,9 @@ func (m *tokenManager) ServiceAccountToken(pod *v1.Pod, src *v1.ServiceAccountTo
 	now := m.clock.Now()
 	m.mu.Lock()
 	m.cleanupLocked(now)
-	cached := m.cache[key]
+	cached, retry := m.cache[key], m.retry[key]
 	m.mu.Unlock()
-	if cached != nil && !RequiresRefresh(cached, now) {
+	if cached != nil && (!RequiresRefresh(cached, now) || now.Before(retry)) {
 		return []byte(cached.Status.Token), nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
@@ -108,6 +109,9 @@ func (m *tokenManager) ServiceAccountToken(pod *v1.Pod, src *v1.ServiceAccountTo
 	got, err := m.client(pod.Namespace).CreateToken(ctx, pod.Spec.ServiceAccountName, want, metav1.CreateOptions{})
 	if err != nil {
 		if cached != nil && now.Before(cached.Status.ExpirationTimestamp.Time) {
+			m.mu.Lock()
+			m.retry[key] = now.Add(errorTTL)
+			m.mu.Unlock()
 			return []byte(cached.Status.Token), nil
 		}
 		return nil, fmt.Errorf("failed to fetch token: %w", err)
@@ -120,6 +124,7 @@ func (m *tokenManager) ServiceAccountToken(pod *v1.Pod, src *v1.ServiceAccountTo
 	tr.Status = got.Status
 	m.mu.Lock()
 	m.cache[key] = tr
+	delete(m.retry, key)
 	m.mu.Unlock()
 	return []byte(tr.Status.Token), nil
 }
@@ -129,6 +134,7 @@ func (m *tokenManager) cleanupLocked(now time.Time) {
 	for k, tr := range m.cache {
 		if !now.Before(tr.Status.ExpirationTimestamp.Time) {
 			delete(m.cache, k)
+			delete(m.retry, k)
 		}
 	}
 }
