@@ -67,7 +67,8 @@ func inSandbox(t *testing.T, name string) (work, bin, slicelet string, ok bool) 
 // service-account token volume (kube-api-access-*, added by the API server's admission) runs
 // on a slicelet node working with system:node credentials, and its container prints them; the
 // token authenticates as the pod's service account, bound to the pod. A pod whose Secret is
-// missing waits with CreateContainerConfigError. The Node authorizer is what bounds slicelet:
+// missing waits with CreateContainerConfigError; a pod of another namespace naming the same
+// ConfigMap waits with FailedMount (objects are its namespace's). The Node authorizer is what bounds slicelet:
 // its credentials get the ConfigMap a pod on the node references and not one no pod does.
 func TestClusterPodObjects(t *testing.T) {
 	work, bin, slicelet, ok := inSandbox(t, "TestClusterPodObjects")
@@ -230,6 +231,38 @@ trap 'exit 0' TERM; while true; do sleep 0.2; done`
 		}
 		return false, nil
 	})
+
+	// A pod of another namespace naming the same ConfigMap: slicelet asks for it in the pod's
+	// namespace (where it does not exist), never for default's; the pod waits with the
+	// kubelet's FailedMount event.
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll("other's default service account", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := admin.CoreV1().ServiceAccounts("other").Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	cross := pod.DeepCopy()
+	cross.Name, cross.Namespace = "cross", "other"
+	cross.Spec.Containers[0].Env = nil
+	if _, err := admin.CoreV1().Pods("other").Create(ctx, cross, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll("FailedMount of the pod in another namespace", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		list, err := admin.CoreV1().Events("other").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=cross"})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range list.Items {
+			if e.Reason == "FailedMount" && strings.Contains(e.Message, `configmaps "app-config" not found`) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if p, err := admin.CoreV1().Pods("other").Get(ctx, "cross", metav1.GetOptions{}); err != nil || p.Status.Phase != v1.PodPending {
+		t.Errorf("the pod without its ConfigMap: %v, %v; want Pending", p.Status, err)
+	}
 
 	// The Node authorizer's bound: the node's credentials read what its pods reference, not
 	// the rest (slicelet asks only for objects its pods name, in their namespaces).
