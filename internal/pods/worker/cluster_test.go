@@ -2,6 +2,7 @@ package worker
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -169,6 +170,32 @@ func TestValidateTokenProjection(t *testing.T) {
 			errs := validateObjectVolumes(pod)
 			if got := errs.ToAggregate(); (tc.want == "") != (got == nil) || got != nil && !strings.Contains(got.Error(), tc.want) {
 				t.Errorf("errors %v, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTokenMode: a token file has the projection's default mode, 0640 with an fsGroup.
+func TestTokenMode(t *testing.T) {
+	mode := int32(0o444)
+	tests := []struct {
+		name    string
+		fsGroup *int64
+		def     *int32
+		want    os.FileMode
+	}{
+		{"default", nil, nil, 0o644},
+		{"projection's default mode", nil, &mode, 0o444},
+		{"fsGroup", ptr(int64(2000)), &mode, 0o640},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := clusterPod("m-1")
+			if tc.fsGroup != nil {
+				pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: tc.fsGroup}
+			}
+			if got := tokenMode(pod, tc.def); got != tc.want {
+				t.Errorf("mode %o, want %o", got, tc.want)
 			}
 		})
 	}

@@ -145,8 +145,18 @@ func (w *Worker) tokenPayload(out map[string]fileProjection, pod *v1.Pod, src *v
 	if err != nil {
 		return err
 	}
-	out[src.Path] = fileProjection{Data: tok, Mode: fileMode(nil, def)}
+	out[src.Path] = fileProjection{Data: tok, Mode: tokenMode(pod, def)}
 	return nil
+}
+
+// tokenMode is the mode of a projected token: the projection's default mode, but 0600 with an
+// fsGroup, to which the volume's ownership adds group read (pkg/volume/projected/projected.go
+// collectData, then SetVolumeOwnership): 0640.
+func tokenMode(pod *v1.Pod, def *int32) fs.FileMode {
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+		return 0o640
+	}
+	return fileMode(nil, def)
 }
 
 // downwardPayload adds downwardAPI items to out: pod fields (labels and annotations as
