@@ -518,6 +518,7 @@ func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 		snap = append(snap, string(d.Pod.UID)+"@"+d.Pod.ResourceVersion)
 	}
 	if s := strings.Join(snap, ","); s != a.lastSnap || a.lastSnap == "" {
+		a.objects.register(plan.Run)
 		ctrl.Update(pods.Snapshot{Source: pods.SourceCluster, Pods: plan.Run})
 		a.lastSnap = s
 		if a.lastSnap == "" {

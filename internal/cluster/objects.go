@@ -128,6 +128,9 @@ func (c *ttlCache[T]) len() int {
 // lister). It asks only for what a pod names: the Node authorizer refuses the rest. Its
 // methods are safe for concurrent use and are what internal/pods/worker's ClusterObjects asks.
 type Objects struct {
+	mu   sync.Mutex
+	seen map[string]bool // the pods of the last snapshot, uid@resourceVersion (register)
+
 	configMaps *ttlCache[*v1.ConfigMap]
 	secrets    *ttlCache[*v1.Secret]
 	tokens     *tokenManager
