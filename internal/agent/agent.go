@@ -111,6 +111,9 @@ type daemon struct {
 	// the pods' events to it.
 	cluster       clusterMode
 	clusterEvents *lateRecorder
+	// clusterObjects forwards the worker's questions about cluster pods' objects to cluster
+	// mode once it is built.
+	clusterObjects *lateObjects
 
 	// objects are the ConfigMaps and Secrets of both sources; objStore keeps the API's.
 	objects  *pods.Objects
@@ -185,7 +188,9 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	d.clusterEvents = &lateRecorder{}
 	recorder := teeRecorder{d.events, logRecorder{log.With("component", "events")}, d.clusterEvents}
 	ips := nodeIPs(log)
-	extra := worker.Options{ProbeMetrics: probes, Objects: d.objects, NodeName: hostname, NodeIPs: ips, Allocatable: d.alloc}
+	// Cluster mode's objects, like its recorder, come once it is built.
+	d.clusterObjects = &lateObjects{}
+	extra := worker.Options{ProbeMetrics: probes, Objects: d.objects, Cluster: d.clusterObjects, NodeName: hostname, NodeIPs: ips, Allocatable: d.alloc}
 	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, recorder, extra, log); err != nil {
 		return nil, err
 	}

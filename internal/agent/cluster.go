@@ -83,6 +83,7 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 	agent := cluster.New(cluster.Options{Clients: clients, NodeName: name, Node: inputs, Controller: d.ctrl,
 		Validate: manifest.Validate, HostNetwork: d.cfg.Runtime.Type == config.RuntimeSystemd,
 		Health: d.health, Clock: d.clock, Logger: log.With("component", "cluster")})
+	d.clusterObjects.set(agent.Objects())
 	if srv == nil {
 		return agent, nil
 	}

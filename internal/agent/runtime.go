@@ -52,6 +52,7 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 		Recorder:       events,
 		ProbeMetrics:   extra.ProbeMetrics,
 		Objects:        extra.Objects,
+		Cluster:        extra.Cluster,
 		NodeName:       extra.NodeName,
 		NodeIPs:        extra.NodeIPs,
 		Allocatable:    extra.Allocatable,

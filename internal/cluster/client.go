@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,6 +59,12 @@ type Clients struct {
 	// names the kinds of the objects events are about).
 	Events func(namespace string) EventClient
 	Scheme *runtime.Scheme
+	// ConfigMaps, Secrets, ServiceAccounts and Services serve the cluster pods' objects
+	// (objects.go, tokens.go, services.go); nil ones serve nothing.
+	ConfigMaps      func(namespace string) ConfigMapClient
+	Secrets         func(namespace string) SecretClient
+	ServiceAccounts func(namespace string) ServiceAccountClient
+	Services        func(namespace string) ServiceClient
 }
 
 // NewClients builds the clients from a kubeconfig file: client-go's REST client (what the
@@ -76,6 +83,10 @@ func NewClients(kubeconfig string) (Clients, error) {
 		return Clients{}, err
 	}
 	if err := coordinationv1.AddToScheme(scheme); err != nil {
+		return Clients{}, err
+	}
+	// authentication.k8s.io/v1 for the TokenRequests of serviceaccounts/token.
+	if err := authenticationv1.AddToScheme(scheme); err != nil {
 		return Clients{}, err
 	}
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
@@ -99,7 +110,7 @@ func NewClients(kubeconfig string) (Clients, error) {
 	if err != nil {
 		return Clients{}, err
 	}
-	return Clients{
+	clients := Clients{
 		Nodes: &typed[*v1.Node, *v1.NodeList]{rest: core, params: params, resource: "nodes", obj: func() *v1.Node { return &v1.Node{} }},
 		Pods: func(ns string) PodClient {
 			return &typed[*v1.Pod, *v1.PodList]{rest: core, params: params, resource: "pods", ns: ns, obj: func() *v1.Pod { return &v1.Pod{} }, list: func() *v1.PodList { return &v1.PodList{} }}
@@ -111,7 +122,9 @@ func NewClients(kubeconfig string) (Clients, error) {
 		Leases: func(ns string) LeaseClient {
 			return &typed[*coordinationv1.Lease, *coordinationv1.LeaseList]{rest: coord, params: params, resource: "leases", ns: ns, obj: func() *coordinationv1.Lease { return &coordinationv1.Lease{} }}
 		},
-	}, nil
+	}
+	addObjectClients(&clients, core, params)
+	return clients, nil
 }
 
 // typed is one resource's client on client-go's REST client: the request each method of a

@@ -122,6 +122,8 @@ type Agent struct {
 	// verdicts caches validate's verdict by UID, for the pod's resourceVersion: the pods are
 	// compared every second, a pod is validated once per version.
 	verdicts map[types.UID]verdict
+	// objects serves the cluster pods' ConfigMaps, Secrets, tokens and service variables.
+	objects *Objects
 }
 
 // verdict is validate's result for one version of a pod.
@@ -152,8 +154,13 @@ func New(o Options) *Agent {
 		o.Health.Register(Warnable)
 	}
 	return &Agent{o: o, validate: ValidateAPIPod(o.Validate), log: o.Logger, clock: o.Clock,
-		errs: map[string]error{}, graced: map[types.UID]bool{}, sent: map[types.UID]v1.PodStatus{}, verdicts: map[types.UID]verdict{}}
+		errs: map[string]error{}, graced: map[types.UID]bool{}, sent: map[types.UID]v1.PodStatus{}, verdicts: map[types.UID]verdict{},
+		objects: NewObjects(o.Clients, o.Clock)}
 }
+
+// Objects serves the cluster pods' ConfigMaps, Secrets, service-account tokens and service
+// variables (internal/pods/worker's ClusterObjects); its services are known once Run runs.
+func (a *Agent) Objects() *Objects { return a.objects }
 
 // Eventf records an event about a pod (a *v1.Pod, or the *v1.ObjectReference of one of its
 // containers) with the API server when the pod came from it (the Eventf of client-go's
@@ -199,6 +206,10 @@ func (a *Agent) Run(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { inf.RunWithContext(ctx) })
+	if a.o.Clients.Services != nil {
+		svc := a.objects.services.informer(a.o.Clients.Services(metav1.NamespaceAll))
+		wg.Go(func() { svc.RunWithContext(ctx) })
+	}
 	if a.register(ctx) {
 		wg.Go(func() { a.leaseLoop(ctx) })
 		wg.Go(func() { a.statusLoop(ctx) })
@@ -507,6 +518,7 @@ func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 		snap = append(snap, string(d.Pod.UID)+"@"+d.Pod.ResourceVersion)
 	}
 	if s := strings.Join(snap, ","); s != a.lastSnap || a.lastSnap == "" {
+		a.objects.register(plan.Run)
 		ctrl.Update(pods.Snapshot{Source: pods.SourceCluster, Pods: plan.Run})
 		a.lastSnap = s
 		if a.lastSnap == "" {

@@ -56,7 +56,7 @@ func PlanPods(apiPods []*v1.Pod, validate func(*v1.Pod) field.ErrorList) PodPlan
 				plan.Refused[p.UID] = fmt.Sprintf("slicelet cannot run this pod: %s", errs.ToAggregate())
 				continue
 			}
-			plan.Run = append(plan.Run, pods.Desired{Pod: p.DeepCopy(), Source: pods.SourceCluster, Origin: pods.SourceCluster})
+			plan.Run = append(plan.Run, pods.Desired{Pod: withSource(p), Source: pods.SourceCluster, Origin: pods.SourceCluster})
 		}
 	}
 	stdslices.SortFunc(plan.Run, func(a, b pods.Desired) int {
@@ -66,16 +66,17 @@ func PlanPods(apiPods []*v1.Pod, validate func(*v1.Pod) field.ErrorList) PodPlan
 }
 
 // ValidateAPIPod is internal/manifest's validation (given as validate) of a pod from the API
-// server, less the refusal of spec.serviceAccountName (and its alias spec.serviceAccount): the
-// API server's admission sets it on every pod, and without a token volume (still refused:
-// spec.volumes[*].projected.sources[*].serviceAccountToken) it has no effect on the node; and
-// less the refusal of metadata.generateName: a ReplicaSet's pods keep it, and the API server
-// has generated their names from it already.
+// server, less the refusals of what only an API server gives and cluster mode serves:
+// spec.serviceAccountName (and its alias spec.serviceAccount), which the API server's
+// admission sets on every pod; the projected serviceAccountToken sources (its
+// kube-api-access-* volume), whose tokens come from TokenRequests (tokens.go); and
+// metadata.generateName: a ReplicaSet's pods keep it, and the API server has generated their
+// names from it already.
 func ValidateAPIPod(validate func(*v1.Pod) field.ErrorList) func(*v1.Pod) field.ErrorList {
 	return func(p *v1.Pod) field.ErrorList {
 		var out field.ErrorList
 		for _, e := range validate(p) {
-			if e.Type == field.ErrorTypeForbidden && (e.Field == "spec.serviceAccountName" || e.Field == "spec.serviceAccount" || e.Field == "metadata.generateName") {
+			if e.Type == field.ErrorTypeForbidden && servedInCluster(e.Field) {
 				continue
 			}
 			out = append(out, e)

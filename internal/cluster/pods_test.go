@@ -41,11 +41,24 @@ func TestPlanPods(t *testing.T) {
 			p.Spec.Volumes = []v1.Volume{{Name: "kube-api-access", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{
 				Sources: []v1.VolumeProjection{{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token"}}}}}}}
 		}),
+		apiPod("bundle", func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "ca", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{
+				Sources: []v1.VolumeProjection{{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{Path: "ca"}}}}}}}
+		}),
 		apiPod("bad-name", func(p *v1.Pod) { p.Spec.Containers[0].Name = "Not_A_Name" }),
 	}
 	plan := PlanPods(in, ValidateAPIPod(manifest.Validate))
-	if len(plan.Run) != 1 || plan.Run[0].Pod.Name != "web" || plan.Run[0].Source != pods.SourceCluster {
-		t.Errorf("run %+v, want web alone, from the cluster source (its serviceAccountName is no refusal)", plan.Run)
+	// Sorted by name; a service account and its token volume are no refusal in cluster mode.
+	if len(plan.Run) != 2 || plan.Run[0].Pod.Name != "token" || plan.Run[1].Pod.Name != "web" {
+		t.Fatalf("run %+v, want token and web", plan.Run)
+	}
+	for _, d := range plan.Run {
+		if d.Source != pods.SourceCluster || d.Pod.Annotations[pods.AnnotationSource] != pods.SourceCluster {
+			t.Errorf("%s: source %q, annotation %q, want the cluster source marked on the pod", d.Pod.Name, d.Source, d.Pod.Annotations[pods.AnnotationSource])
+		}
+	}
+	if in[0].Annotations != nil {
+		t.Errorf("the API pod itself was changed: %v", in[0].Annotations)
 	}
 	if _, ok := plan.Mirrors["default/mirror"]; !ok || len(plan.Mirrors) != 1 {
 		t.Errorf("mirrors %v", plan.Mirrors)
@@ -57,7 +70,7 @@ func TestPlanPods(t *testing.T) {
 		uid  types.UID
 		want string
 	}{
-		{"uid-token", "spec.volumes[0].projected.sources[0].serviceAccountToken"},
+		{"uid-bundle", "spec.volumes[0].projected.sources[0].clusterTrustBundle"},
 		{"uid-bad-name", "spec.containers[0].name"},
 	}
 	for _, tc := range tests {

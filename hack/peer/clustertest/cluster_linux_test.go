@@ -73,11 +73,9 @@ func prerequisites(t *testing.T) (bin, slicelet string) {
 // runs a pod the scheduler binds to it, deletes it gracefully, and mirrors a manifest pod.
 // On the host it boots the sandbox and runs itself inside.
 func TestSliceletNode(t *testing.T) {
-	if !systemdtest.Inside() {
-		runInSandbox(t, "^TestSliceletNode$")
-		return
+	if work, bin, slicelet, ok := inSandbox(t, "TestSliceletNode"); ok {
+		inside(t, work, bin, slicelet)
 	}
-	inside(t, os.Getenv(workEnv), os.Getenv(binEnv), os.Getenv(sliceletEnv))
 }
 
 func inside(t *testing.T, work, bin, slicelet string) {

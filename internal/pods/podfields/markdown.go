@@ -14,10 +14,15 @@ func Markdown() string {
 	b.WriteString("longest path wins). **implemented**: it has its effect, where said. **refused**: a manifest that\n")
 	b.WriteString("sets it is invalid, with the field's path and this reason. **no node effect**: it changes\n")
 	b.WriteString("nothing on the node, for the reason given. Rows under `spec.containers[*]` apply to\n")
-	b.WriteString("`spec.initContainers[*]` too.\n\n")
+	b.WriteString("`spec.initContainers[*]` too. **Cluster mode** says what differs for the pods a Kubernetes API\n")
+	b.WriteString("server binds to a slicelet node (docs/cluster.md).\n\n")
 	b.WriteString("| field | handling | where / why |\n|---|---|---|\n")
 	for _, e := range Entries() {
-		note := strings.ReplaceAll(e.Note, "|", "\\|")
+		note := e.Note
+		if e.Cluster != "" {
+			note += ". **Cluster mode:** " + e.Cluster
+		}
+		note = strings.ReplaceAll(note, "|", "\\|")
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", e.Path, e.Handling, note)
 	}
 	return b.String()

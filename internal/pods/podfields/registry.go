@@ -30,6 +30,9 @@ type Entry struct {
 	// Note says where an implemented field takes effect, or why a field is refused or has
 	// no effect.
 	Note string
+	// Cluster, when set, is what cluster mode does with the field of a pod from the API server
+	// where it differs from the rest (internal/cluster: ValidateAPIPod, Objects).
+	Cluster string
 	// Allowed, for a refused field, names the pods in which the field is fine after all (e.g.
 	// a host port under host networking); nil means always refused when set.
 	Allowed func(pod *v1.Pod) bool
@@ -43,6 +46,7 @@ const (
 	noPlugin       = "needs a volume plugin slicelet does not have; use hostPath or emptyDir"
 	schedulerOnly  = "the scheduler's: a pod reaches a slicelet node already placed (the kubelet ignores it too)"
 	divergence     = " (a deliberate divergence: the kubelet refuses static pods that reference them, pkg/kubelet/config/common.go; slicelet serves ConfigMaps and Secrets from its own sources)"
+	fromAPIServer  = "from the API server with the node's credentials, cached 1 minute (internal/cluster/objects.go)"
 	apiServerOwned = "set and used by the API server; a static pod's copy is ignored by the kubelet too"
 )
 
@@ -63,14 +67,14 @@ var containerFields = []Entry{
 	{Path: "ports[*].hostIP", Handling: Refused, Note: "host port mappings are " + notYet,
 		Allowed: func(p *v1.Pod) bool { return p.Spec.HostNetwork }},
 	{Path: "envFrom[*].prefix", Handling: Implemented, Note: "prefixes the names envFrom adds (worker/env.go)"},
-	{Path: "envFrom[*].configMapRef", Handling: Implemented, Note: "every key of the ConfigMap as env (worker/env.go)" + divergence},
-	{Path: "envFrom[*].secretRef", Handling: Implemented, Note: "every key of the Secret as env (worker/env.go)" + divergence},
+	{Path: "envFrom[*].configMapRef", Handling: Implemented, Note: "every key of the ConfigMap as env (worker/env.go)" + divergence, Cluster: fromAPIServer},
+	{Path: "envFrom[*].secretRef", Handling: Implemented, Note: "every key of the Secret as env (worker/env.go)" + divergence, Cluster: fromAPIServer},
 	{Path: "env[*].name", Handling: Implemented, Note: "Environment= (systemdrt/props.go), CRI envs (worker/config.go)"},
 	{Path: "env[*].value", Handling: Implemented, Note: "as name, with $(VAR) expansion (lifecycle/expand.go)"},
 	{Path: "env[*].valueFrom.fieldRef", Handling: Implemented, Note: "the Downward API resolved locally, as pkg/kubelet/kubelet_pods.go podFieldSelectorRuntimeValue (worker/env.go)"},
 	{Path: "env[*].valueFrom.resourceFieldRef", Handling: Implemented, Note: "the container's requests and limits, node allocatable for unset limits (worker/env.go)"},
-	{Path: "env[*].valueFrom.configMapKeyRef", Handling: Implemented, Note: "one key of a ConfigMap (worker/env.go); a missing one is CreateContainerConfigError" + divergence},
-	{Path: "env[*].valueFrom.secretKeyRef", Handling: Implemented, Note: "one key of a Secret (worker/env.go); a missing one is CreateContainerConfigError" + divergence},
+	{Path: "env[*].valueFrom.configMapKeyRef", Handling: Implemented, Note: "one key of a ConfigMap (worker/env.go); a missing one is CreateContainerConfigError" + divergence, Cluster: fromAPIServer},
+	{Path: "env[*].valueFrom.secretKeyRef", Handling: Implemented, Note: "one key of a Secret (worker/env.go); a missing one is CreateContainerConfigError" + divergence, Cluster: fromAPIServer},
 	{Path: "env[*].valueFrom.fileKeyRef", Handling: Refused, Note: "env from files (EnvFiles) is " + notYet},
 	{Path: "resources.limits", Handling: Implemented, Note: "the kubelet's resource math (slices/resources.go): quota, memory.max, hugetlb, QoS class"},
 	{Path: "resources.requests", Handling: Implemented, Note: "shares/weight, QoS class, OOM score, admission (slices, admission); defaulted from limits"},
@@ -139,16 +143,16 @@ var podFields = []Entry{
 	{Path: "spec.volumes[*].emptyDir.mode", Handling: Refused, Note: "an emptyDir's mode is " + notYet},
 	{Path: "spec.volumes[*].emptyDir.sizeLimit", Handling: Refused, Note: "local storage eviction of emptyDir volumes is " + notYet},
 	{Path: "spec.volumes[*].hostPath", Handling: Implemented, Note: "bind mount with the type checks or creation (lifecycle/volumes.go)"},
-	{Path: "spec.volumes[*].secret", Handling: Implemented, Note: "written by the atomic writer, read-only (worker/objvolumes.go)" + divergence},
-	{Path: "spec.volumes[*].configMap", Handling: Implemented, Note: "written by the atomic writer, read-only, rewritten on change (worker/objvolumes.go)" + divergence},
+	{Path: "spec.volumes[*].secret", Handling: Implemented, Note: "written by the atomic writer, read-only (worker/objvolumes.go)" + divergence, Cluster: fromAPIServer},
+	{Path: "spec.volumes[*].configMap", Handling: Implemented, Note: "written by the atomic writer, read-only, rewritten on change (worker/objvolumes.go)" + divergence, Cluster: fromAPIServer},
 	{Path: "spec.volumes[*].persistentVolumeClaim", Handling: Refused, Note: staticPrefix + "persistentvolumeclaims (pkg/kubelet/config/common.go)"},
 	{Path: "spec.volumes[*].ephemeral", Handling: Refused, Note: staticPrefix + "persistentvolumeclaims (via ephemeral volumes) (pkg/kubelet/config/common.go)"},
 	{Path: "spec.volumes[*].downwardAPI", Handling: Implemented, Note: "written by the atomic writer (worker/objvolumes.go)"},
 	{Path: "spec.volumes[*].projected.defaultMode", Handling: Implemented, Note: "the mode of the projected files (worker/objvolumes.go)"},
 	{Path: "spec.volumes[*].projected.defaultUser", Handling: NoEffect, Note: "the owner of the projected files; every source of a projection is refused today"},
-	{Path: "spec.volumes[*].projected.sources[*].secret", Handling: Implemented, Note: "as a secret volume" + divergence},
-	{Path: "spec.volumes[*].projected.sources[*].configMap", Handling: Implemented, Note: "as a configMap volume" + divergence},
-	{Path: "spec.volumes[*].projected.sources[*].serviceAccountToken", Handling: Refused, Note: staticPrefix + "serviceaccounts (via projected volumes) (pkg/kubelet/config/common.go)"},
+	{Path: "spec.volumes[*].projected.sources[*].secret", Handling: Implemented, Note: "as a secret volume" + divergence, Cluster: fromAPIServer},
+	{Path: "spec.volumes[*].projected.sources[*].configMap", Handling: Implemented, Note: "as a configMap volume" + divergence, Cluster: fromAPIServer},
+	{Path: "spec.volumes[*].projected.sources[*].serviceAccountToken", Handling: Refused, Note: staticPrefix + "serviceaccounts (via projected volumes) (pkg/kubelet/config/common.go)", Cluster: "implemented: a TokenRequest for the pod's service account bound to the pod, refreshed at 80 % of its lifetime or after 24 h as the kubelet's token manager (internal/cluster/tokens.go); the kube-api-access-* volume the API server's ServiceAccount admission adds works"},
 	{Path: "spec.volumes[*].projected.sources[*].clusterTrustBundle", Handling: Refused, Note: staticPrefix + "clustertrustbundles (pkg/kubelet/config/common.go)"},
 	{Path: "spec.volumes[*].projected.sources[*].podCertificate", Handling: Refused, Note: staticPrefix + "podcertificates (pkg/kubelet/config/common.go)"},
 	{Path: "spec.volumes[*].projected.sources[*].downwardAPI", Handling: Implemented, Note: "as a downwardAPI volume"},
@@ -185,9 +189,9 @@ var podFields = []Entry{
 	{Path: "spec.affinity.nodeAffinity", Handling: Refused, Note: "matching node labels at admission is " + notYet},
 	{Path: "spec.affinity.podAffinity", Handling: NoEffect, Note: schedulerOnly},
 	{Path: "spec.affinity.podAntiAffinity", Handling: NoEffect, Note: schedulerOnly},
-	{Path: "spec.serviceAccountName", Handling: Refused, Note: staticPrefix + "serviceaccounts (pkg/kubelet/config/common.go)"},
-	{Path: "spec.serviceAccount", Handling: Refused, Note: staticPrefix + "serviceaccounts (pkg/kubelet/config/common.go; deprecated alias of serviceAccountName)"},
-	{Path: "spec.automountServiceAccountToken", Handling: NoEffect, Note: "no API server: no token is ever mounted"},
+	{Path: "spec.serviceAccountName", Handling: Refused, Note: staticPrefix + "serviceaccounts (pkg/kubelet/config/common.go)", Cluster: "accepted: the service account of the pod's projected tokens and of the Downward API's spec.serviceAccountName"},
+	{Path: "spec.serviceAccount", Handling: Refused, Note: staticPrefix + "serviceaccounts (pkg/kubelet/config/common.go; deprecated alias of serviceAccountName)", Cluster: "accepted, as spec.serviceAccountName"},
+	{Path: "spec.automountServiceAccountToken", Handling: NoEffect, Note: "no API server: no token is ever mounted", Cluster: "the API server's ServiceAccount admission reads it (it adds the kube-api-access-* volume or not); the node mounts the volumes the pod lists"},
 	{Path: "spec.nodeName", Handling: NoEffect, Note: "one node: every pod a source gives slicelet runs here"},
 	{Path: "spec.hostNetwork", Handling: Implemented, Note: "the CRI sandbox's network namespace (worker/config.go); systemd-runtime services share the host's namespaces"},
 	{Path: "spec.hostPID", Handling: Implemented, Note: "the sandbox's PID namespace (worker/config.go)"},
@@ -219,7 +223,7 @@ var podFields = []Entry{
 	{Path: "spec.preemptionPolicy", Handling: NoEffect, Note: schedulerOnly},
 	{Path: "spec.readinessGates", Handling: NoEffect, Note: "readiness gates are conditions controllers set through the API server"},
 	{Path: "spec.runtimeClassName", Handling: Refused, Note: "runtime classes are " + notYet},
-	{Path: "spec.enableServiceLinks", Handling: NoEffect, Note: "no Services, so no service environment variables (defaulted to true)"},
+	{Path: "spec.enableServiceLinks", Handling: NoEffect, Note: "no Services, so no service environment variables (defaulted to true)", Cluster: "implemented: the Services of the pod's namespace as environment variables (NAME_SERVICE_HOST, NAME_PORT_...), and those of the master service default/kubernetes always, as pkg/kubelet/kubelet_pods.go getServiceEnvVarMap (internal/cluster/services.go, worker/env.go)"},
 	{Path: "spec.overhead", Handling: Implemented, Note: "added to the pod's requests and limits (slices/resources.go, admission)"},
 	{Path: "spec.topologySpreadConstraints", Handling: NoEffect, Note: schedulerOnly},
 	{Path: "spec.os.name", Handling: Implemented, Note: "admission: linux only (admission/admission.go)"},

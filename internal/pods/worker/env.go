@@ -2,6 +2,7 @@ package worker
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/kubectl/pkg/util/fieldpath"
 	"k8s.io/kubectl/pkg/util/resource"
 
+	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 )
 
@@ -21,6 +23,18 @@ type ObjectGetter interface {
 	Secret(namespace, name string) (*v1.Secret, error)
 }
 
+// ClusterObjects gives the pods of cluster mode (kubernetes.io/config.source: cluster) what
+// they reference from the API server (internal/cluster.Objects): ConfigMaps and Secrets, the
+// projected service-account tokens, and the services' environment variables.
+type ClusterObjects interface {
+	ObjectGetter
+	// ServiceAccountToken is the token src projects for pod (a TokenRequest bound to it).
+	ServiceAccountToken(pod *v1.Pod, src *v1.ServiceAccountTokenProjection) ([]byte, error)
+	// ServiceEnv is the service variables of a pod of namespace (the kubelet's
+	// getServiceEnvVarMap).
+	ServiceEnv(namespace string, enableServiceLinks bool) (map[string]string, error)
+}
+
 // configError is a container configuration that cannot be built now (a missing ConfigMap,
 // Secret or key): the container waits (CreateContainerConfigError) and is tried again.
 type configError struct{ err error }
@@ -28,19 +42,49 @@ type configError struct{ err error }
 func (e configError) Error() string { return e.err.Error() }
 func (e configError) Unwrap() error { return e.err }
 
-// configMap and secret look an object up; no ObjectGetter is as if none existed.
-func (w *Worker) configMap(namespace, name string) (*v1.ConfigMap, error) {
-	if w.opts.Objects == nil {
-		return nil, apierrors.NewNotFound(v1.Resource("configmap"), name)
-	}
-	return w.opts.Objects.ConfigMap(namespace, name)
+// fromCluster reports whether pod came from cluster mode's API server.
+func fromCluster(pod *v1.Pod) bool {
+	return pod.Annotations[pods.AnnotationSource] == pods.SourceCluster
 }
 
-func (w *Worker) secret(namespace, name string) (*v1.Secret, error) {
-	if w.opts.Objects == nil {
+// objects is where pod's ConfigMaps and Secrets come from: the API server for cluster pods,
+// the node's own stores for the others; nil when there is none.
+func (w *Worker) objects(pod *v1.Pod) ObjectGetter {
+	if fromCluster(pod) {
+		if w.opts.Cluster == nil {
+			return nil
+		}
+		return w.opts.Cluster
+	}
+	return w.opts.Objects
+}
+
+// configMap and secret look an object of pod's namespace up; no ObjectGetter is as if none
+// existed.
+func (w *Worker) configMap(pod *v1.Pod, name string) (*v1.ConfigMap, error) {
+	o := w.objects(pod)
+	if o == nil {
+		return nil, apierrors.NewNotFound(v1.Resource("configmap"), name)
+	}
+	return o.ConfigMap(pod.Namespace, name)
+}
+
+func (w *Worker) secret(pod *v1.Pod, name string) (*v1.Secret, error) {
+	o := w.objects(pod)
+	if o == nil {
 		return nil, apierrors.NewNotFound(v1.Resource("secret"), name)
 	}
-	return w.opts.Objects.Secret(namespace, name)
+	return o.Secret(pod.Namespace, name)
+}
+
+// serviceEnv is the service variables of a cluster pod (none for the others: a node without
+// an API server has no Services).
+func (w *Worker) serviceEnv(pod *v1.Pod) (map[string]string, error) {
+	if !fromCluster(pod) || w.opts.Cluster == nil {
+		return nil, nil
+	}
+	links := pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks
+	return w.opts.Cluster.ServiceEnv(pod.Namespace, links)
 }
 
 // containerEnv is the kubelet's makeEnvironmentVariables for container c: envFrom sources in
@@ -51,10 +95,21 @@ func (w *Worker) secret(namespace, name string) (*v1.Secret, error) {
 // out in the order they were first defined (envFrom keys sorted per source). A missing ConfigMap, Secret or key is a configError with the kubelet's
 // message.
 func (w *Worker) containerEnv(pod *v1.Pod, c *v1.Container) (env []v1.EnvVar, command, args []string, err error) {
-	vars := map[string]string{}
+	svc, err := w.serviceEnv(pod)
+	if err != nil {
+		return nil, nil, nil, configError{err}
+	}
+	// The service variables are there for $(VAR) expansion from the start; the container's
+	// own variables override them (the kubelet's MappingFuncFor(tmpEnv, serviceEnv)).
+	vars := maps.Clone(svc)
+	if vars == nil {
+		vars = map[string]string{}
+	}
+	defined := map[string]bool{}
 	var order []string
 	set := func(k, v string) {
-		if _, ok := vars[k]; !ok {
+		if !defined[k] {
+			defined[k] = true
 			order = append(order, k)
 		}
 		vars[k] = v
@@ -62,7 +117,7 @@ func (w *Worker) containerEnv(pod *v1.Pod, c *v1.Container) (env []v1.EnvVar, co
 	for _, from := range c.EnvFrom {
 		switch {
 		case from.ConfigMapRef != nil:
-			cm, err := w.configMap(pod.Namespace, from.ConfigMapRef.Name)
+			cm, err := w.configMap(pod, from.ConfigMapRef.Name)
 			if err != nil {
 				if apierrors.IsNotFound(err) && isTrue(from.ConfigMapRef.Optional) {
 					continue
@@ -73,7 +128,7 @@ func (w *Worker) containerEnv(pod *v1.Pod, c *v1.Container) (env []v1.EnvVar, co
 				set(from.Prefix+k, cm.Data[k])
 			}
 		case from.SecretRef != nil:
-			s, err := w.secret(pod.Namespace, from.SecretRef.Name)
+			s, err := w.secret(pod, from.SecretRef.Name)
 			if err != nil {
 				if apierrors.IsNotFound(err) && isTrue(from.SecretRef.Optional) {
 					continue
@@ -104,6 +159,12 @@ func (w *Worker) containerEnv(pod *v1.Pod, c *v1.Container) (env []v1.EnvVar, co
 	for _, k := range order {
 		env = append(env, v1.EnvVar{Name: k, Value: vars[k]})
 	}
+	// Then the service variables the container does not define itself, sorted.
+	for _, k := range sortedKeys(svc) {
+		if !defined[k] {
+			env = append(env, v1.EnvVar{Name: k, Value: svc[k]})
+		}
+	}
 	for _, s := range c.Command {
 		command = append(command, lifecycle.Expand(s, vars))
 	}
@@ -125,7 +186,7 @@ func (w *Worker) envValueFrom(pod *v1.Pod, c *v1.Container, from *v1.EnvVarSourc
 		return v, err == nil, err
 	case from.ConfigMapKeyRef != nil:
 		ref := from.ConfigMapKeyRef
-		cm, err := w.configMap(pod.Namespace, ref.Name)
+		cm, err := w.configMap(pod, ref.Name)
 		if err != nil {
 			if apierrors.IsNotFound(err) && isTrue(ref.Optional) {
 				return "", false, nil
@@ -142,7 +203,7 @@ func (w *Worker) envValueFrom(pod *v1.Pod, c *v1.Container, from *v1.EnvVarSourc
 		return v, true, nil
 	case from.SecretKeyRef != nil:
 		ref := from.SecretKeyRef
-		s, err := w.secret(pod.Namespace, ref.Name)
+		s, err := w.secret(pod, ref.Name)
 		if err != nil {
 			if apierrors.IsNotFound(err) && isTrue(ref.Optional) {
 				return "", false, nil

@@ -71,6 +71,8 @@ func (w *Worker) volumePayload(pod *v1.Pod, v *v1.Volume) (map[string]fileProjec
 				err = w.secretPayload(out, pod, src.Secret.Name, src.Secret.Items, src.Secret.Optional, def)
 			case src.DownwardAPI != nil:
 				err = w.downwardPayload(out, pod, src.DownwardAPI.Items, def)
+			case src.ServiceAccountToken != nil:
+				err = w.tokenPayload(out, pod, src.ServiceAccountToken, def)
 			}
 			if err != nil {
 				return nil, err
@@ -82,7 +84,7 @@ func (w *Worker) volumePayload(pod *v1.Pod, v *v1.Volume) (map[string]fileProjec
 
 // configMapPayload adds a ConfigMap's keys (data and binaryData), or its items, to out.
 func (w *Worker) configMapPayload(out map[string]fileProjection, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, def *int32) error {
-	cm, err := w.configMap(pod.Namespace, name)
+	cm, err := w.configMap(pod, name)
 	if err != nil {
 		if apierrors.IsNotFound(err) && isTrue(optional) {
 			return nil
@@ -101,7 +103,7 @@ func (w *Worker) configMapPayload(out map[string]fileProjection, pod *v1.Pod, na
 
 // secretPayload adds a Secret's keys, or its items, to out.
 func (w *Worker) secretPayload(out map[string]fileProjection, pod *v1.Pod, name string, items []v1.KeyToPath, optional *bool, def *int32) error {
-	s, err := w.secret(pod.Namespace, name)
+	s, err := w.secret(pod, name)
 	if err != nil {
 		if apierrors.IsNotFound(err) && isTrue(optional) {
 			return nil
@@ -131,6 +133,30 @@ func addKeys(out map[string]fileProjection, data map[string][]byte, items []v1.K
 		out[it.Path] = fileProjection{Data: v, Mode: fileMode(it.Mode, def)}
 	}
 	return nil
+}
+
+// tokenPayload adds a projected service-account token to out (cluster pods only: the
+// validation refuses the source for the others).
+func (w *Worker) tokenPayload(out map[string]fileProjection, pod *v1.Pod, src *v1.ServiceAccountTokenProjection, def *int32) error {
+	if !fromCluster(pod) || w.opts.Cluster == nil {
+		return errors.New("service account tokens need an API server; slicelet has none")
+	}
+	tok, err := w.opts.Cluster.ServiceAccountToken(pod, src)
+	if err != nil {
+		return err
+	}
+	out[src.Path] = fileProjection{Data: tok, Mode: tokenMode(pod, def)}
+	return nil
+}
+
+// tokenMode is the mode of a projected token: the projection's default mode, but 0600 with an
+// fsGroup, to which the volume's ownership adds group read (pkg/volume/projected/projected.go
+// collectData, then SetVolumeOwnership): 0640.
+func tokenMode(pod *v1.Pod, def *int32) fs.FileMode {
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+		return 0o640
+	}
+	return fileMode(nil, def)
 }
 
 // downwardPayload adds downwardAPI items to out: pod fields (labels and annotations as
@@ -209,8 +235,8 @@ func (w *Worker) syncObjectVolumes(pod *v1.Pod, e *entry) (map[string]string, er
 }
 
 // validateObjectVolumes checks the object volumes the worker writes: the sources it handles
-// (serviceAccountToken, clusterTrustBundle and podCertificate projections need an API server
-// and are refused), names, keys and relative item paths, modes, downwardAPI field paths.
+// (serviceAccountToken projections need an API server and are refused but for cluster mode's
+// pods; clusterTrustBundle and podCertificate projections are refused), names, keys and relative item paths, modes, downwardAPI field paths.
 func validateObjectVolumes(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	vp := field.NewPath("spec", "volumes")
@@ -239,6 +265,14 @@ func validateObjectVolumes(pod *v1.Pod) field.ErrorList {
 					errs = append(errs, projectedPaths(sp.Child("secret"), src.Secret.Items, paths)...)
 				case src.DownwardAPI != nil:
 					errs = append(errs, validateDownwardItems(sp.Child("downwardAPI"), pod, src.DownwardAPI.Items, nil)...)
+				case src.ServiceAccountToken != nil && fromCluster(pod):
+					// Cluster mode's API server gives the token (ClusterObjects).
+					tp := sp.Child("serviceAccountToken")
+					errs = append(errs, validatePath(tp.Child("path"), src.ServiceAccountToken.Path)...)
+					if paths[src.ServiceAccountToken.Path] {
+						errs = append(errs, field.Duplicate(tp.Child("path"), src.ServiceAccountToken.Path))
+					}
+					paths[src.ServiceAccountToken.Path] = true
 				case src.ServiceAccountToken != nil:
 					errs = append(errs, field.Forbidden(sp.Child("serviceAccountToken"), "service account tokens need an API server; slicelet has none"))
 				case src.ClusterTrustBundle != nil:

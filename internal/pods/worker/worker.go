@@ -58,6 +58,9 @@ type Options struct {
 	// Objects gives the ConfigMaps and Secrets pods use in env and volumes (pods.Objects);
 	// with nil every reference is missing.
 	Objects ObjectGetter
+	// Cluster gives the pods of cluster mode their ConfigMaps, Secrets, service-account
+	// tokens and service variables from the API server; nil without cluster mode.
+	Cluster ClusterObjects
 	// NodeName is spec.nodeName in the Downward API for pods that have none.
 	NodeName string
 	// Allocatable is the node's allocatable, the Downward API's value of limits a container

@@ -1,0 +1,192 @@
+package cluster
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/slicelet/slicelet/internal/pods"
+)
+
+// ConfigMapClient is the node's access to the ConfigMaps of one namespace: get only, of the
+// ones its pods reference (the Node authorizer allows nothing else).
+type ConfigMapClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.ConfigMap, error)
+}
+
+// SecretClient is the node's access to the Secrets of one namespace, as ConfigMapClient.
+type SecretClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Secret, error)
+}
+
+// The object cache's timing: the kubelet's TTL-based configmap and secret managers
+// (pkg/kubelet/util/manager/cache_based_manager.go; the default TTL is the node's
+// node.alpha.kubernetes.io/ttl annotation, 1 minute without it).
+const (
+	// ObjectTTL is how long a fetched ConfigMap or Secret is served before it is fetched
+	// again.
+	ObjectTTL = time.Minute
+	// errorTTL is how long a failed fetch is remembered (NotFound, or the API server away):
+	// an object created after its pod is picked up within it, and a pod's syncs do not wait
+	// for an API server that hangs more than once per errorTTL.
+	errorTTL = 5 * time.Second
+	// objectIdle is how long an entry no pod asked for is kept: the pods that referenced
+	// it are gone.
+	objectIdle = 2 * ObjectTTL
+	// maxObjects bounds the cache; the least recently used entry goes first.
+	maxObjects = 1024
+)
+
+// cacheEntry is one fetched object (or the error of its fetch).
+type cacheEntry[T any] struct {
+	obj     T
+	err     error
+	expires time.Time // fetched again from then on
+	used    time.Time
+}
+
+// objectCache is a get-with-TTL cache of one kind of object, keyed by namespace/name, bounded by
+// maxObjects and objectIdle. An API error other than NotFound serves the object last fetched
+// (a node that loses the API server keeps its pods' files), or is returned when there is none.
+type objectCache[T any] struct {
+	fetch func(ctx context.Context, namespace, name string) (T, error)
+	clock clock.PassiveClock
+
+	mu      sync.Mutex
+	entries map[string]*cacheEntry[T]
+}
+
+func newObjectCache[T any](c clock.PassiveClock, fetch func(ctx context.Context, namespace, name string) (T, error)) *objectCache[T] {
+	return &objectCache[T]{fetch: fetch, clock: c, entries: map[string]*cacheEntry[T]{}}
+}
+
+// get is the object namespace/name, from the cache while fresh.
+func (c *objectCache[T]) get(namespace, name string) (T, error) {
+	key := namespace + "/" + name
+	now := c.clock.Now()
+	c.mu.Lock()
+	if e, ok := c.entries[key]; ok && now.Before(e.expires) {
+		e.used = now
+		c.mu.Unlock()
+		return e.obj, e.err
+	}
+	c.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	obj, err := c.fetch(ctx, namespace, name)
+	cancel()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev, ok := c.entries[key]; ok && err != nil && !apierrors.IsNotFound(err) && prev.err == nil {
+		prev.used, prev.expires = now, now.Add(errorTTL)
+		return prev.obj, nil
+	}
+	e := &cacheEntry[T]{obj: obj, err: err, expires: now.Add(ObjectTTL), used: now}
+	if err != nil {
+		e.expires = now.Add(errorTTL)
+	}
+	c.entries[key] = e
+	c.pruneLocked(now)
+	return obj, err
+}
+
+// pruneLocked drops the entries unused for objectIdle, then the least recently used ones
+// beyond maxObjects.
+func (c *objectCache[T]) pruneLocked(now time.Time) {
+	var oldest string
+	for k, e := range c.entries {
+		if now.Sub(e.used) >= objectIdle {
+			delete(c.entries, k)
+			continue
+		}
+		if oldest == "" || e.used.Before(c.entries[oldest].used) {
+			oldest = k
+		}
+	}
+	if len(c.entries) > maxObjects {
+		delete(c.entries, oldest)
+	}
+}
+
+// len is the number of entries.
+func (c *objectCache[T]) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
+
+// Objects gives the pods bound to this node the ConfigMaps, Secrets, service-account tokens
+// and service environment variables they reference, from the API server with the node's
+// credentials (the kubelet's configmap and secret managers, token manager and service
+// lister). It asks only for what a pod names: the Node authorizer refuses the rest. Its
+// methods are safe for concurrent use and are what internal/pods/worker's ClusterObjects asks.
+type Objects struct {
+	mu   sync.Mutex
+	seen map[string]bool // the pods of the last snapshot, uid@resourceVersion (register)
+
+	configMaps *objectCache[*v1.ConfigMap]
+	secrets    *objectCache[*v1.Secret]
+	tokens     *tokenManager
+	services   *serviceEnv
+}
+
+// NewObjects returns the API-backed objects of clients, on clk.
+func NewObjects(clients Clients, clk clock.PassiveClock) *Objects {
+	o := &Objects{
+		tokens:   newTokenManager(clients.ServiceAccounts, clk),
+		services: &serviceEnv{},
+	}
+	o.configMaps = newObjectCache(clk, func(ctx context.Context, ns, name string) (*v1.ConfigMap, error) {
+		if clients.ConfigMaps == nil {
+			return nil, apierrors.NewNotFound(v1.Resource("configmap"), name)
+		}
+		return clients.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	})
+	o.secrets = newObjectCache(clk, func(ctx context.Context, ns, name string) (*v1.Secret, error) {
+		if clients.Secrets == nil {
+			return nil, apierrors.NewNotFound(v1.Resource("secret"), name)
+		}
+		return clients.Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	})
+	return o
+}
+
+// ConfigMap returns the ConfigMap namespace/name, or the API's error (NotFound:
+// `configmaps "name" not found`).
+func (o *Objects) ConfigMap(namespace, name string) (*v1.ConfigMap, error) {
+	return o.configMaps.get(namespace, name)
+}
+
+// Secret returns the Secret namespace/name, or the API's error.
+func (o *Objects) Secret(namespace, name string) (*v1.Secret, error) {
+	return o.secrets.get(namespace, name)
+}
+
+// servedInCluster reports whether a field the manifest path refuses (Forbidden) is one
+// cluster mode serves: the service account and projected service-account tokens.
+func servedInCluster(path string) bool {
+	if path == "spec.serviceAccountName" || path == "spec.serviceAccount" || path == "metadata.generateName" {
+		return true
+	}
+	return strings.HasPrefix(path, "spec.volumes[") && strings.Contains(path, "].projected.sources[") &&
+		strings.HasSuffix(path, "].serviceAccountToken")
+}
+
+// withSource is a copy of an API pod marked as the cluster source's
+// (kubernetes.io/config.source: cluster): the pod worker serves its objects from the API
+// server, not from the node's own stores.
+func withSource(p *v1.Pod) *v1.Pod {
+	cp := p.DeepCopy()
+	if cp.Annotations == nil {
+		cp.Annotations = map[string]string{}
+	}
+	cp.Annotations[pods.AnnotationSource] = pods.SourceCluster
+	return cp
+}

@@ -1,0 +1,202 @@
+package worker
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+)
+
+// fakeCluster is cluster mode's objects as the worker sees them.
+type fakeCluster struct {
+	cms      map[string]*v1.ConfigMap
+	tokens   []string // the pods' token requests: namespace/name/serviceAccount/audience
+	services map[string]string
+	svcErr   error
+}
+
+func (c *fakeCluster) ConfigMap(ns, name string) (*v1.ConfigMap, error) {
+	if cm, ok := c.cms[ns+"/"+name]; ok {
+		return cm, nil
+	}
+	return nil, apierrors.NewNotFound(v1.Resource("configmaps"), name)
+}
+
+func (c *fakeCluster) Secret(_, name string) (*v1.Secret, error) {
+	return nil, apierrors.NewNotFound(v1.Resource("secrets"), name)
+}
+
+func (c *fakeCluster) ServiceAccountToken(pod *v1.Pod, src *v1.ServiceAccountTokenProjection) ([]byte, error) {
+	c.tokens = append(c.tokens, pod.Namespace+"/"+pod.Name+"/"+pod.Spec.ServiceAccountName+"/"+src.Audience)
+	return []byte("jwt-of-" + pod.Spec.ServiceAccountName), nil
+}
+
+func (c *fakeCluster) ServiceEnv(string, bool) (map[string]string, error) {
+	return c.services, c.svcErr
+}
+
+// clusterPod is testPod from cluster mode's API server.
+func clusterPod(uid string) *v1.Pod {
+	p := testPod(uid, "", "app")
+	p.Annotations = map[string]string{pods.AnnotationSource: pods.SourceCluster}
+	p.Spec.ServiceAccountName = "builder"
+	return p
+}
+
+// TestClusterPodObjects: a cluster pod's ConfigMaps, token and namespace come from cluster
+// mode (the kube-api-access-* volume the API server's admission adds), not from the node's
+// stores, which a manifest pod of the same namespace still reads.
+func TestClusterPodObjects(t *testing.T) {
+	f := newFakeRT()
+	cl := &fakeCluster{cms: map[string]*v1.ConfigMap{
+		"default/app":              {Data: map[string]string{"mode": "from-api"}},
+		"default/kube-root-ca.crt": {Data: map[string]string{"ca.crt": "PEM"}},
+	}}
+	w, _ := newTestWorkerWith(t, f, "", func(o *Options) { o.Objects, o.Cluster = testObjects(), cl })
+	pod := clusterPod("cl-1")
+	exp := int64(3607)
+	pod.Spec.Volumes = []v1.Volume{
+		{Name: "config", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: ref("app")}}},
+		{Name: "kube-api-access-x1", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
+			{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: &exp}},
+			{ConfigMap: &v1.ConfigMapProjection{LocalObjectReference: ref("kube-root-ca.crt"), Items: []v1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+			{DownwardAPI: &v1.DownwardAPIProjection{Items: []v1.DownwardAPIVolumeFile{{Path: "namespace", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}}},
+		}}}},
+	}
+	if st := mustSync(t, w, pod); !running(st) {
+		t.Fatalf("not running: %+v", st)
+	}
+	for _, tc := range []struct{ vol, file, want string }{
+		{"config", "mode", "from-api"},
+		{"kube-api-access-x1", "token", "jwt-of-builder"},
+		{"kube-api-access-x1", "ca.crt", "PEM"},
+		{"kube-api-access-x1", "namespace", "default"},
+	} {
+		if got, _ := readVolumeFile(t, w.emptyDirPath("cl-1", tc.vol), tc.file); got != tc.want {
+			t.Errorf("%s/%s = %q, want %q", tc.vol, tc.file, got, tc.want)
+		}
+	}
+	if !slices.Equal(cl.tokens, []string{"default/web/builder/"}) {
+		t.Errorf("token requests %q", cl.tokens)
+	}
+	// A manifest pod of the same namespace reads the node's own ConfigMap.
+	local := testPod("lo-1", "", "app")
+	local.Spec.Volumes = pod.Spec.Volumes[:1]
+	mustSync(t, w, local)
+	if got, _ := readVolumeFile(t, w.emptyDirPath("lo-1", "config"), "mode"); got != "fast" {
+		t.Errorf("manifest pod's config/mode = %q, want the local store's fast", got)
+	}
+}
+
+// TestClusterPodServiceEnv: a cluster pod's containers get the service variables after their
+// own, which override them and may refer to them; until cluster mode listed the services the
+// container waits (CreateContainerConfigError); manifest pods get none.
+func TestClusterPodServiceEnv(t *testing.T) {
+	cl := &fakeCluster{services: map[string]string{"KUBERNETES_SERVICE_HOST": "10.0.0.1", "WEB_SERVICE_PORT": "80"}}
+	w, _ := newTestWorkerWith(t, newFakeRT(), "", func(o *Options) { o.Cluster = cl })
+	pod := clusterPod("se-1")
+	c := &pod.Spec.Containers[0]
+	c.Env = []v1.EnvVar{{Name: "WEB_SERVICE_PORT", Value: "8080"}, {Name: "API", Value: "https://$(KUBERNETES_SERVICE_HOST)"}}
+	env, _, _, err := w.containerEnv(pod, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []v1.EnvVar{{Name: "WEB_SERVICE_PORT", Value: "8080"}, {Name: "API", Value: "https://10.0.0.1"}, {Name: "KUBERNETES_SERVICE_HOST", Value: "10.0.0.1"}}
+	if !slices.Equal(env, want) {
+		t.Errorf("env %v, want %v", env, want)
+	}
+	if env, _, _, _ := w.containerEnv(testPod("lo-2", "", "app"), c); len(env) != 2 || env[1].Value != "https://$(KUBERNETES_SERVICE_HOST)" {
+		t.Errorf("manifest pod env %v, want its own two, unexpanded", env)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		cl := &fakeCluster{svcErr: errors.New("services have not yet been read at least once, cannot construct envvars")}
+		w, _ := newTestWorkerWith(t, newFakeRT(), "", func(o *Options) { o.Cluster = cl })
+		st := mustSync(t, w, clusterPod("se-2"))
+		if wt := st.ContainerStatuses[0].State.Waiting; wt == nil || wt.Reason != lifecycle.ReasonCreateContainerConfigError || wt.Message != cl.svcErr.Error() {
+			t.Errorf("state %+v, want CreateContainerConfigError", st.ContainerStatuses[0].State)
+		}
+	})
+}
+
+// TestTokenNeedsCluster: a token projection of a pod that is not cluster mode's fails the
+// volume (validation refuses it before; this is the worker's own guard).
+func TestTokenNeedsCluster(t *testing.T) {
+	w, _ := newTestWorkerWith(t, newFakeRT(), "", func(o *Options) { o.Cluster = &fakeCluster{} })
+	pod := testPod("tk-1", "", "app")
+	pod.ObjectMeta = metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID}
+	err := w.tokenPayload(map[string]fileProjection{}, pod, &v1.ServiceAccountTokenProjection{Path: "token"}, nil)
+	if err == nil {
+		t.Error("a manifest pod got a token")
+	}
+}
+
+// TestValidateTokenProjection: a token projection is valid for cluster pods only, with a
+// relative path no other source of the projection writes.
+func TestValidateTokenProjection(t *testing.T) {
+	vol := func(paths ...string) []v1.Volume {
+		var srcs []v1.VolumeProjection
+		for _, p := range paths {
+			srcs = append(srcs, v1.VolumeProjection{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: p}})
+		}
+		return []v1.Volume{{Name: "t", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: srcs}}}}
+	}
+	tests := []struct {
+		name    string
+		cluster bool
+		paths   []string
+		want    string
+	}{
+		{"cluster pod", true, []string{"token"}, ""},
+		{"manifest pod", false, []string{"token"}, "spec.volumes[0].projected.sources[0].serviceAccountToken: Forbidden"},
+		{"path leaving the volume", true, []string{"../token"}, "spec.volumes[0].projected.sources[0].serviceAccountToken.path: Invalid"},
+		{"same path twice", true, []string{"token", "token"}, "spec.volumes[0].projected.sources[1].serviceAccountToken.path: Duplicate"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod("v-1", "", "app")
+			if tc.cluster {
+				pod = clusterPod("v-1")
+			}
+			pod.Spec.Volumes = vol(tc.paths...)
+			errs := validateObjectVolumes(pod)
+			if got := errs.ToAggregate(); (tc.want == "") != (got == nil) || got != nil && !strings.Contains(got.Error(), tc.want) {
+				t.Errorf("errors %v, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTokenMode: a token file has the projection's default mode, 0640 with an fsGroup.
+func TestTokenMode(t *testing.T) {
+	mode := int32(0o444)
+	tests := []struct {
+		name    string
+		fsGroup *int64
+		def     *int32
+		want    os.FileMode
+	}{
+		{"default", nil, nil, 0o644},
+		{"projection's default mode", nil, &mode, 0o444},
+		{"fsGroup", ptr(int64(2000)), &mode, 0o640},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := clusterPod("m-1")
+			if tc.fsGroup != nil {
+				pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: tc.fsGroup}
+			}
+			if got := tokenMode(pod, tc.def); got != tc.want {
+				t.Errorf("mode %o, want %o", got, tc.want)
+			}
+		})
+	}
+}
