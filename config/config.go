@@ -50,6 +50,12 @@ var (
 const (
 	RuntimeSystemd = "systemd"
 	RuntimeCRI     = "cri"
+
+	// NetworkHost runs every pod in the node's network namespace (podIP = the node's IP).
+	NetworkHost = "host"
+	// NetworkCNI gives pods without spec.hostNetwork a network namespace of their own, set up by
+	// the CRI runtime's CNI configuration (not slicelet's); their IPs are the sandbox's.
+	NetworkCNI = "cni"
 )
 
 // Built-in priority classes (k8s.io/api/scheduling): they always exist and
@@ -195,6 +201,9 @@ type Runtime struct {
 	Endpoint string `toml:"endpoint"`
 	// SandboxImage is the pod sandbox (pause) image; empty means the runtime's default.
 	SandboxImage string `toml:"sandbox_image"`
+	// Network is "host" (every pod on the node's network) or "cni" (cri only: pods without
+	// spec.hostNetwork get the network the runtime's CNI configuration gives their sandbox).
+	Network string `toml:"network"`
 }
 
 // Systemd tunes the D-Bus conversation with PID 1.
@@ -362,7 +371,7 @@ func Default() *Config {
 				Period:             time.Minute,
 			},
 		},
-		Runtime: Runtime{Type: RuntimeSystemd},
+		Runtime: Runtime{Type: RuntimeSystemd, Network: NetworkHost},
 		Systemd: Systemd{JobTimeout: 30 * time.Second},
 		Pods: Pods{
 			ManifestDir: "/etc/slicelet/pods.d",

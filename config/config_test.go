@@ -403,6 +403,16 @@ func TestBadInput(t *testing.T) {
 			want: []string{`f.toml:3:1: runtime.endpoint: invalid endpoint "unix://run/containerd.sock": the socket path must be absolute`},
 		},
 		{
+			name: "runtime network unknown",
+			toml: "[runtime]\nnetwork = \"flannel\"\n",
+			want: []string{`f.toml:2:1: runtime.network: invalid runtime network "flannel": want "host" or "cni"`},
+		},
+		{
+			name: "cni network with the systemd runtime",
+			toml: "[runtime]\nnetwork = \"cni\"\n",
+			want: []string{`f.toml:2:1: runtime.network: network = "cni" needs type = "cri"`},
+		},
+		{
 			name: "log level and format",
 			toml: "[log]\nlevel = \"verbose\"\nformat = \"xml\"\n",
 			want: []string{

@@ -410,4 +410,13 @@ func (l *loader) validateRuntime() {
 	default:
 		l.at(key("runtime", "type"), "invalid runtime type %q: want %q or %q", r.Type, RuntimeSystemd, RuntimeCRI)
 	}
+	switch r.Network {
+	case NetworkHost:
+	case NetworkCNI:
+		if r.Type != RuntimeCRI {
+			l.bad([]toml.Key{key("runtime", "network"), key("runtime", "type")}, "network = %q needs type = %q (the systemd runtime runs every pod on the host's network)", NetworkCNI, RuntimeCRI)
+		}
+	default:
+		l.at(key("runtime", "network"), "invalid runtime network %q: want %q or %q", r.Network, NetworkHost, NetworkCNI)
+	}
 }

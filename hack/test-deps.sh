@@ -10,8 +10,8 @@ packages=(
 	# kernel image (downloaded with apt-get download, never installed).
 	qemu-system-x86 busybox-static xz-utils
 	# The CRI runtime's tests (internal/testharness/critest): a private containerd per test run, inside the
-	# sandbox only, with runc. Never started by the package (see below).
-	containerd runc
+	# sandbox only, with runc and the CNI plugins of its pod-network test. Never started by the package (see below).
+	containerd runc containernetworking-plugins
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -59,7 +59,8 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 		MemoryCapacity: capacity.Memory,
 		HostPageSizes:  capacity.PageSizes(),
 		Resources:      mcfg.Pod,
-		HostNetwork:    true,
+		// Every pod on the host's network unless the CRI runtime's CNI gives pods their own.
+		HostNetwork: cfg.Runtime.Network != config.NetworkCNI,
 		// Localhost seccomp profiles, for either runtime (the kubelet's <root-dir>/seccomp).
 		SeccompProfileRoot: filepath.Join(cfg.StateDir, "seccomp"),
 	}

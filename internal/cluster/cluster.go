@@ -94,7 +94,7 @@ type Options struct {
 	// Validate is the manifest path's validation (internal/manifest.Validate); the agent
 	// applies it through ValidateAPIPod.
 	Validate func(*v1.Pod) field.ErrorList
-	// HostNetwork says every pod shares the host's network (the systemd runtime): their
+	// HostNetwork says every pod shares the host's network (runtime.network = "host"): their
 	// podIPs are the node's.
 	HostNetwork bool
 	Health      *health.Tracker

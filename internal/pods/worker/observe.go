@@ -54,6 +54,9 @@ type observed struct {
 	// when false without a ready sandbox, nothing starts.
 	startOver bool
 	holds     map[string]*lifecycle.Hold
+	// podIPs are the current sandbox's IPs for a pod with a network of its own (none on the
+	// host's network, where the status gives the node's).
+	podIPs []string
 }
 
 // inspect returns the status of each listed container: from the cache while the container's
@@ -215,6 +218,9 @@ func (w *Worker) observeFrom(ctx context.Context, pod *v1.Pod, e *entry, sbs []S
 		if o.sandbox == nil || sb.Attempt > o.sandbox.Attempt || (sb.Attempt == o.sandbox.Attempt && sb.CreatedAt.After(o.sandbox.CreatedAt)) {
 			o.sandbox = sb
 		}
+	}
+	if o.sandbox != nil && !w.hostNetwork(pod) {
+		o.podIPs = w.sandboxIPs(ctx, pod, o.sandbox.ID)
 	}
 	for _, c := range ctrs {
 		o.seen[c.ID] = c.State
@@ -467,7 +473,20 @@ func (w *Worker) decide(o *observed, killed bool) lifecycle.Plan {
 	return p
 }
 
-// podStatus is lifecycle.PodStatus on what was observed.
+// podStatus is lifecycle.PodStatus on what was observed, with the pod's IPs as the kubelet's
+// generateAPIPodStatus gives them (pkg/kubelet/kubelet_pods.go): the node's IPs for a pod on the
+// host's network, else its sandbox's (PodSandboxStatus.network), none while it has no sandbox.
 func (w *Worker) podStatus(o *observed, p lifecycle.Plan) v1.PodStatus {
-	return lifecycle.PodStatus(o.pod, w.view(o, false), p)
+	st := lifecycle.PodStatus(o.pod, w.view(o, false), p)
+	ips := o.podIPs
+	if w.hostNetwork(o.pod) {
+		ips = w.opts.NodeIPs
+	}
+	for i, ip := range ips {
+		if i == 0 {
+			st.PodIP = ip
+		}
+		st.PodIPs = append(st.PodIPs, v1.PodIP{IP: ip})
+	}
+	return st
 }

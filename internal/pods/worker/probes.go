@@ -114,16 +114,24 @@ func (w *Worker) podIP(ctx context.Context, pod *v1.Pod, sandboxID string) strin
 		}
 		return loopback
 	}
-	if sn, ok := w.rt.(SandboxNetwork); ok && sandboxID != "" {
-		ips, err := sn.PodSandboxIPs(ctx, sandboxID)
-		if err == nil && len(ips) > 0 {
-			return ips[0]
-		}
-		if err != nil {
-			w.log.Warn("pod sandbox IPs unknown", "pod_uid", string(pod.UID), "sandbox_id", sandboxID, "error", err)
-		}
+	if ips := w.sandboxIPs(ctx, pod, sandboxID); len(ips) > 0 {
+		return ips[0]
 	}
 	return loopback
+}
+
+// sandboxIPs are the IPs of the pod's sandbox (SandboxNetwork); none for a runtime without pod
+// networks, without a sandbox, or when the runtime cannot say (logged).
+func (w *Worker) sandboxIPs(ctx context.Context, pod *v1.Pod, sandboxID string) []string {
+	sn, ok := w.rt.(SandboxNetwork)
+	if !ok || sandboxID == "" {
+		return nil
+	}
+	ips, err := sn.PodSandboxIPs(ctx, sandboxID)
+	if err != nil {
+		w.log.Warn("pod sandbox IPs unknown", "pod_uid", string(pod.UID), "sandbox_id", sandboxID, "error", err)
+	}
+	return ips
 }
 
 // probeKill is a run whose liveness or startup probe failed.
