@@ -60,6 +60,9 @@ type itEnv struct {
 	rts   []*Runtime
 	// objects are the ConfigMaps and Secrets the workers see.
 	objects *pods.Objects
+	// podNetwork: pods without spec.hostNetwork get the sandbox's network (runtime.network =
+	// "cni"); else every pod is on the host's network.
+	podNetwork bool
 }
 
 // sandboxOnly runs t in the hybrid sandbox only: CRI behaviour that does not depend on the cgroup
@@ -163,7 +166,7 @@ func (it *itEnv) runtimes(tb testing.TB) (*worker.Worker, *Runtime) {
 	it.rts = append(it.rts, rt)
 	it.mu.Unlock()
 	w, err := worker.New(worker.Options{Runtime: rt, Images: rt, Recorder: &record.FakeRecorder{}, StateDir: it.state, Logger: it.log,
-		MemoryCapacity: it.mem, Resources: slices.DefaultOptions(), Backoff: fastBackoff, HostNetwork: true, Objects: it.objects})
+		MemoryCapacity: it.mem, Resources: slices.DefaultOptions(), Backoff: fastBackoff, HostNetwork: !it.podNetwork, Objects: it.objects})
 	if err != nil {
 		tb.Fatal(err)
 	}

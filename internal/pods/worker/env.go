@@ -268,9 +268,26 @@ func (w *Worker) hostIPs() []string {
 }
 
 // podIPs are the pod's IPs as the Downward API gives them: the node's in the host's network
-// namespace. A pod with a network of its own gets its IPs when its sandbox runs; its env is
-// built before (the kubelet has the same order), so it sees the node's.
-func (w *Worker) podIPs(*v1.Pod) []string { return w.hostIPs() }
+// namespace, else those of the sandbox its containers start in ("" before it has one or when the
+// runtime cannot say, as the kubelet's podFieldSelectorRuntimeValue gives).
+func (w *Worker) podIPs(pod *v1.Pod) []string {
+	if w.hostNetwork(pod) {
+		return w.hostIPs()
+	}
+	w.mu.Lock()
+	e := w.pods[string(pod.UID)]
+	w.mu.Unlock()
+	var ips []string
+	if e != nil {
+		e.recMu.Lock()
+		ips = e.podIPs
+		e.recMu.Unlock()
+	}
+	if len(ips) == 0 {
+		return []string{""}
+	}
+	return ips
+}
 
 // resourceFieldValue is the kubelet's containerResourceRuntimeValue on the pod with its
 // containers' unset limits defaulted to the node's allocatable (defaultPodLimitsForDownwardAPI).

@@ -33,7 +33,8 @@ func ref(name string) v1.LocalObjectReference { return v1.LocalObjectReference{N
 // for unset limits), $(VAR) expansion against what came before, optional references skipped.
 func TestContainerEnv(t *testing.T) {
 	w, _ := newTestWorkerWith(t, newFakeRT(), "", func(o *Options) {
-		o.Objects, o.NodeName, o.NodeIPs = testObjects(), "node-1", []string{"10.0.0.5", "fd00::5"}
+		// On the host's network: status.podIP(s) are the node's.
+		o.Objects, o.NodeName, o.NodeIPs, o.HostNetwork = testObjects(), "node-1", []string{"10.0.0.5", "fd00::5"}, true
 		o.Allocatable = v1.ResourceList{v1.ResourceMemory: resource.MustParse("4Gi"), v1.ResourceCPU: resource.MustParse("2")}
 	})
 	pod := testPod("env-1", "", "app")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -49,6 +50,7 @@ func TestPodIPs(t *testing.T) {
 			})
 			pod := testPod("ip-1", v1.RestartPolicyAlways, "app")
 			pod.Spec.HostNetwork = c.podHostNet
+			pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "POD_IPS", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.podIPs"}}}}
 			st := mustSync(t, w, pod)
 			var got []string
 			for _, ip := range st.PodIPs {
@@ -57,6 +59,14 @@ func TestPodIPs(t *testing.T) {
 			if !reflect.DeepEqual(got, c.want) {
 				t.Errorf("podIPs %v, want %v", got, c.want)
 			}
+			// The Downward API gives the container the same IPs.
+			f.mu.Lock()
+			for _, cfg := range f.configs {
+				if env := cfg.GetEnvs(); len(env) != 1 || string(env[0].Value) != strings.Join(c.want, ",") {
+					t.Errorf("container env %v, want POD_IPS=%s", env, strings.Join(c.want, ","))
+				}
+			}
+			f.mu.Unlock()
 			wantIP := ""
 			if len(c.want) > 0 {
 				wantIP = c.want[0]

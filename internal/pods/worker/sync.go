@@ -221,6 +221,17 @@ func (w *Worker) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlic
 			return []error{err}
 		}
 	}
+	if !w.hostNetwork(pod) {
+		// The Downward API's status.podIP(s) of the containers about to start (the kubelet
+		// reads them from the sandbox's status before it creates them).
+		ips := o.podIPs
+		if o.sandbox == nil {
+			ips = w.sandboxIPs(ctx, pod, sbID)
+		}
+		e.recMu.Lock()
+		e.podIPs = ips
+		e.recMu.Unlock()
+	}
 	vols, err := w.prepareVolumes(pod)
 	if err != nil {
 		return []error{err}

@@ -93,13 +93,14 @@ type Worker struct {
 type entry struct {
 	mu sync.Mutex // serializes SyncPod, KillPod and Forget of the pod
 
-	// recMu guards rec, waits and backOffSeen (short sections; GC takes it without mu).
+	// recMu guards rec, waits, backOffSeen and podIPs (short sections; GC takes it without mu).
 	recMu       sync.Mutex
 	rec         *podRecord // nil until loaded
 	waits       map[string]*hold
 	backOffSeen map[string]uint32 // container → attempt whose back-off was reported
 	stopped     map[string]bool   // IDs of the runs the worker stopped: their end is no failure
 	mountErr    string            // why object volumes could not be written at the last sync
+	podIPs      []string          // the IPs of the sandbox the pod's containers start in, off the host's network
 
 	// guarded by Worker.mu:
 	nextSync time.Time

@@ -29,7 +29,15 @@ var (
 	ContainerdBinary = "/usr/bin/containerd"
 	CtrBinary        = "/usr/bin/ctr"
 	RuncBinary       = "/usr/sbin/runc"
+	// CNIPluginDir holds the CNI plugins of the CNIBridge option (Debian:
+	// containernetworking-plugins).
+	CNIPluginDir = "/usr/lib/cni"
+	// UnshareBinary starts containerd in a mount namespace of its own with CNIBridge.
+	UnshareBinary = "/usr/bin/unshare"
 )
+
+// CNISubnet is the pod subnet of the CNIBridge option (containerd's own example's).
+const CNISubnet = "10.88.0.0/16"
 
 // DefaultSandboxImage is the sandbox image Start imports and configures.
 const DefaultSandboxImage = "slicelet.test/pause:1"
@@ -44,6 +52,12 @@ type Options struct {
 	SandboxImage string
 	// Logf, when set, receives progress lines (t.Logf).
 	Logf func(format string, args ...any)
+	// CNIBridge gives sandboxes that are not on the host's network a network of their own: a
+	// bridge with host-local IPAM on CNISubnet (state in the run directory) and the loopback,
+	// plugins from CNIPluginDir. The bridge lives in the test's network namespace (the systemd
+	// sandbox's, never the host's). Without it the CNI configuration directory is empty, so
+	// only host-network sandboxes can run. RequireCNI first.
+	CNIBridge bool
 }
 
 // Containerd is a running private containerd.
@@ -70,19 +84,32 @@ type Containerd struct {
 func Require(t testing.TB) {
 	t.Helper()
 	systemdtest.Require(t)
-	var missing []string
-	for _, b := range []string{ContainerdBinary, CtrBinary, RuncBinary, DefaultBusybox} {
-		if _, err := os.Stat(b); err != nil {
-			missing = append(missing, b)
-		}
-	}
+	missing := missingFiles(ContainerdBinary, CtrBinary, RuncBinary, DefaultBusybox)
 	if os.Geteuid() != 0 {
 		missing = append(missing, "root")
 	}
+	skipMissing(t, "containerd cannot run here", missing, "containerd runc busybox-static")
+}
+
+// missingFiles are those of paths that do not exist.
+func missingFiles(paths ...string) []string {
+	var missing []string
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	return missing
+}
+
+// skipMissing skips the test when something is missing, naming it and the Debian packages that
+// provide it, or fails it with CI=true.
+func skipMissing(t testing.TB, what string, missing []string, packages string) {
+	t.Helper()
 	if len(missing) == 0 {
 		return
 	}
-	msg := fmt.Sprintf("critest: containerd cannot run here, missing: %s (apt-get install containerd runc busybox-static)", strings.Join(missing, ", "))
+	msg := fmt.Sprintf("critest: %s, missing: %s (apt-get install %s)", what, strings.Join(missing, ", "), packages)
 	if systemdtest.CI() {
 		t.Fatalf("%s; CI=true makes this a failure", msg)
 	}
@@ -140,6 +167,11 @@ func StartContainerd(opts Options) (*Containerd, error) {
 		}
 		c.mounted = true
 	}
+	if opts.CNIBridge {
+		if err := os.WriteFile(filepath.Join(dir, "cni", "conf", "10-bridge.conflist"), []byte(c.cniConfig()), 0o644); err != nil {
+			return nil, fmt.Errorf("critest: %w", err)
+		}
+	}
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(c.config()), 0o644); err != nil {
 		return nil, fmt.Errorf("critest: %w", err)
 	}
@@ -152,6 +184,40 @@ func StartContainerd(opts Options) (*Containerd, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// RequireCNI is Require with the CNI plugins of the CNIBridge option installed.
+func RequireCNI(t testing.TB) {
+	t.Helper()
+	Require(t)
+	skipMissing(t, "no CNI bridge here", missingFiles(filepath.Join(CNIPluginDir, "bridge"), filepath.Join(CNIPluginDir, "host-local"),
+		filepath.Join(CNIPluginDir, "loopback"), UnshareBinary), "containernetworking-plugins util-linux")
+}
+
+// cniConfig is the CNIBridge network: a bridge that is the pods' gateway (no masquerading: the
+// pods are reached from the namespace it lives in, nothing routes them further) with host-local
+// IPAM keeping its leases in the run directory.
+func (c *Containerd) cniConfig() string {
+	return fmt.Sprintf(`{
+  "cniVersion": "0.4.0",
+  "name": "slicelet-test",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "slt0",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": %q}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
+        "dataDir": %q
+      }
+    }
+  ]
+}
+`, CNISubnet, filepath.Join(c.Dir, "cni", "ipam"))
 }
 
 // config is containerd's configuration (version 2): everything in the run directory.
@@ -191,7 +257,16 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
           Root = %[10]q
           SystemdCgroup = true
 `, c.Root, filepath.Join(d, "state"), c.Socket, c.Socket+".ttrpc", filepath.Join(d, "opt"), c.SandboxImage,
-		filepath.Join(d, "cni", "bin"), filepath.Join(d, "cni", "conf"), RuncBinary, filepath.Join(d, "state", "runc"))
+		c.cniBinDir(), filepath.Join(d, "cni", "conf"), RuncBinary, filepath.Join(d, "state", "runc"))
+}
+
+// cniBinDir is containerd's CNI plugin directory: the installed plugins with CNIBridge, else an
+// empty one in the run directory.
+func (c *Containerd) cniBinDir() string {
+	if c.opts.CNIBridge {
+		return CNIPluginDir
+	}
+	return filepath.Join(c.Dir, "cni", "bin")
 }
 
 // start runs containerd as a child process and waits until its CRI answers (10 s at most).
@@ -201,6 +276,23 @@ func (c *Containerd) start() error {
 		return fmt.Errorf("critest: %w", err)
 	}
 	cmd := exec.Command(ContainerdBinary, "--config", filepath.Join(c.Dir, "config.toml"))
+	if c.opts.CNIBridge {
+		// containerd 1.6's CNI library keeps its result cache in /var/lib/cni, which no setting
+		// moves, and /var/lib is the host's, read-only inside the systemd sandbox: containerd
+		// runs in a mount namespace of its own (unshare's private propagation, so nothing
+		// reaches the test's) with a tmpfs on /var/lib. The bridge plugin, as the pods'
+		// gateway, turns on IPv4 forwarding unless /proc/sys/net/ipv4/ip_forward already reads
+		// 1; /proc/sys is read-only inside, so a file reading 1 covers it there. Forwarding
+		// stays off: the node reaches its pods on the bridge's own subnet, routed nowhere else.
+		fwd := filepath.Join(c.Dir, "ip_forward")
+		if err := os.WriteFile(fwd, []byte("1\n"), 0o444); err != nil {
+			logf.Close()
+			return fmt.Errorf("critest: %w", err)
+		}
+		cmd = exec.Command(UnshareBinary, "--mount", "--", "/bin/sh", "-c",
+			`mount -t tmpfs -o mode=0755 tmpfs /var/lib && mount --bind "$0" /proc/sys/net/ipv4/ip_forward && exec "$@"`,
+			fwd, ContainerdBinary, "--config", filepath.Join(c.Dir, "config.toml"))
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so a signal to the test does not reach it first; it still dies
 	// with the sandbox's PID namespace.

@@ -20,7 +20,7 @@ const DefaultBusybox = "/bin/busybox"
 // busyboxApplets are the commands the image links to busybox.
 var busyboxApplets = []string{
 	"sh", "sleep", "echo", "cat", "ls", "true", "false", "date", "seq", "printf", "kill", "ps",
-	"id", "env", "mkdir", "touch", "wc", "head", "tail", "dd", "rm", "yes",
+	"id", "env", "mkdir", "touch", "wc", "head", "tail", "dd", "rm", "yes", "nc", "ip",
 }
 
 // Applets returns the commands the image links to busybox (in /bin): a program a manifest
