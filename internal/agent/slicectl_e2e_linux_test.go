@@ -141,7 +141,7 @@ func TestIntegrationSlicectlAsKubectl(t *testing.T) {
 	for _, l := range strings.Split(out, "\n") {
 		squeezed = append(squeezed, strings.Join(strings.Fields(l), " "))
 	}
-	for _, want := range []string{"Normal Admitted pod/web Admitted from api", "Normal Started pod/web Started container app"} {
+	for _, want := range []string{"Normal Admitted pod/web Admitted from api", "Normal Started pod/web Container started"} {
 		if !strings.Contains(strings.Join(squeezed, "\n"), want) {
 			t.Errorf("events --for pod/web lacks %q:\n%s", want, out)
 		}
@@ -174,7 +174,7 @@ func TestIntegrationSlicectlAsKubectl(t *testing.T) {
 		t.Fatal(err)
 	}
 	agentService(t, e.sd, unit, e.cfgPath)
-	if out := must("", "events", "--for", "pod/web"); !strings.Contains(out, "Started container app") {
+	if out := must("", "events", "--for", "pod/web"); !strings.Contains(out, "Container started") {
 		t.Errorf("events after a restart:\n%s", out)
 	}
 }

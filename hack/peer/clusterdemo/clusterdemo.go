@@ -10,6 +10,7 @@ package clusterdemo
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,6 +62,10 @@ type Options struct {
 	Log *slog.Logger
 	// Logf receives the node's progress lines; discarded when nil.
 	Logf func(format string, args ...any)
+	// NodeIP is the node's address (its node_ip: the kubelet API's, and the podIP of its
+	// host-network pods); 127.0.0.1 when empty. The API server refuses loopback addresses in
+	// EndpointSlices, so a test of Service endpoints gives the node another address.
+	NodeIP string
 }
 
 // Cluster is the running control plane and slicelet node.
@@ -112,10 +117,10 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	nc.KubeReserved = map[string]string{"cpu": "50m", "memory": strconv.FormatInt(kubeReserved, 10)}
 	nc.EvictionHard = map[string]string{"memory.available": EvictionThreshold, "nodefs.available": "1%", "nodefs.inodesFree": "1%", "imagefs.available": "1%"}
 	c.Agent, err = c.node.StartAgent(ctx, peerrun.AgentOptions{Kind: peerrun.Slicelet, Binary: o.Slicelet, ManifestDir: manifests, Config: nc,
-		// The kubelet API on 127.0.0.1 (the node's address), verifying the API server's
-		// kubelet client certificate against the control plane's CA: kubectl logs works.
-		SliceletTOML: fmt.Sprintf("[cluster]\nenabled = true\nkubeconfig = %q\nnode_name = %q\nnode_ip = \"127.0.0.1\"\nclient_ca_file = %q\n",
-			c.CP.NodeKubeconfig(NodeName), NodeName, c.CP.CAFile()),
+		// The kubelet API on the node's address (127.0.0.1 by default), verifying the API
+		// server's kubelet client certificate against the control plane's CA: kubectl logs works.
+		SliceletTOML: fmt.Sprintf("[cluster]\nenabled = true\nkubeconfig = %q\nnode_name = %q\nnode_ip = %q\nclient_ca_file = %q\n",
+			c.CP.NodeKubeconfig(NodeName), NodeName, cmp.Or(o.NodeIP, "127.0.0.1"), c.CP.CAFile()),
 		SliceletDropIn: "[eviction]\nmonitoring_interval = \"2s\"\n"})
 	return c, err
 }

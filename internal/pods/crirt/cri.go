@@ -393,15 +393,22 @@ func (r *Runtime) ImageUser(ctx context.Context, image *runtimeapi.ImageSpec) (*
 	return &root, "", nil
 }
 
-// PullImage pulls the image and returns its reference.
-func (r *Runtime) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
+// PullImage pulls the image and returns its reference and size; the size is asked for with
+// best effort, an error leaving it 0 (pkg/kubelet/images/puller.go).
+func (r *Runtime) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, sandboxConfig *runtimeapi.PodSandboxConfig) (string, uint64, error) {
 	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.PullImageResponse, error) {
 		return r.is.PullImage(ctx, &runtimeapi.PullImageRequest{Image: image, SandboxConfig: sandboxConfig})
 	})
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
-	return resp.ImageRef, nil
+	st, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.ImageStatusResponse, error) {
+		return r.is.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: image})
+	})
+	if err != nil {
+		return resp.ImageRef, 0, nil
+	}
+	return resp.ImageRef, st.GetImage().GetSize(), nil
 }
 
 // podLogDir is the pod's log directory: LogRoot/<namespace>_<name>_<uid>.

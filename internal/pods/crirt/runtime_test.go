@@ -489,10 +489,10 @@ func TestImagePullPolicies(t *testing.T) {
 		running bool
 		event   string // the image event the kubelet records, by its prefix
 	}{
-		{"IfNotPresent and present", fakeImage, v1.PullIfNotPresent, nil, 0, "", true, `Normal Pulled Container image "example.test/app:1" already present on machine`},
-		{"IfNotPresent and missing", "example.test/new:2", v1.PullIfNotPresent, nil, 1, "", true, `Normal Pulled Successfully pulled image "example.test/new:2" in `},
+		{"IfNotPresent and present", fakeImage, v1.PullIfNotPresent, nil, 0, "", true, `Normal Pulled Container image "example.test/app:1" already present on machine and can be accessed by the pod`},
+		{"IfNotPresent and missing", "example.test/new:2", v1.PullIfNotPresent, nil, 1, "", true, `Normal Pulled Successfully pulled image "example.test/new:2" in 0s (0s including waiting). Image size: 1 bytes.`},
 		{"Always and present", fakeImage, v1.PullAlways, nil, 1, "", true, `Normal Pulled Successfully pulled image "example.test/app:1"`},
-		{"Never and present", fakeImage, v1.PullNever, nil, 0, "", true, `Normal Pulled Container image "example.test/app:1" already present on machine`},
+		{"Never and present", fakeImage, v1.PullNever, nil, 0, "", true, `Normal Pulled Container image "example.test/app:1" already present on machine and can be accessed by the pod`},
 		{"Never and missing", "example.test/new:2", v1.PullNever, nil, 0, lifecycle.ReasonErrImageNeverPull, false, `Warning ErrImageNeverPull Container image "example.test/new:2" is not present with pull policy of Never`},
 		{"default for latest is Always", "example.test/app:latest", "", nil, 1, "", true, `Normal Pulling Pulling image "example.test/app:latest"`},
 		{"default for a tag is IfNotPresent", fakeImage, "", nil, 0, "", true, `Normal Pulled Container image "example.test/app:1" already present`},
@@ -525,7 +525,7 @@ func TestImagePullPolicies(t *testing.T) {
 			if !stdslices.ContainsFunc(got, func(e string) bool { return strings.HasPrefix(e, c.event) }) {
 				t.Errorf("events %q, want one starting %q", got, c.event)
 			}
-			if c.running && !stdslices.Contains(got, "Normal Started Started container main") {
+			if c.running && !stdslices.Contains(got, "Normal Started Container started") {
 				t.Errorf("events %q, want Started", got)
 			}
 		})

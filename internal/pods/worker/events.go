@@ -28,6 +28,13 @@ const (
 	EventSandboxChanged    = "SandboxChanged"
 )
 
+// The kubelet's messages of a container created and started (pkg/kubelet/kuberuntime/
+// kuberuntime_container.go startContainer, v1.37): the event's field path names the container.
+const (
+	messageCreated = "Container created"
+	messageStarted = "Container started"
+)
+
 // containerRef is the reference of a pod's container as the kubelet's events carry it
 // (kubecontainer.GenerateContainerRef): the pod, with the container's field path; for a
 // container that is not in the spec, the pod alone.

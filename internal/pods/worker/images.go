@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -25,7 +26,10 @@ func (w *Worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	}
 	present := id != ""
 	if present && policy != v1.PullAlways {
-		w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventPulled, "Container image %q already present on machine", c.Image)
+		// The kubelet's message with KubeletEnsureSecretPulledImages (on by default since
+		// v1.35): every pull of slicelet's is anonymous (imagePullSecrets are refused), so an
+		// image present is one every pod may use.
+		w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventPulled, "Container image %q already present on machine and can be accessed by the pod", c.Image)
 		return id, "", nil
 	}
 	if !present && policy == v1.PullNever {
@@ -36,12 +40,15 @@ func (w *Worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	w.log.Info("pulling image", "pod_uid", string(pod.UID), "container", c.Name, "image", c.Image, "policy", string(policy))
 	w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventPulling, "Pulling image %q", c.Image)
 	start := w.clock.Now()
-	ref, err := w.opts.Images.PullImage(ctx, spec, sbCfg)
+	ref, size, err := w.opts.Images.PullImage(ctx, spec, sbCfg)
 	if err != nil {
 		w.containerEvent(pod, c.Name, v1.EventTypeWarning, EventFailed, "Failed to pull image %q: %v", c.Image, err)
 		return "", lifecycle.ReasonErrImagePull, fmt.Errorf("image %q: pull: %w", c.Image, err)
 	}
-	w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventPulled, "Successfully pulled image %q in %v", c.Image, w.clock.Since(start).Round(1e6))
+	// Pulls are not queued (the kubelet's serialized puller waits), so the time including
+	// waiting is the pull's; durations truncated to the millisecond as the kubelet's.
+	took := w.clock.Since(start).Truncate(time.Millisecond)
+	w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventPulled, "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.", c.Image, took, took, size)
 	return ref, "", nil
 }
 

@@ -185,7 +185,7 @@ func (w *Worker) observe(ctx context.Context, pod *v1.Pod, e *entry, act, killed
 			w.log.Warn("container could not be started", "pod_uid", uid, "container", c.Name, "container_id", c.ID, "error", err)
 			continue
 		}
-		w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventStarted, "Started container %s", c.Name)
+		w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventStarted, messageStarted)
 	}
 	ctrs, err = w.rt.ListContainers(ctx, uid)
 	if err != nil {

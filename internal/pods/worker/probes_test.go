@@ -72,7 +72,7 @@ func TestLivenessProbe(t *testing.T) {
 			t.Fatalf("after two failures: %+v, want restarted", cs)
 		}
 		got := drain(events)
-		for _, want := range []string{"Normal Killing Container app failed liveness probe, will be restarted", "Normal Started Started container app"} {
+		for _, want := range []string{"Normal Killing Container app failed liveness probe, will be restarted", "Normal Started Container started"} {
 			if !slices.Contains(got, want) {
 				t.Errorf("events %q: want %q", got, want)
 			}

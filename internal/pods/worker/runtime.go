@@ -79,8 +79,9 @@ type ImageService interface {
 	// (both unset when it gives none, which is root), for runAsNonRoot (the kubelet's
 	// getImageUser).
 	ImageUser(ctx context.Context, image *runtimeapi.ImageSpec) (uid *int64, username string, err error)
-	// PullImage pulls the image and returns its reference.
-	PullImage(ctx context.Context, image *runtimeapi.ImageSpec, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error)
+	// PullImage pulls the image and returns its reference and its size in bytes (0 when the
+	// runtime cannot say; the kubelet's puller asks for the size with best effort).
+	PullImage(ctx context.Context, image *runtimeapi.ImageSpec, sandboxConfig *runtimeapi.PodSandboxConfig) (ref string, size uint64, err error)
 }
 
 // ErrNotFound is wrapped by ContainerStatus when the container does not exist.

@@ -152,21 +152,20 @@ func (w *Worker) stopStray(ctx context.Context, pod *v1.Pod, stray []ContainerSt
 		if !inSpec(pod, st.Name) {
 			why = "not in the pod's spec"
 		}
-		w.log.Info("stopping a container: "+why, "pod_uid", string(pod.UID), "container", st.Name, "container_id", st.ID)
 		errs = append(errs, w.stopContainer(ctx, pod, st, lifecycle.GracePeriod(pod), why))
 	}
 	return errors.Join(errs...)
 }
 
 // stopContainer stops one container within grace (the runtime sends the stop signal, then
-// SIGKILL), reporting it as the kubelet's killContainer does. A container that is gone already
-// is not an error.
+// SIGKILL), reporting it as the kubelet's killContainer does: with no message of its caller's,
+// the event says "Stopping container NAME" (pkg/kubelet/kuberuntime/kuberuntime_container.go);
+// why, when given, is logged. A container that is gone already is not an error.
 func (w *Worker) stopContainer(ctx context.Context, pod *v1.Pod, st ContainerStatus, grace time.Duration, why string) error {
-	msg := "Stopping container " + st.Name
 	if why != "" {
-		msg += ": " + why
+		w.log.Info("stopping a container: "+why, "pod_uid", string(pod.UID), "container", st.Name, "container_id", st.ID)
 	}
-	return w.killContainer(ctx, pod, st, grace, msg)
+	return w.killContainer(ctx, pod, st, grace, "Stopping container "+st.Name)
 }
 
 // killContainer is the kubelet's killContainer: a Killing event with msg, then the stop.
@@ -329,7 +328,7 @@ func (w *Worker) startContainer(ctx context.Context, pod *v1.Pod, e *entry, sbID
 		return nil
 	}
 	w.unhold(e, c.Name)
-	w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventCreated, "Created container: %s", c.Name)
+	w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventCreated, messageCreated)
 	if err := w.rt.StartContainer(ctx, id); err != nil {
 		if errors.Is(err, pods.ErrRuntimeUnavailable) {
 			return fmt.Errorf("pod %s/%s: container %s: start: %w", pod.Namespace, pod.Name, c.Name, err)
@@ -338,7 +337,7 @@ func (w *Worker) startContainer(ctx context.Context, pod *v1.Pod, e *entry, sbID
 		w.log.Warn("container could not be started", "pod_uid", uid, "container", c.Name, "container_id", id, "error", err)
 		return nil
 	}
-	w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventStarted, "Started container %s", c.Name)
+	w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventStarted, messageStarted)
 	w.log.Info("container started", "pod_uid", uid, "pod", pod.Namespace+"/"+pod.Name, "container", c.Name, "container_id", id, "instance", a.N)
 	w.postStart(ctx, pod, c, id, sbID)
 	return nil

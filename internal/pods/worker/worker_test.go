@@ -49,7 +49,7 @@ func TestEvents(t *testing.T) {
 		if st := mustSync(t, w, pod); !running(st) {
 			t.Fatalf("not running: %+v", st)
 		}
-		want := []string{"Normal Created Created container: app", "Normal Started Started container app"}
+		want := []string{"Normal Created Container created", "Normal Started Container started"}
 		if got := drain(events); !reflect.DeepEqual(got, want) {
 			t.Errorf("start events %q, want %q", got, want)
 		}
@@ -60,7 +60,7 @@ func TestEvents(t *testing.T) {
 		mustSync(t, w, pod) // still waiting: no second BackOff
 		want = []string{
 			"Warning Failed Container app terminated: OOMKilled, exit code 137",
-			"Normal Created Created container: app", "Normal Started Started container app",
+			"Normal Created Container created", "Normal Started Container started",
 			"Warning Failed Container app terminated: Error, exit code 1",
 			"Warning BackOff Back-off restarting failed container app in pod web_default(ev-1)",
 		}
