@@ -260,8 +260,7 @@ func (w *Worker) observeFrom(ctx context.Context, pod *v1.Pod, e *entry, sbs []S
 		// The newest run that ended is the container's last one for the record.
 		for _, in := range list {
 			if in.State == StateExited {
-				changed = w.noteEnded(pod, rec, in, e.stopped[in.ID]) || changed
-				delete(e.stopped, in.ID)
+				changed = w.noteEnded(pod, rec, in) || changed
 				break
 			}
 		}
@@ -298,9 +297,9 @@ func (w *Worker) observeFrom(ctx context.Context, pod *v1.Pod, e *entry, sbs []S
 }
 
 // noteEnded records in as the container's last ended run if it is newer than the one recorded,
-// and reports its end as an event when it did not succeed and the worker did not stop it. It
-// reports whether rec changed. Call with recMu held.
-func (w *Worker) noteEnded(pod *v1.Pod, rec *podRecord, in *instance, stopped bool) bool {
+// and logs its end. No event: the kubelet records none for a container that exited (its status
+// says how; a restart brings BackOff). It reports whether rec changed. Call with recMu held.
+func (w *Worker) noteEnded(pod *v1.Pod, rec *podRecord, in *instance) bool {
 	cr := rec.container(in.Name)
 	if l := cr.Last; l != nil && (l.ID == in.ID || l.Attempt > in.Attempt) {
 		return false
@@ -308,13 +307,6 @@ func (w *Worker) noteEnded(pod *v1.Pod, rec *podRecord, in *instance, stopped bo
 	cr.Last = lastOf(in.ContainerStatus)
 	w.log.Info("container ended", "pod_uid", string(pod.UID), "container", in.Name, "container_id", in.ID,
 		"exit_code", in.ExitCode, "signal", in.Signal, "reason", in.Reason)
-	if !stopped && (in.ExitCode != 0 || in.Reason == lifecycle.ReasonOOMKilled) {
-		msg := fmt.Sprintf("Container %s terminated: %s, exit code %d", in.Name, in.Reason, in.ExitCode)
-		if in.Message != "" {
-			msg += ": " + in.Message
-		}
-		w.containerEvent(pod, in.Name, v1.EventTypeWarning, EventFailed, "%s", msg)
-	}
 	return true
 }
 

@@ -170,12 +170,6 @@ func (w *Worker) stopContainer(ctx context.Context, pod *v1.Pod, st ContainerSta
 
 // killContainer is the kubelet's killContainer: a Killing event with msg, then the stop.
 func (w *Worker) killContainer(ctx context.Context, pod *v1.Pod, st ContainerStatus, grace time.Duration, msg string) error {
-	if uid := string(pod.UID); uid != "" {
-		e := w.entry(uid)
-		e.recMu.Lock()
-		e.stopped[st.ID] = true
-		e.recMu.Unlock()
-	}
 	w.containerEvent(pod, st.Name, v1.EventTypeNormal, EventKilling, "%s", msg)
 	grace = w.preStop(ctx, pod, st, grace)
 	w.log.Info("stopping container", "pod_uid", string(pod.UID), "container", st.Name, "container_id", st.ID, "grace", grace)

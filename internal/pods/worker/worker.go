@@ -98,7 +98,6 @@ type entry struct {
 	rec         *podRecord // nil until loaded
 	waits       map[string]*hold
 	backOffSeen map[string]uint32 // container → attempt whose back-off was reported
-	stopped     map[string]bool   // IDs of the runs the worker stopped: their end is no failure
 	mountErr    string            // why object volumes could not be written at the last sync
 	podIPs      []string          // the IPs of the sandbox the pod's containers start in, off the host's network
 
@@ -195,7 +194,7 @@ func (w *Worker) entry(uid string) *entry {
 	defer w.mu.Unlock()
 	e := w.pods[uid]
 	if e == nil {
-		e = &entry{waits: map[string]*hold{}, backOffSeen: map[string]uint32{}, stopped: map[string]bool{}}
+		e = &entry{waits: map[string]*hold{}, backOffSeen: map[string]uint32{}}
 		w.pods[uid] = e
 	}
 	return e
