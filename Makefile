@@ -82,6 +82,10 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
+	@# hack/peer is a module of its own: the same checks there, with the product module's staticcheck.
+	cd hack/peer && $(GO) vet ./...
+	$(GO) build -o build/staticcheck honnef.co/go/tools/cmd/staticcheck
+	cd hack/peer && ../../build/staticcheck ./...
 
 bench:
 	$(GO) run ./hack/bench -go $(GO) -out docs/benchmarks.md
