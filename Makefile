@@ -166,6 +166,17 @@ peer-build:
 # kube-apiserver with the Node authorizer and NodeRestriction, kube-scheduler,
 # kube-controller-manager, on 127.0.0.1 inside the systemd sandbox) started from $(PEER_DIR);
 # skips without the binaries, fails then with CI=true PEER_REQUIRED=1. docs/peer.md.
+# make peer-bench [REPS=5]: slicelet against the real kubelet on the same node in one run, the
+# agents alternated, REPS rounds each (hack/peer/peerbench): manifest → Running (one pod, 30 at
+# once), agent start → 110 pods Running, RSS and idle CPU with 110 pods, and eviction end to end
+# with the kubelet registered to a local control plane. Writes the "## peer-bench" section of
+# docs/peer.md. Needs make peer-build (kubelet, etcd, kube-apiserver under $(PEER_DIR)).
+REPS ?= 5
+.PHONY: peer-bench
+peer-bench: build
+	cd hack/peer && $(GO) build -o ../../build/peerbench ./peerbench
+	build/peerbench -reps $(REPS) -kubelet $(PEER_DIR)/kubelet -bin $(PEER_DIR) -slicelet $(BIN)/slicelet -out docs/peer.md
+
 .PHONY: peer-controlplane-test
 peer-controlplane-test:
 	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) $(GO) test -count=1 -v ./controlplane/

@@ -61,6 +61,9 @@ type AgentOptions struct {
 	ManifestDir string
 	// Config is the node configuration; DefaultNodeConfig when zero.
 	Config NodeConfig
+	// ExtraArgs are appended to the agent's command line (e.g. the kubelet's --kubeconfig, to
+	// register it with an API server: the peer benchmark's eviction scenario).
+	ExtraArgs []string
 }
 
 // Agent is one running agent.
@@ -102,6 +105,7 @@ func (n *Node) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
 	default:
 		return nil, fmt.Errorf("peerrun: agent kind %q: want kubelet or slicelet", o.Kind)
 	}
+	argv = append(argv, o.ExtraArgs...)
 	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
 		return nil, fmt.Errorf("peerrun: agent config: %w", err)
 	}
