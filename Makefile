@@ -177,6 +177,12 @@ peer-bench: build
 	cd hack/peer && $(GO) build -o ../../build/peerbench ./peerbench
 	build/peerbench -reps $(REPS) -kubelet $(PEER_DIR)/kubelet -bin $(PEER_DIR) -slicelet $(BIN)/slicelet -out docs/peer.md
 
+# make peer-controlplane: build/controlplane, the command that starts that control plane
+# (up|run|node|down; `build/controlplane -h`), for tests and demos outside the peer module.
+.PHONY: peer-controlplane
+peer-controlplane:
+	cd hack/peer && $(GO) build -o ../../build/controlplane ./cmd/controlplane
+
 .PHONY: peer-controlplane-test
 peer-controlplane-test:
 	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) $(GO) test -count=1 -v ./controlplane/
