@@ -93,11 +93,11 @@ func host(ctx context.Context, o options) error {
 	if err := os.RemoveAll(work); err != nil {
 		return err
 	}
-	kubelet, err := filepath.EvalSymlinks(o.kubelet)
+	kubelet, err := resolve(o.kubelet)
 	if err != nil {
 		return fmt.Errorf("kubelet binary (make peer-build): %w", err)
 	}
-	bin, err := filepath.EvalSymlinks(o.bin)
+	bin, err := resolve(o.bin)
 	if err != nil && o.eviction {
 		return fmt.Errorf("control plane binaries (make peer-build): %w", err)
 	}
@@ -151,6 +151,16 @@ func host(ctx context.Context, o options) error {
 		doc = []byte("# slicelet beside the real kubelet\n")
 	}
 	return os.WriteFile(o.out, []byte(replaceSection(string(doc), "## peer-bench", body)), 0o644)
+}
+
+// resolve is the absolute path of p with symbolic links followed (build/peer/<version> may link
+// to another checkout's build; the sandbox runs the inside half in /).
+func resolve(p string) (string, error) {
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(r)
 }
 
 // render is the section's body.
