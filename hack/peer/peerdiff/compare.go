@@ -94,6 +94,17 @@ func comparePod(base difference, s, k peerrun.Pod) []difference {
 	return out
 }
 
+// ran is whether a pod ran, with the agent's reason when it did not.
+func ran(ok bool, st peerrun.PodStatus) string {
+	switch {
+	case ok:
+		return "yes"
+	case st.Phase == "":
+		return "no"
+	}
+	return fmt.Sprintf("no (%s %s: %s)", st.Phase, st.Reason, oneLine(st.Message))
+}
+
 func yesNo(b bool) string {
 	if b {
 		return "yes"
@@ -145,7 +156,8 @@ func compareRun(version string, entries []entry, results []batchResult) []differ
 			switch {
 			case sok != kok:
 				d := base
-				d.level, d.field, d.slicelet, d.kubelet = "pod", "ran", yesNo(sok), yesNo(kok)
+				d.level, d.field = "pod", "ran"
+				d.slicelet, d.kubelet = ran(sok, s.Statuses[key.String()]), ran(kok, k.Statuses[key.String()])
 				diffs = append(diffs, d)
 			case sok:
 				diffs = comparePod(base, sp, kp)

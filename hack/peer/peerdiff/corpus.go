@@ -38,6 +38,8 @@ type entry struct {
 	// admission counts them); zero when it does not decode as a Pod.
 	CPUMilli    int64 `json:"cpuMilli"`
 	MemoryBytes int64 `json:"memoryBytes"`
+	// Skip, when set, is why the pod is not run (see skipReason).
+	Skip string `json:"skip,omitempty"`
 	// YAML is the rewritten manifest.
 	YAML []byte `json:"yaml"`
 	// Pod is the manifest decoded (for the divergence rules).
@@ -171,11 +173,23 @@ func prepare(entries []entry, applets []string) ([]entry, error) {
 		// What does not decode is left to the agents to refuse.
 		if err := yaml.Unmarshal(e.YAML, &pod); err == nil {
 			e.Pod = &pod
+			e.Skip = skipReason(&pod)
 			requests(&e)
 		}
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// skipReason is why a pod cannot run under both agents at all, or "": the standalone kubelet
+// v1.37.2 panics (and exits) syncing a pod with spec.runtimeClassName, because without an API
+// server its RuntimeClass manager is nil (pkg/kubelet/runtimeclass/runtimeclass_manager.go
+// LookupRuntimeHandler dereferences it); the pods of the same batch would go with it.
+func skipReason(pod *v1.Pod) string {
+	if pod.Spec.RuntimeClassName != nil {
+		return "spec.runtimeClassName: the standalone kubelet v1.37.2 panics on it (its RuntimeClass manager is nil without an API server)"
+	}
+	return ""
 }
 
 // requests fills e's requests from its pod (component-helpers' PodRequests: the larger of the
@@ -293,6 +307,9 @@ func batches(entries []entry, a allocatable, maxPods int) [][]entry {
 	var bs []*open
 	var misfits []entry
 	for _, e := range entries {
+		if e.Skip != "" {
+			continue
+		}
 		if e.CPUMilli > a.CPUMilli || e.MemoryBytes > a.MemoryBytes {
 			misfits = append(misfits, e)
 			continue

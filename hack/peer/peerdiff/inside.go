@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -72,6 +73,9 @@ func inside(ctx context.Context, o options) error {
 			want[e.Key] = e.Containers
 		}
 		for _, kind := range []peerrun.Kind{peerrun.Kubelet, peerrun.Slicelet} {
+			if !strings.Contains(o.agents, string(kind)) {
+				continue
+			}
 			t0 := time.Now()
 			snap, complete, err := runBatch(ctx, filepath.Join(o.work, o.inside), node, kind, binaries[kind], cfg, i, b, want, waits(o.inside))
 			if err != nil {
@@ -119,10 +123,11 @@ func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerr
 		return peerrun.Snapshot{}, nil, err
 	}
 	w.Want = want
-	complete, werr := a.Wait(ctx, w)
+	complete, statuses, werr := a.Wait(ctx, w)
 	// Values the agents set right after the last container started (the QoS levels) settle.
 	time.Sleep(time.Second)
 	snap, rerr := a.Read(ctx)
+	snap.Statuses = statuses
 	_ = os.WriteFile(filepath.Join(logDir, fmt.Sprintf("batch-%d-%s.log", n+1, kind)), []byte(a.Journal(ctx, 5000)), 0o644)
 	serr := a.Stop(ctx)
 	return snap, complete, errors.Join(werr, rerr, serr)

@@ -31,6 +31,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,12 +42,12 @@ import (
 
 // options are the command line.
 type options struct {
-	corpus, work, kubelet, slicelet, cgroups string
-	n                                        int
-	seed                                     uint64
-	inside                                   string
-	vmMem, batchPods                         int
-	prepareOnly                              bool
+	corpus, work, kubelet, slicelet, cgroups, agents string
+	n                                                int
+	seed                                             uint64
+	inside                                           string
+	vmMem, batchPods                                 int
+	prepareOnly                                      bool
 }
 
 func main() {
@@ -58,6 +59,7 @@ func main() {
 	flag.StringVar(&o.kubelet, "kubelet", "build/peer/v1.37.2/kubelet", "the kubelet binary")
 	flag.StringVar(&o.slicelet, "slicelet", "bin/slicelet", "the slicelet binary")
 	flag.StringVar(&o.cgroups, "cgroups", "v1,v2", "cgroup versions to run: v1 (sandbox), v2 (VM)")
+	flag.StringVar(&o.agents, "agents", "kubelet,slicelet", "agents to run; slicelet alone checks that every pod it admits comes up with the test image (no comparison)")
 	flag.IntVar(&o.vmMem, "vm-mem", 3072, "the VM's memory in MiB")
 	flag.IntVar(&o.batchPods, "batch-pods", 30, "most pods in one batch")
 	flag.BoolVar(&o.prepareOnly, "prepare-only", false, "prepare the corpus, print its batches for this machine and exit")
@@ -98,12 +100,17 @@ type batchResult struct {
 type snapshot struct {
 	Node map[string]peerrun.Values `json:"node"`
 	Pods map[string]peerrun.Pod    `json:"pods"`
+	// Statuses are the agent's own pod statuses (phase and reason of a refusal).
+	Statuses map[string]peerrun.PodStatus `json:"statuses"`
 }
 
 func toJSON(s peerrun.Snapshot) snapshot {
-	out := snapshot{Node: s.Node, Pods: map[string]peerrun.Pod{}}
+	out := snapshot{Node: s.Node, Pods: map[string]peerrun.Pod{}, Statuses: map[string]peerrun.PodStatus{}}
 	for k, p := range s.Pods {
 		out.Pods[k.String()] = p
+	}
+	for k, st := range s.Statuses {
+		out.Statuses[k.String()] = st
 	}
 	return out
 }
@@ -143,9 +150,11 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 	if err := os.WriteFile(filepath.Join(work, corpusFile), data, 0o644); err != nil {
 		return 0, err
 	}
-	kubelet, err := filepath.EvalSymlinks(o.kubelet)
-	if err != nil {
-		return 0, fmt.Errorf("kubelet binary (make peer-build): %w", err)
+	kubelet := ""
+	if strings.Contains(o.agents, string(peerrun.Kubelet)) {
+		if kubelet, err = filepath.EvalSymlinks(o.kubelet); err != nil {
+			return 0, fmt.Errorf("kubelet binary (make peer-build): %w", err)
+		}
 	}
 	slicelet, err := filepath.Abs(o.slicelet)
 	if err != nil {
@@ -158,6 +167,11 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 	if err != nil {
 		return 0, err
 	}
+	for _, e := range entries {
+		if e.Skip != "" {
+			fmt.Fprintf(stdout, "skipped: %s %s: %s\n", e.Origin, e.Key, e.Skip)
+		}
+	}
 	counts := map[string]int{}
 	var versions []string
 	for _, v := range strings.Split(o.cgroups, ",") {
@@ -167,7 +181,7 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return 0, err
 		}
-		args := []string{"-inside", v, "-work", work, "-batch-pods", strconv.Itoa(o.batchPods)}
+		args := []string{"-inside", v, "-work", work, "-batch-pods", strconv.Itoa(o.batchPods), "-agents", o.agents}
 		switch v {
 		case "v1":
 			err = runSandbox(ctx, self, work, append(args, "-kubelet", kubelet, "-slicelet", slicelet), stderr)
@@ -183,6 +197,11 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", v, err)
 		}
+		if o.agents == string(peerrun.Slicelet) {
+			counts[v] = checkAlone(stdout, v, entries, results)
+			versions = append(versions, v)
+			continue
+		}
 		diffs := compareRun(v, entries, results)
 		for _, d := range diffs {
 			fmt.Fprintln(stdout, d.line())
@@ -192,6 +211,10 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		}
 		fmt.Fprintf(stderr, "peerdiff: %s: %d batches in %s\n", v, len(results), time.Since(t0).Round(time.Second))
 		versions = append(versions, v)
+	}
+	if o.agents == string(peerrun.Slicelet) {
+		fmt.Fprintf(stdout, "peer-diff-check: %d manifests through slicelet alone, %s not up (v1), %s not up (v2)\n", len(entries), countOf(counts, versions, "v1"), countOf(counts, versions, "v2"))
+		return min(1, counts["v1"]+counts["v2"]), nil
 	}
 	fmt.Fprintf(stdout, "peer-diff: %d manifests, %s differences (v1), %s differences (v2)\n", len(entries), countOf(counts, versions, "v1"), countOf(counts, versions, "v2"))
 	for _, v := range versions {
@@ -209,6 +232,39 @@ func countOf(counts map[string]int, ran []string, v string) string {
 		}
 	}
 	return "not run:"
+}
+
+// checkAlone prints every pod slicelet ran (it admitted it) whose containers did not all come
+// up, and returns their number: the prepared corpus must run offline with the test image.
+func checkAlone(w io.Writer, version string, entries []entry, results []batchResult) int {
+	byKey := map[string]entry{}
+	for _, e := range entries {
+		byKey[e.Key.String()] = e
+	}
+	n := 0
+	for _, r := range results {
+		complete := map[string]bool{}
+		for _, k := range r.Complete[peerrun.Slicelet] {
+			complete[k] = true
+		}
+		for k, p := range r.Snapshot[peerrun.Slicelet].Pods {
+			if complete[k] {
+				continue
+			}
+			var states []string
+			for name, c := range p.Containers {
+				states = append(states, name+"="+c.State)
+			}
+			slices.Sort(states)
+			fmt.Fprintf(w, "%s %s %s not up under slicelet: containers %s\n", version, byKey[k].Origin, k, strings.Join(states, " "))
+			n++
+		}
+		if msg := r.Errors[peerrun.Slicelet]; msg != "" {
+			fmt.Fprintf(w, "%s slicelet: %s\n", version, oneLine(msg))
+			n++
+		}
+	}
+	return n
 }
 
 // corpusEntries loads and prepares the corpus and the generated pods.
@@ -247,10 +303,14 @@ func runSandbox(ctx context.Context, self, work string, args []string, stderr io
 
 // runVM runs peerdiff in the cgroup v2 VM with the kubelet and slicelet copied in.
 func runVM(ctx context.Context, self, work, kubelet, slicelet string, args []string, mem int, stderr io.Writer) error {
+	files := map[string]string{"slicelet": slicelet}
+	if kubelet != "" {
+		files["kubelet"] = kubelet
+	}
 	res, err := peerrun.RunVM(ctx, peerrun.VMOptions{
 		Binary: self,
 		Args:   append(args, "-kubelet", "/mnt/io/kubelet", "-slicelet", "/mnt/io/slicelet"),
-		Files:  map[string]string{"kubelet": kubelet, "slicelet": slicelet},
+		Files:  files,
 		Dir:    work, MemMiB: mem, Timeout: 40 * time.Minute,
 	})
 	stderr.Write(res.Output)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -251,6 +252,9 @@ type PodKey struct{ Namespace, Name string }
 
 func (k PodKey) String() string { return k.Namespace + "/" + k.Name }
 
+// Compare orders keys by namespace, then name.
+func (k PodKey) Compare(o PodKey) int { return strings.Compare(k.String(), o.String()) }
+
 // WaitOptions configure [Agent.Wait].
 type WaitOptions struct {
 	// Want maps each pod expected to run to its regular container names.
@@ -260,40 +264,56 @@ type WaitOptions struct {
 	Settle, Limit time.Duration
 }
 
-// Wait polls containerd until every pod of o.Want has all its containers running, or nothing
-// changed for o.Settle after the first pod sandbox appeared, or o.Limit passed, and returns
-// the pods that are complete. (An agent admits all the pods of its manifest directory at once,
-// so the first sandbox means every decision is taken.)
-func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, error) {
+// Wait polls containerd and the agent until every pod of o.Want has all its containers running
+// or was refused (the agent reports it Failed), or nothing changed for o.Settle after the
+// first pod sandbox appeared, or o.Limit passed. It returns the pods that are complete and the
+// agent's last statuses.
+func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[PodKey]PodStatus, error) {
 	rs, done, err := a.node.cri()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer done()
 	start := time.Now()
 	lastChange, last := start, ""
+	var statuses map[PodKey]PodStatus
 	for {
 		state, complete, err := a.observe(ctx, rs, o.Want)
-		started := state != ""
 		if err != nil {
-			return nil, err
+			return nil, statuses, err
+		}
+		// The agent may not be serving yet: then the statuses of the last poll stay.
+		if st, err := a.Statuses(ctx); err == nil {
+			statuses = st
+		}
+		// Started: the agent answers or made a pod. (A pod that fails to decode shows nowhere:
+		// the wait settles over it.)
+		started := state != "" || statuses != nil
+		for _, k := range slices.SortedFunc(maps.Keys(statuses), PodKey.Compare) {
+			state += ";" + k.String() + "=" + string(statuses[k].Phase)
+		}
+		decided := 0
+		for k := range o.Want {
+			if complete[k] || statuses[k].Phase == v1.PodFailed {
+				decided++
+			}
 		}
 		now := time.Now()
 		if state != last {
 			last, lastChange = state, now
 		}
 		switch {
-		case len(complete) == len(o.Want),
+		case decided == len(o.Want),
 			started && now.Sub(lastChange) >= o.Settle,
 			now.Sub(start) >= o.Limit:
-			return complete, nil
+			return complete, statuses, nil
 		}
 		if ok, journal := a.Active(ctx); !ok {
-			return complete, fmt.Errorf("peerrun: %s stopped: %s", a.Unit, journal)
+			return complete, statuses, fmt.Errorf("peerrun: %s stopped: %s", a.Unit, journal)
 		}
 		select {
 		case <-ctx.Done():
-			return complete, ctx.Err()
+			return complete, statuses, ctx.Err()
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -311,9 +331,12 @@ func (a *Agent) observe(ctx context.Context, rs runtimeapi.RuntimeServiceClient,
 		return "", nil, fmt.Errorf("peerrun: list containers: %w", err)
 	}
 	running := map[string]map[string]bool{}
+	// The fingerprint holds the sandboxes and the containers by name, not their states or
+	// attempts: a container in a crash loop (a kept command that exits) must not keep the wait
+	// from settling.
 	var fp []string
 	for _, c := range cs.Containers {
-		fp = append(fp, c.Id+c.State.String())
+		fp = append(fp, c.PodSandboxId+"/"+c.Metadata.Name)
 		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			if running[c.PodSandboxId] == nil {
 				running[c.PodSandboxId] = map[string]bool{}
@@ -327,7 +350,7 @@ func (a *Agent) observe(ctx context.Context, rs runtimeapi.RuntimeServiceClient,
 		if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 			continue
 		}
-		k := a.key(sb.Metadata)
+		k := a.key(sb.Metadata.Namespace, sb.Metadata.Name)
 		names, ok := want[k]
 		if !ok {
 			continue
@@ -340,15 +363,14 @@ func (a *Agent) observe(ctx context.Context, rs runtimeapi.RuntimeServiceClient,
 			complete[k] = true
 		}
 	}
-	sort.Strings(fp)
-	return strings.Join(fp, ","), complete, nil
+	slices.Sort(fp)
+	return strings.Join(slices.Compact(fp), ","), complete, nil
 }
 
 // key is the manifest's name of a pod: the kubelet names a static pod <name>-<node name>.
-func (a *Agent) key(md *runtimeapi.PodSandboxMetadata) PodKey {
-	name := md.Name
+func (a *Agent) key(namespace, name string) PodKey {
 	if a.Kind == Kubelet {
 		name = strings.TrimSuffix(name, "-"+NodeName)
 	}
-	return PodKey{Namespace: md.Namespace, Name: name}
+	return PodKey{Namespace: namespace, Name: name}
 }
