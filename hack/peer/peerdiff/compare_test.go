@@ -4,8 +4,19 @@ import (
 	"reflect"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
 )
+
+// withStatuses sets the agents' statuses of the first batch.
+func withStatuses(rs []batchResult, s, k map[string]peerrun.PodStatus) []batchResult {
+	ss, ks := rs[0].Snapshot[peerrun.Slicelet], rs[0].Snapshot[peerrun.Kubelet]
+	ss.Statuses, ks.Statuses = s, k
+	rs[0].Snapshot[peerrun.Slicelet], rs[0].Snapshot[peerrun.Kubelet] = ss, ks
+	return rs
+}
 
 func TestCompareRun(t *testing.T) {
 	key := peerrun.PodKey{Namespace: "default", Name: "web"}
@@ -34,7 +45,13 @@ func TestCompareRun(t *testing.T) {
 	}{
 		{name: "same", results: run(map[string]peerrun.Pod{"default/web": pod("Burstable", "102", "996", "a")}, map[string]peerrun.Pod{"default/web": pod("Burstable", "102", "996", "a")}, node, node)},
 		{name: "ran under one only", results: run(map[string]peerrun.Pod{"default/web": pod("Burstable", "102", "996", "a")}, nil, node, node),
-			want: []string{"v1 web.yaml default/web pod ran: slicelet=yes kubelet=no"}},
+			want: []string{"v1 web.yaml default/web pod admitted: slicelet=yes kubelet=no"}},
+		{name: "refused by one with its reason", results: withStatuses(run(nil, map[string]peerrun.Pod{"default/web": pod("Burstable", "102", "996", "a")}, node, node),
+			map[string]peerrun.PodStatus{"default/web": {Phase: "Failed", Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu"}}, nil),
+			want: []string{"v1 web.yaml default/web pod admitted: slicelet=no (Failed OutOfcpu: Node didn't have enough resource: cpu) kubelet=yes"}},
+		{name: "admitted by both, a sandbox under one", results: withStatuses(run(nil, map[string]peerrun.Pod{"default/web": pod("Burstable", "102", "996", "a")}, node, node),
+			map[string]peerrun.PodStatus{"default/web": {Phase: "Pending"}}, nil),
+			want: []string{"v1 web.yaml default/web pod sandbox: slicelet=no kubelet=yes"}},
 		{name: "values, qos, oom and a missing container", results: run(map[string]peerrun.Pod{"default/web": pod("Burstable", "102", "996", "a", "b")}, map[string]peerrun.Pod{"default/web": pod("Guaranteed", "104", "-997", "a")}, node, node),
 			want: []string{
 				"v1 web.yaml default/web pod qos: slicelet=Burstable kubelet=Guaranteed",
@@ -48,6 +65,7 @@ func TestCompareRun(t *testing.T) {
 				"v1 batch-1 - burstable created: slicelet=no kubelet=yes",
 				"v1 batch-1 - kubepods pids.max: slicelet=(absent) kubelet=max",
 			}},
+		{name: "misfit batches compare no node levels", results: misfits(run(nil, nil, node, map[string]peerrun.Values{"kubepods": {"cpu.shares": "1"}}))},
 		{name: "exited containers are not compared", results: run(
 			map[string]peerrun.Pod{"default/web": {QOS: "BestEffort", Containers: map[string]peerrun.Container{"i": {State: "CONTAINER_EXITED"}}}},
 			map[string]peerrun.Pod{"default/web": {QOS: "BestEffort", Containers: map[string]peerrun.Container{"i": {State: "CONTAINER_EXITED"}}}}, node, node)},
@@ -59,6 +77,44 @@ func TestCompareRun(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+}
+
+// misfits marks the first batch as a batch of misfits.
+func misfits(rs []batchResult) []batchResult {
+	rs[0].Misfits = true
+	return rs
+}
+
+func TestDeliberate(t *testing.T) {
+	decode := func(y string) *v1.Pod {
+		var p v1.Pod
+		if err := yaml.Unmarshal([]byte(y), &p); err != nil {
+			t.Fatal(err)
+		}
+		return &p
+	}
+	secret := decode("spec: {containers: [{name: a, env: [{name: X, valueFrom: {secretKeyRef: {name: s, key: k}}}]}]}")
+	widget := decode("spec: {containers: [{name: a, resources: {limits: {example.com/widget: '1'}}}]}")
+	plain := decode("spec: {containers: [{name: a}]}")
+	for _, tc := range []struct {
+		name string
+		d    difference
+		e    entry
+		want bool
+	}{
+		{"secret reference admitted by slicelet alone", difference{field: "admitted", slicelet: "yes", kubelet: "no"}, entry{Pod: secret}, true},
+		{"secret reference the other way round", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: secret}, false},
+		{"extended resource refused by slicelet", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: widget}, true},
+		{"field not implemented yet", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: plain, NotYet: "spec.dnsConfig: Forbidden: pod DNS configuration is not implemented by slicelet yet"}, true},
+		{"plain refusal is a difference", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: plain}, false},
+		{"a value is never deliberate", difference{field: "cpu.shares", slicelet: "2", kubelet: "3"}, entry{Pod: secret, NotYet: "x"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := deliberate(tc.d, tc.e) != ""; got != tc.want {
+				t.Errorf("deliberate = %v, want %v", got, tc.want)
 			}
 		})
 	}

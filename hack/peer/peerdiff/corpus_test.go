@@ -71,12 +71,16 @@ func corpusEntry(name string, cpu, mem int64) entry {
 	return entry{Key: peerrun.PodKey{Namespace: "default", Name: name}, CPUMilli: cpu, MemoryBytes: mem}
 }
 
-func names(bs [][]entry) [][]string {
+// names lists the batches' pod names, a misfit batch's first name marked with "!".
+func names(bs []batch) [][]string {
 	var out [][]string
 	for _, b := range bs {
 		var n []string
-		for _, e := range b {
+		for _, e := range b.pods {
 			n = append(n, e.Key.Name)
+		}
+		if b.misfits {
+			n[0] = "!" + n[0]
 		}
 		out = append(out, n)
 	}
@@ -97,10 +101,15 @@ func TestBatches(t *testing.T) {
 			want:    [][]string{{"a", "c"}, {"b", "d"}}},
 		{name: "memory splits", maxPods: 30, entries: []entry{corpusEntry("a", 0, 700), corpusEntry("b", 0, 700)}, want: [][]string{{"a"}, {"b"}}},
 		{name: "pod cap", maxPods: 2, entries: []entry{corpusEntry("a", 0, 0), corpusEntry("b", 0, 0), corpusEntry("c", 0, 0)}, want: [][]string{{"a", "b"}, {"c"}}},
-		{name: "misfits take no room and go to the smallest batch", maxPods: 30,
+		{name: "misfits run in batches of their own", maxPods: 30,
 			entries: []entry{corpusEntry("a", 900, 0), corpusEntry("huge", 5000, 0), corpusEntry("b", 900, 0), corpusEntry("c", 100, 0), corpusEntry("big-mem", 0, 2000)},
-			want:    [][]string{{"a", "c", "big-mem"}, {"b", "huge"}}},
-		{name: "misfits alone still run", maxPods: 30, entries: []entry{corpusEntry("huge", 5000, 0)}, want: [][]string{{"huge"}}},
+			want:    [][]string{{"a", "c"}, {"b"}, {"!huge", "big-mem"}}},
+		{name: "hugepages or extended resources make a misfit", maxPods: 30,
+			entries: []entry{corpusEntry("a", 100, 0), {Key: peerrun.PodKey{Name: "widget"}, Scalar: true}},
+			want:    [][]string{{"a"}, {"!widget"}}},
+		{name: "misfit batches have the pod cap too", maxPods: 2,
+			entries: []entry{corpusEntry("h1", 5000, 0), corpusEntry("h2", 5000, 0), corpusEntry("h3", 5000, 0)},
+			want:    [][]string{{"!h1", "h2"}, {"!h3"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := names(batches(tc.entries, a, tc.maxPods)); !reflect.DeepEqual(got, tc.want) {
@@ -132,6 +141,14 @@ func TestPrepare(t *testing.T) {
 	// Pod-level requests count.
 	if out[1].CPUMilli != 3000 {
 		t.Errorf("web-2: %d m, want the pod-level 3000", out[1].CPUMilli)
+	}
+	// Limits alone are requests too (the API's defaults), and hugepages make a misfit.
+	more, err := prepare([]entry{{Origin: "c.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "lim"}, YAML: []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: lim}\nspec:\n  containers: [{name: a, image: x, resources: {limits: {cpu: 500m, memory: 64Mi, hugepages-2Mi: 2Mi}}}]\n")}}, applets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if more[0].CPUMilli != 500 || more[0].MemoryBytes != 64<<20 || !more[0].Scalar {
+		t.Errorf("lim: %d m, %d bytes, scalar %v: want 500 m, 64 Mi, true", more[0].CPUMilli, more[0].MemoryBytes, more[0].Scalar)
 	}
 }
 

@@ -68,7 +68,8 @@ func inside(ctx context.Context, o options) error {
 	for i, b := range bs {
 		r := batchResult{Snapshot: map[peerrun.Kind]snapshot{}, Complete: map[peerrun.Kind][]string{}, Took: map[peerrun.Kind]string{}, Errors: map[peerrun.Kind]string{}}
 		want := map[peerrun.PodKey][]string{}
-		for _, e := range b {
+		r.Misfits = b.misfits
+		for _, e := range b.pods {
 			r.Keys = append(r.Keys, e.Key)
 			want[e.Key] = e.Containers
 		}
@@ -77,7 +78,7 @@ func inside(ctx context.Context, o options) error {
 				continue
 			}
 			t0 := time.Now()
-			snap, complete, err := runBatch(ctx, filepath.Join(o.work, o.inside), node, kind, binaries[kind], cfg, i, b, want, waits(o.inside))
+			snap, complete, err := runBatch(ctx, filepath.Join(o.work, o.inside), node, kind, binaries[kind], cfg, i, b.pods, want, waits(o.inside))
 			if err != nil {
 				r.Errors[kind] = err.Error()
 				logf("batch %d %s: %v", i+1, kind, err)
@@ -88,7 +89,7 @@ func inside(ctx context.Context, o options) error {
 			}
 			slices.Sort(r.Complete[kind])
 			r.Took[kind] = time.Since(t0).Round(time.Millisecond).String()
-			logf("batch %d/%d %s: %d pods, %d complete, %d sandboxes, %s", i+1, len(bs), kind, len(b), len(complete), len(snap.Pods), r.Took[kind])
+			logf("batch %d/%d %s: %d pods, %d complete, %d sandboxes, %s", i+1, len(bs), kind, len(b.pods), len(complete), len(snap.Pods), r.Took[kind])
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

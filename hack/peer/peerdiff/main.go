@@ -90,6 +90,7 @@ const (
 // batchResult is what one batch left under each agent.
 type batchResult struct {
 	Keys     []peerrun.PodKey          `json:"keys"`
+	Misfits  bool                      `json:"misfits,omitempty"`
 	Snapshot map[peerrun.Kind]snapshot `json:"snapshot"`
 	Complete map[peerrun.Kind][]string `json:"complete"`
 	Took     map[peerrun.Kind]string   `json:"took"`
@@ -125,10 +126,14 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		bs := batches(entries, nodeAllocatable(peerrun.DefaultNodeConfig()), o.batchPods)
 		for i, b := range bs {
 			var names []string
-			for _, e := range b {
+			for _, e := range b.pods {
 				names = append(names, e.Key.String())
 			}
-			fmt.Fprintf(stdout, "batch %d: %d pods: %s\n", i+1, len(b), strings.Join(names, " "))
+			kind := ""
+			if b.misfits {
+				kind = " (misfits)"
+			}
+			fmt.Fprintf(stdout, "batch %d%s: %d pods: %s\n", i+1, kind, len(b.pods), strings.Join(names, " "))
 		}
 		fmt.Fprintf(stdout, "peer-diff: %d manifests, %d batches on this machine\n", len(entries), len(bs))
 		return 0, nil

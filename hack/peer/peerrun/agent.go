@@ -203,9 +203,14 @@ func (a *Agent) Active(ctx context.Context) (bool, string) {
 	return false, a.Journal(ctx, 30)
 }
 
-// Journal returns the last n lines of the agent's journal.
+// Journal returns the last n entries of the agent's journal: the kubelet's lines as it wrote
+// them, slicelet's as JSON (its structured fields are journal fields).
 func (a *Agent) Journal(ctx context.Context, n int) string {
-	out, _ := exec.CommandContext(ctx, "journalctl", "--no-pager", "-o", "cat", "-n", fmt.Sprint(n), "-u", a.Unit).CombinedOutput()
+	format := "cat"
+	if a.Kind == Slicelet {
+		format = "json"
+	}
+	out, _ := exec.CommandContext(ctx, "journalctl", "--no-pager", "-o", format, "-n", fmt.Sprint(n), "-u", a.Unit).CombinedOutput()
 	return string(out)
 }
 
