@@ -44,6 +44,10 @@ type entry struct {
 	// Scalar is set when it requests or limits a resource other than cpu, memory and
 	// ephemeral-storage (hugepages, extended resources), which the node has none of.
 	Scalar bool `json:"scalar,omitempty"`
+	// ByDesign is set when one agent refuses it by design: it reads a ConfigMap or Secret
+	// (the kubelet refuses such static pods, slicelet serves them) or has a field slicelet
+	// does not implement yet (NotYet).
+	ByDesign bool `json:"byDesign,omitempty"`
 	// NotYet lists the fields of the pod slicelet refuses because it does not implement them
 	// yet (internal/pods/podfields), as slicelet reports them.
 	NotYet string `json:"notYet,omitempty"`
@@ -184,6 +188,7 @@ func prepare(entries []entry, applets []string) ([]entry, error) {
 			e.Pod = &pod
 			e.Skip = skipReason(&pod)
 			e.NotYet = notYet(e.Key.Name, e.YAML)
+			e.ByDesign = e.NotYet != "" || referencesObjects(&pod)
 			requests(&e)
 		}
 		out = append(out, e)
@@ -344,12 +349,9 @@ type allocatable struct {
 // misfit reports whether at least one agent refuses e, by its resources or by design (the
 // deliberate divergences): its requests exceed a by themselves; it needs hugepages or
 // extended resources (the node has neither; slicelet refuses extended resources outright, the
-// kubelet admits a pod short of one its node never had); it reads a ConfigMap or Secret (the
-// kubelet refuses such static pods, slicelet serves them); or it has a field slicelet does not
-// implement yet.
+// kubelet admits a pod short of one its node never had); or e.ByDesign.
 func misfit(e entry, a allocatable) bool {
-	return e.Scalar || e.CPUMilli > a.CPUMilli || e.MemoryBytes > a.MemoryBytes || e.NotYet != "" ||
-		e.Pod != nil && referencesObjects(e.Pod)
+	return e.Scalar || e.CPUMilli > a.CPUMilli || e.MemoryBytes > a.MemoryBytes || e.ByDesign
 }
 
 // batch is a set of pods run together.

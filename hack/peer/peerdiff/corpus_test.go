@@ -107,6 +107,9 @@ func TestBatches(t *testing.T) {
 		{name: "hugepages or extended resources make a misfit", maxPods: 30,
 			entries: []entry{corpusEntry("a", 100, 0), {Key: peerrun.PodKey{Name: "widget"}, Scalar: true}},
 			want:    [][]string{{"a"}, {"!widget"}}},
+		{name: "a pod one agent refuses by design is a misfit", maxPods: 30,
+			entries: []entry{{Key: peerrun.PodKey{Name: "cm"}, ByDesign: true}, corpusEntry("a", 100, 0)},
+			want:    [][]string{{"a"}, {"!cm"}}},
 		{name: "misfit batches have the pod cap too", maxPods: 2,
 			entries: []entry{corpusEntry("h1", 5000, 0), corpusEntry("h2", 5000, 0), corpusEntry("h3", 5000, 0)},
 			want:    [][]string{{"!h1", "h2"}, {"!h3"}}},
@@ -147,8 +150,19 @@ func TestPrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if more[0].CPUMilli != 500 || more[0].MemoryBytes != 64<<20 || !more[0].Scalar {
-		t.Errorf("lim: %d m, %d bytes, scalar %v: want 500 m, 64 Mi, true", more[0].CPUMilli, more[0].MemoryBytes, more[0].Scalar)
+	if more[0].CPUMilli != 500 || more[0].MemoryBytes != 64<<20 || !more[0].Scalar || more[0].ByDesign {
+		t.Errorf("lim: %d m, %d bytes, scalar %v, by design %v: want 500 m, 64 Mi, true, false", more[0].CPUMilli, more[0].MemoryBytes, more[0].Scalar, more[0].ByDesign)
+	}
+	// A ConfigMap reference and a field slicelet does not implement yet: refused by one agent by design.
+	design, err := prepare([]entry{
+		{Origin: "d.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "cm"}, YAML: []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: cm}\nspec:\n  containers: [{name: a, image: x, envFrom: [{configMapRef: {name: c}}]}]\n")},
+		{Origin: "e.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "dl"}, YAML: []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: dl}\nspec:\n  activeDeadlineSeconds: 5\n  containers: [{name: a, image: x}]\n")},
+	}, applets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !design[0].ByDesign || design[0].NotYet != "" || !design[1].ByDesign || !strings.Contains(design[1].NotYet, "spec.activeDeadlineSeconds") {
+		t.Errorf("by design: %v %q, %v %q", design[0].ByDesign, design[0].NotYet, design[1].ByDesign, design[1].NotYet)
 	}
 }
 
