@@ -37,6 +37,9 @@ import (
 	"syscall"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
 )
 
@@ -46,8 +49,8 @@ type options struct {
 	n                                                int
 	seed                                             uint64
 	inside                                           string
-	vmMem, batchPods                                 int
-	prepareOnly                                      bool
+	vmMem, vmCPUs, batchPods                         int
+	prepareOnly, compareOnly                         bool
 }
 
 func main() {
@@ -61,6 +64,8 @@ func main() {
 	flag.StringVar(&o.cgroups, "cgroups", "v1,v2", "cgroup versions to run: v1 (sandbox), v2 (VM)")
 	flag.StringVar(&o.agents, "agents", "kubelet,slicelet", "agents to run; slicelet alone checks that every pod it admits comes up with the test image (no comparison)")
 	flag.IntVar(&o.vmMem, "vm-mem", 3072, "the VM's memory in MiB")
+	flag.IntVar(&o.vmCPUs, "vm-cpus", 4, "the VM's CPUs (emulated: more than the host's cores only makes batches larger)")
+	flag.BoolVar(&o.compareOnly, "compare-only", false, "compare the results already in -work (of an earlier or unfinished run) without running anything")
 	flag.IntVar(&o.batchPods, "batch-pods", 30, "most pods in one batch")
 	flag.BoolVar(&o.prepareOnly, "prepare-only", false, "prepare the corpus, print its batches for this machine and exit")
 	flag.StringVar(&o.inside, "inside", "", "internal: run the batches inside the sandbox or VM, for this cgroup version")
@@ -142,6 +147,9 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 	if err != nil {
 		return 0, err
 	}
+	if o.compareOnly {
+		return compareOnly(stdout, work, o.cgroups)
+	}
 	if err := os.RemoveAll(work); err != nil {
 		return 0, err
 	}
@@ -191,7 +199,7 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		case "v1":
 			err = runSandbox(ctx, self, work, append(args, "-kubelet", kubelet, "-slicelet", slicelet), stderr)
 		case "v2":
-			err = runVM(ctx, self, work, kubelet, slicelet, args, o.vmMem, stderr)
+			err = runVM(ctx, self, work, kubelet, slicelet, args, o.vmMem, o.vmCPUs, stderr)
 		default:
 			return 0, fmt.Errorf("-cgroups: %q: want v1 or v2", v)
 		}
@@ -226,6 +234,46 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		if counts[v] > 0 {
 			return 1, nil
 		}
+	}
+	return 0, nil
+}
+
+// compareOnly compares the results an earlier (or unfinished) run left in work.
+func compareOnly(stdout io.Writer, work, cgroups string) (int, error) {
+	data, err := os.ReadFile(filepath.Join(work, corpusFile))
+	if err != nil {
+		return 0, err
+	}
+	var entries []entry
+	if err := json.Unmarshal(data, &entries); err != nil {
+		return 0, fmt.Errorf("%s: %w", corpusFile, err)
+	}
+	// The decoded pods (for the deliberate divergences) are not in the file.
+	for i := range entries {
+		var pod v1.Pod
+		if yaml.Unmarshal(entries[i].YAML, &pod) == nil {
+			entries[i].Pod = &pod
+		}
+	}
+	counts := map[string]int{}
+	var versions []string
+	for _, v := range strings.Split(cgroups, ",") {
+		results, err := readResults(filepath.Join(work, v, resultFile))
+		if err != nil {
+			continue
+		}
+		for _, d := range compareRun(v, entries, results) {
+			fmt.Fprintln(stdout, d.line())
+			if d.deliberate == "" {
+				counts[v]++
+			}
+		}
+		fmt.Fprintf(stdout, "%s: %d batches compared\n", v, len(results))
+		versions = append(versions, v)
+	}
+	fmt.Fprintf(stdout, "peer-diff: %d manifests, %s differences (v1), %s differences (v2)\n", len(entries), countOf(counts, versions, "v1"), countOf(counts, versions, "v2"))
+	if counts["v1"]+counts["v2"] > 0 {
+		return 1, nil
 	}
 	return 0, nil
 }
@@ -307,7 +355,7 @@ func runSandbox(ctx context.Context, self, work string, args []string, stderr io
 }
 
 // runVM runs peerdiff in the cgroup v2 VM with the kubelet and slicelet copied in.
-func runVM(ctx context.Context, self, work, kubelet, slicelet string, args []string, mem int, stderr io.Writer) error {
+func runVM(ctx context.Context, self, work, kubelet, slicelet string, args []string, mem, cpus int, stderr io.Writer) error {
 	files := map[string]string{"slicelet": slicelet}
 	if kubelet != "" {
 		files["kubelet"] = kubelet
@@ -316,7 +364,7 @@ func runVM(ctx context.Context, self, work, kubelet, slicelet string, args []str
 		Binary: self,
 		Args:   append(args, "-kubelet", "/mnt/io/kubelet", "-slicelet", "/mnt/io/slicelet"),
 		Files:  files,
-		Dir:    work, MemMiB: mem, Timeout: 40 * time.Minute,
+		Dir:    work, MemMiB: mem, CPUs: cpus, Timeout: 90 * time.Minute,
 	})
 	stderr.Write(res.Output)
 	if err != nil {
