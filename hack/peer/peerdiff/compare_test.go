@@ -2,6 +2,7 @@ package main
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -117,5 +118,28 @@ func TestDeliberate(t *testing.T) {
 				t.Errorf("deliberate = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestCheckAlone(t *testing.T) {
+	plain := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "a"}, {Name: "b"}}}}
+	withSecret := &v1.Pod{Spec: v1.PodSpec{Volumes: []v1.Volume{{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "s"}}}}}}
+	entries := []entry{
+		{Origin: "up.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "up"}, Containers: []string{"a", "b"}, Pod: plain},
+		{Origin: "stuck.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "stuck"}, Containers: []string{"a", "b"}, Pod: plain},
+		{Origin: "secret.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "secret"}, Containers: []string{"a"}, Pod: withSecret},
+	}
+	results := []batchResult{{Snapshot: map[peerrun.Kind]snapshot{peerrun.Slicelet: {Pods: map[string]peerrun.Pod{
+		"default/up":     {Containers: map[string]peerrun.Container{"a": {State: "CONTAINER_RUNNING"}, "b": {State: "CONTAINER_EXITED"}}},
+		"default/stuck":  {Containers: map[string]peerrun.Container{"a": {State: "CONTAINER_CREATED"}}},
+		"default/secret": {Containers: map[string]peerrun.Container{}},
+	}}}}}
+	var out strings.Builder
+	if n := checkAlone(&out, "v1", entries, results); n != 1 {
+		t.Errorf("%d pods not up, want 1:\n%s", n, out.String())
+	}
+	want := "v1 stuck.yaml default/stuck not up under slicelet: containers a=\"CONTAINER_CREATED\" b=\"\"\n"
+	if out.String() != want {
+		t.Errorf("got %q, want %q", out.String(), want)
 	}
 }
