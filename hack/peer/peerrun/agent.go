@@ -291,17 +291,26 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[P
 		if st, err := a.Statuses(ctx); err == nil {
 			statuses = st
 		}
-		// Started: the agent answers or made a pod. (A pod that fails to decode shows nowhere:
-		// the wait settles over it.)
-		started := state != "" || statuses != nil
-		for _, k := range slices.SortedFunc(maps.Keys(statuses), PodKey.Compare) {
-			state += ";" + k.String() + "=" + string(statuses[k].Phase)
-		}
-		decided := 0
+		decided, known, admitted := 0, 0, 0
 		for k := range o.Want {
-			if complete[k] || statuses[k].Phase == v1.PodFailed {
+			st, ok := statuses[k]
+			if complete[k] || st.Phase == v1.PodFailed {
 				decided++
 			}
+			if ok {
+				known++
+				if st.Phase != v1.PodFailed {
+					admitted++
+				}
+			}
+		}
+		// Started: the agent made its first pod, or it lists pods of o.Want and admitted none
+		// (all refused, or failing to decode, which shows nowhere). Before that the settle
+		// clock does not run: under emulation the kubelet serves /pods well before it has read
+		// its manifests, and the first sandbox takes many seconds.
+		started := state != "" || known > 0 && admitted == 0
+		for _, k := range slices.SortedFunc(maps.Keys(statuses), PodKey.Compare) {
+			state += ";" + k.String() + "=" + string(statuses[k].Phase)
 		}
 		now := time.Now()
 		if state != last {
