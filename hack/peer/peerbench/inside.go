@@ -68,6 +68,9 @@ func inside(ctx context.Context, o options) error {
 				return ctx.Err()
 			}
 		}
+		if err := b.floorRound(ctx, rep); err != nil {
+			b.fail(floor, rep, "CRI floor", err)
+		}
 	}
 	if o.eviction {
 		if err := b.evictionRounds(ctx); err != nil {
@@ -649,5 +652,65 @@ func (b *bench) observeHog(ctx context.Context, tl *timeline, hogID, sandboxID *
 	if err != nil || sb.Status.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 		tl.gone = time.Now()
 	}
+	return nil
+}
+
+// floor is the pseudo-agent of the CRI floor: the pod started by direct CRI calls.
+const floor peerrun.Kind = "floor"
+
+// floorRound starts one pod like the agents' pods through direct CRI calls, no agent running:
+// RunPodSandbox (pod network namespace, the BestEffort QoS slice as cgroup parent),
+// CreateContainer, StartContainer. From the first call to the container's StartedAt is what
+// containerd itself takes, which neither agent can beat.
+func (b *bench) floorRound(ctx context.Context, rep int) error {
+	if err := b.waitNoPods(ctx, 3*time.Minute); err != nil {
+		return err
+	}
+	uid := fmt.Sprintf("00000000-0000-4000-8000-%012d", rep)
+	logDir := filepath.Join(b.o.work, "node", "floor-logs", uid)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return err
+	}
+	meta := &runtimeapi.PodSandboxMetadata{Name: fmt.Sprintf("floor-%d", rep), Namespace: "default", Uid: uid}
+	sbCfg := &runtimeapi.PodSandboxConfig{
+		Metadata: meta, Hostname: meta.Name, LogDirectory: logDir,
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent: "kubepods-besteffort-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice",
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{
+				Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD,
+			}},
+		},
+	}
+	t0 := time.Now()
+	sb, err := b.rs.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbCfg})
+	if err != nil {
+		return fmt.Errorf("RunPodSandbox: %w", err)
+	}
+	defer func() {
+		ctx := context.WithoutCancel(ctx)
+		_, _ = b.rs.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.PodSandboxId})
+		_, _ = b.rs.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.PodSandboxId})
+	}()
+	c, err := b.rs.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
+		PodSandboxId: sb.PodSandboxId, SandboxConfig: sbCfg,
+		Config: &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: "main"}, Image: &runtimeapi.ImageSpec{Image: peerrun.TestImage},
+			Command: []string{"/bin/sleep", "infinity"}, LogPath: "main/0.log",
+			Linux: &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{CpuShares: 2, OomScoreAdj: 1000}},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("CreateContainer: %w", err)
+	}
+	if _, err := b.rs.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: c.ContainerId}); err != nil {
+		return fmt.Errorf("StartContainer: %w", err)
+	}
+	st, err := b.rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.ContainerId})
+	if err != nil {
+		return fmt.Errorf("ContainerStatus: %w", err)
+	}
+	d := time.Unix(0, st.Status.StartedAt).Sub(t0)
+	b.res.add("one", floor, ms(d))
+	logf("CRI floor round %d: one pod started %s after RunPodSandbox", rep, d.Round(time.Millisecond))
 	return nil
 }

@@ -174,6 +174,9 @@ func render(o options, r results, mach string, began time.Time, took time.Durati
 	b.WriteString("Running is containerd's StartedAt of the pod's container (both agents use the same containerd); the kubelet runs standalone on static pods except in the eviction rounds, where it is registered with a local kube-apiserver and etcd (hack/peer/controlplane) and the pods are created through the API; slicelet's pods there come through its local API.\n\n")
 	fmt.Fprintf(&b, "Machine: %s.\n\n", mach)
 	b.WriteString(table(rows(r)))
+	if f := summarize(r.Samples["one"][floor]); f.n > 0 {
+		fmt.Fprintf(&b, "\nCRI floor: the same one pod through direct CRI calls with no agent running (RunPodSandbox, CreateContainer, StartContainer; the first call to StartedAt), once per round: %s ms.\n", f)
+	}
 	if len(r.Errors) > 0 {
 		b.WriteString("\nRounds that failed (left out of the figures):\n\n")
 		for _, e := range r.Errors {
