@@ -68,8 +68,10 @@ func inside(ctx context.Context, o options) error {
 				return ctx.Err()
 			}
 		}
-		if err := b.floorRound(ctx, rep); err != nil {
-			b.fail(floor, rep, "CRI floor", err)
+		for i := range 5 {
+			if err := b.floorRound(ctx, rep*5+i); err != nil {
+				b.fail(floor, rep, "CRI floor", err)
+			}
 		}
 	}
 	if o.eviction {
@@ -280,10 +282,12 @@ func (b *bench) latencyRound(ctx context.Context, k peerrun.Kind, rep int) error
 	if err := sleep(ctx, 3*time.Second); err != nil { // let its start-up work finish
 		return err
 	}
-	for _, n := range []int{1, 30} {
+	// Five single pods one after the other (one sample is at the mercy of a busy machine), then
+	// 30 at once.
+	for j, n := range []int{1, 1, 1, 1, 1, 30} {
 		names := make([]string, n)
 		for i := range names {
-			names[i] = fmt.Sprintf("r%d-n%d-p%02d", rep, n, i)
+			names[i] = fmt.Sprintf("r%d-s%d-p%02d", rep, j, i)
 		}
 		t0, err := b.drop(names)
 		if err != nil {
