@@ -176,6 +176,48 @@ peer-build:
 	@mv -f $(PEER_DIR)/server $(PEER_DIR)/etcd  # go build names it after the module path's last element
 	@ls $(PEER_DIR)
 
+# make peer-diff [CORPUS=dir] [PEER_N=40] [SEED=1] [CGROUPS=v1,v2]: every Pod manifest of CORPUS
+# (testdata/corpus by default, plus PEER_N pods of the seeded generator; with CORPUS given on
+# the command line PEER_N defaults to 0) under the real kubelet (make peer-build) and under
+# slicelet, one after the other on the same containerd, in a throwaway systemd sandbox (cgroup
+# v1, this machine's hybrid layout) and in a throwaway VM (cgroup v2); images become a local
+# busybox image, so any directory of Pod YAML runs offline. One line per cgroup difference
+# (kubepods, QoS, pod, container), then "peer-diff: N manifests, D differences (v1), E
+# differences (v2)"; exit 1 on any difference. docs/peer.md.
+PEER_N  ?= $(if $(filter command line,$(origin CORPUS)),0,40)
+CGROUPS ?= v1,v2
+.PHONY: peer-diff peer-diff-check peerdiff-build
+peerdiff-build:
+	cd hack/peer && $(GO) build -o ../../build/peerdiff ./peerdiff
+
+peer-diff: build peerdiff-build
+	@[ -x $(PEER_DIR)/kubelet ] || { echo "peer-diff: $(PEER_DIR)/kubelet missing: make peer-build"; exit 2; }
+	./build/peerdiff -corpus '$(CORPUS)' -n $(PEER_N) -seed $(SEED) -cgroups $(CGROUPS) -kubelet $(PEER_DIR)/kubelet -slicelet $(BIN)/slicelet
+
+# make peer-diff-check: what CI runs when build/peer is not cached: peer-diff's own tests (corpus
+# preparation, batching, comparison) and the prepared corpus through slicelet alone in the
+# sandbox: every pod slicelet admits must come up with the local image (no pull, no crash).
+peer-diff-check: build peerdiff-build
+	cd hack/peer && $(GO) test -count=1 ./peerdiff ./peerrun ./podgen
+	./build/peerdiff -corpus '$(CORPUS)' -n $(PEER_N) -seed $(SEED) -cgroups v1 -agents slicelet -slicelet $(BIN)/slicelet
+
+# make peer-bench [REPS=5]: slicelet against the real kubelet on the same node in one run, the
+# agents alternated, REPS rounds each (hack/peer/peerbench): manifest → Running (one pod, 30 at
+# once), agent start → 110 pods Running, RSS and idle CPU with 110 pods, and eviction end to end
+# with the kubelet registered to a local control plane. Writes the "## peer-bench" section of
+# docs/peer.md. Needs make peer-build (kubelet, etcd, kube-apiserver under $(PEER_DIR)).
+REPS ?= 5
+.PHONY: peer-bench
+peer-bench: build
+	cd hack/peer && $(GO) build -o ../../build/peerbench ./peerbench
+	build/peerbench -reps $(REPS) -kubelet $(PEER_DIR)/kubelet -bin $(PEER_DIR) -slicelet $(BIN)/slicelet -out docs/peer.md
+
+# make peer-controlplane: build/controlplane, the command that starts the local control plane
+# (up|run|node|down; `build/controlplane -h`), for tests and demos outside the peer module.
+.PHONY: peer-controlplane
+peer-controlplane:
+	cd hack/peer && $(GO) build -o ../../build/controlplane ./cmd/controlplane
+
 # make peer-controlplane-test: the local control plane (hack/peer/controlplane: etcd,
 # kube-apiserver with the Node authorizer and NodeRestriction, kube-scheduler,
 # kube-controller-manager, on 127.0.0.1 inside the systemd sandbox) started from $(PEER_DIR);

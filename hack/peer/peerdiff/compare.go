@@ -5,6 +5,9 @@ import (
 	"maps"
 	"slices"
 
+	v1 "k8s.io/api/core/v1"
+	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
+
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
 )
 
@@ -94,6 +97,17 @@ func comparePod(base difference, s, k peerrun.Pod) []difference {
 	return out
 }
 
+// admitted is whether the agent admitted a pod, with its reason when it refused it.
+func admitted(ok bool, st peerrun.PodStatus) string {
+	switch {
+	case ok:
+		return "yes"
+	case st.Phase == "":
+		return "no"
+	}
+	return fmt.Sprintf("no (%s %s: %s)", st.Phase, st.Reason, oneLine(st.Message))
+}
+
 func yesNo(b bool) string {
 	if b {
 		return "yes"
@@ -118,8 +132,11 @@ func compareRun(version string, entries []entry, results []batchResult) []differ
 			}
 		}
 		levels := slices.Sorted(maps.Keys(s.Node))
+		if r.Misfits {
+			levels = nil
+		}
 		for l := range k.Node {
-			if _, ok := s.Node[l]; !ok {
+			if _, ok := s.Node[l]; !ok && !r.Misfits {
 				levels = append(levels, l)
 			}
 		}
@@ -141,11 +158,23 @@ func compareRun(version string, entries []entry, results []batchResult) []differ
 			base := difference{version: version, origin: e.Origin, pod: key.String()}
 			sp, sok := s.Pods[key.String()]
 			kp, kok := k.Pods[key.String()]
+			sst, sknown := s.Statuses[key.String()]
+			kst, kknown := k.Statuses[key.String()]
+			// Admitted: the agent lists the pod and did not fail it (a pod refused while its
+			// manifest is decoded is not listed); a pod with a sandbox was admitted whatever
+			// the last status poll saw.
+			sadm := sok || sknown && sst.Phase != v1.PodFailed
+			kadm := kok || kknown && kst.Phase != v1.PodFailed
 			var diffs []difference
 			switch {
+			case sadm != kadm:
+				d := base
+				d.level, d.field = "pod", "admitted"
+				d.slicelet, d.kubelet = admitted(sadm, sst), admitted(kadm, kst)
+				diffs = append(diffs, d)
 			case sok != kok:
 				d := base
-				d.level, d.field, d.slicelet, d.kubelet = "pod", "ran", yesNo(sok), yesNo(kok)
+				d.level, d.field, d.slicelet, d.kubelet = "pod", "sandbox", yesNo(sok), yesNo(kok)
 				diffs = append(diffs, d)
 			case sok:
 				diffs = comparePod(base, sp, kp)
@@ -187,4 +216,57 @@ func deliberate(d difference, e entry) string {
 var deliberateDivergences = []struct {
 	why   string
 	match func(d difference, e entry) bool
-}{}
+}{
+	{
+		"extended resources need a device plugin, which slicelet does not have: their limits are refused, not ignored (the kubelet admits a pod short of an extended resource its node never had)",
+		func(d difference, e entry) bool {
+			return d.field == "admitted" && d.slicelet == "no" && d.kubelet == "yes" && e.Pod != nil && hasExtended(e.Pod)
+		},
+	},
+	{
+		"ConfigMaps and Secrets are served to pods from slicelet's own sources (the manifest directory and the API): the kubelet refuses static pods that reference them",
+		func(d difference, e entry) bool {
+			return d.field == "admitted" && d.slicelet == "yes" && d.kubelet == "no" && e.Pod != nil && referencesObjects(e.Pod)
+		},
+	},
+	{
+		"a field slicelet does not implement yet is refused with its path (docs/pod-fields.md), never accepted and ignored: the kubelet implements it",
+		func(d difference, e entry) bool {
+			return d.field == "admitted" && d.slicelet == "no" && d.kubelet == "yes" && e.NotYet != ""
+		},
+	},
+}
+
+// hasExtended reports whether a container of pod names an extended resource.
+func hasExtended(pod *v1.Pod) bool {
+	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		for _, rl := range []v1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
+			for name := range rl {
+				if v1helper.IsExtendedResourceName(name) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// referencesObjects reports whether pod reads a ConfigMap or Secret (volumes, env, envFrom).
+func referencesObjects(pod *v1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.ConfigMap != nil || v.Secret != nil || v.Projected != nil {
+			return true
+		}
+	}
+	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		if len(c.EnvFrom) > 0 {
+			return true
+		}
+		for _, env := range c.Env {
+			if env.ValueFrom != nil && (env.ValueFrom.ConfigMapKeyRef != nil || env.ValueFrom.SecretKeyRef != nil) {
+				return true
+			}
+		}
+	}
+	return false
+}

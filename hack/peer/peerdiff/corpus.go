@@ -14,10 +14,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	resourcehelper "k8s.io/component-helpers/resource"
+	k8sv1 "k8s.io/kubernetes/pkg/apis/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
 	"github.com/slicelet/slicelet/hack/peer/podgen"
+	"github.com/slicelet/slicelet/internal/manifest"
+	"github.com/slicelet/slicelet/internal/pods/podfields"
 	"github.com/slicelet/slicelet/internal/testharness/critest"
 )
 
@@ -38,6 +41,18 @@ type entry struct {
 	// admission counts them); zero when it does not decode as a Pod.
 	CPUMilli    int64 `json:"cpuMilli"`
 	MemoryBytes int64 `json:"memoryBytes"`
+	// Scalar is set when it requests or limits a resource other than cpu, memory and
+	// ephemeral-storage (hugepages, extended resources), which the node has none of.
+	Scalar bool `json:"scalar,omitempty"`
+	// ByDesign is set when one agent refuses it by design: it reads a ConfigMap or Secret
+	// (the kubelet refuses such static pods, slicelet serves them) or has a field slicelet
+	// does not implement yet (NotYet).
+	ByDesign bool `json:"byDesign,omitempty"`
+	// NotYet lists the fields of the pod slicelet refuses because it does not implement them
+	// yet (internal/pods/podfields), as slicelet reports them.
+	NotYet string `json:"notYet,omitempty"`
+	// Skip, when set, is why the pod is not run (see skipReason).
+	Skip string `json:"skip,omitempty"`
 	// YAML is the rewritten manifest.
 	YAML []byte `json:"yaml"`
 	// Pod is the manifest decoded (for the divergence rules).
@@ -171,6 +186,9 @@ func prepare(entries []entry, applets []string) ([]entry, error) {
 		// What does not decode is left to the agents to refuse.
 		if err := yaml.Unmarshal(e.YAML, &pod); err == nil {
 			e.Pod = &pod
+			e.Skip = skipReason(&pod)
+			e.NotYet = notYet(e.Key.Name, e.YAML)
+			e.ByDesign = e.NotYet != "" || referencesObjects(&pod)
 			requests(&e)
 		}
 		out = append(out, e)
@@ -178,16 +196,65 @@ func prepare(entries []entry, applets []string) ([]entry, error) {
 	return out, nil
 }
 
-// requests fills e's requests from its pod (component-helpers' PodRequests: the larger of the
-// init containers' and the regular containers' sums, sidecars counted, pod-level resources
-// where set).
+// skipReason is why a pod cannot run under both agents at all, or "": the standalone kubelet
+// v1.37.2 panics (and exits) syncing a pod with spec.runtimeClassName, because without an API
+// server its RuntimeClass manager is nil (pkg/kubelet/runtimeclass/runtimeclass_manager.go
+// LookupRuntimeHandler dereferences it); the pods of the same batch would go with it.
+func skipReason(pod *v1.Pod) string {
+	if pod.Spec.RuntimeClassName != nil {
+		return "spec.runtimeClassName: the standalone kubelet v1.37.2 panics on it (its RuntimeClass manager is nil without an API server)"
+	}
+	return ""
+}
+
+// notYet returns the refusals slicelet makes of the manifest for fields it does not implement
+// yet: its own decoding (internal/manifest: the API's defaults, validation) and its field
+// registry (internal/pods/podfields).
+func notYet(name string, data []byte) string {
+	pods, err := manifest.Parse(name+".yaml", "/etc/slicelet/pods/"+name+".yaml", data)
+	var out []string
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			if strings.Contains(line, "not implemented by slicelet yet") {
+				out = append(out, line)
+			}
+		}
+		return strings.Join(out, "; ")
+	}
+	if len(pods) != 1 {
+		return ""
+	}
+	for _, e := range podfields.Refusals(pods[0]) {
+		if strings.Contains(e.Error(), "not implemented by slicelet yet") {
+			out = append(out, e.Error())
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// requests fills e's requests from its pod as the agents admit it: with the API's defaults
+// (requests default to limits) and component-helpers' PodRequests (the larger of the init
+// containers' and the regular containers' sums, sidecars counted, pod-level resources where
+// set).
 func requests(e *entry) {
 	for _, c := range e.Pod.Spec.Containers {
 		e.Containers = append(e.Containers, c.Name)
 	}
-	req := resourcehelper.PodRequests(e.Pod, resourcehelper.PodResourcesOptions{})
+	pod := e.Pod.DeepCopy()
+	k8sv1.SetObjectDefaults_Pod(pod)
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	e.CPUMilli = req.Cpu().MilliValue()
 	e.MemoryBytes = req.Memory().Value()
+	lim := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
+	for _, rl := range []v1.ResourceList{req, lim} {
+		for name, q := range rl {
+			switch name {
+			case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage:
+			default:
+				e.Scalar = e.Scalar || !q.IsZero()
+			}
+		}
+	}
 }
 
 // containerLists are the lists of containers a pod spec has.
@@ -279,12 +346,29 @@ type allocatable struct {
 	Pods                  int
 }
 
+// misfit reports whether at least one agent refuses e, by its resources or by design (the
+// deliberate divergences): its requests exceed a by themselves; it needs hugepages or
+// extended resources (the node has neither; slicelet refuses extended resources outright, the
+// kubelet admits a pod short of one its node never had); or e.ByDesign.
+func misfit(e entry, a allocatable) bool {
+	return e.Scalar || e.CPUMilli > a.CPUMilli || e.MemoryBytes > a.MemoryBytes || e.ByDesign
+}
+
+// batch is a set of pods run together.
+type batch struct {
+	pods []entry
+	// misfits: its pods are refused, at least by one agent (see batches); its kubepods and
+	// QoS levels are not compared.
+	misfits bool
+}
+
 // batches splits the corpus into batches whose requests fit a, at most maxPods each, in
-// corpus order, first fit. A pod whose requests exceed a by themselves is refused at admission
-// whatever else runs beside it (admission counts only admitted pods), so it takes no room:
-// such pods are spread over the batches, and the admission outcome is what is compared for
-// them.
-func batches(entries []entry, a allocatable, maxPods int) [][]entry {
+// corpus order, first fit. Misfits run in batches of their own, where what is compared is
+// each pod's admission and, for a pod both admit, its own cgroups. (Mixed with pods that run,
+// a pod one agent refuses would show in the QoS levels; and the kubelet's pod workers update
+// the QoS cgroups from its active pods concurrently with admission, so even a pod both refuse
+// is counted there for a moment.)
+func batches(entries []entry, a allocatable, maxPods int) []batch {
 	type open struct {
 		pods     []entry
 		cpu, mem int64
@@ -293,7 +377,10 @@ func batches(entries []entry, a allocatable, maxPods int) [][]entry {
 	var bs []*open
 	var misfits []entry
 	for _, e := range entries {
-		if e.CPUMilli > a.CPUMilli || e.MemoryBytes > a.MemoryBytes {
+		if e.Skip != "" {
+			continue
+		}
+		if misfit(e, a) {
 			misfits = append(misfits, e)
 			continue
 		}
@@ -309,22 +396,14 @@ func batches(entries []entry, a allocatable, maxPods int) [][]entry {
 			bs = append(bs, &open{pods: []entry{e}, cpu: e.CPUMilli, mem: e.MemoryBytes})
 		}
 	}
-	for _, e := range misfits {
-		var best *open
-		for _, b := range bs {
-			if len(b.pods) < limit && (best == nil || len(b.pods) < len(best.pods)) {
-				best = b
-			}
-		}
-		if best == nil {
-			best = &open{}
-			bs = append(bs, best)
-		}
-		best.pods = append(best.pods, e)
+	out := make([]batch, 0, len(bs)+1)
+	for _, b := range bs {
+		out = append(out, batch{pods: b.pods})
 	}
-	out := make([][]entry, len(bs))
-	for i, b := range bs {
-		out[i] = b.pods
+	for len(misfits) > 0 {
+		n := min(limit, len(misfits))
+		out = append(out, batch{pods: misfits[:n], misfits: true})
+		misfits = misfits[n:]
 	}
 	return out
 }

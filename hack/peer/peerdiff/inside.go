@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -67,13 +68,17 @@ func inside(ctx context.Context, o options) error {
 	for i, b := range bs {
 		r := batchResult{Snapshot: map[peerrun.Kind]snapshot{}, Complete: map[peerrun.Kind][]string{}, Took: map[peerrun.Kind]string{}, Errors: map[peerrun.Kind]string{}}
 		want := map[peerrun.PodKey][]string{}
-		for _, e := range b {
+		r.Misfits = b.misfits
+		for _, e := range b.pods {
 			r.Keys = append(r.Keys, e.Key)
 			want[e.Key] = e.Containers
 		}
 		for _, kind := range []peerrun.Kind{peerrun.Kubelet, peerrun.Slicelet} {
+			if !strings.Contains(o.agents, string(kind)) {
+				continue
+			}
 			t0 := time.Now()
-			snap, complete, err := runBatch(ctx, filepath.Join(o.work, o.inside), node, kind, binaries[kind], cfg, i, b, want, waits(o.inside))
+			snap, complete, err := runBatch(ctx, filepath.Join(o.work, o.inside), node, kind, binaries[kind], cfg, i, b.pods, want, waits(o.inside))
 			if err != nil {
 				r.Errors[kind] = err.Error()
 				logf("batch %d %s: %v", i+1, kind, err)
@@ -84,7 +89,7 @@ func inside(ctx context.Context, o options) error {
 			}
 			slices.Sort(r.Complete[kind])
 			r.Took[kind] = time.Since(t0).Round(time.Millisecond).String()
-			logf("batch %d/%d %s: %d pods, %d complete, %d sandboxes, %s", i+1, len(bs), kind, len(b), len(complete), len(snap.Pods), r.Took[kind])
+			logf("batch %d/%d %s: %d pods, %d complete, %d sandboxes, %s", i+1, len(bs), kind, len(b.pods), len(complete), len(snap.Pods), r.Took[kind])
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -119,10 +124,11 @@ func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerr
 		return peerrun.Snapshot{}, nil, err
 	}
 	w.Want = want
-	complete, werr := a.Wait(ctx, w)
+	complete, statuses, werr := a.Wait(ctx, w)
 	// Values the agents set right after the last container started (the QoS levels) settle.
 	time.Sleep(time.Second)
 	snap, rerr := a.Read(ctx)
+	snap.Statuses = statuses
 	_ = os.WriteFile(filepath.Join(logDir, fmt.Sprintf("batch-%d-%s.log", n+1, kind)), []byte(a.Journal(ctx, 5000)), 0o644)
 	serr := a.Stop(ctx)
 	return snap, complete, errors.Join(werr, rerr, serr)

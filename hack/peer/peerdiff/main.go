@@ -36,17 +36,20 @@ import (
 	"syscall"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
 )
 
 // options are the command line.
 type options struct {
-	corpus, work, kubelet, slicelet, cgroups string
-	n                                        int
-	seed                                     uint64
-	inside                                   string
-	vmMem, batchPods                         int
-	prepareOnly                              bool
+	corpus, work, kubelet, slicelet, cgroups, agents string
+	n                                                int
+	seed                                             uint64
+	inside                                           string
+	vmMem, vmCPUs, batchPods                         int
+	prepareOnly, compareOnly                         bool
 }
 
 func main() {
@@ -58,7 +61,10 @@ func main() {
 	flag.StringVar(&o.kubelet, "kubelet", "build/peer/v1.37.2/kubelet", "the kubelet binary")
 	flag.StringVar(&o.slicelet, "slicelet", "bin/slicelet", "the slicelet binary")
 	flag.StringVar(&o.cgroups, "cgroups", "v1,v2", "cgroup versions to run: v1 (sandbox), v2 (VM)")
-	flag.IntVar(&o.vmMem, "vm-mem", 3072, "the VM's memory in MiB")
+	flag.StringVar(&o.agents, "agents", "kubelet,slicelet", "agents to run; slicelet alone checks that every pod it admits comes up with the test image (no comparison)")
+	flag.IntVar(&o.vmMem, "vm-mem", 8192, "the VM's memory in MiB (pods only touch a little of it; more makes fewer, larger batches)")
+	flag.IntVar(&o.vmCPUs, "vm-cpus", 8, "the VM's CPUs (emulated: more than the host's cores only makes batches larger)")
+	flag.BoolVar(&o.compareOnly, "compare-only", false, "compare the results already in -work (of an earlier or unfinished run) without running anything")
 	flag.IntVar(&o.batchPods, "batch-pods", 30, "most pods in one batch")
 	flag.BoolVar(&o.prepareOnly, "prepare-only", false, "prepare the corpus, print its batches for this machine and exit")
 	flag.StringVar(&o.inside, "inside", "", "internal: run the batches inside the sandbox or VM, for this cgroup version")
@@ -88,6 +94,7 @@ const (
 // batchResult is what one batch left under each agent.
 type batchResult struct {
 	Keys     []peerrun.PodKey          `json:"keys"`
+	Misfits  bool                      `json:"misfits,omitempty"`
 	Snapshot map[peerrun.Kind]snapshot `json:"snapshot"`
 	Complete map[peerrun.Kind][]string `json:"complete"`
 	Took     map[peerrun.Kind]string   `json:"took"`
@@ -98,12 +105,17 @@ type batchResult struct {
 type snapshot struct {
 	Node map[string]peerrun.Values `json:"node"`
 	Pods map[string]peerrun.Pod    `json:"pods"`
+	// Statuses are the agent's own pod statuses (phase and reason of a refusal).
+	Statuses map[string]peerrun.PodStatus `json:"statuses"`
 }
 
 func toJSON(s peerrun.Snapshot) snapshot {
-	out := snapshot{Node: s.Node, Pods: map[string]peerrun.Pod{}}
+	out := snapshot{Node: s.Node, Pods: map[string]peerrun.Pod{}, Statuses: map[string]peerrun.PodStatus{}}
 	for k, p := range s.Pods {
 		out.Pods[k.String()] = p
+	}
+	for k, st := range s.Statuses {
+		out.Statuses[k.String()] = st
 	}
 	return out
 }
@@ -118,10 +130,14 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		bs := batches(entries, nodeAllocatable(peerrun.DefaultNodeConfig()), o.batchPods)
 		for i, b := range bs {
 			var names []string
-			for _, e := range b {
+			for _, e := range b.pods {
 				names = append(names, e.Key.String())
 			}
-			fmt.Fprintf(stdout, "batch %d: %d pods: %s\n", i+1, len(b), strings.Join(names, " "))
+			kind := ""
+			if b.misfits {
+				kind = " (misfits)"
+			}
+			fmt.Fprintf(stdout, "batch %d%s: %d pods: %s\n", i+1, kind, len(b.pods), strings.Join(names, " "))
 		}
 		fmt.Fprintf(stdout, "peer-diff: %d manifests, %d batches on this machine\n", len(entries), len(bs))
 		return 0, nil
@@ -129,6 +145,9 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 	work, err := filepath.Abs(o.work)
 	if err != nil {
 		return 0, err
+	}
+	if o.compareOnly {
+		return compareOnly(stdout, work, o.cgroups)
 	}
 	if err := os.RemoveAll(work); err != nil {
 		return 0, err
@@ -143,9 +162,11 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 	if err := os.WriteFile(filepath.Join(work, corpusFile), data, 0o644); err != nil {
 		return 0, err
 	}
-	kubelet, err := filepath.EvalSymlinks(o.kubelet)
-	if err != nil {
-		return 0, fmt.Errorf("kubelet binary (make peer-build): %w", err)
+	kubelet := ""
+	if strings.Contains(o.agents, string(peerrun.Kubelet)) {
+		if kubelet, err = filepath.EvalSymlinks(o.kubelet); err != nil {
+			return 0, fmt.Errorf("kubelet binary (make peer-build): %w", err)
+		}
 	}
 	slicelet, err := filepath.Abs(o.slicelet)
 	if err != nil {
@@ -158,6 +179,11 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 	if err != nil {
 		return 0, err
 	}
+	for _, e := range entries {
+		if e.Skip != "" {
+			fmt.Fprintf(stdout, "skipped: %s %s: %s\n", e.Origin, e.Key, e.Skip)
+		}
+	}
 	counts := map[string]int{}
 	var versions []string
 	for _, v := range strings.Split(o.cgroups, ",") {
@@ -167,12 +193,12 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return 0, err
 		}
-		args := []string{"-inside", v, "-work", work, "-batch-pods", strconv.Itoa(o.batchPods)}
+		args := []string{"-inside", v, "-work", work, "-batch-pods", strconv.Itoa(o.batchPods), "-agents", o.agents}
 		switch v {
 		case "v1":
 			err = runSandbox(ctx, self, work, append(args, "-kubelet", kubelet, "-slicelet", slicelet), stderr)
 		case "v2":
-			err = runVM(ctx, self, work, kubelet, slicelet, args, o.vmMem, stderr)
+			err = runVM(ctx, self, work, kubelet, slicelet, args, o.vmMem, o.vmCPUs, stderr)
 		default:
 			return 0, fmt.Errorf("-cgroups: %q: want v1 or v2", v)
 		}
@@ -182,6 +208,11 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		results, err := readResults(filepath.Join(dir, resultFile))
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", v, err)
+		}
+		if o.agents == string(peerrun.Slicelet) {
+			counts[v] = checkAlone(stdout, v, entries, results)
+			versions = append(versions, v)
+			continue
 		}
 		diffs := compareRun(v, entries, results)
 		for _, d := range diffs {
@@ -193,11 +224,55 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		fmt.Fprintf(stderr, "peerdiff: %s: %d batches in %s\n", v, len(results), time.Since(t0).Round(time.Second))
 		versions = append(versions, v)
 	}
+	if o.agents == string(peerrun.Slicelet) {
+		fmt.Fprintf(stdout, "peer-diff-check: %d manifests through slicelet alone, %s not up (v1), %s not up (v2)\n", len(entries), countOf(counts, versions, "v1"), countOf(counts, versions, "v2"))
+		return min(1, counts["v1"]+counts["v2"]), nil
+	}
 	fmt.Fprintf(stdout, "peer-diff: %d manifests, %s differences (v1), %s differences (v2)\n", len(entries), countOf(counts, versions, "v1"), countOf(counts, versions, "v2"))
 	for _, v := range versions {
 		if counts[v] > 0 {
 			return 1, nil
 		}
+	}
+	return 0, nil
+}
+
+// compareOnly compares the results an earlier (or unfinished) run left in work.
+func compareOnly(stdout io.Writer, work, cgroups string) (int, error) {
+	data, err := os.ReadFile(filepath.Join(work, corpusFile))
+	if err != nil {
+		return 0, err
+	}
+	var entries []entry
+	if err := json.Unmarshal(data, &entries); err != nil {
+		return 0, fmt.Errorf("%s: %w", corpusFile, err)
+	}
+	// The decoded pods (for the deliberate divergences) are not in the file.
+	for i := range entries {
+		var pod v1.Pod
+		if yaml.Unmarshal(entries[i].YAML, &pod) == nil {
+			entries[i].Pod = &pod
+		}
+	}
+	counts := map[string]int{}
+	var versions []string
+	for _, v := range strings.Split(cgroups, ",") {
+		results, err := readResults(filepath.Join(work, v, resultFile))
+		if err != nil {
+			continue
+		}
+		for _, d := range compareRun(v, entries, results) {
+			fmt.Fprintln(stdout, d.line())
+			if d.deliberate == "" {
+				counts[v]++
+			}
+		}
+		fmt.Fprintf(stdout, "%s: %d batches compared\n", v, len(results))
+		versions = append(versions, v)
+	}
+	fmt.Fprintf(stdout, "peer-diff: %d manifests, %s differences (v1), %s differences (v2)\n", len(entries), countOf(counts, versions, "v1"), countOf(counts, versions, "v2"))
+	if counts["v1"]+counts["v2"] > 0 {
+		return 1, nil
 	}
 	return 0, nil
 }
@@ -209,6 +284,43 @@ func countOf(counts map[string]int, ran []string, v string) string {
 		}
 	}
 	return "not run:"
+}
+
+// checkAlone prints every pod slicelet ran (it admitted it) whose containers did not all
+// start (running, or exited: a kept command may complete or fail), and returns their number:
+// the prepared corpus must run offline with the test image, nothing pulled. A pod that reads a
+// ConfigMap or Secret waits for it (the prepared corpus has Pod documents only) and is left
+// out.
+func checkAlone(w io.Writer, version string, entries []entry, results []batchResult) int {
+	byKey := map[string]entry{}
+	for _, e := range entries {
+		byKey[e.Key.String()] = e
+	}
+	n := 0
+	for _, r := range results {
+		for k, p := range r.Snapshot[peerrun.Slicelet].Pods {
+			e := byKey[k]
+			if e.Pod == nil || referencesObjects(e.Pod) {
+				continue
+			}
+			var bad []string
+			for _, name := range e.Containers {
+				st := p.Containers[name].State
+				if st != "CONTAINER_RUNNING" && st != "CONTAINER_EXITED" {
+					bad = append(bad, fmt.Sprintf("%s=%q", name, st))
+				}
+			}
+			if len(bad) > 0 {
+				fmt.Fprintf(w, "%s %s %s not up under slicelet: containers %s\n", version, e.Origin, k, strings.Join(bad, " "))
+				n++
+			}
+		}
+		if msg := r.Errors[peerrun.Slicelet]; msg != "" {
+			fmt.Fprintf(w, "%s slicelet: %s\n", version, oneLine(msg))
+			n++
+		}
+	}
+	return n
 }
 
 // corpusEntries loads and prepares the corpus and the generated pods.
@@ -246,12 +358,16 @@ func runSandbox(ctx context.Context, self, work string, args []string, stderr io
 }
 
 // runVM runs peerdiff in the cgroup v2 VM with the kubelet and slicelet copied in.
-func runVM(ctx context.Context, self, work, kubelet, slicelet string, args []string, mem int, stderr io.Writer) error {
+func runVM(ctx context.Context, self, work, kubelet, slicelet string, args []string, mem, cpus int, stderr io.Writer) error {
+	files := map[string]string{"slicelet": slicelet}
+	if kubelet != "" {
+		files["kubelet"] = kubelet
+	}
 	res, err := peerrun.RunVM(ctx, peerrun.VMOptions{
 		Binary: self,
 		Args:   append(args, "-kubelet", "/mnt/io/kubelet", "-slicelet", "/mnt/io/slicelet"),
-		Files:  map[string]string{"kubelet": kubelet, "slicelet": slicelet},
-		Dir:    work, MemMiB: mem, Timeout: 40 * time.Minute,
+		Files:  files,
+		Dir:    work, MemMiB: mem, CPUs: cpus, Timeout: 90 * time.Minute,
 	})
 	stderr.Write(res.Output)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -66,6 +67,9 @@ type AgentOptions struct {
 	// SliceletDropIn, when set, is written as slicelet's drop-in config.d/50-peerrun.toml:
 	// keys of tables the main file has already ([eviction], [node], ...).
 	SliceletDropIn string
+	// ExtraArgs are appended to the agent's command line (e.g. the kubelet's --kubeconfig, to
+	// register it with an API server: the peer benchmark's eviction scenario).
+	ExtraArgs []string
 }
 
 // Agent is one running agent.
@@ -116,6 +120,7 @@ func (n *Node) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
 	default:
 		return nil, fmt.Errorf("peerrun: agent kind %q: want kubelet or slicelet", o.Kind)
 	}
+	argv = append(argv, o.ExtraArgs...)
 	if err := os.WriteFile(cfgPath, []byte(text), 0o644); err != nil {
 		return nil, fmt.Errorf("peerrun: agent config: %w", err)
 	}
@@ -216,9 +221,14 @@ func (a *Agent) Active(ctx context.Context) (bool, string) {
 	return false, a.Journal(ctx, 30)
 }
 
-// Journal returns the last n lines of the agent's journal.
+// Journal returns the last n entries of the agent's journal: the kubelet's lines as it wrote
+// them, slicelet's as JSON (its structured fields are journal fields).
 func (a *Agent) Journal(ctx context.Context, n int) string {
-	out, _ := exec.CommandContext(ctx, "journalctl", "--no-pager", "-o", "cat", "-n", fmt.Sprint(n), "-u", a.Unit).CombinedOutput()
+	format := "cat"
+	if a.Kind == Slicelet {
+		format = "json"
+	}
+	out, _ := exec.CommandContext(ctx, "journalctl", "--no-pager", "-o", format, "-n", fmt.Sprint(n), "-u", a.Unit).CombinedOutput()
 	return string(out)
 }
 
@@ -265,6 +275,9 @@ type PodKey struct{ Namespace, Name string }
 
 func (k PodKey) String() string { return k.Namespace + "/" + k.Name }
 
+// Compare orders keys by namespace, then name.
+func (k PodKey) Compare(o PodKey) int { return strings.Compare(k.String(), o.String()) }
+
 // WaitOptions configure [Agent.Wait].
 type WaitOptions struct {
 	// Want maps each pod expected to run to its regular container names.
@@ -274,40 +287,65 @@ type WaitOptions struct {
 	Settle, Limit time.Duration
 }
 
-// Wait polls containerd until every pod of o.Want has all its containers running, or nothing
-// changed for o.Settle after the first pod sandbox appeared, or o.Limit passed, and returns
-// the pods that are complete. (An agent admits all the pods of its manifest directory at once,
-// so the first sandbox means every decision is taken.)
-func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, error) {
+// Wait polls containerd and the agent until every pod of o.Want has all its containers running
+// or was refused (the agent reports it Failed), or nothing changed for o.Settle after the
+// first pod sandbox appeared, or o.Limit passed. It returns the pods that are complete and the
+// agent's last statuses.
+func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[PodKey]PodStatus, error) {
 	rs, done, err := a.node.cri()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer done()
 	start := time.Now()
 	lastChange, last := start, ""
+	var statuses map[PodKey]PodStatus
 	for {
 		state, complete, err := a.observe(ctx, rs, o.Want)
-		started := state != ""
 		if err != nil {
-			return nil, err
+			return nil, statuses, err
+		}
+		// The agent may not be serving yet: then the statuses of the last poll stay.
+		if st, err := a.Statuses(ctx); err == nil {
+			statuses = st
+		}
+		decided, known, admitted := 0, 0, 0
+		for k := range o.Want {
+			st, ok := statuses[k]
+			if complete[k] || st.Phase == v1.PodFailed {
+				decided++
+			}
+			if ok {
+				known++
+				if st.Phase != v1.PodFailed {
+					admitted++
+				}
+			}
+		}
+		// Started: the agent made its first pod, or it lists pods of o.Want and admitted none
+		// (all refused, or failing to decode, which shows nowhere). Before that the settle
+		// clock does not run: under emulation the kubelet serves /pods well before it has read
+		// its manifests, and the first sandbox takes many seconds.
+		started := state != "" || known > 0 && admitted == 0
+		for _, k := range slices.SortedFunc(maps.Keys(statuses), PodKey.Compare) {
+			state += ";" + k.String() + "=" + string(statuses[k].Phase)
 		}
 		now := time.Now()
 		if state != last {
 			last, lastChange = state, now
 		}
 		switch {
-		case len(complete) == len(o.Want),
+		case decided == len(o.Want),
 			started && now.Sub(lastChange) >= o.Settle,
 			now.Sub(start) >= o.Limit:
-			return complete, nil
+			return complete, statuses, nil
 		}
 		if ok, journal := a.Active(ctx); !ok {
-			return complete, fmt.Errorf("peerrun: %s stopped: %s", a.Unit, journal)
+			return complete, statuses, fmt.Errorf("peerrun: %s stopped: %s", a.Unit, journal)
 		}
 		select {
 		case <-ctx.Done():
-			return complete, ctx.Err()
+			return complete, statuses, ctx.Err()
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -325,9 +363,12 @@ func (a *Agent) observe(ctx context.Context, rs runtimeapi.RuntimeServiceClient,
 		return "", nil, fmt.Errorf("peerrun: list containers: %w", err)
 	}
 	running := map[string]map[string]bool{}
+	// The fingerprint holds the sandboxes and the containers by name, not their states or
+	// attempts: a container in a crash loop (a kept command that exits) must not keep the wait
+	// from settling.
 	var fp []string
 	for _, c := range cs.Containers {
-		fp = append(fp, c.Id+c.State.String())
+		fp = append(fp, c.PodSandboxId+"/"+c.Metadata.Name)
 		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 			if running[c.PodSandboxId] == nil {
 				running[c.PodSandboxId] = map[string]bool{}
@@ -341,7 +382,7 @@ func (a *Agent) observe(ctx context.Context, rs runtimeapi.RuntimeServiceClient,
 		if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 			continue
 		}
-		k := a.key(sb.Metadata)
+		k := a.key(sb.Metadata.Namespace, sb.Metadata.Name)
 		names, ok := want[k]
 		if !ok {
 			continue
@@ -354,15 +395,14 @@ func (a *Agent) observe(ctx context.Context, rs runtimeapi.RuntimeServiceClient,
 			complete[k] = true
 		}
 	}
-	sort.Strings(fp)
-	return strings.Join(fp, ","), complete, nil
+	slices.Sort(fp)
+	return strings.Join(slices.Compact(fp), ","), complete, nil
 }
 
 // key is the manifest's name of a pod: the kubelet names a static pod <name>-<node name>.
-func (a *Agent) key(md *runtimeapi.PodSandboxMetadata) PodKey {
-	name := md.Name
+func (a *Agent) key(namespace, name string) PodKey {
 	if a.Kind == Kubelet {
 		name = strings.TrimSuffix(name, "-"+NodeName)
 	}
-	return PodKey{Namespace: md.Namespace, Name: name}
+	return PodKey{Namespace: namespace, Name: name}
 }

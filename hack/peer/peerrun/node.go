@@ -154,13 +154,13 @@ func (n *Node) RemovePods(ctx context.Context) error {
 	if n.CgroupV2 {
 		dir = "/sys/fs/cgroup/kubepods.slice"
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 			break
 		}
 		if time.Now().After(deadline) {
-			errs = append(errs, fmt.Errorf("peerrun: %s still there 30s after stopping kubepods.slice", dir))
+			errs = append(errs, fmt.Errorf("peerrun: %s still there 2m after stopping kubepods.slice", dir))
 			break
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -48,6 +48,8 @@ type Snapshot struct {
 	Node map[string]Values
 	// Pods are the pods containerd runs, by their manifest's namespace and name.
 	Pods map[PodKey]Pod
+	// Statuses are the agent's own statuses of its pods ([Agent.Statuses]), when read.
+	Statuses map[PodKey]PodStatus
 }
 
 // controllerFiles are the files read at every level, per controller.
@@ -222,7 +224,7 @@ func (a *Agent) Read(ctx context.Context) (Snapshot, error) {
 		if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
 			continue
 		}
-		k := a.key(sb.Metadata)
+		k := a.key(sb.Metadata.Namespace, sb.Metadata.Name)
 		if _, dup := s.Pods[k]; dup {
 			errs = append(errs, fmt.Errorf("peerrun: two ready sandboxes for pod %s", k))
 			continue

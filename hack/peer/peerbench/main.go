@@ -1,0 +1,215 @@
+// Command peerbench measures slicelet against the real kubelet on the same node (make
+// peer-bench): one run, in a throwaway systemd sandbox on this machine's cgroup v1 hybrid layout
+// (hack/peer/peerrun: the same containerd, the same node settings), the two agents alternated
+// round by round (kubelet first in even rounds, slicelet first in odd ones), -reps rounds:
+//
+//   - manifest → Running: a manifest renamed into the idle agent's manifest directory until its
+//     container runs (containerd's StartedAt), one pod five times per round, then 30 pods at
+//     once (the last one); the same pod through direct CRI calls, no agent, is the floor;
+//   - agent start → 110 pods Running: the agent started on a directory of 110 manifests;
+//   - RSS (VmRSS) and idle CPU (user+system over -idle) of the agent with those 110 pods;
+//   - eviction end to end: the kubelet registered with a local control plane
+//     (hack/peer/controlplane; pods created through the API, because a standalone kubelet never
+//     evicts static pods) and slicelet (pods through its local API), each with a hard
+//     memory.available threshold 300 MiB below what is available at the round's start; a
+//     BestEffort hog grows past it: hog start (StartedAt) → threshold crossed (the node's
+//     working set, read every 10 ms as the kubelet computes it) → victim killed (the hog's
+//     FinishedAt) → pod gone (its sandbox no longer ready).
+//
+// It writes the "## peer-bench" section of -out (docs/peer.md) with the table, the
+// slicelet/kubelet ratios of the medians, the machine and the command, and prints the table.
+//
+// On the host it boots the sandbox and runs itself inside with -inside, which writes the
+// samples to <work>/results.json.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/procfs"
+
+	"github.com/slicelet/slicelet/hack/peer/peerrun"
+)
+
+// options are the command line.
+type options struct {
+	work, kubelet, slicelet, bin, out string
+	reps, pods                        int
+	idle                              time.Duration
+	latency, eviction, inside         bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.work, "work", "build/peer-bench", "work directory (emptied first)")
+	flag.StringVar(&o.kubelet, "kubelet", "build/peer/v1.37.2/kubelet", "the kubelet binary")
+	flag.StringVar(&o.slicelet, "slicelet", "bin/slicelet", "the slicelet binary")
+	flag.StringVar(&o.bin, "bin", "build/peer/v1.37.2", "the control plane's binaries (etcd, kube-apiserver)")
+	flag.StringVar(&o.out, "out", "docs/peer.md", "markdown file whose \"## peer-bench\" section to write; empty for none")
+	flag.IntVar(&o.reps, "reps", 5, "rounds per agent")
+	flag.IntVar(&o.pods, "pods", 110, "pods of the start and idle figures")
+	flag.DurationVar(&o.idle, "idle", 30*time.Second, "idle window of the CPU figure")
+	flag.BoolVar(&o.latency, "latency", true, "run the latency and footprint rounds")
+	flag.BoolVar(&o.eviction, "eviction", true, "run the eviction rounds (needs etcd and kube-apiserver in -bin)")
+	flag.BoolVar(&o.inside, "inside", false, "internal: run the rounds inside the sandbox")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if o.inside {
+		err = inside(ctx, o)
+	} else {
+		err = host(ctx, o)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peerbench:", err)
+		os.Exit(1)
+	}
+}
+
+// resultFile is where the inside half leaves the samples, in the work directory.
+const resultFile = "results.json"
+
+// host boots the sandbox, runs the rounds inside and writes the section.
+func host(ctx context.Context, o options) error {
+	if o.reps < 1 || o.pods < 1 || o.idle <= 0 {
+		return fmt.Errorf("-reps %d, -pods %d, -idle %s: want positive values", o.reps, o.pods, o.idle)
+	}
+	work, err := filepath.Abs(o.work)
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(work); err != nil {
+		return err
+	}
+	kubelet, err := resolve(o.kubelet)
+	if err != nil {
+		return fmt.Errorf("kubelet binary (make peer-build): %w", err)
+	}
+	bin, err := resolve(o.bin)
+	if err != nil && o.eviction {
+		return fmt.Errorf("control plane binaries (make peer-build): %w", err)
+	}
+	slicelet, err := filepath.Abs(o.slicelet)
+	if err == nil {
+		_, err = os.Stat(slicelet)
+	}
+	if err != nil {
+		return fmt.Errorf("slicelet binary (make build): %w", err)
+	}
+	sb, err := peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: fmt.Sprintf("peerbench-%d", os.Getpid()), WorkDir: work, Log: os.Stderr})
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err == nil {
+		err = copyFile(self, filepath.Join(work, "peerbench"))
+	}
+	if err != nil {
+		return errors.Join(err, sb.Stop())
+	}
+	began := time.Now()
+	cmd := sb.Command(ctx, "/", filepath.Join(work, "peerbench"), "-inside", "-work", work, "-kubelet", kubelet, "-slicelet", slicelet,
+		"-bin", bin, "-reps", strconv.Itoa(o.reps), "-pods", strconv.Itoa(o.pods), "-idle", o.idle.String(), "-eviction="+strconv.FormatBool(o.eviction), "-latency="+strconv.FormatBool(o.latency))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	runErr := cmd.Run()
+	if err := sb.Stop(); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	if runErr != nil {
+		return fmt.Errorf("inside the sandbox: %w", runErr)
+	}
+	data, err := os.ReadFile(filepath.Join(work, resultFile))
+	if err != nil {
+		return err
+	}
+	var r results
+	if err := json.Unmarshal(data, &r); err != nil {
+		return fmt.Errorf("%s: %w", resultFile, err)
+	}
+	body := render(o, r, machine(), began, time.Since(began))
+	fmt.Println(body)
+	if o.out == "" {
+		return nil
+	}
+	doc, err := os.ReadFile(o.out)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if len(doc) == 0 {
+		doc = []byte("# slicelet beside the real kubelet\n")
+	}
+	return os.WriteFile(o.out, []byte(replaceSection(string(doc), "## peer-bench", body)), 0o644)
+}
+
+// resolve is the absolute path of p with symbolic links followed (build/peer/<version> may link
+// to another checkout's build; the sandbox runs the inside half in /).
+func resolve(p string) (string, error) {
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(r)
+}
+
+// render is the section's body.
+func render(o options, r results, mach string, began time.Time, took time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "`make peer-bench` (`build/peerbench -reps %d -pods %d -idle %s -latency=%t -eviction=%t`), run %s, took %s. ",
+		o.reps, o.pods, o.idle, o.latency, o.eviction, began.UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second))
+	b.WriteString("One run in one cgroup v1 (hybrid) systemd sandbox, both agents on the same containerd with the same node settings (hack/peer/peerrun), ")
+	fmt.Fprintf(&b, "%d rounds, the agents alternated (kubelet first in even rounds, slicelet first in odd ones). ", r.Reps)
+	b.WriteString("Figures are medians with the range and the number of samples; the ratio is slicelet's median over the kubelet's. ")
+	b.WriteString("Running is containerd's StartedAt of the pod's container (both agents use the same containerd); the kubelet runs standalone on static pods except in the eviction rounds, where it is registered with a local kube-apiserver and etcd (hack/peer/controlplane) and the pods are created through the API; slicelet's pods there come through its local API.\n\n")
+	fmt.Fprintf(&b, "Machine: %s.\n\n", mach)
+	b.WriteString(table(rows(r)))
+	if f := summarize(r.Samples["one"][floor]); f.n > 0 {
+		fmt.Fprintf(&b, "\nCRI floor: the same one pod through direct CRI calls with no agent running (RunPodSandbox, CreateContainer, StartContainer; the first call to StartedAt), five times per round: %s ms.\n", f)
+	}
+	if len(r.Errors) > 0 {
+		b.WriteString("\nRounds that failed (left out of the figures):\n\n")
+		for _, e := range r.Errors {
+			fmt.Fprintf(&b, "- %s\n", e)
+		}
+	}
+	b.WriteString("\nNot measured yet: image GC over the same image set (the kubelet runs image GC on a fixed 5-minute period, pkg/kubelet/kubelet.go ImageGCPeriod, so a round costs minutes per agent) and the cgroup v2 VM.\n")
+	return b.String()
+}
+
+// machine describes the machine: CPU model and count, memory, kernel.
+func machine() string {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return runtime.GOOS + "/" + runtime.GOARCH
+	}
+	model := "unknown CPU"
+	if cpus, err := fs.CPUInfo(); err == nil && len(cpus) > 0 {
+		model = cpus[0].ModelName
+	}
+	mem := ""
+	if mi, err := fs.Meminfo(); err == nil && mi.MemTotal != nil {
+		mem = fmt.Sprintf(", %.1f GiB memory", float64(*mi.MemTotal)/(1<<20))
+	}
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return fmt.Sprintf("%s, %d cores%s, kernel %s, %s", model, runtime.NumCPU(), mem, strings.TrimSpace(string(kernel)), runtime.Version())
+}
+
+func copyFile(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o755)
+}

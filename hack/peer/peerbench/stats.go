@@ -1,0 +1,172 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/slicelet/slicelet/hack/peer/peerrun"
+)
+
+// metric is one figure of the benchmark.
+type metric struct {
+	// key names it in results.json.
+	key string
+	// title is its row in the table; unit its unit.
+	title, unit string
+	// target is the highest slicelet/kubelet ratio the issue asks for; 0 for none.
+	target float64
+	// targetText is how the target is written.
+	targetText string
+}
+
+// metrics are the rows of the table, in order.
+var metrics = []metric{
+	{key: "one", title: "manifest → Running, one pod", unit: "ms", target: 0.8, targetText: "≤ 0.8×"},
+	{key: "thirty", title: "manifest → Running, 30 pods at once (the last)", unit: "ms", target: 0.8, targetText: "≤ 0.8×"},
+	{key: "start", title: "agent start → 110 pods Running (the last)", unit: "ms"},
+	{key: "rss", title: "RSS with 110 pods, idle", unit: "MiB", target: 1.0 / 3, targetText: "≤ 1/3"},
+	{key: "cpu", title: "idle CPU with 110 pods", unit: "% of a core", target: 0.25, targetText: "≤ 1/4"},
+	{key: "evict-cross", title: "eviction: hog start → threshold crossed", unit: "ms"},
+	{key: "evict-kill", title: "eviction: threshold crossed → victim killed", unit: "ms", target: 1.0 / 20, targetText: "≤ 1/20"},
+	{key: "evict-gone", title: "eviction: victim killed → pod gone", unit: "ms"},
+}
+
+// results is what the inside half measured: samples by metric key and agent.
+type results struct {
+	Reps    int                                   `json:"reps"`
+	Samples map[string]map[peerrun.Kind][]float64 `json:"samples"`
+	// Errors are the rounds that failed, as "<agent> round <n>: <error>".
+	Errors []string `json:"errors,omitempty"`
+}
+
+func (r *results) add(key string, k peerrun.Kind, v float64) {
+	if r.Samples == nil {
+		r.Samples = map[string]map[peerrun.Kind][]float64{}
+	}
+	if r.Samples[key] == nil {
+		r.Samples[key] = map[peerrun.Kind][]float64{}
+	}
+	r.Samples[key][k] = append(r.Samples[key][k], v)
+}
+
+// summary is the median and the range of samples.
+type summary struct {
+	n                int
+	median, min, max float64
+}
+
+// summarize returns the median (the mean of the middle two for an even count) and the range;
+// n is 0 for no samples.
+func summarize(xs []float64) summary {
+	if len(xs) == 0 {
+		return summary{}
+	}
+	s := slices.Sorted(slices.Values(xs))
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return summary{n: len(s), median: m, min: s[0], max: s[len(s)-1]}
+}
+
+// format writes a figure with a precision that suits its size.
+func format(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+func (s summary) String() string {
+	if s.n == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%s (%s–%s, n=%d)", format(s.median), format(s.min), format(s.max), s.n)
+}
+
+// row is one line of the table, with the verdict on the target.
+type row struct {
+	m                 metric
+	kubelet, slicelet summary
+	ratio             float64 // slicelet/kubelet of the medians
+	measured          bool    // both agents have samples and the kubelet's median is not 0
+}
+
+// verdict says whether the target is met.
+func (r row) verdict() string {
+	switch {
+	case r.m.target == 0:
+		return ""
+	case !r.measured:
+		return "not measured"
+	case r.ratio <= r.m.target:
+		return "met"
+	default:
+		return "**not met**"
+	}
+}
+
+// rows summarizes every metric.
+func rows(r results) []row {
+	var out []row
+	for _, m := range metrics {
+		rw := row{m: m, kubelet: summarize(r.Samples[m.key][peerrun.Kubelet]), slicelet: summarize(r.Samples[m.key][peerrun.Slicelet])}
+		if rw.kubelet.n > 0 && rw.slicelet.n > 0 && rw.kubelet.median > 0 {
+			rw.ratio, rw.measured = rw.slicelet.median/rw.kubelet.median, true
+		}
+		out = append(out, rw)
+	}
+	return out
+}
+
+// table renders the rows as markdown.
+func table(rs []row) string {
+	var b strings.Builder
+	b.WriteString("| figure | unit | kubelet median (range, n) | slicelet median (range, n) | slicelet/kubelet | target | |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---|\n")
+	for _, r := range rs {
+		ratio := "—"
+		if r.measured {
+			ratio = fmt.Sprintf("%.3f×", r.ratio)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.m.title, r.m.unit, r.kubelet, r.slicelet, ratio, r.m.targetText, r.verdict())
+	}
+	return b.String()
+}
+
+// replaceSection replaces the markdown section that starts with heading (a "## " line) up to the
+// next "## " heading with body, or appends it when the document has none.
+func replaceSection(doc, heading, body string) string {
+	lines := strings.SplitAfter(doc, "\n")
+	start := -1
+	for i, l := range lines {
+		if strings.TrimRight(l, "\n") == heading {
+			start = i
+			break
+		}
+	}
+	section := heading + "\n\n" + strings.TrimRight(body, "\n") + "\n"
+	if start < 0 {
+		if doc != "" && !strings.HasSuffix(doc, "\n\n") {
+			doc = strings.TrimRight(doc, "\n") + "\n\n"
+		}
+		return doc + section
+	}
+	end := len(lines)
+	for i := start + 1; i < len(lines); i++ {
+		if strings.HasPrefix(lines[i], "## ") {
+			end = i
+			break
+		}
+	}
+	rest := strings.Join(lines[end:], "")
+	if rest != "" {
+		section += "\n"
+	}
+	return strings.Join(lines[:start], "") + section + rest
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/slicelet/slicelet/hack/peer/peerrun"
+)
+
+// withStatuses sets the agents' statuses of the first batch.
+func withStatuses(rs []batchResult, s, k map[string]peerrun.PodStatus) []batchResult {
+	ss, ks := rs[0].Snapshot[peerrun.Slicelet], rs[0].Snapshot[peerrun.Kubelet]
+	ss.Statuses, ks.Statuses = s, k
+	rs[0].Snapshot[peerrun.Slicelet], rs[0].Snapshot[peerrun.Kubelet] = ss, ks
+	return rs
+}
+
+func TestCompareRun(t *testing.T) {
+	key := peerrun.PodKey{Namespace: "default", Name: "web"}
+	entries := []entry{{Origin: "web.yaml", Key: key}}
+	pod := func(qos, shares, adj string, containers ...string) peerrun.Pod {
+		p := peerrun.Pod{QOS: qos, Values: peerrun.Values{"cpu.shares": shares}, Containers: map[string]peerrun.Container{}}
+		for _, c := range containers {
+			p.Containers[c] = peerrun.Container{State: "CONTAINER_RUNNING", Values: peerrun.Values{"cpu.shares": shares}, OOMScoreAdj: adj}
+		}
+		return p
+	}
+	run := func(s, k map[string]peerrun.Pod, sNode, kNode map[string]peerrun.Values) []batchResult {
+		return []batchResult{{
+			Keys: []peerrun.PodKey{key},
+			Snapshot: map[peerrun.Kind]snapshot{
+				peerrun.Slicelet: {Node: sNode, Pods: s},
+				peerrun.Kubelet:  {Node: kNode, Pods: k},
+			},
+		}}
+	}
+	node := map[string]peerrun.Values{"kubepods": {"cpu.shares": "1894"}}
+	for _, tc := range []struct {
+		name    string
+		results []batchResult
+		want    []string
+	}{
+		{name: "same", results: run(map[string]peerrun.Pod{"default/web": pod("Burstable", "102", "996", "a")}, map[string]peerrun.Pod{"default/web": pod("Burstable", "102", "996", "a")}, node, node)},
+		{name: "ran under one only", results: run(map[string]peerrun.Pod{"default/web": pod("Burstable", "102", "996", "a")}, nil, node, node),
+			want: []string{"v1 web.yaml default/web pod admitted: slicelet=yes kubelet=no"}},
+		{name: "refused by one with its reason", results: withStatuses(run(nil, map[string]peerrun.Pod{"default/web": pod("Burstable", "102", "996", "a")}, node, node),
+			map[string]peerrun.PodStatus{"default/web": {Phase: "Failed", Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu"}}, nil),
+			want: []string{"v1 web.yaml default/web pod admitted: slicelet=no (Failed OutOfcpu: Node didn't have enough resource: cpu) kubelet=yes"}},
+		{name: "admitted by both, a sandbox under one", results: withStatuses(run(nil, map[string]peerrun.Pod{"default/web": pod("Burstable", "102", "996", "a")}, node, node),
+			map[string]peerrun.PodStatus{"default/web": {Phase: "Pending"}}, nil),
+			want: []string{"v1 web.yaml default/web pod sandbox: slicelet=no kubelet=yes"}},
+		{name: "values, qos, oom and a missing container", results: run(map[string]peerrun.Pod{"default/web": pod("Burstable", "102", "996", "a", "b")}, map[string]peerrun.Pod{"default/web": pod("Guaranteed", "104", "-997", "a")}, node, node),
+			want: []string{
+				"v1 web.yaml default/web pod qos: slicelet=Burstable kubelet=Guaranteed",
+				"v1 web.yaml default/web pod cpu.shares: slicelet=102 kubelet=104",
+				"v1 web.yaml default/web container a cpu.shares: slicelet=102 kubelet=104",
+				"v1 web.yaml default/web container a oom_score_adj: slicelet=996 kubelet=-997",
+				"v1 web.yaml default/web container b created: slicelet=yes kubelet=no",
+			}},
+		{name: "node level value and file", results: run(nil, nil, node, map[string]peerrun.Values{"kubepods": {"cpu.shares": "1894", "pids.max": "max"}, "burstable": {}}),
+			want: []string{
+				"v1 batch-1 - burstable created: slicelet=no kubelet=yes",
+				"v1 batch-1 - kubepods pids.max: slicelet=(absent) kubelet=max",
+			}},
+		{name: "misfit batches compare no node levels", results: misfits(run(nil, nil, node, map[string]peerrun.Values{"kubepods": {"cpu.shares": "1"}}))},
+		{name: "exited containers are not compared", results: run(
+			map[string]peerrun.Pod{"default/web": {QOS: "BestEffort", Containers: map[string]peerrun.Container{"i": {State: "CONTAINER_EXITED"}}}},
+			map[string]peerrun.Pod{"default/web": {QOS: "BestEffort", Containers: map[string]peerrun.Container{"i": {State: "CONTAINER_EXITED"}}}}, node, node)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, d := range compareRun("v1", entries, tc.results) {
+				got = append(got, d.line())
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+}
+
+// misfits marks the first batch as a batch of misfits.
+func misfits(rs []batchResult) []batchResult {
+	rs[0].Misfits = true
+	return rs
+}
+
+func TestDeliberate(t *testing.T) {
+	decode := func(y string) *v1.Pod {
+		var p v1.Pod
+		if err := yaml.Unmarshal([]byte(y), &p); err != nil {
+			t.Fatal(err)
+		}
+		return &p
+	}
+	secret := decode("spec: {containers: [{name: a, env: [{name: X, valueFrom: {secretKeyRef: {name: s, key: k}}}]}]}")
+	widget := decode("spec: {containers: [{name: a, resources: {limits: {example.com/widget: '1'}}}]}")
+	plain := decode("spec: {containers: [{name: a}]}")
+	for _, tc := range []struct {
+		name string
+		d    difference
+		e    entry
+		want bool
+	}{
+		{"secret reference admitted by slicelet alone", difference{field: "admitted", slicelet: "yes", kubelet: "no"}, entry{Pod: secret}, true},
+		{"secret reference the other way round", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: secret}, false},
+		{"extended resource refused by slicelet", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: widget}, true},
+		{"field not implemented yet", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: plain, NotYet: "spec.dnsConfig: Forbidden: pod DNS configuration is not implemented by slicelet yet"}, true},
+		{"plain refusal is a difference", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: plain}, false},
+		{"a value is never deliberate", difference{field: "cpu.shares", slicelet: "2", kubelet: "3"}, entry{Pod: secret, NotYet: "x"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := deliberate(tc.d, tc.e) != ""; got != tc.want {
+				t.Errorf("deliberate = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckAlone(t *testing.T) {
+	plain := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "a"}, {Name: "b"}}}}
+	withSecret := &v1.Pod{Spec: v1.PodSpec{Volumes: []v1.Volume{{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "s"}}}}}}
+	entries := []entry{
+		{Origin: "up.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "up"}, Containers: []string{"a", "b"}, Pod: plain},
+		{Origin: "stuck.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "stuck"}, Containers: []string{"a", "b"}, Pod: plain},
+		{Origin: "secret.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "secret"}, Containers: []string{"a"}, Pod: withSecret},
+	}
+	results := []batchResult{{Snapshot: map[peerrun.Kind]snapshot{peerrun.Slicelet: {Pods: map[string]peerrun.Pod{
+		"default/up":     {Containers: map[string]peerrun.Container{"a": {State: "CONTAINER_RUNNING"}, "b": {State: "CONTAINER_EXITED"}}},
+		"default/stuck":  {Containers: map[string]peerrun.Container{"a": {State: "CONTAINER_CREATED"}}},
+		"default/secret": {Containers: map[string]peerrun.Container{}},
+	}}}}}
+	var out strings.Builder
+	if n := checkAlone(&out, "v1", entries, results); n != 1 {
+		t.Errorf("%d pods not up, want 1:\n%s", n, out.String())
+	}
+	want := "v1 stuck.yaml default/stuck not up under slicelet: containers a=\"CONTAINER_CREATED\" b=\"\"\n"
+	if out.String() != want {
+		t.Errorf("got %q, want %q", out.String(), want)
+	}
+}
