@@ -255,6 +255,7 @@ func mountsUnder(dir string) []string {
 // PodKey names a pod as its manifest does.
 type PodKey struct{ Namespace, Name string }
 
+// String is namespace/name.
 func (k PodKey) String() string { return k.Namespace + "/" + k.Name }
 
 // Compare orders keys by namespace, then name.
