@@ -35,9 +35,9 @@ func quantity(s string, milli bool) int64 {
 // waits are the settle and limit of a batch: the VM emulates its CPU, several times slower.
 func waits(version string) peerrun.WaitOptions {
 	if version == "v2" {
-		return peerrun.WaitOptions{Settle: 15 * time.Second, Limit: 8 * time.Minute}
+		return peerrun.WaitOptions{Settle: 15 * time.Second, Startup: time.Minute, Limit: 8 * time.Minute}
 	}
-	return peerrun.WaitOptions{Settle: 6 * time.Second, Limit: 2 * time.Minute}
+	return peerrun.WaitOptions{Settle: 6 * time.Second, Startup: 5 * time.Second, Limit: 2 * time.Minute}
 }
 
 // inside runs every batch under the kubelet, then slicelet, and writes what each left.

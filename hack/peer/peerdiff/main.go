@@ -277,13 +277,14 @@ func compareOnly(stdout io.Writer, work, cgroups string) (int, error) {
 	return 0, nil
 }
 
+// countOf is the count of version v as printed: "-" when v did not run.
 func countOf(counts map[string]int, ran []string, v string) string {
 	for _, r := range ran {
 		if r == v {
 			return strconv.Itoa(counts[v])
 		}
 	}
-	return "not run:"
+	return "-"
 }
 
 // checkAlone prints every pod slicelet ran (it admitted it) whose containers did not all

@@ -273,6 +273,7 @@ func mountsUnder(dir string) []string {
 // PodKey names a pod as its manifest does.
 type PodKey struct{ Namespace, Name string }
 
+// String is namespace/name.
 func (k PodKey) String() string { return k.Namespace + "/" + k.Name }
 
 // Compare orders keys by namespace, then name.
@@ -285,6 +286,9 @@ type WaitOptions struct {
 	// Settle ends the wait when nothing changed for that long once the agent made its first
 	// pod (pods it refuses never appear); Limit bounds the wait (e.g. when it runs none).
 	Settle, Limit time.Duration
+	// Startup is how long after the agent first answers a batch that it admits nothing from
+	// may count as started.
+	Startup time.Duration
 }
 
 // Wait polls containerd and the agent until every pod of o.Want has all its containers running
@@ -300,6 +304,7 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[P
 	start := time.Now()
 	lastChange, last := start, ""
 	var statuses map[PodKey]PodStatus
+	var answered time.Time
 	for {
 		state, complete, err := a.observe(ctx, rs, o.Want)
 		if err != nil {
@@ -323,10 +328,14 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[P
 			}
 		}
 		// Started: the agent made its first pod, or it lists pods of o.Want and admitted none
-		// (all refused, or failing to decode, which shows nowhere). Before that the settle
-		// clock does not run: under emulation the kubelet serves /pods well before it has read
-		// its manifests, and the first sandbox takes many seconds.
-		started := state != "" || known > 0 && admitted == 0
+		// (all refused), or it has answered for o.Startup without admitting any (pods failing
+		// to decode show nowhere). Before that the settle clock does not run: under emulation
+		// the kubelet serves /pods well before it has read its manifests, and the first
+		// sandbox takes many seconds.
+		if statuses != nil && answered.IsZero() {
+			answered = time.Now()
+		}
+		started := state != "" || admitted == 0 && (known > 0 || !answered.IsZero() && time.Since(answered) >= o.Startup)
 		for _, k := range slices.SortedFunc(maps.Keys(statuses), PodKey.Compare) {
 			state += ";" + k.String() + "=" + string(statuses[k].Phase)
 		}
