@@ -109,7 +109,11 @@ func host(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("slicelet binary (make build): %w", err)
 	}
-	sb, err := peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: fmt.Sprintf("peerbench-%d", os.Getpid()), WorkDir: work, Log: os.Stderr})
+	binds := []string{filepath.Dir(kubelet), filepath.Dir(slicelet)}
+	if bin != "" {
+		binds = append(binds, bin)
+	}
+	sb, err := peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: fmt.Sprintf("peerbench-%d", os.Getpid()), WorkDir: work, Binds: binds, Log: os.Stderr})
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -164,7 +165,11 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 	}
 	kubelet := ""
 	if strings.Contains(o.agents, string(peerrun.Kubelet)) {
-		if kubelet, err = filepath.EvalSymlinks(o.kubelet); err != nil {
+		if kubelet, err = filepath.EvalSymlinks(o.kubelet); err == nil {
+			// The inside half runs in / of the sandbox: the path must not be relative.
+			kubelet, err = filepath.Abs(kubelet)
+		}
+		if err != nil {
 			return 0, fmt.Errorf("kubelet binary (make peer-build): %w", err)
 		}
 	}
@@ -196,7 +201,7 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		args := []string{"-inside", v, "-work", work, "-batch-pods", strconv.Itoa(o.batchPods), "-agents", o.agents}
 		switch v {
 		case "v1":
-			err = runSandbox(ctx, self, work, append(args, "-kubelet", kubelet, "-slicelet", slicelet), stderr)
+			err = runSandbox(ctx, self, work, binaryDirs(kubelet, slicelet), append(args, "-kubelet", kubelet, "-slicelet", slicelet), stderr)
 		case "v2":
 			err = runVM(ctx, self, work, kubelet, slicelet, args, o.vmMem, o.vmCPUs, stderr)
 		default:
@@ -338,9 +343,22 @@ func corpusEntries(o options) ([]entry, error) {
 	return prepare(raw, testApplets())
 }
 
-// runSandbox boots the v1 sandbox and runs peerdiff inside; its output goes to stderr.
-func runSandbox(ctx context.Context, self, work string, args []string, stderr io.Writer) error {
-	sb, err := peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: fmt.Sprintf("peerdiff-%d", os.Getpid()), WorkDir: work, Log: stderr})
+// binaryDirs are the directories of the given binaries (empty names skipped), once each: the
+// sandbox binds them, since a checkout under /tmp (or any directory the sandbox replaces) is
+// invisible inside otherwise.
+func binaryDirs(binaries ...string) []string {
+	var dirs []string
+	for _, b := range binaries {
+		if d := filepath.Dir(b); b != "" && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// runSandbox boots the v1 sandbox with binds and runs peerdiff inside; its output goes to stderr.
+func runSandbox(ctx context.Context, self, work string, binds, args []string, stderr io.Writer) error {
+	sb, err := peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: fmt.Sprintf("peerdiff-%d", os.Getpid()), WorkDir: work, Binds: binds, Log: stderr})
 	if err != nil {
 		return err
 	}
