@@ -3,7 +3,6 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/slicelet/slicelet/hack/peer/controlplane"
@@ -81,47 +79,15 @@ func TestSliceletNode(t *testing.T) {
 func inside(t *testing.T, work, bin, slicelet string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 	defer cancel()
-	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	node, err := peerrun.StartNode(ctx, peerrun.NodeOptions{Dir: "/var/lib/peer-node", Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = node.Close() }()
-	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: filepath.Join(work, "cp"), BinDir: bin, Nodes: []string{nodeName},
-		Scheduler: true, ControllerManager: true, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cp.Stop(context.WithoutCancel(ctx)) }()
-	manifests := filepath.Join(node.Dir, "manifests")
-	if err := os.MkdirAll(manifests, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	agent, err := node.StartAgent(ctx, peerrun.AgentOptions{Kind: peerrun.Slicelet, Binary: slicelet, ManifestDir: manifests,
-		SliceletTOML: fmt.Sprintf("[cluster]\nenabled = true\nkubeconfig = %q\nnode_name = %q\nlabels = { \"example.com/agent\" = \"slicelet\" }\n",
-			cp.NodeKubeconfig(nodeName), nodeName)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("slicelet's journal:\n%s", agent.Journal(context.WithoutCancel(ctx), 60))
-		}
-		_ = agent.Stop(context.WithoutCancel(ctx))
-	}()
-	admin, err := cp.Client(cp.AdminKubeconfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	poll := func(what string, limit time.Duration, cond func(ctx context.Context) (bool, error)) {
-		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, limit, true, cond); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	c := startClusterNode(t, ctx, work, bin, slicelet, controlplane.Config{Nodes: []string{nodeName}, Scheduler: true, ControllerManager: true},
+		func(cp *controlplane.ControlPlane) string {
+			return clusterHead(cp) + "labels = { \"example.com/agent\" = \"slicelet\" }\n"
+		})
+	cp, agent, admin, manifests := c.cp, c.agent, c.admin, c.manifests
 
 	var n *v1.Node
-	poll("node Ready", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	var err error
+	poll(t, ctx, "node Ready", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		n, err = admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -138,7 +104,7 @@ func inside(t *testing.T, work, bin, slicelet string) {
 	}
 	t.Logf("node %s Ready: kubelet version %s, runtime %s, allocatable %v", nodeName, n.Status.NodeInfo.KubeletVersion, n.Status.NodeInfo.ContainerRuntimeVersion, n.Status.Allocatable)
 	var lease *coordinationv1.Lease
-	poll("node lease", time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "node lease", time.Minute, func(ctx context.Context) (bool, error) {
 		lease, err = admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
 		return err == nil, nil
 	})
@@ -159,7 +125,7 @@ func inside(t *testing.T, work, bin, slicelet string) {
 	if _, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll("API pod Running and Ready", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "API pod Running and Ready", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		p, err := admin.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -176,7 +142,7 @@ func inside(t *testing.T, work, bin, slicelet string) {
 	})
 
 	// The pod's events reach the API server, from the node.
-	poll("the pod's Started event", time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "the pod's Started event", time.Minute, func(ctx context.Context) (bool, error) {
 		list, err := admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=web"})
 		if err != nil {
 			return false, err
@@ -193,7 +159,7 @@ func inside(t *testing.T, work, bin, slicelet string) {
 	if err := admin.CoreV1().Pods("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll("API pod gone after its deletion", time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "API pod gone after its deletion", time.Minute, func(ctx context.Context) (bool, error) {
 		_, err := admin.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -213,7 +179,7 @@ spec:
 	if err := os.WriteFile(filepath.Join(manifests, "static.yaml"), []byte(static), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	poll("mirror pod Running", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "mirror pod Running", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		p, err := admin.CoreV1().Pods("default").Get(ctx, "static-web", metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -224,7 +190,7 @@ spec:
 	if err := os.Remove(filepath.Join(manifests, "static.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	poll("mirror pod gone with its manifest", time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "mirror pod gone with its manifest", time.Minute, func(ctx context.Context) (bool, error) {
 		_, err := admin.CoreV1().Pods("default").Get(ctx, "static-web", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -237,7 +203,7 @@ spec:
 		t.Fatal(err)
 	}
 	var before *v1.Pod
-	poll("steady pod Running", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "steady pod Running", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		before, err = admin.CoreV1().Pods("default").Get(ctx, "steady", metav1.GetOptions{})
 		return err == nil && before.Status.Phase == v1.PodRunning && len(before.Status.ContainerStatuses) == 1 && before.Status.ContainerStatuses[0].Ready, nil
 	})
@@ -255,7 +221,7 @@ spec:
 		}
 	}
 	defer resume()
-	poll("slicelet reports the API server away", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "slicelet reports the API server away", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		n, err := local.Node(ctx)
 		if err != nil {
 			return false, nil
@@ -275,11 +241,11 @@ spec:
 	during := journalLines(t, ctx, agent.Unit) - journalBefore
 	resume()
 	leaseBefore := lease.Spec.RenewTime.Time
-	poll("lease renewed after the outage", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "lease renewed after the outage", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		l, err := admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
 		return err == nil && l.Spec.RenewTime.After(leaseBefore.Add(30*time.Second)), nil
 	})
-	poll("slicelet reports the API server back", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "slicelet reports the API server back", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		n, err := local.Node(ctx)
 		if err != nil {
 			return false, nil
@@ -315,7 +281,7 @@ spec:
 		t.Fatalf("restart slicelet: %v: %s", err, out)
 	}
 	restarted := time.Now()
-	poll("slicelet back after its restart", time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "slicelet back after its restart", time.Minute, func(ctx context.Context) (bool, error) {
 		n, err := local.Node(ctx)
 		if err != nil {
 			return false, nil
@@ -328,7 +294,7 @@ spec:
 		return false, nil
 	})
 	// One more lease renewal period: whatever the restarted slicelet writes has been written.
-	poll("lease renewed by the restarted slicelet", time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "lease renewed by the restarted slicelet", time.Minute, func(ctx context.Context) (bool, error) {
 		l, err := admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
 		return err == nil && l.Spec.RenewTime.After(restarted.Add(10*time.Second)), nil
 	})

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,7 +20,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
@@ -46,52 +44,20 @@ func TestKubeletAPI(t *testing.T) {
 	work, bin, slicelet := os.Getenv(workEnv), os.Getenv(binEnv), os.Getenv(sliceletEnv)
 	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 	defer cancel()
-	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	node, err := peerrun.StartNode(ctx, peerrun.NodeOptions{Dir: "/var/lib/peer-node", Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = node.Close() }()
-	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: filepath.Join(work, "cp"), BinDir: bin, Nodes: []string{nodeName, otherNode}, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cp.Stop(context.WithoutCancel(ctx)) }()
-	manifests := filepath.Join(node.Dir, "manifests")
-	if err := os.MkdirAll(manifests, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	// The API server's kubelet client certificate is of the control plane's CA: the kubelet
 	// API verifies it against that CA.
-	agent, err := node.StartAgent(ctx, peerrun.AgentOptions{Kind: peerrun.Slicelet, Binary: slicelet, ManifestDir: manifests,
-		SliceletTOML: fmt.Sprintf("[cluster]\nenabled = true\nkubeconfig = %q\nnode_name = %q\nnode_ip = \"127.0.0.1\"\nclient_ca_file = %q\n",
-			cp.NodeKubeconfig(nodeName), nodeName, cp.CAFile())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("slicelet's journal:\n%s", agent.Journal(context.WithoutCancel(ctx), 60))
-		}
-		_ = agent.Stop(context.WithoutCancel(ctx))
-	}()
-	admin, err := cp.Client(cp.AdminKubeconfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	poll := func(what string, limit time.Duration, cond func(ctx context.Context) (bool, error)) {
-		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, limit, true, cond); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	c := startClusterNode(t, ctx, work, bin, slicelet, controlplane.Config{Nodes: []string{nodeName, otherNode}},
+		func(cp *controlplane.ControlPlane) string {
+			return clusterHead(cp) + fmt.Sprintf("node_ip = \"127.0.0.1\"\nclient_ca_file = %q\n", cp.CAFile())
+		})
+	cp, admin := c.cp, c.admin
 	kubectl := func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", cp.AdminKubeconfig()}, args...)...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
 
-	poll("node Ready with its kubelet endpoint", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "node Ready with its kubelet endpoint", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		n, err := admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -117,7 +83,7 @@ func TestKubeletAPI(t *testing.T) {
 	if _, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll("pod Running", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "pod Running", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		p, err := admin.CoreV1().Pods("default").Get(ctx, "talker", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -130,7 +96,8 @@ func TestKubeletAPI(t *testing.T) {
 
 	// kubectl logs: the API server proxies pods/log to the node's kubelet API.
 	var out string
-	poll("kubectl logs", time.Minute, func(context.Context) (bool, error) {
+	var err error
+	poll(t, ctx, "kubectl logs", time.Minute, func(context.Context) (bool, error) {
 		out, err = kubectl("logs", "talker")
 		return err == nil && strings.Contains(out, "hello from slicelet") && strings.Contains(out, "second line"), nil
 	})
@@ -175,7 +142,7 @@ func TestKubeletAPI(t *testing.T) {
 			t.Logf("last stats summary: %d\n%s", code, out)
 		}
 	}()
-	poll("stats summary lists the pod", time.Minute, func(context.Context) (bool, error) {
+	poll(t, ctx, "stats summary lists the pod", time.Minute, func(context.Context) (bool, error) {
 		code, out = direct("/stats/summary", token)
 		if code != http.StatusOK {
 			return false, nil

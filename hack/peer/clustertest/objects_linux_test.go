@@ -3,7 +3,6 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/slicelet/slicelet/hack/peer/controlplane"
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
@@ -46,41 +44,11 @@ func TestClusterPodObjects(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 	defer cancel()
-	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	node, err := peerrun.StartNode(ctx, peerrun.NodeOptions{Dir: "/var/lib/peer-node", Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = node.Close() }()
-	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: filepath.Join(work, "cp"), BinDir: bin, Nodes: []string{nodeName},
-		Scheduler: true, ControllerManager: true, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cp.Stop(context.WithoutCancel(ctx)) }()
-	agent, err := node.StartAgent(ctx, peerrun.AgentOptions{Kind: peerrun.Slicelet, Binary: slicelet, ManifestDir: filepath.Join(node.Dir, "manifests"),
-		SliceletTOML: fmt.Sprintf("[cluster]\nenabled = true\nkubeconfig = %q\nnode_name = %q\n", cp.NodeKubeconfig(nodeName), nodeName)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("slicelet's journal:\n%s", agent.Journal(context.WithoutCancel(ctx), 80))
-		}
-		_ = agent.Stop(context.WithoutCancel(ctx))
-	}()
-	admin, err := cp.Client(cp.AdminKubeconfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	poll := func(what string, limit time.Duration, cond func(ctx context.Context) (bool, error)) {
-		t.Helper()
-		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, limit, true, cond); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	c := startClusterNode(t, ctx, work, bin, slicelet, controlplane.Config{Nodes: []string{nodeName}, Scheduler: true, ControllerManager: true},
+		clusterHead)
+	cp, agent, admin := c.cp, c.agent, c.admin
 	// The controller manager makes the default service account and kube-root-ca.crt.
-	poll("default service account and kube-root-ca.crt", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "default service account and kube-root-ca.crt", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		_, err1 := admin.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		_, err2 := admin.CoreV1().ConfigMaps("default").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
 		return err1 == nil && err2 == nil, nil
@@ -122,7 +90,8 @@ trap 'exit 0' TERM; while true; do sleep 0.2; done`
 		}
 	}
 	var running *v1.Pod
-	poll("pod with objects Running", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	var err error
+	poll(t, ctx, "pod with objects Running", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		running, err = admin.CoreV1().Pods("default").Get(ctx, "objects", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -142,7 +111,7 @@ trap 'exit 0' TERM; while true; do sleep 0.2; done`
 	// The container's output, from its CRI log file.
 	logFile := filepath.Join("/var/log/pods", fmt.Sprintf("default_objects_%s", running.UID), "main", "0.log")
 	out := map[string]string{}
-	poll("the container's output", time.Minute, func(context.Context) (bool, error) {
+	poll(t, ctx, "the container's output", time.Minute, func(context.Context) (bool, error) {
 		data, err := os.ReadFile(logFile)
 		if err != nil {
 			return false, nil
@@ -186,7 +155,7 @@ trap 'exit 0' TERM; while true; do sleep 0.2; done`
 	t.Logf("token authenticated as %s (pod %v)", review.Status.User.Username, review.Status.User.Extra["authentication.kubernetes.io/pod-name"])
 
 	// A missing Secret: the container waits with the kubelet's reason, the pod is not failed.
-	poll("pod with a missing Secret waiting", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "pod with a missing Secret waiting", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		p, err := admin.CoreV1().Pods("default").Get(ctx, "missing-secret", metav1.GetOptions{})
 		if err != nil || len(p.Status.ContainerStatuses) != 1 {
 			return false, nil
@@ -207,7 +176,7 @@ trap 'exit 0' TERM; while true; do sleep 0.2; done`
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll("other's default service account", time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "other's default service account", time.Minute, func(ctx context.Context) (bool, error) {
 		_, err := admin.CoreV1().ServiceAccounts("other").Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	})
@@ -217,7 +186,7 @@ trap 'exit 0' TERM; while true; do sleep 0.2; done`
 	if _, err := admin.CoreV1().Pods("other").Create(ctx, cross, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll("FailedMount of the pod in another namespace", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	poll(t, ctx, "FailedMount of the pod in another namespace", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		list, err := admin.CoreV1().Events("other").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=cross"})
 		if err != nil {
 			return false, err

@@ -3,11 +3,16 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/slicelet/slicelet/hack/peer/controlplane"
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
 )
 
@@ -48,4 +53,68 @@ func runInSandbox(t *testing.T, run string) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("inside the sandbox: %v", err)
 	}
+}
+
+// clusterNode is a slicelet node in cluster mode beside a fresh control plane, inside the
+// sandbox: the private containerd (node), the control plane (cp), slicelet (agent, its
+// manifest directory manifests) and an admin client.
+type clusterNode struct {
+	node      *peerrun.Node
+	cp        *controlplane.ControlPlane
+	agent     *peerrun.Agent
+	admin     kubernetes.Interface
+	manifests string
+}
+
+// startClusterNode starts the control plane of cpc (Dir, BinDir and Log filled in) and
+// slicelet with the [cluster] table of clusterTOML (given the control plane; the table's first
+// lines are clusterHead's). Everything stops when the test ends; slicelet's journal is
+// logged if the test failed.
+func startClusterNode(t *testing.T, ctx context.Context, work, bin, slicelet string, cpc controlplane.Config, clusterTOML func(*controlplane.ControlPlane) string) *clusterNode {
+	t.Helper()
+	stopCtx := context.WithoutCancel(ctx)
+	node, err := peerrun.StartNode(ctx, peerrun.NodeOptions{Dir: "/var/lib/peer-node", Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = node.Close() })
+	cpc.Dir, cpc.BinDir, cpc.Log = filepath.Join(work, "cp"), bin, slog.New(slog.NewTextHandler(t.Output(), nil))
+	cp, err := controlplane.Start(ctx, cpc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.Stop(stopCtx) })
+	manifests := filepath.Join(node.Dir, "manifests")
+	if err := os.MkdirAll(manifests, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	agent, err := node.StartAgent(ctx, peerrun.AgentOptions{Kind: peerrun.Slicelet, Binary: slicelet, ManifestDir: manifests,
+		SliceletTOML: clusterTOML(cp)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("slicelet's journal:\n%s", agent.Journal(stopCtx, 80))
+		}
+		_ = agent.Stop(stopCtx)
+	})
+	admin, err := cp.Client(cp.AdminKubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &clusterNode{node: node, cp: cp, agent: agent, admin: admin, manifests: manifests}
+}
+
+// poll fails the test when cond is not true within limit (an error from cond ends it too).
+func poll(t *testing.T, ctx context.Context, what string, limit time.Duration, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, limit, true, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// clusterHead is the start of slicelet's [cluster] table for the node nodeName on cp.
+func clusterHead(cp *controlplane.ControlPlane) string {
+	return fmt.Sprintf("[cluster]\nenabled = true\nkubeconfig = %q\nnode_name = %q\n", cp.NodeKubeconfig(nodeName), nodeName)
 }
