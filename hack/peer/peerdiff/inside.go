@@ -71,7 +71,9 @@ func inside(ctx context.Context, o options) error {
 		r.Misfits = b.misfits
 		for _, e := range b.pods {
 			r.Keys = append(r.Keys, e.Key)
-			want[e.Key] = e.Containers
+			if !e.Objects {
+				want[e.Key] = e.Containers
+			}
 		}
 		for _, kind := range []peerrun.Kind{peerrun.Kubelet, peerrun.Slicelet} {
 			if !strings.Contains(o.agents, string(kind)) {

@@ -291,8 +291,8 @@ type WaitOptions struct {
 	Startup time.Duration
 }
 
-// Wait polls containerd and the agent until every pod of o.Want has all its containers running
-// or was refused (the agent reports it Failed), or nothing changed for o.Settle after the
+// Wait polls containerd and the agent until every pod of o.Want has all its containers running,
+// was refused (the agent reports it Failed) or is stuck (PodStatus.Stuck), or nothing changed for o.Settle after the
 // first pod sandbox appeared, or o.Limit passed. It returns the pods that are complete and the
 // agent's last statuses.
 func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[PodKey]PodStatus, error) {
@@ -317,7 +317,7 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[P
 		decided, known, admitted := 0, 0, 0
 		for k := range o.Want {
 			st, ok := statuses[k]
-			if complete[k] || st.Phase == v1.PodFailed {
+			if complete[k] || st.Phase == v1.PodFailed || st.Stuck {
 				decided++
 			}
 			if ok {

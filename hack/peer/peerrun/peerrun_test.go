@@ -109,3 +109,32 @@ func resourceStrings(rl map[corev1.ResourceName]resource.Quantity) map[string]st
 	}
 	return out
 }
+
+// TestStuck: a pod is stuck when a container (init or regular) waits with a reason only a
+// change on the node ends; creating, back-off and running containers are not.
+func TestStuck(t *testing.T) {
+	waiting := func(reason string) corev1.ContainerStatus {
+		return corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}}
+	}
+	running := corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	cases := []struct {
+		name string
+		st   corev1.PodStatus
+		want bool
+	}{
+		{"no statuses", corev1.PodStatus{}, false},
+		{"running", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{running}}, false},
+		{"creating", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{waiting("ContainerCreating")}}, false},
+		{"crash loop", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{waiting("CrashLoopBackOff")}}, false},
+		{"missing ConfigMap", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{running, waiting("CreateContainerConfigError")}}, true},
+		{"init container never pulled", corev1.PodStatus{InitContainerStatuses: []corev1.ContainerStatus{waiting("ErrImageNeverPull")},
+			ContainerStatuses: []corev1.ContainerStatus{waiting("PodInitializing")}}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := stuck(c.st); got != c.want {
+				t.Errorf("stuck = %v, want %v", got, c.want)
+			}
+		})
+	}
+}

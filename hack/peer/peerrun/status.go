@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -21,6 +22,24 @@ type PodStatus struct {
 	Phase   v1.PodPhase
 	Reason  string
 	Message string
+	// Stuck: a container waits with a reason only a change on the node ends (stuckReasons):
+	// the pod will not come up by waiting longer.
+	Stuck bool
+}
+
+// stuckReasons are the kubelet's waiting reasons of a container that cannot be created until
+// something on the node changes: a ConfigMap or Secret it reads is missing, the runtime
+// refused its configuration, an image it may not pull is absent or its name is invalid.
+var stuckReasons = []string{"CreateContainerConfigError", "CreateContainerError", "ErrImageNeverPull", "InvalidImageName"}
+
+// stuck reports whether a container of st waits with one of stuckReasons.
+func stuck(st v1.PodStatus) bool {
+	for _, cs := range slices.Concat(st.InitContainerStatuses, st.ContainerStatuses) {
+		if w := cs.State.Waiting; w != nil && slices.Contains(stuckReasons, w.Reason) {
+			return true
+		}
+	}
+	return false
 }
 
 // Statuses returns the pods the agent knows with their status: the kubelet's from its
@@ -45,7 +64,7 @@ func (a *Agent) Statuses(ctx context.Context) (map[PodKey]PodStatus, error) {
 	out := make(map[PodKey]PodStatus, len(pods))
 	for _, p := range pods {
 		k := a.key(p.Namespace, p.Name)
-		out[k] = PodStatus{Phase: p.Status.Phase, Reason: p.Status.Reason, Message: p.Status.Message}
+		out[k] = PodStatus{Phase: p.Status.Phase, Reason: p.Status.Reason, Message: p.Status.Message, Stuck: stuck(p.Status)}
 	}
 	return out, nil
 }
