@@ -203,9 +203,10 @@ peer-diff-check: build peerdiff-build
 
 # make peer-bench [REPS=5]: slicelet against the real kubelet on the same node in one run, the
 # agents alternated, REPS rounds each (hack/peer/peerbench): manifest → Running (one pod, 30 at
-# once), agent start → 110 pods Running, RSS and idle CPU with 110 pods, and eviction end to end
-# with the kubelet registered to a local control plane. Writes the "## peer-bench" section of
-# docs/peer.md. Needs make peer-build (kubelet, etcd, kube-apiserver under $(PEER_DIR)).
+# once), agent start → 110 pods Running, RSS and idle CPU with 110 pods, image GC over the same
+# 10 unused images, and eviction end to end with the kubelet registered to a local control plane.
+# Writes the "## peer-bench" section of docs/peer.md. Needs make peer-build (kubelet, etcd,
+# kube-apiserver under $(PEER_DIR)). One scenario alone: build/peerbench -only imagegc -out ''.
 REPS ?= 5
 .PHONY: peer-bench
 peer-bench: build

@@ -32,6 +32,7 @@ type bench struct {
 	o         options
 	node      *peerrun.Node
 	rs        runtimeapi.RuntimeServiceClient
+	is        runtimeapi.ImageServiceClient
 	manifests string
 	res       results
 }
@@ -52,7 +53,7 @@ func inside(ctx context.Context, o options) error {
 		return fmt.Errorf("cri client: %w", err)
 	}
 	defer cc.Close()
-	b := &bench{o: o, node: node, rs: runtimeapi.NewRuntimeServiceClient(cc), manifests: filepath.Join(o.work, "node", "manifests"), res: results{Reps: o.reps}}
+	b := &bench{o: o, node: node, rs: runtimeapi.NewRuntimeServiceClient(cc), is: runtimeapi.NewImageServiceClient(cc), manifests: filepath.Join(o.work, "node", "manifests"), res: results{Reps: o.reps}}
 	if err := os.MkdirAll(b.manifests, 0o755); err != nil {
 		return err
 	}
@@ -71,6 +72,19 @@ func inside(ctx context.Context, o options) error {
 		for i := range 5 {
 			if err := b.floorRound(ctx, rep*5+i); err != nil {
 				b.fail(floor, rep, "CRI floor", err)
+			}
+		}
+	}
+	for rep := range o.reps {
+		if !o.imageGC {
+			break
+		}
+		for _, k := range order(rep) {
+			if err := b.imageGCRound(ctx, k, rep); err != nil {
+				b.fail(k, rep, "image GC", err)
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
 		}
 	}

@@ -8,6 +8,9 @@
 //     once (the last one); the same pod through direct CRI calls, no agent, is the floor;
 //   - agent start → 110 pods Running: the agent started on a directory of 110 manifests;
 //   - RSS (VmRSS) and idle CPU (user+system over -idle) of the agent with those 110 pods;
+//   - image GC: 10 unused images of distinct sizes imported (ctr) before the agent starts with
+//     image GC due at once (high threshold 1 %, low 0 %, no minimum age); agent start → none of
+//     them left, how many images it removed and their CRI sizes (imagegc.go);
 //   - eviction end to end: the kubelet registered with a local control plane
 //     (hack/peer/controlplane; pods created through the API, because a standalone kubelet never
 //     evicts static pods) and slicelet (pods through its local API), each with a hard
@@ -16,7 +19,7 @@
 //     working set, read every 10 ms as the kubelet computes it) → victim killed (the hog's
 //     FinishedAt) → pod gone (its sandbox no longer ready).
 //
-// It writes the "## peer-bench" section of -out (docs/peer.md) with the table, the
+// -only runs some scenarios alone (-only imagegc). It writes the "## peer-bench" section of -out (docs/peer.md) with the table, the
 // slicelet/kubelet ratios of the medians, the machine and the command, and prints the table.
 //
 // On the host it boots the sandbox and runs itself inside with -inside, which writes the
@@ -48,7 +51,9 @@ type options struct {
 	work, kubelet, slicelet, bin, out string
 	reps, pods                        int
 	idle                              time.Duration
-	latency, eviction, inside         bool
+	latency, eviction, imageGC        bool
+	only                              string
+	inside                            bool
 }
 
 func main() {
@@ -63,8 +68,17 @@ func main() {
 	flag.DurationVar(&o.idle, "idle", 30*time.Second, "idle window of the CPU figure")
 	flag.BoolVar(&o.latency, "latency", true, "run the latency and footprint rounds")
 	flag.BoolVar(&o.eviction, "eviction", true, "run the eviction rounds (needs etcd and kube-apiserver in -bin)")
+	flag.BoolVar(&o.imageGC, "imagegc", true, "run the image GC rounds")
+	flag.StringVar(&o.only, "only", "", "run only these scenarios, comma-separated: latency, imagegc, eviction")
 	flag.BoolVar(&o.inside, "inside", false, "internal: run the rounds inside the sandbox")
 	flag.Parse()
+	if o.only != "" {
+		var err error
+		if o.latency, o.imageGC, o.eviction, err = scenarios(o.only); err != nil {
+			fmt.Fprintln(os.Stderr, "peerbench:", err)
+			os.Exit(2)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	var err error
@@ -77,6 +91,23 @@ func main() {
 		fmt.Fprintln(os.Stderr, "peerbench:", err)
 		os.Exit(1)
 	}
+}
+
+// scenarios reads -only: which of the latency and footprint, image GC and eviction rounds run.
+func scenarios(only string) (latency, imageGC, eviction bool, err error) {
+	for _, s := range strings.Split(only, ",") {
+		switch strings.TrimSpace(s) {
+		case "latency":
+			latency = true
+		case "imagegc":
+			imageGC = true
+		case "eviction":
+			eviction = true
+		default:
+			return false, false, false, fmt.Errorf("-only %q: unknown scenario %q (latency, imagegc, eviction)", only, s)
+		}
+	}
+	return latency, imageGC, eviction, nil
 }
 
 // resultFile is where the inside half leaves the samples, in the work directory.
@@ -126,7 +157,7 @@ func host(ctx context.Context, o options) error {
 	}
 	began := time.Now()
 	cmd := sb.Command(ctx, "/", filepath.Join(work, "peerbench"), "-inside", "-work", work, "-kubelet", kubelet, "-slicelet", slicelet,
-		"-bin", bin, "-reps", strconv.Itoa(o.reps), "-pods", strconv.Itoa(o.pods), "-idle", o.idle.String(), "-eviction="+strconv.FormatBool(o.eviction), "-latency="+strconv.FormatBool(o.latency))
+		"-bin", bin, "-reps", strconv.Itoa(o.reps), "-pods", strconv.Itoa(o.pods), "-idle", o.idle.String(), "-eviction="+strconv.FormatBool(o.eviction), "-latency="+strconv.FormatBool(o.latency), "-imagegc="+strconv.FormatBool(o.imageGC))
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	runErr := cmd.Run()
 	if err := sb.Stop(); err != nil {
@@ -171,8 +202,8 @@ func resolve(p string) (string, error) {
 // render is the section's body.
 func render(o options, r results, mach string, began time.Time, took time.Duration) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "`make peer-bench` (`build/peerbench -reps %d -pods %d -idle %s -latency=%t -eviction=%t`), run %s, took %s. ",
-		o.reps, o.pods, o.idle, o.latency, o.eviction, began.UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second))
+	fmt.Fprintf(&b, "`make peer-bench` (`build/peerbench -reps %d -pods %d -idle %s -latency=%t -imagegc=%t -eviction=%t`), run %s, took %s. ",
+		o.reps, o.pods, o.idle, o.latency, o.imageGC, o.eviction, began.UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second))
 	b.WriteString("One run in one cgroup v1 (hybrid) systemd sandbox, both agents on the same containerd with the same node settings (hack/peer/peerrun), ")
 	fmt.Fprintf(&b, "%d rounds, the agents alternated (kubelet first in even rounds, slicelet first in odd ones). ", r.Reps)
 	b.WriteString("Figures are medians with the range and the number of samples; the ratio is slicelet's median over the kubelet's. ")
@@ -182,14 +213,28 @@ func render(o options, r results, mach string, began time.Time, took time.Durati
 	if f := summarize(r.Samples["one"][floor]); f.n > 0 {
 		fmt.Fprintf(&b, "\nCRI floor: the same one pod through direct CRI calls with no agent running (RunPodSandbox, CreateContainer, StartContainer; the first call to StartedAt), five times per round: %s ms.\n", f)
 	}
+	if r.Samples["imagegc"] != nil {
+		fmt.Fprintf(&b, "\nImage GC: %d unused images of 1–%d MiB (plus the test and sandbox images, unused too) imported before each round, the agent started with a high threshold of 1 %%, a low one of 0 %% and no minimum age (the kubelet: --minimum-image-ttl-duration=0s, since its defaulting turns imageMinimumGCAge 0s in the file into 2m; its GC loop runs at its start; slicelet gc.images.period 1s, its timer's first run). ", gcImages, gcImages)
+		for _, k := range []peerrun.Kind{peerrun.Kubelet, peerrun.Slicelet} {
+			fmt.Fprintf(&b, "Besides the set, %s removed: %s. ", k, orNone(r.GCOthers[k]))
+		}
+		b.WriteString("\n")
+	}
 	if len(r.Errors) > 0 {
 		b.WriteString("\nRounds that failed (left out of the figures):\n\n")
 		for _, e := range r.Errors {
 			fmt.Fprintf(&b, "- %s\n", e)
 		}
 	}
-	b.WriteString("\nNot measured yet: image GC over the same image set (the kubelet runs image GC on a fixed 5-minute period, pkg/kubelet/kubelet.go ImageGCPeriod, so a round costs minutes per agent) and the cgroup v2 VM.\n")
+	b.WriteString("\nNot measured yet: the cgroup v2 VM.\n")
 	return b.String()
+}
+
+func orNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
 }
 
 // machine describes the machine: CPU model and count, memory, kernel.

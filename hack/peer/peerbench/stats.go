@@ -27,6 +27,9 @@ var metrics = []metric{
 	{key: "start", title: "agent start → 110 pods Running (the last)", unit: "ms"},
 	{key: "rss", title: "RSS with 110 pods, idle", unit: "MiB", target: 1.0 / 3, targetText: "≤ 1/3"},
 	{key: "cpu", title: "idle CPU with 110 pods", unit: "% of a core", target: 0.25, targetText: "≤ 1/4"},
+	{key: "imagegc", title: "image GC: agent start → 10 unused images removed", unit: "ms"},
+	{key: "imagegc-removed", title: "image GC: images removed (11 unused: the set and the test image, also named as the sandbox image)", unit: "image IDs"},
+	{key: "imagegc-freed", title: "image GC: space of the removed images (CRI sizes)", unit: "MiB"},
 	{key: "evict-cross", title: "eviction: hog start → threshold crossed", unit: "ms"},
 	{key: "evict-kill", title: "eviction: threshold crossed → victim killed", unit: "ms", target: 1.0 / 20, targetText: "≤ 1/20"},
 	{key: "evict-gone", title: "eviction: victim killed → pod gone", unit: "ms"},
@@ -36,6 +39,9 @@ var metrics = []metric{
 type results struct {
 	Reps    int                                   `json:"reps"`
 	Samples map[string]map[peerrun.Kind][]float64 `json:"samples"`
+	// GCOthers are the images outside the image GC set that each agent removed in its image GC
+	// rounds (the test image, the sandbox image).
+	GCOthers map[peerrun.Kind][]string `json:"gcOthers,omitempty"`
 	// Errors are the rounds that failed, as "<agent> round <n>: <error>".
 	Errors []string `json:"errors,omitempty"`
 }

@@ -79,3 +79,29 @@ func TestReplaceSection(t *testing.T) {
 		})
 	}
 }
+
+func TestScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		name                       string
+		only                       string
+		latency, imageGC, eviction bool
+		wantErr                    string
+	}{
+		{name: "image GC alone", only: "imagegc", imageGC: true},
+		{name: "two of three", only: "latency, eviction", latency: true, eviction: true},
+		{name: "unknown scenario", only: "imagegc,gc", wantErr: `unknown scenario "gc"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, i, e, err := scenarios(tc.only)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || l != tc.latency || i != tc.imageGC || e != tc.eviction {
+				t.Fatalf("got %t %t %t %v, want %t %t %t", l, i, e, err, tc.latency, tc.imageGC, tc.eviction)
+			}
+		})
+	}
+}

@@ -37,6 +37,31 @@ type NodeConfig struct {
 	EvictionHard map[string]string
 	// MaxPods is maxPods / node.max_pods.
 	MaxPods int
+	// ImageGC, when set, is the image GC policy of both agents; nil keeps image GC off on both
+	// (thresholds 100/99: the test image is unused between batches and must stay).
+	ImageGC *ImageGCPolicy
+}
+
+// ImageGCPolicy is image GC in both agents' terms.
+type ImageGCPolicy struct {
+	// HighThresholdPercent and LowThresholdPercent are imageGCHighThresholdPercent /
+	// gc.images.high_threshold_percent and imageGCLowThresholdPercent /
+	// gc.images.low_threshold_percent.
+	HighThresholdPercent, LowThresholdPercent int
+	// MinimumAge is imageMinimumGCAge / gc.images.minimum_age.
+	MinimumAge time.Duration
+	// SliceletPeriod is gc.images.period, how often slicelet's timer fires (its first run one
+	// period after the start). The kubelet's period is fixed (pkg/kubelet/kubelet.go
+	// ImageGCPeriod, 5 min, the first run at its start).
+	SliceletPeriod time.Duration
+}
+
+// imageGC is c's image GC policy, the disabled one when unset.
+func (c NodeConfig) imageGC() ImageGCPolicy {
+	if c.ImageGC != nil {
+		return *c.ImageGC
+	}
+	return ImageGCPolicy{HighThresholdPercent: 100, LowThresholdPercent: 99, MinimumAge: 2 * time.Minute, SliceletPeriod: 5 * time.Minute}
 }
 
 // DefaultNodeConfig is a node with small reservations and a pids limit (so that every level
@@ -104,6 +129,14 @@ func (n *Node) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
 		argv = []string{o.Binary, "--config=" + cfgPath, "--root-dir=" + filepath.Join(a.Dir, "root"),
 			"--cert-dir=" + filepath.Join(a.Dir, "pki"), "--hostname-override=" + NodeName,
 			"--node-ip=127.0.0.1", "--v=2"}
+		if gc := o.Config.ImageGC; gc != nil && gc.MinimumAge == 0 {
+			// The kubelet's defaulting turns an imageMinimumGCAge of 0 in the file into 2m
+			// (pkg/kubelet/apis/config/v1beta1/defaults.go); its (deprecated) flag, which wins
+			// over the file, keeps 0. 1ns would not do: the first run at the start sees every
+			// image first detected at that very moment (pkg/kubelet/images/image_gc_manager.go
+			// freeSpace skips an image with freeTime - firstDetected < MinAge).
+			argv = append(argv, "--minimum-image-ttl-duration=0s")
+		}
 	case Slicelet:
 		text = sliceletConfig(o.Config, o.ManifestDir, n.Containerd.Endpoint, n.Containerd.SandboxImage, a.Dir) + o.SliceletTOML
 		cfgPath += ".toml"
@@ -142,9 +175,9 @@ func yamlMap(m map[string]string) string {
 }
 
 // kubeletConfig is the standalone kubelet's KubeletConfiguration: the node settings of c and
-// what running it beside slicelet in a sandbox needs (docs/peer.md). Image GC is off on both
-// sides (the test image is unused between batches and must stay).
+// what running it beside slicelet in a sandbox needs (docs/peer.md), with c's image GC policy.
 func kubeletConfig(c NodeConfig, manifests, endpoint string) string {
+	gc := c.imageGC()
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 staticPodPath: %q
@@ -168,9 +201,11 @@ enforceNodeAllocatable: [pods]
 podPidsLimit: %d
 evictionHard: %s
 maxPods: %d
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-`, manifests, endpoint, yamlMap(c.SystemReserved), yamlMap(c.KubeReserved), c.PodPidsLimit, yamlMap(c.EvictionHard), c.MaxPods)
+imageGCHighThresholdPercent: %d
+imageGCLowThresholdPercent: %d
+imageMinimumGCAge: %s
+`, manifests, endpoint, yamlMap(c.SystemReserved), yamlMap(c.KubeReserved), c.PodPidsLimit, yamlMap(c.EvictionHard), c.MaxPods,
+		gc.HighThresholdPercent, gc.LowThresholdPercent, gc.MinimumAge)
 }
 
 // tomlMap renders m as a TOML inline table with sorted, quoted keys.
@@ -184,6 +219,7 @@ func tomlMap(m map[string]string) string {
 
 // sliceletConfig is slicelet's configuration with the same node settings as kubeletConfig.
 func sliceletConfig(c NodeConfig, manifests, endpoint, sandboxImage, dir string) string {
+	gc := c.imageGC()
 	return fmt.Sprintf(`state_dir = %q
 [node]
 system_reserved = %s
@@ -195,8 +231,10 @@ pod_pids_limit = %d
 [eviction]
 hard = %s
 [gc.images]
-high_threshold_percent = 100
-low_threshold_percent = 99
+high_threshold_percent = %d
+low_threshold_percent = %d
+minimum_age = %q
+period = %q
 [pods]
 manifest_dir = %q
 [api]
@@ -209,7 +247,7 @@ type = "cri"
 endpoint = %q
 sandbox_image = %q
 `, filepath.Join(dir, "state"), tomlMap(c.SystemReserved), tomlMap(c.KubeReserved), c.MaxPods, c.PodPidsLimit,
-		tomlMap(c.EvictionHard), manifests, filepath.Join(dir, "api.sock"), endpoint, sandboxImage)
+		tomlMap(c.EvictionHard), gc.HighThresholdPercent, gc.LowThresholdPercent, gc.MinimumAge.String(), gc.SliceletPeriod.String(), manifests, filepath.Join(dir, "api.sock"), endpoint, sandboxImage)
 }
 
 // Active reports whether the agent's service is still running, with its journal's tail when it
