@@ -12,6 +12,8 @@ import (
 	goruntime "runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
@@ -67,7 +69,27 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 	if srv != nil {
 		kubeletPort = int32(cc.KubeletPort)
 	}
-	info := nodeSystemInfo(d.cfg, d.rt.Name())
+	info := nodeSystemInfo()
+	// The runtime's version is asked until it answers (a CRI runtime may not be up yet when
+	// slicelet starts; the Node says "unknown" meanwhile), then kept.
+	var (
+		versionMu      sync.Mutex
+		runtimeVersion string
+	)
+	versionOf := func() string {
+		versionMu.Lock()
+		defer versionMu.Unlock()
+		if runtimeVersion == "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			v, err := d.prt.version(ctx)
+			cancel()
+			if err != nil {
+				return d.rt.Name() + "://unknown"
+			}
+			runtimeVersion = v
+		}
+		return runtimeVersion
+	}
 	maxPods := *resource.NewQuantity(int64(d.cfg.Node.MaxPods), resource.DecimalSI)
 	inputs := func() cluster.NodeInputs {
 		capacity := d.capa.ResourceList()
@@ -77,7 +99,7 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 		return cluster.NodeInputs{Name: name, Hostname: name, OS: goruntime.GOOS, Arch: goruntime.GOARCH,
 			Labels: cc.Labels, Taints: taints, Capacity: capacity, Allocatable: alloc,
 			Conditions:  nodeConditions(withoutWarnable(d.health.State(), cluster.Warnable)),
-			InternalIPs: ips, Info: info, KubeletPort: kubeletPort}
+			InternalIPs: ips, Info: withRuntimeVersion(info, versionOf()), KubeletPort: kubeletPort}
 	}
 	log.Info("cluster mode", "node", name, "kubeconfig", cc.Kubeconfig)
 	agent := cluster.New(cluster.Options{Clients: clients, NodeName: name, Node: inputs, Controller: d.ctrl,
@@ -104,9 +126,10 @@ func withoutWarnable(st health.State, w *health.Warnable) health.State {
 }
 
 // nodeSystemInfo is the Node's nodeInfo (pkg/kubelet/nodestatus/setters.go, MachineInfo and
-// VersionInfo): the kernel (uname), the OS image (/etc/os-release PRETTY_NAME), the machine ID,
-// the container runtime, and a kubelet version that says slicelet (see kubeletVersion).
-func nodeSystemInfo(cfg *config.Config, runtimeName string) v1.NodeSystemInfo {
+// VersionInfo) less the container runtime's version (withRuntimeVersion): the kernel (uname),
+// the OS image (/etc/os-release PRETTY_NAME), the machine ID and a kubelet version that says
+// slicelet (see kubeletVersion).
+func nodeSystemInfo() v1.NodeSystemInfo {
 	info := v1.NodeSystemInfo{OperatingSystem: goruntime.GOOS, Architecture: goruntime.GOARCH,
 		KubeletVersion: kubeletVersion(buildinfo.Version), OSImage: osImage("/etc/os-release")}
 	var u unix.Utsname
@@ -116,12 +139,12 @@ func nodeSystemInfo(cfg *config.Config, runtimeName string) v1.NodeSystemInfo {
 	if id, err := os.ReadFile("/etc/machine-id"); err == nil {
 		info.MachineID = strings.TrimSpace(string(id))
 	}
-	// The built-in runtime is slicelet's own; the CRI runtime's version is not asked for.
-	version := "unknown"
-	if cfg.Runtime.Type == config.RuntimeSystemd {
-		version = buildinfo.Version
-	}
-	info.ContainerRuntimeVersion = runtimeName + "://" + version
+	return info
+}
+
+// withRuntimeVersion is info with the container runtime's name://version.
+func withRuntimeVersion(info v1.NodeSystemInfo, version string) v1.NodeSystemInfo {
+	info.ContainerRuntimeVersion = version
 	return info
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
+	"github.com/slicelet/slicelet/internal/buildinfo"
 	"github.com/slicelet/slicelet/internal/pods/crirt"
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
 	"github.com/slicelet/slicelet/internal/pods/worker"
@@ -40,6 +41,9 @@ type podRuntime struct {
 	imageFsPath func(ctx context.Context) (string, error)
 	// close releases the runtime (the CRI connection).
 	close func() error
+	// version is the runtime's name://version for a Node's nodeInfo (the CRI runtime's
+	// Version call; slicelet's own version for the built-in runtime).
+	version func(ctx context.Context) (string, error)
 }
 
 // newRuntime builds the configured container runtime and the pod worker over it. The CRI
@@ -77,6 +81,7 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 		}
 		wopts.Runtime, wopts.StateDir, wopts.Logger = rt, state, log.With("runtime", "systemd")
 		pr.namer = rt
+		pr.version = func(context.Context) (string, error) { return rt.Name() + "://" + buildinfo.Version, nil }
 	case config.RuntimeCRI:
 		rt, err := crirt.New(ctx, crirt.Options{
 			Endpoint:     cfg.Runtime.Endpoint,
@@ -89,7 +94,7 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 		}
 		wopts.Runtime, wopts.Images = rt, rt
 		wopts.StateDir, wopts.Logger = filepath.Join(cfg.StateDir, "runtime-cri"), log.With("runtime", "cri")
-		pr.images, pr.close, pr.namer = rt, rt.Close, rt
+		pr.images, pr.close, pr.namer, pr.version = rt, rt.Close, rt, rt.Version
 		pr.imageFsPath = rt.ImageFsMountpoint
 		pr.storage.Layers = func(ctx context.Context, pod *v1.Pod) (map[string]eviction.DiskUsage, error) {
 			layers, err := rt.WritableLayers(ctx, pod)

@@ -103,6 +103,10 @@ func inside(t *testing.T, work, bin, slicelet string) {
 		t.Errorf("node %v allocatable %v", n.Labels, n.Status.Allocatable)
 	}
 	t.Logf("node %s Ready: kubelet version %s, runtime %s, allocatable %v", nodeName, n.Status.NodeInfo.KubeletVersion, n.Status.NodeInfo.ContainerRuntimeVersion, n.Status.Allocatable)
+	// The runtime's version as the kubelet reports it: the CRI Version call's name://version.
+	if rv := n.Status.NodeInfo.ContainerRuntimeVersion; !strings.HasPrefix(rv, "containerd://") || strings.HasSuffix(rv, "unknown") {
+		t.Errorf("nodeInfo.containerRuntimeVersion %q, want containerd://<version>", rv)
+	}
 	var lease *coordinationv1.Lease
 	poll(t, ctx, "node lease", time.Minute, func(ctx context.Context) (bool, error) {
 		lease, err = admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})

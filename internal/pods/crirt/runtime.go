@@ -150,6 +150,19 @@ func (r *Runtime) Endpoint() string { return r.opts.Endpoint }
 // pods.ErrRuntimeUnavailable).
 func (r *Runtime) Err() error { return r.conn.ready() }
 
+// Version is the runtime's name and version as a Node's nodeInfo.containerRuntimeVersion says
+// them, e.g. "containerd://1.6.20": the CRI Version call's RuntimeName://RuntimeVersion, as
+// the kubelet's VersionInfo setter (pkg/kubelet/nodestatus/setters.go) reports it.
+func (r *Runtime) Version(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
+	defer cancel()
+	v, err := r.rs.Version(ctx, &runtimeapi.VersionRequest{Version: "v1"})
+	if err != nil {
+		return "", fmt.Errorf("cri runtime version: %w", err)
+	}
+	return v.RuntimeName + "://" + v.RuntimeVersion, nil
+}
+
 // WaitReady waits until the runtime answers or ctx ends.
 func (r *Runtime) WaitReady(ctx context.Context) error {
 	for {

@@ -1343,3 +1343,17 @@ func TestStopContainerRacingExit(t *testing.T) {
 		})
 	}
 }
+
+// TestVersion: the runtime's name and version as a Node's nodeInfo says them (the CRI Version
+// call's RuntimeName://RuntimeVersion); a runtime that does not answer is an error.
+func TestVersion(t *testing.T) {
+	e := newEnv(t)
+	got, err := e.back.Version(t.Context())
+	if err != nil || got != "fake://1" {
+		t.Fatalf("Version = %q, %v; want fake://1", got, err)
+	}
+	e.srv.stop()
+	if got, err := e.back.Version(t.Context()); err == nil {
+		t.Errorf("Version after the runtime stopped = %q, want an error", got)
+	}
+}
