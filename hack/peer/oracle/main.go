@@ -35,6 +35,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/slicelet/slicelet/hack/peer/corpus"
 	"github.com/slicelet/slicelet/hack/peer/podgen"
 	"github.com/slicelet/slicelet/slices"
 )
@@ -200,18 +201,7 @@ func loadCorpus(dir string) ([]input, error) {
 		return nil, nil
 	}
 	var out []input
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() || strings.HasPrefix(d.Name(), ".") {
-			return nil
-		}
-		switch filepath.Ext(path) {
-		case ".yaml", ".yml", ".json":
-		default:
-			return nil
-		}
+	err := corpus.WalkManifests(dir, func(path string) error {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return err

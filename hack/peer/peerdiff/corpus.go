@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -17,6 +15,7 @@ import (
 	k8sv1 "k8s.io/kubernetes/pkg/apis/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/slicelet/slicelet/hack/peer/corpus"
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
 	"github.com/slicelet/slicelet/hack/peer/podgen"
 	"github.com/slicelet/slicelet/internal/manifest"
@@ -66,18 +65,7 @@ type entry struct {
 // loadCorpus reads every Pod document of the manifests under dir (other kinds are skipped).
 func loadCorpus(dir string) ([]entry, error) {
 	var out []entry
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() || strings.HasPrefix(d.Name(), ".") {
-			return nil
-		}
-		switch filepath.Ext(path) {
-		case ".yaml", ".yml", ".json":
-		default:
-			return nil
-		}
+	err := corpus.WalkManifests(dir, func(path string) error {
 		f, err := os.Open(path)
 		if err != nil {
 			return err
