@@ -61,6 +61,10 @@ type fakeCRI struct {
 	stopErrs   []error
 	exitOnStop bool
 	fsInfo     *runtimeapi.ImageFsInfoResponse
+	// streams are the Exec, Attach, PortForward and ExecSync requests received, in order;
+	// execSync answers ExecSync (streaming_test.go).
+	streams  []proto.Message
+	execSync *runtimeapi.ExecSyncResponse
 }
 
 func newFakeCRI(clock *fakeClock) *fakeCRI {
