@@ -71,6 +71,12 @@ func newKubeletServer(d *daemon, node string, ips []string, log *slog.Logger) (*
 		boot = d.clock.Now()
 	}
 	back := &backend{ctrl: d.ctrl, rt: d.rt}
+	// exec, attach and port-forward go to the runtime's streaming server (CRI); without one
+	// (systemd) the kubelet API says so.
+	var streamer pods.Streamer
+	if d.prt != nil {
+		streamer = d.prt.streamer
+	}
 	srv, err := cluster.NewKubeletServer(cluster.KubeletServerOptions{
 		NodeName: node, Address: net.JoinHostPort(cc.NodeIP, strconv.Itoa(cc.KubeletPort)),
 		CertFile: cc.TLSCertFile, KeyFile: cc.TLSPrivateKeyFile, CertDir: filepath.Join(d.cfg.StateDir, kubeletCertDir),
@@ -87,7 +93,7 @@ func newKubeletServer(d *daemon, node string, ips []string, log *slog.Logger) (*
 			n, ok := d.stats.LatestNode()
 			return cluster.KubeletSummary(node, boot, n, ok, d.stats.LatestPods(), d.ctrl.Pods())
 		},
-		Healthz: health.Handler(d.health, false), Clock: d.clock, Logger: log.With("component", "kubelet-api"),
+		Healthz: health.Handler(d.health, false), Streamer: streamer, Clock: d.clock, Logger: log.With("component", "kubelet-api"),
 	})
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/internal/buildinfo"
+	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/crirt"
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
 	"github.com/slicelet/slicelet/internal/pods/worker"
@@ -44,6 +45,9 @@ type podRuntime struct {
 	// version is the runtime's name://version for a Node's nodeInfo (the CRI runtime's
 	// Version call; slicelet's own version for the built-in runtime).
 	version func(ctx context.Context) (string, error)
+	// streamer is the runtime's streaming for the kubelet API's exec, attach and
+	// port-forward; nil without (systemd).
+	streamer pods.Streamer
 }
 
 // newRuntime builds the configured container runtime and the pod worker over it. The CRI
@@ -96,6 +100,7 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 		wopts.StateDir, wopts.Logger = filepath.Join(cfg.StateDir, "runtime-cri"), log.With("runtime", "cri")
 		pr.images, pr.close, pr.namer, pr.version = rt, rt.Close, rt, rt.Version
 		pr.imageFsPath = rt.ImageFsMountpoint
+		pr.streamer = rt
 		pr.storage.Layers = func(ctx context.Context, pod *v1.Pod) (map[string]eviction.DiskUsage, error) {
 			layers, err := rt.WritableLayers(ctx, pod)
 			if err != nil {

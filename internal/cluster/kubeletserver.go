@@ -79,6 +79,12 @@ type KubeletServerOptions struct {
 	Healthz http.Handler
 	Clock   clock.Clock
 	Logger  *slog.Logger
+
+	// Streamer is the runtime's streaming (/exec, /attach, /portForward, /run); nil: the
+	// runtime has none, and those endpoints say so.
+	Streamer pods.Streamer
+	// StreamIdleTimeout closes a stream without traffic; DefaultStreamIdleTimeout when zero.
+	StreamIdleTimeout time.Duration
 }
 
 // KubeletServer is the kubelet API (pkg/kubelet/server/server.go): HTTPS on the node's
@@ -90,6 +96,8 @@ type KubeletServer struct {
 	srv  *http.Server
 	ln   net.Listener
 	log  *slog.Logger
+	// streams are the open exec, attach and port-forward streams (kubeletstream.go).
+	streams *streamSet
 }
 
 // NewKubeletServer loads (or makes) the serving pair and the client CA.
@@ -99,6 +107,9 @@ func NewKubeletServer(o KubeletServerOptions) (*KubeletServer, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.StreamIdleTimeout <= 0 {
+		o.StreamIdleTimeout = DefaultStreamIdleTimeout
 	}
 	certFile, keyFile := o.CertFile, o.KeyFile
 	if certFile == "" {
@@ -119,7 +130,7 @@ func NewKubeletServer(o KubeletServerOptions) (*KubeletServer, error) {
 		}
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
 	}
-	s := &KubeletServer{o: o, tls: cfg, log: o.Logger,
+	s := &KubeletServer{o: o, tls: cfg, log: o.Logger, streams: newStreamSet(o.Clock, o.StreamIdleTimeout),
 		auth: newKubeletAuth(o.NodeName, o.Anonymous, o.Tokens, o.Access, o.Clock)}
 	s.srv = &http.Server{Handler: s.Handler(), TLSConfig: cfg, MaxHeaderBytes: maxHeaderBytes,
 		ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout,
@@ -191,6 +202,7 @@ func (s *KubeletServer) Addr() net.Addr { return s.ln.Addr() }
 func (s *KubeletServer) Serve(ctx context.Context) error {
 	go func() {
 		<-ctx.Done()
+		s.streams.closeAll()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = s.srv.Shutdown(sctx)
@@ -217,6 +229,7 @@ func (s *KubeletServer) Handler() http.Handler {
 	mux.Handle("GET /stats/summary", timed(http.HandlerFunc(s.summary)))
 	mux.Handle("GET /metrics/resource", timed(http.HandlerFunc(s.resourceMetrics)))
 	mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", s.containerLogs)
+	s.streamRoutes(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
 		u, err := s.auth.authenticate(r.Context(), r)
@@ -242,7 +255,7 @@ func (s *KubeletServer) Handler() http.Handler {
 			http.Error(w, msg, http.StatusForbidden)
 			return
 		}
-		mux.ServeHTTP(w, r)
+		mux.ServeHTTP(w, r.WithContext(withKubeletUser(r.Context(), u)))
 	})
 }
 

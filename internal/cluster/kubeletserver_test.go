@@ -258,7 +258,7 @@ func TestKubeletServer(t *testing.T) {
 		{name: "logs with a bad parameter", client: admin, path: "/containerLogs/default/web/main?sinceSeconds=-3", wantStatus: http.StatusBadRequest, wantBody: "sinceSeconds"},
 		{name: "logs of an unknown pod", client: admin, path: "/containerLogs/default/nope/main", wantStatus: http.StatusNotFound},
 		{name: "stats summary", client: admin, path: "/stats/summary", wantStatus: http.StatusOK, wantBody: `"nodeName":"node-1"`},
-		{name: "unknown path", client: admin, path: "/exec/default/web/main", wantStatus: http.StatusNotFound},
+		{name: "unknown path", client: admin, path: "/no-such-endpoint/default/web", wantStatus: http.StatusNotFound},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
