@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ const streamPort = 18080
 
 // TestKubeletStreaming runs a pod on a slicelet node and reaches it through the API server as
 // kubectl and the e2e framework do: exec with client-go's SPDY and websocket executors
-// (stdout, stderr, exit code, stdin), the conformance specs' raw websockets for exec
+// (stdout, stderr, exit code, stdin), attach, the conformance specs' raw websockets for exec
 // (channel.k8s.io) and logs (binary.k8s.io), `kubectl exec`, and port-forward over SPDY and
 // over websockets to the pod's HTTP server.
 func TestKubeletStreaming(t *testing.T) {
@@ -65,7 +66,9 @@ func TestKubeletStreaming(t *testing.T) {
 			AutomountServiceAccountToken:  ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
 			Containers: []v1.Container{{Name: "main", Image: peerrun.TestImage, ImagePullPolicy: v1.PullNever,
-				Command: []string{"/bin/sh", "-c", fmt.Sprintf("mkdir -p /tmp/www && echo hello through port-forward > /tmp/www/index.html && echo container is alive && exec httpd -f -p %d -h /tmp/www", streamPort)}}},
+				Command: []string{"/bin/sh", "-c", fmt.Sprintf("mkdir -p /tmp/www && echo hello through port-forward > /tmp/www/index.html && echo container is alive && exec httpd -f -p %d -h /tmp/www", streamPort)}},
+				{Name: "ticker", Image: peerrun.TestImage, ImagePullPolicy: v1.PullNever,
+					Command: []string{"/bin/sh", "-c", "trap 'exit 0' TERM; while true; do echo tick; sleep 0.2; done"}}},
 		},
 	}
 	if _, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
@@ -168,6 +171,22 @@ func TestKubeletStreaming(t *testing.T) {
 			t.Errorf("websocket logs: %q, want the container's output", out)
 		}
 	})
+	// Attach: the running process's output, as it comes, until the client leaves.
+	t.Run("attach over spdy", func(t *testing.T) {
+		u := admin.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name("streamer").SubResource("attach").
+			VersionedParams(&v1.PodAttachOptions{Container: "ticker", Stdout: true}, scheme.ParameterCodec).URL()
+		ex, err := remotecommand.NewSPDYExecutor(cfg, "POST", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		actx, acancel := context.WithTimeout(ctx, time.Minute)
+		defer acancel()
+		out := &untilWriter{want: "tick\ntick\n", done: acancel}
+		err = ex.StreamWithContext(actx, remotecommand.StreamOptions{Stdout: out})
+		if got := out.String(); !strings.Contains(got, "tick\ntick\n") {
+			t.Errorf("attach: %q, %v; want the container's ticks", got, err)
+		}
+	})
 	t.Run("kubectl exec", func(t *testing.T) {
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), "--kubeconfig", cp.AdminKubeconfig(),
 			"exec", "-i", "streamer", "-c", "main", "--", "/bin/sh", "-c", "cat; echo done")
@@ -266,4 +285,28 @@ func readWebsocket(t *testing.T, u *url.URL, cfg *rest.Config, protocol string, 
 		}
 	}
 	return buf.String()
+}
+
+// untilWriter keeps what is written and calls done once it holds want.
+type untilWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	done func()
+}
+
+func (w *untilWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.want) {
+		w.done()
+	}
+	return len(p), nil
+}
+
+func (w *untilWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
