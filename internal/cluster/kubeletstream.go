@@ -28,10 +28,11 @@ const (
 	// DefaultStreamIdleTimeout closes a stream with no traffic either way for that long (the
 	// kubelet's --streaming-connection-idle-timeout default).
 	DefaultStreamIdleTimeout = 4 * time.Hour
-	// maxStreamsPerClient bounds the streams one authenticated user holds at once (every
-	// `kubectl exec` through the API server is its kubelet client's; the connections from
-	// one IP address are bounded by maxConnsPerClient as well).
-	maxStreamsPerClient = 32
+	// maxStreamsPerClient bounds the streams one authenticated user holds at once. Every
+	// `kubectl exec` through the API server is its kubelet client's, and a stream holds one
+	// of the maxConnsPerClient connections of the API server's address: below that bound, so
+	// that its other requests (logs, stats) still get through.
+	maxStreamsPerClient = maxConnsPerClient * 3 / 4
 	// maxStreams bounds the streams open at once.
 	maxStreams = 64
 	// maxStreamQuery bounds a streaming request's query (exec's command is in it).
