@@ -10,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 )
 
 // The fake's streaming server answers every request with a URL naming it.
@@ -114,6 +115,28 @@ func TestStreamURL(t *testing.T) {
 				t.Fatalf("url %v, %v; want %s", u, err, tc.wantURL)
 			}
 		})
+	}
+
+	// Port-forward goes to a ready sandbox before a newer one that is not (the kubelet's
+	// getSandboxIDByPodUID); a pod without sandboxes is an error.
+	other := fakePod("u3", v1.RestartPolicyAlways, app("main"))
+	e.cri.mu.Lock()
+	labels := map[string]string{worker.LabelManaged: "true", worker.LabelPodUID: "u3"}
+	e.cri.sandboxes["sb-old-ready"] = &fakeSandbox{sb: &runtimeapi.PodSandbox{Id: "sb-old-ready", State: runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: 1, Labels: labels}}
+	e.cri.sandboxes["sb-new-notready"] = &fakeSandbox{sb: &runtimeapi.PodSandbox{Id: "sb-new-notready", State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY, CreatedAt: 2, Labels: labels}}
+	e.cri.streams = nil
+	e.cri.mu.Unlock()
+	if _, err := e.back.StreamURL(t.Context(), other, pods.StreamRequest{Kind: pods.StreamPortForward}); err != nil {
+		t.Fatal(err)
+	}
+	e.cri.mu.Lock()
+	got := e.cri.streams
+	e.cri.mu.Unlock()
+	if want := (&runtimeapi.PortForwardRequest{PodSandboxId: "sb-old-ready"}); len(got) != 1 || !proto.Equal(got[0], want) {
+		t.Errorf("port-forward with a ready and a newer sandbox: %v, want %v", got, want)
+	}
+	if _, err := e.back.StreamURL(t.Context(), fakePod("u4", v1.RestartPolicyAlways, app("main")), pods.StreamRequest{Kind: pods.StreamPortForward}); err == nil || !strings.Contains(err.Error(), "pod u4: no pod sandbox found") {
+		t.Errorf("port-forward to a pod without sandboxes: %v", err)
 	}
 
 	// RunInContainer: ExecSync, stdout then stderr; a non-zero exit is an error.
