@@ -47,8 +47,8 @@ const (
 )
 
 // ParseStreamRequest reads an exec, attach or port-forward request's query as the kubelet
-// does (pkg/kubelet/cri/streaming/remotecommand/httpstream.go, NewOptions; and
-// pkg/kubelet/cri/streaming/portforward/httpstream.go, NewV4Options) into req, whose kind
+// does (k8s.io/cri-streaming/pkg/streaming/remotecommand/httpstream.go, NewOptions; and
+// k8s.io/cri-streaming/pkg/streaming/portforward/websocket.go, NewV4Options) into req, whose kind
 // and path fields are set: for exec and attach the streams input, output, error and tty are
 // on when "1" (the API server's encoding; tty drops error, which a terminal merges into
 // output), at least one of input, output, error must be on, and exec needs a command; for
