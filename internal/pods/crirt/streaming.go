@@ -18,10 +18,11 @@ import (
 var _ pods.Streamer = (*Runtime)(nil)
 
 // StreamURL asks the runtime's streaming server for the URL of req (the kubelet's GetExec,
-// GetAttach and GetPortForward, pkg/kubelet/kubelet_pods.go and
-// pkg/kubelet/kuberuntime/kuberuntime_manager.go): exec and attach go to the pod's running
-// container of that name, port-forward to the pod's sandbox. Attach's TTY is the container's
-// (whether it runs in a terminal cannot change once started), not the request's.
+// GetAttach and GetPortForward, pkg/kubelet/kubelet_pods.go,
+// pkg/kubelet/kuberuntime/kuberuntime_container.go and kuberuntime_sandbox.go): exec and
+// attach go to the pod's running container of that name, port-forward to the pod's sandbox.
+// Attach's TTY is the container's (whether it runs in a terminal cannot change once started),
+// not the request's.
 func (r *Runtime) StreamURL(ctx context.Context, pod *v1.Pod, req pods.StreamRequest) (*url.URL, error) {
 	var raw string
 	switch req.Kind {
@@ -144,8 +145,9 @@ func (r *Runtime) runningContainer(ctx context.Context, pod *v1.Pod, uid, name s
 	return best.Id, nil
 }
 
-// sandboxOf is the ID of the pod's sandbox to port-forward into: a ready one first, then the
-// newest (pkg/kubelet/kuberuntime/kuberuntime_sandbox.go, getSandboxIDByPodUID).
+// sandboxOf is the ID of the pod's sandbox to port-forward into. The kubelet takes the newest
+// (pkg/kubelet/kuberuntime/kuberuntime_sandbox.go, getSandboxIDByPodUID); a ready one goes
+// first here, so that a replacement sandbox that failed does not hide the one that runs.
 func (r *Runtime) sandboxOf(ctx context.Context, uid string) (string, error) {
 	sbs, err := r.listSandboxes(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: managedSelector(uid)})
 	if err != nil {
