@@ -158,9 +158,11 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("systemd: %w", err)
 	}
+	// A failure below returns a nil daemon: close the one built so far, not the result.
+	built := d
 	defer func() {
 		if err != nil {
-			d.close()
+			built.close()
 		}
 	}()
 	mode := d.sd.Mode()

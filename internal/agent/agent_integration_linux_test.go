@@ -507,3 +507,20 @@ func TestIntegrationManifestLifecycle(t *testing.T) {
 		return err != nil && len(list) == 0, fmt.Sprint(err, list)
 	})
 }
+
+// TestRunFailureAfterConnecting: a configuration that fails once systemd is connected (cluster
+// mode with a kubeconfig that does not exist) is an error naming it, after the connection is
+// closed — never a panic on the daemon that was not returned.
+func TestRunFailureAfterConnecting(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.kubeconfig")
+	e := newDaemonEnv(t, fmt.Sprintf("[cluster]\nenabled = true\nkubeconfig = %q\nnode_name = \"n1\"\n", missing))
+	cfg, err := config.Load(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	err = Run(t.Context(), Options{Config: cfg, Logger: log, CgroupRoot: e.env.CgroupRoot})
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("Run with a missing kubeconfig: %v, want an error naming %s", err, missing)
+	}
+}
