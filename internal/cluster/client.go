@@ -78,6 +78,7 @@ func NewClients(kubeconfig string) (Clients, error) {
 		return Clients{}, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
 	cfg.UserAgent = "slicelet/" + buildinfo.Version
+	configureTransport(cfg)
 	scheme := runtime.NewScheme()
 	if err := v1.AddToScheme(scheme); err != nil {
 		return Clients{}, err
@@ -125,6 +126,27 @@ func NewClients(kubeconfig string) (Clients, error) {
 	}
 	addObjectClients(&clients, core, params)
 	return clients, nil
+}
+
+// The kubelet's API client settings (pkg/kubelet/apis/config/v1beta1/defaults.go
+// kubeAPIQPS and kubeAPIBurst; cmd/kubelet/app/server.go's content type, protobuf for the
+// built-in types).
+const (
+	// ClientQPS and ClientBurst bound the requests per second to the API server: client-go's
+	// own default (5, burst 10) makes the status patches of 30 pods that start together wait
+	// seconds for the rate limiter.
+	ClientQPS   = 50
+	ClientBurst = 100
+	// ContentTypeProtobuf is what requests are sent and answers asked for in; JSON stays
+	// acceptable (a patch is sent in its own patch type).
+	ContentTypeProtobuf = "application/vnd.kubernetes.protobuf"
+)
+
+// configureTransport gives cfg the kubelet's rate limits and content types.
+func configureTransport(cfg *rest.Config) {
+	cfg.QPS, cfg.Burst = ClientQPS, ClientBurst
+	cfg.ContentType = ContentTypeProtobuf
+	cfg.AcceptContentTypes = ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 }
 
 // typed is one resource's client on client-go's REST client: the request each method of a
