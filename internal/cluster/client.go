@@ -111,13 +111,20 @@ func NewClients(kubeconfig string) (Clients, error) {
 	if err != nil {
 		return Clients{}, err
 	}
+	// Events have a client and a rate limit of their own (the kubelet's event client,
+	// eventRecordQPS 50 and eventBurst 100): the events of pods starting together do not
+	// hold back their status patches.
+	eventsREST, err := restFor("/api", v1.SchemeGroupVersion)
+	if err != nil {
+		return Clients{}, err
+	}
 	clients := Clients{
 		Nodes: &typed[*v1.Node, *v1.NodeList]{rest: core, params: params, resource: "nodes", obj: func() *v1.Node { return &v1.Node{} }},
 		Pods: func(ns string) PodClient {
 			return &typed[*v1.Pod, *v1.PodList]{rest: core, params: params, resource: "pods", ns: ns, obj: func() *v1.Pod { return &v1.Pod{} }, list: func() *v1.PodList { return &v1.PodList{} }}
 		},
 		Events: func(ns string) EventClient {
-			return &typed[*v1.Event, *v1.EventList]{rest: core, params: params, resource: "events", ns: ns, obj: func() *v1.Event { return &v1.Event{} }}
+			return &typed[*v1.Event, *v1.EventList]{rest: eventsREST, params: params, resource: "events", ns: ns, obj: func() *v1.Event { return &v1.Event{} }}
 		},
 		Scheme: scheme,
 		Leases: func(ns string) LeaseClient {
