@@ -51,8 +51,17 @@ const (
 	// LeaseRenewInterval is a quarter of the duration (the kubelet's renewIntervalFraction).
 	LeaseRenewInterval = LeaseDuration / 4
 	// PodSyncPeriod is how often the pods' statuses, deletions and mirror pods are compared
-	// with the API's.
+	// with the API's; a pod added, changed or deleted in the API, and a pod's phase changing
+	// on the node (Kick), start a comparison at once (the kubelet's pod config and status
+	// manager act on each change as it comes).
 	PodSyncPeriod = time.Second
+	// FastStatusInterval is how often the node status is computed after the registration
+	// until the node is Ready, and FastStatusPeriod how long at most (pkg/kubelet/kubelet.go
+	// fastStatusUpdateOnce: every 100 ms, for at most nodeReadyGracePeriod, 2 min): a node
+	// that becomes Ready a moment after it registered says so then, not one
+	// NodeStatusUpdateFrequency later.
+	FastStatusInterval = 100 * time.Millisecond
+	FastStatusPeriod   = 2 * time.Minute
 	// minBackoff and maxBackoff bound the waits between failed registrations and lease
 	// renewals (registerWithAPIServer and the lease controller's backoffEnsureLease: from
 	// 100 ms, doubling, at most 7 s).
@@ -124,6 +133,8 @@ type Agent struct {
 	verdicts map[types.UID]verdict
 	// objects serves the cluster pods' ConfigMaps, Secrets, tokens and service variables.
 	objects *Objects
+	// kick asks podLoop for a sync now (Kick, the pod informer's events); one pending at most.
+	kick chan struct{}
 }
 
 // verdict is validate's result for one version of a pod.
@@ -155,7 +166,17 @@ func New(o Options) *Agent {
 	}
 	return &Agent{o: o, validate: ValidateAPIPod(o.Validate), log: o.Logger, clock: o.Clock,
 		errs: map[string]error{}, graced: map[types.UID]bool{}, sent: map[types.UID]v1.PodStatus{}, verdicts: map[types.UID]verdict{},
-		objects: NewObjects(o.Clients, o.Clock)}
+		objects: NewObjects(o.Clients, o.Clock), kick: make(chan struct{}, 1)}
+}
+
+// Kick makes the pods' sync run now rather than at the next PodSyncPeriod: the pod
+// controller's pods changed (a pod got its slice, changed phase or was deleted). It never
+// blocks; kicks that come while one is pending are one.
+func (a *Agent) Kick() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Objects serves the cluster pods' ConfigMaps, Secrets, service-account tokens and service
@@ -411,20 +432,43 @@ func (a *Agent) newLease(base *coordinationv1.Lease) *coordinationv1.Lease {
 }
 
 // statusLoop computes the node status every NodeStatusUpdateFrequency and sends it when it
-// changed or NodeStatusReportFrequency passed since the last report.
+// changed or NodeStatusReportFrequency passed since the last report; from its start until the
+// node is Ready (at most FastStatusPeriod), every FastStatusInterval.
 func (a *Agent) statusLoop(ctx context.Context) {
 	t := a.clock.NewTicker(NodeStatusUpdateFrequency)
 	defer t.Stop()
+	start := a.clock.Now()
+	fast := true
 	for {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		a.report("status", a.syncNodeStatus(cctx))
 		cancel()
+		fast = fast && !a.nodeReady() && a.clock.Since(start) < FastStatusPeriod
+		var soon <-chan time.Time
+		if fast {
+			soon = a.clock.After(FastStatusInterval)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+		case <-soon:
 		}
 	}
+}
+
+// nodeReady reports whether the Node as last read or written is Ready.
+func (a *Agent) nodeReady() bool {
+	n := a.currentNode()
+	if n == nil {
+		return false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // syncNodeStatus is one round of statusLoop (the kubelet's tryUpdateNodeStatus).
@@ -465,8 +509,12 @@ func mergePatchLabels(labels map[string]string) ([]byte, error) {
 	return jsonMarshal(map[string]any{"metadata": map[string]any{"labels": labels}})
 }
 
-// podLoop syncs the pods every PodSyncPeriod once the informer listed them.
+// podLoop syncs the pods every PodSyncPeriod and at each Kick once the informer listed them.
 func (a *Agent) podLoop(ctx context.Context, inf cache.SharedIndexInformer) {
+	kick := func(any) { a.Kick() }
+	if reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: kick, UpdateFunc: func(_, _ any) { a.Kick() }, DeleteFunc: kick}); err == nil {
+		defer func() { _ = inf.RemoveEventHandler(reg) }()
+	}
 	t := a.clock.NewTicker(PodSyncPeriod)
 	defer t.Stop()
 	for {
@@ -474,6 +522,7 @@ func (a *Agent) podLoop(ctx context.Context, inf cache.SharedIndexInformer) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+		case <-a.kick:
 		}
 		if !inf.HasSynced() {
 			continue

@@ -1,0 +1,160 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/clock"
+
+	"github.com/slicelet/slicelet/internal/manifest"
+)
+
+// lockedInputs are NodeInputs a test changes while the agent's loops read them.
+type lockedInputs struct {
+	mu sync.Mutex
+	in NodeInputs
+}
+
+func (l *lockedInputs) get() NodeInputs {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	in := l.in
+	in.Conditions = append([]v1.NodeCondition(nil), l.in.Conditions...)
+	return in
+}
+
+func (l *lockedInputs) set(t v1.NodeConditionType, s v1.ConditionStatus) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range l.in.Conditions {
+		if l.in.Conditions[i].Type == t {
+			l.in.Conditions[i].Status = s
+		}
+	}
+}
+
+// bubbleAgent is an agent on the real clock, for a synctest bubble (whose clock is fake):
+// the clientset is made outside the bubble by the caller.
+func bubbleAgent(cs *fake.Clientset, in *lockedInputs, ctrl Controller) *Agent {
+	return New(Options{Clients: fakeClients(cs), NodeName: "node-1", Node: in.get, Controller: ctrl,
+		Validate: manifest.Validate, Clock: clock.RealClock{}})
+}
+
+// nodeCondition is the API's Node condition of type ct.
+func nodeCondition(t *testing.T, cs *fake.Clientset, ct v1.NodeConditionType) v1.ConditionStatus {
+	t.Helper()
+	n, err := cs.CoreV1().Nodes().Get(context.Background(), "node-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == ct {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// TestStatusLoopFastUntilReady: after the registration the node status is computed every
+// FastStatusInterval until the node is Ready, then every NodeStatusUpdateFrequency.
+func TestStatusLoopFastUntilReady(t *testing.T) {
+	cs := fake.NewClientset()
+	in := &lockedInputs{in: testInputs()}
+	in.set(v1.NodeReady, v1.ConditionFalse)
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		a := bubbleAgent(cs, in, newFakeController())
+		if !a.register(ctx) {
+			t.Fatal("not registered")
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { a.statusLoop(ctx) })
+		defer func() { cancel(); wg.Wait() }()
+		time.Sleep(3*FastStatusInterval + FastStatusInterval/2)
+		synctest.Wait()
+		if got := nodeCondition(t, cs, v1.NodeReady); got != v1.ConditionFalse {
+			t.Fatalf("Ready %q before the node is ready, want False", got)
+		}
+		in.set(v1.NodeReady, v1.ConditionTrue)
+		time.Sleep(FastStatusInterval)
+		synctest.Wait()
+		if got := nodeCondition(t, cs, v1.NodeReady); got != v1.ConditionTrue {
+			t.Fatalf("Ready %q one fast interval after the node became ready, want True", got)
+		}
+		// Ready: back to the update frequency.
+		in.set(v1.NodeMemoryPressure, v1.ConditionTrue)
+		time.Sleep(NodeStatusUpdateFrequency / 2)
+		synctest.Wait()
+		if got := nodeCondition(t, cs, v1.NodeMemoryPressure); got != v1.ConditionFalse {
+			t.Fatalf("MemoryPressure %q half an update period later, want still False", got)
+		}
+		time.Sleep(NodeStatusUpdateFrequency / 2)
+		synctest.Wait()
+		if got := nodeCondition(t, cs, v1.NodeMemoryPressure); got != v1.ConditionTrue {
+			t.Fatalf("MemoryPressure %q at the update period, want True", got)
+		}
+	})
+}
+
+// kickController is the fake controller with a lock a test can take to change its pods.
+func (c *fakeController) setPods(ps ...v1.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pods = ps
+}
+
+func (c *fakeController) snapshotCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.snapshots)
+}
+
+// TestPodsSyncedAtOnce: a pod created in the API reaches the controller, and a pod that
+// started on the node reaches the API, without waiting for PodSyncPeriod.
+func TestPodsSyncedAtOnce(t *testing.T) {
+	cs := fake.NewClientset()
+	in := &lockedInputs{in: testInputs()}
+	ctrl := newFakeController()
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		a := bubbleAgent(cs, in, ctrl)
+		// client-go's informer on the fake clientset: the agent's own informer wraps the
+		// client's list and watch, and the fake's watch does not stream a list.
+		inf := informers.NewSharedInformerFactory(cs, 0).Core().V1().Pods().Informer()
+		var wg sync.WaitGroup
+		wg.Go(func() { inf.RunWithContext(ctx) })
+		wg.Go(func() { a.podLoop(ctx, inf) })
+		defer func() { cancel(); wg.Wait() }()
+		time.Sleep(2 * PodSyncPeriod) // listed, the first (empty) snapshot sent
+		synctest.Wait()
+		before := ctrl.snapshotCount()
+		// Half a period from the next periodic sync.
+		time.Sleep(PodSyncPeriod / 2)
+		synctest.Wait()
+		web := apiPod("web")
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got := ctrl.snapshotCount(); got != before+1 {
+			t.Fatalf("%d snapshots right after the create, want %d", got, before+1)
+		}
+		ctrl.setPods(running(web))
+		a.Kick()
+		synctest.Wait()
+		got, err := cs.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Phase != v1.PodRunning {
+			t.Fatalf("phase %q right after the kick, want Running", got.Status.Phase)
+		}
+	})
+}
