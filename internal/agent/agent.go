@@ -232,6 +232,12 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 				d.cluster.Kick()
 			}
 		},
+		// Cluster mode sends a pod's changed status to the API server at once.
+		OnStatus: func() {
+			if d.cluster != nil {
+				d.cluster.Kick()
+			}
+		},
 	})
 	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: sdOps, Probes: probes, Pods: d.ctrl, Health: d.health})
 	// Per-container usage, read from the pods' cgroups: the eviction message names the

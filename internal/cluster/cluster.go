@@ -51,10 +51,13 @@ const (
 	// LeaseRenewInterval is a quarter of the duration (the kubelet's renewIntervalFraction).
 	LeaseRenewInterval = LeaseDuration / 4
 	// PodSyncPeriod is how often the pods' statuses, deletions and mirror pods are compared
-	// with the API's; a pod added, changed or deleted in the API, and a pod's phase changing
-	// on the node (Kick), start a comparison at once (the kubelet's pod config and status
-	// manager act on each change as it comes).
-	PodSyncPeriod = time.Second
+	// with the API's anyway (the kubelet status manager's syncPeriod,
+	// pkg/kubelet/status/status_manager.go): a pod added, changed or deleted in the API, a
+	// pod's status changing on the node (Kick) and the adoption after a restart start a
+	// comparison at once, as the kubelet's pod config and status manager act on each change.
+	PodSyncPeriod = 10 * time.Second
+	// PodRetryPeriod is how soon a comparison that failed (an API call) is tried again.
+	PodRetryPeriod = time.Second
 	// FastStatusInterval is how often the node status is computed after the registration
 	// until the node is Ready, and FastStatusPeriod how long at most (pkg/kubelet/kubelet.go
 	// fastStatusUpdateOnce: every 100 ms, for at most nodeReadyGracePeriod, 2 min): a node
@@ -509,20 +512,36 @@ func mergePatchLabels(labels map[string]string) ([]byte, error) {
 	return jsonMarshal(map[string]any{"metadata": map[string]any{"labels": labels}})
 }
 
-// podLoop syncs the pods every PodSyncPeriod and at each Kick once the informer listed them.
+// podLoop syncs the pods at each Kick, at the adoption, every PodSyncPeriod and
+// PodRetryPeriod after a failed sync, once the informer listed them.
 func (a *Agent) podLoop(ctx context.Context, inf cache.SharedIndexInformer) {
 	kick := func(any) { a.Kick() }
 	if reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: kick, UpdateFunc: func(_, _ any) { a.Kick() }, DeleteFunc: kick}); err == nil {
 		defer func() { _ = inf.RemoveEventHandler(reg) }()
 	}
+	// The first sync right after the first list (the cluster source's first snapshot, which
+	// the controller waits for before the adoption and the orphans' cleanup).
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return
+	}
+	a.Kick()
 	t := a.clock.NewTicker(PodSyncPeriod)
 	defer t.Stop()
+	adopted := a.o.Controller.Adopted()
+	failed := false
 	for {
+		var retry <-chan time.Time
+		if failed {
+			retry = a.clock.After(PodRetryPeriod)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+		case <-retry:
 		case <-a.kick:
+		case <-adopted:
+			adopted = nil
 		}
 		if !inf.HasSynced() {
 			continue
@@ -537,8 +556,10 @@ func (a *Agent) podLoop(ctx context.Context, inf cache.SharedIndexInformer) {
 			apiPods = append(apiPods, o.(*v1.Pod))
 		}
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		a.report("pods", a.SyncPods(cctx, apiPods))
+		err := a.SyncPods(cctx, apiPods)
 		cancel()
+		a.report("pods", err)
+		failed = err != nil
 	}
 }
 

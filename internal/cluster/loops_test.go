@@ -103,17 +103,21 @@ func TestStatusLoopFastUntilReady(t *testing.T) {
 	})
 }
 
-// kickController is the fake controller with a lock a test can take to change its pods.
+// setPods sets the controller's pods under its lock (the agent's loops read them).
 func (c *fakeController) setPods(ps ...v1.Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pods = ps
 }
 
-func (c *fakeController) snapshotCount() int {
+// lastSnapshot is the number of pods in the last snapshot (-1 for none).
+func (c *fakeController) lastSnapshot() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.snapshots)
+	if len(c.snapshots) == 0 {
+		return -1
+	}
+	return len(c.snapshots[len(c.snapshots)-1].Pods)
 }
 
 // TestPodsSyncedAtOnce: a pod created in the API reaches the controller, and a pod that
@@ -134,7 +138,9 @@ func TestPodsSyncedAtOnce(t *testing.T) {
 		defer func() { cancel(); wg.Wait() }()
 		time.Sleep(2 * PodSyncPeriod) // listed, the first (empty) snapshot sent
 		synctest.Wait()
-		before := ctrl.snapshotCount()
+		if got := ctrl.lastSnapshot(); got != 0 {
+			t.Fatalf("last snapshot of %d pods after the list, want the empty one", got)
+		}
 		// Half a period from the next periodic sync.
 		time.Sleep(PodSyncPeriod / 2)
 		synctest.Wait()
@@ -143,8 +149,8 @@ func TestPodsSyncedAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		if got := ctrl.snapshotCount(); got != before+1 {
-			t.Fatalf("%d snapshots right after the create, want %d", got, before+1)
+		if got := ctrl.lastSnapshot(); got != 1 {
+			t.Fatalf("last snapshot of %d pods right after the create, want 1", got)
 		}
 		ctrl.setPods(running(web))
 		a.Kick()
