@@ -230,16 +230,22 @@ func (b *bench) startNodeReady(ctx context.Context, k peerrun.Kind, cp *controlp
 // createRunning creates n pods of batch at once (one goroutine each) and returns the time from
 // the first create call until a watch event showed the last of them Running with its
 // containers ready, and for one pod how long after its container's StartedAt the API showed
-// it (-1 when unknown).
+// it (-1 when unknown). The API server may end a watch at any time: then the pods are listed
+// and watched again from the list.
 func (b *bench) createRunning(ctx context.Context, admin kubernetes.Interface, batch string, n int, limit time.Duration) (time.Duration, time.Duration, error) {
 	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	pods := admin.CoreV1().Pods(metav1.NamespaceDefault)
-	w, err := pods.Watch(wctx, metav1.ListOptions{LabelSelector: clusterLabel + "=" + batch})
+	sel := metav1.ListOptions{LabelSelector: clusterLabel + "=" + batch}
+	list, err := pods.List(wctx, sel)
+	if err != nil {
+		return 0, 0, fmt.Errorf("list the pods: %w", err)
+	}
+	rv := list.ResourceVersion
+	w, err := pods.Watch(wctx, metav1.ListOptions{LabelSelector: sel.LabelSelector, ResourceVersion: rv})
 	if err != nil {
 		return 0, 0, fmt.Errorf("watch the pods: %w", err)
 	}
-	defer w.Stop()
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	t0 := time.Now()
@@ -250,30 +256,66 @@ func (b *bench) createRunning(ctx context.Context, admin kubernetes.Interface, b
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
+		w.Stop()
 		return 0, 0, fmt.Errorf("create: %w", err)
 	}
 	running := map[string]time.Time{}
-	for ev := range w.ResultChan() {
-		p, ok := ev.Object.(*v1.Pod)
-		if !ok || ev.Type == watch.Deleted || !runningInAPI(p) {
-			continue
+	var last *v1.Pod
+	seen := func(p *v1.Pod) {
+		if _, ok := running[p.Name]; !ok && runningInAPI(p) {
+			running[p.Name], last = time.Now(), p
 		}
-		if _, ok := running[p.Name]; !ok {
-			running[p.Name] = time.Now()
-		}
-		if len(running) < n {
-			continue
-		}
-		took := time.Since(t0)
-		lag := time.Duration(-1)
-		if n == 1 {
-			if started, err := b.startedAt(ctx, p.Name); err == nil {
-				lag = running[p.Name].Sub(started)
+	}
+	rewatched := 0
+	for len(running) < n {
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				rv = "" // e.g. 410 Gone: list again
+				break
+			}
+			if p, ok := ev.Object.(*v1.Pod); ok {
+				rv = p.ResourceVersion
+				if ev.Type != watch.Deleted {
+					seen(p)
+				}
+			}
+			if len(running) == n {
+				break
 			}
 		}
-		return took, lag, nil
+		w.Stop()
+		if len(running) == n {
+			break
+		}
+		if wctx.Err() != nil {
+			return 0, 0, fmt.Errorf("%d of %d pods Running in the API after %s", len(running), n, limit)
+		}
+		rewatched++
+		if rv == "" {
+			list, err := pods.List(wctx, sel)
+			if err != nil {
+				return 0, 0, fmt.Errorf("list the pods: %w", err)
+			}
+			rv = list.ResourceVersion
+			for i := range list.Items {
+				seen(&list.Items[i])
+			}
+		}
+		if w, err = pods.Watch(wctx, metav1.ListOptions{LabelSelector: sel.LabelSelector, ResourceVersion: rv}); err != nil {
+			return 0, 0, fmt.Errorf("watch the pods again: %w", err)
+		}
 	}
-	return 0, 0, fmt.Errorf("%d of %d pods Running in the API after %s", len(running), n, limit)
+	took := time.Since(t0)
+	if rewatched > 0 {
+		logf("the watch of %s ended %d times before the pods ran (listed and watched again)", batch, rewatched)
+	}
+	lag := time.Duration(-1)
+	if n == 1 {
+		if started, err := b.startedAt(ctx, last.Name); err == nil {
+			lag = running[last.Name].Sub(started)
+		}
+	}
+	return took, lag, nil
 }
 
 // startedAt is containerd's StartedAt of the running container of the pod named name.
