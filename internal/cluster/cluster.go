@@ -683,8 +683,15 @@ func (a *Agent) patchStatus(ctx context.Context, api *v1.Pod, local v1.PodStatus
 		return nil // written; the watch has not brought it back yet
 	}
 	patch, unchanged, err := PodStatusPatch(api.UID, api.Status, want)
-	if err != nil || unchanged {
+	if err != nil {
 		return err
+	}
+	if unchanged {
+		// The same to the API, which keeps times to the second: a container's startedAt in
+		// nanoseconds is never equal to the API's. Remembered as written, so that the next
+		// comparisons stop at the check above instead of computing this patch every time.
+		a.sent[api.UID] = want
+		return nil
 	}
 	if _, err := a.o.Clients.Pods(api.Namespace).Patch(ctx, api.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		if apierrors.IsNotFound(err) {

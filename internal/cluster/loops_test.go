@@ -164,3 +164,28 @@ func TestPodsSyncedAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestPatchStatusRemembersAnUnchangedStatus: a status that differs from the API's only below
+// the second (which the API does not keep) is not patched, and is remembered as written.
+func TestPatchStatusRemembersAnUnchangedStatus(t *testing.T) {
+	web := apiPod("web")
+	f := newFixture(t, web)
+	local := running(web)
+	started := t0.Add(300 * time.Millisecond)
+	local.Status.ContainerStatuses[0].State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}
+	ips := f.inputs.InternalIPs
+	api := web.DeepCopy()
+	api.Status = APIPodStatus(web, local.Status, ips, false, t0)
+	api.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(t0) // as the API keeps it
+	for i := range 2 {
+		if err := f.agent.patchStatus(context.Background(), api, local.Status, ips, t0); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(f.actions("patch", "pods", "status")); n != 0 {
+			t.Fatalf("round %d: %d status patches, want none", i, n)
+		}
+		if _, ok := f.agent.sent[api.UID]; !ok {
+			t.Fatalf("round %d: the status is not remembered as written", i)
+		}
+	}
+}
