@@ -126,7 +126,7 @@ type Agent struct {
 	lastReport time.Time
 	lease      *coordinationv1.Lease
 	errs       map[string]error // by part: register, lease, status, pods, watch
-	lastSnap   string           // the pods of the last snapshot sent (uid@resourceVersion)
+	lastSnap   string           // the pods of the last snapshot sent (uid@version)
 	graced     map[types.UID]bool
 	sent       map[types.UID]v1.PodStatus // the status last patched, by UID
 	watchRV    string                     // the informer's resource version at the last watch error
@@ -134,6 +134,11 @@ type Agent struct {
 	// verdicts caches validate's verdict by UID, for the pod's resourceVersion: the pods are
 	// compared every second, a pod is validated once per version.
 	verdicts map[types.UID]verdict
+	// versions is, by UID, the last version of each API pod that differed semantically from
+	// the one before (PodsDifferSemantically): a version that changed only the status (after
+	// each of the node's own status patches) is no new snapshot for the controller and no
+	// new validation.
+	versions map[types.UID]podVersion
 	// objects serves the cluster pods' ConfigMaps, Secrets, tokens and service variables.
 	objects *Objects
 	// kick asks podLoop for a sync now (Kick, the pod informer's events); one pending at most.
@@ -146,13 +151,31 @@ type verdict struct {
 	errs            field.ErrorList
 }
 
-// validateCached is validate, once per pod version.
+// podVersion is an API pod as last seen and the resourceVersion of its last semantic change.
+type podVersion struct {
+	pod     *v1.Pod
+	version string
+}
+
+// version records p and returns the resourceVersion of its last semantic change.
+func (a *Agent) version(p *v1.Pod) string {
+	prev, ok := a.versions[p.UID]
+	if !ok || prev.pod.ResourceVersion != p.ResourceVersion && PodsDifferSemantically(prev.pod, p) {
+		prev.version = p.ResourceVersion
+	}
+	prev.pod = p
+	a.versions[p.UID] = prev
+	return prev.version
+}
+
+// validateCached is validate, once per semantic version of the pod.
 func (a *Agent) validateCached(p *v1.Pod) field.ErrorList {
-	if v, ok := a.verdicts[p.UID]; ok && v.resourceVersion == p.ResourceVersion && p.ResourceVersion != "" {
+	version := a.versions[p.UID].version
+	if v, ok := a.verdicts[p.UID]; ok && v.resourceVersion == version && version != "" {
 		return v.errs
 	}
 	errs := a.validate(p)
-	a.verdicts[p.UID] = verdict{resourceVersion: p.ResourceVersion, errs: errs}
+	a.verdicts[p.UID] = verdict{resourceVersion: version, errs: errs}
 	return errs
 }
 
@@ -168,7 +191,7 @@ func New(o Options) *Agent {
 		o.Health.Register(Warnable)
 	}
 	return &Agent{o: o, validate: ValidateAPIPod(o.Validate), log: o.Logger, clock: o.Clock,
-		errs: map[string]error{}, graced: map[types.UID]bool{}, sent: map[types.UID]v1.PodStatus{}, verdicts: map[types.UID]verdict{},
+		errs: map[string]error{}, graced: map[types.UID]bool{}, sent: map[types.UID]v1.PodStatus{}, verdicts: map[types.UID]verdict{}, versions: map[types.UID]podVersion{},
 		objects: NewObjects(o.Clients, o.Clock), kick: make(chan struct{}, 1)}
 }
 
@@ -567,6 +590,9 @@ func (a *Agent) podLoop(ctx context.Context, inf cache.SharedIndexInformer) {
 // the cluster source's snapshot (sent when it changed), the grace periods of pods being
 // deleted, their final deletion once stopped, the statuses that changed, and the mirror pods.
 func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
+	for _, p := range apiPods {
+		a.version(p)
+	}
 	plan := PlanPods(apiPods, a.validateCached)
 	ctrl := a.o.Controller
 	for _, p := range plan.Deleting {
@@ -585,7 +611,7 @@ func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 	var snap []string
 	for _, d := range plan.Run {
 		ours[d.Pod.UID] = true
-		snap = append(snap, string(d.Pod.UID)+"@"+d.Pod.ResourceVersion)
+		snap = append(snap, string(d.Pod.UID)+"@"+a.versions[d.Pod.UID].version)
 	}
 	if s := strings.Join(snap, ","); s != a.lastSnap || a.lastSnap == "" {
 		a.objects.register(plan.Run)
@@ -662,6 +688,11 @@ func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 	for uid := range a.verdicts {
 		if !live[uid] {
 			delete(a.verdicts, uid)
+		}
+	}
+	for uid := range a.versions {
+		if !live[uid] {
+			delete(a.versions, uid)
 		}
 	}
 	return errors.Join(errs...)

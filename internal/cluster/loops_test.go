@@ -189,3 +189,57 @@ func TestPatchStatusRemembersAnUnchangedStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestPodsDifferSemantically: what makes a new version of an API pod another pod to run.
+func TestPodsDifferSemantically(t *testing.T) {
+	now := metav1.NewTime(t0)
+	for _, tc := range []struct {
+		name   string
+		mutate func(*v1.Pod)
+		want   bool
+	}{
+		{name: "status only", mutate: func(p *v1.Pod) { p.Status.Phase = v1.PodRunning; p.ResourceVersion = "9" }},
+		{name: "managed fields only", mutate: func(p *v1.Pod) { p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}} }},
+		{name: "spec", mutate: func(p *v1.Pod) { p.Spec.Containers[0].Image = "busybox:2" }, want: true},
+		{name: "label", mutate: func(p *v1.Pod) { p.Labels = map[string]string{"app": "web"} }, want: true},
+		{name: "annotation", mutate: func(p *v1.Pod) { p.Annotations = map[string]string{"a": "b"} }, want: true},
+		{name: "deletion", mutate: func(p *v1.Pod) { p.DeletionTimestamp = &now }, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := apiPod("web")
+			b := a.DeepCopy()
+			tc.mutate(b)
+			if got := PodsDifferSemantically(a, b); got != tc.want {
+				t.Errorf("PodsDifferSemantically = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSyncPodsSnapshotOnSemanticChange: the node's own status patch (a new resourceVersion)
+// sends the controller no new snapshot; a changed spec does.
+func TestSyncPodsSnapshotOnSemanticChange(t *testing.T) {
+	web := apiPod("web")
+	f := newFixture(t, web)
+	ctx := context.Background()
+	sync := func(p *v1.Pod) int {
+		t.Helper()
+		if err := f.agent.SyncPods(ctx, []*v1.Pod{p}); err != nil {
+			t.Fatal(err)
+		}
+		return len(f.ctrl.snapshots)
+	}
+	if n := sync(web); n != 1 {
+		t.Fatalf("%d snapshots after the first sync, want 1", n)
+	}
+	patched := web.DeepCopy()
+	patched.ResourceVersion, patched.Status.Phase = "2", v1.PodRunning
+	if n := sync(patched); n != 1 {
+		t.Fatalf("%d snapshots after a status-only version, want still 1", n)
+	}
+	changed := patched.DeepCopy()
+	changed.ResourceVersion, changed.Labels = "3", map[string]string{"app": "web"}
+	if n := sync(changed); n != 2 {
+		t.Fatalf("%d snapshots after a new label, want 2", n)
+	}
+}
