@@ -204,14 +204,17 @@ peer-diff-check: build peerdiff-build
 # make peer-bench [REPS=5]: slicelet against the real kubelet on the same node in one run, the
 # agents alternated, REPS rounds each (hack/peer/peerbench): manifest → Running (one pod, 30 at
 # once), agent start → 110 pods Running, RSS and idle CPU with 110 pods, image GC over the same
-# 10 unused images, and eviction end to end with the kubelet registered to a local control plane.
-# Writes the "## peer-bench" section of docs/peer.md. Needs make peer-build (kubelet, etcd,
-# kube-apiserver under $(PEER_DIR)). One scenario alone: build/peerbench -only imagegc -out ''.
+# 10 unused images, eviction end to end with the kubelet registered to a local control plane,
+# and cluster mode (the kubelet node and the slicelet node in turns on one control plane: API
+# create → Running, start → Node Ready, RSS and idle CPU with 110 API pods).
+# Writes the "## peer-bench" section of docs/peer.md and "## Benchmarks" of docs/cluster.md.
+# Needs make peer-build (kubelet, etcd, kube-apiserver under $(PEER_DIR)). One scenario alone:
+# build/peerbench -only imagegc -out '' (-only cluster -out '' writes docs/cluster.md only).
 REPS ?= 5
 .PHONY: peer-bench
 peer-bench: build
 	cd hack/peer && $(GO) build -o ../../build/peerbench ./peerbench
-	build/peerbench -reps $(REPS) -kubelet $(PEER_DIR)/kubelet -bin $(PEER_DIR) -slicelet $(BIN)/slicelet -out docs/peer.md
+	build/peerbench -reps $(REPS) -kubelet $(PEER_DIR)/kubelet -bin $(PEER_DIR) -slicelet $(BIN)/slicelet -out docs/peer.md -cluster-out docs/cluster.md
 
 # make peer-controlplane: build/controlplane, the command that starts the local control plane
 # (up|run|node|down; `build/controlplane -h`), for tests and demos outside the peer module.

@@ -224,12 +224,21 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 		OnReject: func(reason string) { d.metrics.AdmissionRejected(reason) },
 		Recorder: recorder,
 		// Pods coming and going re-arm the pressure thresholds at once (not at the next 10 s).
-		// The API's pod watches are woken too.
+		// The API's pod watches are woken too, and cluster mode's sync of the pods' statuses.
 		OnChange: func() {
 			if d.evm != nil {
 				d.evm.PodsChanged()
 			}
 			d.changes.Notify()
+			if d.cluster != nil {
+				d.cluster.Kick()
+			}
+		},
+		// Cluster mode sends a pod's changed status to the API server at once.
+		OnStatus: func() {
+			if d.cluster != nil {
+				d.cluster.Kick()
+			}
 		},
 	})
 	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: sdOps, Probes: probes, Pods: d.ctrl, Health: d.health})

@@ -31,6 +31,9 @@ import (
 // leaves it out of the binary).
 type clusterMode interface {
 	Run(ctx context.Context)
+	// Kick tells it the pod controller's pods changed: their statuses go to the API server
+	// now, not at its next periodic sync.
+	Kick()
 	worker.EventRecorder
 }
 

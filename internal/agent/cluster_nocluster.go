@@ -14,6 +14,9 @@ import (
 // tag nocluster: no client-go in the daemon).
 type clusterMode interface {
 	Run(ctx context.Context)
+	// Kick tells it the pod controller's pods changed: their statuses go to the API server
+	// now, not at its next periodic sync.
+	Kick()
 	worker.EventRecorder
 }
 

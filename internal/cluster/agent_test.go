@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/manifest"
@@ -505,13 +506,24 @@ func TestSyncPodsValidatesOncePerVersion(t *testing.T) {
 	if calls != 1 {
 		t.Errorf("validated %d times, want once", calls)
 	}
-	changed := web.DeepCopy()
-	changed.ResourceVersion = "2"
+	// A new version that changed only the status (the node's own patch) is the same pod.
+	statusOnly := web.DeepCopy()
+	statusOnly.ResourceVersion = "2"
+	statusOnly.Status.Phase = v1.PodRunning
+	if err := f.agent.SyncPods(ctx, []*v1.Pod{statusOnly}); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 {
+		t.Errorf("a status-only version validated again: %d times in all, want once", calls)
+	}
+	changed := statusOnly.DeepCopy()
+	changed.ResourceVersion = "3"
+	changed.Spec.ActiveDeadlineSeconds = ptr.To[int64](60)
 	if err := f.agent.SyncPods(ctx, []*v1.Pod{changed}); err != nil {
 		t.Fatal(err)
 	}
 	if calls != 2 {
-		t.Errorf("a new version validated %d times in all, want twice", calls)
+		t.Errorf("a new version of the spec validated %d times in all, want twice", calls)
 	}
 	if err := f.agent.SyncPods(ctx, nil); err != nil {
 		t.Fatal(err)

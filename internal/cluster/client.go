@@ -78,6 +78,7 @@ func NewClients(kubeconfig string) (Clients, error) {
 		return Clients{}, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
 	cfg.UserAgent = "slicelet/" + buildinfo.Version
+	configureTransport(cfg)
 	scheme := runtime.NewScheme()
 	if err := v1.AddToScheme(scheme); err != nil {
 		return Clients{}, err
@@ -110,13 +111,20 @@ func NewClients(kubeconfig string) (Clients, error) {
 	if err != nil {
 		return Clients{}, err
 	}
+	// Events have a client and a rate limit of their own (the kubelet's event client,
+	// eventRecordQPS 50 and eventBurst 100): the events of pods starting together do not
+	// hold back their status patches.
+	eventsREST, err := restFor("/api", v1.SchemeGroupVersion)
+	if err != nil {
+		return Clients{}, err
+	}
 	clients := Clients{
 		Nodes: &typed[*v1.Node, *v1.NodeList]{rest: core, params: params, resource: "nodes", obj: func() *v1.Node { return &v1.Node{} }},
 		Pods: func(ns string) PodClient {
 			return &typed[*v1.Pod, *v1.PodList]{rest: core, params: params, resource: "pods", ns: ns, obj: func() *v1.Pod { return &v1.Pod{} }, list: func() *v1.PodList { return &v1.PodList{} }}
 		},
 		Events: func(ns string) EventClient {
-			return &typed[*v1.Event, *v1.EventList]{rest: core, params: params, resource: "events", ns: ns, obj: func() *v1.Event { return &v1.Event{} }}
+			return &typed[*v1.Event, *v1.EventList]{rest: eventsREST, params: params, resource: "events", ns: ns, obj: func() *v1.Event { return &v1.Event{} }}
 		},
 		Scheme: scheme,
 		Leases: func(ns string) LeaseClient {
@@ -125,6 +133,27 @@ func NewClients(kubeconfig string) (Clients, error) {
 	}
 	addObjectClients(&clients, core, params)
 	return clients, nil
+}
+
+// The kubelet's API client settings (pkg/kubelet/apis/config/v1beta1/defaults.go
+// kubeAPIQPS and kubeAPIBurst; cmd/kubelet/app/server.go's content type, protobuf for the
+// built-in types).
+const (
+	// ClientQPS and ClientBurst bound the requests per second to the API server: client-go's
+	// own default (5, burst 10) makes the status patches of 30 pods that start together wait
+	// seconds for the rate limiter.
+	ClientQPS   = 50
+	ClientBurst = 100
+	// ContentTypeProtobuf is what requests are sent and answers asked for in; JSON stays
+	// acceptable (a patch is sent in its own patch type).
+	ContentTypeProtobuf = "application/vnd.kubernetes.protobuf"
+)
+
+// configureTransport gives cfg the kubelet's rate limits and content types.
+func configureTransport(cfg *rest.Config) {
+	cfg.QPS, cfg.Burst = ClientQPS, ClientBurst
+	cfg.ContentType = ContentTypeProtobuf
+	cfg.AcceptContentTypes = ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 }
 
 // typed is one resource's client on client-go's REST client: the request each method of a

@@ -51,8 +51,20 @@ const (
 	// LeaseRenewInterval is a quarter of the duration (the kubelet's renewIntervalFraction).
 	LeaseRenewInterval = LeaseDuration / 4
 	// PodSyncPeriod is how often the pods' statuses, deletions and mirror pods are compared
-	// with the API's.
-	PodSyncPeriod = time.Second
+	// with the API's anyway (the kubelet status manager's syncPeriod,
+	// pkg/kubelet/status/status_manager.go): a pod added, changed or deleted in the API, a
+	// pod's status changing on the node (Kick) and the adoption after a restart start a
+	// comparison at once, as the kubelet's pod config and status manager act on each change.
+	PodSyncPeriod = 10 * time.Second
+	// PodRetryPeriod is how soon a comparison that failed (an API call) is tried again.
+	PodRetryPeriod = time.Second
+	// FastStatusInterval is how often the node status is computed after the registration
+	// until the node is Ready, and FastStatusPeriod how long at most (pkg/kubelet/kubelet.go
+	// fastStatusUpdateOnce: every 100 ms, for at most nodeReadyGracePeriod, 2 min): a node
+	// that becomes Ready a moment after it registered says so then, not one
+	// NodeStatusUpdateFrequency later.
+	FastStatusInterval = 100 * time.Millisecond
+	FastStatusPeriod   = 2 * time.Minute
 	// minBackoff and maxBackoff bound the waits between failed registrations and lease
 	// renewals (registerWithAPIServer and the lease controller's backoffEnsureLease: from
 	// 100 ms, doubling, at most 7 s).
@@ -114,7 +126,7 @@ type Agent struct {
 	lastReport time.Time
 	lease      *coordinationv1.Lease
 	errs       map[string]error // by part: register, lease, status, pods, watch
-	lastSnap   string           // the pods of the last snapshot sent (uid@resourceVersion)
+	lastSnap   string           // the pods of the last snapshot sent (uid@version)
 	graced     map[types.UID]bool
 	sent       map[types.UID]v1.PodStatus // the status last patched, by UID
 	watchRV    string                     // the informer's resource version at the last watch error
@@ -122,8 +134,15 @@ type Agent struct {
 	// verdicts caches validate's verdict by UID, for the pod's resourceVersion: the pods are
 	// compared every second, a pod is validated once per version.
 	verdicts map[types.UID]verdict
+	// versions is, by UID, the last version of each API pod that differed semantically from
+	// the one before (PodsDifferSemantically): a version that changed only the status (after
+	// each of the node's own status patches) is no new snapshot for the controller and no
+	// new validation.
+	versions map[types.UID]podVersion
 	// objects serves the cluster pods' ConfigMaps, Secrets, tokens and service variables.
 	objects *Objects
+	// kick asks podLoop for a sync now (Kick, the pod informer's events); one pending at most.
+	kick chan struct{}
 }
 
 // verdict is validate's result for one version of a pod.
@@ -132,13 +151,31 @@ type verdict struct {
 	errs            field.ErrorList
 }
 
-// validateCached is validate, once per pod version.
+// podVersion is an API pod as last seen and the resourceVersion of its last semantic change.
+type podVersion struct {
+	pod     *v1.Pod
+	version string
+}
+
+// version records p and returns the resourceVersion of its last semantic change.
+func (a *Agent) version(p *v1.Pod) string {
+	prev, ok := a.versions[p.UID]
+	if !ok || prev.pod.ResourceVersion != p.ResourceVersion && PodsDifferSemantically(prev.pod, p) {
+		prev.version = p.ResourceVersion
+	}
+	prev.pod = p
+	a.versions[p.UID] = prev
+	return prev.version
+}
+
+// validateCached is validate, once per semantic version of the pod.
 func (a *Agent) validateCached(p *v1.Pod) field.ErrorList {
-	if v, ok := a.verdicts[p.UID]; ok && v.resourceVersion == p.ResourceVersion && p.ResourceVersion != "" {
+	version := a.versions[p.UID].version
+	if v, ok := a.verdicts[p.UID]; ok && v.resourceVersion == version && version != "" {
 		return v.errs
 	}
 	errs := a.validate(p)
-	a.verdicts[p.UID] = verdict{resourceVersion: p.ResourceVersion, errs: errs}
+	a.verdicts[p.UID] = verdict{resourceVersion: version, errs: errs}
 	return errs
 }
 
@@ -154,8 +191,18 @@ func New(o Options) *Agent {
 		o.Health.Register(Warnable)
 	}
 	return &Agent{o: o, validate: ValidateAPIPod(o.Validate), log: o.Logger, clock: o.Clock,
-		errs: map[string]error{}, graced: map[types.UID]bool{}, sent: map[types.UID]v1.PodStatus{}, verdicts: map[types.UID]verdict{},
-		objects: NewObjects(o.Clients, o.Clock)}
+		errs: map[string]error{}, graced: map[types.UID]bool{}, sent: map[types.UID]v1.PodStatus{}, verdicts: map[types.UID]verdict{}, versions: map[types.UID]podVersion{},
+		objects: NewObjects(o.Clients, o.Clock), kick: make(chan struct{}, 1)}
+}
+
+// Kick makes the pods' sync run now rather than at the next PodSyncPeriod: the pod
+// controller's pods changed (a pod got its slice, changed phase or was deleted). It never
+// blocks; kicks that come while one is pending are one.
+func (a *Agent) Kick() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Objects serves the cluster pods' ConfigMaps, Secrets, service-account tokens and service
@@ -411,20 +458,43 @@ func (a *Agent) newLease(base *coordinationv1.Lease) *coordinationv1.Lease {
 }
 
 // statusLoop computes the node status every NodeStatusUpdateFrequency and sends it when it
-// changed or NodeStatusReportFrequency passed since the last report.
+// changed or NodeStatusReportFrequency passed since the last report; from its start until the
+// node is Ready (at most FastStatusPeriod), every FastStatusInterval.
 func (a *Agent) statusLoop(ctx context.Context) {
 	t := a.clock.NewTicker(NodeStatusUpdateFrequency)
 	defer t.Stop()
+	start := a.clock.Now()
+	fast := true
 	for {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		a.report("status", a.syncNodeStatus(cctx))
 		cancel()
+		fast = fast && !a.nodeReady() && a.clock.Since(start) < FastStatusPeriod
+		var soon <-chan time.Time
+		if fast {
+			soon = a.clock.After(FastStatusInterval)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+		case <-soon:
 		}
 	}
+}
+
+// nodeReady reports whether the Node as last read or written is Ready.
+func (a *Agent) nodeReady() bool {
+	n := a.currentNode()
+	if n == nil {
+		return false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // syncNodeStatus is one round of statusLoop (the kubelet's tryUpdateNodeStatus).
@@ -465,15 +535,36 @@ func mergePatchLabels(labels map[string]string) ([]byte, error) {
 	return jsonMarshal(map[string]any{"metadata": map[string]any{"labels": labels}})
 }
 
-// podLoop syncs the pods every PodSyncPeriod once the informer listed them.
+// podLoop syncs the pods at each Kick, at the adoption, every PodSyncPeriod and
+// PodRetryPeriod after a failed sync, once the informer listed them.
 func (a *Agent) podLoop(ctx context.Context, inf cache.SharedIndexInformer) {
+	kick := func(any) { a.Kick() }
+	if reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: kick, UpdateFunc: func(_, _ any) { a.Kick() }, DeleteFunc: kick}); err == nil {
+		defer func() { _ = inf.RemoveEventHandler(reg) }()
+	}
+	// The first sync right after the first list (the cluster source's first snapshot, which
+	// the controller waits for before the adoption and the orphans' cleanup).
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return
+	}
+	a.Kick()
 	t := a.clock.NewTicker(PodSyncPeriod)
 	defer t.Stop()
+	adopted := a.o.Controller.Adopted()
+	failed := false
 	for {
+		var retry <-chan time.Time
+		if failed {
+			retry = a.clock.After(PodRetryPeriod)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+		case <-retry:
+		case <-a.kick:
+		case <-adopted:
+			adopted = nil
 		}
 		if !inf.HasSynced() {
 			continue
@@ -488,8 +579,10 @@ func (a *Agent) podLoop(ctx context.Context, inf cache.SharedIndexInformer) {
 			apiPods = append(apiPods, o.(*v1.Pod))
 		}
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		a.report("pods", a.SyncPods(cctx, apiPods))
+		err := a.SyncPods(cctx, apiPods)
 		cancel()
+		a.report("pods", err)
+		failed = err != nil
 	}
 }
 
@@ -497,6 +590,9 @@ func (a *Agent) podLoop(ctx context.Context, inf cache.SharedIndexInformer) {
 // the cluster source's snapshot (sent when it changed), the grace periods of pods being
 // deleted, their final deletion once stopped, the statuses that changed, and the mirror pods.
 func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
+	for _, p := range apiPods {
+		a.version(p)
+	}
 	plan := PlanPods(apiPods, a.validateCached)
 	ctrl := a.o.Controller
 	for _, p := range plan.Deleting {
@@ -515,7 +611,7 @@ func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 	var snap []string
 	for _, d := range plan.Run {
 		ours[d.Pod.UID] = true
-		snap = append(snap, string(d.Pod.UID)+"@"+d.Pod.ResourceVersion)
+		snap = append(snap, string(d.Pod.UID)+"@"+a.versions[d.Pod.UID].version)
 	}
 	if s := strings.Join(snap, ","); s != a.lastSnap || a.lastSnap == "" {
 		a.objects.register(plan.Run)
@@ -594,6 +690,11 @@ func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 			delete(a.verdicts, uid)
 		}
 	}
+	for uid := range a.versions {
+		if !live[uid] {
+			delete(a.versions, uid)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -613,8 +714,15 @@ func (a *Agent) patchStatus(ctx context.Context, api *v1.Pod, local v1.PodStatus
 		return nil // written; the watch has not brought it back yet
 	}
 	patch, unchanged, err := PodStatusPatch(api.UID, api.Status, want)
-	if err != nil || unchanged {
+	if err != nil {
 		return err
+	}
+	if unchanged {
+		// The same to the API, which keeps times to the second: a container's startedAt in
+		// nanoseconds is never equal to the API's. Remembered as written, so that the next
+		// comparisons stop at the check above instead of computing this patch every time.
+		a.sent[api.UID] = want
+		return nil
 	}
 	if _, err := a.o.Clients.Pods(api.Namespace).Patch(ctx, api.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -63,6 +64,18 @@ func PlanPods(apiPods []*v1.Pod, validate func(*v1.Pod) field.ErrorList) PodPlan
 		return cmp.Or(cmp.Compare(a.Pod.Namespace, b.Pod.Namespace), cmp.Compare(a.Pod.Name, b.Pod.Name))
 	})
 	return plan
+}
+
+// PodsDifferSemantically reports whether b is another pod to run than a, as the kubelet's pod
+// config decides it (pkg/kubelet/config/config.go, podsDifferSemantically and
+// checkAndUpdatePod): its spec, labels, annotations, deletion timestamp or deletion grace
+// period changed. A new version that changed only its status (the node's own status patches)
+// or other metadata is the same pod to run.
+func PodsDifferSemantically(a, b *v1.Pod) bool {
+	return !apiequality.Semantic.DeepEqual(a.Spec, b.Spec) ||
+		!maps.Equal(a.Labels, b.Labels) || !maps.Equal(a.Annotations, b.Annotations) ||
+		!apiequality.Semantic.DeepEqual(a.DeletionTimestamp, b.DeletionTimestamp) ||
+		!apiequality.Semantic.DeepEqual(a.DeletionGracePeriodSeconds, b.DeletionGracePeriodSeconds)
 }
 
 // ValidateAPIPod is internal/manifest's validation (given as validate) of a pod from the API

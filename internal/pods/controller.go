@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -114,6 +115,11 @@ type ControllerOptions struct {
 	// It is called with the controller's lock held: it must not block and must not call the
 	// controller.
 	OnChange func()
+	// OnStatus, when set, is called whenever a pod's status changes: admitted, refused,
+	// observed, synced to a different status (the containers' states, readiness, restarts),
+	// evicted, Unknown (cluster mode sends the statuses to the API server then). It is called
+	// with the controller's lock held: it must not block and must not call the controller.
+	OnStatus func()
 	// Tick is how often the controller looks for pods due for a sync; DefaultTick when zero.
 	Tick time.Duration
 	// Evictions, when set, keeps evictions on disk: EvictPod records one before it stops the
@@ -132,6 +138,7 @@ type Controller struct {
 	tick     time.Duration
 	onReject func(reason string)
 	onChange func()
+	onStatus func()
 	events   EventRecorder
 
 	evictions *EvictionRecords
@@ -149,6 +156,13 @@ type Controller struct {
 	running   int           // syncs in flight
 	syncs     sync.WaitGroup
 	adopted   chan struct{} // closed by the first relist after every wanted source reported
+}
+
+// statusLocked calls the OnStatus hook.
+func (c *Controller) statusLocked() {
+	if c.onStatus != nil {
+		c.onStatus()
+	}
 }
 
 // changedLocked calls the OnChange hook.
@@ -178,7 +192,7 @@ func NewController(opts ControllerOptions) *Controller {
 	}
 	return &Controller{
 		slices: opts.Slices, rt: opts.Runtime, admit: opts.Admitter, log: opts.Logger, clock: opts.Clock, tick: opts.Tick,
-		onReject: opts.OnReject, onChange: opts.OnChange, events: opts.Recorder,
+		onReject: opts.OnReject, onChange: opts.OnChange, onStatus: opts.OnStatus, events: opts.Recorder,
 		evictions: opts.Evictions, evicted: evicted,
 		snapshots: map[string]Snapshot{},
 		pods:      map[string]*podState{},
@@ -296,6 +310,7 @@ func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 			ps.reason, ps.message = ReasonEvicted, rec.Message
 			ps.desired.Pod = withEvictionAnnotations(d.Pod, rec.Annotations)
 			ps.status = evictedStatus(v1.PodStatus{}, rec.Message, rec.Time)
+			c.statusLocked()
 			c.pods[uid] = ps
 			c.log.Info("pod was evicted before a restart, not started", "pod", key(d.Pod), "pod_uid", uid, "message", rec.Message)
 			continue
@@ -322,6 +337,7 @@ func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 			c.log.Info("pod admitted", "pod", key(d.Pod), "pod_uid", uid, "source", d.Source, "origin", d.Origin)
 			c.event(d.Pod, v1.EventTypeNormal, EventAdmitted, "Admitted from %s", d.Origin)
 		}
+		c.statusLocked()
 		c.pods[uid] = ps
 	}
 	if c.evictions != nil && c.allSourcesReadyLocked() {
@@ -445,6 +461,7 @@ func (c *Controller) relist(ctx context.Context) {
 			c.changedLocked()
 		}
 		ps.status = status
+		c.statusLocked()
 	}
 	if errors.Is(err, ErrRuntimeUnavailable) {
 		// The runtime went away: sync every pod not yet known to be Unknown now, so its status
@@ -457,6 +474,7 @@ func (c *Controller) relist(ctx context.Context) {
 			ps.nextSync = time.Time{}
 			if !ps.observed {
 				ps.status = unknownStatus(ps.status, err)
+				c.statusLocked()
 			}
 		}
 	}
@@ -636,6 +654,7 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 		if errors.Is(err, ErrRuntimeUnavailable) {
 			// Nothing is deleted; the next sync after the runtime returns resyncs the pod.
 			ps.status = unknownStatus(ps.status, err)
+			c.statusLocked()
 		}
 		return
 	}
@@ -646,6 +665,9 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 	if ps.status.Phase != status.Phase {
 		c.log.Info("pod phase changed", "pod", key(pod), "pod_uid", uid, "phase", string(status.Phase), "slice", slice.Unit)
 		c.changedLocked()
+	}
+	if !apiequality.Semantic.DeepEqual(ps.status, status) {
+		c.statusLocked()
 	}
 	ps.status, ps.observed = status, true
 	ps.nextSync = c.clock.Now().Add(resyncAfter(pod, status))

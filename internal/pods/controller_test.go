@@ -72,6 +72,7 @@ type fakeRuntime struct {
 	entered  []string      // the UIDs SyncPod was called for, in order
 	onKill   func(uid string)
 	graces   []time.Duration // the grace of every KillPod, in order
+	status   *v1.PodStatus   // when set, what SyncPod returns (Running otherwise)
 }
 
 func (f *fakeRuntime) Name() string                     { return "fake" }
@@ -94,6 +95,9 @@ func (f *fakeRuntime) SyncPod(ctx context.Context, pod *v1.Pod, _ slices.PodSlic
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.synced[string(pod.UID)]++
+	if f.status != nil {
+		return *f.status.DeepCopy(), nil
+	}
 	return v1.PodStatus{Phase: v1.PodRunning}, nil
 }
 func (f *fakeRuntime) unavailable() error {
@@ -508,6 +512,41 @@ func TestControllerOnChange(t *testing.T) {
 		}
 		if st := c.GCPodState(); st.Known["uid-a"] {
 			t.Errorf("deleted pod still known: %+v", st)
+		}
+	})
+}
+
+// TestControllerOnStatus: the status hook fires when a pod is admitted, when a sync gives it
+// another status (its phase, or only its containers' readiness), and not when a resync gives
+// the same status again.
+func TestControllerOnStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var statuses, changes int
+		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
+		rt := &fakeRuntime{synced: map[string]int{}}
+		c := NewController(ControllerOptions{Slices: s, Runtime: rt, Admitter: maxPods(10), WantSources: []string{SourceFile},
+			OnChange: func() { changes++ }, OnStatus: func() { statuses++ }})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "a", "uid-a")}})
+		synctest.Wait()
+		if statuses != 2 { // admitted (Pending), then Running
+			t.Errorf("start: %d status changes, want 2", statuses)
+		}
+		time.Sleep(steadyResync + time.Second)
+		synctest.Wait()
+		if statuses != 2 {
+			t.Errorf("a resync to the same status fired the hook: %d status changes", statuses)
+		}
+		rt.mu.Lock()
+		rt.status = &v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{Name: "c", Ready: true}}}
+		rt.mu.Unlock()
+		before := changes
+		time.Sleep(steadyResync + time.Second)
+		synctest.Wait()
+		if statuses != 3 || changes != before {
+			t.Errorf("readiness only: %d status changes (want 3), %d changes (want %d)", statuses, changes, before)
 		}
 	})
 }

@@ -73,6 +73,7 @@ func (c *Controller) EvictPod(ctx context.Context, pod *v1.Pod, grace time.Durat
 	ps.admitted = false
 	ps.reason, ps.message = ReasonEvicted, message
 	ps.status = evictedStatus(ps.status, message, c.clock.Now())
+	c.statusLocked()
 	ps.desired.Pod = withEvictionAnnotations(desired, annotations)
 	now := c.clock.Now()
 	c.mu.Unlock()
@@ -110,6 +111,8 @@ func (c *Controller) EvictPod(ctx context.Context, pod *v1.Pod, grace time.Durat
 		if ps.status.Reason != ReasonEvicted {
 			ps.status = evictedStatus(ps.status, message, c.clock.Now())
 		}
+		// Stopped: cluster mode may now report the terminal status.
+		c.statusLocked()
 	}
 	c.mu.Unlock()
 	if err := errors.Join(errs...); err != nil {

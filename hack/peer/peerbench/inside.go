@@ -88,6 +88,11 @@ func inside(ctx context.Context, o options) error {
 			}
 		}
 	}
+	if o.cluster {
+		if err := b.clusterRounds(ctx); err != nil {
+			b.res.Errors = append(b.res.Errors, "cluster: "+err.Error())
+		}
+	}
 	if o.eviction {
 		if err := b.evictionRounds(ctx); err != nil {
 			b.res.Errors = append(b.res.Errors, "eviction: "+err.Error())
@@ -356,32 +361,10 @@ func (b *bench) startRound(ctx context.Context, k peerrun.Kind, rep int) error {
 	if err := sleep(ctx, 10*time.Second); err != nil { // the pods' status settles
 		return err
 	}
-	pid, err := mainPID(ctx, a.Unit)
+	rss, cpu, err := idleFootprint(ctx, a.Unit, b.o.idle)
 	if err != nil {
 		return err
 	}
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return err
-	}
-	s0, err := p.Stat()
-	if err != nil {
-		return err
-	}
-	t1 := time.Now()
-	if err := sleep(ctx, b.o.idle); err != nil {
-		return err
-	}
-	s1, err := p.Stat()
-	if err != nil {
-		return err
-	}
-	cpu := (s1.CPUTime() - s0.CPUTime()) / time.Since(t1).Seconds() * 100
-	st, err := p.NewStatus()
-	if err != nil {
-		return err
-	}
-	rss := float64(st.VmRSS) / (1 << 20)
 	b.res.add("rss", k, rss)
 	b.res.add("cpu", k, cpu)
 	logf("%s round %d: idle with %d pods: RSS %.1f MiB, CPU %.2f%% of a core", k, rep, b.o.pods, rss, cpu)

@@ -17,10 +17,17 @@
 //     memory.available threshold 300 MiB below what is available at the round's start; a
 //     BestEffort hog grows past it: hog start (StartedAt) → threshold crossed (the node's
 //     working set, read every 10 ms as the kubelet computes it) → victim killed (the hog's
-//     FinishedAt) → pod gone (its sandbox no longer ready).
+//     FinishedAt) → pod gone (its sandbox no longer ready);
+//   - cluster mode (cluster.go): one control plane, the kubelet node and the slicelet node taking
+//     turns as the same Node (deleted between turns): agent start → Node Ready in the API; one
+//     pod (five times) and 30 pods created through the API → Running with its containers ready
+//     in a watch event; then -pods API pods, and the agent's RSS and idle CPU over
+//     -cluster-idle with them (watch and lease traffic included).
 //
-// -only runs some scenarios alone (-only imagegc). It writes the "## peer-bench" section of -out (docs/peer.md) with the table, the
-// slicelet/kubelet ratios of the medians, the machine and the command, and prints the table.
+// -only runs some scenarios alone (-only imagegc, -only cluster). It writes the "## peer-bench"
+// section of -out (docs/peer.md) with the table of the standalone scenarios, the
+// slicelet/kubelet ratios of the medians, the machine and the command, and the "## Benchmarks"
+// section of -cluster-out (docs/cluster.md) with the cluster scenario's, and prints them.
 //
 // On the host it boots the sandbox and runs itself inside with -inside, which writes the
 // samples to <work>/results.json.
@@ -50,8 +57,10 @@ import (
 type options struct {
 	work, kubelet, slicelet, bin, out string
 	reps, pods                        int
-	idle                              time.Duration
+	idle, clusterIdle                 time.Duration
 	latency, eviction, imageGC        bool
+	cluster                           bool
+	clusterOut                        string
 	only                              string
 	inside                            bool
 }
@@ -69,12 +78,15 @@ func main() {
 	flag.BoolVar(&o.latency, "latency", true, "run the latency and footprint rounds")
 	flag.BoolVar(&o.eviction, "eviction", true, "run the eviction rounds (needs etcd and kube-apiserver in -bin)")
 	flag.BoolVar(&o.imageGC, "imagegc", true, "run the image GC rounds")
-	flag.StringVar(&o.only, "only", "", "run only these scenarios, comma-separated: latency, imagegc, eviction")
+	flag.BoolVar(&o.cluster, "cluster", true, "run the cluster-mode rounds (needs etcd and kube-apiserver in -bin)")
+	flag.DurationVar(&o.clusterIdle, "cluster-idle", time.Minute, "idle window of the cluster-mode CPU figure")
+	flag.StringVar(&o.clusterOut, "cluster-out", "docs/cluster.md", "markdown file whose \"## Benchmarks\" section to write with the cluster-mode table; empty for none")
+	flag.StringVar(&o.only, "only", "", "run only these scenarios, comma-separated: latency, imagegc, eviction, cluster")
 	flag.BoolVar(&o.inside, "inside", false, "internal: run the rounds inside the sandbox")
 	flag.Parse()
 	if o.only != "" {
 		var err error
-		if o.latency, o.imageGC, o.eviction, err = scenarios(o.only); err != nil {
+		if o.latency, o.imageGC, o.eviction, o.cluster, err = scenarios(o.only); err != nil {
 			fmt.Fprintln(os.Stderr, "peerbench:", err)
 			os.Exit(2)
 		}
@@ -93,8 +105,9 @@ func main() {
 	}
 }
 
-// scenarios reads -only: which of the latency and footprint, image GC and eviction rounds run.
-func scenarios(only string) (latency, imageGC, eviction bool, err error) {
+// scenarios reads -only: which of the latency and footprint, image GC, eviction and cluster
+// rounds run.
+func scenarios(only string) (latency, imageGC, eviction, cluster bool, err error) {
 	for _, s := range strings.Split(only, ",") {
 		switch strings.TrimSpace(s) {
 		case "latency":
@@ -103,11 +116,13 @@ func scenarios(only string) (latency, imageGC, eviction bool, err error) {
 			imageGC = true
 		case "eviction":
 			eviction = true
+		case "cluster":
+			cluster = true
 		default:
-			return false, false, false, fmt.Errorf("-only %q: unknown scenario %q (latency, imagegc, eviction)", only, s)
+			return false, false, false, false, fmt.Errorf("-only %q: unknown scenario %q (latency, imagegc, eviction, cluster)", only, s)
 		}
 	}
-	return latency, imageGC, eviction, nil
+	return latency, imageGC, eviction, cluster, nil
 }
 
 // resultFile is where the inside half leaves the samples, in the work directory.
@@ -115,8 +130,8 @@ const resultFile = "results.json"
 
 // host boots the sandbox, runs the rounds inside and writes the section.
 func host(ctx context.Context, o options) error {
-	if o.reps < 1 || o.pods < 1 || o.idle <= 0 {
-		return fmt.Errorf("-reps %d, -pods %d, -idle %s: want positive values", o.reps, o.pods, o.idle)
+	if o.reps < 1 || o.pods < 1 || o.idle <= 0 || o.clusterIdle <= 0 {
+		return fmt.Errorf("-reps %d, -pods %d, -idle %s, -cluster-idle %s: want positive values", o.reps, o.pods, o.idle, o.clusterIdle)
 	}
 	work, err := filepath.Abs(o.work)
 	if err != nil {
@@ -130,7 +145,7 @@ func host(ctx context.Context, o options) error {
 		return fmt.Errorf("kubelet binary (make peer-build): %w", err)
 	}
 	bin, err := resolve(o.bin)
-	if err != nil && o.eviction {
+	if err != nil && (o.eviction || o.cluster) {
 		return fmt.Errorf("control plane binaries (make peer-build): %w", err)
 	}
 	slicelet, err := filepath.Abs(o.slicelet)
@@ -157,7 +172,8 @@ func host(ctx context.Context, o options) error {
 	}
 	began := time.Now()
 	cmd := sb.Command(ctx, "/", filepath.Join(work, "peerbench"), "-inside", "-work", work, "-kubelet", kubelet, "-slicelet", slicelet,
-		"-bin", bin, "-reps", strconv.Itoa(o.reps), "-pods", strconv.Itoa(o.pods), "-idle", o.idle.String(), "-eviction="+strconv.FormatBool(o.eviction), "-latency="+strconv.FormatBool(o.latency), "-imagegc="+strconv.FormatBool(o.imageGC))
+		"-bin", bin, "-reps", strconv.Itoa(o.reps), "-pods", strconv.Itoa(o.pods), "-idle", o.idle.String(), "-eviction="+strconv.FormatBool(o.eviction), "-latency="+strconv.FormatBool(o.latency), "-imagegc="+strconv.FormatBool(o.imageGC),
+		"-cluster="+strconv.FormatBool(o.cluster), "-cluster-idle="+o.clusterIdle.String())
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	runErr := cmd.Run()
 	if err := sb.Stop(); err != nil {
@@ -174,19 +190,38 @@ func host(ctx context.Context, o options) error {
 	if err := json.Unmarshal(data, &r); err != nil {
 		return fmt.Errorf("%s: %w", resultFile, err)
 	}
-	body := render(o, r, machine(), began, time.Since(began))
-	fmt.Println(body)
-	if o.out == "" {
+	mach, took := machine(), time.Since(began)
+	if o.latency || o.imageGC || o.eviction {
+		body := render(o, r, mach, began, took)
+		fmt.Println(body)
+		if err := writeSection(o.out, "# slicelet beside the real kubelet\n", "## peer-bench", body); err != nil {
+			return err
+		}
+	}
+	if o.cluster {
+		body := renderCluster(o, r, mach, began, took)
+		fmt.Println(body)
+		if err := writeSection(o.clusterOut, "# Cluster mode\n", "## Benchmarks", body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeSection replaces the section under heading in the markdown file path (made with head
+// when absent) with body; an empty path writes nothing.
+func writeSection(path, head, heading, body string) error {
+	if path == "" {
 		return nil
 	}
-	doc, err := os.ReadFile(o.out)
+	doc, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	if len(doc) == 0 {
-		doc = []byte("# slicelet beside the real kubelet\n")
+		doc = []byte(head)
 	}
-	return os.WriteFile(o.out, []byte(replaceSection(string(doc), "## peer-bench", body)), 0o644)
+	return os.WriteFile(path, []byte(replaceSection(string(doc), heading, body)), 0o644)
 }
 
 // resolve is the absolute path of p with symbolic links followed (build/peer/<version> may link
@@ -209,7 +244,7 @@ func render(o options, r results, mach string, began time.Time, took time.Durati
 	b.WriteString("Figures are medians with the range and the number of samples; the ratio is slicelet's median over the kubelet's. ")
 	b.WriteString("Running is containerd's StartedAt of the pod's container (both agents use the same containerd); the kubelet runs standalone on static pods except in the eviction rounds, where it is registered with a local kube-apiserver and etcd (hack/peer/controlplane) and the pods are created through the API; slicelet's pods there come through its local API.\n\n")
 	fmt.Fprintf(&b, "Machine: %s.\n\n", mach)
-	b.WriteString(table(rows(r)))
+	b.WriteString(table(rows(r, metrics)))
 	if f := summarize(r.Samples["one"][floor]); f.n > 0 {
 		fmt.Fprintf(&b, "\nCRI floor: the same one pod through direct CRI calls with no agent running (RunPodSandbox, CreateContainer, StartContainer; the first call to StartedAt), five times per round: %s ms.\n", f)
 	}
@@ -227,6 +262,34 @@ func render(o options, r results, mach string, began time.Time, took time.Durati
 		}
 	}
 	b.WriteString("\nNot measured yet: the cgroup v2 VM.\n")
+	return b.String()
+}
+
+// renderCluster is the body of docs/cluster.md's benchmark section.
+func renderCluster(o options, r results, mach string, began time.Time, took time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "`make peer-bench` (`build/peerbench -reps %d -pods %d -cluster-idle %s`; this table alone: `build/peerbench -only cluster -out ''`), run %s, took %s (all scenarios of the run). ",
+		o.reps, o.pods, o.clusterIdle, began.UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second))
+	b.WriteString("One control plane (etcd and kube-apiserver from build/peer, the Node authorizer and NodeRestriction, no scheduler or controller manager: the pods are created with `spec.nodeName` set) and one private containerd in a cgroup v1 (hybrid) systemd sandbox (hack/peer/peerrun, hack/peer/controlplane); ")
+	fmt.Fprintf(&b, "the kubelet node (`--kubeconfig` with the node's `system:node:%s` certificate) and the slicelet node (`[cluster]` with the same credentials) take turns as the same Node, which is deleted with its Lease and pods between turns; ", peerrun.NodeName)
+	fmt.Fprintf(&b, "%d rounds, the agents alternated (kubelet first in even rounds, slicelet first in odd ones). ", r.Reps)
+	b.WriteString("Times are from the client's create call (the agent's start) to the watch event that shows the pod Running with its containers ready (the Node Ready); the pods are BestEffort busybox sleepers without a service-account token. ")
+	fmt.Fprintf(&b, "RSS is the VmRSS of the agent's main process (the kubelet's is the kubelet alone), idle CPU its user+system time over %s with %d API pods running, after 10 s of settling. ", o.clusterIdle, o.pods)
+	b.WriteString("Figures are medians with the range and the number of samples; the ratio is slicelet's median over the kubelet's.\n\n")
+	fmt.Fprintf(&b, "Machine: %s. Load average (1, 5, 15 min) at each turn's start and at the end: %s (2 cores shared with other work).\n\n", mach, strings.Join(r.Load, "; "))
+	b.WriteString(table(rows(r, clusterMetrics)))
+	var errs []string
+	for _, e := range r.Errors {
+		if strings.Contains(e, "cluster") {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		b.WriteString("\nRounds that failed (left out of the figures):\n\n")
+		for _, e := range errs {
+			fmt.Fprintf(&b, "- %s\n", e)
+		}
+	}
 	return b.String()
 }
 

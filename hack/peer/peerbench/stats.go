@@ -35,6 +35,17 @@ var metrics = []metric{
 	{key: "evict-gone", title: "eviction: victim killed → pod gone", unit: "ms"},
 }
 
+// clusterMetrics are the rows of the cluster-mode table (docs/cluster.md), in order.
+var clusterMetrics = []metric{
+	{key: "cluster-one", title: "pod created through the API → Running in the API, one pod", unit: "ms", target: 0.8, targetText: "≤ 0.8×"},
+	{key: "cluster-thirty", title: "pods created through the API → Running in the API, 30 at once (the last)", unit: "ms", target: 0.8, targetText: "≤ 0.8×"},
+	{key: "cluster-lag", title: "container started (containerd's StartedAt) → Running in the API, one pod", unit: "ms"},
+	{key: "cluster-ready", title: "agent start → Node Ready in the API", unit: "ms"},
+	{key: "cluster-many", title: "110 pods created through the API at once → Running in the API (the last)", unit: "ms"},
+	{key: "cluster-rss", title: "RSS with 110 API pods, idle", unit: "MiB", target: 1.0 / 3, targetText: "≤ 1/3"},
+	{key: "cluster-cpu", title: "idle CPU with 110 API pods", unit: "% of a core", target: 0.25, targetText: "≤ 1/4"},
+}
+
 // results is what the inside half measured: samples by metric key and agent.
 type results struct {
 	Reps    int                                   `json:"reps"`
@@ -42,6 +53,8 @@ type results struct {
 	// GCOthers are the images outside the image GC set that each agent removed in its image GC
 	// rounds (the test image, the sandbox image).
 	GCOthers map[peerrun.Kind][]string `json:"gcOthers,omitempty"`
+	// Load is /proc/loadavg's three averages at the start of each cluster turn and at the end.
+	Load []string `json:"load,omitempty"`
 	// Errors are the rounds that failed, as "<agent> round <n>: <error>".
 	Errors []string `json:"errors,omitempty"`
 }
@@ -117,10 +130,10 @@ func (r row) verdict() string {
 	}
 }
 
-// rows summarizes every metric.
-func rows(r results) []row {
+// rows summarizes every metric of ms.
+func rows(r results, ms []metric) []row {
 	var out []row
-	for _, m := range metrics {
+	for _, m := range ms {
 		rw := row{m: m, kubelet: summarize(r.Samples[m.key][peerrun.Kubelet]), slicelet: summarize(r.Samples[m.key][peerrun.Slicelet])}
 		if rw.kubelet.n > 0 && rw.slicelet.n > 0 && rw.kubelet.median > 0 {
 			rw.ratio, rw.measured = rw.slicelet.median/rw.kubelet.median, true

@@ -39,7 +39,7 @@ func TestRowsVerdict(t *testing.T) {
 		r.add("rss", peerrun.Slicelet, v/2)
 	}
 	got := map[string]row{}
-	for _, rw := range rows(r) {
+	for _, rw := range rows(r, metrics) {
 		got[rw.m.key] = rw
 	}
 	for _, tc := range []struct {
@@ -58,7 +58,7 @@ func TestRowsVerdict(t *testing.T) {
 			}
 		})
 	}
-	if tb := table(rows(r)); !strings.Contains(tb, "| manifest → Running, one pod | ms | 100 (90.0–110, n=3) | 50.0 (40.0–60.0, n=3) | 0.500× | ≤ 0.8× | met |") {
+	if tb := table(rows(r, metrics)); !strings.Contains(tb, "| manifest → Running, one pod | ms | 100 (90.0–110, n=3) | 50.0 (40.0–60.0, n=3) | 0.500× | ≤ 0.8× | met |") {
 		t.Fatalf("table:\n%s", tb)
 	}
 }
@@ -85,22 +85,24 @@ func TestScenarios(t *testing.T) {
 		name                       string
 		only                       string
 		latency, imageGC, eviction bool
+		cluster                    bool
 		wantErr                    string
 	}{
 		{name: "image GC alone", only: "imagegc", imageGC: true},
-		{name: "two of three", only: "latency, eviction", latency: true, eviction: true},
+		{name: "two of four", only: "latency, eviction", latency: true, eviction: true},
+		{name: "cluster alone", only: "cluster", cluster: true},
 		{name: "unknown scenario", only: "imagegc,gc", wantErr: `unknown scenario "gc"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, i, e, err := scenarios(tc.only)
+			l, i, e, c, err := scenarios(tc.only)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want %q", err, tc.wantErr)
 				}
 				return
 			}
-			if err != nil || l != tc.latency || i != tc.imageGC || e != tc.eviction {
-				t.Fatalf("got %t %t %t %v, want %t %t %t", l, i, e, err, tc.latency, tc.imageGC, tc.eviction)
+			if err != nil || l != tc.latency || i != tc.imageGC || e != tc.eviction || c != tc.cluster {
+				t.Fatalf("got %t %t %t %t %v, want %t %t %t %t", l, i, e, c, err, tc.latency, tc.imageGC, tc.eviction, tc.cluster)
 			}
 		})
 	}
