@@ -170,9 +170,11 @@ func (o *Objects) Secret(namespace, name string) (*v1.Secret, error) {
 }
 
 // servedInCluster reports whether a field the manifest path refuses (Forbidden) is one
-// cluster mode serves: the service account and projected service-account tokens.
+// cluster mode serves: the service account and projected service-account tokens; the node
+// selector and node affinity, which admission matches against the registered Node.
 func servedInCluster(path string) bool {
-	if path == "spec.serviceAccountName" || path == "spec.serviceAccount" || path == "metadata.generateName" {
+	switch path {
+	case "spec.serviceAccountName", "spec.serviceAccount", "metadata.generateName", "spec.nodeSelector", "spec.affinity.nodeAffinity":
 		return true
 	}
 	return strings.HasPrefix(path, "spec.volumes[") && strings.Contains(path, "].projected.sources[") &&

@@ -140,6 +140,8 @@ func TestServedInCluster(t *testing.T) {
 		{"spec.volumes[2].projected.sources[1].clusterTrustBundle", false},
 		{"spec.volumes[0].secret", false},
 		{"spec.imagePullSecrets", false},
+		{"spec.nodeSelector", true},
+		{"spec.affinity.nodeAffinity", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.path, func(t *testing.T) {

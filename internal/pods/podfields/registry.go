@@ -46,6 +46,7 @@ const (
 	noPlugin       = "needs a volume plugin slicelet does not have; use hostPath or emptyDir"
 	schedulerOnly  = "the scheduler's: a pod reaches a slicelet node already placed (the kubelet ignores it too)"
 	divergence     = " (a deliberate divergence: the kubelet refuses static pods that reference them, pkg/kubelet/config/common.go; slicelet serves ConfigMaps and Secrets from its own sources)"
+	nodeAffinity   = "implemented: admission matches it against the registered Node (its name and labels; internal/pods/admission), reason NodeAffinity as the kubelet's predicate handler"
 	fromAPIServer  = "from the API server with the node's credentials, cached 1 minute (internal/cluster/objects.go)"
 	apiServerOwned = "set and used by the API server; a static pod's copy is ignored by the kubelet too"
 )
@@ -185,8 +186,8 @@ var podFields = []Entry{
 	{Path: "spec.activeDeadlineSeconds", Handling: Refused, Note: "active deadlines are " + notYet},
 	{Path: "spec.dnsPolicy", Handling: NoEffect, Note: "no cluster DNS: pods resolve as the host does (defaulted to ClusterFirst, which the kubelet falls back from the same way without cluster DNS)"},
 	{Path: "spec.dnsConfig", Handling: Refused, Note: "pod DNS configuration is " + notYet},
-	{Path: "spec.nodeSelector", Handling: Refused, Note: "matching node labels at admission is " + notYet},
-	{Path: "spec.affinity.nodeAffinity", Handling: Refused, Note: "matching node labels at admission is " + notYet},
+	{Path: "spec.nodeSelector", Handling: Refused, Note: "matching node labels at admission needs a Node object, which only cluster mode has", Cluster: nodeAffinity},
+	{Path: "spec.affinity.nodeAffinity", Handling: Refused, Note: "matching node labels at admission needs a Node object, which only cluster mode has", Cluster: nodeAffinity},
 	{Path: "spec.affinity.podAffinity", Handling: NoEffect, Note: schedulerOnly},
 	{Path: "spec.affinity.podAntiAffinity", Handling: NoEffect, Note: schedulerOnly},
 	{Path: "spec.serviceAccountName", Handling: Refused, Note: staticPrefix + "serviceaccounts (pkg/kubelet/config/common.go)", Cluster: "accepted: the service account of the pod's projected tokens and of the Downward API's spec.serviceAccountName"},
