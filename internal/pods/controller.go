@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -285,6 +286,11 @@ func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 			if !ps.admitted && ps.status.Reason == ReasonEvicted {
 				// Keep the evicted pod's record (annotations, status) until its source changes it.
 				continue
+			}
+			if !apiequality.Semantic.DeepEqual(ps.desired.Pod.Spec, wanted[uid].Pod.Spec) {
+				// An API pod's spec changed (an active deadline set, an image): synced now,
+				// as the kubelet's pod workers sync an updated pod.
+				ps.nextSync = time.Time{}
 			}
 			ps.desired = wanted[uid]
 			continue
@@ -587,6 +593,7 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 	if ps.grace != nil {
 		grace = *ps.grace
 	}
+	started := ps.status.StartTime
 	if deleting && !ps.admitted {
 		// A rejected pod never got a slice or containers: nothing to stop.
 		delete(c.pods, uid)
@@ -609,6 +616,11 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 			delete(c.pods, uid)
 			c.changedLocked()
 		}
+		return
+	}
+
+	if lifecycle.PastActiveDeadline(pod, started, c.clock.Now()) {
+		c.failPod(ctx, ps, pod, grace, lifecycle.ReasonDeadlineExceeded, lifecycle.MessageDeadlineExceeded)
 		return
 	}
 
@@ -650,6 +662,9 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 	ps.status, ps.observed = status, true
 	ps.nextSync = c.clock.Now().Add(resyncAfter(pod, status))
 	if at := c.rt.NextSync(uid); !at.IsZero() && at.Before(ps.nextSync) {
+		ps.nextSync = at
+	}
+	if at, ok := lifecycle.ActiveDeadline(pod, status.StartTime); ok && at.Before(ps.nextSync) {
 		ps.nextSync = at
 	}
 }

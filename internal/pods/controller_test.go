@@ -72,6 +72,7 @@ type fakeRuntime struct {
 	entered  []string      // the UIDs SyncPod was called for, in order
 	onKill   func(uid string)
 	graces   []time.Duration // the grace of every KillPod, in order
+	started  time.Time       // when set, the status's startTime
 }
 
 func (f *fakeRuntime) Name() string                     { return "fake" }
@@ -94,7 +95,11 @@ func (f *fakeRuntime) SyncPod(ctx context.Context, pod *v1.Pod, _ slices.PodSlic
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.synced[string(pod.UID)]++
-	return v1.PodStatus{Phase: v1.PodRunning}, nil
+	st := v1.PodStatus{Phase: v1.PodRunning}
+	if !f.started.IsZero() {
+		st.StartTime = &metav1.Time{Time: f.started}
+	}
+	return st, nil
 }
 func (f *fakeRuntime) unavailable() error {
 	f.mu.Lock()

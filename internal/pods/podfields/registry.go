@@ -183,7 +183,7 @@ var podFields = []Entry{
 	{Path: "spec.ephemeralContainers", Handling: Refused, Note: "ephemeral containers are added through the API server's ephemeralcontainers subresource, never by a manifest"},
 	{Path: "spec.restartPolicy", Handling: Implemented, Note: "restart decisions and phase (lifecycle/decide.go); defaulted to Always"},
 	{Path: "spec.terminationGracePeriodSeconds", Handling: Implemented, Note: "kill with grace (worker, TimeoutStopSec=); defaulted to 30"},
-	{Path: "spec.activeDeadlineSeconds", Handling: Refused, Note: "active deadlines are " + notYet},
+	{Path: "spec.activeDeadlineSeconds", Handling: Implemented, Note: "counted from status.startTime; once past, the pod is stopped and Failed with reason DeadlineExceeded and a Normal event (lifecycle/deadline.go, the controller's failPod; pkg/kubelet/active_deadline.go)"},
 	{Path: "spec.dnsPolicy", Handling: NoEffect, Note: "no cluster DNS: pods resolve as the host does (defaulted to ClusterFirst, which the kubelet falls back from the same way without cluster DNS)"},
 	{Path: "spec.dnsConfig", Handling: Refused, Note: "pod DNS configuration is " + notYet},
 	{Path: "spec.nodeSelector", Handling: Refused, Note: "matching node labels at admission needs a Node object, which only cluster mode has", Cluster: nodeAffinity},
