@@ -300,6 +300,11 @@ func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, i
 		}
 		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly || readOnlyVolume(pod, m.Name)})
 	}
+	if tm, err := w.terminationLogMount(pod, c, attempt); err != nil {
+		return nil, fmt.Errorf("container %s: %w", c.Name, err)
+	} else if tm != nil {
+		mounts = append(mounts, tm)
+	}
 	sc := w.containerSecurity(pod, c)
 	labels := podLabels(pod)
 	labels[LabelContainerName] = c.Name

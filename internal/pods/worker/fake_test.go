@@ -33,6 +33,7 @@ type fakeRT struct {
 	execCode   int32                    // ExecSync's exit code
 	order      []string                 // ExecSync and StopContainer calls in order: "exec <cmd>", "stop <id>"
 	grace      map[string]time.Duration // the grace of each StopContainer by container ID
+	logs       string                   // what Logs writes; none (ErrNoLogs) when empty
 }
 
 func newFakeRT() *fakeRT {
@@ -201,8 +202,15 @@ func (f *fakeRT) ExecSync(_ context.Context, id string, cmd []string, _ time.Dur
 	return ExecResult{Stdout: []byte(fmt.Sprint(id, cmd)), ExitCode: f.execCode}, nil
 }
 
-func (f *fakeRT) Logs(context.Context, *v1.Pod, string, pods.LogOptions, io.Writer) error {
-	return pods.ErrNoLogs
+func (f *fakeRT) Logs(_ context.Context, _ *v1.Pod, _ string, _ pods.LogOptions, out io.Writer) error {
+	f.mu.Lock()
+	logs := f.logs
+	f.mu.Unlock()
+	if logs == "" {
+		return pods.ErrNoLogs
+	}
+	_, err := io.WriteString(out, logs)
+	return err
 }
 
 // setExecCode sets the exit code of the commands ExecSync runs from now on.

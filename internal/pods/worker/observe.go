@@ -204,6 +204,7 @@ func (w *Worker) observeFrom(ctx context.Context, pod *v1.Pod, e *entry, sbs []S
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	w.withTerminationMessages(ctx, pod, statuses)
 	o := &observed{pod: pod, sandboxes: sbs, byName: map[string]*containerView{}, seen: map[string]State{}, holds: map[string]*lifecycle.Hold{}}
 	ready := map[string]bool{}
 	for i := range sbs {

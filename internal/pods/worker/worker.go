@@ -87,6 +87,9 @@ type Worker struct {
 	mu     sync.Mutex
 	pods   map[string]*entry
 	status map[string]ContainerStatus // inspected containers by ID, while their state holds
+	// termination are the termination messages of exited containers by ID, read once, kept
+	// as long as their status is.
+	termination map[string]string
 }
 
 // entry is the worker's in-memory side of one pod.
@@ -142,7 +145,7 @@ func New(opts Options) (*Worker, error) {
 	w := &Worker{
 		opts: opts, rt: opts.Runtime, log: opts.Logger, clock: opts.Clock,
 		backoff: opts.Backoff.WithDefaults(), events: opts.Recorder,
-		pods: map[string]*entry{}, status: map[string]ContainerStatus{},
+		pods: map[string]*entry{}, status: map[string]ContainerStatus{}, termination: map[string]string{},
 	}
 	w.probes = prober.NewManager(opts.Clock, probeReporter{w})
 	return w, nil
@@ -357,6 +360,7 @@ func (w *Worker) Forget(ctx context.Context, uid string) error {
 	delete(w.pods, uid)
 	for _, c := range ctrs {
 		delete(w.status, c.ID)
+		delete(w.termination, c.ID)
 	}
 	w.mu.Unlock()
 	w.log.Info("pod forgotten", "pod_uid", uid)
