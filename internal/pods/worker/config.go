@@ -298,6 +298,17 @@ func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, i
 		if !ok {
 			return nil, fmt.Errorf("container %s: volume mount %q: no such volume", c.Name, m.Name)
 		}
+		// A sub-path that cannot be used holds the container back with
+		// CreateContainerConfigError, as the kubelet's makeMounts errors do.
+		sub, err := lifecycle.SubPath(&m, env)
+		if err != nil {
+			return nil, configError{fmt.Errorf("container %s: volume mount %q: %w", c.Name, m.Name, err)}
+		}
+		if sub != "" {
+			if host, err = subPathHost(host, sub); err != nil {
+				return nil, configError{fmt.Errorf("failed to create subPath directory for volumeMount %q of container %q: %w", m.Name, c.Name, err)}
+			}
+		}
 		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly || readOnlyVolume(pod, m.Name)})
 	}
 	if tm, err := w.terminationLogMount(pod, c, attempt); err != nil {
