@@ -218,7 +218,7 @@ var podFields = []Entry{
 	{Path: "spec.hostnameOverride", Handling: Refused, Note: "hostnameOverride is " + notYet},
 	{Path: "spec.schedulerName", Handling: NoEffect, Note: schedulerOnly + "; defaulted to default-scheduler"},
 	{Path: "spec.tolerations", Handling: NoEffect, Note: "slicelet's node has no taints"},
-	{Path: "spec.hostAliases", Handling: Refused, Note: "/etc/hosts entries are " + notYet},
+	{Path: "spec.hostAliases", Handling: Implemented, Note: "the cri runtime: appended to the pod's hosts file, which every container gets at /etc/hosts (the kubelet's managed file, or the node's own on the host's network; worker/etchosts.go, lifecycle/etchosts.go); refused by the systemd runtime (systemdrt/validate.go)"},
 	{Path: "spec.priorityClassName", Handling: Implemented, Note: "critical pods at admission and eviction (admission, eviction)"},
 	{Path: "spec.priority", Handling: Implemented, Note: "eviction ranking (eviction)"},
 	{Path: "spec.preemptionPolicy", Handling: NoEffect, Note: schedulerOnly},

@@ -94,10 +94,7 @@ func (w *Worker) SandboxConfig(pod *v1.Pod, slice string, attempt uint32) *runti
 	hostname := ""
 	if ns.Network != runtimeapi.NamespaceMode_NODE {
 		// A host-network sandbox must have no hostname of its own (containerd refuses one).
-		hostname = pod.Name
-		if pod.Spec.Hostname != "" {
-			hostname = pod.Spec.Hostname
-		}
+		hostname = lifecycle.PodHostname(pod)
 	}
 	sc := &runtimeapi.LinuxSandboxSecurityContext{
 		NamespaceOptions:   ns,
@@ -310,6 +307,11 @@ func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, i
 			}
 		}
 		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly || readOnlyVolume(pod, m.Name)})
+	}
+	if hm, err := w.etcHostsMount(pod, c); err != nil {
+		return nil, fmt.Errorf("container %s: %w", c.Name, err)
+	} else if hm != nil {
+		mounts = append(mounts, hm)
 	}
 	if tm, err := w.terminationLogMount(pod, c, attempt); err != nil {
 		return nil, fmt.Errorf("container %s: %w", c.Name, err)

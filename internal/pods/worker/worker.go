@@ -70,6 +70,9 @@ type Options struct {
 	// <root-dir>/seccomp): securityContext.seccompProfile.localhostProfile is a path under it.
 	// Default StateDir/seccomp.
 	SeccompProfileRoot string
+	// EtcHosts is the node's hosts file, which pods on the host's network get a copy of (with
+	// their hostAliases). Default /etc/hosts.
+	EtcHosts string
 }
 
 // Worker is slicelet's one pod worker (the kubelet's kuberuntime manager: SyncPod,
@@ -138,6 +141,9 @@ func New(opts Options) (*Worker, error) {
 	}
 	if opts.SeccompProfileRoot == "" {
 		opts.SeccompProfileRoot = filepath.Join(opts.StateDir, "seccomp")
+	}
+	if opts.EtcHosts == "" {
+		opts.EtcHosts = "/etc/hosts"
 	}
 	if err := os.MkdirAll(filepath.Join(opts.StateDir, "pods"), 0o750); err != nil {
 		return nil, fmt.Errorf("pod worker: state dir: %w", err)
