@@ -139,7 +139,7 @@ var podFields = []Entry{
 	{Path: "metadata.managedFields", Handling: NoEffect, Note: apiServerOwned},
 
 	{Path: "spec.volumes[*].name", Handling: Implemented, Note: "per-pod volume directories (lifecycle/volumes.go)"},
-	{Path: "spec.volumes[*].emptyDir.medium", Handling: Refused, Note: "memory- and hugepage-backed emptyDir volumes are " + notYet + " (the default medium, a directory on the node's disk, is)",
+	{Path: "spec.volumes[*].emptyDir.medium", Handling: Refused, Note: "hugepage-backed emptyDir volumes are " + notYet + " (the default medium, a directory on the node's disk, and with the cri runtime Memory, a tmpfs sized as the kubelet sizes it, worker/volumes.go, are; the systemd runtime refuses Memory, systemdrt/validate.go)",
 		Allowed: func(p *v1.Pod) bool { return defaultMediumOnly(p) }},
 	{Path: "spec.volumes[*].emptyDir.mode", Handling: Refused, Note: "an emptyDir's mode is " + notYet},
 	{Path: "spec.volumes[*].emptyDir.sizeLimit", Handling: Refused, Note: "local storage eviction of emptyDir volumes is " + notYet},
@@ -252,10 +252,10 @@ func allDefaultProcMount(p *v1.Pod) bool {
 	return true
 }
 
-// defaultMediumOnly reports whether every emptyDir of the pod has the default medium.
+// defaultMediumOnly reports whether every emptyDir of the pod has the default medium or Memory.
 func defaultMediumOnly(p *v1.Pod) bool {
 	for _, v := range p.Spec.Volumes {
-		if v.EmptyDir != nil && v.EmptyDir.Medium != v1.StorageMediumDefault {
+		if v.EmptyDir != nil && v.EmptyDir.Medium != v1.StorageMediumDefault && v.EmptyDir.Medium != v1.StorageMediumMemory {
 			return false
 		}
 	}

@@ -42,12 +42,73 @@ func (w *Worker) prepareVolumes(pod *v1.Pod) (map[string]string, error) {
 		if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
 			return "", err
 		}
+		if v.EmptyDir.Medium == v1.StorageMediumMemory {
+			if err := w.mountMemoryVolume(pod, v.EmptyDir, dir); err != nil {
+				return "", err
+			}
+		}
 		return dir, ownEmptyDir(pod, v.Name, dir, w.defaultUser())
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return vols, nil
+}
+
+// Mounter mounts and unmounts the tmpfs of memory-backed emptyDir volumes (the OS boundary of
+// volume preparation).
+type Mounter interface {
+	// MountTmpfs mounts a tmpfs of size bytes (0: the kernel's default) on dir.
+	MountTmpfs(dir string, size int64) error
+	// Unmount unmounts what is mounted on dir.
+	Unmount(dir string) error
+	// IsMountPoint reports whether something is mounted on dir.
+	IsMountPoint(dir string) (bool, error)
+}
+
+// mountMemoryVolume mounts the tmpfs of a memory-backed emptyDir on dir unless it is mounted
+// already (a pod synced again, or adopted after a restart), sized as the kubelet sizes it
+// (lifecycle.MemoryVolumeSize: allocatable memory, the pod's memory limit, the volume's
+// sizeLimit).
+func (w *Worker) mountMemoryVolume(pod *v1.Pod, ed *v1.EmptyDirVolumeSource, dir string) error {
+	mounted, err := w.opts.Mounter.IsMountPoint(dir)
+	if err != nil || mounted {
+		return err
+	}
+	var allocatable, limit int64
+	if m, ok := w.opts.Allocatable[v1.ResourceMemory]; ok {
+		allocatable = m.Value()
+	}
+	if rc := slices.PodResources(pod, w.opts.Resources); rc.Memory != nil {
+		limit = *rc.Memory
+	}
+	return w.opts.Mounter.MountTmpfs(dir, lifecycle.MemoryVolumeSize(ed, allocatable, limit))
+}
+
+// unmountVolumes unmounts whatever is mounted on the pod's volume directories (the tmpfs of
+// its memory-backed emptyDirs) before they are removed.
+func (w *Worker) unmountVolumes(uid string) error {
+	dir := filepath.Join(w.podDir(uid), "volumes")
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("volumes: %w", err)
+	}
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		mounted, err := w.opts.Mounter.IsMountPoint(p)
+		if err != nil {
+			return fmt.Errorf("volume %s: %w", e.Name(), err)
+		}
+		if mounted {
+			if err := w.opts.Mounter.Unmount(p); err != nil {
+				return fmt.Errorf("volume %s: %w", e.Name(), err)
+			}
+		}
+	}
+	return nil
 }
 
 // imagelessRuntime is a runtime without images (systemdrt): a container without runAsUser runs

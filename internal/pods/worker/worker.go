@@ -70,6 +70,8 @@ type Options struct {
 	// <root-dir>/seccomp): securityContext.seccompProfile.localhostProfile is a path under it.
 	// Default StateDir/seccomp.
 	SeccompProfileRoot string
+	// Mounter mounts the tmpfs of memory-backed emptyDir volumes; mount(2) when nil.
+	Mounter Mounter
 	// EtcHosts is the node's hosts file, which pods on the host's network get a copy of (with
 	// their hostAliases). Default /etc/hosts.
 	EtcHosts string
@@ -141,6 +143,9 @@ func New(opts Options) (*Worker, error) {
 	}
 	if opts.SeccompProfileRoot == "" {
 		opts.SeccompProfileRoot = filepath.Join(opts.StateDir, "seccomp")
+	}
+	if opts.Mounter == nil {
+		opts.Mounter = hostMounter{}
 	}
 	if opts.EtcHosts == "" {
 		opts.EtcHosts = "/etc/hosts"
@@ -357,6 +362,9 @@ func (w *Worker) Forget(ctx context.Context, uid string) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("pod %s: %w", uid, err)
+	}
+	if err := w.unmountVolumes(uid); err != nil {
 		return fmt.Errorf("pod %s: %w", uid, err)
 	}
 	if err := os.RemoveAll(w.podDir(uid)); err != nil {
