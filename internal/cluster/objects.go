@@ -171,10 +171,15 @@ func (o *Objects) Secret(namespace, name string) (*v1.Secret, error) {
 
 // servedInCluster reports whether a field the manifest path refuses (Forbidden) is one
 // cluster mode serves: the service account and projected service-account tokens; the node
-// selector and node affinity, which admission matches against the registered Node.
+// selector and node affinity, which admission matches against the registered Node; the
+// ephemeral containers.
 func servedInCluster(path string) bool {
 	switch path {
-	case "spec.serviceAccountName", "spec.serviceAccount", "metadata.generateName", "spec.nodeSelector", "spec.affinity.nodeAffinity":
+	case "spec.serviceAccountName", "spec.serviceAccount", "metadata.generateName", "spec.nodeSelector", "spec.affinity.nodeAffinity",
+		// Added to running pods through the ephemeralcontainers subresource; what one of
+		// them asks for that slicelet cannot do holds that container, not the pod
+		// (worker/ephemeral.go).
+		"spec.ephemeralContainers":
 		return true
 	}
 	return strings.HasPrefix(path, "spec.volumes[") && strings.Contains(path, "].projected.sources[") &&

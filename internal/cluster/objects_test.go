@@ -142,6 +142,7 @@ func TestServedInCluster(t *testing.T) {
 		{"spec.imagePullSecrets", false},
 		{"spec.nodeSelector", true},
 		{"spec.affinity.nodeAffinity", true},
+		{"spec.ephemeralContainers", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.path, func(t *testing.T) {

@@ -133,8 +133,9 @@ type Plan struct {
 // containers start in order and the next init container waits until they run; the regular
 // containers all start once initialization is done and restart per restartPolicy; sidecars
 // restart whenever they exit, until every regular container has ended for good, when they are
-// stopped. A container with a Hold waits until it ends. killed is set for a pod being stopped:
-// nothing is started.
+// stopped; ephemeral containers start once, whatever the initialization, until the pod is done.
+// A container with a Hold waits until it ends. killed is set for a pod being stopped: nothing
+// is started.
 func Decide(pod *v1.Pod, obs *Pod, now time.Time, b Backoff, killed bool) Plan {
 	p := Plan{Waiting: map[string]v1.ContainerStateWaiting{}}
 	policy := RestartPolicy(pod)
@@ -266,6 +267,16 @@ func Decide(pod *v1.Pod, obs *Pod, now time.Time, b Backoff, killed bool) Plan {
 		}
 	}
 	p.Done = p.InitFailed || appsDone
+	if !p.Done {
+		// Ephemeral containers start once, initialized or not, and never restart
+		// (kuberuntime_manager.go computePodActions).
+		for i := range pod.Spec.EphemeralContainers {
+			c := (*v1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+			if obs.Containers[c.Name].state() == StateNone {
+				start(c, false)
+			}
+		}
+	}
 	if killed {
 		p.Start, p.StopSidecars, p.NextSync, p.Killed = nil, nil, time.Time{}, true
 		clear(p.Waiting)

@@ -11,8 +11,9 @@ import (
 )
 
 // PodStatus derives the pod's status from what the runtime observed and the plan: QoS class,
-// start time, a status for every container of the spec (init containers first), the phase
-// (PodPhase) and the kubelet's conditions.
+// start time, a status for every container of the spec (init containers first, ephemeral
+// containers apart: they count neither for the phase nor for readiness), the phase (PodPhase)
+// and the kubelet's conditions.
 func PodStatus(pod *v1.Pod, obs *Pod, p Plan) v1.PodStatus {
 	st := v1.PodStatus{QOSClass: slices.QOSClass(pod)}
 	if !obs.StartTime.IsZero() {
@@ -45,6 +46,14 @@ func PodStatus(pod *v1.Pod, obs *Pod, p Plan) v1.PodStatus {
 		st.ContainerStatuses = append(st.ContainerStatuses, cs)
 	}
 	st.Phase = PodPhase(pod, st.ContainerStatuses, p)
+	for i := range pod.Spec.EphemeralContainers {
+		c := (*v1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		cs := ContainerStatus(c, obs.Containers[c.Name], obs.Images, p, ReasonContainerCreating)
+		// No probe looks at an ephemeral container: the kubelet's prober manager leaves its
+		// started unset and its ready false.
+		cs.Started, cs.Ready = nil, false
+		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, cs)
+	}
 
 	cond := func(t v1.PodConditionType, ok bool, reason, message string) v1.PodCondition {
 		if ok {

@@ -180,7 +180,8 @@ var podFields = []Entry{
 	{Path: "spec.volumes[*].storageos", Handling: Refused, Note: noPlugin},
 	{Path: "spec.volumes[*].vsphereVolume", Handling: Refused, Note: noPlugin},
 
-	{Path: "spec.ephemeralContainers", Handling: Refused, Note: "ephemeral containers are added through the API server's ephemeralcontainers subresource, never by a manifest"},
+	{Path: "spec.ephemeralContainers", Handling: Refused, Note: "ephemeral containers are added through the API server's ephemeralcontainers subresource, never by a manifest",
+		Cluster: "implemented (cri runtime): each starts once in the running pod and never restarts, its status in ephemeralContainerStatuses (lifecycle/decide.go, status.go); stdin and tty go to the runtime; a field a container may not have, or targetContainerName, holds that container with CreateContainerConfigError naming its path (worker/ephemeral.go)"},
 	{Path: "spec.restartPolicy", Handling: Implemented, Note: "restart decisions and phase (lifecycle/decide.go); defaulted to Always"},
 	{Path: "spec.terminationGracePeriodSeconds", Handling: Implemented, Note: "kill with grace (worker, TimeoutStopSec=); defaulted to 30"},
 	{Path: "spec.activeDeadlineSeconds", Handling: Implemented, Note: "counted from status.startTime; once past, the pod is stopped and Failed with reason DeadlineExceeded and a Normal event (lifecycle/deadline.go, the controller's failPod; pkg/kubelet/active_deadline.go)"},

@@ -327,9 +327,14 @@ func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, i
 		Command:    command,
 		Args:       args,
 		WorkingDir: c.WorkingDir,
-		Envs:       envs,
-		Mounts:     mounts,
-		Labels:     labels,
+		// Only ephemeral containers get here with these set (validation refuses them on the
+		// others); kuberuntime's generateContainerConfig passes them as they are.
+		Stdin:     c.Stdin,
+		StdinOnce: c.StdinOnce,
+		Tty:       c.TTY,
+		Envs:      envs,
+		Mounts:    mounts,
+		Labels:    labels,
 		Annotations: map[string]string{
 			AnnotationRestartCount: strconv.FormatUint(uint64(attempt), 10),
 			AnnotationGracePeriod:  strconv.FormatInt(int64(lifecycle.GracePeriod(pod)/time.Second), 10),

@@ -273,6 +273,12 @@ func (w *Worker) advanceBackoff(e *entry, pod *v1.Pod, o *observed, acts []lifec
 func (w *Worker) startContainer(ctx context.Context, pod *v1.Pod, e *entry, sbID string, sbCfg *runtimeapi.PodSandboxConfig, a lifecycle.StartAction, vols map[string]string) error {
 	uid := string(pod.UID)
 	c, _ := lifecycle.ContainerByName(pod, a.Container)
+	if msg := ephemeralHold(pod, c.Name); msg != "" {
+		w.containerEvent(pod, c.Name, v1.EventTypeWarning, EventFailed, "Error: %s", msg)
+		w.hold(e, c.Name, lifecycle.ReasonCreateContainerConfigError, msg)
+		w.log.Warn("ephemeral container refused", "pod_uid", uid, "container", c.Name, "error", msg)
+		return nil
+	}
 	imageRef := ""
 	if w.opts.Images != nil {
 		ref, reason, err := w.ensureImage(ctx, pod, c, sbCfg)

@@ -1,0 +1,75 @@
+package lifecycle
+
+import (
+	"reflect"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// withEphemeral adds ephemeral containers to pod.
+func withEphemeral(pod *v1.Pod, names ...string) *v1.Pod {
+	for _, n := range names {
+		pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, v1.EphemeralContainer{
+			EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: n, Image: "example.test/debug:1", Stdin: true, TTY: true}})
+	}
+	return pod
+}
+
+// TestDecideEphemeral: an ephemeral container starts once (before initialization too), never
+// restarts, not in a pod that is done or being killed; its status is apart and changes
+// neither the phase nor readiness.
+func TestDecideEphemeral(t *testing.T) {
+	running := &Container{State: StateRunning, Current: &Instance{N: 1, StartedAt: t0}}
+	tests := []struct {
+		name      string
+		pod       *v1.Pod
+		obs       *Pod
+		killed    bool
+		wantStart []StartAction
+	}{
+		{name: "started next to a running pod", pod: withEphemeral(testPod("", ctr("app")), "debugger"),
+			obs: obs(true, map[string]*Container{"app": running}), wantStart: []StartAction{sa("debugger", false, 1)}},
+		{name: "started before initialization", pod: withEphemeral(&v1.Pod{Spec: v1.PodSpec{InitContainers: []v1.Container{ctr("init")}, Containers: []v1.Container{ctr("app")}}}, "debugger"),
+			obs: obs(false, map[string]*Container{"init": running}), wantStart: []StartAction{sa("debugger", false, 1)}},
+		{name: "never restarted", pod: withEphemeral(testPod(v1.RestartPolicyAlways, ctr("app")), "debugger"),
+			obs: obs(true, map[string]*Container{"app": running, "debugger": exited(1, 1, t0)})},
+		{name: "not in a pod that is done", pod: withEphemeral(testPod(v1.RestartPolicyNever, ctr("app")), "debugger"),
+			obs: obs(true, map[string]*Container{"app": exited(1, 0, t0)})},
+		{name: "not in a pod being killed", pod: withEphemeral(testPod("", ctr("app")), "debugger"),
+			obs: obs(true, map[string]*Container{"app": running}), killed: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Decide(tt.pod, tt.obs, t0, DefaultBackoff(), tt.killed)
+			if !reflect.DeepEqual(p.Start, tt.wantStart) {
+				t.Errorf("Start = %v, want %v", p.Start, tt.wantStart)
+			}
+		})
+	}
+}
+
+func TestPodStatusEphemeral(t *testing.T) {
+	running := &Container{State: StateRunning, Current: &Instance{N: 1, StartedAt: t0, ContainerID: "rt://e"}}
+	pod := withEphemeral(testPod("", ctr("app")), "debugger", "later")
+	o := obs(true, map[string]*Container{"app": {State: StateRunning, Current: &Instance{N: 1, StartedAt: t0}}, "debugger": running})
+	st := PodStatus(pod, o, Decide(pod, o, t0, DefaultBackoff(), false))
+	if st.Phase != v1.PodRunning || len(st.ContainerStatuses) != 1 {
+		t.Fatalf("phase %s, %d container statuses", st.Phase, len(st.ContainerStatuses))
+	}
+	if len(st.EphemeralContainerStatuses) != 2 {
+		t.Fatalf("ephemeral statuses %+v", st.EphemeralContainerStatuses)
+	}
+	dbg, later := st.EphemeralContainerStatuses[0], st.EphemeralContainerStatuses[1]
+	if dbg.Name != "debugger" || dbg.State.Running == nil || dbg.Ready || dbg.Started != nil || dbg.ContainerID != "rt://e" {
+		t.Errorf("debugger status %+v", dbg)
+	}
+	if later.State.Waiting == nil || later.State.Waiting.Reason != ReasonContainerCreating {
+		t.Errorf("later status %+v", later)
+	}
+	for _, c := range st.Conditions {
+		if c.Type == v1.PodReady && c.Status != v1.ConditionTrue {
+			t.Errorf("ready condition %+v: an ephemeral container must not make the pod unready", c)
+		}
+	}
+}
