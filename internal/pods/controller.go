@@ -84,6 +84,9 @@ type podState struct {
 	// grace, when set, replaces the pod's termination grace period when it is deleted
 	// (kubectl delete --grace-period).
 	grace *time.Duration
+	// resize is the PodResizePending condition of a resize that is not allocated (desired
+	// keeps the resources allocated before it); nil when none is pending.
+	resize *v1.PodCondition
 }
 
 // key is namespace/name.
@@ -287,12 +290,22 @@ func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 				// Keep the evicted pod's record (annotations, status) until its source changes it.
 				continue
 			}
-			if !apiequality.Semantic.DeepEqual(ps.desired.Pod.Spec, wanted[uid].Pod.Spec) {
-				// An API pod's spec changed (an active deadline set, an image): synced now,
-				// as the kubelet's pod workers sync an updated pod.
+			d := wanted[uid]
+			pending := ps.resize
+			ps.resize = nil
+			if ps.admitted && lifecycle.ResizeRequested(ps.desired.Pod, d.Pod) {
+				d.Pod, ps.resize = c.allocateResizeLocked(uid, ps.desired.Pod, d.Pod)
+			}
+			if (pending == nil) != (ps.resize == nil) || (pending != nil && (pending.Reason != ps.resize.Reason || pending.Message != ps.resize.Message)) {
+				// The status shows the resize's verdict at the next sync.
 				ps.nextSync = time.Time{}
 			}
-			ps.desired = wanted[uid]
+			if !apiequality.Semantic.DeepEqual(ps.desired.Pod.Spec, d.Pod.Spec) {
+				// An API pod's spec changed (an active deadline set, an image, a resize):
+				// synced now, as the kubelet's pod workers sync an updated pod.
+				ps.nextSync = time.Time{}
+			}
+			ps.desired = d
 			continue
 		}
 		d := wanted[uid]
@@ -338,6 +351,36 @@ func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 		}
 	}
 	return staleEvictions
+}
+
+// allocateResizeLocked is the kubelet's allocation manager's verdict on an in-place resize of
+// the admitted pod uid from allocated to want (pkg/kubelet/allocation): the pod to run (want,
+// or want with the allocated resources while the resize is pending) and the PodResizePending
+// condition, Infeasible when the pod alone does not fit the node (or a container would need
+// the restart its resizePolicy asks for, which slicelet does not do), Deferred when it does
+// not fit next to the other admitted pods now (asked again at the next change of the pods).
+func (c *Controller) allocateResizeLocked(uid string, allocated, want *v1.Pod) (*v1.Pod, *v1.PodCondition) {
+	pending := func(reason, message string) (*v1.Pod, *v1.PodCondition) {
+		return lifecycle.WithAllocatedResources(want, allocated), &v1.PodCondition{Type: v1.PodResizePending,
+			Status: v1.ConditionTrue, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(c.clock.Now())}
+	}
+	if r := lifecycle.ResizeRestarts(allocated, want); len(r) > 0 {
+		return pending(lifecycle.ReasonResizeInfeasible, lifecycle.ResizeRestartMessage(r))
+	}
+	if ok, _, msg := c.admit.Admit(want, nil); !ok {
+		return pending(lifecycle.ReasonResizeInfeasible, msg)
+	}
+	var others []*v1.Pod
+	for _, p := range c.admittedLocked() {
+		if string(p.UID) != uid {
+			others = append(others, p)
+		}
+	}
+	if ok, _, msg := c.admit.Admit(want, others); !ok {
+		return pending(lifecycle.ReasonResizeDeferred, msg)
+	}
+	c.log.Info("pod resize allocated", "pod", key(want), "pod_uid", uid)
+	return want, nil
 }
 
 // WouldAdmit is the admission a pod from source would get now, without admitting it: the same
@@ -658,6 +701,9 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 	if ps.status.Phase != status.Phase {
 		c.log.Info("pod phase changed", "pod", key(pod), "pod_uid", uid, "phase", string(status.Phase), "slice", slice.Unit)
 		c.changedLocked()
+	}
+	if ps.resize != nil {
+		status.Conditions = append(status.Conditions, *ps.resize)
 	}
 	ps.status, ps.observed = status, true
 	ps.nextSync = c.clock.Now().Add(resyncAfter(pod, status))

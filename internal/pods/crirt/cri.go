@@ -319,6 +319,18 @@ func (r *Runtime) ContainerStatus(ctx context.Context, id string) (worker.Contai
 	return st, nil
 }
 
+// UpdateContainerResources changes a container's cgroup configuration (the CRI call the
+// kubelet makes for an in-place resize).
+func (r *Runtime) UpdateContainerResources(ctx context.Context, id string, resources *runtimeapi.LinuxContainerResources) error {
+	_, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+		return r.rs.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: resources})
+	})
+	if err != nil {
+		return fmt.Errorf("container %s: update resources: %w", id, err)
+	}
+	return nil
+}
+
 // ExecSync runs cmd in the container and waits for it, at most timeout; a command that ran out
 // of time is an error wrapping context.DeadlineExceeded (the kubelet's remote runtime client
 // turns codes.DeadlineExceeded into its TimeoutError).

@@ -110,6 +110,11 @@ func ContainerStatus(c *v1.Container, cr *Container, images bool, p Plan, waitRe
 		return cs
 	}
 	cur := cr.Current
+	// The resources the container runs with, and the requests allocated to it: the spec's,
+	// which the worker actuates in place on a resize (the kubelet's
+	// convertContainerStatusResources, from its allocated pod).
+	cs.Resources = c.Resources.DeepCopy()
+	cs.AllocatedResources = c.Resources.Requests.DeepCopy()
 	cs.RestartCount = int32(cur.N - 1)
 	cs.ImageID = cur.ImageID
 	if prev := cr.Previous; prev != nil {

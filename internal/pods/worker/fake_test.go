@@ -143,6 +143,18 @@ func (f *fakeRT) exit(uid, name string, code int32, reason string) {
 	}
 }
 
+func (f *fakeRT) UpdateContainerResources(_ context.Context, id string, res *runtimeapi.LinuxContainerResources) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.count("UpdateContainerResources")
+	cfg := f.configs[id]
+	if cfg == nil {
+		return fmt.Errorf("container %s: %w", id, ErrNotFound)
+	}
+	cfg.Linux.Resources = res
+	return nil
+}
+
 func (f *fakeRT) StopContainer(_ context.Context, id string, grace time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

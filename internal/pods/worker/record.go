@@ -43,6 +43,10 @@ type containerRecord struct {
 	BackoffUpdated time.Time     `json:"backoffUpdated,omitzero"`
 	// Last is the latest run seen ended.
 	Last *lastInstance `json:"last,omitempty"`
+	// ResourcesOf is the run whose cgroup configuration is Resources (resourcesKey): what it
+	// was created with, or resized to in place.
+	ResourcesOf string `json:"resourcesOf,omitempty"`
+	Resources   string `json:"resources,omitempty"`
 }
 
 // podRecord is StateDir/pods/<uid>/worker.json.

@@ -53,6 +53,9 @@ type Runtime interface {
 	// StopContainer sends the container its stop signal, SIGKILL after grace, and returns once
 	// it has ended (the CRI's StopContainer with a timeout).
 	StopContainer(ctx context.Context, id string, grace time.Duration) error
+	// UpdateContainerResources changes the cgroup configuration of a created or running
+	// container in place (the CRI's UpdateContainerResources: an in-place resize).
+	UpdateContainerResources(ctx context.Context, id string, resources *runtimeapi.LinuxContainerResources) error
 	// RemoveContainer removes a container that is not running.
 	RemoveContainer(ctx context.Context, id string) error
 	// ListContainers lists the containers of the pod with that UID, or of every pod for "",

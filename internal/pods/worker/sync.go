@@ -58,6 +58,9 @@ func (w *Worker) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice
 				return v1.PodStatus{}, err
 			}
 		}
+		if i == 0 {
+			w.resizeContainers(ctx, pod, e, o)
+		}
 		if kills := w.syncProbes(ctx, pod, o); len(kills) > 0 {
 			var errs []error
 			for _, k := range kills {
@@ -328,6 +331,7 @@ func (w *Worker) startContainer(ctx context.Context, pod *v1.Pod, e *entry, sbID
 		return nil
 	}
 	w.unhold(e, c.Name)
+	_ = w.noteResources(e, uid, c.Name, id, cfg.GetLinux().GetResources(), false)
 	w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventCreated, messageCreated)
 	if err := w.rt.StartContainer(ctx, id); err != nil {
 		if errors.Is(err, pods.ErrRuntimeUnavailable) {

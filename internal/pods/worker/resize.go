@@ -1,0 +1,71 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	stdslices "slices"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+)
+
+// resourcesKey is a run's cgroup configuration, as compared across syncs.
+func resourcesKey(r *runtimeapi.LinuxContainerResources) string {
+	s := fmt.Sprintf("shares=%d quota=%d period=%d memory=%d", r.GetCpuShares(), r.GetCpuQuota(), r.GetCpuPeriod(), r.GetMemoryLimitInBytes())
+	for _, k := range stdslices.Sorted(maps.Keys(r.GetUnified())) {
+		s += " " + k + "=" + r.GetUnified()[k]
+	}
+	return s
+}
+
+// noteResources records the cgroup configuration of run id of a container; with save the
+// record is written at once (after a resize), else with its next write (a new run: lost with a
+// crash before it, the run is then taken as it is).
+func (w *Worker) noteResources(e *entry, uid, name, id string, r *runtimeapi.LinuxContainerResources, save bool) error {
+	e.recMu.Lock()
+	defer e.recMu.Unlock()
+	cr := e.rec.container(name)
+	cr.ResourcesOf, cr.Resources = id, resourcesKey(r)
+	if !save {
+		return nil
+	}
+	return w.saveRecord(uid, e.rec)
+}
+
+// resizeContainers brings the cgroup configuration of every live resizable container (regular
+// containers and sidecars) to what its spec asks for now, in place (UpdateContainerResources,
+// as the kubelet's doPodResizeAction; the pod slice was resized by the slice manager before
+// the sync, from the same allocated pod). A run created before its configuration was recorded
+// is taken as it is. A failed update is tried again at the next sync.
+func (w *Worker) resizeContainers(ctx context.Context, pod *v1.Pod, e *entry, o *observed) {
+	uid := string(pod.UID)
+	for _, name := range stdslices.Sorted(maps.Keys(o.byName)) {
+		v := o.byName[name]
+		c, _ := lifecycle.ContainerByName(pod, name)
+		if c == nil || v.stale || v.current.fromRecord || !lifecycle.Resizable(pod, name) ||
+			(v.current.State != StateRunning && v.current.State != StateCreated) {
+			continue
+		}
+		want := w.containerResources(pod, c)
+		e.recMu.Lock()
+		cr := e.rec.container(name)
+		of, have := cr.ResourcesOf, cr.Resources
+		e.recMu.Unlock()
+		if of == v.current.ID && have == resourcesKey(want) {
+			continue
+		}
+		if of == v.current.ID {
+			if err := w.rt.UpdateContainerResources(ctx, v.current.ID, want); err != nil {
+				w.log.Warn("container resize failed, retrying", "pod_uid", uid, "container", name, "error", err)
+				continue
+			}
+			w.log.Info("container resized", "pod_uid", uid, "container", name, "container_id", v.current.ID, "resources", resourcesKey(want))
+		}
+		if err := w.noteResources(e, uid, name, v.current.ID, want, true); err != nil {
+			w.log.Warn("container resources not recorded", "pod_uid", uid, "container", name, "error", err)
+		}
+	}
+}
