@@ -66,6 +66,9 @@ type Container struct {
 	BackoffUpdated time.Time
 	// Hold holds the container back after a failed pull or create; nil when none.
 	Hold *Hold
+	// DefinitionChanged: Current was stopped because the container's definition (its image)
+	// changed; it starts again whatever the restart policy.
+	DefinitionChanged bool
 	// NotStarted and NotReady are the probes' verdicts on a running Current (the kubelet's
 	// prober manager): its startup probe has not succeeded yet; its readiness probe has not
 	// succeeded (or it is not started). Both false: started and ready, as without probes.
@@ -189,7 +192,7 @@ func Decide(pod *v1.Pod, obs *Pod, now time.Time, b Backoff, killed bool) Plan {
 	appsDone := len(pod.Spec.Containers) > 0
 	for i := range pod.Spec.Containers {
 		cr := obs.Containers[pod.Spec.Containers[i].Name]
-		if cr.state() != StateExited || ShouldRestart(policy, cr.Current.ExitCode) {
+		if cr.state() != StateExited || ShouldRestart(policy, cr.Current.ExitCode) || cr.DefinitionChanged {
 			appsDone = false
 			break
 		}
@@ -260,7 +263,7 @@ func Decide(pod *v1.Pod, obs *Pod, now time.Time, b Backoff, killed bool) Plan {
 			case StateNone:
 				start(c, false)
 			case StateExited:
-				if ShouldRestart(policy, cr.Current.ExitCode) {
+				if ShouldRestart(policy, cr.Current.ExitCode) || cr.DefinitionChanged {
 					restart(c, false)
 				}
 			}

@@ -55,7 +55,8 @@ const (
 // init containers alike.
 var containerFields = []Entry{
 	{Path: "name", Handling: Implemented, Note: "unit names (systemdrt/names.go), CRI container metadata (worker/config.go)"},
-	{Path: "image", Handling: Implemented, Note: "the cri runtime pulls and runs it (worker/images.go); the systemd runtime runs host commands and refuses an image with its path (systemdrt/validate.go)"},
+	{Path: "image", Handling: Implemented, Note: "the cri runtime pulls and runs it (worker/images.go); the systemd runtime runs host commands and refuses an image with its path (systemdrt/validate.go)",
+		Cluster: "an image changed on a running pod stops the container and starts it again from the new image, whatever the restart policy (worker/resize.go, as computePodActions on a changed container hash)"},
 	{Path: "imagePullPolicy", Handling: Implemented, Note: "image pulls of the cri runtime (worker/images.go); defaulted from the tag (internal/manifest/defaults.go)"},
 	{Path: "command", Handling: Implemented, Note: "ExecStart= (systemdrt/props.go), CRI command; $(VAR) expansion (lifecycle/expand.go)"},
 	{Path: "args", Handling: Implemented, Note: "as command"},

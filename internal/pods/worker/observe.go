@@ -432,6 +432,7 @@ func (w *Worker) view(o *observed, decisions bool) *lifecycle.Pod {
 		c := &lifecycle.Container{State: v.current.state(), Current: w.instanceView(v.current), Hold: o.holds[name]}
 		if cr := o.rec.Containers[name]; cr != nil {
 			c.Backoff, c.BackoffUpdated = cr.Backoff, cr.BackoffUpdated
+			c.DefinitionChanged = cr.RestartOf != "" && cr.RestartOf == v.current.ID
 		}
 		if p := v.previous; p != nil && p.State == StateExited {
 			c.Previous = w.instanceView(p)

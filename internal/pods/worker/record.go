@@ -47,6 +47,12 @@ type containerRecord struct {
 	// was created with, or resized to in place.
 	ResourcesOf string `json:"resourcesOf,omitempty"`
 	Resources   string `json:"resources,omitempty"`
+	// ImageOf is the run that was created from the spec's image Image.
+	ImageOf string `json:"imageOf,omitempty"`
+	Image   string `json:"image,omitempty"`
+	// RestartOf is the run stopped because the container's definition changed: it is started
+	// again whatever the restart policy.
+	RestartOf string `json:"restartOf,omitempty"`
 }
 
 // podRecord is StateDir/pods/<uid>/worker.json.

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	stdslices "slices"
@@ -21,18 +22,25 @@ func resourcesKey(r *runtimeapi.LinuxContainerResources) string {
 	return s
 }
 
-// noteResources records the cgroup configuration of run id of a container; with save the
-// record is written at once (after a resize), else with its next write (a new run: lost with a
-// crash before it, the run is then taken as it is).
-func (w *Worker) noteResources(e *entry, uid, name, id string, r *runtimeapi.LinuxContainerResources, save bool) error {
+// noteResources records the cgroup configuration of run id of a container and writes the
+// record (after a resize).
+func (w *Worker) noteResources(e *entry, uid, name, id string, r *runtimeapi.LinuxContainerResources) error {
 	e.recMu.Lock()
 	defer e.recMu.Unlock()
 	cr := e.rec.container(name)
 	cr.ResourcesOf, cr.Resources = id, resourcesKey(r)
-	if !save {
-		return nil
-	}
 	return w.saveRecord(uid, e.rec)
+}
+
+// noteCreated records what a new run id of container c was created with: its cgroup
+// configuration and image. The record is written with its next write: lost with a crash
+// before it, the run is taken as it is.
+func (w *Worker) noteCreated(e *entry, c *v1.Container, id string, r *runtimeapi.LinuxContainerResources) {
+	e.recMu.Lock()
+	defer e.recMu.Unlock()
+	cr := e.rec.container(c.Name)
+	cr.ResourcesOf, cr.Resources = id, resourcesKey(r)
+	cr.ImageOf, cr.Image = id, c.Image
 }
 
 // resizeContainers brings the cgroup configuration of every live resizable container (regular
@@ -64,8 +72,42 @@ func (w *Worker) resizeContainers(ctx context.Context, pod *v1.Pod, e *entry, o 
 			}
 			w.log.Info("container resized", "pod_uid", uid, "container", name, "container_id", v.current.ID, "resources", resourcesKey(want))
 		}
-		if err := w.noteResources(e, uid, name, v.current.ID, want, true); err != nil {
+		if err := w.noteResources(e, uid, name, v.current.ID, want); err != nil {
 			w.log.Warn("container resources not recorded", "pod_uid", uid, "container", name, "error", err)
 		}
 	}
+}
+
+// restartChanged stops every live resizable container (regular containers and sidecars) whose
+// run was created from another image than the spec names now, to be started again whatever
+// the restart policy, as the kubelet's computePodActions does when a container's hash (its
+// name and image, kubecontainer.HashContainer) changed. It reports whether it stopped any.
+func (w *Worker) restartChanged(ctx context.Context, pod *v1.Pod, e *entry, o *observed) (bool, error) {
+	uid := string(pod.UID)
+	var errs []error
+	stopped := false
+	for _, name := range stdslices.Sorted(maps.Keys(o.byName)) {
+		v := o.byName[name]
+		c, _ := lifecycle.ContainerByName(pod, name)
+		if c == nil || v.stale || v.current.fromRecord || !lifecycle.Resizable(pod, name) ||
+			(v.current.State != StateRunning && v.current.State != StateCreated) {
+			continue
+		}
+		e.recMu.Lock()
+		cr := e.rec.container(name)
+		changed := cr.ImageOf == v.current.ID && cr.Image != c.Image
+		if changed {
+			cr.RestartOf = v.current.ID
+			errs = append(errs, w.saveRecord(uid, e.rec))
+		}
+		e.recMu.Unlock()
+		if !changed {
+			continue
+		}
+		stopped = true
+		w.log.Info("container definition changed, restarting it", "pod_uid", uid, "container", name, "image", c.Image)
+		errs = append(errs, w.killContainer(ctx, pod, v.current.ContainerStatus, lifecycle.GracePeriod(pod),
+			fmt.Sprintf("Container %s definition changed, will be restarted", name)))
+	}
+	return stopped, errors.Join(errs...)
 }

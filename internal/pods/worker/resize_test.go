@@ -70,3 +70,33 @@ func TestResizeBelowTheMinimum(t *testing.T) {
 		t.Errorf("status resources %+v", cs.Resources)
 	}
 }
+
+// TestImageChangeRestarts: a running container whose image changed in the spec is stopped
+// with the kubelet's Killing message and started again from the new image, whatever the
+// restart policy (computePodActions on a changed container hash).
+func TestImageChangeRestarts(t *testing.T) {
+	f := newFakeRT()
+	w, events := newTestWorkerWith(t, f, "", func(o *Options) { o.Images = presentImages{} })
+	pod := testPod("ic-1", v1.RestartPolicyNever, "app")
+	pod.Spec.Containers[0].Image = "busybox:1"
+	mustSync(t, w, pod)
+	drain(events)
+	updated := pod.DeepCopy()
+	updated.Spec.Containers[0].Image = "busybox:2"
+	st := mustSync(t, w, updated)
+	cs := st.ContainerStatuses[0]
+	if cs.State.Running == nil || cs.RestartCount != 1 || cs.Image != "busybox:2" {
+		t.Errorf("status %+v, want the container running again (restart 1) from busybox:2", cs)
+	}
+	killing := false
+	for _, e := range drain(events) {
+		killing = killing || e == "Normal Killing Container app definition changed, will be restarted"
+	}
+	if !killing {
+		t.Error("no Killing event for the changed definition")
+	}
+	mustSync(t, w, updated)
+	if n := f.callsTo("CreateContainer"); n != 2 {
+		t.Errorf("%d creates, want 2", n)
+	}
+}

@@ -60,6 +60,15 @@ func (w *Worker) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice
 		}
 		if i == 0 {
 			w.resizeContainers(ctx, pod, e, o)
+			stopped, err := w.restartChanged(ctx, pod, e, o)
+			if err != nil {
+				return v1.PodStatus{}, err
+			}
+			if stopped {
+				if o, err = w.observe(ctx, pod, e, true, false); err != nil {
+					return v1.PodStatus{}, err
+				}
+			}
 		}
 		if kills := w.syncProbes(ctx, pod, o); len(kills) > 0 {
 			var errs []error
@@ -331,7 +340,7 @@ func (w *Worker) startContainer(ctx context.Context, pod *v1.Pod, e *entry, sbID
 		return nil
 	}
 	w.unhold(e, c.Name)
-	_ = w.noteResources(e, uid, c.Name, id, cfg.GetLinux().GetResources(), false)
+	w.noteCreated(e, c, id, cfg.GetLinux().GetResources())
 	w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventCreated, messageCreated)
 	if err := w.rt.StartContainer(ctx, id); err != nil {
 		if errors.Is(err, pods.ErrRuntimeUnavailable) {
