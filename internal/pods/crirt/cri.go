@@ -42,14 +42,14 @@ func unixNano(ns int64) time.Time {
 
 // RunPodSandbox creates the pod's log directory (LogRoot/<namespace>_<name>_<uid>) and runs the
 // sandbox with it.
-func (r *Runtime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig) (string, error) {
+func (r *Runtime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, error) {
 	md := config.GetMetadata()
 	config.LogDirectory = r.podLogDir(md.GetNamespace(), md.GetName(), md.GetUid())
 	if err := os.MkdirAll(config.LogDirectory, 0o755); err != nil {
 		return "", fmt.Errorf("log directory: %w", err)
 	}
 	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.RunPodSandboxResponse, error) {
-		return r.rs.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: config})
+		return r.rs.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: config, RuntimeHandler: runtimeHandler})
 	})
 	if err != nil {
 		return "", err

@@ -225,7 +225,10 @@ func (r *Runtime) podUIDs() ([]string, error) {
 
 // RunPodSandbox records a new sandbox of the pod in its slice (the slice itself is the
 // controller's): the pod's containers run as units in config.Linux.CgroupParent.
-func (r *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandboxConfig) (string, error) {
+func (r *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, error) {
+	if runtimeHandler != "" {
+		return "", fmt.Errorf("runtime handler %q: the systemd runtime has none", runtimeHandler)
+	}
 	md := config.GetMetadata()
 	uid := md.GetUid()
 	slice := config.GetLinux().GetCgroupParent()

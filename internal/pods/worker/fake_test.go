@@ -34,6 +34,7 @@ type fakeRT struct {
 	order      []string                 // ExecSync and StopContainer calls in order: "exec <cmd>", "stop <id>"
 	grace      map[string]time.Duration // the grace of each StopContainer by container ID
 	logs       string                   // what Logs writes; none (ErrNoLogs) when empty
+	handlers   []string                 // the runtime handler of every RunPodSandbox
 }
 
 func newFakeRT() *fakeRT {
@@ -55,10 +56,11 @@ func (f *fakeRT) Name() string                     { return "fake" }
 func (f *fakeRT) Type() string                     { return "fake" }
 func (f *fakeRT) Validate(*v1.Pod) field.ErrorList { return nil }
 
-func (f *fakeRT) RunPodSandbox(_ context.Context, cfg *runtimeapi.PodSandboxConfig) (string, error) {
+func (f *fakeRT) RunPodSandbox(_ context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.count("RunPodSandbox")
+	f.handlers = append(f.handlers, handler)
 	f.next++
 	id := fmt.Sprintf("sb%d", f.next)
 	f.sandboxes[id] = &Sandbox{ID: id, PodUID: cfg.GetMetadata().GetUid(), Attempt: cfg.GetMetadata().GetAttempt(), Ready: true, CreatedAt: f.now()}

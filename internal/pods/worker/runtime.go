@@ -36,8 +36,9 @@ type Runtime interface {
 	Validate(pod *v1.Pod) field.ErrorList
 
 	// RunPodSandbox creates and starts a pod sandbox (its cgroup parent is the pod slice,
-	// config.Linux.CgroupParent) and returns its ID.
-	RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig) (string, error)
+	// config.Linux.CgroupParent) with the runtime handler of the pod's RuntimeClass ("" for
+	// the default) and returns its ID.
+	RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, error)
 	// StopPodSandbox stops a sandbox and kills whatever still runs in it; it is then not ready.
 	StopPodSandbox(ctx context.Context, id string) error
 	// RemovePodSandbox removes a stopped sandbox and what the runtime keeps for it.

@@ -202,12 +202,32 @@ func (w *Worker) runSandbox(ctx context.Context, pod *v1.Pod, slice string, o *o
 		w.podEvent(pod, v1.EventTypeNormal, EventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
 	}
 	cfg := w.SandboxConfig(pod, slice, attempt)
-	id, err := w.rt.RunPodSandbox(ctx, cfg)
-	if err != nil {
-		return "", nil, fmt.Errorf("pod %s/%s: run pod sandbox in %s: %w", pod.Namespace, pod.Name, slice, err)
+	handler, err := w.runtimeHandler(pod)
+	if err == nil {
+		var id string
+		if id, err = w.rt.RunPodSandbox(ctx, cfg, handler); err == nil {
+			w.log.Info("pod sandbox started", "pod_uid", string(pod.UID), "pod", pod.Namespace+"/"+pod.Name, "slice", slice, "sandbox_id", id, "attempt", attempt, "runtime_handler", handler)
+			return id, cfg, nil
+		}
 	}
-	w.log.Info("pod sandbox started", "pod_uid", string(pod.UID), "pod", pod.Namespace+"/"+pod.Name, "slice", slice, "sandbox_id", id, "attempt", attempt)
-	return id, cfg, nil
+	if !errors.Is(err, pods.ErrRuntimeUnavailable) {
+		w.podEvent(pod, v1.EventTypeWarning, EventFailedCreatePodSandBox, "Failed to create pod sandbox: %v", err)
+	}
+	return "", nil, fmt.Errorf("pod %s/%s: run pod sandbox in %s: %w", pod.Namespace, pod.Name, slice, err)
+}
+
+// runtimeHandler is the CRI runtime handler of the pod's RuntimeClass: "" without one; for a
+// pod of cluster mode the RuntimeClass's handler from the API server (the kubelet's
+// LookupRuntimeHandler); the other pods cannot name one (validation refuses the field).
+func (w *Worker) runtimeHandler(pod *v1.Pod) (string, error) {
+	name := pod.Spec.RuntimeClassName
+	switch {
+	case name == nil || *name == "":
+		return "", nil
+	case !fromCluster(pod) || w.opts.Cluster == nil:
+		return "", fmt.Errorf("runtimeClassName %q: no API server to look it up", *name)
+	}
+	return w.opts.Cluster.RuntimeHandler(*name)
 }
 
 // startAll starts the containers of one plan step (the kubelet's startContainer for each):
