@@ -3,8 +3,6 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -32,22 +30,7 @@ func TestSliceletNodeConformanceFeatures(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 	defer cancel()
-	c, err := clusterdemo.Start(ctx, clusterdemo.Options{Work: os.Getenv(workEnv), BinDir: os.Getenv(binEnv), Slicelet: os.Getenv(sliceletEnv),
-		Out: t.Output(), Log: slog.New(slog.NewTextHandler(t.Output(), nil)), Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("slicelet's journal:\n%s", c.Journal(context.WithoutCancel(ctx), 120))
-		}
-		if err := c.Close(context.WithoutCancel(ctx)); err != nil {
-			t.Error(err)
-		}
-	}()
-	if _, err := c.WaitNodeReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := startDemoCluster(t, ctx, clusterdemo.Options{}, 120)
 	pods := c.Admin.CoreV1().Pods("default")
 	ctr := func(name, script string) v1.Container {
 		return v1.Container{Name: name, Image: peerrun.TestImage, ImagePullPolicy: v1.PullNever, Command: []string{"/bin/sh", "-c", script}}
@@ -118,7 +101,7 @@ func TestSliceletNodeConformanceFeatures(t *testing.T) {
 
 	// An ephemeral container, as kubectl debug adds it.
 	waitFor("target", "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
-	p, err = pods.Get(ctx, "target", metav1.GetOptions{})
+	p, err := pods.Get(ctx, "target", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

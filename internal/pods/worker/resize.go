@@ -43,13 +43,17 @@ func (w *Worker) noteCreated(e *entry, c *v1.Container, id string, r *runtimeapi
 	cr.ImageOf, cr.Image = id, c.Image
 }
 
-// resizeContainers brings the cgroup configuration of every live resizable container (regular
-// containers and sidecars) to what its spec asks for now, in place (UpdateContainerResources,
-// as the kubelet's doPodResizeAction; the pod slice was resized by the slice manager before
-// the sync, from the same allocated pod). A run created before its configuration was recorded
-// is taken as it is. A failed update is tried again at the next sync.
-func (w *Worker) resizeContainers(ctx context.Context, pod *v1.Pod, e *entry, o *observed) {
-	uid := string(pod.UID)
+// liveContainer is a container of the spec with the view of its current run.
+type liveContainer struct {
+	name string
+	spec *v1.Container
+	view *containerView
+}
+
+// liveResizable are the resizable containers of pod (regular containers and sidecars) whose
+// current run the runtime has, created or running, by name.
+func liveResizable(pod *v1.Pod, o *observed) []liveContainer {
+	var out []liveContainer
 	for _, name := range stdslices.Sorted(maps.Keys(o.byName)) {
 		v := o.byName[name]
 		c, _ := lifecycle.ContainerByName(pod, name)
@@ -57,6 +61,20 @@ func (w *Worker) resizeContainers(ctx context.Context, pod *v1.Pod, e *entry, o 
 			(v.current.State != StateRunning && v.current.State != StateCreated) {
 			continue
 		}
+		out = append(out, liveContainer{name: name, spec: c, view: v})
+	}
+	return out
+}
+
+// resizeContainers brings the cgroup configuration of every live resizable container (regular
+// containers and sidecars) to what its spec asks for now, in place (UpdateContainerResources,
+// as the kubelet's doPodResizeAction; the pod slice was resized by the slice manager before
+// the sync, from the same allocated pod). A run created before its configuration was recorded
+// is taken as it is. A failed update is tried again at the next sync.
+func (w *Worker) resizeContainers(ctx context.Context, pod *v1.Pod, e *entry, o *observed) {
+	uid := string(pod.UID)
+	for _, lc := range liveResizable(pod, o) {
+		name, c, v := lc.name, lc.spec, lc.view
 		want := w.containerResources(pod, c)
 		e.recMu.Lock()
 		cr := e.rec.container(name)
@@ -86,13 +104,8 @@ func (w *Worker) restartChanged(ctx context.Context, pod *v1.Pod, e *entry, o *o
 	uid := string(pod.UID)
 	var errs []error
 	stopped := false
-	for _, name := range stdslices.Sorted(maps.Keys(o.byName)) {
-		v := o.byName[name]
-		c, _ := lifecycle.ContainerByName(pod, name)
-		if c == nil || v.stale || v.current.fromRecord || !lifecycle.Resizable(pod, name) ||
-			(v.current.State != StateRunning && v.current.State != StateCreated) {
-			continue
-		}
+	for _, lc := range liveResizable(pod, o) {
+		name, c, v := lc.name, lc.spec, lc.view
 		e.recMu.Lock()
 		cr := e.rec.container(name)
 		changed := cr.ImageOf == v.current.ID && cr.Image != c.Image
