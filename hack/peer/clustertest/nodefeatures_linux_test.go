@@ -47,7 +47,7 @@ func TestSliceletNodeConformanceFeatures(t *testing.T) {
 	deadline := pod("deadline", ctr("main", "sleep 3600"))
 	deadline.Spec.ActiveDeadlineSeconds = new(int64(3))
 	fromFile := ctr("file", "printf OK > /dev/termination-log")
-	fromLog := ctr("log", "echo DONE; exit 1")
+	fromLog := ctr("log", "echo -n DONE; exit 1") // as the e2e spec: no newline
 	fromLog.TerminationMessagePolicy = v1.TerminationMessageFallbackToLogsOnError
 	termination := pod("termination", fromFile, fromLog)
 	subpath := pod("subpath", ctr("main", "test -d /all/subpath && test -w /sub && grep -q ' /all tmpfs' /proc/mounts"))
@@ -93,7 +93,7 @@ func TestSliceletNodeConformanceFeatures(t *testing.T) {
 			p.Status.ContainerStatuses[0].State.Terminated != nil && p.Status.ContainerStatuses[1].State.Terminated != nil
 	})
 	for _, cs := range p.Status.ContainerStatuses {
-		want := map[string]string{"file": "OK", "log": "DONE\n"}[cs.Name]
+		want := map[string]string{"file": "OK", "log": "DONE"}[cs.Name]
 		if got := cs.State.Terminated.Message; got != want {
 			t.Errorf("container %s: termination message %q, want %q", cs.Name, got, want)
 		}
