@@ -73,3 +73,18 @@ func TestPodStatusEphemeral(t *testing.T) {
 		}
 	}
 }
+
+// TestInitContainerReady: a regular init container that succeeded is ready, one that failed
+// or runs is not (the InitContainer conformance specs' "should be in Ready status").
+func TestInitContainerReady(t *testing.T) {
+	pod := &v1.Pod{Spec: v1.PodSpec{InitContainers: []v1.Container{ctr("ok"), ctr("bad"), ctr("running")}, Containers: []v1.Container{ctr("app")}}}
+	o := obs(false, map[string]*Container{"ok": exited(1, 0, t0), "bad": exited(1, 1, t0),
+		"running": {State: StateRunning, Current: &Instance{N: 1, StartedAt: t0}}})
+	st := PodStatus(pod, o, Decide(pod, o, t0, DefaultBackoff(), false))
+	want := map[string]bool{"ok": true, "bad": false, "running": false}
+	for _, cs := range st.InitContainerStatuses {
+		if cs.Ready != want[cs.Name] {
+			t.Errorf("init container %s ready = %v, want %v", cs.Name, cs.Ready, want[cs.Name])
+		}
+	}
+}

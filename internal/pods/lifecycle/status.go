@@ -24,6 +24,12 @@ func PodStatus(pod *v1.Pod, obs *Pod, p Plan) v1.PodStatus {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := ContainerStatus(c, obs.Containers[c.Name], obs.Images, p, ReasonPodInitializing)
+		if !IsSidecar(c) {
+			// A regular init container is ready once it succeeded, not while it runs (the
+			// kubelet's prober manager, UpdatePodStatus).
+			t := cs.State.Terminated
+			cs.Ready = t != nil && t.ExitCode == 0
+		}
 		if IsSidecar(c) {
 			if !cs.Ready {
 				notReady = append(notReady, c.Name)
