@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/slicelet/slicelet/eviction"
+	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -49,6 +50,11 @@ const (
 	// messageNodeAffinity is the predicate handler's message for it (PredicateFailureError,
 	// "Predicate %s failed: %s" with the plugin's ErrReasonPod).
 	messageNodeAffinity = "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
+	// ReasonTaintToleration rejects a pod from the API server that does not tolerate a
+	// NoExecute taint of the Node (the scheduler plugin's name).
+	ReasonTaintToleration = "TaintToleration"
+	// messageTaintToleration is its message (the plugin's ErrReasonNotMatch).
+	messageTaintToleration = "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate"
 )
 
 // SystemCriticalPriority is the kubelet's scheduling.SystemCriticalPriority: pods at or above
@@ -114,9 +120,11 @@ func WithMaxPods(allocatable v1.ResourceList, maxPods int32) v1.ResourceList {
 //  4. Node affinity, with a Node: spec.nodeSelector and the required node affinity matched
 //     with component-helpers' nodeaffinity, as the scheduler's AdmissionCheck that the
 //     predicate handler calls (pkg/scheduler/eventhandlers.go): reason "NodeAffinity".
+//  5. With a Node, for a pod from the API server (not a static pod): the Node's NoExecute
+//     taints it does not tolerate (generalFilter): reason "TaintToleration".
 //
 // Not checked: spec.nodeName (the cluster source lists the pods bound to this node by it),
-// host ports and NoExecute taints.
+// host ports.
 func Admit(pod *v1.Pod, node NodeState) Decision {
 	if d, ok := admitPressure(pod, node.Conditions, node.PriorityClasses); !ok {
 		return d
@@ -131,6 +139,12 @@ func Admit(pod *v1.Pod, node NodeState) Decision {
 	if node.Node != nil {
 		if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node.Node); !ok {
 			return Decision{Reason: ReasonNodeAffinity, Message: messageNodeAffinity}
+		}
+		noExecute := func(t *v1.Taint) bool { return t.Effect == v1.TaintEffectNoExecute }
+		if pod.Annotations[pods.AnnotationSource] == pods.SourceCluster {
+			if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Logger{}, node.Node.Spec.Taints, pod.Spec.Tolerations, noExecute, false); untolerated {
+				return Decision{Reason: ReasonTaintToleration, Message: messageTaintToleration}
+			}
 		}
 	}
 	return Decision{Admit: true}

@@ -44,6 +44,8 @@ func nameAffinity(name string) *v1.Affinity {
 
 func TestAdmit(t *testing.T) {
 	labelled := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"disk": "ssd"}}}
+	tainted := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: v1.NodeSpec{Taints: []v1.Taint{
+		{Key: "evict", Effect: v1.TaintEffectNoExecute}, {Key: "soft", Effect: v1.TaintEffectNoSchedule}}}}
 	node := WithMaxPods(rl("cpu", "1900m", "memory", "4Gi", "ephemeral-storage", "10Gi", "hugepages-2Mi", "8Mi"), 3)
 	busy := []*v1.Pod{pod("busy", rl("cpu", "500m", "memory", "1Gi", "ephemeral-storage", "1Gi"))}
 	tests := []struct {
@@ -233,6 +235,22 @@ func TestAdmit(t *testing.T) {
 			name: "node affinity on another node's name", node: NodeState{Allocatable: node, Node: labelled},
 			pod:        with(pod("p"), func(p *v1.Pod) { p.Spec.Affinity = nameAffinity("node-b") }),
 			wantReason: "NodeAffinity", wantMsg: "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector",
+		},
+		{
+			name: "an untolerated NoExecute taint refuses an API server's pod", node: NodeState{Allocatable: node, Node: tainted},
+			pod:        with(pod("p"), func(p *v1.Pod) { p.Annotations = map[string]string{"kubernetes.io/config.source": "cluster"} }),
+			wantReason: "TaintToleration", wantMsg: "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate",
+		},
+		{
+			name: "a tolerated NoExecute taint", node: NodeState{Allocatable: node, Node: tainted},
+			pod: with(pod("p"), func(p *v1.Pod) {
+				p.Annotations = map[string]string{"kubernetes.io/config.source": "cluster"}
+				p.Spec.Tolerations = []v1.Toleration{{Key: "evict", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute}}
+			}),
+		},
+		{
+			name: "static pods ignore the node's taints", node: NodeState{Allocatable: node, Node: tainted},
+			pod: with(pod("p"), func(p *v1.Pod) { p.Annotations = map[string]string{"kubernetes.io/config.source": "file"} }),
 		},
 		{
 			name: "resources are checked before node affinity", node: NodeState{Allocatable: node, Node: labelled, Pods: busy},
