@@ -84,6 +84,9 @@ type Pod struct {
 	Initialized bool
 	// Images says that the runtime runs images: container statuses name the spec's image.
 	Images bool
+	// SandboxReady says the pod has a ready sandbox (its network set up): containers can
+	// start without a new one.
+	SandboxReady bool
 	// Containers are the containers the runtime knows about, by name; a container of the spec
 	// that is missing has never run.
 	Containers map[string]*Container

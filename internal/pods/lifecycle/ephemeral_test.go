@@ -88,3 +88,19 @@ func TestInitContainerReady(t *testing.T) {
 		}
 	}
 }
+
+// TestPodReadyToStartContainers: the condition follows the pod's ready sandbox.
+func TestPodReadyToStartContainers(t *testing.T) {
+	pod := testPod("", ctr("app"))
+	for _, ready := range []bool{false, true} {
+		o := obs(true, nil)
+		o.SandboxReady = ready
+		st := PodStatus(pod, o, Decide(pod, o, t0, DefaultBackoff(), false))
+		want := conditionStatus(ready)
+		for _, c := range st.Conditions {
+			if c.Type == v1.PodReadyToStartContainers && (c.Status != want || c.Reason != "") {
+				t.Errorf("sandbox ready %v: condition %+v, want %s", ready, c, want)
+			}
+		}
+	}
+}

@@ -74,7 +74,9 @@ func PodStatus(pod *v1.Pod, obs *Pod, p Plan) v1.PodStatus {
 	}
 	ready := len(notReady) == 0 && st.Phase == v1.PodRunning
 	st.Conditions = []v1.PodCondition{
-		cond(v1.PodReadyToStartContainers, true, "", ""),
+		// True while a ready sandbox needs no replacement (the kubelet's
+		// GeneratePodReadyToStartContainersCondition), with no reason either way.
+		{Type: v1.PodReadyToStartContainers, Status: conditionStatus(obs.SandboxReady)},
 		cond(v1.PodInitialized, p.Initialized, "ContainersNotInitialized", initMsg),
 		cond(v1.ContainersReady, ready, readyReason, readyMsg),
 		cond(v1.PodReady, ready, readyReason, readyMsg),
@@ -200,4 +202,12 @@ func PodPhase(pod *v1.Pod, statuses []v1.ContainerStatus, p Plan) v1.PodPhase {
 		return v1.PodRunning
 	}
 	return v1.PodPending
+}
+
+// conditionStatus is True or False.
+func conditionStatus(b bool) v1.ConditionStatus {
+	if b {
+		return v1.ConditionTrue
+	}
+	return v1.ConditionFalse
 }

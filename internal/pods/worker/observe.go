@@ -426,7 +426,7 @@ func (w *Worker) instanceView(in *instance) *lifecycle.Instance {
 // under the next number; for the status it shows its last run, as the kubelet keeps showing the
 // terminated state of a purged init container until it runs again.
 func (w *Worker) view(o *observed, decisions bool) *lifecycle.Pod {
-	obs := &lifecycle.Pod{StartTime: o.startTime, Initialized: o.initialized, Images: w.opts.Images != nil,
+	obs := &lifecycle.Pod{StartTime: o.startTime, Initialized: o.initialized, Images: w.opts.Images != nil, SandboxReady: o.sandbox != nil,
 		Containers: make(map[string]*lifecycle.Container, len(o.byName))}
 	for name, v := range o.byName {
 		c := &lifecycle.Container{State: v.current.state(), Current: w.instanceView(v.current), Hold: o.holds[name]}
