@@ -104,3 +104,40 @@ func TestPodReadyToStartContainers(t *testing.T) {
 		}
 	}
 }
+
+// TestTerminalPodConditions: a terminal pod's ContainersReady and Ready are False with the
+// phase's reason (PodCompleted, PodFailed) and no message; a completed pod was Initialized,
+// reason PodCompleted.
+func TestTerminalPodConditions(t *testing.T) {
+	tests := []struct {
+		name                  string
+		code                  int32
+		wantPhase             v1.PodPhase
+		wantReady, wantInitOK string
+	}{
+		{name: "succeeded", code: 0, wantPhase: v1.PodSucceeded, wantReady: "PodCompleted", wantInitOK: "PodCompleted"},
+		{name: "failed", code: 1, wantPhase: v1.PodFailed, wantReady: "PodFailed", wantInitOK: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := testPod(v1.RestartPolicyNever, ctr("app"))
+			o := obs(true, map[string]*Container{"app": exited(1, tt.code, t0)})
+			st := PodStatus(pod, o, Decide(pod, o, t0, DefaultBackoff(), false))
+			if st.Phase != tt.wantPhase {
+				t.Fatalf("phase %s, want %s", st.Phase, tt.wantPhase)
+			}
+			for _, c := range st.Conditions {
+				switch c.Type {
+				case v1.ContainersReady, v1.PodReady:
+					if c.Status != v1.ConditionFalse || c.Reason != tt.wantReady || c.Message != "" {
+						t.Errorf("%+v, want False %s", c, tt.wantReady)
+					}
+				case v1.PodInitialized:
+					if c.Status != v1.ConditionTrue || c.Reason != tt.wantInitOK {
+						t.Errorf("%+v, want True %q", c, tt.wantInitOK)
+					}
+				}
+			}
+		})
+	}
+}

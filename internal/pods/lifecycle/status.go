@@ -69,15 +69,25 @@ func PodStatus(pod *v1.Pod, obs *Pod, p Plan) v1.PodStatus {
 	}
 	initMsg := fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(notInit, " "))
 	readyReason, readyMsg := "ContainersNotReady", fmt.Sprintf("containers with unready status: [%s]", strings.Join(notReady, " "))
-	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
+	// A terminal pod's containers are not ready, with the phase's reason and no message
+	// (pkg/kubelet/status/generate.go, generateContainersReadyConditionForTerminalPhase).
+	switch st.Phase {
+	case v1.PodSucceeded:
 		readyReason, readyMsg = "PodCompleted", ""
+	case v1.PodFailed:
+		readyReason, readyMsg = "PodFailed", ""
 	}
 	ready := len(notReady) == 0 && st.Phase == v1.PodRunning
+	initialized := cond(v1.PodInitialized, p.Initialized, "ContainersNotInitialized", initMsg)
+	if st.Phase == v1.PodSucceeded {
+		// GeneratePodInitializedCondition: a pod that completed was initialized.
+		initialized = v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionTrue, Reason: "PodCompleted"}
+	}
 	st.Conditions = []v1.PodCondition{
 		// True while a ready sandbox needs no replacement (the kubelet's
 		// GeneratePodReadyToStartContainersCondition), with no reason either way.
 		{Type: v1.PodReadyToStartContainers, Status: conditionStatus(obs.SandboxReady)},
-		cond(v1.PodInitialized, p.Initialized, "ContainersNotInitialized", initMsg),
+		initialized,
 		cond(v1.ContainersReady, ready, readyReason, readyMsg),
 		cond(v1.PodReady, ready, readyReason, readyMsg),
 		cond(v1.PodScheduled, true, "", ""),
