@@ -1,7 +1,9 @@
 package worker
 
 import (
+	"io/fs"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -69,5 +71,34 @@ func TestMemoryVolume(t *testing.T) {
 	}
 	if len(m.mounted) != 0 {
 		t.Errorf("still mounted after Forget: %v", slices.Collect(maps.Keys(m.mounted)))
+	}
+}
+
+// TestEmptyDirMode: with a runtime of images an emptyDir is 0777, with an fsGroup 0777 and
+// setgid in that group (the EmptyDir conformance specs' "-rwxrwxrwx").
+func TestEmptyDirMode(t *testing.T) {
+	tests := []struct {
+		name    string
+		fsGroup *int64
+		want    fs.FileMode
+	}{
+		{name: "no fsGroup", want: fs.ModeDir | 0o777},
+		{name: "fsGroup", fsGroup: new(int64(os.Getgid())), want: fs.ModeDir | fs.ModeSetgid | 0o777},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeRT()
+			w, _ := newTestWorkerWith(t, f, "", func(o *Options) { o.Images = presentImages{} })
+			pod := testPod("em-1", v1.RestartPolicyNever, "app")
+			pod.Spec.Containers[0].Image = "busybox"
+			pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: tt.fsGroup}
+			pod.Spec.Volumes = []v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+			pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "v", MountPath: "/v"}}
+			mustSync(t, w, pod)
+			fi, err := os.Stat(w.emptyDirPath("em-1", "v"))
+			if err != nil || fi.Mode() != tt.want {
+				t.Errorf("mode %v, %v; want %v", fi.Mode(), err, tt.want)
+			}
+		})
 	}
 }

@@ -29,10 +29,12 @@ func (w *Worker) EmptyDirs(pod *v1.Pod) map[string]string {
 	return lifecycle.EmptyDirs(pod, func(name string) string { return w.emptyDirPath(uid, name) })
 }
 
-// prepareVolumes creates the pod's emptyDir directories (0750; with an fsGroup owned by that
-// group, 2770, as the kubelet's SetVolumeOwnership does) and the hostPath directories and
+// prepareVolumes creates the pod's emptyDir directories and the hostPath directories and
 // files of the *OrCreate types, and returns the host path of every volume. A hostPath whose
-// type does not match is an error naming the volume.
+// type does not match is an error naming the volume. An emptyDir is 0777 with a runtime of
+// images, as the kubelet's (pkg/volume/emptydir setupDir), and with an fsGroup owned by that
+// group with setgid (SetVolumeOwnership); the systemd runtime's host commands get 0750, owned
+// by the fsGroup (2770) or by the one user of the containers that mount it (ownEmptyDir).
 func (w *Worker) prepareVolumes(pod *v1.Pod) (map[string]string, error) {
 	vols, err := lifecycle.PrepareVolumes(pod, func(v *v1.Volume) (string, error) {
 		dir := w.emptyDirPath(string(pod.UID), v.Name)
@@ -46,6 +48,9 @@ func (w *Worker) prepareVolumes(pod *v1.Pod) (map[string]string, error) {
 			if err := w.mountMemoryVolume(pod, v.EmptyDir, dir); err != nil {
 				return "", err
 			}
+		}
+		if w.opts.Images != nil {
+			return dir, openEmptyDir(pod, dir)
 		}
 		return dir, ownEmptyDir(pod, v.Name, dir, w.defaultUser())
 	})
@@ -125,6 +130,19 @@ func (w *Worker) defaultUser() *[2]int64 {
 		return &[2]int64{uid, gid}
 	}
 	return nil
+}
+
+// openEmptyDir gives an emptyDir the kubelet's mode: 0777, or with the pod's fsGroup that
+// group and 0777 with setgid (pkg/volume/volume_linux.go, changeFilePermission).
+func openEmptyDir(pod *v1.Pod, dir string) error {
+	mode := fs.FileMode(0o777)
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+		if err := os.Chown(dir, -1, int(*sc.FSGroup)); err != nil {
+			return err
+		}
+		mode |= fs.ModeSetgid
+	}
+	return os.Chmod(dir, mode)
 }
 
 // ownEmptyDir gives an emptyDir to the pod's fsGroup (group rwx, setgid), or, when every
