@@ -507,8 +507,12 @@ func (a *Agent) podLoop(ctx context.Context, inf cache.SharedIndexInformer) {
 // the cluster source's snapshot (sent when it changed), the grace periods of pods being
 // deleted, their final deletion once stopped, the statuses that changed, and the mirror pods.
 func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
-	plan := PlanPods(apiPods, a.validateCached)
 	ctrl := a.o.Controller
+	known := map[types.UID]bool{}
+	for _, p := range ctrl.Pods() {
+		known[p.UID] = true
+	}
+	plan := PlanPods(apiPods, known, a.validateCached)
 	for _, p := range plan.Deleting {
 		if !a.graced[p.UID] {
 			ctrl.SetDeletionGrace(p.Namespace, p.Name, DeletionGrace(p))

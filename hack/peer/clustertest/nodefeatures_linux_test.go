@@ -98,6 +98,12 @@ func TestSliceletNodeConformanceFeatures(t *testing.T) {
 			t.Errorf("container %s: termination message %q, want %q", cs.Name, got, want)
 		}
 	}
+	// The logs of a pod that completed stay until it is deleted (e2e reads them after it
+	// succeeded: TestContainerOutput); a little later too, after the node saw it terminal.
+	time.Sleep(2 * time.Second)
+	if out, err := pods.GetLogs("termination", &v1.PodLogOptions{Container: "log"}).DoRaw(ctx); err != nil || string(out) != "DONE" {
+		t.Errorf("logs of the completed pod: %q, %v; want DONE", out, err)
+	}
 
 	// An ephemeral container, as kubectl debug adds it.
 	waitFor("target", "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
