@@ -413,11 +413,13 @@ func sourceRank(source string) int {
 	return 1
 }
 
-// admittedLocked returns the admitted pods that are not being deleted.
+// admittedLocked returns the admitted pods that are not being deleted and have not completed.
 func (c *Controller) admittedLocked() []*v1.Pod {
 	var out []*v1.Pod
 	for _, uid := range stdslices.Sorted(maps.Keys(c.pods)) {
-		if ps := c.pods[uid]; ps.admitted && !ps.deleting {
+		// A pod that completed (Succeeded or Failed) no longer counts, as the kubelet's
+		// filterOutInactivePods: it stays only for its status and logs.
+		if ps := c.pods[uid]; ps.admitted && !ps.deleting && ps.status.Phase != v1.PodSucceeded && ps.status.Phase != v1.PodFailed {
 			out = append(out, ps.desired.Pod)
 		}
 	}

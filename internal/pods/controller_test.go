@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -73,6 +74,7 @@ type fakeRuntime struct {
 	onKill   func(uid string)
 	graces   []time.Duration // the grace of every KillPod, in order
 	started  time.Time       // when set, the status's startTime
+	phase    v1.PodPhase     // the phase SyncPod reports; Running when empty
 }
 
 func (f *fakeRuntime) Name() string                     { return "fake" }
@@ -95,7 +97,7 @@ func (f *fakeRuntime) SyncPod(ctx context.Context, pod *v1.Pod, _ slices.PodSlic
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.synced[string(pod.UID)]++
-	st := v1.PodStatus{Phase: v1.PodRunning}
+	st := v1.PodStatus{Phase: cmp.Or(f.phase, v1.PodRunning)}
 	if !f.started.IsZero() {
 		st.StartTime = &metav1.Time{Time: f.started}
 	}

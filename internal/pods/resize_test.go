@@ -79,3 +79,30 @@ func TestResizeAllocation(t *testing.T) {
 		check("the other pod gone", "1500m", "")
 	})
 }
+
+// TestCompletedPodsDoNotCount: a pod that completed stays listed but no longer counts against
+// the node at admission (the kubelet's filterOutInactivePods).
+func TestCompletedPodsDoNotCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
+		rt := &fakeRuntime{synced: map[string]int{}, phase: v1.PodSucceeded}
+		c := NewController(ControllerOptions{Slices: s, Runtime: rt, Admitter: maxPods(1), WantSources: []string{SourceCluster}})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		done := desired(SourceCluster, "done", "uid-done")
+		c.Update(Snapshot{Source: SourceCluster, Pods: []Desired{done}})
+		synctest.Wait()
+		if p, _ := c.Pod("default", "done"); p.Status.Phase != v1.PodSucceeded {
+			t.Fatalf("first pod %s", p.Status.Phase)
+		}
+		c.Update(Snapshot{Source: SourceCluster, Pods: []Desired{done, desired(SourceCluster, "next", "uid-next")}})
+		synctest.Wait()
+		if p, _ := c.Pod("default", "next"); p.Status.Phase == v1.PodFailed {
+			t.Errorf("second pod refused (%s: %s): the completed one still counted", p.Status.Reason, p.Status.Message)
+		}
+		if _, ok := c.Pod("default", "done"); !ok {
+			t.Error("the completed pod is no longer listed")
+		}
+	})
+}
