@@ -213,6 +213,7 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 			Allocatable:     admission.WithMaxPods(d.alloc, cfg.Node.MaxPods),
 			PriorityClasses: cfg.Eviction.PriorityClasses,
 			Conditions:      eviction.PressureConditions(d.health.State()),
+			Node:            d.clusterNode(),
 		}
 	}}
 	d.ctrl = pods.NewController(pods.ControllerOptions{

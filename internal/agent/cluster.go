@@ -35,6 +35,17 @@ type clusterMode interface {
 	// now, not at its next periodic sync.
 	Kick()
 	worker.EventRecorder
+	// Node is the node's Node object (registered, else as it registers): the pods' node
+	// selectors and affinity are admitted against it.
+	Node() *v1.Node
+}
+
+// clusterNode is cluster mode's Node for admission; nil in stand-alone mode.
+func (d *daemon) clusterNode() *v1.Node {
+	if d.cluster == nil {
+		return nil
+	}
+	return d.cluster.Node()
 }
 
 // newCluster builds cluster mode when [cluster] enabled is set (nil, nil otherwise). Its Node

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"log/slog"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/slicelet/slicelet/internal/pods/worker"
 )
 
@@ -19,6 +21,10 @@ type clusterMode interface {
 	Kick()
 	worker.EventRecorder
 }
+
+// clusterNode is nil: without cluster mode there is no Node object (pods with node selectors
+// or affinity are refused at validation).
+func (d *daemon) clusterNode() *v1.Node { return nil }
 
 // newCluster refuses [cluster] enabled: this binary was built without cluster mode.
 func newCluster(d *daemon, _ string, _ []string, _ *slog.Logger) (clusterMode, error) {

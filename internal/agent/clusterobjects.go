@@ -65,3 +65,11 @@ func (l *lateObjects) ServiceEnv(namespace string, enableServiceLinks bool) (map
 	}
 	return nil, nil
 }
+
+// RuntimeHandler is cluster mode's runtime handler of the RuntimeClass name.
+func (l *lateObjects) RuntimeHandler(name string) (string, error) {
+	if o := l.get(); o != nil {
+		return o.RuntimeHandler(name)
+	}
+	return "", errNoCluster
+}

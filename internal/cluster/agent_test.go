@@ -158,6 +158,22 @@ func TestRegisterAdoptsAnExistingNode(t *testing.T) {
 	}
 }
 
+// TestNodeForAdmission: before registration admission sees the Node as it registers (its
+// name and labels), then the API's Node, labels others added included.
+func TestNodeForAdmission(t *testing.T) {
+	existing := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "old-uid", Labels: map[string]string{"kept": "yes"}}}
+	f := newFixture(t, existing)
+	if n := f.agent.Node(); n.Name != "node-1" || n.Labels["example.com/rack"] != "r1" || n.Labels["kept"] != "" {
+		t.Errorf("before registration: %s %v", n.Name, n.Labels)
+	}
+	if !f.agent.register(context.Background()) {
+		t.Fatal("not registered")
+	}
+	if n := f.agent.Node(); n.Labels["kept"] != "yes" || n.Labels["example.com/rack"] != "r1" {
+		t.Errorf("after registration: %v", n.Labels)
+	}
+}
+
 func TestRegisterBacksOffWhileTheAPIServerIsDown(t *testing.T) {
 	f := newFixture(t)
 	failures := 4

@@ -8,6 +8,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -65,6 +66,8 @@ type Clients struct {
 	Secrets         func(namespace string) SecretClient
 	ServiceAccounts func(namespace string) ServiceAccountClient
 	Services        func(namespace string) ServiceClient
+	// RuntimeClasses resolves the pods' runtimeClassName (objects.go); nil: none exists.
+	RuntimeClasses RuntimeClassClient
 }
 
 // NewClients builds the clients from a kubeconfig file: client-go's REST client (what the
@@ -88,6 +91,10 @@ func NewClients(kubeconfig string) (Clients, error) {
 	}
 	// authentication.k8s.io/v1 for the TokenRequests of serviceaccounts/token.
 	if err := authenticationv1.AddToScheme(scheme); err != nil {
+		return Clients{}, err
+	}
+	// node.k8s.io/v1 for the pods' RuntimeClasses.
+	if err := nodev1.AddToScheme(scheme); err != nil {
 		return Clients{}, err
 	}
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
@@ -132,6 +139,12 @@ func NewClients(kubeconfig string) (Clients, error) {
 		},
 	}
 	addObjectClients(&clients, core, params)
+	node, err := restFor("/apis", nodev1.SchemeGroupVersion)
+	if err != nil {
+		return Clients{}, err
+	}
+	clients.RuntimeClasses = &typed[*nodev1.RuntimeClass, *nodev1.RuntimeClassList]{rest: node, params: params, resource: "runtimeclasses",
+		obj: func() *nodev1.RuntimeClass { return &nodev1.RuntimeClass{} }}
 	return clients, nil
 }
 

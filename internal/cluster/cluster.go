@@ -378,6 +378,16 @@ func (a *Agent) currentNode() *v1.Node {
 	return a.node
 }
 
+// Node is the Node admission matches the pods' node selectors and affinity against (the
+// kubelet's predicate handler's node, pkg/kubelet/kubelet_getters.go getNodeAnyWay): as last
+// read or written, else the Node as it registers.
+func (a *Agent) Node() *v1.Node {
+	if n := a.currentNode(); n != nil {
+		return n
+	}
+	return InitialNode(a.o.Node(), a.clock.Now())
+}
+
 // leaseLoop renews the Lease every LeaseRenewInterval, and after a failure again after a
 // back-off (the lease lapses after LeaseDuration).
 func (a *Agent) leaseLoop(ctx context.Context) {
@@ -593,8 +603,12 @@ func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 	for _, p := range apiPods {
 		a.version(p)
 	}
-	plan := PlanPods(apiPods, a.validateCached)
 	ctrl := a.o.Controller
+	known := map[types.UID]bool{}
+	for _, p := range ctrl.Pods() {
+		known[p.UID] = true
+	}
+	plan := PlanPods(apiPods, known, a.validateCached)
 	for _, p := range plan.Deleting {
 		if !a.graced[p.UID] {
 			ctrl.SetDeletionGrace(p.Namespace, p.Name, DeletionGrace(p))

@@ -88,10 +88,11 @@ type containersStopped interface {
 }
 
 // couldHaveRunningContainers reports whether the containers of a pod the node reports terminal
-// may still run: an evicted pod's are stopped by the eviction after its status turned Failed,
-// until its slice is destroyed; any other pod turns terminal once its containers exited.
+// may still run: an evicted pod's, or one past its active deadline, are stopped after its
+// status turned Failed, until its slice is destroyed; any other pod turns terminal once its
+// containers exited.
 func (a *Agent) couldHaveRunningContainers(uid string, local v1.PodStatus) bool {
-	if local.Reason != pods.ReasonEvicted || !isTerminal(local.Phase) {
+	if (local.Reason != pods.ReasonEvicted && local.Reason != pods.ReasonDeadlineExceeded) || !isTerminal(local.Phase) {
 		return false
 	}
 	c, ok := a.o.Controller.(containersStopped)

@@ -2,11 +2,13 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -18,6 +20,12 @@ import (
 // ones its pods reference (the Node authorizer allows nothing else).
 type ConfigMapClient interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.ConfigMap, error)
+}
+
+// RuntimeClassClient is the node's access to RuntimeClasses (cluster-scoped; the Node
+// authorizer lets a node read them).
+type RuntimeClassClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*nodev1.RuntimeClass, error)
 }
 
 // SecretClient is the node's access to the Secrets of one namespace, as ConfigMapClient.
@@ -131,10 +139,11 @@ type Objects struct {
 	mu   sync.Mutex
 	seen map[string]bool // the pods of the last snapshot, uid@resourceVersion (register)
 
-	configMaps *objectCache[*v1.ConfigMap]
-	secrets    *objectCache[*v1.Secret]
-	tokens     *tokenManager
-	services   *serviceEnv
+	configMaps     *objectCache[*v1.ConfigMap]
+	secrets        *objectCache[*v1.Secret]
+	runtimeClasses *objectCache[*nodev1.RuntimeClass]
+	tokens         *tokenManager
+	services       *serviceEnv
 }
 
 // NewObjects returns the API-backed objects of clients, on clk.
@@ -155,7 +164,27 @@ func NewObjects(clients Clients, clk clock.PassiveClock) *Objects {
 		}
 		return clients.Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 	})
+	o.runtimeClasses = newObjectCache(clk, func(ctx context.Context, _, name string) (*nodev1.RuntimeClass, error) {
+		if clients.RuntimeClasses == nil {
+			return nil, apierrors.NewNotFound(nodev1.Resource("runtimeclasses"), name)
+		}
+		return clients.RuntimeClasses.Get(ctx, name, metav1.GetOptions{})
+	})
 	return o
+}
+
+// RuntimeHandler is the CRI runtime handler of the RuntimeClass name, as the kubelet's
+// runtimeclass manager's LookupRuntimeHandler (pkg/kubelet/runtimeclass): the API's NotFound
+// (`runtimeclasses.node.k8s.io "name" not found`), or another error naming the class.
+func (o *Objects) RuntimeHandler(name string) (string, error) {
+	rc, err := o.runtimeClasses.get("", name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", err
+	case err != nil:
+		return "", fmt.Errorf("failed to lookup RuntimeClass %s: %w", name, err)
+	}
+	return rc.Handler, nil
 }
 
 // ConfigMap returns the ConfigMap namespace/name, or the API's error (NotFound:
@@ -170,9 +199,18 @@ func (o *Objects) Secret(namespace, name string) (*v1.Secret, error) {
 }
 
 // servedInCluster reports whether a field the manifest path refuses (Forbidden) is one
-// cluster mode serves: the service account and projected service-account tokens.
+// cluster mode serves: the service account and projected service-account tokens; the node
+// selector and node affinity, which admission matches against the registered Node; the
+// ephemeral containers.
 func servedInCluster(path string) bool {
-	if path == "spec.serviceAccountName" || path == "spec.serviceAccount" || path == "metadata.generateName" {
+	switch path {
+	case "spec.serviceAccountName", "spec.serviceAccount", "metadata.generateName", "spec.nodeSelector", "spec.affinity.nodeAffinity",
+		// The CRI handler of its RuntimeClass, read from the API server (RuntimeHandler).
+		"spec.runtimeClassName",
+		// Added to running pods through the ephemeralcontainers subresource; what one of
+		// them asks for that slicelet cannot do holds that container, not the pod
+		// (worker/ephemeral.go).
+		"spec.ephemeralContainers":
 		return true
 	}
 	return strings.HasPrefix(path, "spec.volumes[") && strings.Contains(path, "].projected.sources[") &&

@@ -9,6 +9,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -26,6 +27,7 @@ func objectClients(cs *fake.Clientset) Clients {
 		Secrets:         func(ns string) SecretClient { return cs.CoreV1().Secrets(ns) },
 		ServiceAccounts: func(ns string) ServiceAccountClient { return cs.CoreV1().ServiceAccounts(ns) },
 		Services:        func(ns string) ServiceClient { return cs.CoreV1().Services(ns) },
+		RuntimeClasses:  cs.NodeV1().RuntimeClasses(),
 	}
 }
 
@@ -92,6 +94,25 @@ func TestObjectsTTLCache(t *testing.T) {
 	}
 }
 
+// TestRuntimeHandler: a RuntimeClass's handler, cached as the other objects; an unknown one is
+// the API's NotFound.
+func TestRuntimeHandler(t *testing.T) {
+	cs := fake.NewClientset(&nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "preconfigured-handler"}, Handler: "test-handler"})
+	clk := clocktesting.NewFakeClock(t0)
+	o := NewObjects(objectClients(cs), clk)
+	for range 2 {
+		if h, err := o.RuntimeHandler("preconfigured-handler"); err != nil || h != "test-handler" {
+			t.Errorf("RuntimeHandler = %q, %v", h, err)
+		}
+	}
+	if n := gets(cs, "runtimeclasses"); n != 1 {
+		t.Errorf("%d gets, want 1 (cached)", n)
+	}
+	if _, err := o.RuntimeHandler("gone"); !apierrors.IsNotFound(err) || err.Error() != `runtimeclasses.node.k8s.io "gone" not found` {
+		t.Errorf("unknown class: %v", err)
+	}
+}
+
 func TestObjectsNotFoundRememberedBriefly(t *testing.T) {
 	cs := fake.NewClientset()
 	clk := clocktesting.NewFakeClock(t0)
@@ -140,6 +161,10 @@ func TestServedInCluster(t *testing.T) {
 		{"spec.volumes[2].projected.sources[1].clusterTrustBundle", false},
 		{"spec.volumes[0].secret", false},
 		{"spec.imagePullSecrets", false},
+		{"spec.nodeSelector", true},
+		{"spec.affinity.nodeAffinity", true},
+		{"spec.ephemeralContainers", true},
+		{"spec.runtimeClassName", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.path, func(t *testing.T) {

@@ -38,12 +38,15 @@ type PodPlan struct {
 	Mirrors map[string]*v1.Pod
 }
 
-// PlanPods sorts the API's pods bound to this node: mirror pods apart, pods in a terminal phase
-// left alone (they ran; a restarted slicelet must not run them again, as the kubelet's
-// filterOutInactivePods), pods being deleted apart, and the rest validated by validate (the
-// manifest path's checks, internal/manifest.Validate: the API server defaulted them already).
+// PlanPods sorts the API's pods bound to this node: mirror pods apart, pods being deleted
+// apart, pods in a terminal phase that the node does not have (known: the UIDs the controller
+// has) left alone (they ran; a restarted slicelet must not run them again, as the kubelet's
+// filterOutInactivePods), and the rest validated by validate (the manifest path's checks,
+// internal/manifest.Validate: the API server defaulted them already). A terminal pod the node
+// still has stays with it until the pod is deleted: its exited containers and their logs are
+// kept, as a kubelet keeps them until the API pod is gone (kubectl logs of a completed pod).
 // A pod that does not validate is refused with its field paths, never run.
-func PlanPods(apiPods []*v1.Pod, validate func(*v1.Pod) field.ErrorList) PodPlan {
+func PlanPods(apiPods []*v1.Pod, known map[types.UID]bool, validate func(*v1.Pod) field.ErrorList) PodPlan {
 	plan := PodPlan{Refused: map[types.UID]string{}, Mirrors: map[string]*v1.Pod{}}
 	for _, p := range apiPods {
 		switch {
@@ -51,7 +54,7 @@ func PlanPods(apiPods []*v1.Pod, validate func(*v1.Pod) field.ErrorList) PodPlan
 			plan.Mirrors[p.Namespace+"/"+p.Name] = p
 		case p.DeletionTimestamp != nil:
 			plan.Deleting = append(plan.Deleting, p)
-		case isTerminal(p.Status.Phase):
+		case isTerminal(p.Status.Phase) && !known[p.UID]:
 		default:
 			if errs := validate(p); len(errs) > 0 {
 				plan.Refused[p.UID] = fmt.Sprintf("slicelet cannot run this pod: %s", errs.ToAggregate())

@@ -36,6 +36,7 @@ func TestPlanPods(t *testing.T) {
 		apiPod("web"),
 		apiPod("mirror", func(p *v1.Pod) { p.Annotations = map[string]string{v1.MirrorPodAnnotationKey: "h"} }),
 		apiPod("done", func(p *v1.Pod) { p.Status.Phase = v1.PodSucceeded }),
+		apiPod("finished", func(p *v1.Pod) { p.Status.Phase = v1.PodFailed }),
 		apiPod("going", func(p *v1.Pod) { p.DeletionTimestamp = &deleting }),
 		apiPod("token", func(p *v1.Pod) {
 			p.Spec.Volumes = []v1.Volume{{Name: "kube-api-access", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{
@@ -47,10 +48,12 @@ func TestPlanPods(t *testing.T) {
 		}),
 		apiPod("bad-name", func(p *v1.Pod) { p.Spec.Containers[0].Name = "Not_A_Name" }),
 	}
-	plan := PlanPods(in, ValidateAPIPod(manifest.Validate))
+	// "finished" ran here and the node still has it: it stays (its logs too) until deleted;
+	// "done" is not the node's (a restarted slicelet): never run again.
+	plan := PlanPods(in, map[types.UID]bool{"uid-finished": true}, ValidateAPIPod(manifest.Validate))
 	// Sorted by name; a service account and its token volume are no refusal in cluster mode.
-	if len(plan.Run) != 2 || plan.Run[0].Pod.Name != "token" || plan.Run[1].Pod.Name != "web" {
-		t.Fatalf("run %+v, want token and web", plan.Run)
+	if len(plan.Run) != 3 || plan.Run[0].Pod.Name != "finished" || plan.Run[1].Pod.Name != "token" || plan.Run[2].Pod.Name != "web" {
+		t.Fatalf("run %+v, want finished, token and web", plan.Run)
 	}
 	for _, d := range plan.Run {
 		if d.Source != pods.SourceCluster || d.Pod.Annotations[pods.AnnotationSource] != pods.SourceCluster {

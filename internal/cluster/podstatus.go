@@ -22,6 +22,8 @@ var kubeletConditions = map[v1.PodConditionType]bool{
 	v1.PodInitialized:            true,
 	v1.ContainersReady:           true,
 	v1.PodReadyToStartContainers: true,
+	v1.PodResizePending:          true,
+	v1.PodResizeInProgress:       true,
 }
 
 // isTerminal reports whether a phase is final.

@@ -24,6 +24,14 @@ func TestValidateAPIPodControllersPods(t *testing.T) {
 				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
 		}},
 		{name: "a bare pod", mutate: func(*v1.Pod) {}},
+		// e2e's SetNodeSelection (the lifecycle hook specs): the node's name as a field
+		// selector; admission matches it against the Node.
+		{name: "a pod with node affinity and a node selector", mutate: func(p *v1.Pod) {
+			p.Spec.NodeSelector = map[string]string{"kubernetes.io/os": "linux"}
+			p.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
+				NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchFields: []v1.NodeSelectorRequirement{
+					{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{"node-a"}}}}}}}}
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

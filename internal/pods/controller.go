@@ -84,6 +84,9 @@ type podState struct {
 	// grace, when set, replaces the pod's termination grace period when it is deleted
 	// (kubectl delete --grace-period).
 	grace *time.Duration
+	// resize is the PodResizePending condition of a resize that is not allocated (desired
+	// keeps the resources allocated before it); nil when none is pending.
+	resize *v1.PodCondition
 }
 
 // key is namespace/name.
@@ -300,7 +303,22 @@ func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 				// Keep the evicted pod's record (annotations, status) until its source changes it.
 				continue
 			}
-			ps.desired = wanted[uid]
+			d := wanted[uid]
+			pending := ps.resize
+			ps.resize = nil
+			if ps.admitted && lifecycle.ResizeRequested(ps.desired.Pod, d.Pod) {
+				d.Pod, ps.resize = c.allocateResizeLocked(uid, ps.desired.Pod, d.Pod)
+			}
+			if (pending == nil) != (ps.resize == nil) || (pending != nil && (pending.Reason != ps.resize.Reason || pending.Message != ps.resize.Message)) {
+				// The status shows the resize's verdict at the next sync.
+				ps.nextSync = time.Time{}
+			}
+			if !apiequality.Semantic.DeepEqual(ps.desired.Pod.Spec, d.Pod.Spec) {
+				// An API pod's spec changed (an active deadline set, an image, a resize):
+				// synced now, as the kubelet's pod workers sync an updated pod.
+				ps.nextSync = time.Time{}
+			}
+			ps.desired = d
 			continue
 		}
 		d := wanted[uid]
@@ -350,6 +368,36 @@ func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 	return staleEvictions
 }
 
+// allocateResizeLocked is the kubelet's allocation manager's verdict on an in-place resize of
+// the admitted pod uid from allocated to want (pkg/kubelet/allocation): the pod to run (want,
+// or want with the allocated resources while the resize is pending) and the PodResizePending
+// condition, Infeasible when the pod alone does not fit the node (or a container would need
+// the restart its resizePolicy asks for, which slicelet does not do), Deferred when it does
+// not fit next to the other admitted pods now (asked again at the next change of the pods).
+func (c *Controller) allocateResizeLocked(uid string, allocated, want *v1.Pod) (*v1.Pod, *v1.PodCondition) {
+	pending := func(reason, message string) (*v1.Pod, *v1.PodCondition) {
+		return lifecycle.WithAllocatedResources(want, allocated), &v1.PodCondition{Type: v1.PodResizePending,
+			Status: v1.ConditionTrue, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(c.clock.Now())}
+	}
+	if r := lifecycle.ResizeRestarts(allocated, want); len(r) > 0 {
+		return pending(lifecycle.ReasonResizeInfeasible, lifecycle.ResizeRestartMessage(r))
+	}
+	if ok, _, msg := c.admit.Admit(want, nil); !ok {
+		return pending(lifecycle.ReasonResizeInfeasible, msg)
+	}
+	var others []*v1.Pod
+	for _, p := range c.admittedLocked() {
+		if string(p.UID) != uid {
+			others = append(others, p)
+		}
+	}
+	if ok, _, msg := c.admit.Admit(want, others); !ok {
+		return pending(lifecycle.ReasonResizeDeferred, msg)
+	}
+	c.log.Info("pod resize allocated", "pod", key(want), "pod_uid", uid)
+	return want, nil
+}
+
 // WouldAdmit is the admission a pod from source would get now, without admitting it: the same
 // steps as a new pod's (Pod Security, the runtime's validation, then the node's resources and
 // conditions against the admitted pods). A pod of the same namespace and name that is admitted
@@ -380,11 +428,13 @@ func sourceRank(source string) int {
 	return 1
 }
 
-// admittedLocked returns the admitted pods that are not being deleted.
+// admittedLocked returns the admitted pods that are not being deleted and have not completed.
 func (c *Controller) admittedLocked() []*v1.Pod {
 	var out []*v1.Pod
 	for _, uid := range stdslices.Sorted(maps.Keys(c.pods)) {
-		if ps := c.pods[uid]; ps.admitted && !ps.deleting {
+		// A pod that completed (Succeeded or Failed) no longer counts, as the kubelet's
+		// filterOutInactivePods: it stays only for its status and logs.
+		if ps := c.pods[uid]; ps.admitted && !ps.deleting && ps.status.Phase != v1.PodSucceeded && ps.status.Phase != v1.PodFailed {
 			out = append(out, ps.desired.Pod)
 		}
 	}
@@ -605,6 +655,7 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 	if ps.grace != nil {
 		grace = *ps.grace
 	}
+	started := ps.status.StartTime
 	if deleting && !ps.admitted {
 		// A rejected pod never got a slice or containers: nothing to stop.
 		delete(c.pods, uid)
@@ -627,6 +678,11 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 			delete(c.pods, uid)
 			c.changedLocked()
 		}
+		return
+	}
+
+	if lifecycle.PastActiveDeadline(pod, started, c.clock.Now()) {
+		c.failPod(ctx, ps, pod, grace, lifecycle.ReasonDeadlineExceeded, lifecycle.MessageDeadlineExceeded)
 		return
 	}
 
@@ -666,12 +722,18 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 		c.log.Info("pod phase changed", "pod", key(pod), "pod_uid", uid, "phase", string(status.Phase), "slice", slice.Unit)
 		c.changedLocked()
 	}
+	if ps.resize != nil {
+		status.Conditions = append(status.Conditions, *ps.resize)
+	}
 	if !apiequality.Semantic.DeepEqual(ps.status, status) {
 		c.statusLocked()
 	}
 	ps.status, ps.observed = status, true
 	ps.nextSync = c.clock.Now().Add(resyncAfter(pod, status))
 	if at := c.rt.NextSync(uid); !at.IsZero() && at.Before(ps.nextSync) {
+		ps.nextSync = at
+	}
+	if at, ok := lifecycle.ActiveDeadline(pod, status.StartTime); ok && at.Before(ps.nextSync) {
 		ps.nextSync = at
 	}
 }

@@ -1,6 +1,7 @@
 package pods
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -73,6 +74,8 @@ type fakeRuntime struct {
 	onKill   func(uid string)
 	graces   []time.Duration // the grace of every KillPod, in order
 	status   *v1.PodStatus   // when set, what SyncPod returns (Running otherwise)
+	started  time.Time       // when set, the status's startTime
+	phase    v1.PodPhase     // the phase SyncPod reports; Running when empty
 }
 
 func (f *fakeRuntime) Name() string                     { return "fake" }
@@ -98,7 +101,11 @@ func (f *fakeRuntime) SyncPod(ctx context.Context, pod *v1.Pod, _ slices.PodSlic
 	if f.status != nil {
 		return *f.status.DeepCopy(), nil
 	}
-	return v1.PodStatus{Phase: v1.PodRunning}, nil
+	st := v1.PodStatus{Phase: cmp.Or(f.phase, v1.PodRunning)}
+	if !f.started.IsZero() {
+		st.StartTime = &metav1.Time{Time: f.started}
+	}
+	return st, nil
 }
 func (f *fakeRuntime) unavailable() error {
 	f.mu.Lock()

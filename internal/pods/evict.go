@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/slicelet/slicelet/eviction"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -23,6 +24,9 @@ import (
 const (
 	// ReasonEvicted is an evicted pod's status reason (the kubelet's).
 	ReasonEvicted = eviction.Reason
+	// ReasonDeadlineExceeded is the status reason of a pod failed at its active deadline
+	// (lifecycle.ReasonDeadlineExceeded).
+	ReasonDeadlineExceeded = lifecycle.ReasonDeadlineExceeded
 	// ReasonTerminationByKubelet is the reason of the DisruptionTarget condition the kubelet
 	// adds to a pod it evicts for node pressure.
 	ReasonTerminationByKubelet = "TerminationByKubelet"
@@ -92,30 +96,13 @@ func (c *Controller) EvictPod(ctx context.Context, pod *v1.Pod, grace time.Durat
 		}
 	}
 
-	var errs []error
-	if _, err := c.rt.KillPod(ctx, desired, grace); err != nil {
-		errs = append(errs, fmt.Errorf("stop containers: %w", err))
-	}
-	if err := c.slices.DestroyPod(ctx, uid); err != nil {
-		errs = append(errs, fmt.Errorf("destroy slice: %w", err))
-	}
-	if err := c.rt.Forget(ctx, uid); err != nil {
-		errs = append(errs, fmt.Errorf("forget: %w", err))
-	}
-
-	c.mu.Lock()
-	// A sync that was already running when the pod was un-admitted may have written its own
-	// status meanwhile; the eviction's status wins.
-	if cur, ok := c.pods[uid]; ok && cur == ps {
-		ps.slice = slices.PodSlice{}
-		if ps.status.Reason != ReasonEvicted {
-			ps.status = evictedStatus(ps.status, message, c.clock.Now())
+	err := c.stopFailed(ctx, ps, desired, grace, func(s v1.PodStatus) v1.PodStatus {
+		if s.Reason == ReasonEvicted {
+			return s
 		}
-		// Stopped: cluster mode may now report the terminal status.
-		c.statusLocked()
-	}
-	c.mu.Unlock()
-	if err := errors.Join(errs...); err != nil {
+		return evictedStatus(s, message, c.clock.Now())
+	})
+	if err != nil {
 		c.log.Warn("evicted pod not fully stopped", "pod", key(pod), "pod_uid", uid, "error", err)
 		return fmt.Errorf("pod %s: evict: %w", key(pod), err)
 	}
@@ -124,6 +111,64 @@ func (c *Controller) EvictPod(ctx context.Context, pod *v1.Pod, grace time.Durat
 	// annotations of the kubelet's Evicted event (recorder.AnnotatedEventf).
 	c.event(withEvictionAnnotations(desired, annotations), v1.EventTypeWarning, ReasonEvicted, "%s", message)
 	return nil
+}
+
+// stopFailed stops an un-admitted pod for good: its containers within grace, its slice, its
+// runtime records; then, unless the pod was replaced meanwhile, its status is final(status):
+// a sync that was already running when the pod was un-admitted may have written its own
+// status, and the failure's wins.
+func (c *Controller) stopFailed(ctx context.Context, ps *podState, pod *v1.Pod, grace time.Duration, final func(v1.PodStatus) v1.PodStatus) error {
+	uid := string(pod.UID)
+	var errs []error
+	if _, err := c.rt.KillPod(ctx, pod, grace); err != nil {
+		errs = append(errs, fmt.Errorf("stop containers: %w", err))
+	}
+	if err := c.slices.DestroyPod(ctx, uid); err != nil {
+		errs = append(errs, fmt.Errorf("destroy slice: %w", err))
+	}
+	if err := c.rt.Forget(ctx, uid); err != nil {
+		errs = append(errs, fmt.Errorf("forget: %w", err))
+	}
+	c.mu.Lock()
+	if cur, ok := c.pods[uid]; ok && cur == ps {
+		ps.slice = slices.PodSlice{}
+		ps.status = final(ps.status)
+		c.changedLocked()
+		// Stopped: cluster mode may now report the terminal status.
+		c.statusLocked()
+	}
+	c.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// failPod fails a running pod on the node's own decision (its active deadline ran out): it is
+// un-admitted, marked phase Failed with reason and message and stopped for good, with a Normal
+// event of the same reason (pkg/kubelet/active_deadline.go, ShouldEvict; the kubelet's status
+// manager then writes the phase once the containers stopped). Unlike an eviction nothing is
+// recorded on disk and no DisruptionTarget condition is added.
+func (c *Controller) failPod(ctx context.Context, ps *podState, pod *v1.Pod, grace time.Duration, reason, message string) {
+	uid := string(pod.UID)
+	final := func(s v1.PodStatus) v1.PodStatus {
+		if s.Reason == reason {
+			return s
+		}
+		return failedStatus(s, reason, message, c.clock.Now())
+	}
+	c.mu.Lock()
+	if !ps.admitted || ps.deleting {
+		c.mu.Unlock()
+		return
+	}
+	ps.admitted = false
+	ps.reason, ps.message = reason, message
+	ps.status = final(ps.status)
+	c.changedLocked()
+	c.mu.Unlock()
+	c.log.Info("pod failed", "pod", key(pod), "pod_uid", uid, "reason", reason, "message", message)
+	c.event(pod, v1.EventTypeNormal, reason, "%s", message)
+	if err := c.stopFailed(ctx, ps, pod, grace, final); err != nil {
+		c.log.Warn("failed pod not fully stopped", "pod", key(pod), "pod_uid", uid, "error", err)
+	}
 }
 
 // ErrNotEvictable is returned by EvictPod for a pod that is unknown, not admitted (rejected or
@@ -144,18 +189,26 @@ func (c *Controller) PodCleanedUp(uid string) bool {
 // evictedStatus is status turned Failed/Evicted with the DisruptionTarget condition the
 // kubelet adds; running containers are shown terminated.
 func evictedStatus(status v1.PodStatus, message string, now time.Time) v1.PodStatus {
+	s := failedStatus(status, ReasonEvicted, message, now)
+	s.Conditions = append(s.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: ReasonTerminationByKubelet,
+		Message: message, LastTransitionTime: metav1.NewTime(now)})
+	stdslices.SortStableFunc(s.Conditions, func(a, b v1.PodCondition) int { return cmp.Compare(a.Type, b.Type) })
+	return s
+}
+
+// failedStatus is status turned Failed with reason and message, Ready and ContainersReady
+// False (reason PodFailed, pkg/kubelet/status/generate.go); running containers are shown
+// terminated.
+func failedStatus(status v1.PodStatus, reason, message string, now time.Time) v1.PodStatus {
 	s := *status.DeepCopy()
 	s.Phase = v1.PodFailed
-	s.Reason = ReasonEvicted
+	s.Reason = reason
 	s.Message = message
 	t := metav1.NewTime(now)
-	cond := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: ReasonTerminationByKubelet,
-		Message: message, LastTransitionTime: t}
 	s.Conditions = stdslices.DeleteFunc(s.Conditions, func(c v1.PodCondition) bool {
 		return c.Type == v1.DisruptionTarget || c.Type == v1.PodReady || c.Type == v1.ContainersReady
 	})
 	s.Conditions = append(s.Conditions,
-		cond,
 		v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "PodFailed", LastTransitionTime: t},
 		v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionFalse, Reason: "PodFailed", LastTransitionTime: t})
 	stdslices.SortStableFunc(s.Conditions, func(a, b v1.PodCondition) int { return cmp.Compare(a.Type, b.Type) })

@@ -2,8 +2,6 @@ package clustertest
 
 import (
 	"context"
-	"log/slog"
-	"os"
 	"regexp"
 	"testing"
 	"time"
@@ -34,22 +32,7 @@ func TestSliceletNodeDrainAndEviction(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
-	c, err := clusterdemo.Start(ctx, clusterdemo.Options{Work: os.Getenv(workEnv), BinDir: os.Getenv(binEnv), Slicelet: os.Getenv(sliceletEnv),
-		Out: t.Output(), Log: slog.New(slog.NewTextHandler(t.Output(), nil)), Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if t.Failed() {
-			t.Logf("slicelet's journal:\n%s", c.Journal(context.WithoutCancel(ctx), 80))
-		}
-		if err := c.Close(context.WithoutCancel(ctx)); err != nil {
-			t.Error(err)
-		}
-	}()
-	if _, err := c.WaitNodeReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := startDemoCluster(t, ctx, clusterdemo.Options{}, 80)
 	const replicas = 2
 	pods, err := c.Deploy(ctx, replicas)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/slicelet/slicelet/hack/peer/clusterdemo"
 	"github.com/slicelet/slicelet/hack/peer/controlplane"
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
 )
@@ -117,4 +118,31 @@ func poll(t *testing.T, ctx context.Context, what string, limit time.Duration, c
 // clusterHead is the start of slicelet's [cluster] table for the node nodeName on cp.
 func clusterHead(cp *controlplane.ControlPlane) string {
 	return fmt.Sprintf("[cluster]\nenabled = true\nkubeconfig = %q\nnode_name = %q\n", cp.NodeKubeconfig(nodeName), nodeName)
+}
+
+// startDemoCluster starts the cluster demo's control plane and slicelet node (clusterdemo,
+// with opts' Work, BinDir, Slicelet and output filled in from the environment and t) and waits
+// until the node is Ready. It is closed when the test ends; slicelet's journal (its last
+// journalLines lines) is logged if the test failed.
+func startDemoCluster(t *testing.T, ctx context.Context, opts clusterdemo.Options, journalLines int) *clusterdemo.Cluster {
+	t.Helper()
+	opts.Work, opts.BinDir, opts.Slicelet = os.Getenv(workEnv), os.Getenv(binEnv), os.Getenv(sliceletEnv)
+	opts.Out, opts.Log, opts.Logf = t.Output(), slog.New(slog.NewTextHandler(t.Output(), nil)), t.Logf
+	c, err := clusterdemo.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stopCtx := context.WithoutCancel(ctx)
+		if t.Failed() {
+			t.Logf("slicelet's journal:\n%s", c.Journal(stopCtx, journalLines))
+		}
+		if err := c.Close(stopCtx); err != nil {
+			t.Error(err)
+		}
+	})
+	if _, err := c.WaitNodeReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

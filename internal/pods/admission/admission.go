@@ -18,10 +18,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/slicelet/slicelet/eviction"
+	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -42,6 +44,17 @@ const (
 	// ReasonPodOSSelectorNodeLabelDoesNotMatch rejects a pod whose kubernetes.io/os label names
 	// another OS.
 	ReasonPodOSSelectorNodeLabelDoesNotMatch = "PodOSSelectorNodeLabelDoesNotMatch"
+	// ReasonNodeAffinity rejects a pod whose spec.nodeSelector or required node affinity does
+	// not match the Node (the scheduler plugin's name, pkg/scheduler/framework/plugins/nodeaffinity).
+	ReasonNodeAffinity = "NodeAffinity"
+	// messageNodeAffinity is the predicate handler's message for it (PredicateFailureError,
+	// "Predicate %s failed: %s" with the plugin's ErrReasonPod).
+	messageNodeAffinity = "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
+	// ReasonTaintToleration rejects a pod from the API server that does not tolerate a
+	// NoExecute taint of the Node (the scheduler plugin's name).
+	ReasonTaintToleration = "TaintToleration"
+	// messageTaintToleration is its message (the plugin's ErrReasonNotMatch).
+	messageTaintToleration = "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate"
 )
 
 // SystemCriticalPriority is the kubelet's scheduling.SystemCriticalPriority: pods at or above
@@ -65,6 +78,10 @@ type NodeState struct {
 	// PriorityClasses are the configured [eviction.priority_classes], which resolve
 	// priorityClassName for IsCriticalPod besides the built-in classes.
 	PriorityClasses map[string]int32
+	// Node is the Node object a pod's spec.nodeSelector and required node affinity are matched
+	// against (cluster mode: the registered Node, its name for matchFields and its labels). Nil
+	// when there is none (stand-alone): then pods with either were refused at validation.
+	Node *v1.Node
 }
 
 // Decision is the outcome of Admit. A rejected pod carries the kubelet's reason and message and
@@ -100,9 +117,14 @@ func WithMaxPods(allocatable v1.ResourceList, maxPods int32) v1.ResourceList {
 //     than allocatable minus what node.Pods request. Reason "OutOf<resource>", message
 //     "Node didn't have enough resource: cpu, requested: 2000, used: 500, capacity: 1900"
 //     (cpu in millicores, everything else in units).
+//  4. Node affinity, with a Node: spec.nodeSelector and the required node affinity matched
+//     with component-helpers' nodeaffinity, as the scheduler's AdmissionCheck that the
+//     predicate handler calls (pkg/scheduler/eventhandlers.go): reason "NodeAffinity".
+//  5. With a Node, for a pod from the API server (not a static pod): the Node's NoExecute
+//     taints it does not tolerate (generalFilter): reason "TaintToleration".
 //
-// Not checked (slicelet has no node object with labels and taints): node selectors and
-// affinity, spec.nodeName, host ports and NoExecute taints.
+// Not checked: spec.nodeName (the cluster source lists the pods bound to this node by it),
+// host ports.
 func Admit(pod *v1.Pod, node NodeState) Decision {
 	if d, ok := admitPressure(pod, node.Conditions, node.PriorityClasses); !ok {
 		return d
@@ -113,6 +135,17 @@ func Admit(pod *v1.Pod, node NodeState) Decision {
 	if short := Fit(pod, node.Allocatable, node.Pods); len(short) > 0 {
 		s := short[0]
 		return Decision{Reason: s.Reason(), Message: s.Error()}
+	}
+	if node.Node != nil {
+		if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node.Node); !ok {
+			return Decision{Reason: ReasonNodeAffinity, Message: messageNodeAffinity}
+		}
+		noExecute := func(t *v1.Taint) bool { return t.Effect == v1.TaintEffectNoExecute }
+		if pod.Annotations[pods.AnnotationSource] == pods.SourceCluster {
+			if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Logger{}, node.Node.Spec.Taints, pod.Spec.Tolerations, noExecute, false); untolerated {
+				return Decision{Reason: ReasonTaintToleration, Message: messageTaintToleration}
+			}
+		}
 	}
 	return Decision{Admit: true}
 }

@@ -34,7 +34,18 @@ func with(p *v1.Pod, f func(*v1.Pod)) *v1.Pod { f(p); return p }
 
 var always = v1.ContainerRestartPolicyAlways
 
+// nameAffinity is the required node affinity of e2e's SetNodeSelection: the node's name as a
+// metadata.name field selector.
+func nameAffinity(name string) *v1.Affinity {
+	return &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
+		NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchFields: []v1.NodeSelectorRequirement{
+			{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{name}}}}}}}}
+}
+
 func TestAdmit(t *testing.T) {
+	labelled := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"disk": "ssd"}}}
+	tainted := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: v1.NodeSpec{Taints: []v1.Taint{
+		{Key: "evict", Effect: v1.TaintEffectNoExecute}, {Key: "soft", Effect: v1.TaintEffectNoSchedule}}}}
 	node := WithMaxPods(rl("cpu", "1900m", "memory", "4Gi", "ephemeral-storage", "10Gi", "hugepages-2Mi", "8Mi"), 3)
 	busy := []*v1.Pod{pod("busy", rl("cpu", "500m", "memory", "1Gi", "ephemeral-storage", "1Gi"))}
 	tests := []struct {
@@ -206,6 +217,45 @@ func TestAdmit(t *testing.T) {
 		{
 			name: "os field linux", node: NodeState{Allocatable: node, OS: "linux"},
 			pod: with(pod("p"), func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: v1.Linux} }),
+		},
+		{
+			name: "node selector matches", node: NodeState{Allocatable: node, Node: labelled},
+			pod: with(pod("p"), func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "ssd"} }),
+		},
+		{
+			name: "node selector does not match", node: NodeState{Allocatable: node, Node: labelled},
+			pod:        with(pod("p"), func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "hdd"} }),
+			wantReason: "NodeAffinity", wantMsg: "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector",
+		},
+		{
+			name: "node affinity on the node's name matches", node: NodeState{Allocatable: node, Node: labelled},
+			pod: with(pod("p"), func(p *v1.Pod) { p.Spec.Affinity = nameAffinity("node-a") }),
+		},
+		{
+			name: "node affinity on another node's name", node: NodeState{Allocatable: node, Node: labelled},
+			pod:        with(pod("p"), func(p *v1.Pod) { p.Spec.Affinity = nameAffinity("node-b") }),
+			wantReason: "NodeAffinity", wantMsg: "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector",
+		},
+		{
+			name: "an untolerated NoExecute taint refuses an API server's pod", node: NodeState{Allocatable: node, Node: tainted},
+			pod:        with(pod("p"), func(p *v1.Pod) { p.Annotations = map[string]string{"kubernetes.io/config.source": "cluster"} }),
+			wantReason: "TaintToleration", wantMsg: "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate",
+		},
+		{
+			name: "a tolerated NoExecute taint", node: NodeState{Allocatable: node, Node: tainted},
+			pod: with(pod("p"), func(p *v1.Pod) {
+				p.Annotations = map[string]string{"kubernetes.io/config.source": "cluster"}
+				p.Spec.Tolerations = []v1.Toleration{{Key: "evict", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute}}
+			}),
+		},
+		{
+			name: "static pods ignore the node's taints", node: NodeState{Allocatable: node, Node: tainted},
+			pod: with(pod("p"), func(p *v1.Pod) { p.Annotations = map[string]string{"kubernetes.io/config.source": "file"} }),
+		},
+		{
+			name: "resources are checked before node affinity", node: NodeState{Allocatable: node, Node: labelled, Pods: busy},
+			pod:        with(pod("p", rl("cpu", "2")), func(p *v1.Pod) { p.Spec.Affinity = nameAffinity("node-b") }),
+			wantReason: "OutOfcpu", wantMsg: "Node didn't have enough resource: cpu, requested: 2000, used: 500, capacity: 1900",
 		},
 	}
 	for _, tt := range tests {

@@ -42,14 +42,14 @@ func unixNano(ns int64) time.Time {
 
 // RunPodSandbox creates the pod's log directory (LogRoot/<namespace>_<name>_<uid>) and runs the
 // sandbox with it.
-func (r *Runtime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig) (string, error) {
+func (r *Runtime) RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, error) {
 	md := config.GetMetadata()
 	config.LogDirectory = r.podLogDir(md.GetNamespace(), md.GetName(), md.GetUid())
 	if err := os.MkdirAll(config.LogDirectory, 0o755); err != nil {
 		return "", fmt.Errorf("log directory: %w", err)
 	}
 	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.RunPodSandboxResponse, error) {
-		return r.rs.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: config})
+		return r.rs.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: config, RuntimeHandler: runtimeHandler})
 	})
 	if err != nil {
 		return "", err
@@ -317,6 +317,18 @@ func (r *Runtime) ContainerStatus(ctx context.Context, id string) (worker.Contai
 	// The CRI's ContainerStatus does not carry the sandbox: the worker takes it from the
 	// listing.
 	return st, nil
+}
+
+// UpdateContainerResources changes a container's cgroup configuration (the CRI call the
+// kubelet makes for an in-place resize).
+func (r *Runtime) UpdateContainerResources(ctx context.Context, id string, resources *runtimeapi.LinuxContainerResources) error {
+	_, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+		return r.rs.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: id, Linux: resources})
+	})
+	if err != nil {
+		return fmt.Errorf("container %s: update resources: %w", id, err)
+	}
+	return nil
 }
 
 // ExecSync runs cmd in the container and waits for it, at most timeout; a command that ran out

@@ -25,8 +25,9 @@ import (
 // criLog decodes the CRI log format ("<RFC3339Nano> <stdout|stderr> <F|P> <message>", one
 // record a line; P marks a partial record continued by the next) into plain lines.
 type criLog struct {
-	rest    []byte // an incomplete record (no newline yet)
-	partial []byte // the message so far of a record split by the runtime (tag P)
+	rest      []byte    // an incomplete record (no newline yet)
+	partial   []byte    // the message so far of a record split by the runtime (tag P)
+	partialTS time.Time // the time of its last record
 	// emit receives every line with the time of its (last) record.
 	emit func(ts time.Time, line []byte) error
 }
@@ -72,6 +73,7 @@ func (d *criLog) record(rec []byte) error {
 	switch string(fields[2]) {
 	case "P":
 		d.partial = append(d.partial, msg...)
+		d.partialTS = ts
 		return nil
 	case "F":
 	default:
@@ -80,6 +82,19 @@ func (d *criLog) record(rec []byte) error {
 	line := append(append(d.partial, msg...), '\n')
 	d.partial = nil
 	return d.emit(ts, line)
+}
+
+// flush emits the partial records no full record ended, without a newline: the output a
+// container wrote last without ending its line (echo -n), which the runtime records as a
+// partial record and the kubelet's ReadLogs passes on as it is (a termination message from
+// the log, FallbackToLogsOnError, reads it so).
+func (d *criLog) flush() error {
+	if len(d.partial) == 0 {
+		return nil
+	}
+	line := d.partial
+	d.partial = nil
+	return d.emit(d.partialTS, line)
 }
 
 // logFiles returns the run numbers (restart count + 1) that have a log file, ascending.
@@ -169,6 +184,12 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 	if _, err := io.Copy(dec, f); err != nil {
 		return fmt.Errorf("logs %s: %w", path, err)
 	}
+	if !opts.Follow || opts.Previous {
+		// The instance's output so far: a line it has not ended is shown as it is.
+		if err := dec.flush(); err != nil {
+			return err
+		}
+	}
 	for _, line := range ring {
 		if _, err := w.Write(line); err != nil {
 			return err
@@ -209,7 +230,7 @@ func (r *Runtime) follow(ctx context.Context, pod *v1.Pod, container string, n i
 			return fmt.Errorf("logs %s: %w", f.Name(), err)
 		}
 		if ended {
-			return nil
+			return dec.flush()
 		}
 	}
 }

@@ -754,6 +754,8 @@ func TestCRILogDecode(t *testing.T) {
 		{"empty message", []string{"2026-11-21T08:00:00Z stdout F \n2026-11-21T08:00:00Z stdout F\n"}, "\n\n"},
 		{"malformed skipped", []string{"garbage\nnot-a-time stdout F x\n2026-11-21T08:00:00Z stdin F x\n2026-11-21T08:00:00Z stdout X x\n2026-11-21T08:00:00Z stdout F ok\n"}, "ok\n"},
 		{"no trailing newline yet", []string{"2026-11-21T08:00:00Z stdout F done\n2026-11-21T08:00:00Z stdout F pend"}, "done\n"},
+		// echo -n DONE: the runtime ends the stream with a partial record, shown as it is.
+		{"a last partial record flushed", []string{"2026-11-21T08:00:00Z stdout P DO\n2026-11-21T08:00:00Z stdout P NE\n"}, "DONE"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -763,6 +765,9 @@ func TestCRILogDecode(t *testing.T) {
 				if _, err := d.Write([]byte(ch)); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if err := d.flush(); err != nil {
+				t.Fatal(err)
 			}
 			if out.String() != c.want {
 				t.Errorf("decoded %q, want %q", out.String(), c.want)

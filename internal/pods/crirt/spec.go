@@ -96,9 +96,6 @@ func validatePod(pod *v1.Pod, strictGroups, appArmor func() bool) field.ErrorLis
 			if !volumes[m.Name] {
 				errs = append(errs, field.NotFound(mp.Child("name"), m.Name))
 			}
-			if m.SubPath != "" || m.SubPathExpr != "" {
-				errs = append(errs, field.Forbidden(mp.Child("subPath"), "subPath mounts are not supported"))
-			}
 			if !filepath.IsAbs(m.MountPath) {
 				errs = append(errs, field.Invalid(mp.Child("mountPath"), m.MountPath, "must be an absolute path"))
 			}

@@ -66,6 +66,9 @@ type Container struct {
 	BackoffUpdated time.Time
 	// Hold holds the container back after a failed pull or create; nil when none.
 	Hold *Hold
+	// DefinitionChanged: Current was stopped because the container's definition (its image)
+	// changed; it starts again whatever the restart policy.
+	DefinitionChanged bool
 	// NotStarted and NotReady are the probes' verdicts on a running Current (the kubelet's
 	// prober manager): its startup probe has not succeeded yet; its readiness probe has not
 	// succeeded (or it is not started). Both false: started and ready, as without probes.
@@ -81,6 +84,9 @@ type Pod struct {
 	Initialized bool
 	// Images says that the runtime runs images: container statuses name the spec's image.
 	Images bool
+	// SandboxReady says the pod has a ready sandbox (its network set up): containers can
+	// start without a new one.
+	SandboxReady bool
 	// Containers are the containers the runtime knows about, by name; a container of the spec
 	// that is missing has never run.
 	Containers map[string]*Container
@@ -133,8 +139,9 @@ type Plan struct {
 // containers start in order and the next init container waits until they run; the regular
 // containers all start once initialization is done and restart per restartPolicy; sidecars
 // restart whenever they exit, until every regular container has ended for good, when they are
-// stopped. A container with a Hold waits until it ends. killed is set for a pod being stopped:
-// nothing is started.
+// stopped; ephemeral containers start once, whatever the initialization, until the pod is done.
+// A container with a Hold waits until it ends. killed is set for a pod being stopped: nothing
+// is started.
 func Decide(pod *v1.Pod, obs *Pod, now time.Time, b Backoff, killed bool) Plan {
 	p := Plan{Waiting: map[string]v1.ContainerStateWaiting{}}
 	policy := RestartPolicy(pod)
@@ -188,7 +195,7 @@ func Decide(pod *v1.Pod, obs *Pod, now time.Time, b Backoff, killed bool) Plan {
 	appsDone := len(pod.Spec.Containers) > 0
 	for i := range pod.Spec.Containers {
 		cr := obs.Containers[pod.Spec.Containers[i].Name]
-		if cr.state() != StateExited || ShouldRestart(policy, cr.Current.ExitCode) {
+		if cr.state() != StateExited || ShouldRestart(policy, cr.Current.ExitCode) || cr.DefinitionChanged {
 			appsDone = false
 			break
 		}
@@ -259,13 +266,23 @@ func Decide(pod *v1.Pod, obs *Pod, now time.Time, b Backoff, killed bool) Plan {
 			case StateNone:
 				start(c, false)
 			case StateExited:
-				if ShouldRestart(policy, cr.Current.ExitCode) {
+				if ShouldRestart(policy, cr.Current.ExitCode) || cr.DefinitionChanged {
 					restart(c, false)
 				}
 			}
 		}
 	}
 	p.Done = p.InitFailed || appsDone
+	if !p.Done {
+		// Ephemeral containers start once, initialized or not, and never restart
+		// (kuberuntime_manager.go computePodActions).
+		for i := range pod.Spec.EphemeralContainers {
+			c := (*v1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+			if obs.Containers[c.Name].state() == StateNone {
+				start(c, false)
+			}
+		}
+	}
 	if killed {
 		p.Start, p.StopSidecars, p.NextSync, p.Killed = nil, nil, time.Time{}, true
 		clear(p.Waiting)

@@ -7,6 +7,14 @@ import "strings"
 // it and stays as written otherwise, $$ is a literal $, and any other $ (a lone one, $NAME, an
 // unterminated $( ) is kept.
 func Expand(s string, vars map[string]string) string {
+	return ExpandWith(s, func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	})
+}
+
+// ExpandWith is Expand with the variables given by lookup.
+func ExpandWith(s string, lookup func(name string) (string, bool)) string {
 	if !strings.Contains(s, "$") {
 		return s
 	}
@@ -26,7 +34,7 @@ func Expand(s string, vars map[string]string) string {
 			continue
 		case '(':
 			if end := strings.IndexByte(s, ')'); end > 0 {
-				if v, ok := vars[s[2:end]]; ok {
+				if v, ok := lookup(s[2:end]); ok {
 					b.WriteString(v)
 				} else {
 					b.WriteString(s[:end+1])

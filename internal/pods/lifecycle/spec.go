@@ -47,7 +47,21 @@ func ContainerByName(pod *v1.Pod, name string) (*v1.Container, bool) {
 			return &pod.Spec.Containers[i], false
 		}
 	}
+	if c, _ := EphemeralContainer(pod, name); c != nil {
+		return c, false
+	}
 	return nil, false
+}
+
+// EphemeralContainer is the ephemeral container of that name as a container (the kubelet's
+// conversion: the two share their fields) and its index; nil when there is none.
+func EphemeralContainer(pod *v1.Pod, name string) (*v1.Container, int) {
+	for i := range pod.Spec.EphemeralContainers {
+		if pod.Spec.EphemeralContainers[i].Name == name {
+			return (*v1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon), i
+		}
+	}
+	return nil, -1
 }
 
 // GracePeriod is the pod's terminationGracePeriodSeconds, DefaultGracePeriod when unset (or

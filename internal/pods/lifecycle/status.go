@@ -11,8 +11,9 @@ import (
 )
 
 // PodStatus derives the pod's status from what the runtime observed and the plan: QoS class,
-// start time, a status for every container of the spec (init containers first), the phase
-// (PodPhase) and the kubelet's conditions.
+// start time, a status for every container of the spec (init containers first, ephemeral
+// containers apart: they count neither for the phase nor for readiness), the phase (PodPhase)
+// and the kubelet's conditions.
 func PodStatus(pod *v1.Pod, obs *Pod, p Plan) v1.PodStatus {
 	st := v1.PodStatus{QOSClass: slices.QOSClass(pod)}
 	if !obs.StartTime.IsZero() {
@@ -23,6 +24,12 @@ func PodStatus(pod *v1.Pod, obs *Pod, p Plan) v1.PodStatus {
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		cs := ContainerStatus(c, obs.Containers[c.Name], obs.Images, p, ReasonPodInitializing)
+		if !IsSidecar(c) {
+			// A regular init container is ready once it succeeded, not while it runs (the
+			// kubelet's prober manager, UpdatePodStatus).
+			t := cs.State.Terminated
+			cs.Ready = t != nil && t.ExitCode == 0
+		}
 		if IsSidecar(c) {
 			if !cs.Ready {
 				notReady = append(notReady, c.Name)
@@ -45,6 +52,14 @@ func PodStatus(pod *v1.Pod, obs *Pod, p Plan) v1.PodStatus {
 		st.ContainerStatuses = append(st.ContainerStatuses, cs)
 	}
 	st.Phase = PodPhase(pod, st.ContainerStatuses, p)
+	for i := range pod.Spec.EphemeralContainers {
+		c := (*v1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		cs := ContainerStatus(c, obs.Containers[c.Name], obs.Images, p, ReasonContainerCreating)
+		// No probe looks at an ephemeral container: the kubelet's prober manager leaves its
+		// started unset and its ready false.
+		cs.Started, cs.Ready = nil, false
+		st.EphemeralContainerStatuses = append(st.EphemeralContainerStatuses, cs)
+	}
 
 	cond := func(t v1.PodConditionType, ok bool, reason, message string) v1.PodCondition {
 		if ok {
@@ -54,13 +69,25 @@ func PodStatus(pod *v1.Pod, obs *Pod, p Plan) v1.PodStatus {
 	}
 	initMsg := fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(notInit, " "))
 	readyReason, readyMsg := "ContainersNotReady", fmt.Sprintf("containers with unready status: [%s]", strings.Join(notReady, " "))
-	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
+	// A terminal pod's containers are not ready, with the phase's reason and no message
+	// (pkg/kubelet/status/generate.go, generateContainersReadyConditionForTerminalPhase).
+	switch st.Phase {
+	case v1.PodSucceeded:
 		readyReason, readyMsg = "PodCompleted", ""
+	case v1.PodFailed:
+		readyReason, readyMsg = "PodFailed", ""
 	}
 	ready := len(notReady) == 0 && st.Phase == v1.PodRunning
+	initialized := cond(v1.PodInitialized, p.Initialized, "ContainersNotInitialized", initMsg)
+	if st.Phase == v1.PodSucceeded {
+		// GeneratePodInitializedCondition: a pod that completed was initialized.
+		initialized = v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionTrue, Reason: "PodCompleted"}
+	}
 	st.Conditions = []v1.PodCondition{
-		cond(v1.PodReadyToStartContainers, true, "", ""),
-		cond(v1.PodInitialized, p.Initialized, "ContainersNotInitialized", initMsg),
+		// True while a ready sandbox needs no replacement (the kubelet's
+		// GeneratePodReadyToStartContainersCondition), with no reason either way.
+		{Type: v1.PodReadyToStartContainers, Status: conditionStatus(obs.SandboxReady)},
+		initialized,
 		cond(v1.ContainersReady, ready, readyReason, readyMsg),
 		cond(v1.PodReady, ready, readyReason, readyMsg),
 		cond(v1.PodScheduled, true, "", ""),
@@ -101,6 +128,11 @@ func ContainerStatus(c *v1.Container, cr *Container, images bool, p Plan, waitRe
 		return cs
 	}
 	cur := cr.Current
+	// The resources the container runs with, and the requests allocated to it: the spec's,
+	// which the worker actuates in place on a resize (the kubelet's
+	// convertContainerStatusResources, from its allocated pod).
+	cs.Resources = c.Resources.DeepCopy()
+	cs.AllocatedResources = c.Resources.Requests.DeepCopy()
 	cs.RestartCount = int32(cur.N - 1)
 	cs.ImageID = cur.ImageID
 	if prev := cr.Previous; prev != nil {
@@ -180,4 +212,12 @@ func PodPhase(pod *v1.Pod, statuses []v1.ContainerStatus, p Plan) v1.PodPhase {
 		return v1.PodRunning
 	}
 	return v1.PodPending
+}
+
+// conditionStatus is True or False.
+func conditionStatus(b bool) v1.ConditionStatus {
+	if b {
+		return v1.ConditionTrue
+	}
+	return v1.ConditionFalse
 }

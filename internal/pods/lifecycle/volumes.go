@@ -88,3 +88,21 @@ func PrepareHostPath(hp *v1.HostPathVolumeSource) error {
 	}
 	return nil
 }
+
+// MemoryVolumeSize is the size of a memory-backed emptyDir's tmpfs in bytes, as the kubelet's
+// calculateEmptyDirMemorySize (pkg/volume/emptydir/empty_dir.go, SizeMemoryBackedVolumes): the
+// node's allocatable memory, lowered to the pod's memory limit (podMemoryLimit, the pod
+// cgroup's; 0 or negative: none) and then to the volume's sizeLimit, each only when positive
+// and not larger. 0 means no size option (the kernel's default).
+func MemoryVolumeSize(v *v1.EmptyDirVolumeSource, allocatable, podMemoryLimit int64) int64 {
+	size := allocatable
+	if podMemoryLimit > 0 && podMemoryLimit <= size {
+		size = podMemoryLimit
+	}
+	if v.SizeLimit != nil {
+		if l := v.SizeLimit.Value(); l > 0 && l <= size {
+			size = l
+		}
+	}
+	return max(size, 0)
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 func TestPrepareHostPath(t *testing.T) {
@@ -116,5 +117,31 @@ func TestEmptyDirs(t *testing.T) {
 	got := EmptyDirs(pod, func(name string) string { return "/state/" + name })
 	if len(got) != 1 || got["scratch"] != "/state/scratch" {
 		t.Errorf("EmptyDirs = %v, want only scratch at /state/scratch", got)
+	}
+}
+
+func TestMemoryVolumeSize(t *testing.T) {
+	gi := int64(1 << 30)
+	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+	tests := []struct {
+		name               string
+		sizeLimit          *resource.Quantity
+		allocatable, limit int64
+		want               int64
+	}{
+		{name: "allocatable", allocatable: 4 * gi, want: 4 * gi},
+		{name: "the pod's memory limit", allocatable: 4 * gi, limit: gi, want: gi},
+		{name: "a pod limit above allocatable", allocatable: 4 * gi, limit: 8 * gi, want: 4 * gi},
+		{name: "sizeLimit below the pod limit", allocatable: 4 * gi, limit: gi, sizeLimit: q("64Mi"), want: 64 << 20},
+		{name: "sizeLimit above the pod limit", allocatable: 4 * gi, limit: gi, sizeLimit: q("2Gi"), want: gi},
+		{name: "zero sizeLimit ignored", allocatable: 4 * gi, sizeLimit: q("0"), want: 4 * gi},
+		{name: "nothing known", want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := MemoryVolumeSize(&v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory, SizeLimit: tt.sizeLimit}, tt.allocatable, tt.limit); got != tt.want {
+				t.Errorf("MemoryVolumeSize = %d, want %d", got, tt.want)
+			}
+		})
 	}
 }

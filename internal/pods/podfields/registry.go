@@ -46,6 +46,7 @@ const (
 	noPlugin       = "needs a volume plugin slicelet does not have; use hostPath or emptyDir"
 	schedulerOnly  = "the scheduler's: a pod reaches a slicelet node already placed (the kubelet ignores it too)"
 	divergence     = " (a deliberate divergence: the kubelet refuses static pods that reference them, pkg/kubelet/config/common.go; slicelet serves ConfigMaps and Secrets from its own sources)"
+	nodeAffinity   = "implemented: admission matches it against the registered Node (its name and labels; internal/pods/admission), reason NodeAffinity as the kubelet's predicate handler"
 	fromAPIServer  = "from the API server with the node's credentials, cached 1 minute (internal/cluster/objects.go)"
 	apiServerOwned = "set and used by the API server; a static pod's copy is ignored by the kubelet too"
 )
@@ -54,7 +55,8 @@ const (
 // init containers alike.
 var containerFields = []Entry{
 	{Path: "name", Handling: Implemented, Note: "unit names (systemdrt/names.go), CRI container metadata (worker/config.go)"},
-	{Path: "image", Handling: Implemented, Note: "the cri runtime pulls and runs it (worker/images.go); the systemd runtime runs host commands and refuses an image with its path (systemdrt/validate.go)"},
+	{Path: "image", Handling: Implemented, Note: "the cri runtime pulls and runs it (worker/images.go); the systemd runtime runs host commands and refuses an image with its path (systemdrt/validate.go)",
+		Cluster: "an image changed on a running pod stops the container and starts it again from the new image, whatever the restart policy (worker/resize.go, as computePodActions on a changed container hash)"},
 	{Path: "imagePullPolicy", Handling: Implemented, Note: "image pulls of the cri runtime (worker/images.go); defaulted from the tag (internal/manifest/defaults.go)"},
 	{Path: "command", Handling: Implemented, Note: "ExecStart= (systemdrt/props.go), CRI command; $(VAR) expansion (lifecycle/expand.go)"},
 	{Path: "args", Handling: Implemented, Note: "as command"},
@@ -79,20 +81,21 @@ var containerFields = []Entry{
 	{Path: "resources.limits", Handling: Implemented, Note: "the kubelet's resource math (slices/resources.go): quota, memory.max, hugetlb, QoS class"},
 	{Path: "resources.requests", Handling: Implemented, Note: "shares/weight, QoS class, OOM score, admission (slices, admission); defaulted from limits"},
 	{Path: "resources.claims", Handling: Refused, Note: staticPrefix + "resourceclaims (pkg/kubelet/config/common.go)"},
-	{Path: "resizePolicy", Handling: NoEffect, Note: "in-place resize is an update through the API server; a changed manifest is a new static pod (new UID)"},
+	{Path: "resizePolicy", Handling: NoEffect, Note: "in-place resize is an update through the API server; a changed manifest is a new static pod (new UID)",
+		Cluster: "an in-place resize (the resize subresource) is admitted against the node (else PodResizePending Infeasible or Deferred, internal/pods/controller.go) and done in place: the pod slice and each container's cgroup (UpdateContainerResources, worker/resize.go); NotRequired only: a resize that RestartContainer covers stays PodResizePending Infeasible"},
 	{Path: "restartPolicy", Handling: Implemented, Note: "sidecars: restartable init containers (lifecycle/decide.go)"},
 	{Path: "restartPolicyRules", Handling: Refused, Note: "container restart rules are " + notYet},
 	{Path: "volumeMounts[*].name", Handling: Implemented, Note: "bind mounts (systemdrt BindPaths=, CRI mounts)"},
 	{Path: "volumeMounts[*].mountPath", Handling: Implemented, Note: "as name"},
 	{Path: "volumeMounts[*].readOnly", Handling: Implemented, Note: "BindReadOnlyPaths= (systemdrt/props.go), CRI readonly"},
 	{Path: "volumeMounts[*].recursiveReadOnly", Handling: Refused, Note: "recursive read-only mounts are " + notYet},
-	{Path: "volumeMounts[*].subPath", Handling: Refused, Note: "subPath mounts are " + notYet},
-	{Path: "volumeMounts[*].subPathExpr", Handling: Refused, Note: "subPath mounts are " + notYet},
+	{Path: "volumeMounts[*].subPath", Handling: Implemented, Note: "the cri runtime (refused by the systemd runtime, systemdrt/validate.go): the volume's sub-path is mounted, created with the volume's mode when missing, never outside the volume (symbolic links included); an absolute path or '..' is CreateContainerConfigError (lifecycle/subpath.go, worker/subpath.go; pkg/kubelet/kubelet_pods.go makeMounts)"},
+	{Path: "volumeMounts[*].subPathExpr", Handling: Implemented, Note: "as subPath, $(VAR) expanded from the container's env; an undefined or empty variable is CreateContainerConfigError (kubecontainer.ExpandContainerVolumeMounts)"},
 	{Path: "volumeMounts[*].mountPropagation", Handling: Refused, Note: "mount propagation is " + notYet},
 	{Path: "volumeMounts[*].bindMountOptions", Handling: Refused, Note: "bind mount options are " + notYet},
 	{Path: "volumeDevices", Handling: Refused, Note: "block devices come from persistent volume claims, which static pods may not reference"},
-	{Path: "terminationMessagePath", Handling: NoEffect, Note: "not read: a container's status carries its exit code and reason, not the file's message (defaulted on every container)"},
-	{Path: "terminationMessagePolicy", Handling: NoEffect, Note: "as terminationMessagePath"},
+	{Path: "terminationMessagePath", Handling: Implemented, Note: "the cri runtime: an empty 0666 file per run mounted there, read (at most 4 KiB) into the terminated state's message (worker/termination.go, kuberuntime_container.go); the systemd runtime mounts none and reports no message"},
+	{Path: "terminationMessagePolicy", Handling: Implemented, Note: "FallbackToLogsOnError: a failed run's last 80 log lines, at most 2 KiB, when its file is empty (lifecycle/termination.go)"},
 	{Path: "securityContext.runAsUser", Handling: Implemented, Note: "User= (systemdrt/props.go), CRI run_as_user"},
 	{Path: "securityContext.runAsGroup", Handling: Implemented, Note: "Group=, CRI run_as_group"},
 	{Path: "securityContext.runAsNonRoot", Handling: Implemented, Note: "the systemd runtime refuses it with runAsUser 0 and runs containers without runAsUser as nobody (systemdrt/security.go); CRI checks the image user before create (worker/config.go)"},
@@ -138,7 +141,7 @@ var podFields = []Entry{
 	{Path: "metadata.managedFields", Handling: NoEffect, Note: apiServerOwned},
 
 	{Path: "spec.volumes[*].name", Handling: Implemented, Note: "per-pod volume directories (lifecycle/volumes.go)"},
-	{Path: "spec.volumes[*].emptyDir.medium", Handling: Refused, Note: "memory- and hugepage-backed emptyDir volumes are " + notYet + " (the default medium, a directory on the node's disk, is)",
+	{Path: "spec.volumes[*].emptyDir.medium", Handling: Refused, Note: "hugepage-backed emptyDir volumes are " + notYet + " (the default medium, a directory on the node's disk, and with the cri runtime Memory, a tmpfs sized as the kubelet sizes it, worker/volumes.go, are; the systemd runtime refuses Memory, systemdrt/validate.go)",
 		Allowed: func(p *v1.Pod) bool { return defaultMediumOnly(p) }},
 	{Path: "spec.volumes[*].emptyDir.mode", Handling: Refused, Note: "an emptyDir's mode is " + notYet},
 	{Path: "spec.volumes[*].emptyDir.sizeLimit", Handling: Refused, Note: "local storage eviction of emptyDir volumes is " + notYet},
@@ -179,14 +182,15 @@ var podFields = []Entry{
 	{Path: "spec.volumes[*].storageos", Handling: Refused, Note: noPlugin},
 	{Path: "spec.volumes[*].vsphereVolume", Handling: Refused, Note: noPlugin},
 
-	{Path: "spec.ephemeralContainers", Handling: Refused, Note: "ephemeral containers are added through the API server's ephemeralcontainers subresource, never by a manifest"},
+	{Path: "spec.ephemeralContainers", Handling: Refused, Note: "ephemeral containers are added through the API server's ephemeralcontainers subresource, never by a manifest",
+		Cluster: "implemented (cri runtime): each starts once in the running pod and never restarts, its status in ephemeralContainerStatuses (lifecycle/decide.go, status.go); stdin and tty go to the runtime; a field a container may not have, or targetContainerName, holds that container with CreateContainerConfigError naming its path (worker/ephemeral.go)"},
 	{Path: "spec.restartPolicy", Handling: Implemented, Note: "restart decisions and phase (lifecycle/decide.go); defaulted to Always"},
 	{Path: "spec.terminationGracePeriodSeconds", Handling: Implemented, Note: "kill with grace (worker, TimeoutStopSec=); defaulted to 30"},
-	{Path: "spec.activeDeadlineSeconds", Handling: Refused, Note: "active deadlines are " + notYet},
+	{Path: "spec.activeDeadlineSeconds", Handling: Implemented, Note: "counted from status.startTime; once past, the pod is stopped and Failed with reason DeadlineExceeded and a Normal event (lifecycle/deadline.go, the controller's failPod; pkg/kubelet/active_deadline.go)"},
 	{Path: "spec.dnsPolicy", Handling: NoEffect, Note: "no cluster DNS: pods resolve as the host does (defaulted to ClusterFirst, which the kubelet falls back from the same way without cluster DNS)"},
 	{Path: "spec.dnsConfig", Handling: Refused, Note: "pod DNS configuration is " + notYet},
-	{Path: "spec.nodeSelector", Handling: Refused, Note: "matching node labels at admission is " + notYet},
-	{Path: "spec.affinity.nodeAffinity", Handling: Refused, Note: "matching node labels at admission is " + notYet},
+	{Path: "spec.nodeSelector", Handling: Refused, Note: "matching node labels at admission outside cluster mode (no Node object) is " + notYet, Cluster: nodeAffinity},
+	{Path: "spec.affinity.nodeAffinity", Handling: Refused, Note: "matching node labels at admission outside cluster mode (no Node object) is " + notYet, Cluster: nodeAffinity},
 	{Path: "spec.affinity.podAffinity", Handling: NoEffect, Note: schedulerOnly},
 	{Path: "spec.affinity.podAntiAffinity", Handling: NoEffect, Note: schedulerOnly},
 	{Path: "spec.serviceAccountName", Handling: Refused, Note: staticPrefix + "serviceaccounts (pkg/kubelet/config/common.go)", Cluster: "accepted: the service account of the pod's projected tokens and of the Downward API's spec.serviceAccountName"},
@@ -217,12 +221,13 @@ var podFields = []Entry{
 	{Path: "spec.hostnameOverride", Handling: Refused, Note: "hostnameOverride is " + notYet},
 	{Path: "spec.schedulerName", Handling: NoEffect, Note: schedulerOnly + "; defaulted to default-scheduler"},
 	{Path: "spec.tolerations", Handling: NoEffect, Note: "slicelet's node has no taints"},
-	{Path: "spec.hostAliases", Handling: Refused, Note: "/etc/hosts entries are " + notYet},
+	{Path: "spec.hostAliases", Handling: Implemented, Note: "the cri runtime: appended to the pod's hosts file, which every container gets at /etc/hosts (the kubelet's managed file, or the node's own on the host's network; worker/etchosts.go, lifecycle/etchosts.go); refused by the systemd runtime (systemdrt/validate.go)"},
 	{Path: "spec.priorityClassName", Handling: Implemented, Note: "critical pods at admission and eviction (admission, eviction)"},
 	{Path: "spec.priority", Handling: Implemented, Note: "eviction ranking (eviction)"},
 	{Path: "spec.preemptionPolicy", Handling: NoEffect, Note: schedulerOnly},
 	{Path: "spec.readinessGates", Handling: NoEffect, Note: "readiness gates are conditions controllers set through the API server"},
-	{Path: "spec.runtimeClassName", Handling: Refused, Note: "runtime classes are " + notYet},
+	{Path: "spec.runtimeClassName", Handling: Refused, Note: "runtime classes outside cluster mode (no RuntimeClass objects) are " + notYet,
+		Cluster: "implemented (cri runtime): the RuntimeClass's handler from the API server (cached as ConfigMaps) is the sandbox's CRI runtime handler; an unknown class fails the sandbox (FailedCreatePodSandBox), as the kubelet's LookupRuntimeHandler; the systemd runtime refuses it (systemdrt/validate.go)"},
 	{Path: "spec.enableServiceLinks", Handling: NoEffect, Note: "no Services, so no service environment variables (defaulted to true)", Cluster: "implemented: the Services of the pod's namespace as environment variables (NAME_SERVICE_HOST, NAME_PORT_...), and those of the master service default/kubernetes always, as pkg/kubelet/kubelet_pods.go getServiceEnvVarMap (internal/cluster/services.go, worker/env.go)"},
 	{Path: "spec.overhead", Handling: Implemented, Note: "added to the pod's requests and limits (slices/resources.go, admission)"},
 	{Path: "spec.topologySpreadConstraints", Handling: NoEffect, Note: schedulerOnly},
@@ -251,10 +256,10 @@ func allDefaultProcMount(p *v1.Pod) bool {
 	return true
 }
 
-// defaultMediumOnly reports whether every emptyDir of the pod has the default medium.
+// defaultMediumOnly reports whether every emptyDir of the pod has the default medium or Memory.
 func defaultMediumOnly(p *v1.Pod) bool {
 	for _, v := range p.Spec.Volumes {
-		if v.EmptyDir != nil && v.EmptyDir.Medium != v1.StorageMediumDefault {
+		if v.EmptyDir != nil && v.EmptyDir.Medium != v1.StorageMediumDefault && v.EmptyDir.Medium != v1.StorageMediumMemory {
 			return false
 		}
 	}

@@ -33,6 +33,7 @@ type Systemd interface {
 	ResetFailed(ctx context.Context, name string) error
 	List(ctx context.Context, patterns ...string) ([]units.UnitStatus, error)
 	Properties(ctx context.Context, name string) (units.UnitInfo, error)
+	SetProperties(ctx context.Context, name string, props []units.Property) error
 }
 
 // Defaults of Options.
@@ -224,7 +225,10 @@ func (r *Runtime) podUIDs() ([]string, error) {
 
 // RunPodSandbox records a new sandbox of the pod in its slice (the slice itself is the
 // controller's): the pod's containers run as units in config.Linux.CgroupParent.
-func (r *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandboxConfig) (string, error) {
+func (r *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, error) {
+	if runtimeHandler != "" {
+		return "", fmt.Errorf("runtime handler %q: the systemd runtime has none", runtimeHandler)
+	}
 	md := config.GetMetadata()
 	uid := md.GetUid()
 	slice := config.GetLinux().GetCgroupParent()
@@ -692,6 +696,18 @@ func parseContainerID(id string) (string, unitID, error) {
 		return "", unitID{}, fmt.Errorf("container %q: not a container unit of the systemd runtime", id)
 	}
 	return unit, ref, nil
+}
+
+// UpdateContainerResources sets a run's cgroup properties on its unit (an in-place resize).
+func (r *Runtime) UpdateContainerResources(ctx context.Context, id string, resources *runtimeapi.LinuxContainerResources) error {
+	unit, _, err := parseContainerID(id)
+	if err != nil {
+		return err
+	}
+	if err := r.opts.Systemd.SetProperties(ctx, unit, slices.SliceProperties(resourceConfig(resources), r.opts.Systemd.Mode())); err != nil {
+		return fmt.Errorf("container %s: update resources: %w", id, err)
+	}
+	return nil
 }
 
 // ContainerStatus inspects a run. The state of its unit at the last listing decides what is

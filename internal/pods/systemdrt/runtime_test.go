@@ -154,7 +154,7 @@ func TestSyncPodNoDuplicates(t *testing.T) {
 		ctx := t.Context()
 		sbCfg := &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Uid: "ad-2", Name: "web", Namespace: "default"},
 			Linux: &runtimeapi.LinuxPodSandboxConfig{CgroupParent: testSlice(pod).Unit}}
-		sb, err := rt.rt.RunPodSandbox(ctx, sbCfg)
+		sb, err := rt.rt.RunPodSandbox(ctx, sbCfg, "")
 		if err != nil {
 			t.Fatal(err)
 		}

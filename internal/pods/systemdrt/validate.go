@@ -53,6 +53,12 @@ func (r *Runtime) validate(pod *v1.Pod, host bool) field.ErrorList {
 	if len(pod.Spec.EphemeralContainers) > 0 {
 		errs = append(errs, field.Forbidden(spec.Child("ephemeralContainers"), "ephemeral containers are not supported by the systemd runtime"))
 	}
+	if rc := pod.Spec.RuntimeClassName; rc != nil && *rc != "" {
+		errs = append(errs, field.Forbidden(spec.Child("runtimeClassName"), "the systemd runtime has no runtime handlers; "+useCRI))
+	}
+	if len(pod.Spec.HostAliases) > 0 {
+		errs = append(errs, field.Forbidden(spec.Child("hostAliases"), "the systemd runtime runs host commands, which read the host's /etc/hosts; "+useCRI))
+	}
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
 		errs = append(errs, field.Invalid(spec.Child("terminationGracePeriodSeconds"), *g, "must be non-negative"))
 	}

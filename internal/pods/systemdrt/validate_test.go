@@ -138,6 +138,10 @@ func TestValidate(t *testing.T) {
 		}), []string{"spec.securityContext.appArmorProfile: Forbidden: cannot enforce AppArmor: AppArmor is not enabled on the host"}},
 		{"shared process namespace", withPod(func(p *v1.Pod) { p.Spec.ShareProcessNamespace = ptr(true) }),
 			[]string{"spec.shareProcessNamespace: Forbidden"}},
+		{"host aliases", withPod(func(p *v1.Pod) { p.Spec.HostAliases = []v1.HostAlias{{IP: "10.0.0.1", Hostnames: []string{"a"}}} }),
+			[]string{"spec.hostAliases: Forbidden"}},
+		{"runtime class", withPod(func(p *v1.Pod) { p.Spec.RuntimeClassName = new("kata") }),
+			[]string{"spec.runtimeClassName: Forbidden"}},
 		{"strict supplemental groups", withPod(func(p *v1.Pod) {
 			p.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: ptr(v1.SupplementalGroupsPolicyStrict)}
 		}), []string{`spec.securityContext.supplementalGroupsPolicy: Unsupported value: "Strict"`}},

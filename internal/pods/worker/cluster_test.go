@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
@@ -22,6 +23,7 @@ type fakeCluster struct {
 	tokens   []string // the pods' token requests: namespace/name/serviceAccount/audience
 	services map[string]string
 	svcErr   error
+	handlers map[string]string // RuntimeClass name → handler
 }
 
 func (c *fakeCluster) ConfigMap(ns, name string) (*v1.ConfigMap, error) {
@@ -42,6 +44,13 @@ func (c *fakeCluster) ServiceAccountToken(pod *v1.Pod, src *v1.ServiceAccountTok
 
 func (c *fakeCluster) ServiceEnv(string, bool) (map[string]string, error) {
 	return c.services, c.svcErr
+}
+
+func (c *fakeCluster) RuntimeHandler(name string) (string, error) {
+	if h, ok := c.handlers[name]; ok {
+		return h, nil
+	}
+	return "", apierrors.NewNotFound(schema.GroupResource{Group: "node.k8s.io", Resource: "runtimeclasses"}, name)
 }
 
 // clusterPod is testPod from cluster mode's API server.
@@ -196,6 +205,46 @@ func TestTokenMode(t *testing.T) {
 			}
 			if got := tokenMode(pod, tc.def); got != tc.want {
 				t.Errorf("mode %o, want %o", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRuntimeClassHandler: a cluster pod's sandbox runs with its RuntimeClass's handler; an
+// unknown RuntimeClass fails the sandbox with FailedCreatePodSandBox (the kubelet's
+// LookupRuntimeHandler) and nothing starts.
+func TestRuntimeClassHandler(t *testing.T) {
+	tests := []struct {
+		name        string
+		class       string
+		wantHandler string
+		wantErr     string
+	}{
+		{name: "no class", wantHandler: ""},
+		{name: "known class", class: "preconfigured-handler", wantHandler: "test-handler"},
+		{name: "unknown class", class: "gone", wantErr: `Warning FailedCreatePodSandBox Failed to create pod sandbox: runtimeclasses.node.k8s.io "gone" not found`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeRT()
+			cl := &fakeCluster{handlers: map[string]string{"preconfigured-handler": "test-handler"}}
+			w, events := newTestWorkerWith(t, f, "", func(o *Options) { o.Cluster = cl })
+			pod := clusterPod("rc-1")
+			if tt.class != "" {
+				pod.Spec.RuntimeClassName = &tt.class
+			}
+			_, err := w.SyncPod(t.Context(), pod, testSlice(pod))
+			if tt.wantErr != "" {
+				if err == nil || !slices.Contains(drain(events), tt.wantErr) {
+					t.Errorf("SyncPod = %v, want an error and the event %q", err, tt.wantErr)
+				}
+				if n := f.callsTo("CreateContainer"); n != 0 {
+					t.Errorf("%d containers created", n)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(f.handlers, []string{tt.wantHandler}) {
+				t.Errorf("SyncPod = %v, handlers %q, want [%q]", err, f.handlers, tt.wantHandler)
 			}
 		})
 	}

@@ -94,10 +94,7 @@ func (w *Worker) SandboxConfig(pod *v1.Pod, slice string, attempt uint32) *runti
 	hostname := ""
 	if ns.Network != runtimeapi.NamespaceMode_NODE {
 		// A host-network sandbox must have no hostname of its own (containerd refuses one).
-		hostname = pod.Name
-		if pod.Spec.Hostname != "" {
-			hostname = pod.Spec.Hostname
-		}
+		hostname = lifecycle.PodHostname(pod)
 	}
 	sc := &runtimeapi.LinuxSandboxSecurityContext{
 		NamespaceOptions:   ns,
@@ -298,7 +295,28 @@ func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, i
 		if !ok {
 			return nil, fmt.Errorf("container %s: volume mount %q: no such volume", c.Name, m.Name)
 		}
+		// A sub-path that cannot be used holds the container back with
+		// CreateContainerConfigError, as the kubelet's makeMounts errors do.
+		sub, err := lifecycle.SubPath(&m, env)
+		if err != nil {
+			return nil, configError{fmt.Errorf("container %s: volume mount %q: %w", c.Name, m.Name, err)}
+		}
+		if sub != "" {
+			if host, err = subPathHost(host, sub); err != nil {
+				return nil, configError{fmt.Errorf("failed to create subPath directory for volumeMount %q of container %q: %w", m.Name, c.Name, err)}
+			}
+		}
 		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly || readOnlyVolume(pod, m.Name)})
+	}
+	if hm, err := w.etcHostsMount(pod, c); err != nil {
+		return nil, fmt.Errorf("container %s: %w", c.Name, err)
+	} else if hm != nil {
+		mounts = append(mounts, hm)
+	}
+	if tm, err := w.terminationLogMount(pod, c, attempt); err != nil {
+		return nil, fmt.Errorf("container %s: %w", c.Name, err)
+	} else if tm != nil {
+		mounts = append(mounts, tm)
 	}
 	sc := w.containerSecurity(pod, c)
 	labels := podLabels(pod)
@@ -309,9 +327,14 @@ func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, i
 		Command:    command,
 		Args:       args,
 		WorkingDir: c.WorkingDir,
-		Envs:       envs,
-		Mounts:     mounts,
-		Labels:     labels,
+		// Only ephemeral containers get here with these set (validation refuses them on the
+		// others); kuberuntime's generateContainerConfig passes them as they are.
+		Stdin:     c.Stdin,
+		StdinOnce: c.StdinOnce,
+		Tty:       c.TTY,
+		Envs:      envs,
+		Mounts:    mounts,
+		Labels:    labels,
 		Annotations: map[string]string{
 			AnnotationRestartCount: strconv.FormatUint(uint64(attempt), 10),
 			AnnotationGracePeriod:  strconv.FormatInt(int64(lifecycle.GracePeriod(pod)/time.Second), 10),

@@ -33,6 +33,8 @@ type ClusterObjects interface {
 	// ServiceEnv is the service variables of a pod of namespace (the kubelet's
 	// getServiceEnvVarMap).
 	ServiceEnv(namespace string, enableServiceLinks bool) (map[string]string, error)
+	// RuntimeHandler is the CRI runtime handler of the RuntimeClass name.
+	RuntimeHandler(name string) (string, error)
 }
 
 // configError is a container configuration that cannot be built now (a missing ConfigMap,

@@ -26,6 +26,9 @@ const (
 	EventPulled            = "Pulled"
 	EventErrImageNeverPull = "ErrImageNeverPull"
 	EventSandboxChanged    = "SandboxChanged"
+	// EventFailedCreatePodSandBox: the sandbox could not be created (its RuntimeClass
+	// unknown, the runtime's refusal).
+	EventFailedCreatePodSandBox = "FailedCreatePodSandBox"
 )
 
 // The kubelet's messages of a container created and started (pkg/kubelet/kuberuntime/

@@ -33,6 +33,8 @@ type fakeRT struct {
 	execCode   int32                    // ExecSync's exit code
 	order      []string                 // ExecSync and StopContainer calls in order: "exec <cmd>", "stop <id>"
 	grace      map[string]time.Duration // the grace of each StopContainer by container ID
+	logs       string                   // what Logs writes; none (ErrNoLogs) when empty
+	handlers   []string                 // the runtime handler of every RunPodSandbox
 }
 
 func newFakeRT() *fakeRT {
@@ -54,10 +56,11 @@ func (f *fakeRT) Name() string                     { return "fake" }
 func (f *fakeRT) Type() string                     { return "fake" }
 func (f *fakeRT) Validate(*v1.Pod) field.ErrorList { return nil }
 
-func (f *fakeRT) RunPodSandbox(_ context.Context, cfg *runtimeapi.PodSandboxConfig) (string, error) {
+func (f *fakeRT) RunPodSandbox(_ context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.count("RunPodSandbox")
+	f.handlers = append(f.handlers, handler)
 	f.next++
 	id := fmt.Sprintf("sb%d", f.next)
 	f.sandboxes[id] = &Sandbox{ID: id, PodUID: cfg.GetMetadata().GetUid(), Attempt: cfg.GetMetadata().GetAttempt(), Ready: true, CreatedAt: f.now()}
@@ -142,6 +145,18 @@ func (f *fakeRT) exit(uid, name string, code int32, reason string) {
 	}
 }
 
+func (f *fakeRT) UpdateContainerResources(_ context.Context, id string, res *runtimeapi.LinuxContainerResources) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.count("UpdateContainerResources")
+	cfg := f.configs[id]
+	if cfg == nil {
+		return fmt.Errorf("container %s: %w", id, ErrNotFound)
+	}
+	cfg.Linux.Resources = res
+	return nil
+}
+
 func (f *fakeRT) StopContainer(_ context.Context, id string, grace time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -201,8 +216,15 @@ func (f *fakeRT) ExecSync(_ context.Context, id string, cmd []string, _ time.Dur
 	return ExecResult{Stdout: []byte(fmt.Sprint(id, cmd)), ExitCode: f.execCode}, nil
 }
 
-func (f *fakeRT) Logs(context.Context, *v1.Pod, string, pods.LogOptions, io.Writer) error {
-	return pods.ErrNoLogs
+func (f *fakeRT) Logs(_ context.Context, _ *v1.Pod, _ string, _ pods.LogOptions, out io.Writer) error {
+	f.mu.Lock()
+	logs := f.logs
+	f.mu.Unlock()
+	if logs == "" {
+		return pods.ErrNoLogs
+	}
+	_, err := io.WriteString(out, logs)
+	return err
 }
 
 // setExecCode sets the exit code of the commands ExecSync runs from now on.

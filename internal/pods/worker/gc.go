@@ -118,6 +118,7 @@ func (g containerGC) RemoveContainer(ctx context.Context, id string) error {
 	}
 	w.mu.Lock()
 	delete(w.status, id)
+	delete(w.termination, id)
 	w.mu.Unlock()
 	return nil
 }

@@ -204,6 +204,7 @@ func (w *Worker) observeFrom(ctx context.Context, pod *v1.Pod, e *entry, sbs []S
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	w.withTerminationMessages(ctx, pod, statuses)
 	o := &observed{pod: pod, sandboxes: sbs, byName: map[string]*containerView{}, seen: map[string]State{}, holds: map[string]*lifecycle.Hold{}}
 	ready := map[string]bool{}
 	for i := range sbs {
@@ -425,12 +426,13 @@ func (w *Worker) instanceView(in *instance) *lifecycle.Instance {
 // under the next number; for the status it shows its last run, as the kubelet keeps showing the
 // terminated state of a purged init container until it runs again.
 func (w *Worker) view(o *observed, decisions bool) *lifecycle.Pod {
-	obs := &lifecycle.Pod{StartTime: o.startTime, Initialized: o.initialized, Images: w.opts.Images != nil,
+	obs := &lifecycle.Pod{StartTime: o.startTime, Initialized: o.initialized, Images: w.opts.Images != nil, SandboxReady: o.sandbox != nil,
 		Containers: make(map[string]*lifecycle.Container, len(o.byName))}
 	for name, v := range o.byName {
 		c := &lifecycle.Container{State: v.current.state(), Current: w.instanceView(v.current), Hold: o.holds[name]}
 		if cr := o.rec.Containers[name]; cr != nil {
 			c.Backoff, c.BackoffUpdated = cr.Backoff, cr.BackoffUpdated
+			c.DefinitionChanged = cr.RestartOf != "" && cr.RestartOf == v.current.ID
 		}
 		if p := v.previous; p != nil && p.State == StateExited {
 			c.Previous = w.instanceView(p)

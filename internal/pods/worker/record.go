@@ -43,6 +43,16 @@ type containerRecord struct {
 	BackoffUpdated time.Time     `json:"backoffUpdated,omitzero"`
 	// Last is the latest run seen ended.
 	Last *lastInstance `json:"last,omitempty"`
+	// ResourcesOf is the run whose cgroup configuration is Resources (resourcesKey): what it
+	// was created with, or resized to in place.
+	ResourcesOf string `json:"resourcesOf,omitempty"`
+	Resources   string `json:"resources,omitempty"`
+	// ImageOf is the run that was created from the spec's image Image.
+	ImageOf string `json:"imageOf,omitempty"`
+	Image   string `json:"image,omitempty"`
+	// RestartOf is the run stopped because the container's definition changed: it is started
+	// again whatever the restart policy.
+	RestartOf string `json:"restartOf,omitempty"`
 }
 
 // podRecord is StateDir/pods/<uid>/worker.json.

@@ -82,6 +82,11 @@ func (w *Worker) Relist(ctx context.Context, podList []*v1.Pod) (pods.Relisted, 
 	now := w.clock.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for id := range w.termination {
+		if !listed[id] {
+			delete(w.termination, id)
+		}
+	}
 	for id := range w.status {
 		if !listed[id] {
 			delete(w.status, id)

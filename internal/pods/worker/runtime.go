@@ -36,8 +36,9 @@ type Runtime interface {
 	Validate(pod *v1.Pod) field.ErrorList
 
 	// RunPodSandbox creates and starts a pod sandbox (its cgroup parent is the pod slice,
-	// config.Linux.CgroupParent) and returns its ID.
-	RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig) (string, error)
+	// config.Linux.CgroupParent) with the runtime handler of the pod's RuntimeClass ("" for
+	// the default) and returns its ID.
+	RunPodSandbox(ctx context.Context, config *runtimeapi.PodSandboxConfig, runtimeHandler string) (string, error)
 	// StopPodSandbox stops a sandbox and kills whatever still runs in it; it is then not ready.
 	StopPodSandbox(ctx context.Context, id string) error
 	// RemovePodSandbox removes a stopped sandbox and what the runtime keeps for it.
@@ -53,6 +54,9 @@ type Runtime interface {
 	// StopContainer sends the container its stop signal, SIGKILL after grace, and returns once
 	// it has ended (the CRI's StopContainer with a timeout).
 	StopContainer(ctx context.Context, id string, grace time.Duration) error
+	// UpdateContainerResources changes the cgroup configuration of a created or running
+	// container in place (the CRI's UpdateContainerResources: an in-place resize).
+	UpdateContainerResources(ctx context.Context, id string, resources *runtimeapi.LinuxContainerResources) error
 	// RemoveContainer removes a container that is not running.
 	RemoveContainer(ctx context.Context, id string) error
 	// ListContainers lists the containers of the pod with that UID, or of every pod for "",

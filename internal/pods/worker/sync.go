@@ -58,6 +58,18 @@ func (w *Worker) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice
 				return v1.PodStatus{}, err
 			}
 		}
+		if i == 0 {
+			w.resizeContainers(ctx, pod, e, o)
+			stopped, err := w.restartChanged(ctx, pod, e, o)
+			if err != nil {
+				return v1.PodStatus{}, err
+			}
+			if stopped {
+				if o, err = w.observe(ctx, pod, e, true, false); err != nil {
+					return v1.PodStatus{}, err
+				}
+			}
+		}
 		if kills := w.syncProbes(ctx, pod, o); len(kills) > 0 {
 			var errs []error
 			for _, k := range kills {
@@ -190,12 +202,32 @@ func (w *Worker) runSandbox(ctx context.Context, pod *v1.Pod, slice string, o *o
 		w.podEvent(pod, v1.EventTypeNormal, EventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
 	}
 	cfg := w.SandboxConfig(pod, slice, attempt)
-	id, err := w.rt.RunPodSandbox(ctx, cfg)
-	if err != nil {
-		return "", nil, fmt.Errorf("pod %s/%s: run pod sandbox in %s: %w", pod.Namespace, pod.Name, slice, err)
+	handler, err := w.runtimeHandler(pod)
+	if err == nil {
+		var id string
+		if id, err = w.rt.RunPodSandbox(ctx, cfg, handler); err == nil {
+			w.log.Info("pod sandbox started", "pod_uid", string(pod.UID), "pod", pod.Namespace+"/"+pod.Name, "slice", slice, "sandbox_id", id, "attempt", attempt, "runtime_handler", handler)
+			return id, cfg, nil
+		}
 	}
-	w.log.Info("pod sandbox started", "pod_uid", string(pod.UID), "pod", pod.Namespace+"/"+pod.Name, "slice", slice, "sandbox_id", id, "attempt", attempt)
-	return id, cfg, nil
+	if !errors.Is(err, pods.ErrRuntimeUnavailable) {
+		w.podEvent(pod, v1.EventTypeWarning, EventFailedCreatePodSandBox, "Failed to create pod sandbox: %v", err)
+	}
+	return "", nil, fmt.Errorf("pod %s/%s: run pod sandbox in %s: %w", pod.Namespace, pod.Name, slice, err)
+}
+
+// runtimeHandler is the CRI runtime handler of the pod's RuntimeClass: "" without one; for a
+// pod of cluster mode the RuntimeClass's handler from the API server (the kubelet's
+// LookupRuntimeHandler); the other pods cannot name one (validation refuses the field).
+func (w *Worker) runtimeHandler(pod *v1.Pod) (string, error) {
+	name := pod.Spec.RuntimeClassName
+	switch {
+	case name == nil || *name == "":
+		return "", nil
+	case !fromCluster(pod) || w.opts.Cluster == nil:
+		return "", fmt.Errorf("runtimeClassName %q: no API server to look it up", *name)
+	}
+	return w.opts.Cluster.RuntimeHandler(*name)
 }
 
 // startAll starts the containers of one plan step (the kubelet's startContainer for each):
@@ -273,6 +305,12 @@ func (w *Worker) advanceBackoff(e *entry, pod *v1.Pod, o *observed, acts []lifec
 func (w *Worker) startContainer(ctx context.Context, pod *v1.Pod, e *entry, sbID string, sbCfg *runtimeapi.PodSandboxConfig, a lifecycle.StartAction, vols map[string]string) error {
 	uid := string(pod.UID)
 	c, _ := lifecycle.ContainerByName(pod, a.Container)
+	if msg := ephemeralHold(pod, c.Name); msg != "" {
+		w.containerEvent(pod, c.Name, v1.EventTypeWarning, EventFailed, "Error: %s", msg)
+		w.hold(e, c.Name, lifecycle.ReasonCreateContainerConfigError, msg)
+		w.log.Warn("ephemeral container refused", "pod_uid", uid, "container", c.Name, "error", msg)
+		return nil
+	}
 	imageRef := ""
 	if w.opts.Images != nil {
 		ref, reason, err := w.ensureImage(ctx, pod, c, sbCfg)
@@ -322,6 +360,7 @@ func (w *Worker) startContainer(ctx context.Context, pod *v1.Pod, e *entry, sbID
 		return nil
 	}
 	w.unhold(e, c.Name)
+	w.noteCreated(e, c, id, cfg.GetLinux().GetResources())
 	w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventCreated, messageCreated)
 	if err := w.rt.StartContainer(ctx, id); err != nil {
 		if errors.Is(err, pods.ErrRuntimeUnavailable) {

@@ -29,10 +29,12 @@ func (w *Worker) EmptyDirs(pod *v1.Pod) map[string]string {
 	return lifecycle.EmptyDirs(pod, func(name string) string { return w.emptyDirPath(uid, name) })
 }
 
-// prepareVolumes creates the pod's emptyDir directories (0750; with an fsGroup owned by that
-// group, 2770, as the kubelet's SetVolumeOwnership does) and the hostPath directories and
+// prepareVolumes creates the pod's emptyDir directories and the hostPath directories and
 // files of the *OrCreate types, and returns the host path of every volume. A hostPath whose
-// type does not match is an error naming the volume.
+// type does not match is an error naming the volume. An emptyDir is 0777 with a runtime of
+// images, as the kubelet's (pkg/volume/emptydir setupDir), and with an fsGroup owned by that
+// group with setgid (SetVolumeOwnership); the systemd runtime's host commands get 0750, owned
+// by the fsGroup (2770) or by the one user of the containers that mount it (ownEmptyDir).
 func (w *Worker) prepareVolumes(pod *v1.Pod) (map[string]string, error) {
 	vols, err := lifecycle.PrepareVolumes(pod, func(v *v1.Volume) (string, error) {
 		dir := w.emptyDirPath(string(pod.UID), v.Name)
@@ -42,12 +44,76 @@ func (w *Worker) prepareVolumes(pod *v1.Pod) (map[string]string, error) {
 		if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
 			return "", err
 		}
+		if v.EmptyDir.Medium == v1.StorageMediumMemory {
+			if err := w.mountMemoryVolume(pod, v.EmptyDir, dir); err != nil {
+				return "", err
+			}
+		}
+		if w.opts.Images != nil {
+			return dir, openEmptyDir(pod, dir)
+		}
 		return dir, ownEmptyDir(pod, v.Name, dir, w.defaultUser())
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return vols, nil
+}
+
+// Mounter mounts and unmounts the tmpfs of memory-backed emptyDir volumes (the OS boundary of
+// volume preparation).
+type Mounter interface {
+	// MountTmpfs mounts a tmpfs of size bytes (0: the kernel's default) on dir.
+	MountTmpfs(dir string, size int64) error
+	// Unmount unmounts what is mounted on dir.
+	Unmount(dir string) error
+	// IsMountPoint reports whether something is mounted on dir.
+	IsMountPoint(dir string) (bool, error)
+}
+
+// mountMemoryVolume mounts the tmpfs of a memory-backed emptyDir on dir unless it is mounted
+// already (a pod synced again, or adopted after a restart), sized as the kubelet sizes it
+// (lifecycle.MemoryVolumeSize: allocatable memory, the pod's memory limit, the volume's
+// sizeLimit).
+func (w *Worker) mountMemoryVolume(pod *v1.Pod, ed *v1.EmptyDirVolumeSource, dir string) error {
+	mounted, err := w.opts.Mounter.IsMountPoint(dir)
+	if err != nil || mounted {
+		return err
+	}
+	var allocatable, limit int64
+	if m, ok := w.opts.Allocatable[v1.ResourceMemory]; ok {
+		allocatable = m.Value()
+	}
+	if rc := slices.PodResources(pod, w.opts.Resources); rc.Memory != nil {
+		limit = *rc.Memory
+	}
+	return w.opts.Mounter.MountTmpfs(dir, lifecycle.MemoryVolumeSize(ed, allocatable, limit))
+}
+
+// unmountVolumes unmounts whatever is mounted on the pod's volume directories (the tmpfs of
+// its memory-backed emptyDirs) before they are removed.
+func (w *Worker) unmountVolumes(uid string) error {
+	dir := filepath.Join(w.podDir(uid), "volumes")
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("volumes: %w", err)
+	}
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		mounted, err := w.opts.Mounter.IsMountPoint(p)
+		if err != nil {
+			return fmt.Errorf("volume %s: %w", e.Name(), err)
+		}
+		if mounted {
+			if err := w.opts.Mounter.Unmount(p); err != nil {
+				return fmt.Errorf("volume %s: %w", e.Name(), err)
+			}
+		}
+	}
+	return nil
 }
 
 // imagelessRuntime is a runtime without images (systemdrt): a container without runAsUser runs
@@ -64,6 +130,19 @@ func (w *Worker) defaultUser() *[2]int64 {
 		return &[2]int64{uid, gid}
 	}
 	return nil
+}
+
+// openEmptyDir gives an emptyDir the kubelet's mode: 0777, or with the pod's fsGroup that
+// group and 0777 with setgid (pkg/volume/volume_linux.go, changeFilePermission).
+func openEmptyDir(pod *v1.Pod, dir string) error {
+	mode := fs.FileMode(0o777)
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+		if err := os.Chown(dir, -1, int(*sc.FSGroup)); err != nil {
+			return err
+		}
+		mode |= fs.ModeSetgid
+	}
+	return os.Chmod(dir, mode)
 }
 
 // ownEmptyDir gives an emptyDir to the pod's fsGroup (group rwx, setgid), or, when every

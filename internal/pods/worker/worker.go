@@ -70,6 +70,11 @@ type Options struct {
 	// <root-dir>/seccomp): securityContext.seccompProfile.localhostProfile is a path under it.
 	// Default StateDir/seccomp.
 	SeccompProfileRoot string
+	// Mounter mounts the tmpfs of memory-backed emptyDir volumes; mount(2) when nil.
+	Mounter Mounter
+	// EtcHosts is the node's hosts file, which pods on the host's network get a copy of (with
+	// their hostAliases). Default /etc/hosts.
+	EtcHosts string
 }
 
 // Worker is slicelet's one pod worker (the kubelet's kuberuntime manager: SyncPod,
@@ -87,6 +92,9 @@ type Worker struct {
 	mu     sync.Mutex
 	pods   map[string]*entry
 	status map[string]ContainerStatus // inspected containers by ID, while their state holds
+	// termination are the termination messages of exited containers by ID, read once, kept
+	// as long as their status is.
+	termination map[string]string
 }
 
 // entry is the worker's in-memory side of one pod.
@@ -136,13 +144,19 @@ func New(opts Options) (*Worker, error) {
 	if opts.SeccompProfileRoot == "" {
 		opts.SeccompProfileRoot = filepath.Join(opts.StateDir, "seccomp")
 	}
+	if opts.Mounter == nil {
+		opts.Mounter = hostMounter{}
+	}
+	if opts.EtcHosts == "" {
+		opts.EtcHosts = "/etc/hosts"
+	}
 	if err := os.MkdirAll(filepath.Join(opts.StateDir, "pods"), 0o750); err != nil {
 		return nil, fmt.Errorf("pod worker: state dir: %w", err)
 	}
 	w := &Worker{
 		opts: opts, rt: opts.Runtime, log: opts.Logger, clock: opts.Clock,
 		backoff: opts.Backoff.WithDefaults(), events: opts.Recorder,
-		pods: map[string]*entry{}, status: map[string]ContainerStatus{},
+		pods: map[string]*entry{}, status: map[string]ContainerStatus{}, termination: map[string]string{},
 	}
 	w.probes = prober.NewManager(opts.Clock, probeReporter{w})
 	return w, nil
@@ -350,6 +364,9 @@ func (w *Worker) Forget(ctx context.Context, uid string) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("pod %s: %w", uid, err)
 	}
+	if err := w.unmountVolumes(uid); err != nil {
+		return fmt.Errorf("pod %s: %w", uid, err)
+	}
 	if err := os.RemoveAll(w.podDir(uid)); err != nil {
 		return fmt.Errorf("pod %s: state: %w", uid, err)
 	}
@@ -357,6 +374,7 @@ func (w *Worker) Forget(ctx context.Context, uid string) error {
 	delete(w.pods, uid)
 	for _, c := range ctrs {
 		delete(w.status, c.ID)
+		delete(w.termination, c.ID)
 	}
 	w.mu.Unlock()
 	w.log.Info("pod forgotten", "pod_uid", uid)
