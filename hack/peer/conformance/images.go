@@ -39,7 +39,9 @@ func Images(busybox, agnhost string, applets []string) []critest.Image {
 	group := "root:x:0:\nnogroup:x:65534:\nuser-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n"
 	withAgnhost := func(name string, entrypoint, cmd []string) critest.Image {
 		return critest.Image{Name: name, Busybox: busybox, Applets: applets, Passwd: passwd, Group: group,
-			Files: []critest.File{{Path: "agnhost", Source: agnhost}}, Entrypoint: entrypoint, Cmd: cmd}
+			// agnhost-2, as in agnhost's image: "Containers should be able to override the
+			// image's default command" runs it.
+			Files: []critest.File{{Path: "agnhost", Source: agnhost}, {Path: "agnhost-2", Link: "agnhost"}}, Entrypoint: entrypoint, Cmd: cmd}
 	}
 	return []critest.Image{
 		{Name: BusyboxImage, Busybox: busybox, Applets: applets, Cmd: []string{"sh"}},

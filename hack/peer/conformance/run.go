@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,6 +45,8 @@ type Skip struct {
 // node.
 var Skips = []Skip{
 	{`\[sig-node\] ImageVolume`, "image volumes need containerd ≥ 2.1 (this node runs Debian's containerd 1.6, whose CRI has no image volumes on either agent) and the kitten image, which is not built here"},
+	{`\[sig-node\] (ConfigMap|Secrets) should be consumable (as environment variable names|via the environment)`,
+		"the local busybox image's sh is Debian's busybox 1.35, whose ash drops variables whose names are not shell identifiers (data-1, p-data-1) from the environment it passes on, so `sh -c env` cannot show them on either node (the e2e image's busybox 1.37 keeps them)"},
 }
 
 // SkipRegexp is the ginkgo --skip expression of skips.
@@ -111,7 +114,16 @@ func Run(ctx context.Context, o Options) (err error) {
 	if out, err := exec.CommandContext(ctx, "ip", "address", "add", NodeIP+"/32", "dev", "lo").CombinedOutput(); err != nil {
 		return fmt.Errorf("ip address add %s: %w: %s", NodeIP, err, out)
 	}
-	node, err := peerrun.StartNode(ctx, peerrun.NodeOptions{Dir: "/var/lib/peer-node", CNIBridge: true})
+	// The node's directory (the agents' root and state, with their volumes) is not under
+	// /var/lib: containerd with a CNI bridge sees a tmpfs there (critest.Options.CNIBridge),
+	// in a mount namespace of its own that is the sandbox's slave. The directory is a shared
+	// mount, so what the agents mount in it later (subPath binds, tmpfs volumes) reaches
+	// containerd, as on a node whose /var/lib/kubelet is shared.
+	nodeDir := filepath.Join(o.Work, "node")
+	if err := sharedMount(nodeDir); err != nil {
+		return err
+	}
+	node, err := peerrun.StartNode(ctx, peerrun.NodeOptions{Dir: nodeDir, CNIBridge: true})
 	if err != nil {
 		return err
 	}
@@ -244,4 +256,19 @@ func waitReady(ctx context.Context, admin kubernetes.Interface, name string, a *
 		}
 		return false, nil
 	})
+}
+
+// sharedMount makes dir (created when missing) a mount point of its own with shared
+// propagation, in this (the sandbox's) mount namespace.
+func sharedMount(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind mount %s: %w", dir, err)
+	}
+	if err := unix.Mount("", dir, "", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("make %s shared: %w", dir, err)
+	}
+	return nil
 }

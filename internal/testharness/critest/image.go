@@ -50,12 +50,14 @@ type Image struct {
 	Files []File
 }
 
-// File is a host file an image holds.
+// File is a host file an image holds, or a symbolic link.
 type File struct {
 	// Path is the file's path inside the image, relative to its root (e.g. "agnhost").
 	Path string
-	// Source is the host file.
+	// Source is the host file; ignored when Link is set.
 	Source string
+	// Link, when set, makes Path a symbolic link to it.
+	Link string
 }
 
 // blob is one content-addressed blob of the layout.
@@ -248,6 +250,12 @@ func filesLayer(files []File) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, f := range files {
+		if f.Link != "" {
+			if err := tw.WriteHeader(&tar.Header{Name: f.Path, Typeflag: tar.TypeSymlink, Linkname: f.Link, Mode: 0o777, ModTime: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		data, err := os.ReadFile(f.Source)
 		if err != nil {
 			return nil, fmt.Errorf("files layer: %w", err)
