@@ -28,6 +28,10 @@ const (
 	NginxImage = "registry.k8s.io/e2e-test-images/nginx:1.27.0-2"
 )
 
+// curlScript is the agnhost image's curl: a GET of its URL arguments printed to stdout, which
+// is all the specs ask of it.
+const curlScript = "#!/bin/sh\nexec wget -q -O- \"$@\"\n"
+
 // Images are the images above: busybox's applets (all those of the static busybox) for
 // busybox and nginx; agnhost (a static binary, /agnhost) on the same busybox base with the
 // users its Dockerfile adds (test/images/agnhost/Dockerfile: user-defined-in-image, uid 1000,
@@ -41,7 +45,10 @@ func Images(busybox, agnhost string, applets []string) []critest.Image {
 		return critest.Image{Name: name, Busybox: busybox, Applets: applets, Passwd: passwd, Group: group,
 			// agnhost-2, as in agnhost's image: "Containers should be able to override the
 			// image's default command" runs it.
-			Files: []critest.File{{Path: "agnhost", Source: agnhost}, {Path: "agnhost-2", Link: "agnhost"}}, Entrypoint: entrypoint, Cmd: cmd}
+			// curl, which agnhost's image installs and the lifecycle hook specs run
+			// (`curl http://IP:8080/echo?msg=poststart`): busybox's wget stands in for it.
+			Files: []critest.File{{Path: "agnhost", Source: agnhost}, {Path: "agnhost-2", Link: "agnhost"},
+				{Path: "usr/bin/curl", Data: []byte(curlScript)}}, Entrypoint: entrypoint, Cmd: cmd}
 	}
 	return []critest.Image{
 		{Name: BusyboxImage, Busybox: busybox, Applets: applets, Cmd: []string{"sh"}},

@@ -54,8 +54,10 @@ type Image struct {
 type File struct {
 	// Path is the file's path inside the image, relative to its root (e.g. "agnhost").
 	Path string
-	// Source is the host file; ignored when Link is set.
+	// Source is the host file; ignored when Link or Data is set.
 	Source string
+	// Data, when set, is the file's content instead of Source's (an executable: mode 0755).
+	Data []byte
 	// Link, when set, makes Path a symbolic link to it.
 	Link string
 }
@@ -249,22 +251,36 @@ func busyboxLayer(busybox string, img Image) ([]byte, error) {
 func filesLayer(files []File) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
+	dirs := map[string]bool{}
 	for _, f := range files {
+		// The parent directories first (usr/, usr/bin/ for usr/bin/curl).
+		for i, c := range f.Path {
+			if d := f.Path[:i+1]; c == '/' && !dirs[d] {
+				dirs[d] = true
+				if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
+					return nil, err
+				}
+			}
+		}
 		if f.Link != "" {
 			if err := tw.WriteHeader(&tar.Header{Name: f.Path, Typeflag: tar.TypeSymlink, Linkname: f.Link, Mode: 0o777, ModTime: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		data, err := os.ReadFile(f.Source)
-		if err != nil {
-			return nil, fmt.Errorf("files layer: %w", err)
+		data, mode := f.Data, int64(0o755)
+		if data == nil {
+			var err error
+			if data, err = os.ReadFile(f.Source); err != nil {
+				return nil, fmt.Errorf("files layer: %w", err)
+			}
+			st, err := os.Stat(f.Source)
+			if err != nil {
+				return nil, fmt.Errorf("files layer: %w", err)
+			}
+			mode = int64(st.Mode().Perm())
 		}
-		st, err := os.Stat(f.Source)
-		if err != nil {
-			return nil, fmt.Errorf("files layer: %w", err)
-		}
-		hdr := &tar.Header{Name: f.Path, Typeflag: tar.TypeReg, Mode: int64(st.Mode().Perm()), Size: int64(len(data)), ModTime: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		hdr := &tar.Header{Name: f.Path, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(data)), ModTime: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return nil, err
 		}
