@@ -26,6 +26,9 @@ const (
 	// NginxImage is imageutils.Nginx, which the specs only need to start and keep running (an
 	// image update, a preStop hook that loops in sh): a stand-in, busybox's httpd on port 80.
 	NginxImage = "registry.k8s.io/e2e-test-images/nginx:1.27.0-2"
+	// NonewprivsImage is imageutils.Nonewprivs: nnp (test/images/nonewprivs), setuid root,
+	// prints its effective uid.
+	NonewprivsImage = "registry.k8s.io/e2e-test-images/nonewprivs:1.4"
 )
 
 // curlScript is the agnhost image's curl: a GET of its URL arguments printed to stdout, which
@@ -37,7 +40,9 @@ const curlScript = "#!/bin/sh\nexec wget -q -O- \"$@\"\n"
 // users its Dockerfile adds (test/images/agnhost/Dockerfile: user-defined-in-image, uid 1000,
 // a member of group-defined-in-image, gid 50000), its entrypoint and default command
 // ("pause"), for both agnhost tags and, started as `agnhost pause`, the pause image.
-func Images(busybox, agnhost string, applets []string) []critest.Image {
+// nonewprivs's image (test/images/nonewprivs/Dockerfile) holds its nnp binary setuid root in
+// /usr/local/bin.
+func Images(busybox, agnhost, nnp string, applets []string) []critest.Image {
 	passwd := "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n" +
 		"user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n"
 	group := "root:x:0:\nnogroup:x:65534:\nuser-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n"
@@ -56,6 +61,8 @@ func Images(busybox, agnhost string, applets []string) []critest.Image {
 		withAgnhost(AgnhostImage, []string{"/agnhost"}, []string{"pause"}),
 		withAgnhost(AgnhostPrevImage, []string{"/agnhost"}, []string{"pause"}),
 		withAgnhost(PauseImage, []string{"/agnhost", "pause"}, nil),
+		{Name: NonewprivsImage, Busybox: busybox, Applets: applets, Cmd: []string{"nnp"},
+			Files: []critest.File{{Path: "usr/local/bin/nnp", Source: nnp, Mode: 0o4755}}},
 	}
 }
 

@@ -78,9 +78,10 @@ type Options struct {
 	// BinDir holds the kubelet, the control plane's binaries, kubectl and e2e.test
 	// (build/peer/v1.37.2).
 	BinDir string
-	// Ginkgo is the ginkgo CLI that runs e2e.test's specs in parallel; Agnhost the static
-	// agnhost binary the images hold; Busybox the static busybox (critest.DefaultBusybox).
-	Ginkgo, Agnhost, Busybox string
+	// Ginkgo is the ginkgo CLI that runs e2e.test's specs in parallel; Agnhost and Nonewprivs
+	// the static agnhost and nnp binaries the images hold; Busybox the static busybox
+	// (critest.DefaultBusybox).
+	Ginkgo, Agnhost, Nonewprivs, Busybox string
 	// Slicelet is bin/slicelet.
 	Slicelet string
 	// Agents are run in order (kubelet, slicelet by default).
@@ -132,7 +133,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	for _, img := range Images(o.Busybox, o.Agnhost, applets) {
+	for _, img := range Images(o.Busybox, o.Agnhost, o.Nonewprivs, applets) {
 		if err := node.Containerd.ImportImage(ctx, img); err != nil {
 			return err
 		}

@@ -60,6 +60,8 @@ type File struct {
 	Data []byte
 	// Link, when set, makes Path a symbolic link to it.
 	Link string
+	// Mode, when set, is the file's mode (setuid bits included) instead of Source's.
+	Mode int64
 }
 
 // blob is one content-addressed blob of the layout.
@@ -279,6 +281,9 @@ func filesLayer(files []File) ([]byte, error) {
 				return nil, fmt.Errorf("files layer: %w", err)
 			}
 			mode = int64(st.Mode().Perm())
+		}
+		if f.Mode != 0 {
+			mode = f.Mode
 		}
 		hdr := &tar.Header{Name: f.Path, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(data)), ModTime: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 		if err := tw.WriteHeader(hdr); err != nil {

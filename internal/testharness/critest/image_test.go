@@ -67,7 +67,7 @@ func TestWriteImage(t *testing.T) {
 		{"with a random layer", Image{Name: "slicelet.test/big:1", Cmd: []string{"/bin/sh"}, RandomMiB: 2}, 2},
 		{"with files, an entrypoint, applets and users", Image{Name: "slicelet.test/tool:1", Entrypoint: []string{"/tool"}, Cmd: []string{"pause"},
 			Applets: []string{"sh", "grep"}, Passwd: "root:x:0:0:root:/root:/bin/sh\nuser-defined-in-image:x:1000:1000::/:/bin/sh\n",
-			Files: []File{{Path: "tool", Source: DefaultBusybox}, {Path: "tool-2", Link: "tool"}, {Path: "usr/bin/script", Data: []byte("#!/bin/sh\n")}}}, 2},
+			Files: []File{{Path: "tool", Source: DefaultBusybox}, {Path: "tool-2", Link: "tool"}, {Path: "usr/bin/script", Data: []byte("#!/bin/sh\n"), Mode: 0o4755}}}, 2},
 	}
 	ids := map[string]bool{}
 	for _, c := range cases {

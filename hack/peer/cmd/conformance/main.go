@@ -41,6 +41,7 @@ func main() {
 	flag.StringVar(&o.BinDir, "bin", "", "the kubelet, the control plane's binaries, kubectl and e2e.test (build/peer/v1.37.2)")
 	flag.StringVar(&o.Ginkgo, "ginkgo", "", "the ginkgo CLI (build/peer/v1.37.2/ginkgo)")
 	flag.StringVar(&o.Agnhost, "agnhost", "", "the static agnhost binary (build/peer/v1.37.2/agnhost)")
+	flag.StringVar(&o.Nonewprivs, "nonewprivs", "", "the static nonewprivs binary (build/peer/v1.37.2/nonewprivs)")
 	flag.StringVar(&o.Busybox, "busybox", critest.DefaultBusybox, "the static busybox the images are built from")
 	flag.StringVar(&o.Slicelet, "slicelet", "", "slicelet's binary (bin/slicelet)")
 	flag.StringVar(&o.Work, "work", "", "the run directory: the reports and logs stay there")
@@ -79,16 +80,16 @@ func main() {
 // reports.
 func outside(ctx context.Context, o options) (err error) {
 	began := time.Now()
-	for _, p := range []*string{&o.BinDir, &o.Ginkgo, &o.Agnhost, &o.Slicelet, &o.Work} {
+	for _, p := range []*string{&o.BinDir, &o.Ginkgo, &o.Agnhost, &o.Nonewprivs, &o.Slicelet, &o.Work} {
 		if *p == "" {
-			return errors.New("-bin, -ginkgo, -agnhost, -slicelet and -work are required")
+			return errors.New("-bin, -ginkgo, -agnhost, -nonewprivs, -slicelet and -work are required")
 		}
 		if *p, err = filepath.Abs(*p); err != nil {
 			return err
 		}
 	}
 	// The binds into the sandbox are of the real paths (build/peer/v1.37.2 may be a symlink).
-	for _, p := range []*string{&o.BinDir, &o.Ginkgo, &o.Agnhost, &o.Slicelet} {
+	for _, p := range []*string{&o.BinDir, &o.Ginkgo, &o.Agnhost, &o.Nonewprivs, &o.Slicelet} {
 		if *p, err = filepath.EvalSymlinks(*p); err != nil {
 			return fmt.Errorf("%w (make build peer-build)", err)
 		}
@@ -103,7 +104,7 @@ func outside(ctx context.Context, o options) (err error) {
 	}
 	fmt.Printf("== booting a throwaway systemd sandbox (its own network namespace: 127.0.0.1 is the cluster's)\n")
 	sb, err := peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: fmt.Sprintf("conformance-%d", os.Getpid()), WorkDir: o.Work,
-		Binds: binds(o.BinDir, filepath.Dir(o.Ginkgo), filepath.Dir(o.Agnhost), filepath.Dir(o.Slicelet))})
+		Binds: binds(o.BinDir, filepath.Dir(o.Ginkgo), filepath.Dir(o.Agnhost), filepath.Dir(o.Nonewprivs), filepath.Dir(o.Slicelet))})
 	if err != nil {
 		return err
 	}
@@ -120,7 +121,7 @@ func outside(ctx context.Context, o options) (err error) {
 		if err := os.WriteFile(inner, data, 0o755); err != nil {
 			return err
 		}
-		cmd := sb.Command(ctx, "/", inner, "-bin", o.BinDir, "-ginkgo", o.Ginkgo, "-agnhost", o.Agnhost, "-busybox", o.Busybox,
+		cmd := sb.Command(ctx, "/", inner, "-bin", o.BinDir, "-ginkgo", o.Ginkgo, "-agnhost", o.Agnhost, "-nonewprivs", o.Nonewprivs, "-busybox", o.Busybox,
 			"-slicelet", o.Slicelet, "-work", o.Work, "-agents", o.agents, "-focus", o.Focus, "-skip", o.Skip,
 			"-procs", fmt.Sprint(o.Procs), "-timeout", o.Timeout.String())
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
@@ -148,7 +149,7 @@ func binds(dirs ...string) []string {
 
 // intro opens the docs section.
 const intro = "`make peer-conformance` (hack/peer/conformance) runs e2e.test (`k8s.io/kubernetes/test/e2e` v1.37.2, " +
-	"built by `make peer-build` with the ginkgo CLI and agnhost) with `--focus='%s'` against a kubelet node, then against a " +
+	"built by `make peer-build` with the ginkgo CLI, agnhost and nonewprivs) with `--focus='%s'` against a kubelet node, then against a " +
 	"slicelet node (cluster mode, `runtime.network = \"cni\"`), on one control plane (etcd, kube-apiserver, kube-scheduler, " +
 	"kube-controller-manager on 127.0.0.1) and one private containerd 1.6 whose CNI bridge (Debian's containernetworking-plugins, " +
 	"%s) gives pods their own IPs, inside a throwaway systemd sandbox (cgroup v1 hybrid). The specs run in parallel " +
@@ -156,7 +157,8 @@ const intro = "`make peer-conformance` (hack/peer/conformance) runs e2e.test (`k
 	"--dump-logs-on-failure=false`. No registry is reached: the images the specs name are built locally from Debian's " +
 	"busybox-static and the agnhost binary (busybox 1.37.0-2 with every applet; agnhost 2.66.1, and 2.55 as the same binary, " +
 	"ENTRYPOINT `/agnhost`, CMD `pause`, with the users of its Dockerfile; pause 3.10.2 as `agnhost pause`; nginx 1.27.0-2 " +
-	"as busybox httpd on port 80) and imported into containerd. The report with every spec's result is written to " +
+	"as busybox httpd on port 80; nonewprivs 1.4 with its nnp binary setuid root) and imported into containerd. agnhost's image has " +
+	"curl (lifecycle hook specs run it): a script running busybox's wget stands in. The report with every spec's result is written to " +
 	"build/conformance/report.md; the JUnit reports and both agents' logs stay in build/conformance/run/reports/.\n"
 
 // compare reads the JUnit reports in the run directory and writes the report, the docs
