@@ -96,6 +96,10 @@ type Options struct {
 	Out io.Writer
 }
 
+// VersionFile, in an agent's ReportDir, holds the version its Node reported
+// (nodeInfo.kubeletVersion).
+const VersionFile = "version"
+
 // ReportDir is where agent's JUnit report (junit_01.xml) and ginkgo's output (e2e.log) are
 // written under the run directory.
 func ReportDir(work string, agent peerrun.Kind) string {
@@ -204,7 +208,11 @@ func runAgent(ctx context.Context, o Options, logf func(string, ...any), node *p
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := waitReady(ctx, admin, name, a); err != nil {
+	version, err := waitReady(ctx, admin, name, a)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, VersionFile), []byte(version+"\n"), 0o644); err != nil {
 		return err
 	}
 	logf("%s node %s Ready; running the specs (ginkgo -p --procs=%d, output in %s)", k, name, o.Procs, filepath.Join(dir, "e2e.log"))
@@ -240,9 +248,10 @@ func ginkgoArgs(o Options, kubeconfig, dir string) []string {
 }
 
 // waitReady waits until the node reports Ready (10 minutes at most: a loaded machine), failing
-// early when the agent stopped.
-func waitReady(ctx context.Context, admin kubernetes.Interface, name string, a *peerrun.Agent) error {
-	return wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+// early when the agent stopped, and returns its nodeInfo.kubeletVersion.
+func waitReady(ctx context.Context, admin kubernetes.Interface, name string, a *peerrun.Agent) (string, error) {
+	var version string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if ok, journal := a.Active(ctx); !ok {
 			return false, fmt.Errorf("%s stopped: %s", a.Unit, journal)
 		}
@@ -250,6 +259,7 @@ func waitReady(ctx context.Context, admin kubernetes.Interface, name string, a *
 		if err != nil {
 			return false, nil
 		}
+		version = n.Status.NodeInfo.KubeletVersion
 		for _, c := range n.Status.Conditions {
 			if c.Type == v1.NodeReady {
 				return c.Status == v1.ConditionTrue, nil
@@ -257,6 +267,7 @@ func waitReady(ctx context.Context, admin kubernetes.Interface, name string, a *
 		}
 		return false, nil
 	})
+	return version, err
 }
 
 // sharedMount makes dir (created when missing) a mount point of its own with shared

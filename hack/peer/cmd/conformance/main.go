@@ -180,8 +180,17 @@ func compare(o options) error {
 		c := conformance.Count(rs)
 		fmt.Printf("peer-conformance: %s node: %d selected, %d ran, %d passed, %d failed, %d skipped\n", k, c.Selected, c.Ran, c.Passed, c.Failed, c.Skipped)
 	}
-	section := conformance.Section(results[peerrun.Kubelet], results[peerrun.Slicelet], conformance.Skips,
-		fmt.Sprintf(intro, o.Focus, critest.CNISubnet, o.Procs))
+	text := fmt.Sprintf(intro, o.Focus, critest.CNISubnet, o.Procs)
+	var versions []string
+	for _, k := range []peerrun.Kind{peerrun.Kubelet, peerrun.Slicelet} {
+		if v, err := os.ReadFile(filepath.Join(conformance.ReportDir(o.Work, k), conformance.VersionFile)); err == nil {
+			versions = append(versions, fmt.Sprintf("%s node `%s`", k, strings.TrimSpace(string(v))))
+		}
+	}
+	if len(versions) > 0 {
+		text += "\nThe nodes reported (nodeInfo.kubeletVersion): " + strings.Join(versions, ", ") + ".\n"
+	}
+	section := conformance.Section(results[peerrun.Kubelet], results[peerrun.Slicelet], conformance.Skips, text)
 	if o.report != "" {
 		if err := os.MkdirAll(filepath.Dir(o.report), 0o755); err != nil {
 			return err
