@@ -99,16 +99,28 @@ func ParseJUnit(data []byte, focus *regexp.Regexp) (Results, error) {
 	return out, nil
 }
 
-// firstLine is the first non-empty line of the first non-empty text, without ginkgo's
-// "[FAILED] " or "skipped - " prefix, at most 300 bytes.
+// firstLine is the start of the first non-empty text: its first non-empty line, and the next
+// ones while the text is shorter than 80 bytes (a gomega "Timed out after 300s." says why on
+// the next line) up to ginkgo's "In [It] at:" line, without ginkgo's "[FAILED] " prefix, at
+// most 300 bytes.
 func firstLine(texts ...string) string {
 	for _, t := range texts {
+		var b strings.Builder
 		for _, l := range strings.Split(t, "\n") {
 			l = strings.TrimSpace(l)
-			l = strings.TrimPrefix(strings.TrimPrefix(l, "[FAILED] "), "[SKIPPED] ")
-			if l == "" {
+			l = strings.TrimPrefix(strings.TrimPrefix(l, "[FAILED] "), "[PANICKED] ")
+			if strings.HasPrefix(l, "In [") || b.Len() >= 80 {
+				break
+			}
+			if l == "" || l == "Full Stack Trace" {
 				continue
 			}
+			if b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(l)
+		}
+		if l := b.String(); l != "" {
 			if len(l) > 300 {
 				l = l[:300] + "…"
 			}

@@ -16,6 +16,9 @@ const junit = `<?xml version="1.0" encoding="UTF-8"?>
     <testcase name="[It] [sig-node] Pods should support remote command execution over websockets [Conformance] [NodeConformance]" classname="Kubernetes e2e suite" status="failed" time="5">
       <failure type="failed">[FAILED] Failed to open websocket to wss://127.0.0.1:6443/exec: bad status 404&#xA;In [It] at: pods.go:560</failure>
     </testcase>
+    <testcase name="[It] [sig-node] Pods should be updated [Conformance] [NodeConformance]" classname="Kubernetes e2e suite" status="failed" time="5">
+      <failure type="failed">[FAILED] Timed out after 300.001s.&#xA;&#xA;expected pod to be running&#xA;In [It] at: pods.go:60&#xA;more</failure>
+    </testcase>
     <testcase name="[It] [sig-node] ImageVolume should succeed with pod and pull policy of Always [Conformance]" classname="Kubernetes e2e suite" status="skipped" time="0">
       <skipped message="skipped"></skipped>
     </testcase>
@@ -33,6 +36,7 @@ func TestParseJUnit(t *testing.T) {
 		"[sig-node] Pods should support remote command execution over websockets [Conformance] [NodeConformance]": {Status: "failed",
 			Message: "Failed to open websocket to wss://127.0.0.1:6443/exec: bad status 404"},
 		"[sig-node] ImageVolume should succeed with pod and pull policy of Always [Conformance]": {Status: "skipped", Message: "skipped"},
+		"[sig-node] Pods should be updated [Conformance] [NodeConformance]":                      {Status: "failed", Message: "Timed out after 300.001s. expected pod to be running"},
 	}
 	if len(rs) != len(want) {
 		t.Fatalf("results %v, want %v", rs, want)
@@ -42,7 +46,7 @@ func TestParseJUnit(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", n, rs[n], w)
 		}
 	}
-	if c := Count(rs); c != (Counts{Selected: 3, Ran: 2, Passed: 1, Failed: 1, Skipped: 1}) {
+	if c := Count(rs); c != (Counts{Selected: 4, Ran: 3, Passed: 1, Failed: 2, Skipped: 1}) {
 		t.Errorf("counts %+v", c)
 	}
 	if _, err := ParseJUnit([]byte("<testsuites"), regexp.MustCompile(Focus)); err == nil {

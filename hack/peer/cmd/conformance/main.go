@@ -209,7 +209,7 @@ func compare(o options) error {
 		errs = append(errs, os.WriteFile(o.docs, []byte(conformance.ReplaceSection(string(doc), "## Node conformance", section)), 0o644))
 	}
 	if o.status != "" && results[peerrun.Slicelet] != nil {
-		body := fmt.Sprintf("# Node conformance: specs failing on the slicelet node (%s)\n\n", time.Now().UTC().Format(time.RFC3339)) +
+		body := fmt.Sprintf("# Node conformance: specs failing on the slicelet node (%s)\n\n%s\n\n", time.Now().UTC().Format(time.RFC3339), strings.Join(versions, ", ")) +
 			conformance.Failures(results[peerrun.Slicelet], filepath.Join(conformance.ReportDir(o.Work, peerrun.Slicelet), "e2e.log"))
 		errs = append(errs, os.WriteFile(o.status, []byte(body), 0o644))
 	}
