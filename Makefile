@@ -174,6 +174,13 @@ peer-build:
 	@mkdir -p $(PEER_DIR)
 	cd hack/peer && $(GO) build -trimpath -ldflags '$(PEER_LDFLAGS)' -o $(abspath $(PEER_DIR))/ $(PEER_TOOLS)
 	@mv -f $(PEER_DIR)/server $(PEER_DIR)/etcd  # go build names it after the module path's last element
+	@# The node conformance suite (make peer-conformance): e2e.test, the ginkgo CLI that runs it in
+	@# parallel, and agnhost and nonewprivs, static (CGO off, as Kubernetes builds them) for the
+	@# images built locally.
+	cd hack/peer && $(GO) test -c -trimpath -ldflags '$(PEER_LDFLAGS)' -o $(abspath $(PEER_DIR))/e2e.test k8s.io/kubernetes/test/e2e
+	cd hack/peer && $(GO) build -trimpath -o $(abspath $(PEER_DIR))/ github.com/onsi/ginkgo/v2/ginkgo
+	cd hack/peer && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $(PEER_DIR))/ k8s.io/kubernetes/test/images/agnhost \
+	  k8s.io/kubernetes/test/images/nonewprivs
 	@ls $(PEER_DIR)
 
 # make peer-diff [CORPUS=dir] [PEER_N=40] [SEED=1] [CGROUPS=v1,v2]: every Pod manifest of CORPUS
@@ -250,3 +257,21 @@ cluster-demo: build
 	  -a -x $(PEER_DIR)/etcd -a -x $(PEER_DIR)/kubectl || $(MAKE) --no-print-directory peer-build
 	cd hack/peer && $(GO) build -o $(abspath build)/clusterdemo ./cmd/clusterdemo
 	build/clusterdemo -bin $(abspath $(PEER_DIR)) -slicelet $(abspath $(BIN))/slicelet -work $(abspath build/cluster-demo)
+
+# make peer-conformance [CONFORMANCE_PROCS=4]: the e2e suite's sig-node Conformance specs
+# (e2e.test of make peer-build) against a kubelet node, then a slicelet node, on one local
+# control plane and one private containerd with a CNI bridge, inside a throwaway systemd sandbox
+# (hack/peer/conformance); images built locally, never pulled. Writes build/conformance/report.md
+# (every spec) and the "## Node conformance" section of docs/cluster.md; the JUnit reports and
+# logs stay in build/conformance/run/reports. Root; about an hour on 2 loaded cores.
+CONFORMANCE_PROCS ?= 4
+.PHONY: peer-conformance
+peer-conformance: build
+	@test -x $(PEER_DIR)/e2e.test -a -x $(PEER_DIR)/ginkgo -a -x $(PEER_DIR)/agnhost -a -x $(PEER_DIR)/nonewprivs \
+	  -a -x $(PEER_DIR)/kubelet \
+	  || $(MAKE) --no-print-directory peer-build
+	cd hack/peer && $(GO) build -o $(abspath build)/conformance-runner ./cmd/conformance
+	build/conformance-runner -bin $(abspath $(PEER_DIR)) -ginkgo $(abspath $(PEER_DIR))/ginkgo -agnhost $(abspath $(PEER_DIR))/agnhost \
+	  -nonewprivs $(abspath $(PEER_DIR))/nonewprivs \
+	  -slicelet $(abspath $(BIN))/slicelet -work $(abspath build/conformance/run) -procs $(CONFORMANCE_PROCS) \
+	  -report build/conformance/report.md -docs docs/cluster.md

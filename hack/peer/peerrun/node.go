@@ -37,6 +37,9 @@ type NodeOptions struct {
 	Dir string
 	// Logf receives progress lines; discarded when nil.
 	Logf func(format string, args ...any)
+	// CNIBridge gives the pods that are not on the host's network addresses of their own on
+	// containerd's CNI bridge (critest.Options.CNIBridge) instead of the no-op network.
+	CNIBridge bool
 }
 
 // Node is a private containerd with the images and the CNI network the agents need, on the
@@ -69,7 +72,7 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	if out, err := exec.CommandContext(ctx, "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
 		o.Logf("peerrun: ip link set lo up: %v: %s", err, out)
 	}
-	c, err := critest.StartContainerd(critest.Options{Logf: o.Logf})
+	c, err := critest.StartContainerd(critest.Options{Logf: o.Logf, CNIBridge: o.CNIBridge})
 	if err != nil {
 		return nil, err
 	}
@@ -80,9 +83,11 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 		_ = c.Stop()
 		return nil, err
 	}
-	if err := writeCNI(c.Dir); err != nil {
-		_ = c.Stop()
-		return nil, err
+	if !o.CNIBridge {
+		if err := writeCNI(c.Dir); err != nil {
+			_ = c.Stop()
+			return nil, err
+		}
 	}
 	return n, nil
 }

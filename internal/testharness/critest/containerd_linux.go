@@ -289,7 +289,9 @@ func (c *Containerd) start() error {
 			logf.Close()
 			return fmt.Errorf("critest: %w", err)
 		}
-		cmd = exec.Command(UnshareBinary, "--mount", "--", "/bin/sh", "-c",
+		// Slave propagation: what the agents mount later (tmpfs volumes for Secrets and
+		// projected tokens, under their root directories) still reaches containerd's view.
+		cmd = exec.Command(UnshareBinary, "--mount", "--propagation", "slave", "--", "/bin/sh", "-c",
 			`mount -t tmpfs -o mode=0755 tmpfs /var/lib && mount --bind "$0" /proc/sys/net/ipv4/ip_forward && exec "$@"`,
 			fwd, ContainerdBinary, "--config", filepath.Join(c.Dir, "config.toml"))
 	}

@@ -38,6 +38,30 @@ type Image struct {
 	RandomMiB int
 	// Busybox is the static busybox binary of the first layer; DefaultBusybox when empty.
 	Busybox string
+	// Entrypoint is the image's entrypoint (Cmd then holds its default arguments).
+	Entrypoint []string
+	// Applets, when set, are the commands linked to busybox in /bin instead of Applets().
+	Applets []string
+	// Passwd and Group, when set, are the first layer's /etc/passwd and /etc/group instead of
+	// root's and nobody's.
+	Passwd, Group string
+	// Files are host files (Source, read when the image is written) added at their Path
+	// inside, in a layer of their own after the first, with their mode.
+	Files []File
+}
+
+// File is a host file an image holds, or a symbolic link.
+type File struct {
+	// Path is the file's path inside the image, relative to its root (e.g. "agnhost").
+	Path string
+	// Source is the host file; ignored when Link or Data is set.
+	Source string
+	// Data, when set, is the file's content instead of Source's (an executable: mode 0755).
+	Data []byte
+	// Link, when set, makes Path a symbolic link to it.
+	Link string
+	// Mode, when set, is the file's mode (setuid bits included) instead of Source's.
+	Mode int64
 }
 
 // blob is one content-addressed blob of the layout.
@@ -62,11 +86,18 @@ func WriteImage(w io.Writer, img Image) (string, error) {
 	if bb == "" {
 		bb = DefaultBusybox
 	}
-	base, err := busyboxLayer(bb)
+	base, err := busyboxLayer(bb, img)
 	if err != nil {
 		return "", fmt.Errorf("image %s: %w", img.Name, err)
 	}
 	layers := []blob{newBlob(base)}
+	if len(img.Files) > 0 {
+		l, err := filesLayer(img.Files)
+		if err != nil {
+			return "", fmt.Errorf("image %s: %w", img.Name, err)
+		}
+		layers = append(layers, newBlob(l))
+	}
 	if img.RandomMiB > 0 {
 		l, err := randomLayer(img.RandomMiB)
 		if err != nil {
@@ -93,8 +124,9 @@ func WriteImage(w io.Writer, img Image) (string, error) {
 		"os":           "linux",
 		"created":      time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		"config": map[string]any{
-			"Cmd": img.Cmd,
-			"Env": []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+			"Entrypoint": img.Entrypoint,
+			"Cmd":        img.Cmd,
+			"Env":        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		},
 		"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs},
 	})
@@ -157,9 +189,10 @@ func WriteImage(w io.Writer, img Image) (string, error) {
 	return config.digest, nil
 }
 
-// busyboxLayer is a layer with /bin/busybox, its applets as symlinks, /etc/passwd and /etc/group,
-// and the usual empty directories.
-func busyboxLayer(busybox string) ([]byte, error) {
+// busyboxLayer is a layer with /bin/busybox, its applets as symlinks (img.Applets, else
+// busyboxApplets), /etc/passwd and /etc/group (img's, else root's and nobody's), and the usual
+// empty directories.
+func busyboxLayer(busybox string, img Image) ([]byte, error) {
 	bin, err := os.ReadFile(busybox)
 	if err != nil {
 		return nil, fmt.Errorf("busybox layer: %w", err)
@@ -188,16 +221,77 @@ func busyboxLayer(busybox string) ([]byte, error) {
 	if err := file("bin/busybox", 0o755, bin); err != nil {
 		return nil, err
 	}
-	for _, a := range busyboxApplets {
+	applets := busyboxApplets
+	if len(img.Applets) > 0 {
+		applets = img.Applets
+	}
+	for _, a := range applets {
 		if err := tw.WriteHeader(&tar.Header{Name: "bin/" + a, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777, ModTime: mt}); err != nil {
 			return nil, err
 		}
 	}
-	if err := file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n")); err != nil {
+	passwd, group := "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n", "root:x:0:\nnogroup:x:65534:\n"
+	if img.Passwd != "" {
+		passwd = img.Passwd
+	}
+	if img.Group != "" {
+		group = img.Group
+	}
+	if err := file("etc/passwd", 0o644, []byte(passwd)); err != nil {
 		return nil, err
 	}
-	if err := file("etc/group", 0o644, []byte("root:x:0:\nnogroup:x:65534:\n")); err != nil {
+	if err := file("etc/group", 0o644, []byte(group)); err != nil {
 		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// filesLayer is a layer with the host files of files, each at its path with its mode.
+func filesLayer(files []File) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	dirs := map[string]bool{}
+	for _, f := range files {
+		// The parent directories first (usr/, usr/bin/ for usr/bin/curl).
+		for i, c := range f.Path {
+			if d := f.Path[:i+1]; c == '/' && !dirs[d] {
+				dirs[d] = true
+				if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if f.Link != "" {
+			if err := tw.WriteHeader(&tar.Header{Name: f.Path, Typeflag: tar.TypeSymlink, Linkname: f.Link, Mode: 0o777, ModTime: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		data, mode := f.Data, int64(0o755)
+		if data == nil {
+			var err error
+			if data, err = os.ReadFile(f.Source); err != nil {
+				return nil, fmt.Errorf("files layer: %w", err)
+			}
+			st, err := os.Stat(f.Source)
+			if err != nil {
+				return nil, fmt.Errorf("files layer: %w", err)
+			}
+			mode = int64(st.Mode().Perm())
+		}
+		if f.Mode != 0 {
+			mode = f.Mode
+		}
+		hdr := &tar.Header{Name: f.Path, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(data)), ModTime: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return nil, err
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return nil, err

@@ -65,6 +65,9 @@ func TestWriteImage(t *testing.T) {
 	}{
 		{"busybox only", Image{Name: "slicelet.test/pause:1", Cmd: []string{"/bin/sleep", "infinity"}}, 1},
 		{"with a random layer", Image{Name: "slicelet.test/big:1", Cmd: []string{"/bin/sh"}, RandomMiB: 2}, 2},
+		{"with files, an entrypoint, applets and users", Image{Name: "slicelet.test/tool:1", Entrypoint: []string{"/tool"}, Cmd: []string{"pause"},
+			Applets: []string{"sh", "grep"}, Passwd: "root:x:0:0:root:/root:/bin/sh\nuser-defined-in-image:x:1000:1000::/:/bin/sh\n",
+			Files: []File{{Path: "tool", Source: DefaultBusybox}, {Path: "tool-2", Link: "tool"}, {Path: "usr/bin/script", Data: []byte("#!/bin/sh\n"), Mode: 0o4755}}}, 2},
 	}
 	ids := map[string]bool{}
 	for _, c := range cases {
@@ -108,7 +111,7 @@ func TestWriteImage(t *testing.T) {
 				t.Fatalf("manifest config %s (id %s), %d layers", man.Config.Digest, id, len(man.Layers))
 			}
 			var cfg struct {
-				Config struct{ Cmd []string }
+				Config struct{ Entrypoint, Cmd []string }
 				RootFS struct {
 					DiffIDs []string `json:"diff_ids"`
 				} `json:"rootfs"`
@@ -116,8 +119,8 @@ func TestWriteImage(t *testing.T) {
 			if err := json.Unmarshal(blobOf(t, files, id), &cfg); err != nil {
 				t.Fatal(err)
 			}
-			if strings.Join(cfg.Config.Cmd, " ") != strings.Join(c.img.Cmd, " ") {
-				t.Errorf("Cmd = %v", cfg.Config.Cmd)
+			if strings.Join(cfg.Config.Cmd, " ") != strings.Join(c.img.Cmd, " ") || strings.Join(cfg.Config.Entrypoint, " ") != strings.Join(c.img.Entrypoint, " ") {
+				t.Errorf("Entrypoint, Cmd = %v, %v", cfg.Config.Entrypoint, cfg.Config.Cmd)
 			}
 			for i, l := range man.Layers {
 				blobOf(t, files, l.Digest)
@@ -128,6 +131,18 @@ func TestWriteImage(t *testing.T) {
 			layer := readLayout(t, blobOf(t, files, man.Layers[0].Digest))
 			if len(layer["bin/busybox"]) == 0 || !bytes.Contains(layer["etc/passwd"], []byte("root:x:0:0")) {
 				t.Errorf("busybox layer lacks /bin/busybox or /etc/passwd")
+			}
+			if c.img.Passwd != "" && string(layer["etc/passwd"]) != c.img.Passwd {
+				t.Errorf("/etc/passwd = %q, want %q", layer["etc/passwd"], c.img.Passwd)
+			}
+			if _, ok := layer["bin/grep"]; ok != (len(c.img.Applets) > 0) {
+				t.Errorf("bin/grep linked: %v with applets %v", ok, c.img.Applets)
+			}
+			if len(c.img.Files) > 0 {
+				fl := readLayout(t, blobOf(t, files, man.Layers[1].Digest))
+				if _, ok := fl["tool-2"]; !ok || string(fl["usr/bin/script"]) != "#!/bin/sh\n" || fl["usr/bin/"] == nil || len(fl["tool"]) != len(layer["bin/busybox"]) {
+					t.Errorf("files layer: tool has %d bytes, want busybox's %d", len(fl["tool"]), len(layer["bin/busybox"]))
+				}
 			}
 			if c.img.RandomMiB > 0 {
 				rl := readLayout(t, blobOf(t, files, man.Layers[1].Digest))

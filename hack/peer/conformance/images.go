@@ -1,0 +1,86 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+
+	"github.com/slicelet/slicelet/internal/testharness/critest"
+)
+
+// The names e2e.test gives the images of the sig-node Conformance specs
+// (k8s.io/kubernetes/test/utils/image/manifest.go, v1.37.2), built locally: this machine
+// reaches no registry, and the pods use imagePullPolicy IfNotPresent.
+const (
+	// AgnhostImage is agnhost (imageutils.Agnhost).
+	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
+	// AgnhostPrevImage is imageutils.AgnhostPrev ("Pods should run through the lifecycle of
+	// Pods and PodStatus" switches a pod from it to AgnhostImage): the same binary.
+	AgnhostPrevImage = "registry.k8s.io/e2e-test-images/agnhost:2.55"
+	// BusyboxImage is imageutils.BusyBox.
+	BusyboxImage = "registry.k8s.io/e2e-test-images/busybox:1.37.0-2"
+	// PauseImage is imageutils.Pause, which specs also run as a plain container.
+	PauseImage = "registry.k8s.io/pause:3.10.2"
+	// NginxImage is imageutils.Nginx, which the specs only need to start and keep running (an
+	// image update, a preStop hook that loops in sh): a stand-in, busybox's httpd on port 80.
+	NginxImage = "registry.k8s.io/e2e-test-images/nginx:1.27.0-2"
+	// NonewprivsImage is imageutils.Nonewprivs: nnp (test/images/nonewprivs), setuid root,
+	// prints its effective uid.
+	NonewprivsImage = "registry.k8s.io/e2e-test-images/nonewprivs:1.4"
+)
+
+// curlScript is the agnhost image's curl: a GET of its URL arguments printed to stdout, which
+// is all the specs ask of it.
+const curlScript = "#!/bin/sh\nexec wget -q -O- \"$@\"\n"
+
+// Images are the images above: busybox's applets (all those of the static busybox) for
+// busybox and nginx; agnhost (a static binary, /agnhost) on the same busybox base with the
+// users its Dockerfile adds (test/images/agnhost/Dockerfile: user-defined-in-image, uid 1000,
+// a member of group-defined-in-image, gid 50000), its entrypoint and default command
+// ("pause"), for both agnhost tags and, started as `agnhost pause`, the pause image.
+// nonewprivs's image (test/images/nonewprivs/Dockerfile) holds its nnp binary setuid root in
+// /usr/local/bin.
+func Images(busybox, agnhost, nnp string, applets []string) []critest.Image {
+	passwd := "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n" +
+		"user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n"
+	group := "root:x:0:\nnogroup:x:65534:\nuser-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n"
+	withAgnhost := func(name string, entrypoint, cmd []string) critest.Image {
+		return critest.Image{Name: name, Busybox: busybox, Applets: applets, Passwd: passwd, Group: group,
+			// agnhost-2, as in agnhost's image: "Containers should be able to override the
+			// image's default command" runs it.
+			// curl, which agnhost's image installs and the lifecycle hook specs run
+			// (`curl http://IP:8080/echo?msg=poststart`): busybox's wget stands in for it.
+			Files: []critest.File{{Path: "agnhost", Source: agnhost}, {Path: "agnhost-2", Link: "agnhost"},
+				{Path: "usr/bin/curl", Data: []byte(curlScript)}}, Entrypoint: entrypoint, Cmd: cmd}
+	}
+	return []critest.Image{
+		{Name: BusyboxImage, Busybox: busybox, Applets: applets, Cmd: []string{"sh"}},
+		{Name: NginxImage, Busybox: busybox, Applets: applets, Cmd: []string{"httpd", "-f", "-p", "80", "-h", "/tmp"}},
+		withAgnhost(AgnhostImage, []string{"/agnhost"}, []string{"pause"}),
+		withAgnhost(AgnhostPrevImage, []string{"/agnhost"}, []string{"pause"}),
+		withAgnhost(PauseImage, []string{"/agnhost", "pause"}, nil),
+		{Name: NonewprivsImage, Busybox: busybox, Applets: applets, Cmd: []string{"nnp"},
+			Files: []critest.File{{Path: "usr/local/bin/nnp", Source: nnp, Mode: 0o4755}}},
+	}
+}
+
+// BusyboxApplets lists the applets the static busybox at path provides (`busybox --list`).
+func BusyboxApplets(ctx context.Context, path string) ([]string, error) {
+	out, err := exec.CommandContext(ctx, path, "--list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s --list: %w", path, err)
+	}
+	var applets []string
+	for _, a := range strings.Fields(string(bytes.TrimSpace(out))) {
+		// Applets named with a slash would escape /bin; busybox itself is the binary.
+		if a != "busybox" && !strings.Contains(a, "/") {
+			applets = append(applets, a)
+		}
+	}
+	if len(applets) == 0 {
+		return nil, fmt.Errorf("%s --list: no applets", path)
+	}
+	return applets, nil
+}
