@@ -1357,3 +1357,19 @@ func TestVersion(t *testing.T) {
 		t.Errorf("Version after the runtime stopped = %q, want an error", got)
 	}
 }
+
+func TestRuntimeVersion(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"semantic", "1.7.24", "1.7.24"},
+		{"semantic with a pre-release", "2.0.0-rc.1", "2.0.0-rc.1"},
+		{"Debian's suffix", "1.6.20~ds1", "1.6.20"},
+		{"a leading v", "v1.7.0", "1.7.0"},
+		{"not a version", "unknown", "unknown"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := runtimeVersion(tc.in); got != tc.want {
+				t.Errorf("runtimeVersion(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
