@@ -224,7 +224,8 @@ func isPressure(w *health.Warnable) bool {
 }
 
 // nodeConditions are the node's conditions, all read from the health tracker: one per
-// warnable that has a Condition (absent while it is unknown), then Ready, false while a
+// warnable that has a Condition (absent while it is unknown), with Ready after the pressure
+// conditions and before slicelet's own ones, Ready false while a
 // critical warnable is not healthy, as the kubelet's Ready is false while the container
 // runtime is down (pkg/kubelet/nodestatus/setters.go, ReadyCondition).
 func nodeConditions(st health.State) []v1.NodeCondition {
@@ -251,7 +252,23 @@ func nodeConditions(st health.State) []v1.NodeCondition {
 		}
 		out = append(out, nc)
 	}
-	return append(out, readyCondition(st, warnings))
+	// The kubelet's conditions first, Ready after its pressure conditions (its order:
+	// pkg/kubelet/kubelet_node_status.go, defaultNodeStatusFuncs), then slicelet's own, as
+	// conditions another component (a node problem detector) adds come after the kubelet's.
+	var kubelets, own []v1.NodeCondition
+	for _, t := range []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure} {
+		for _, c := range out {
+			if c.Type == t {
+				kubelets = append(kubelets, c)
+			}
+		}
+	}
+	for _, c := range out {
+		if eviction.PressureWarnables[c.Type] == nil {
+			own = append(own, c)
+		}
+	}
+	return append(append(kubelets, readyCondition(st, warnings)), own...)
 }
 
 // conditionMessage says what a condition without a fixed message is about: the failures in

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +123,14 @@ func TestNodeConditions(t *testing.T) {
 	if r := cs[v1.NodeReady]; r.Status != v1.ConditionTrue || r.Reason != "SliceletReady" ||
 		r.Message != "slicelet is running; configuration: memory_throttling_factor has no effect" || !r.LastTransitionTime.Time.Equal(t0.Add(time.Minute)) {
 		t.Errorf("Ready = %+v", r)
+	}
+	// The kubelet's order (pressure conditions, then Ready), slicelet's own conditions after.
+	var order []v1.NodeConditionType
+	for _, c := range nodeConditions(tr.State()) {
+		order = append(order, c.Type)
+	}
+	if want := []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure, v1.NodeReady, conditionImageGCFailing}; fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Errorf("conditions in the order %v, want %v", order, want)
 	}
 	if g := cs[conditionImageGCFailing]; g.Status != v1.ConditionFalse || g.Reason != "GCSucceeding" ||
 		g.Message != "1 failures in a row (condition at 3); last error: runtime: connection refused" {

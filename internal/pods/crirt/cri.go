@@ -411,6 +411,12 @@ func (r *Runtime) PullImage(ctx context.Context, image *runtimeapi.ImageSpec, sa
 	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.PullImageResponse, error) {
 		return r.is.PullImage(ctx, &runtimeapi.PullImageRequest{Image: image, SandboxConfig: sandboxConfig})
 	})
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Unknown {
+		// The runtime's message alone, without "rpc error: code = Unknown desc =", in the
+		// events and the waiting message, as the kubelet's CRI client strips it
+		// (k8s.io/cri-client/pkg/remote_image.go, PullImage).
+		err = errors.New(st.Message())
+	}
 	if err != nil {
 		return "", 0, err
 	}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
@@ -160,7 +161,22 @@ func (r *Runtime) Version(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("cri runtime version: %w", err)
 	}
-	return v.RuntimeName + "://" + v.RuntimeVersion, nil
+	return v.RuntimeName + "://" + runtimeVersion(v.RuntimeVersion), nil
+}
+
+// runtimeVersion is the runtime's version as the kubelet reports it in nodeInfo: parsed as a
+// semantic version, else as a generic one (so containerd's Debian "1.6.20~ds1" is 1.6.20),
+// printed back (pkg/kubelet/kuberuntime/kuberuntime_manager.go, newRuntimeVersion); as given
+// when it is neither.
+func runtimeVersion(s string) string {
+	v, err := utilversion.ParseSemantic(s)
+	if err != nil {
+		v, err = utilversion.ParseGeneric(s)
+	}
+	if err != nil {
+		return s
+	}
+	return v.String()
 }
 
 // WaitReady waits until the runtime answers or ctx ends.

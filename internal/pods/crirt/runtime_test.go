@@ -553,6 +553,45 @@ func TestPullFailureBackoff(t *testing.T) {
 	}
 }
 
+// TestPullFailureAsTheKubelet: a pull that fails with the runtime's Unknown error is shown as
+// the kubelet shows it beside slicelet: the runtime's message without the gRPC prefix in the
+// Failed event, "Error: ErrImagePull", then while the pull backs off the waiting message
+// "Back-off pulling image ...: ErrImagePull: <message>", a Normal BackOff event and "Error:
+// ImagePullBackOff" once per back-off.
+func TestPullFailureAsTheKubelet(t *testing.T) {
+	e := newEnv(t)
+	events := record.NewFakeRecorder(100)
+	e.wopts.Recorder = events
+	e.rt = e.newRuntime(t)
+	e.cri.pullErr = status.Error(codes.Unknown, `failed to pull and unpack image "example.test/new:2": not found`)
+	ctr := app("main")
+	ctr.Image = "example.test/new:2"
+	pod := fakePod("u1", "", ctr)
+	e.sync(t, pod)
+	st := e.sync(t, pod)
+	w := st.ContainerStatuses[0].State.Waiting
+	if want := `Back-off pulling image "example.test/new:2": ErrImagePull: failed to pull and unpack image "example.test/new:2": not found`; w == nil || w.Reason != lifecycle.ReasonImagePullBackOff || w.Message != want {
+		t.Errorf("waiting = %+v, want ImagePullBackOff, %q", w, want)
+	}
+	var got []string
+	for len(events.Events) > 0 {
+		got = append(got, <-events.Events)
+	}
+	for _, want := range []string{
+		`Warning Failed Failed to pull image "example.test/new:2": failed to pull and unpack image "example.test/new:2": not found`,
+		"Warning Failed Error: ErrImagePull",
+		`Normal BackOff Back-off pulling image "example.test/new:2"`,
+		"Warning Failed Error: ImagePullBackOff",
+	} {
+		if n := stdslices.Index(got, want); n < 0 {
+			t.Errorf("events %q, want %q", got, want)
+		}
+	}
+	if n := len(stdslices.DeleteFunc(stdslices.Clone(got), func(e string) bool { return e != "Warning Failed Error: ImagePullBackOff" })); n != 1 {
+		t.Errorf("%d ImagePullBackOff events in one back-off, want 1: %q", n, got)
+	}
+}
+
 func TestCreateContainerError(t *testing.T) {
 	e := newEnv(t)
 	e.cri.createErr = status.Error(codes.InvalidArgument, "bad mount")
@@ -1360,5 +1399,21 @@ func TestVersion(t *testing.T) {
 	e.srv.stop()
 	if got, err := e.back.Version(t.Context()); err == nil {
 		t.Errorf("Version after the runtime stopped = %q, want an error", got)
+	}
+}
+
+func TestRuntimeVersion(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"semantic", "1.7.24", "1.7.24"},
+		{"semantic with a pre-release", "2.0.0-rc.1", "2.0.0-rc.1"},
+		{"Debian's suffix", "1.6.20~ds1", "1.6.20"},
+		{"a leading v", "v1.7.0", "1.7.0"},
+		{"not a version", "unknown", "unknown"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := runtimeVersion(tc.in); got != tc.want {
+				t.Errorf("runtimeVersion(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
 	}
 }

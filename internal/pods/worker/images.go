@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -43,13 +44,36 @@ func (w *Worker) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	ref, size, err := w.opts.Images.PullImage(ctx, spec, sbCfg)
 	if err != nil {
 		w.containerEvent(pod, c.Name, v1.EventTypeWarning, EventFailed, "Failed to pull image %q: %v", c.Image, err)
-		return "", lifecycle.ReasonErrImagePull, fmt.Errorf("image %q: pull: %w", c.Image, err)
+		return "", lifecycle.ReasonErrImagePull, &pullError{image: c.Image, err: err}
 	}
 	// Pulls are not queued (the kubelet's serialized puller waits), so the time including
 	// waiting is the pull's; durations truncated to the millisecond as the kubelet's.
 	took := w.clock.Since(start).Truncate(time.Millisecond)
 	w.containerEvent(pod, c.Name, v1.EventTypeNormal, EventPulled, "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.", c.Image, took, took, size)
 	return ref, "", nil
+}
+
+// pullError is a failed pull of image.
+type pullError struct {
+	image string
+	err   error
+}
+
+// Error names the image and the runtime's error.
+func (e *pullError) Error() string { return fmt.Sprintf("image %q: pull: %v", e.image, e.err) }
+
+// Unwrap is the runtime's error.
+func (e *pullError) Unwrap() error { return e.err }
+
+// holdMessage is the waiting message of a container whose image is not available (reason
+// ensureImage's): after a failed pull the kubelet's back-off message, which names the pull's
+// error (pkg/kubelet/images/image_manager.go, EnsureImageExists: "Back-off pulling image %q"
+// and its prevPullErrMsg "ErrImagePull: <error>"), else the error.
+func holdMessage(reason string, err error) string {
+	if pe := (*pullError)(nil); errors.As(err, &pe) {
+		return fmt.Sprintf("Back-off pulling image %q: %s: %v", pe.image, reason, pe.err)
+	}
+	return err.Error()
 }
 
 // PullPolicy is the container's imagePullPolicy with the API's default: Always for an image

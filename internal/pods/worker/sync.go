@@ -129,11 +129,21 @@ func (w *Worker) setInitialized(e *entry, uid, sandboxID string) error {
 
 // reportBackOff records a BackOff event for every container that starts waiting for its restart
 // back-off, once per run (the kubelet reports it at each sync; the pod is synced every second
-// while it waits).
+// while it waits), and the image back-off's events once per back-off.
 func (w *Worker) reportBackOff(pod *v1.Pod, e *entry, p lifecycle.Plan) {
 	e.recMu.Lock()
 	defer e.recMu.Unlock()
 	for name, wt := range p.Waiting {
+		if h := e.waits[name]; wt.Reason == lifecycle.ReasonImagePullBackOff && h != nil && !h.reported {
+			// The kubelet's image manager while a pull backs off, and its startContainer
+			// (pkg/kubelet/images/image_manager.go, EnsureImageExists; kuberuntime_container.go):
+			// once per back-off here.
+			h.reported = true
+			if c, _ := lifecycle.ContainerByName(pod, name); c != nil {
+				w.containerEvent(pod, name, v1.EventTypeNormal, EventBackOff, "Back-off pulling image %q", c.Image)
+			}
+			w.containerEvent(pod, name, v1.EventTypeWarning, EventFailed, "Error: %s", lifecycle.ReasonImagePullBackOff)
+		}
 		if wt.Reason != lifecycle.ReasonCrashLoopBackOff {
 			delete(e.backOffSeen, name)
 			continue
@@ -318,7 +328,10 @@ func (w *Worker) startContainer(ctx context.Context, pod *v1.Pod, e *entry, sbID
 			return err
 		}
 		if err != nil {
-			w.hold(e, c.Name, reason, err.Error())
+			// The kubelet's startContainer records the image manager's error by its name
+			// (kuberuntime_container.go: "Error: ErrImagePull").
+			w.containerEvent(pod, c.Name, v1.EventTypeWarning, EventFailed, "Error: %s", reason)
+			w.hold(e, c.Name, reason, holdMessage(reason, err))
 			w.log.Warn("container image not available", "pod_uid", uid, "container", c.Name, "image", c.Image, "reason", reason, "error", err)
 			return nil
 		}

@@ -121,6 +121,8 @@ type hold struct {
 	reason, message string
 	until           time.Time
 	delay           time.Duration
+	// reported: the back-off's events were recorded (reportBackOff).
+	reported bool
 }
 
 var _ pods.Runtime = (*Worker)(nil)
