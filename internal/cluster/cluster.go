@@ -225,22 +225,27 @@ func (a *Agent) Run(ctx context.Context) {
 	wg.Wait()
 }
 
+// selectedListWatch lists and watches with the field selector sel.
+func selectedListWatch[L runtime.Object](sel string, list func(context.Context, metav1.ListOptions) (L, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = sel
+			return list(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = sel
+			return watchFn(ctx, opts)
+		},
+	}
+}
+
 // nodeInformer watches this node's Node (a field selector on its name, as the kubelet's node
 // informer): admission matches pods against its labels and taints as others change them
 // (a label the scheduler placed a pod by, a NoExecute taint).
 func (a *Agent) nodeInformer() cache.SharedIndexInformer {
-	sel := fields.OneTermEqualSelector("metadata.name", a.o.NodeName).String()
 	client := a.o.Clients.Nodes
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = sel
-			return client.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = sel
-			return client.Watch(ctx, opts)
-		},
-	}
+	lw := selectedListWatch(fields.OneTermEqualSelector("metadata.name", a.o.NodeName).String(), client.List, client.Watch)
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.Node{}, cache.SharedIndexInformerOptions{ObjectDescription: "node " + a.o.NodeName})
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		a.log.Debug("node watch failed", "error", err)
@@ -252,18 +257,8 @@ func (a *Agent) nodeInformer() cache.SharedIndexInformer {
 // kubelet's config.NewSourceApiserver). The reflector relists after a 410 Gone and backs off
 // while the API server is down; its errors go to the health tracker, not to the log.
 func (a *Agent) podInformer() cache.SharedIndexInformer {
-	sel := fields.OneTermEqualSelector("spec.nodeName", a.o.NodeName).String()
 	client := a.o.Clients.Pods(metav1.NamespaceAll)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = sel
-			return client.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = sel
-			return client.Watch(ctx, opts)
-		},
-	}
+	lw := selectedListWatch(fields.OneTermEqualSelector("spec.nodeName", a.o.NodeName).String(), client.List, client.Watch)
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.Pod{}, cache.SharedIndexInformerOptions{ObjectDescription: "pods bound to " + a.o.NodeName})
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, r *cache.Reflector, err error) {
 		a.mu.Lock()
