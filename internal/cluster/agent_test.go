@@ -16,6 +16,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -171,6 +172,34 @@ func TestNodeForAdmission(t *testing.T) {
 	}
 	if n := f.agent.Node(); n.Labels["kept"] != "yes" || n.Labels["example.com/rack"] != "r1" {
 		t.Errorf("after registration: %v", n.Labels)
+	}
+}
+
+// TestNodeFollowsTheAPI: once running, admission sees the Node as others change it (a label
+// the scheduler placed a pod by, a NoExecute taint) through the node informer, without
+// waiting for the node's next status report.
+func TestNodeFollowsTheAPI(t *testing.T) {
+	existing := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", UID: "uid-1", Labels: map[string]string{LabelHostname: "node-1"}}}
+	f := newFixture(t, existing)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { f.agent.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	n, err := f.cs.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n = n.DeepCopy()
+	n.Labels["e2e-label"] = "yes"
+	n.Spec.Taints = []v1.Taint{{Key: "evict", Effect: v1.TaintEffectNoExecute}}
+	if _, err := f.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		got := f.agent.Node()
+		return got.Labels["e2e-label"] == "yes" && len(got.Spec.Taints) == 1, nil
+	}); err != nil {
+		t.Errorf("Node() never showed the API's change: %v (%v)", err, f.agent.Node().Labels)
 	}
 }
 

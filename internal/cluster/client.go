@@ -28,6 +28,10 @@ import (
 // NodeClient is the node's access to its Node object.
 type NodeClient interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Node, error)
+	// List and Watch are of this node only (a field selector on its name): the Node as
+	// others change it (labels, taints) for admission.
+	List(ctx context.Context, opts metav1.ListOptions) (*v1.NodeList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	Create(ctx context.Context, node *v1.Node, opts metav1.CreateOptions) (*v1.Node, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*v1.Node, error)
 }
@@ -126,7 +130,7 @@ func NewClients(kubeconfig string) (Clients, error) {
 		return Clients{}, err
 	}
 	clients := Clients{
-		Nodes: &typed[*v1.Node, *v1.NodeList]{rest: core, params: params, resource: "nodes", obj: func() *v1.Node { return &v1.Node{} }},
+		Nodes: &typed[*v1.Node, *v1.NodeList]{rest: core, params: params, resource: "nodes", obj: func() *v1.Node { return &v1.Node{} }, list: func() *v1.NodeList { return &v1.NodeList{} }},
 		Pods: func(ns string) PodClient {
 			return &typed[*v1.Pod, *v1.PodList]{rest: core, params: params, resource: "pods", ns: ns, obj: func() *v1.Pod { return &v1.Pod{} }, list: func() *v1.PodList { return &v1.PodList{} }}
 		},

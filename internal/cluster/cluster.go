@@ -143,6 +143,8 @@ type Agent struct {
 	objects *Objects
 	// kick asks podLoop for a sync now (Kick, the pod informer's events); one pending at most.
 	kick chan struct{}
+	// nodeStore is the node informer's store (this node's Node), once Run started it.
+	nodeStore cache.Store
 }
 
 // verdict is validate's result for one version of a pod.
@@ -253,6 +255,11 @@ func (a *Agent) Run(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { inf.RunWithContext(ctx) })
+	nodeInf := a.nodeInformer()
+	a.mu.Lock()
+	a.nodeStore = nodeInf.GetStore()
+	a.mu.Unlock()
+	wg.Go(func() { nodeInf.RunWithContext(ctx) })
 	if a.o.Clients.Services != nil {
 		svc := a.objects.services.informer(a.o.Clients.Services(metav1.NamespaceAll))
 		wg.Go(func() { svc.RunWithContext(ctx) })
@@ -265,22 +272,40 @@ func (a *Agent) Run(ctx context.Context) {
 	wg.Wait()
 }
 
+// selectedListWatch lists and watches with the field selector sel.
+func selectedListWatch[L runtime.Object](sel string, list func(context.Context, metav1.ListOptions) (L, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = sel
+			return list(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = sel
+			return watchFn(ctx, opts)
+		},
+	}
+}
+
+// nodeInformer watches this node's Node (a field selector on its name, as the kubelet's node
+// informer): admission matches pods against its labels and taints as others change them
+// (a label the scheduler placed a pod by, a NoExecute taint).
+func (a *Agent) nodeInformer() cache.SharedIndexInformer {
+	client := a.o.Clients.Nodes
+	lw := selectedListWatch(fields.OneTermEqualSelector("metadata.name", a.o.NodeName).String(), client.List, client.Watch)
+	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.Node{}, cache.SharedIndexInformerOptions{ObjectDescription: "node " + a.o.NodeName})
+	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		a.log.Debug("node watch failed", "error", err)
+	})
+	return inf
+}
+
 // podInformer watches the pods bound to this node (spec.nodeName, a field selector, as the
 // kubelet's config.NewSourceApiserver). The reflector relists after a 410 Gone and backs off
 // while the API server is down; its errors go to the health tracker, not to the log.
 func (a *Agent) podInformer() cache.SharedIndexInformer {
-	sel := fields.OneTermEqualSelector("spec.nodeName", a.o.NodeName).String()
 	client := a.o.Clients.Pods(metav1.NamespaceAll)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = sel
-			return client.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = sel
-			return client.Watch(ctx, opts)
-		},
-	}
+	lw := selectedListWatch(fields.OneTermEqualSelector("spec.nodeName", a.o.NodeName).String(), client.List, client.Watch)
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.Pod{}, cache.SharedIndexInformerOptions{ObjectDescription: "pods bound to " + a.o.NodeName})
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, r *cache.Reflector, err error) {
 		a.mu.Lock()
@@ -378,10 +403,18 @@ func (a *Agent) currentNode() *v1.Node {
 	return a.node
 }
 
-// Node is the Node admission matches the pods' node selectors and affinity against (the
-// kubelet's predicate handler's node, pkg/kubelet/kubelet_getters.go getNodeAnyWay): as last
-// read or written, else the Node as it registers.
+// Node is the Node admission matches the pods' node selectors, affinity and taints against
+// (the kubelet's predicate handler's node, pkg/kubelet/kubelet_getters.go getNodeAnyWay): as
+// the node informer has it, else as last read or written, else the Node as it registers.
 func (a *Agent) Node() *v1.Node {
+	a.mu.Lock()
+	store := a.nodeStore
+	a.mu.Unlock()
+	if store != nil {
+		if o, ok, _ := store.GetByKey(a.o.NodeName); ok {
+			return o.(*v1.Node)
+		}
+	}
 	if n := a.currentNode(); n != nil {
 		return n
 	}

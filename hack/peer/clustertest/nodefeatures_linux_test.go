@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/slicelet/slicelet/hack/peer/clusterdemo"
@@ -19,7 +20,8 @@ import (
 
 // TestSliceletNodeConformanceFeatures: what the node conformance specs ask of a node beyond
 // running containers, each as the e2e spec shapes it, on a slicelet node: a pod placed by
-// required node affinity on the node's name (e2e's SetNodeSelection); an active deadline
+// required node affinity on the node's name (e2e's SetNodeSelection), and one by a label added
+// to the Node just before (the scheduling specs'); an active deadline
 // (Failed, DeadlineExceeded); termination messages from the file and from the log
 // (FallbackToLogsOnError); a subPathExpr of a memory-backed emptyDir; hostAliases in
 // /etc/hosts; an ephemeral container added to a running pod; an in-place resize.
@@ -59,7 +61,16 @@ func TestSliceletNodeConformanceFeatures(t *testing.T) {
 	target := pod("target", ctr("main", "sleep 3600"))
 	target.Spec.RestartPolicy = v1.RestartPolicyAlways
 	target.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("32Mi")}
-	for _, p := range []*v1.Pod{affinity, deadline, termination, subpath, hosts, target} {
+	// A label added to the Node now, as the scheduling specs add one: the pod the scheduler
+	// places by it passes the node's admission (its node informer sees the label).
+	if _, err := c.Admin.CoreV1().Nodes().Patch(ctx, nodeName, types.StrategicMergePatchType,
+		[]byte(`{"metadata":{"labels":{"e2e.slicelet.test/fresh":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	labelled := pod("labelled", ctr("main", "true"))
+	labelled.Spec.NodeName = ""
+	labelled.Spec.NodeSelector = map[string]string{"e2e.slicelet.test/fresh": "yes"}
+	for _, p := range []*v1.Pod{affinity, labelled, deadline, termination, subpath, hosts, target} {
 		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -83,6 +94,7 @@ func TestSliceletNodeConformanceFeatures(t *testing.T) {
 	}
 	succeeded := func(p *v1.Pod) bool { return p.Status.Phase == v1.PodSucceeded }
 	waitFor("affinity", "Succeeded on the node its affinity names", succeeded)
+	waitFor("labelled", "Succeeded on the node by a label added a moment before", succeeded)
 	waitFor("subpath", "Succeeded with its sub-path of a tmpfs", succeeded)
 	waitFor("hosts", "Succeeded with its hostAliases in /etc/hosts", succeeded)
 	waitFor("deadline", "Failed past its active deadline", func(p *v1.Pod) bool {
