@@ -11,6 +11,7 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
+	stdslices "slices"
 	"strings"
 	"sync"
 	"time"
@@ -104,7 +105,8 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 	log.Info("cluster mode", "node", name, "kubeconfig", cc.Kubeconfig)
 	agent := cluster.New(cluster.Options{Clients: clients, NodeName: name, Node: inputs, Controller: d.ctrl,
 		Validate: manifest.Validate, HostNetwork: d.cfg.Runtime.Network != config.NetworkCNI,
-		Health: d.health, Clock: d.clock, Logger: log.With("component", "cluster")})
+		AllocatableEnforced: stdslices.Contains(d.cfg.Node.EnforceNodeAllocatable, "pods"),
+		Health:              d.health, Clock: d.clock, Logger: log.With("component", "cluster")})
 	d.clusterObjects.set(agent.Objects())
 	if srv == nil {
 		return agent, nil
