@@ -16,9 +16,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moby/sys/userns"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/internal/buildinfo"
@@ -141,6 +143,9 @@ func nodeSystemInfo() v1.NodeSystemInfo {
 	if id, err := os.ReadFile("/etc/machine-id"); err == nil {
 		info.MachineID = strings.TrimSpace(string(id))
 	}
+	// Whether slicelet runs in a user namespace, as the kubelet says with KubeletInUserNamespace
+	// (on by default; pkg/kubelet/kubelet_node_status_linux.go, runningInUserNS).
+	info.RunningInUserNamespace = ptr.To(userns.RunningInUserNS())
 	return info
 }
 
