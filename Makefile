@@ -240,10 +240,12 @@ peer-controlplane-test:
 # make peer-cluster-test: cluster mode against that control plane (hack/peer/clustertest): a
 # slicelet node (CRI on a private containerd, system:node credentials) registers and turns
 # Ready, runs a pod the scheduler binds to it, deletes it gracefully, mirrors a manifest pod.
-# Skips without the binaries, fails then with CI=true PEER_REQUIRED=1.
+# Skips without the binaries, fails then with CI=true PEER_REQUIRED=1. TestNodeBehaviourSideBySide
+# runs one scenario with the kubelet as the node, then with slicelet, and compares what the API
+# showed (docs/cluster.md, "Side by side with a kubelet node"): minutes, hence the timeout.
 .PHONY: peer-cluster-test
 peer-cluster-test: build
-	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet $(GO) test -count=1 -v ./clustertest/
+	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet $(GO) test -count=1 -timeout 60m -v ./clustertest/
 
 # make cluster-demo: a one-node Kubernetes cluster whose node is slicelet (hack/peer/clusterdemo):
 # the control plane from $(PEER_DIR) (built first by make peer-build when absent: minutes),

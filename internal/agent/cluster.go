@@ -11,13 +11,16 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
+	stdslices "slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/moby/sys/userns"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/internal/buildinfo"
@@ -118,7 +121,8 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 	log.Info("cluster mode", "node", name, "kubeconfig", cc.Kubeconfig)
 	agent := cluster.New(cluster.Options{Clients: clients, NodeName: name, Node: inputs, Controller: d.ctrl,
 		Validate: manifest.Validate, HostNetwork: d.cfg.Runtime.Network != config.NetworkCNI,
-		Health: d.health, Clock: d.clock, Logger: log.With("component", "cluster")})
+		AllocatableEnforced: stdslices.Contains(d.cfg.Node.EnforceNodeAllocatable, "pods"),
+		Health:              d.health, Clock: d.clock, Logger: log.With("component", "cluster")})
 	d.clusterObjects.set(agent.Objects())
 	if srv == nil {
 		return agent, nil
@@ -153,6 +157,9 @@ func nodeSystemInfo() v1.NodeSystemInfo {
 	if id, err := os.ReadFile("/etc/machine-id"); err == nil {
 		info.MachineID = strings.TrimSpace(string(id))
 	}
+	// Whether slicelet runs in a user namespace, as the kubelet says with KubeletInUserNamespace
+	// (on by default; pkg/kubelet/kubelet_node_status_linux.go, runningInUserNS).
+	info.RunningInUserNamespace = ptr.To(userns.RunningInUserNS())
 	return info
 }
 

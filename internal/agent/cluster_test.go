@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/slicelet/slicelet/config"
@@ -84,5 +85,23 @@ func TestClusterWarnableNotSentToTheAPI(t *testing.T) {
 		if c.Message != "slicelet is running" && c.Type == "Ready" {
 			t.Errorf("Ready says %q", c.Message)
 		}
+	}
+}
+
+// TestNodeSystemInfoUserNamespace: nodeInfo says whether slicelet runs in a user namespace,
+// as the kubelet's does (KubeletInUserNamespace, on by default): set either way, and true
+// exactly when this process's uid_map is not the whole range mapped to itself.
+func TestNodeSystemInfoUserNamespace(t *testing.T) {
+	info := nodeSystemInfo()
+	if info.RunningInUserNamespace == nil {
+		t.Fatal("nodeInfo.runningInUserNamespace unset")
+	}
+	m, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		t.Skipf("no uid_map: %v", err)
+	}
+	whole := strings.Join(strings.Fields(string(m)), " ") == "0 0 4294967295"
+	if *info.RunningInUserNamespace == whole {
+		t.Errorf("runningInUserNamespace %v with uid_map %q", *info.RunningInUserNamespace, m)
 	}
 }

@@ -109,9 +109,12 @@ type Options struct {
 	// HostNetwork says every pod shares the host's network (runtime.network = "host"): their
 	// podIPs are the node's.
 	HostNetwork bool
-	Health      *health.Tracker
-	Clock       clock.WithTicker
-	Logger      *slog.Logger
+	// AllocatableEnforced: the pods' slice is limited to the node's allocatable
+	// (enforce_node_allocatable has "pods"); the Node's events say so at the start.
+	AllocatableEnforced bool
+	Health              *health.Tracker
+	Clock               clock.WithTicker
+	Logger              *slog.Logger
 }
 
 // Agent runs cluster mode.
@@ -265,6 +268,12 @@ func (a *Agent) Run(ctx context.Context) {
 		wg.Go(func() { svc.RunWithContext(ctx) })
 	}
 	if a.register(ctx) {
+		// The kubelet's events at its start (pkg/kubelet/kubelet.go, Run;
+		// pkg/kubelet/cm/node_container_manager_linux.go, enforceNodeAllocatableCgroups).
+		a.events.nodeEventf(a.o.NodeName, EventStarting, "Starting slicelet.")
+		if a.o.AllocatableEnforced {
+			a.events.nodeEventf(a.o.NodeName, EventNodeAllocatableEnforced, "Updated Node Allocatable limit across pods")
+		}
 		wg.Go(func() { a.leaseLoop(ctx) })
 		wg.Go(func() { a.statusLoop(ctx) })
 	}
@@ -553,6 +562,7 @@ func (a *Agent) syncNodeStatus(ctx context.Context) error {
 	}
 	now := a.clock.Now()
 	status := NodeStatus(a.o.Node(), &node.Status, now)
+	a.events.nodeConditionEvents(a.o.NodeName, status.Conditions)
 	a.mu.Lock()
 	due := now.Sub(a.lastReport) >= NodeStatusReportFrequency
 	a.mu.Unlock()

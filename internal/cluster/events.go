@@ -60,6 +60,8 @@ type events struct {
 	mu       sync.Mutex
 	recorder record.EventRecorder // nil until Run starts the broadcaster
 	pods     map[types.UID]bool   // the cluster's pods
+	// nodeConds are the node's conditions' statuses events were recorded for.
+	nodeConds map[v1.NodeConditionType]v1.ConditionStatus
 }
 
 // Eventf records an event about object (a *v1.Pod, or the *v1.ObjectReference of a pod's

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -66,6 +67,15 @@ type Options struct {
 	// host-network pods); 127.0.0.1 when empty. The API server refuses loopback addresses in
 	// EndpointSlices, so a test of Service endpoints gives the node another address.
 	NodeIP string
+	// Kind is the node's agent: slicelet (when empty) or the kubelet, registered with the
+	// same name, credentials, address and node configuration (peerrun decodes both agents'
+	// configurations to the same numbers), so that the two can be compared.
+	Kind peerrun.Kind
+	// Kubelet is the kubelet's binary; BinDir's kubelet when empty.
+	Kubelet string
+	// PodNetwork runs slicelet's pods in containerd's CNI network (runtime.network = "cni"),
+	// as the kubelet runs them, instead of the node's network (docs/cluster.md, Networking).
+	PodNetwork bool
 }
 
 // Cluster is the running control plane and slicelet node.
@@ -77,9 +87,12 @@ type Cluster struct {
 	// Agent is slicelet's service.
 	Agent *peerrun.Agent
 
-	out     io.Writer
-	node    *peerrun.Node
-	kubectl string
+	out       io.Writer
+	node      *peerrun.Node
+	kubectl   string
+	o         Options
+	total     int64
+	manifests string
 }
 
 // Start starts containerd, the control plane and slicelet in cluster mode with the node's
@@ -92,7 +105,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{out: o.Out, kubectl: filepath.Join(o.BinDir, "kubectl")}
+	c = &Cluster{out: o.Out, kubectl: filepath.Join(o.BinDir, "kubectl"), o: o, total: total}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Close(context.WithoutCancel(ctx)))
@@ -108,21 +121,72 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if c.Admin, err = c.CP.Client(c.CP.AdminKubeconfig()); err != nil {
 		return c, err
 	}
-	manifests := filepath.Join(c.node.Dir, "manifests")
-	if err := os.MkdirAll(manifests, 0o755); err != nil {
+	c.manifests = filepath.Join(c.node.Dir, "manifests")
+	if err := os.MkdirAll(c.manifests, 0o755); err != nil {
 		return c, err
 	}
+	return c, c.StartAgent(ctx, cmp.Or(o.Kind, peerrun.Slicelet))
+}
+
+// StartAgent starts the node's agent of kind k (slicelet or the kubelet) on the cluster's
+// containerd: the node NodeName with its credentials, on the node address, kubepods.slice
+// limited to PodsMemory and the hard threshold memory.available < EvictionThreshold. Only one
+// agent runs at a time: [Cluster.StopAgent] first.
+func (c *Cluster) StartAgent(ctx context.Context, k peerrun.Kind) (err error) {
 	nc := peerrun.DefaultNodeConfig()
-	nc.SystemReserved = map[string]string{"cpu": "100m", "memory": strconv.FormatInt(total-PodsMemory-kubeReserved, 10)}
+	nc.SystemReserved = map[string]string{"cpu": "100m", "memory": strconv.FormatInt(c.total-PodsMemory-kubeReserved, 10)}
 	nc.KubeReserved = map[string]string{"cpu": "50m", "memory": strconv.FormatInt(kubeReserved, 10)}
 	nc.EvictionHard = map[string]string{"memory.available": EvictionThreshold, "nodefs.available": "1%", "nodefs.inodesFree": "1%", "imagefs.available": "1%"}
-	c.Agent, err = c.node.StartAgent(ctx, peerrun.AgentOptions{Kind: peerrun.Slicelet, Binary: o.Slicelet, ManifestDir: manifests, Config: nc,
+	nodeIP := cmp.Or(c.o.NodeIP, "127.0.0.1")
+	ao := peerrun.AgentOptions{Kind: k, ManifestDir: c.manifests, Config: nc, NodeName: NodeName}
+	switch k {
+	case peerrun.Slicelet:
+		ao.Binary = c.o.Slicelet
 		// The kubelet API on the node's address (127.0.0.1 by default), verifying the API
 		// server's kubelet client certificate against the control plane's CA: kubectl logs works.
-		SliceletTOML: fmt.Sprintf("[cluster]\nenabled = true\nkubeconfig = %q\nnode_name = %q\nnode_ip = %q\nclient_ca_file = %q\n",
-			c.CP.NodeKubeconfig(NodeName), NodeName, cmp.Or(o.NodeIP, "127.0.0.1"), c.CP.CAFile()),
-		SliceletDropIn: "[eviction]\nmonitoring_interval = \"2s\"\n"})
-	return c, err
+		ao.SliceletTOML = fmt.Sprintf("[cluster]\nenabled = true\nkubeconfig = %q\nnode_name = %q\nnode_ip = %q\nclient_ca_file = %q\n",
+			c.CP.NodeKubeconfig(NodeName), NodeName, nodeIP, c.CP.CAFile())
+		ao.SliceletDropIn = "[eviction]\nmonitoring_interval = \"2s\"\n"
+		if c.o.PodNetwork {
+			ao.SliceletDropIn += "[runtime]\nnetwork = \"cni\"\n"
+		}
+	case peerrun.Kubelet:
+		ao.Binary = cmp.Or(c.o.Kubelet, filepath.Join(c.o.BinDir, "kubelet"))
+		// The same credentials and address (a later --node-ip wins over peerrun's 127.0.0.1);
+		// peerrun's kubelet serves its API on 127.0.0.1:10250.
+		ao.ExtraArgs = []string{"--kubeconfig=" + c.CP.NodeKubeconfig(NodeName), "--node-ip=" + nodeIP}
+	default:
+		return fmt.Errorf("clusterdemo: agent kind %q: want slicelet or kubelet", k)
+	}
+	c.Agent, err = c.node.StartAgent(ctx, ao)
+	return err
+}
+
+// StopAgent stops the node's agent (removing every pod it left on containerd) and deletes
+// the Node object and the pods bound to it, so that the next agent registers afresh.
+func (c *Cluster) StopAgent(ctx context.Context) error {
+	if c.Agent == nil {
+		return nil
+	}
+	err := c.Agent.Stop(ctx)
+	c.Agent = nil
+	zero := int64(0)
+	pods, lerr := c.Admin.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + NodeName})
+	if lerr != nil {
+		return errors.Join(err, lerr)
+	}
+	for _, p := range pods.Items {
+		if derr := c.Admin.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); derr != nil && !apierrors.IsNotFound(derr) {
+			err = errors.Join(err, derr)
+		}
+	}
+	if derr := c.Admin.CoreV1().Nodes().Delete(ctx, NodeName, metav1.DeleteOptions{}); derr != nil && !apierrors.IsNotFound(derr) {
+		err = errors.Join(err, derr)
+	}
+	if derr := c.Admin.CoordinationV1().Leases(v1.NamespaceNodeLease).Delete(ctx, NodeName, metav1.DeleteOptions{}); derr != nil && !apierrors.IsNotFound(derr) {
+		err = errors.Join(err, derr)
+	}
+	return err
 }
 
 // memTotal is MemTotal of /proc/meminfo, in bytes.
@@ -160,7 +224,7 @@ func (c *Cluster) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Journal is the last n lines of slicelet's journal.
+// Journal is the last n lines of the agent's journal.
 func (c *Cluster) Journal(ctx context.Context, n int) string {
 	if c.Agent == nil {
 		return ""

@@ -19,12 +19,18 @@ import (
 
 // runInSandbox boots the sandbox with the control plane's binaries and slicelet's, and runs
 // the test named by the pattern run inside it (this test binary, copied into the work
-// directory), with the environment naming them.
+// directory), with the environment naming them; 8 minutes at most.
 func runInSandbox(t *testing.T, run string) {
+	t.Helper()
+	runInSandboxFor(t, run, 8*time.Minute)
+}
+
+// runInSandboxFor is runInSandbox with a limit of its own.
+func runInSandboxFor(t *testing.T, run string, limit time.Duration) {
 	t.Helper()
 	bin, slicelet := prerequisites(t)
 	work := t.TempDir()
-	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
 	sb, err := peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: fmt.Sprintf("clustertest-%d", os.Getpid()), WorkDir: work,
 		Binds: []string{bin, filepath.Dir(slicelet)}, Log: t.Output()})

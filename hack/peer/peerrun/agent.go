@@ -1,6 +1,7 @@
 package peerrun
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -95,6 +96,10 @@ type AgentOptions struct {
 	// ExtraArgs are appended to the agent's command line (e.g. the kubelet's --kubeconfig, to
 	// register it with an API server: the peer benchmark's eviction scenario).
 	ExtraArgs []string
+	// NodeName is the kubelet's node name (--hostname-override), so that it can register as
+	// the node a slicelet node of the same name was (its credentials are
+	// system:node:<NodeName>); [NodeName] when empty. slicelet's is [cluster] node_name.
+	NodeName string
 }
 
 // Agent is one running agent.
@@ -106,6 +111,8 @@ type Agent struct {
 	// Dir holds its configuration and state.
 	Dir  string
 	node *Node
+	// nodeName is the kubelet's node name, the suffix of its static pods' names.
+	nodeName string
 }
 
 // StartAgent writes the agent's configuration under the node's directory and starts it as a
@@ -115,7 +122,8 @@ func (n *Node) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
 		o.Config = DefaultNodeConfig()
 	}
 	n.runs++
-	a := &Agent{Kind: o.Kind, Unit: fmt.Sprintf("peer-%s-%d.service", o.Kind, n.runs), Dir: filepath.Join(n.Dir, fmt.Sprintf("%s-%d", o.Kind, n.runs)), node: n}
+	a := &Agent{Kind: o.Kind, Unit: fmt.Sprintf("peer-%s-%d.service", o.Kind, n.runs), Dir: filepath.Join(n.Dir, fmt.Sprintf("%s-%d", o.Kind, n.runs)), node: n,
+		nodeName: cmp.Or(o.NodeName, NodeName)}
 	if err := os.MkdirAll(a.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("peerrun: agent dir: %w", err)
 	}
@@ -127,7 +135,7 @@ func (n *Node) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
 		text = kubeletConfig(o.Config, o.ManifestDir, n.Containerd.Endpoint)
 		cfgPath += ".yaml"
 		argv = []string{o.Binary, "--config=" + cfgPath, "--root-dir=" + filepath.Join(a.Dir, "root"),
-			"--cert-dir=" + filepath.Join(a.Dir, "pki"), "--hostname-override=" + NodeName,
+			"--cert-dir=" + filepath.Join(a.Dir, "pki"), "--hostname-override=" + a.nodeName,
 			"--node-ip=127.0.0.1", "--v=2"}
 		if gc := o.Config.ImageGC; gc != nil && gc.MinimumAge == 0 {
 			// The kubelet's defaulting turns an imageMinimumGCAge of 0 in the file into 2m
@@ -449,7 +457,7 @@ func (a *Agent) observe(ctx context.Context, rs runtimeapi.RuntimeServiceClient,
 // key is the manifest's name of a pod: the kubelet names a static pod <name>-<node name>.
 func (a *Agent) key(namespace, name string) PodKey {
 	if a.Kind == Kubelet {
-		name = strings.TrimSuffix(name, "-"+NodeName)
+		name = strings.TrimSuffix(name, "-"+a.nodeName)
 	}
 	return PodKey{Namespace: namespace, Name: name}
 }
