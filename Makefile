@@ -260,13 +260,13 @@ cluster-demo: build
 	cd hack/peer && $(GO) build -o $(abspath build)/clusterdemo ./cmd/clusterdemo
 	build/clusterdemo -bin $(abspath $(PEER_DIR)) -slicelet $(abspath $(BIN))/slicelet -work $(abspath build/cluster-demo)
 
-# make peer-conformance [CONFORMANCE_PROCS=4]: the e2e suite's sig-node Conformance specs
+# make peer-conformance [CONFORMANCE_PROCS=5]: the e2e suite's sig-node Conformance specs
 # (e2e.test of make peer-build) against a kubelet node, then a slicelet node, on one local
 # control plane and one private containerd with a CNI bridge, inside a throwaway systemd sandbox
 # (hack/peer/conformance); images built locally, never pulled. Writes build/conformance/report.md
 # (every spec) and the "## Node conformance" section of docs/cluster.md; the JUnit reports and
-# logs stay in build/conformance/run/reports. Root; about an hour on 2 loaded cores.
-CONFORMANCE_PROCS ?= 4
+# logs stay in build/conformance/run/reports. Root; about 35 minutes on 2 loaded cores.
+CONFORMANCE_PROCS ?= 5
 .PHONY: peer-conformance
 peer-conformance: build
 	@test -x $(PEER_DIR)/e2e.test -a -x $(PEER_DIR)/ginkgo -a -x $(PEER_DIR)/agnhost -a -x $(PEER_DIR)/nonewprivs \

@@ -100,6 +100,9 @@ type Options struct {
 // (nodeInfo.kubeletVersion).
 const VersionFile = "version"
 
+// DurationFile, in an agent's ReportDir, holds how long its suite took.
+const DurationFile = "duration"
+
 // ReportDir is where agent's JUnit report (junit_01.xml) and ginkgo's output (e2e.log) are
 // written under the run directory.
 func ReportDir(work string, agent peerrun.Kind) string {
@@ -226,7 +229,11 @@ func runAgent(ctx context.Context, o Options, logf func(string, ...any), node *p
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.WaitDelay = time.Minute
 	runErr := cmd.Run()
-	logf("%s node: the suite took %s (%v)", k, time.Since(t0).Round(time.Second), cmp.Or[any](runErr, "all passed"))
+	took := time.Since(t0).Round(time.Second)
+	logf("%s node: the suite took %s (%v)", k, took, cmp.Or[any](runErr, "all passed"))
+	if err := os.WriteFile(filepath.Join(dir, DurationFile), []byte(took.String()+"\n"), 0o644); err != nil {
+		return err
+	}
 	if _, statErr := os.Stat(filepath.Join(dir, "junit_01.xml")); statErr != nil {
 		return fmt.Errorf("no JUnit report after ginkgo (%v): %w; see %s", runErr, statErr, log.Name())
 	}

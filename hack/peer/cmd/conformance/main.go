@@ -159,7 +159,16 @@ const intro = "`make peer-conformance` (hack/peer/conformance) runs e2e.test (`k
 	"ENTRYPOINT `/agnhost`, CMD `pause`, with the users of its Dockerfile; pause 3.10.2 as `agnhost pause`; nginx 1.27.0-2 " +
 	"as busybox httpd on port 80; nonewprivs 1.4 with its nnp binary setuid root) and imported into containerd. agnhost's image has " +
 	"curl (lifecycle hook specs run it): a script running busybox's wget stands in. The report with every spec's result is written to " +
-	"build/conformance/report.md; the JUnit reports and both agents' logs stay in build/conformance/run/reports/.\n"
+	"build/conformance/report.md; the JUnit reports and both agents' logs stay in build/conformance/run/reports/.\n\n" +
+	"Both nodes have the address 10.251.0.1 (on the sandbox's lo: the kubelet refuses a loopback node IP, and the API " +
+	"server reaches each node's kubelet API there). The node directory is a shared mount and containerd's mount namespace " +
+	"its slave, so volumes, subPaths and /etc/hosts the agents mount reach the containers. Only the specs in the skip table " +
+	"below are not run: every other sig-node Conformance spec runs on this one-node cluster without cluster networking " +
+	"(none needs a Service's ClusterIP to route; the API server reaches pods on the bridge for `pods/proxy`).\n\n" +
+	"slicelet's kubelet API does not serve `/exec` (see \"Kubelet API\"): a spec that runs a command in a container " +
+	"through the API server (`kubectl exec`, e2e's ExecCommandInContainer: the ephemeral container, /etc/hosts, subPath " +
+	"and in-place resize specs read files or cgroup values that way) fails on the slicelet node with \"unable to upgrade " +
+	"connection: 404\" or \"expected to be able to write to subpath\", whatever the node did before.\n"
 
 // compare reads the JUnit reports in the run directory and writes the report, the docs
 // section and the status file.
@@ -181,14 +190,21 @@ func compare(o options) error {
 		fmt.Printf("peer-conformance: %s node: %d selected, %d ran, %d passed, %d failed, %d skipped\n", k, c.Selected, c.Ran, c.Passed, c.Failed, c.Skipped)
 	}
 	text := fmt.Sprintf(intro, o.Focus, critest.CNISubnet, o.Procs)
-	var versions []string
+	var versions, durations []string
 	for _, k := range []peerrun.Kind{peerrun.Kubelet, peerrun.Slicelet} {
-		if v, err := os.ReadFile(filepath.Join(conformance.ReportDir(o.Work, k), conformance.VersionFile)); err == nil {
+		dir := conformance.ReportDir(o.Work, k)
+		if v, err := os.ReadFile(filepath.Join(dir, conformance.VersionFile)); err == nil {
 			versions = append(versions, fmt.Sprintf("%s node `%s`", k, strings.TrimSpace(string(v))))
+		}
+		if d, err := os.ReadFile(filepath.Join(dir, conformance.DurationFile)); err == nil {
+			durations = append(durations, fmt.Sprintf("%s node %s", k, strings.TrimSpace(string(d))))
 		}
 	}
 	if len(versions) > 0 {
 		text += "\nThe nodes reported (nodeInfo.kubeletVersion): " + strings.Join(versions, ", ") + ".\n"
+	}
+	if len(durations) > 0 {
+		text += "The suites took (2 cores shared with other work): " + strings.Join(durations, ", ") + ".\n"
 	}
 	section := conformance.Section(results[peerrun.Kubelet], results[peerrun.Slicelet], conformance.Skips, text)
 	if o.report != "" {
