@@ -30,8 +30,8 @@ var sharedConditions = map[v1.PodConditionType]bool{v1.DisruptionTarget: true}
 //     are being stopped), a terminal phase is not sent: the API's phase, reason and message
 //     stay;
 //   - once they are stopped, the shared conditions of local (DisruptionTarget) are sent with
-//     the terminal phase, replacing the API's of the same type, their transition time kept
-//     from the API's while the status is unchanged (now otherwise).
+//     the terminal phase, replacing the API's of the same type (or first in the list), their
+//     transition time kept from the API's while the status is unchanged (now otherwise).
 //
 // A pod already terminal in the API, or not turning terminal, is left as want has it.
 func TerminalStatus(api *v1.Pod, local, want v1.PodStatus, couldRun bool, now time.Time) v1.PodStatus {
@@ -57,7 +57,9 @@ func TerminalStatus(api *v1.Pod, local, want v1.PodStatus, couldRun bool, now ti
 		if i >= 0 {
 			want.Conditions[i] = c
 		} else {
-			want.Conditions = append(want.Conditions, c)
+			// First, where a kubelet node's evicted pods show it in the API (the status
+			// manager's cached status carried it ahead of the conditions it generates).
+			want.Conditions = append([]v1.PodCondition{c}, want.Conditions...)
 		}
 	}
 	return want

@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
@@ -192,13 +193,14 @@ func evictedStatus(status v1.PodStatus, message string, now time.Time) v1.PodSta
 	s := failedStatus(status, ReasonEvicted, message, now)
 	s.Conditions = append(s.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: ReasonTerminationByKubelet,
 		Message: message, LastTransitionTime: metav1.NewTime(now)})
-	stdslices.SortStableFunc(s.Conditions, func(a, b v1.PodCondition) int { return cmp.Compare(a.Type, b.Type) })
+	sortConditions(s.Conditions)
 	return s
 }
 
 // failedStatus is status turned Failed with reason and message, Ready and ContainersReady
-// False (reason PodFailed, pkg/kubelet/status/generate.go); running containers are shown
-// terminated.
+// False (reason PodFailed, pkg/kubelet/status/generate.go), PodReadyToStartContainers False
+// (the sandbox stopped with the containers); running containers are shown terminated, not
+// started.
 func failedStatus(status v1.PodStatus, reason, message string, now time.Time) v1.PodStatus {
 	s := *status.DeepCopy()
 	s.Phase = v1.PodFailed
@@ -206,12 +208,15 @@ func failedStatus(status v1.PodStatus, reason, message string, now time.Time) v1
 	s.Message = message
 	t := metav1.NewTime(now)
 	s.Conditions = stdslices.DeleteFunc(s.Conditions, func(c v1.PodCondition) bool {
-		return c.Type == v1.DisruptionTarget || c.Type == v1.PodReady || c.Type == v1.ContainersReady
+		return c.Type == v1.DisruptionTarget || c.Type == v1.PodReady || c.Type == v1.ContainersReady || c.Type == v1.PodReadyToStartContainers
 	})
 	s.Conditions = append(s.Conditions,
+		// The kubelet's GeneratePodReadyToStartContainersCondition for a stopped sandbox
+		// (pkg/kubelet/kuberuntime/util/util.go PodSandboxChanged: PodSandboxNotReadyMsgSandboxNotReady).
+		v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse, Reason: "PodSandboxNotReady", Message: "pod sandbox is not ready", LastTransitionTime: t},
 		v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "PodFailed", LastTransitionTime: t},
 		v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionFalse, Reason: "PodFailed", LastTransitionTime: t})
-	stdslices.SortStableFunc(s.Conditions, func(a, b v1.PodCondition) int { return cmp.Compare(a.Type, b.Type) })
+	sortConditions(s.Conditions)
 	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
 		for i := range list {
 			if list[i].State.Running != nil {
@@ -221,10 +226,29 @@ func failedStatus(status v1.PodStatus, reason, message string, now time.Time) v1
 				list[i].State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
 					ExitCode: 137, Reason: "Error", ContainerID: list[i].ContainerID, StartedAt: list[i].State.Running.StartedAt, FinishedAt: t}}
 				list[i].Ready = false
+				list[i].Started = ptr.To(false)
 			}
 		}
 	}
 	return s
+}
+
+// conditionRank is the place of a pod condition in the order a kubelet node's pods show them:
+// DisruptionTarget (added by the eviction before the status is generated), then as
+// pkg/kubelet/kubelet_pods.go generateAPIPodStatus appends them; any other type after those.
+var conditionRank = map[v1.PodConditionType]int{
+	v1.DisruptionTarget: 1, v1.PodReadyToStartContainers: 2, v1.PodInitialized: 3, v1.PodReady: 4, v1.ContainersReady: 5, v1.PodScheduled: 6,
+}
+
+// sortConditions orders conditions as conditionRank says, keeping the order of other types.
+func sortConditions(conditions []v1.PodCondition) {
+	rank := func(t v1.PodConditionType) int {
+		if r, ok := conditionRank[t]; ok {
+			return r
+		}
+		return len(conditionRank) + 1
+	}
+	stdslices.SortStableFunc(conditions, func(a, b v1.PodCondition) int { return cmp.Compare(rank(a.Type), rank(b.Type)) })
 }
 
 // withEvictionAnnotations returns a copy of pod carrying the eviction's annotations.

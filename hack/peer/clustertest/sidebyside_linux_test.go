@@ -50,10 +50,6 @@ var divergences = []divergence{
 		"not yet: slicelet reads its Node only when it writes the status, the kubelet every 10 s (and so sees a cordon when its round comes: on either node these events depend on the timing)"},
 	{regexp.MustCompile(`^event Pod/\S+ Warning FailedCreatePodContainer from kubelet: unable to ensure pod container exists: failed to create container for .*: mkdir /sys/fs/cgroup/devices/`),
 		"the kubelet's own transient failure on the sandbox's cgroup v1 devices hierarchy, retried"},
-	{regexp.MustCompile(`^pod/[a-z]+ conditions\[[23]\]\.type$`),
-		"not yet: Ready before ContainersReady (pkg/kubelet/kubelet_pods.go generateAPIPodStatus), in internal/pods/lifecycle/status.go, changed by the conformance work"},
-	{regexp.MustCompile(`^pod/hog (conditions\[|containerStatuses\[0\]\.started$)`),
-		"not yet: the evicted pod's conditions in the kubelet's order (DisruptionTarget first) and started false, in internal/pods/evict.go, changed by the conformance work"},
 	{regexp.MustCompile(`^pod/[a-z]+ (containerStatuses\[0\]\.)?(allocatedResources|resources)\.`),
 		"not yet: the pod's and containers' resources and allocatedResources, reported by the in-place resize work"},
 }

@@ -88,8 +88,10 @@ func PodStatus(pod *v1.Pod, obs *Pod, p Plan) v1.PodStatus {
 		// GeneratePodReadyToStartContainersCondition), with no reason either way.
 		{Type: v1.PodReadyToStartContainers, Status: conditionStatus(obs.SandboxReady)},
 		initialized,
-		cond(v1.ContainersReady, ready, readyReason, readyMsg),
+		// Ready before ContainersReady, as the kubelet appends them (pkg/kubelet/kubelet_pods.go,
+		// generateAPIPodStatus): the API shows a kubelet node's pods in this order.
 		cond(v1.PodReady, ready, readyReason, readyMsg),
+		cond(v1.ContainersReady, ready, readyReason, readyMsg),
 		cond(v1.PodScheduled, true, "", ""),
 	}
 	return st
