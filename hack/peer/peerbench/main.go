@@ -163,15 +163,12 @@ func host(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	self, err := os.Executable()
-	if err == nil {
-		err = copyFile(self, filepath.Join(work, "peerbench"))
-	}
+	inner, err := peerrun.CopySelf(work, "peerbench")
 	if err != nil {
 		return errors.Join(err, sb.Stop())
 	}
 	began := time.Now()
-	cmd := sb.Command(ctx, "/", filepath.Join(work, "peerbench"), "-inside", "-work", work, "-kubelet", kubelet, "-slicelet", slicelet,
+	cmd := sb.Command(ctx, "/", inner, "-inside", "-work", work, "-kubelet", kubelet, "-slicelet", slicelet,
 		"-bin", bin, "-reps", strconv.Itoa(o.reps), "-pods", strconv.Itoa(o.pods), "-idle", o.idle.String(), "-eviction="+strconv.FormatBool(o.eviction), "-latency="+strconv.FormatBool(o.latency), "-imagegc="+strconv.FormatBool(o.imageGC),
 		"-cluster="+strconv.FormatBool(o.cluster), "-cluster-idle="+o.clusterIdle.String())
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -318,10 +315,3 @@ func machine() string {
 	return fmt.Sprintf("%s, %d cores%s, kernel %s, %s", model, runtime.NumCPU(), mem, strings.TrimSpace(string(kernel)), runtime.Version())
 }
 
-func copyFile(src, dst string) error {
-	data, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, data, 0o755)
-}

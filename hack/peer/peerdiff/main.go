@@ -201,7 +201,7 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		args := []string{"-inside", v, "-work", work, "-batch-pods", strconv.Itoa(o.batchPods), "-agents", o.agents}
 		switch v {
 		case "v1":
-			err = runSandbox(ctx, self, work, binaryDirs(kubelet, slicelet), append(args, "-kubelet", kubelet, "-slicelet", slicelet), stderr)
+			err = runSandbox(ctx, work, binaryDirs(kubelet, slicelet), append(args, "-kubelet", kubelet, "-slicelet", slicelet), stderr)
 		case "v2":
 			err = runVM(ctx, self, work, kubelet, slicelet, args, o.vmMem, o.vmCPUs, stderr)
 		default:
@@ -357,13 +357,13 @@ func binaryDirs(binaries ...string) []string {
 }
 
 // runSandbox boots the v1 sandbox with binds and runs peerdiff inside; its output goes to stderr.
-func runSandbox(ctx context.Context, self, work string, binds, args []string, stderr io.Writer) error {
+func runSandbox(ctx context.Context, work string, binds, args []string, stderr io.Writer) error {
 	sb, err := peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: fmt.Sprintf("peerdiff-%d", os.Getpid()), WorkDir: work, Binds: binds, Log: stderr})
 	if err != nil {
 		return err
 	}
-	inner := filepath.Join(work, "peerdiff")
-	if err := copyFile(self, inner); err != nil {
+	inner, err := peerrun.CopySelf(work, "peerdiff")
+	if err != nil {
 		_ = sb.Stop()
 		return err
 	}
@@ -406,13 +406,6 @@ func tail(b []byte, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-func copyFile(src, dst string) error {
-	data, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, data, 0o755)
-}
 
 func readResults(path string) ([]batchResult, error) {
 	data, err := os.ReadFile(path)

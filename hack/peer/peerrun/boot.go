@@ -118,3 +118,22 @@ func RunVM(ctx context.Context, o VMOptions) (vmtest.Result, error) {
 		Mem: o.MemMiB, SMP: o.CPUs, Timeout: o.Timeout,
 	})
 }
+
+// CopySelf copies the running executable to dir/name (mode 0755) and returns that path: the
+// commands that boot a sandbox run their inner half from the work directory the sandbox binds
+// (the executable's own path may not be visible inside it).
+func CopySelf(dir, name string) (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("peerrun: executable: %w", err)
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		return "", fmt.Errorf("peerrun: executable: %w", err)
+	}
+	dst := filepath.Join(dir, name)
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		return "", fmt.Errorf("peerrun: executable: %w", err)
+	}
+	return dst, nil
+}

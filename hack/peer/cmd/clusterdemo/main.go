@@ -85,16 +85,8 @@ func outside(ctx context.Context, o clusterdemo.Options) (err error) {
 		err = errors.Join(err, sb.Stop())
 		fmt.Printf("cluster-demo took %s\n", time.Since(began).Round(time.Second))
 	}()
-	self, err := os.Executable()
+	inner, err := peerrun.CopySelf(o.Work, "clusterdemo")
 	if err != nil {
-		return err
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		return err
-	}
-	inner := filepath.Join(o.Work, "clusterdemo")
-	if err := os.WriteFile(inner, data, 0o755); err != nil {
 		return err
 	}
 	cmd := sb.Command(ctx, "/", inner, "-bin", o.BinDir, "-slicelet", o.Slicelet, "-work", o.Work)

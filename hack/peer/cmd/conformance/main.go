@@ -109,16 +109,8 @@ func outside(ctx context.Context, o options) (err error) {
 		return err
 	}
 	runErr := func() error {
-		self, err := os.Executable()
+		inner, err := peerrun.CopySelf(o.Work, "conformance")
 		if err != nil {
-			return err
-		}
-		data, err := os.ReadFile(self)
-		if err != nil {
-			return err
-		}
-		inner := filepath.Join(o.Work, "conformance")
-		if err := os.WriteFile(inner, data, 0o755); err != nil {
 			return err
 		}
 		cmd := sb.Command(ctx, "/", inner, "-bin", o.BinDir, "-ginkgo", o.Ginkgo, "-agnhost", o.Agnhost, "-nonewprivs", o.Nonewprivs, "-busybox", o.Busybox,
