@@ -314,4 +314,3 @@ func machine() string {
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	return fmt.Sprintf("%s, %d cores%s, kernel %s, %s", model, runtime.NumCPU(), mem, strings.TrimSpace(string(kernel)), runtime.Version())
 }
-

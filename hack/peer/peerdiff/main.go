@@ -406,7 +406,6 @@ func tail(b []byte, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-
 func readResults(path string) ([]batchResult, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
