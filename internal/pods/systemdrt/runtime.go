@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	stdslices "slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -100,6 +101,11 @@ type Runtime struct {
 	mu        sync.Mutex
 	pods      map[string]*podEntry
 	loadedAll bool // every record of the state dir is loaded
+
+	// listings numbers the unit listings: a run confirmed after a listing began has a
+	// confirmed number at least that listing's. A count, not a time: two readings of a coarse
+	// clock can be equal.
+	listings atomic.Uint64
 }
 
 // podEntry is the in-memory side of one pod; mu guards rec and the runs in it, and is never
@@ -467,14 +473,14 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) error {
 		err = r.startUnit(ctx, unit, slice, cfg)
 	}
 	if err == nil {
-		return r.update(ref.UID, unit, func(rn *run) { rn.Started, rn.confirmed = true, r.clock.Now() })
+		return r.update(ref.UID, unit, func(rn *run) { rn.Started, rn.confirmed = true, r.listings.Load() })
 	}
 	if errors.Is(err, units.ErrJobFailed) || errors.Is(err, units.ErrTimeout) || errors.Is(err, units.ErrUnitExists) {
 		// The unit exists (failed right away, or still starting): ContainerStatus reads what
 		// became of it.
 		if st, lerr := r.sd.List(ctx, unit); lerr == nil && loaded(st, unit) {
 			r.log.Warn("container start did not finish cleanly", "unit", unit, "error", err)
-			return r.update(ref.UID, unit, func(rn *run) { rn.Started, rn.confirmed = true, r.clock.Now() })
+			return r.update(ref.UID, unit, func(rn *run) { rn.Started, rn.confirmed = true, r.listings.Load() })
 		}
 	}
 	if ctx.Err() != nil {
@@ -557,7 +563,7 @@ func (r *Runtime) ListContainers(ctx context.Context, podUID string) ([]worker.C
 		}
 		pattern = podPattern(podUID)
 	}
-	listedAt := r.clock.Now()
+	listedAt := r.listings.Add(1)
 	list, err := r.sd.List(ctx, pattern)
 	if err != nil {
 		return nil, fmt.Errorf("container units: %w", err)
@@ -604,10 +610,10 @@ func (r *Runtime) ListContainers(ctx context.Context, podUID string) ([]worker.C
 	return out, errors.Join(errs...)
 }
 
-// listPod reconciles a pod's record with its loaded units, listed at listedAt, and lists its
+// listPod reconciles a pod's record with its loaded units, from listing number listedAt, and lists its
 // runs; it returns the units of runs that ended and were recorded but are still active, to be
 // stopped. Call with the entry locked.
-func (r *Runtime) listPod(e *podEntry, uid string, loadedUnits []units.UnitStatus, listedAt time.Time) ([]worker.Container, []string, error) {
+func (r *Runtime) listPod(e *podEntry, uid string, loadedUnits []units.UnitStatus, listedAt uint64) ([]worker.Container, []string, error) {
 	if e.rec == nil && len(loadedUnits) == 0 {
 		return nil, nil, nil
 	}
@@ -648,7 +654,7 @@ func (r *Runtime) listPod(e *podEntry, uid string, loadedUnits []units.UnitStatu
 			}
 		case !rn.Started:
 			state = worker.StateCreated
-		case !ok && !rn.confirmed.Before(listedAt):
+		case !ok && rn.confirmed >= listedAt:
 			// Started after the listing: not in it yet.
 		case !ok:
 			rn.Done, rn.FinishedAt, rn.ExitCode = true, now, 137

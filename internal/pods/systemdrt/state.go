@@ -70,11 +70,12 @@ type run struct {
 	Grace time.Duration `json:"grace,omitempty"`
 
 	// active and sub are the unit's state at the last listing ("" when it was not loaded),
-	// listed whether there was one; confirmed is when this process saw systemd accept the
-	// unit. None of them is stored.
+	// listed whether there was one; confirmed is the listing sequence number (Runtime.listings)
+	// when this process saw systemd accept the unit: a listing numbered at or below it may
+	// have been taken before the unit existed. None of them is stored.
 	active, sub string
 	listed      bool
-	confirmed   time.Time
+	confirmed   uint64
 }
 
 // config decodes the run's configuration; nil when it has none.
