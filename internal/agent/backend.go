@@ -18,6 +18,7 @@ import (
 	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/pods/events"
 	"github.com/slicelet/slicelet/internal/pods/source"
@@ -191,13 +192,8 @@ func (b *backend) Logs(ctx context.Context, namespace, name, container string, o
 		}
 		container = p.Spec.Containers[0].Name
 	}
-	found := false
-	for _, list := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for _, c := range list {
-			found = found || c.Name == container
-		}
-	}
-	if !found {
+	// Init, regular and ephemeral containers all have logs (kubectl logs -c debugger).
+	if c, _ := lifecycle.ContainerByName(&p, container); c == nil {
 		return fmt.Errorf("pod %s/%s: container %q: %w", namespace, name, container, api.ErrNotFound)
 	}
 	return b.rt.Logs(ctx, &p, container, opts, w)

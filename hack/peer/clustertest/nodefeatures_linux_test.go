@@ -132,6 +132,16 @@ func TestSliceletNodeConformanceFeatures(t *testing.T) {
 	waitFor("target", "its ephemeral container running", func(p *v1.Pod) bool {
 		return len(p.Status.EphemeralContainerStatuses) == 1 && p.Status.EphemeralContainerStatuses[0].State.Running != nil
 	})
+	// Its output, as kubectl logs -c debugger (the kubelet API serves an ephemeral container's
+	// log like any other's).
+	poll(t, ctx, "the ephemeral container's log", time.Minute, func(ctx context.Context) (bool, error) {
+		out, err := pods.GetLogs("target", &v1.PodLogOptions{Container: "debugger"}).DoRaw(ctx)
+		if err != nil {
+			t.Logf("logs of debugger: %v", err)
+			return false, nil
+		}
+		return strings.Contains(string(out), "polo"), nil
+	})
 
 	// An in-place resize through the resize subresource.
 	p, err = pods.Get(ctx, "target", metav1.GetOptions{})
