@@ -107,6 +107,14 @@ func (f *fakeRuntime) SyncPod(ctx context.Context, pod *v1.Pod, _ slices.PodSlic
 	}
 	return st, nil
 }
+// syncs is how many times SyncPod ran for uid (read under the lock: SyncPod runs on the
+// controller's goroutines).
+func (f *fakeRuntime) syncs(uid string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.synced[uid]
+}
+
 func (f *fakeRuntime) unavailable() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -213,7 +221,7 @@ func TestControllerLifecycle(t *testing.T) {
 
 		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "a", "uid-a"), desired(SourceFile, "b", "uid-b")}})
 		synctest.Wait()
-		if s.ensured["uid-a"] == 0 || rt.synced["uid-b"] == 0 {
+		if s.ensured["uid-a"] == 0 || rt.syncs("uid-b") == 0 {
 			t.Fatalf("pods not synced: slices %v runtime %v", s.ensured, rt.synced)
 		}
 		if s.orphans != 0 {
@@ -241,10 +249,10 @@ func TestControllerLifecycle(t *testing.T) {
 		}
 
 		// Steady pods are resynced every steadyResync, not every tick.
-		before := rt.synced["uid-a"]
+		before := rt.syncs("uid-a")
 		time.Sleep(steadyResync + time.Second)
 		synctest.Wait()
-		if got := rt.synced["uid-a"] - before; got != 1 {
+		if got := rt.syncs("uid-a") - before; got != 1 {
 			t.Errorf("steady pod synced %d times in %v, want 1", got, steadyResync+time.Second)
 		}
 	})
@@ -331,8 +339,8 @@ func TestControllerRetriesFailedSync(t *testing.T) {
 		}
 		time.Sleep(busyResync + DefaultTick)
 		synctest.Wait()
-		if rt.synced["uid-a"] != 1 {
-			t.Errorf("runtime syncs after retry = %d, want 1", rt.synced["uid-a"])
+		if rt.syncs("uid-a") != 1 {
+			t.Errorf("runtime syncs after retry = %d, want 1", rt.syncs("uid-a"))
 		}
 		if s.orphans != 1 {
 			t.Errorf("orphan cleanup after recovery ran %d times, want 1", s.orphans)
@@ -366,11 +374,11 @@ func TestControllerRelist(t *testing.T) {
 		go c.Run(ctx)
 		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "a", "uid-a")}})
 		synctest.Wait()
-		before := rt.synced["uid-a"]
+		before := rt.syncs("uid-a")
 		rt.changed <- "uid-a"
 		time.Sleep(DefaultTick + time.Millisecond)
 		synctest.Wait()
-		if got := rt.synced["uid-a"] - before; got != 1 {
+		if got := rt.syncs("uid-a") - before; got != 1 {
 			t.Errorf("syncs after a relist change = %d, want 1 within a tick", got)
 		}
 	})

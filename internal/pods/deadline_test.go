@@ -56,11 +56,11 @@ func TestActiveDeadline(t *testing.T) {
 		if p, _ := c.Pod("default", "updated"); p.Status.Reason != "DeadlineExceeded" {
 			t.Errorf("a deadline set on a running pod: %s %s, want it failed within seconds", p.Status.Phase, p.Status.Reason)
 		}
-		synced := rt.synced["uid-limited"]
+		synced := rt.syncs("uid-limited")
 		time.Sleep(2 * steadyResync)
 		synctest.Wait()
-		if rt.synced["uid-limited"] != synced || len(rt.killed) != 2 {
-			t.Errorf("a failed pod was synced again (%d → %d) or killed again (%v)", synced, rt.synced["uid-limited"], rt.killed)
+		if rt.syncs("uid-limited") != synced || len(rt.killed) != 2 {
+			t.Errorf("a failed pod was synced again (%d → %d) or killed again (%v)", synced, rt.syncs("uid-limited"), rt.killed)
 		}
 	})
 }

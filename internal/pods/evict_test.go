@@ -34,11 +34,11 @@ func TestEvictPod(t *testing.T) {
 		if fmt.Sprint(rt.killed, s.destroyed, rt.forgot) != "[uid-hog] [uid-hog] [uid-hog]" {
 			t.Errorf("eviction: killed %v destroyed %v forgot %v, want the hog stopped, its slice destroyed and forgotten", rt.killed, s.destroyed, rt.forgot)
 		}
-		synced := rt.synced["uid-hog"]
+		synced := rt.syncs("uid-hog")
 		time.Sleep(2 * steadyResync)
 		synctest.Wait()
-		if rt.synced["uid-hog"] != synced {
-			t.Errorf("evicted pod synced again (%d → %d): it must not restart", synced, rt.synced["uid-hog"])
+		if rt.syncs("uid-hog") != synced {
+			t.Errorf("evicted pod synced again (%d → %d): it must not restart", synced, rt.syncs("uid-hog"))
 		}
 
 		got, ok := c.Pod("default", "hog")
@@ -158,7 +158,7 @@ func TestEvictionDurable(t *testing.T) {
 		c.Update(Snapshot{Source: SourceFile})
 		time.Sleep(2 * steadyResync)
 		synctest.Wait()
-		if s.ensured["uid-hog"] != 0 || rt.synced["uid-hog"] != 0 {
+		if s.ensured["uid-hog"] != 0 || rt.syncs("uid-hog") != 0 {
 			t.Fatalf("an evicted pod started again after a restart: slices %v syncs %v", s.ensured, rt.synced)
 		}
 		if fmt.Sprint(rt.killed) != "[uid-hog]" {
