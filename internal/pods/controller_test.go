@@ -107,6 +107,7 @@ func (f *fakeRuntime) SyncPod(ctx context.Context, pod *v1.Pod, _ slices.PodSlic
 	}
 	return st, nil
 }
+
 // syncs is how many times SyncPod ran for uid (read under the lock: SyncPod runs on the
 // controller's goroutines).
 func (f *fakeRuntime) syncs(uid string) int {
