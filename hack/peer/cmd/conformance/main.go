@@ -157,10 +157,9 @@ const intro = "`make peer-conformance` (hack/peer/conformance) runs e2e.test (`k
 	"its slave, so volumes, subPaths and /etc/hosts the agents mount reach the containers. Only the specs in the skip table " +
 	"below are not run: every other sig-node Conformance spec runs on this one-node cluster without cluster networking " +
 	"(none needs a Service's ClusterIP to route; the API server reaches pods on the bridge for `pods/proxy`).\n\n" +
-	"slicelet's kubelet API does not serve `/exec` (see \"Kubelet API\"): a spec that runs a command in a container " +
-	"through the API server (`kubectl exec`, e2e's ExecCommandInContainer: the ephemeral container, /etc/hosts, subPath " +
-	"and in-place resize specs read files or cgroup values that way) fails on the slicelet node with \"unable to upgrade " +
-	"connection: 404\" or \"expected to be able to write to subpath\", whatever the node did before.\n"
+	"Specs that run a command in a container through the API server (e2e's ExecCommandInContainer: the ephemeral " +
+	"container, /etc/hosts, subPath and in-place resize specs read files and cgroup values that way) go through " +
+	"slicelet's kubelet API `/exec`, proxied to containerd's streaming server (see \"Kubelet API\").\n"
 
 // compare reads the JUnit reports in the run directory and writes the report, the docs
 // section and the status file.
