@@ -305,16 +305,5 @@ func randomLayer(n int) ([]byte, error) {
 	if _, err := rand.Read(data); err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: "random.bin", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data)), ModTime: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return nil, err
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return filesLayer([]File{{Path: "random.bin", Data: data, Mode: 0o644}})
 }
