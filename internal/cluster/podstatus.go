@@ -33,8 +33,9 @@ func isTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.Pod
 // (local, the controller's status: phase, conditions, container statuses, or the admission
 // rejection), in the shape of the kubelet's status manager (pkg/kubelet/status/status_manager.go,
 // updateStatusInternal and mergePodStatus):
-//   - the conditions the kubelet owns come from local, with lastTransitionTime kept from the
-//     API's pod while the condition's status is unchanged (now otherwise); the others are kept;
+//   - the conditions others own (readiness gates', DisruptionTarget) are kept, first; the
+//     conditions the kubelet owns come from local after them, with lastTransitionTime kept
+//     from the API's pod while the condition's status is unchanged (now otherwise);
 //   - a terminal phase on the API is never regressed;
 //   - startTime and qosClass, once set, are kept;
 //   - hostIP(s) are the node's addresses, and podIP(s) too for a pod on the host network
@@ -50,7 +51,14 @@ func APIPodStatus(api *v1.Pod, local v1.PodStatus, nodeIPs []string, hostNetwork
 	for _, c := range old.Conditions {
 		oldConds[c.Type] = c
 	}
+	// The conditions others own first, as they are, then the node's (the status manager's
+	// mergePodStatus builds the list in this order).
 	var conds []v1.PodCondition
+	for _, c := range old.Conditions {
+		if !kubeletConditions[c.Type] {
+			conds = append(conds, c)
+		}
+	}
 	for _, c := range st.Conditions {
 		if !kubeletConditions[c.Type] {
 			continue
@@ -62,11 +70,6 @@ func APIPodStatus(api *v1.Pod, local v1.PodStatus, nodeIPs []string, hostNetwork
 		}
 		c.ObservedGeneration = api.Generation
 		conds = append(conds, c)
-	}
-	for _, c := range old.Conditions {
-		if !kubeletConditions[c.Type] {
-			conds = append(conds, c)
-		}
 	}
 	st.Conditions = conds
 	if old.StartTime != nil {
