@@ -261,22 +261,3 @@ func countCell(rs Results, n int) string {
 	}
 	return fmt.Sprint(n)
 }
-
-// ReplaceSection returns the markdown doc with the section under heading (a "## " line, up to
-// the next "## " line) holding body, appended at the end when there is none.
-func ReplaceSection(doc, heading, body string) string {
-	section := heading + "\n\n" + strings.TrimRight(body, "\n") + "\n"
-	start := strings.Index(doc, "\n"+heading+"\n")
-	if !strings.HasPrefix(doc, heading+"\n") && start < 0 {
-		return strings.TrimRight(doc, "\n") + "\n\n" + section
-	}
-	start++ // the heading's line, past the newline before it
-	if strings.HasPrefix(doc, heading+"\n") {
-		start = 0
-	}
-	rest := ""
-	if next := strings.Index(doc[start+len(heading):], "\n## "); next >= 0 {
-		rest = "\n" + doc[start+len(heading)+next+1:]
-	}
-	return doc[:start] + section + rest
-}

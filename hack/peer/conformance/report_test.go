@@ -77,21 +77,3 @@ func TestCompare(t *testing.T) {
 		t.Errorf("Failures = %q", f)
 	}
 }
-
-func TestReplaceSection(t *testing.T) {
-	cases := []struct {
-		name, doc, want string
-	}{
-		{"appended", "# T\n\ntext\n", "# T\n\ntext\n\n## S\n\nnew\n"},
-		{"replaced in the middle", "# T\n\n## S\n\nold\nold\n\n## U\n\nu\n", "# T\n\n## S\n\nnew\n\n## U\n\nu\n"},
-		{"replaced at the end", "# T\n\n## S\n\nold\n", "# T\n\n## S\n\nnew\n"},
-		{"a longer heading is another section", "## Sx\n\nkeep\n", "## Sx\n\nkeep\n\n## S\n\nnew\n"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := ReplaceSection(tc.doc, "## S", "new\n"); got != tc.want {
-				t.Errorf("got %q, want %q", got, tc.want)
-			}
-		})
-	}
-}

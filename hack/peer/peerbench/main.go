@@ -50,6 +50,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
+	"github.com/slicelet/slicelet/hack/peer/markdown"
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
 )
 
@@ -218,7 +219,7 @@ func writeSection(path, head, heading, body string) error {
 	if len(doc) == 0 {
 		doc = []byte(head)
 	}
-	return os.WriteFile(path, []byte(replaceSection(string(doc), heading, body)), 0o644)
+	return os.WriteFile(path, []byte(markdown.ReplaceSection(string(doc), heading, body)), 0o644)
 }
 
 // resolve is the absolute path of p with symbolic links followed (build/peer/<version> may link

@@ -63,23 +63,6 @@ func TestRowsVerdict(t *testing.T) {
 	}
 }
 
-func TestReplaceSection(t *testing.T) {
-	for _, tc := range []struct {
-		name, doc, want string
-	}{
-		{"empty document", "", "## peer-bench\n\nnew\n"},
-		{"appended after another section", "# Peer\n\n## peer-diff\n\ndiff\n", "# Peer\n\n## peer-diff\n\ndiff\n\n## peer-bench\n\nnew\n"},
-		{"replaced, the next section kept", "# Peer\n\n## peer-bench\n\nold\nold\n\n## peer-diff\n\ndiff\n", "# Peer\n\n## peer-bench\n\nnew\n\n## peer-diff\n\ndiff\n"},
-		{"replaced at the end", "# Peer\n\n## peer-bench\n\nold\n", "# Peer\n\n## peer-bench\n\nnew\n"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := replaceSection(tc.doc, "## peer-bench", "new\n"); got != tc.want {
-				t.Fatalf("got:\n%q\nwant:\n%q", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestScenarios(t *testing.T) {
 	for _, tc := range []struct {
 		name                       string

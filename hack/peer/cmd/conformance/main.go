@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/slicelet/slicelet/hack/peer/conformance"
+	"github.com/slicelet/slicelet/hack/peer/markdown"
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
 	"github.com/slicelet/slicelet/internal/testharness/critest"
 	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
@@ -213,7 +214,7 @@ func compare(o options) error {
 		if err != nil {
 			return err
 		}
-		errs = append(errs, os.WriteFile(o.docs, []byte(conformance.ReplaceSection(string(doc), "## Node conformance", section)), 0o644))
+		errs = append(errs, os.WriteFile(o.docs, []byte(markdown.ReplaceSection(string(doc), "## Node conformance", section)), 0o644))
 	}
 	if o.status != "" && results[peerrun.Slicelet] != nil {
 		body := fmt.Sprintf("# Node conformance: specs failing on the slicelet node (%s)\n\n%s\n\n", time.Now().UTC().Format(time.RFC3339), strings.Join(versions, ", ")) +
