@@ -15,7 +15,8 @@ func Markdown() string {
 	b.WriteString("sets it is invalid, with the field's path and this reason. **no node effect**: it changes\n")
 	b.WriteString("nothing on the node, for the reason given. Rows under `spec.containers[*]` apply to\n")
 	b.WriteString("`spec.initContainers[*]` too. **Cluster mode** says what differs for the pods a Kubernetes API\n")
-	b.WriteString("server binds to a slicelet node (docs/cluster.md).\n\n")
+	b.WriteString("server binds to a slicelet node (docs/cluster.md): their handling, and where the field takes effect\n")
+	b.WriteString("or why it is refused there.\n\n")
 	b.WriteString("| field | handling | where / why |\n|---|---|---|\n")
 	for _, e := range Entries() {
 		note := e.Note
@@ -23,7 +24,11 @@ func Markdown() string {
 			note += ". **Cluster mode:** " + e.Cluster
 		}
 		note = strings.ReplaceAll(note, "|", "\\|")
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", e.Path, e.Handling, note)
+		handling := string(e.Handling)
+		if h, _ := e.In(APIServer); h != e.Handling {
+			handling += "; cluster mode: " + string(h)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", e.Path, handling, note)
 	}
 	return b.String()
 }

@@ -2,30 +2,84 @@ package podfields
 
 import (
 	"reflect"
+	"regexp"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
+// Origin is where a pod comes from: it decides what some fields mean on the node.
+type Origin int
+
+const (
+	// Manifest is a static pod: the manifest directory's or the local API's.
+	Manifest Origin = iota
+	// APIServer is a pod a Kubernetes API server bound to the node (cluster mode): the API
+	// server has validated it, and serves the objects it references.
+	APIServer
+)
+
+// In returns the entry's handling of a pod of origin o, and its note there: where the field
+// takes effect, or why it is refused or has no effect, in words true for that origin.
+func (e Entry) In(o Origin) (Handling, string) {
+	h, note := e.Handling, e.Note
+	if o == APIServer {
+		if e.ClusterHandling != "" {
+			h = e.ClusterHandling
+		}
+		if e.Cluster != "" {
+			note = e.Cluster
+		}
+	}
+	return h, note
+}
+
 // Refusals returns a Forbidden error, with its field path and the registry's reason, for every
-// field of pod that is set and refused by the registry (e.g. `spec.volumes[0].secret: Forbidden:
-// static pods may not reference secrets (...)`). A refused field is reported once, at its
-// entry's path; the fields below it are not looked at.
-func Refusals(pod *v1.Pod) field.ErrorList {
+// field of a static pod (origin Manifest) that is set and refused by the registry (e.g.
+// `spec.volumes[0].persistentVolumeClaim: Forbidden: static pods may not reference
+// persistentvolumeclaims (...)`). A refused field is reported once, at its entry's path; the
+// fields below it are not looked at.
+func Refusals(pod *v1.Pod) field.ErrorList { return RefusalsFrom(pod, Manifest) }
+
+// RefusalsFrom is Refusals for a pod of origin o: the fields refused there, with the reason
+// that holds there.
+func RefusalsFrom(pod *v1.Pod, o Origin) field.ErrorList {
 	var errs field.ErrorList
 	walkValue(reflect.ValueOf(pod).Elem(), "", nil, func(pattern string, p *field.Path, v reflect.Value) bool {
 		e, ok := registry[pattern]
-		if !ok || e.Handling != Refused {
+		if !ok {
+			return true
+		}
+		h, note := e.In(o)
+		if h != Refused {
 			return true
 		}
 		if v.IsZero() || (e.Allowed != nil && e.Allowed(pod)) {
 			return false
 		}
-		errs = append(errs, field.Forbidden(p, e.Note))
+		errs = append(errs, field.Forbidden(p, note))
 		return false
 	})
 	return errs
 }
+
+// IsRefusal reports whether err is one RefusalsFrom gives for a pod of origin o: a Forbidden
+// error at a refused entry's path with that entry's reason. Cluster mode uses it to take the
+// static pods' refusals out of the manifest validation it shares.
+func IsRefusal(err *field.Error, o Origin) bool {
+	if err == nil || err.Type != field.ErrorTypeForbidden {
+		return false
+	}
+	e, ok := registry[indexPattern.ReplaceAllString(err.Field, "[*]")]
+	if !ok {
+		return false
+	}
+	h, note := e.In(o)
+	return h == Refused && err.Detail == note
+}
+
+// indexPattern matches a list index of a field path ("[3]").
+var indexPattern = regexp.MustCompile(`\[[0-9]+\]`)
 
 // walkValue calls visit for every field below v with its registry pattern and its concrete
 // path; visit returns whether to descend.

@@ -31,8 +31,12 @@ type Entry struct {
 	// no effect.
 	Note string
 	// Cluster, when set, is what cluster mode does with the field of a pod from the API server
-	// where it differs from the rest (internal/cluster: ValidateAPIPod, Objects).
+	// where it differs from the rest (internal/cluster: ValidateAPIPod, Objects): where it takes
+	// effect or, refused there too, the reason that holds on a cluster node.
 	Cluster string
+	// ClusterHandling, when set, is the handling of the field in a pod from the API server
+	// where it differs from Handling (a field static pods may not set that cluster mode serves).
+	ClusterHandling Handling
 	// Allowed, for a refused field, names the pods in which the field is fine after all (e.g.
 	// a host port under host networking); nil means always refused when set.
 	Allowed func(pod *v1.Pod) bool
@@ -49,6 +53,8 @@ const (
 	nodeAffinity   = "implemented: admission matches it against the registered Node (its name and labels; internal/pods/admission), reason NodeAffinity as the kubelet's predicate handler"
 	fromAPIServer  = "from the API server with the node's credentials, cached 1 minute (internal/cluster/objects.go)"
 	apiServerOwned = "set and used by the API server; a static pod's copy is ignored by the kubelet too"
+	noVolumePlugin = "slicelet cannot mount a claim's persistent volume: it has no CSI driver or in-tree volume plugin to attach and mount it"
+	noDRA          = "dynamic resource allocation is " + notYet + ": the node prepares no ResourceClaim (no DRA driver plugins)"
 )
 
 // containerFields are the entries of a container, relative to it; they apply to containers and
@@ -80,9 +86,9 @@ var containerFields = []Entry{
 	{Path: "env[*].valueFrom.fileKeyRef", Handling: Refused, Note: "env from files (EnvFiles) is " + notYet},
 	{Path: "resources.limits", Handling: Implemented, Note: "the kubelet's resource math (slices/resources.go): quota, memory.max, hugetlb, QoS class"},
 	{Path: "resources.requests", Handling: Implemented, Note: "shares/weight, QoS class, OOM score, admission (slices, admission); defaulted from limits"},
-	{Path: "resources.claims", Handling: Refused, Note: staticPrefix + "resourceclaims (pkg/kubelet/config/common.go)"},
+	{Path: "resources.claims", Handling: Refused, Note: staticPrefix + "resourceclaims (pkg/kubelet/config/common.go)", Cluster: noDRA},
 	{Path: "resizePolicy", Handling: NoEffect, Note: "in-place resize is an update through the API server; a changed manifest is a new static pod (new UID)",
-		Cluster: "an in-place resize (the resize subresource) is admitted against the node (else PodResizePending Infeasible or Deferred, internal/pods/controller.go) and done in place: the pod slice and each container's cgroup (UpdateContainerResources, worker/resize.go); NotRequired only: a resize that RestartContainer covers stays PodResizePending Infeasible"},
+		ClusterHandling: Implemented, Cluster: "an in-place resize (the resize subresource) is admitted against the node (else PodResizePending Infeasible or Deferred, internal/pods/controller.go) and done in place: the pod slice and each container's cgroup (UpdateContainerResources, worker/resize.go); NotRequired only: a resize that RestartContainer covers stays PodResizePending Infeasible"},
 	{Path: "restartPolicy", Handling: Implemented, Note: "sidecars: restartable init containers (lifecycle/decide.go)"},
 	{Path: "restartPolicyRules", Handling: Refused, Note: "container restart rules are " + notYet},
 	{Path: "volumeMounts[*].name", Handling: Implemented, Note: "bind mounts (systemdrt BindPaths=, CRI mounts)"},
@@ -93,7 +99,8 @@ var containerFields = []Entry{
 	{Path: "volumeMounts[*].subPathExpr", Handling: Implemented, Note: "as subPath, $(VAR) expanded from the container's env; an undefined or empty variable is CreateContainerConfigError (kubecontainer.ExpandContainerVolumeMounts)"},
 	{Path: "volumeMounts[*].mountPropagation", Handling: Refused, Note: "mount propagation is " + notYet},
 	{Path: "volumeMounts[*].bindMountOptions", Handling: Refused, Note: "bind mount options are " + notYet},
-	{Path: "volumeDevices", Handling: Refused, Note: "block devices come from persistent volume claims, which static pods may not reference"},
+	{Path: "volumeDevices", Handling: Refused, Note: "block devices come from persistent volume claims, which static pods may not reference",
+		Cluster: "raw block devices come from persistent volumes, which slicelet cannot attach or map: it has no CSI driver or in-tree volume plugin"},
 	{Path: "terminationMessagePath", Handling: Implemented, Note: "the cri runtime: an empty 0666 file per run mounted there, read (at most 4 KiB) into the terminated state's message (worker/termination.go, kuberuntime_container.go); the systemd runtime mounts none and reports no message"},
 	{Path: "terminationMessagePolicy", Handling: Implemented, Note: "FallbackToLogsOnError: a failed run's last 80 log lines, at most 2 KiB, when its file is empty (lifecycle/termination.go)"},
 	{Path: "securityContext.runAsUser", Handling: Implemented, Note: "User= (systemdrt/props.go), CRI run_as_user"},
@@ -109,9 +116,9 @@ var containerFields = []Entry{
 		Allowed: func(p *v1.Pod) bool { return allDefaultProcMount(p) }},
 	{Path: "securityContext.seccompProfile", Handling: Implemented, Note: "CRI seccomp; SystemCallFilter= from containerd's default profile or the Localhost profile (systemdrt/security.go)"},
 	{Path: "securityContext.appArmorProfile", Handling: Implemented, Note: "CRI apparmor; AppArmorProfile= for Localhost (RuntimeDefault refused by the systemd runtime); refused on a host without AppArmor"},
-	{Path: "stdin", Handling: Refused, Note: "a container's own stdin and terminal are " + notYet + " (kubectl attach streams its output, CRI runtime)"},
-	{Path: "stdinOnce", Handling: Refused, Note: "a container's own stdin and terminal are " + notYet + " (kubectl attach streams its output, CRI runtime)"},
-	{Path: "tty", Handling: Refused, Note: "a container's own stdin and terminal are " + notYet + " (kubectl attach streams its output, CRI runtime)"},
+	{Path: "stdin", Handling: Implemented, Note: "the cri runtime: CRI stdin, the container's standard input kept open for kubectl attach -i and kubectl run -i through the kubelet API's /attach (worker/config.go, internal/cluster/kubeletstream.go; kuberuntime_container.go generateContainerConfig); refused by the systemd runtime, which cannot attach (systemdrt/validate.go)"},
+	{Path: "stdinOnce", Handling: Implemented, Note: "the cri runtime: CRI stdin_once, the runtime closes the container's standard input when the first attached client does (EOF to the process); refused by the systemd runtime"},
+	{Path: "tty", Handling: Implemented, Note: "the cri runtime: CRI tty, the container runs on a terminal, its output one stream logged as stdout; an attach takes the container's tty setting, not the request's (crirt/streaming.go, the kubelet's GetAttach); refused by the systemd runtime"},
 	{Path: "livenessProbe", Handling: Implemented, Note: "the kubelet prober (internal/pods/prober, worker/probes.go); refused on an init container that is not a sidecar"},
 	{Path: "readinessProbe", Handling: Implemented, Note: "as livenessProbe; drives ready, Ready/ContainersReady"},
 	{Path: "startupProbe", Handling: Implemented, Note: "as livenessProbe; gates the other probes"},
@@ -129,12 +136,14 @@ var podFields = []Entry{
 	{Path: "metadata.uid", Handling: Implemented, Note: "slice and unit names; a static pod's is derived from its content (internal/manifest)"},
 	{Path: "metadata.labels", Handling: Implemented, Note: "kept on the pod (get, describe), CRI sandbox labels (worker/config.go); validated as the API does"},
 	{Path: "metadata.annotations", Handling: Implemented, Note: "kept on the pod, CRI sandbox annotations; at most 256 KiB in total (apimachinery ValidateObjectMeta)"},
-	{Path: "metadata.generateName", Handling: Refused, Note: "name generation is the API server's; a static pod needs a name"},
+	{Path: "metadata.generateName", Handling: Refused, Note: "name generation is the API server's; a static pod needs a name",
+		ClusterHandling: NoEffect, Cluster: "the API server generated metadata.name from it (a ReplicaSet's pods keep it)"},
 	{Path: "metadata.selfLink", Handling: NoEffect, Note: apiServerOwned},
 	{Path: "metadata.resourceVersion", Handling: NoEffect, Note: apiServerOwned},
 	{Path: "metadata.generation", Handling: NoEffect, Note: apiServerOwned},
 	{Path: "metadata.creationTimestamp", Handling: NoEffect, Note: apiServerOwned},
-	{Path: "metadata.deletionTimestamp", Handling: NoEffect, Note: apiServerOwned + "; a static pod is deleted by removing its source"},
+	{Path: "metadata.deletionTimestamp", Handling: NoEffect, Note: apiServerOwned + "; a static pod is deleted by removing its source",
+		ClusterHandling: Implemented, Cluster: "the API server's graceful deletion: the node stops the pod within metadata.deletionGracePeriodSeconds, then deletes it for good (internal/cluster/pods.go, as the kubelet's status manager)"},
 	{Path: "metadata.deletionGracePeriodSeconds", Handling: NoEffect, Note: apiServerOwned},
 	{Path: "metadata.ownerReferences", Handling: NoEffect, Note: "garbage collection of API objects is the API server's"},
 	{Path: "metadata.finalizers", Handling: NoEffect, Note: "finalization of API objects is the API server's"},
@@ -148,16 +157,19 @@ var podFields = []Entry{
 	{Path: "spec.volumes[*].hostPath", Handling: Implemented, Note: "bind mount with the type checks or creation (lifecycle/volumes.go)"},
 	{Path: "spec.volumes[*].secret", Handling: Implemented, Note: "written by the atomic writer, read-only (worker/objvolumes.go)" + divergence, Cluster: fromAPIServer},
 	{Path: "spec.volumes[*].configMap", Handling: Implemented, Note: "written by the atomic writer, read-only, rewritten on change (worker/objvolumes.go)" + divergence, Cluster: fromAPIServer},
-	{Path: "spec.volumes[*].persistentVolumeClaim", Handling: Refused, Note: staticPrefix + "persistentvolumeclaims (pkg/kubelet/config/common.go)"},
-	{Path: "spec.volumes[*].ephemeral", Handling: Refused, Note: staticPrefix + "persistentvolumeclaims (via ephemeral volumes) (pkg/kubelet/config/common.go)"},
+	{Path: "spec.volumes[*].persistentVolumeClaim", Handling: Refused, Note: staticPrefix + "persistentvolumeclaims (pkg/kubelet/config/common.go)", Cluster: noVolumePlugin},
+	{Path: "spec.volumes[*].ephemeral", Handling: Refused, Note: staticPrefix + "persistentvolumeclaims (via ephemeral volumes) (pkg/kubelet/config/common.go)",
+		Cluster: "a generic ephemeral volume is a persistent volume claim: " + noVolumePlugin},
 	{Path: "spec.volumes[*].downwardAPI", Handling: Implemented, Note: "written by the atomic writer (worker/objvolumes.go)"},
 	{Path: "spec.volumes[*].projected.defaultMode", Handling: Implemented, Note: "the mode of the projected files (worker/objvolumes.go)"},
 	{Path: "spec.volumes[*].projected.defaultUser", Handling: NoEffect, Note: "the owner of the projected files; every source of a projection is refused today"},
 	{Path: "spec.volumes[*].projected.sources[*].secret", Handling: Implemented, Note: "as a secret volume" + divergence, Cluster: fromAPIServer},
 	{Path: "spec.volumes[*].projected.sources[*].configMap", Handling: Implemented, Note: "as a configMap volume" + divergence, Cluster: fromAPIServer},
-	{Path: "spec.volumes[*].projected.sources[*].serviceAccountToken", Handling: Refused, Note: staticPrefix + "serviceaccounts (via projected volumes) (pkg/kubelet/config/common.go)", Cluster: "implemented: a TokenRequest for the pod's service account bound to the pod, refreshed at 80 % of its lifetime or after 24 h as the kubelet's token manager (internal/cluster/tokens.go); the kube-api-access-* volume the API server's ServiceAccount admission adds works"},
-	{Path: "spec.volumes[*].projected.sources[*].clusterTrustBundle", Handling: Refused, Note: staticPrefix + "clustertrustbundles (pkg/kubelet/config/common.go)"},
-	{Path: "spec.volumes[*].projected.sources[*].podCertificate", Handling: Refused, Note: staticPrefix + "podcertificates (pkg/kubelet/config/common.go)"},
+	{Path: "spec.volumes[*].projected.sources[*].serviceAccountToken", Handling: Refused, Note: staticPrefix + "serviceaccounts (via projected volumes) (pkg/kubelet/config/common.go)", ClusterHandling: Implemented, Cluster: "implemented: a TokenRequest for the pod's service account bound to the pod, refreshed at 80 % of its lifetime or after 24 h as the kubelet's token manager (internal/cluster/tokens.go); the kube-api-access-* volume the API server's ServiceAccount admission adds works"},
+	{Path: "spec.volumes[*].projected.sources[*].clusterTrustBundle", Handling: Refused, Note: staticPrefix + "clustertrustbundles (pkg/kubelet/config/common.go)",
+		Cluster: "projecting ClusterTrustBundles is " + notYet},
+	{Path: "spec.volumes[*].projected.sources[*].podCertificate", Handling: Refused, Note: staticPrefix + "podcertificates (pkg/kubelet/config/common.go)",
+		Cluster: "pod certificates (a key pair and a PodCertificateRequest signed for the pod) are " + notYet},
 	{Path: "spec.volumes[*].projected.sources[*].downwardAPI", Handling: Implemented, Note: "as a downwardAPI volume"},
 	{Path: "spec.volumes[*].image", Handling: Refused, Note: "image volumes are " + notYet},
 	{Path: "spec.volumes[*].gitRepo", Handling: Refused, Note: "gitRepo volumes are deprecated and disabled in the kubelet (GitRepoVolumeDriver)"},
@@ -183,20 +195,21 @@ var podFields = []Entry{
 	{Path: "spec.volumes[*].vsphereVolume", Handling: Refused, Note: noPlugin},
 
 	{Path: "spec.ephemeralContainers", Handling: Refused, Note: "ephemeral containers are added through the API server's ephemeralcontainers subresource, never by a manifest",
-		Cluster: "implemented (cri runtime): each starts once in the running pod and never restarts, its status in ephemeralContainerStatuses (lifecycle/decide.go, status.go); stdin and tty go to the runtime; a field a container may not have, or targetContainerName, holds that container with CreateContainerConfigError naming its path (worker/ephemeral.go)"},
+		ClusterHandling: Implemented, Cluster: "implemented (cri runtime): each starts once in the running pod and never restarts, its status in ephemeralContainerStatuses (lifecycle/decide.go, status.go); stdin and tty go to the runtime; a field a container may not have, or targetContainerName, holds that container with CreateContainerConfigError naming its path (worker/ephemeral.go)"},
 	{Path: "spec.restartPolicy", Handling: Implemented, Note: "restart decisions and phase (lifecycle/decide.go); defaulted to Always"},
 	{Path: "spec.terminationGracePeriodSeconds", Handling: Implemented, Note: "kill with grace (worker, TimeoutStopSec=); defaulted to 30"},
 	{Path: "spec.activeDeadlineSeconds", Handling: Implemented, Note: "counted from status.startTime; once past, the pod is stopped and Failed with reason DeadlineExceeded and a Normal event (lifecycle/deadline.go, the controller's failPod; pkg/kubelet/active_deadline.go)"},
 	{Path: "spec.dnsPolicy", Handling: NoEffect, Note: "no cluster DNS: pods resolve as the host does (defaulted to ClusterFirst, which the kubelet falls back from the same way without cluster DNS)"},
 	{Path: "spec.dnsConfig", Handling: Refused, Note: "pod DNS configuration is " + notYet},
-	{Path: "spec.nodeSelector", Handling: Refused, Note: "matching node labels at admission outside cluster mode (no Node object) is " + notYet, Cluster: nodeAffinity},
-	{Path: "spec.affinity.nodeAffinity", Handling: Refused, Note: "matching node labels at admission outside cluster mode (no Node object) is " + notYet, Cluster: nodeAffinity},
+	{Path: "spec.nodeSelector", Handling: Refused, Note: "matching node labels at admission outside cluster mode (no Node object) is " + notYet, ClusterHandling: Implemented, Cluster: nodeAffinity},
+	{Path: "spec.affinity.nodeAffinity", Handling: Refused, Note: "matching node labels at admission outside cluster mode (no Node object) is " + notYet, ClusterHandling: Implemented, Cluster: nodeAffinity},
 	{Path: "spec.affinity.podAffinity", Handling: NoEffect, Note: schedulerOnly},
 	{Path: "spec.affinity.podAntiAffinity", Handling: NoEffect, Note: schedulerOnly},
-	{Path: "spec.serviceAccountName", Handling: Refused, Note: staticPrefix + "serviceaccounts (pkg/kubelet/config/common.go)", Cluster: "accepted: the service account of the pod's projected tokens and of the Downward API's spec.serviceAccountName"},
-	{Path: "spec.serviceAccount", Handling: Refused, Note: staticPrefix + "serviceaccounts (pkg/kubelet/config/common.go; deprecated alias of serviceAccountName)", Cluster: "accepted, as spec.serviceAccountName"},
+	{Path: "spec.serviceAccountName", Handling: Refused, Note: staticPrefix + "serviceaccounts (pkg/kubelet/config/common.go)", ClusterHandling: Implemented, Cluster: "the service account of the pod's projected tokens and of the Downward API's spec.serviceAccountName"},
+	{Path: "spec.serviceAccount", Handling: Refused, Note: staticPrefix + "serviceaccounts (pkg/kubelet/config/common.go; deprecated alias of serviceAccountName)", ClusterHandling: Implemented, Cluster: "as spec.serviceAccountName"},
 	{Path: "spec.automountServiceAccountToken", Handling: NoEffect, Note: "no API server: no token is ever mounted", Cluster: "the API server's ServiceAccount admission reads it (it adds the kube-api-access-* volume or not); the node mounts the volumes the pod lists"},
-	{Path: "spec.nodeName", Handling: NoEffect, Note: "one node: every pod a source gives slicelet runs here"},
+	{Path: "spec.nodeName", Handling: NoEffect, Note: "one node: every pod a source gives slicelet runs here",
+		ClusterHandling: Implemented, Cluster: "the scheduler's binding: the node runs the API pods whose spec.nodeName is its name (a field selector on its pod watch)"},
 	{Path: "spec.hostNetwork", Handling: Implemented, Note: "the CRI sandbox's network namespace (worker/config.go); systemd-runtime services share the host's namespaces"},
 	{Path: "spec.hostPID", Handling: Implemented, Note: "the sandbox's PID namespace (worker/config.go)"},
 	{Path: "spec.hostIPC", Handling: Implemented, Note: "the sandbox's IPC namespace (worker/config.go)"},
@@ -214,7 +227,8 @@ var podFields = []Entry{
 	{Path: "spec.securityContext.seccompProfile", Handling: Implemented, Note: "inherited by containers, as securityContext.seccompProfile; the CRI sandbox's"},
 	{Path: "spec.securityContext.appArmorProfile", Handling: Implemented, Note: "inherited by containers, as securityContext.appArmorProfile"},
 	{Path: "spec.securityContext.windowsOptions", Handling: NoEffect, Note: "Windows nodes only; the Linux kubelet ignores them"},
-	{Path: "spec.imagePullSecrets", Handling: Refused, Note: staticPrefix + "secrets (pkg/kubelet/config/common.go)"},
+	{Path: "spec.imagePullSecrets", Handling: Refused, Note: staticPrefix + "secrets (pkg/kubelet/config/common.go)",
+		Cluster: "pulling images with credentials from Secrets is " + notYet + ": every pull is anonymous (the API server's ServiceAccount admission copies a service account's imagePullSecrets to its pods)"},
 	{Path: "spec.hostname", Handling: Implemented, Note: "the sandbox's hostname (worker/config.go)"},
 	{Path: "spec.subdomain", Handling: Refused, Note: "a pod FQDN needs cluster DNS, which slicelet does not have"},
 	{Path: "spec.setHostnameAsFQDN", Handling: Refused, Note: "a pod FQDN needs cluster DNS, which slicelet does not have"},
@@ -227,8 +241,8 @@ var podFields = []Entry{
 	{Path: "spec.preemptionPolicy", Handling: NoEffect, Note: schedulerOnly},
 	{Path: "spec.readinessGates", Handling: NoEffect, Note: "readiness gates are conditions controllers set through the API server"},
 	{Path: "spec.runtimeClassName", Handling: Refused, Note: "runtime classes outside cluster mode (no RuntimeClass objects) are " + notYet,
-		Cluster: "implemented (cri runtime): the RuntimeClass's handler from the API server (cached as ConfigMaps) is the sandbox's CRI runtime handler; an unknown class fails the sandbox (FailedCreatePodSandBox), as the kubelet's LookupRuntimeHandler; the systemd runtime refuses it (systemdrt/validate.go)"},
-	{Path: "spec.enableServiceLinks", Handling: NoEffect, Note: "no Services, so no service environment variables (defaulted to true)", Cluster: "implemented: the Services of the pod's namespace as environment variables (NAME_SERVICE_HOST, NAME_PORT_...), and those of the master service default/kubernetes always, as pkg/kubelet/kubelet_pods.go getServiceEnvVarMap (internal/cluster/services.go, worker/env.go)"},
+		ClusterHandling: Implemented, Cluster: "implemented (cri runtime): the RuntimeClass's handler from the API server (cached as ConfigMaps) is the sandbox's CRI runtime handler; an unknown class fails the sandbox (FailedCreatePodSandBox), as the kubelet's LookupRuntimeHandler; the systemd runtime refuses it (systemdrt/validate.go)"},
+	{Path: "spec.enableServiceLinks", Handling: NoEffect, Note: "no Services, so no service environment variables (defaulted to true)", ClusterHandling: Implemented, Cluster: "implemented: the Services of the pod's namespace as environment variables (NAME_SERVICE_HOST, NAME_PORT_...), and those of the master service default/kubernetes always, as pkg/kubelet/kubelet_pods.go getServiceEnvVarMap (internal/cluster/services.go, worker/env.go)"},
 	{Path: "spec.overhead", Handling: Implemented, Note: "added to the pod's requests and limits (slices/resources.go, admission)"},
 	{Path: "spec.topologySpreadConstraints", Handling: NoEffect, Note: schedulerOnly},
 	{Path: "spec.os.name", Handling: Implemented, Note: "admission: linux only (admission/admission.go)"},
@@ -236,10 +250,10 @@ var podFields = []Entry{
 		Allowed: func(p *v1.Pod) bool { return *p.Spec.HostUsers }},
 	{Path: "spec.schedulingGates", Handling: NoEffect, Note: schedulerOnly},
 	{Path: "spec.schedulingGroup", Handling: NoEffect, Note: schedulerOnly},
-	{Path: "spec.resourceClaims", Handling: Refused, Note: staticPrefix + "resourceclaims (pkg/kubelet/config/common.go)"},
+	{Path: "spec.resourceClaims", Handling: Refused, Note: staticPrefix + "resourceclaims (pkg/kubelet/config/common.go)", Cluster: noDRA},
 	{Path: "spec.resources.limits", Handling: Implemented, Note: "pod-level resources: the pod slice's limits (slices/resources.go); not defaulted for static pods (1.37)"},
 	{Path: "spec.resources.requests", Handling: Implemented, Note: "pod-level resources: shares, QoS class, admission (slices, admission)"},
-	{Path: "spec.resources.claims", Handling: Refused, Note: staticPrefix + "resourceclaims (pkg/kubelet/config/common.go)"},
+	{Path: "spec.resources.claims", Handling: Refused, Note: staticPrefix + "resourceclaims (pkg/kubelet/config/common.go)", Cluster: noDRA},
 	{Path: "spec.evictionResponders", Handling: NoEffect, Note: "API-initiated eviction (EvictionRequest) is the API server's"},
 	{Path: "status", Handling: NoEffect, Note: "a pod's status is what slicelet observes; a manifest's status is replaced (status.qosClass is validated, then recomputed)"},
 }

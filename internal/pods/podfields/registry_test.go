@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/pod-fields.md")
@@ -39,6 +40,14 @@ func TestRegistryCoversPod(t *testing.T) {
 		}
 		if e.Allowed != nil && e.Handling != Refused {
 			t.Errorf("%s: Allowed is for refused fields", p)
+		}
+		if e.ClusterHandling != "" && (e.ClusterHandling == e.Handling || e.Cluster == "") {
+			t.Errorf("%s: ClusterHandling is for a handling that differs in cluster mode, with a Cluster note saying where or why", p)
+		}
+		// A pod from the API server is no static pod: its refusals give the reason that
+		// holds on a cluster node.
+		if h, note := e.In(APIServer); h == Refused && strings.Contains(note, "static pod") {
+			t.Errorf("%s: refused in cluster mode with a static pods' reason %q: give the Cluster note the reason that holds there", p, note)
 		}
 	}
 }
@@ -116,5 +125,63 @@ func TestRefusals(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRefusalsFromAPIServer: a pod from the API server is refused only for what a cluster node
+// cannot do, in words true there; what cluster mode serves is no refusal.
+func TestRefusalsFromAPIServer(t *testing.T) {
+	base := func() *v1.Pod {
+		return &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "a", Image: "busybox"}}}}
+	}
+	tests := []struct {
+		name string
+		mod  func(*v1.Pod)
+		want []string
+	}{
+		{"plain pod", func(*v1.Pod) {}, nil},
+		{"served in cluster mode", func(p *v1.Pod) {
+			p.GenerateName = "web-"
+			p.Spec.ServiceAccountName, p.Spec.DeprecatedServiceAccount = "default", "default"
+			p.Spec.NodeSelector = map[string]string{"kubernetes.io/os": "linux"}
+			p.Spec.Volumes = []v1.Volume{{Name: "t", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
+				{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token"}}}}}}}
+			p.Spec.Containers[0].Stdin, p.Spec.Containers[0].TTY = true, true
+		}, nil},
+		{"persistent volume claim: the node cannot mount it", func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "d", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+		}, []string{"spec.volumes[0].persistentVolumeClaim: Forbidden: slicelet cannot mount a claim's persistent volume"}},
+		{"resource claims", func(p *v1.Pod) { p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu"}} },
+			[]string{"spec.resourceClaims: Forbidden: dynamic resource allocation is not implemented"}},
+		{"image pull secrets", func(p *v1.Pod) { p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "regcred"}} },
+			[]string{"spec.imagePullSecrets: Forbidden: pulling images with credentials from Secrets"}},
+		{"the same reason as a static pod where it holds in both", func(p *v1.Pod) { f := false; p.Spec.HostUsers = &f },
+			[]string{"spec.hostUsers: Forbidden: user namespaces"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := base()
+			tt.mod(p)
+			errs := RefusalsFrom(p, APIServer)
+			if len(errs) != len(tt.want) {
+				t.Fatalf("got %d errors %v, want %d %v", len(errs), errs, len(tt.want), tt.want)
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(errs[i].Error(), w) {
+					t.Errorf("error %d = %q, want it to contain %q", i, errs[i], w)
+				}
+				if !IsRefusal(errs[i], APIServer) || IsRefusal(errs[i], Manifest) && errs[i].Field != "spec.hostUsers" {
+					t.Errorf("IsRefusal(%q): want it for the API server's origin only", errs[i])
+				}
+			}
+			for _, e := range Refusals(p) {
+				if !IsRefusal(e, Manifest) {
+					t.Errorf("IsRefusal(%q, Manifest) = false", e)
+				}
+			}
+		})
+	}
+	if IsRefusal(field.Forbidden(field.NewPath("spec", "volumes").Index(0).Child("persistentVolumeClaim"), "another reason"), Manifest) {
+		t.Error("IsRefusal took another Forbidden error at a refused path for the registry's")
 	}
 }

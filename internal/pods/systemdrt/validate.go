@@ -26,7 +26,7 @@ const useCRI = `set runtime.type = "cri" in the slicelet configuration to run it
 // literal or that systemd cannot carry (NUL and other control characters, names that are not
 // shell identifiers), volume types other than emptyDir and hostPath, mount paths and host
 // paths that are relative or contain "..", subPath mounts, ephemeral
-// containers, and runAsNonRoot without a non-root runAsUser. Whether a command exists on the
+// containers, stdin and tty (nothing can attach), and runAsNonRoot without a non-root runAsUser. Whether a command exists on the
 // host is checked here for admission and again at each start: a binary removed while the pod
 // runs fails that container (StartError), not the whole pod.
 func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList { return r.validate(pod, true) }
@@ -143,6 +143,7 @@ func (r *Runtime) validateContainer(pod *v1.Pod, p *field.Path, c *v1.Container,
 			"the systemd runtime runs commands from the host filesystem and cannot run images; remove image and give an absolute command, or "+useCRI))
 	}
 	errs = append(errs, r.validateCommand(p, c, host)...)
+	errs = append(errs, validateStreams(p, c)...)
 	if c.WorkingDir != "" {
 		if msg := checkAbsPath(c.WorkingDir); msg != "" {
 			errs = append(errs, field.Invalid(p.Child("workingDir"), c.WorkingDir, msg))
@@ -215,6 +216,25 @@ func (r *Runtime) validateContainer(pod *v1.Pod, p *field.Path, c *v1.Container,
 				errs = append(errs, field.Invalid(p.Child("securityContext", "seccompProfile", "localhostProfile"), *sp.LocalhostProfile, err.Error()))
 			}
 		}
+	}
+	return errs
+}
+
+// validateStreams refuses stdin, stdinOnce and tty: they exist for a client to attach to the
+// container (kubectl attach, kubectl run -it), and the systemd runtime has no streaming server.
+// A service's standard input is /dev/null, which would give the process an end of file at once
+// where a runtime that can attach keeps it waiting for its client.
+func validateStreams(p *field.Path, c *v1.Container) field.ErrorList {
+	const why = "the systemd runtime cannot attach a client to a container (it has no streaming server), so a container's "
+	var errs field.ErrorList
+	if c.Stdin {
+		errs = append(errs, field.Forbidden(p.Child("stdin"), why+"standard input could only ever be empty; "+useCRI))
+	}
+	if c.StdinOnce {
+		errs = append(errs, field.Forbidden(p.Child("stdinOnce"), why+"standard input could only ever be empty; "+useCRI))
+	}
+	if c.TTY {
+		errs = append(errs, field.Forbidden(p.Child("tty"), why+"terminal would have no one at the other end; "+useCRI))
 	}
 	return errs
 }

@@ -48,6 +48,8 @@ func TestValidate(t *testing.T) {
 		{"bare command in PATH", withContainer(func(c *v1.Container) { c.Command = []string{"sleep", "1"} }), nil},
 		{"image", withContainer(func(c *v1.Container) { c.Image = "nginx:1.27" }),
 			[]string{`spec.containers[0].image: Invalid value: "nginx:1.27"`, `runtime.type = "cri"`}},
+		{"stdin and tty (nothing can attach)", withContainer(func(c *v1.Container) { c.Stdin, c.StdinOnce, c.TTY = true, true, true }),
+			[]string{"spec.containers[0].stdin: Forbidden: the systemd runtime cannot attach", "spec.containers[0].stdinOnce: Forbidden", "spec.containers[0].tty: Forbidden", `runtime.type = "cri"`}},
 		{"no command", withContainer(func(c *v1.Container) { c.Command = nil; c.Args = []string{"x"} }),
 			[]string{"spec.containers[0].command: Required value"}},
 		{"relative command", withContainer(func(c *v1.Container) { c.Command = []string{"./run.sh"} }),

@@ -327,8 +327,9 @@ func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, i
 		Command:    command,
 		Args:       args,
 		WorkingDir: c.WorkingDir,
-		// Only ephemeral containers get here with these set (validation refuses them on the
-		// others); kuberuntime's generateContainerConfig passes them as they are.
+		// kuberuntime's generateContainerConfig passes them as they are: the runtime keeps
+		// the container's standard input open (closed after the first attached client with
+		// StdinOnce) and runs it on a terminal with Tty, for kubectl attach and run -it.
 		Stdin:     c.Stdin,
 		StdinOnce: c.StdinOnce,
 		Tty:       c.TTY,

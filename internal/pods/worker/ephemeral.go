@@ -14,8 +14,7 @@ import (
 // ephemeralRefusals are what slicelet cannot do of the ephemeral container c (index i of
 // spec.ephemeralContainers), with its field paths: the registry's refusals of a container's
 // fields (podfields.Refusals), and targetContainerName (sharing a container's process
-// namespace). stdin, stdinOnce and tty are given to the runtime as the container's
-// configuration (kubectl debug sets them on every ephemeral container). An ephemeral
+// namespace). An ephemeral
 // container is added to a running pod: what it asks for holds that container back
 // (CreateContainerConfigError with these paths), never the pod.
 func ephemeralRefusals(c *v1.Container, i int) field.ErrorList {
@@ -24,10 +23,6 @@ func ephemeralRefusals(c *v1.Container, i int) field.ErrorList {
 	for _, e := range podfields.Refusals(&v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{*c}}}) {
 		rest, ok := strings.CutPrefix(e.Field, "spec.containers[0].")
 		if !ok {
-			continue
-		}
-		switch rest {
-		case "stdin", "stdinOnce", "tty":
 			continue
 		}
 		e.Field = ep.String() + "." + rest
