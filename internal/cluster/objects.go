@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -196,25 +195,6 @@ func (o *Objects) ConfigMap(namespace, name string) (*v1.ConfigMap, error) {
 // Secret returns the Secret namespace/name, or the API's error.
 func (o *Objects) Secret(namespace, name string) (*v1.Secret, error) {
 	return o.secrets.get(namespace, name)
-}
-
-// servedInCluster reports whether a field the manifest path refuses (Forbidden) is one
-// cluster mode serves: the service account and projected service-account tokens; the node
-// selector and node affinity, which admission matches against the registered Node; the
-// ephemeral containers.
-func servedInCluster(path string) bool {
-	switch path {
-	case "spec.serviceAccountName", "spec.serviceAccount", "metadata.generateName", "spec.nodeSelector", "spec.affinity.nodeAffinity",
-		// The CRI handler of its RuntimeClass, read from the API server (RuntimeHandler).
-		"spec.runtimeClassName",
-		// Added to running pods through the ephemeralcontainers subresource; what one of
-		// them asks for that slicelet cannot do holds that container, not the pod
-		// (worker/ephemeral.go).
-		"spec.ephemeralContainers":
-		return true
-	}
-	return strings.HasPrefix(path, "spec.volumes[") && strings.Contains(path, "].projected.sources[") &&
-		strings.HasSuffix(path, "].serviceAccountToken")
 }
 
 // withSource is a copy of an API pod marked as the cluster source's

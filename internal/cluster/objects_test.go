@@ -150,31 +150,6 @@ func TestObjectsCacheBounded(t *testing.T) {
 	}
 }
 
-func TestServedInCluster(t *testing.T) {
-	tests := []struct {
-		path string
-		want bool
-	}{
-		{"spec.serviceAccountName", true},
-		{"spec.serviceAccount", true},
-		{"spec.volumes[2].projected.sources[1].serviceAccountToken", true},
-		{"spec.volumes[2].projected.sources[1].clusterTrustBundle", false},
-		{"spec.volumes[0].secret", false},
-		{"spec.imagePullSecrets", false},
-		{"spec.nodeSelector", true},
-		{"spec.affinity.nodeAffinity", true},
-		{"spec.ephemeralContainers", true},
-		{"spec.runtimeClassName", true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.path, func(t *testing.T) {
-			if got := servedInCluster(tc.path); got != tc.want {
-				t.Errorf("servedInCluster(%q) = %v, want %v", tc.path, got, tc.want)
-			}
-		})
-	}
-}
-
 func TestServiceEnvVars(t *testing.T) {
 	svc := func(ns, name, ip string, ports ...v1.ServicePort) *v1.Service {
 		return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.ServiceSpec{ClusterIP: ip, Ports: ports}}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/podfields"
 )
 
 // IsMirrorPod reports whether an API pod is the mirror of a static pod (the
@@ -82,22 +83,17 @@ func PodsDifferSemantically(a, b *v1.Pod) bool {
 }
 
 // ValidateAPIPod is internal/manifest's validation (given as validate) of a pod from the API
-// server, less the refusals of what only an API server gives and cluster mode serves:
-// spec.serviceAccountName (and its alias spec.serviceAccount), which the API server's
-// admission sets on every pod; the projected serviceAccountToken sources (its
-// kube-api-access-* volume), whose tokens come from TokenRequests (tokens.go); and
-// metadata.generateName: a ReplicaSet's pods keep it, and the API server has generated their
-// names from it already.
+// server, with the refusals of cluster mode in place of the static pods' (podfields: a field's
+// handling and reason for origin APIServer). What only an API server gives and cluster mode
+// serves is no refusal: spec.serviceAccountName, which the API server's admission sets on every
+// pod, its projected serviceAccountToken sources (tokens.go), metadata.generateName (a
+// ReplicaSet's pods keep it), the node selector and affinity (admission against the Node), the
+// runtime class, the ephemeral containers. What the node cannot do is refused with the reason
+// that holds on a cluster node: a persistent volume claim because the node cannot mount its
+// volume, not because static pods may not reference one.
 func ValidateAPIPod(validate func(*v1.Pod) field.ErrorList) func(*v1.Pod) field.ErrorList {
 	return func(p *v1.Pod) field.ErrorList {
-		var out field.ErrorList
-		for _, e := range validate(p) {
-			if e.Type == field.ErrorTypeForbidden && servedInCluster(e.Field) {
-				continue
-			}
-			out = append(out, e)
-		}
-		return out
+		return podfields.ForOrigin(validate(p), p, podfields.APIServer)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	"github.com/slicelet/slicelet/internal/manifest"
@@ -86,16 +85,58 @@ func TestPlanPods(t *testing.T) {
 	}
 }
 
-func TestValidateAPIPodKeepsOtherRefusals(t *testing.T) {
-	validate := func(*v1.Pod) field.ErrorList {
-		return field.ErrorList{
-			field.Forbidden(field.NewPath("spec", "serviceAccountName"), "static pods may not reference serviceaccounts"),
-			field.Forbidden(field.NewPath("spec", "volumes").Index(0).Child("secret"), "static pods may not reference secrets"),
-		}
+// TestValidateAPIPod: a pod from the API server is refused for what a cluster node cannot do,
+// with the reason that holds there, never a static pods' reason; the rest of the validation
+// stays.
+func TestValidateAPIPod(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*v1.Pod)
+		want   []string // substrings, in order; none: accepted
+		never  string
+	}{
+		{name: "served in cluster mode", mutate: func(p *v1.Pod) {
+			p.GenerateName = "web-"
+			p.Spec.DeprecatedServiceAccount = "default"
+			p.Spec.RuntimeClassName = ptr.To("gvisor")
+			p.Spec.Containers[0].Stdin, p.Spec.Containers[0].StdinOnce, p.Spec.Containers[0].TTY = true, true, true
+		}},
+		{name: "a claim the node cannot mount", mutate: func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
+				{Name: "scratch", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{}}}}
+		}, want: []string{"spec.volumes[0].persistentVolumeClaim: Forbidden: slicelet cannot mount a claim's persistent volume",
+			"spec.volumes[1].ephemeral: Forbidden: a generic ephemeral volume is a persistent volume claim"}, never: "static pods"},
+		{name: "pull secrets and resource claims", mutate: func(p *v1.Pod) {
+			p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "regcred"}}
+			p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu"}}
+		}, want: []string{"spec.imagePullSecrets: Forbidden: pulling images with credentials", "spec.resourceClaims: Forbidden: dynamic resource allocation"}, never: "static pods"},
+		{name: "other problems stay", mutate: func(p *v1.Pod) {
+			p.Spec.Containers[0].Name = "Not_A_Name"
+			p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+		}, want: []string{"spec.containers[0].name", "spec.volumes[0].persistentVolumeClaim: Forbidden: slicelet cannot mount"}},
 	}
-	errs := ValidateAPIPod(validate)(apiPod("x"))
-	if len(errs) != 1 || errs[0].Field != "spec.volumes[0].secret" {
-		t.Errorf("errors %v, want only the secret's", errs)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := ValidateAPIPod(manifest.Validate)(apiPod("x", tc.mutate))
+			got := ""
+			if len(errs) > 0 {
+				got = errs.ToAggregate().Error()
+			}
+			if len(tc.want) == 0 && got != "" {
+				t.Fatalf("refused: %s", got)
+			}
+			rest := got
+			for _, w := range tc.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("errors %q, want %q (in this order: %q)", got, w, tc.want)
+				}
+				rest = rest[i+len(w):]
+			}
+			if tc.never != "" && strings.Contains(got, tc.never) {
+				t.Errorf("errors %q say %q, which is not true of an API pod", got, tc.never)
+			}
+		})
 	}
 }
 

@@ -78,6 +78,22 @@ func IsRefusal(err *field.Error, o Origin) bool {
 	return h == Refused && err.Detail == note
 }
 
+// ForOrigin is errs, a pod's validation on the manifest path (which gives the static pods'
+// refusals, Refusals), for a pod of origin o: the static pods' refusals taken out and o's, with
+// their reasons, put in their place. The rest of errs stays as it is.
+func ForOrigin(errs field.ErrorList, pod *v1.Pod, o Origin) field.ErrorList {
+	if o == Manifest {
+		return errs
+	}
+	var out field.ErrorList
+	for _, e := range errs {
+		if !IsRefusal(e, Manifest) {
+			out = append(out, e)
+		}
+	}
+	return append(out, RefusalsFrom(pod, o)...)
+}
+
 // indexPattern matches a list index of a field path ("[3]").
 var indexPattern = regexp.MustCompile(`\[[0-9]+\]`)
 
