@@ -76,9 +76,25 @@ type PodExplanation struct {
 	// Runtime is the configured runtime's verdict on the pod (what it cannot run), filled in
 	// by whoever knows the runtime; nil when not evaluated.
 	Runtime *RuntimeVerdict `json:"runtime,omitempty"`
-	// Admission is the running daemon's admission verdict against its node as it is now
-	// (resources, pressure); nil when explained without a daemon.
+	// Admission is the admission verdict: the running daemon's against its node as it is now
+	// (resources, pressure), or offline slicectl's against the capacity it is given and the pods
+	// before this one in its input; nil when not evaluated.
 	Admission *AdmissionVerdict `json:"admission,omitempty"`
+	// Validation is what the pod's source checks before anything else, filled in by slicectl
+	// offline: the manifest path's validation of a static pod, or, on a node in cluster mode,
+	// what the node checks of a pod from the API server (which has validated it already).
+	// Nil when not evaluated.
+	Validation *ValidationVerdict `json:"validation,omitempty"`
+}
+
+// ValidationVerdict is what a pod source's validation says of a pod.
+type ValidationVerdict struct {
+	// As is how the pod was validated: "static pod", or "API pod, cluster mode".
+	As string `json:"as"`
+	// Valid is true when the pod has no problem.
+	Valid bool `json:"valid"`
+	// Problems are its problems, each with its field path.
+	Problems []string `json:"problems,omitempty"`
 }
 
 // RuntimeVerdict is what a container runtime says of a pod.
@@ -91,7 +107,7 @@ type RuntimeVerdict struct {
 	Problems []string `json:"problems,omitempty"`
 }
 
-// AdmissionVerdict is the kubelet-style admission decision of a running daemon.
+// AdmissionVerdict is the kubelet-style admission decision.
 type AdmissionVerdict struct {
 	// Admit is true when the pod would be admitted now.
 	Admit bool `json:"admit"`
@@ -99,6 +115,9 @@ type AdmissionVerdict struct {
 	Reason string `json:"reason,omitempty"`
 	// Message explains the refusal.
 	Message string `json:"message,omitempty"`
+	// Against says what the pod was admitted against when it is not the running node as it is
+	// now (slicectl offline: the capacity it was given and the input's pods).
+	Against string `json:"against,omitempty"`
 }
 
 // PodSecurityVerdict is what one pod source's Pod Security level says of a pod.

@@ -15,7 +15,9 @@ import (
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/internal/api"
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods/admission"
+	"github.com/slicelet/slicelet/internal/pods/podfields"
 	"github.com/slicelet/slicelet/internal/pods/verdict"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
@@ -244,6 +246,13 @@ func parseCapacity(s string) (slices.Capacity, error) {
 	return c, nil
 }
 
+// explainPod explains every pod of the -f input offline as the node the configuration makes
+// it would: the pod source's validation (a static pod's, or with [cluster] enabled what the
+// node checks of a pod from the API server), Pod Security, the configured runtime on the
+// configured network, and admission against the capacity given, each input pod counting
+// against the ones after it once it would run. Every stage is explained for each pod, whatever
+// an earlier one says; a pod that fails validation makes the command fail after the
+// explanation.
 func explainPod(o explainOptions, stdout io.Writer) error {
 	if len(o.files) == 0 {
 		return usageErr("explain pod: -f POD.yaml is required")
@@ -252,31 +261,72 @@ func explainPod(o explainOptions, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	pods, err := readPods(o.stdin, o.files, o.recursive)
+	docs, err := readDocuments(o.stdin, o.files, o.recursive)
 	if err != nil {
 		return err
+	}
+	var pods []*v1.Pod
+	var where []string
+	var errs []error
+	for _, d := range docs {
+		got, err := explainDecode(d)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for range got {
+			where = append(where, d.where)
+		}
+		pods = append(pods, got...)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
 	levels, err := admission.ParsePodSecurityLevels(e.cfg.Pods.Security.BySource())
 	if err != nil {
 		return err
 	}
+	origin, as := podfields.Manifest, "static pod"
+	if e.cfg.Cluster.Enabled {
+		origin, as = podfields.APIServer, "API pod, cluster mode"
+	}
+	node := admission.NodeState{
+		Allocatable:     admission.WithMaxPods(slices.NodeAllocatable(e.capacity, e.mcfg.Node.SystemReserved, e.mcfg.Node.KubeReserved, e.mcfg.Node.HardEviction), e.cfg.Node.MaxPods),
+		PriorityClasses: e.cfg.Eviction.PriorityClasses,
+	}
 	var out []slices.PodExplanation
-	for _, pod := range pods {
+	for i, pod := range pods {
 		x, err := slices.ExplainPod(pod, e.mcfg.Pod, e.mode, e.capacity)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", where[i], err)
+		}
+		var problems []string
+		for _, e := range podfields.ForOrigin(manifest.Validate(pod), pod, origin) {
+			problems = append(problems, e.Error())
+		}
+		x.Validation = &slices.ValidationVerdict{As: as, Valid: len(problems) == 0, Problems: problems}
+		if !x.Validation.Valid {
+			errs = append(errs, fmt.Errorf("%s: pod %s/%s is invalid (%s): %s", where[i], pod.Namespace, pod.Name, as, strings.Join(problems, "; ")))
 		}
 		x.PodSecurity = admission.PodSecurityVerdicts(pod, levels)
-		if x.Runtime, err = verdict.Runtime(e.cfg.Runtime.Type, pod); err != nil {
+		if x.Runtime, err = verdict.RuntimeOn(e.cfg.Runtime.Type, e.cfg.Runtime.Network, pod); err != nil {
 			return err
+		}
+		d := admission.Admit(pod, node)
+		x.Admission = &slices.AdmissionVerdict{Admit: d.Admit, Reason: d.Reason, Message: d.Message,
+			Against: fmt.Sprintf("node allocatable from this capacity, max_pods %d, and the %d input pods before it that would run", e.cfg.Node.MaxPods, len(node.Pods))}
+		if d.Admit && x.Validation.Valid && x.Runtime.Allowed {
+			node.Pods = append(node.Pods, pod)
 		}
 		out = append(out, x)
 	}
 	if o.output == "json" {
 		if len(out) == 1 {
-			return writeJSON(stdout, out[0])
+			err = writeJSON(stdout, out[0])
+		} else {
+			err = writeJSON(stdout, out)
 		}
-		return writeJSON(stdout, out)
+		return errors.Join(append(errs, err)...)
 	}
 	for i, x := range out {
 		if i > 0 {
@@ -284,7 +334,42 @@ func explainPod(o explainOptions, stdout io.Writer) error {
 		}
 		printPod(stdout, pods[i], x, e.mode)
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// explainDecode turns one input document into its pods as the manifest path does (bounded,
+// decoded strictly, defaulted, the content UID derived from its source, the default namespace)
+// without validating them: explain reports validation as a stage of its own, as the node the
+// configuration makes validates (a static pod, or an API pod in cluster mode), and explains the
+// other stages of a pod that fails it. It is explain's one decode call.
+func explainDecode(d document) ([]*v1.Pod, error) {
+	if err := manifest.CheckBounds(d.data); err != nil {
+		return nil, fmt.Errorf("%s: %w", d.where, err)
+	}
+	docs, err := manifest.Decode(d.data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.where, err)
+	}
+	if len(docs) == 0 {
+		return nil, fmt.Errorf("%s: no pod in the file", d.where)
+	}
+	var pods []*v1.Pod
+	for _, doc := range docs {
+		pod := doc.Pod
+		manifest.SetDefaults(pod)
+		if pod.UID == "" {
+			uid, err := slices.PodUID(pod, d.source)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", d.where, err)
+			}
+			pod.UID = types.UID(uid)
+		}
+		if pod.Namespace == "" {
+			pod.Namespace = manifest.DefaultNamespace
+		}
+		pods = append(pods, pod)
+	}
+	return pods, nil
 }
 
 func explainNode(o explainOptions, stdout io.Writer) error {
@@ -360,6 +445,15 @@ func printPod(w io.Writer, pod *v1.Pod, x slices.PodExplanation, mode units.Mode
 		}
 		tw.Flush()
 	}
+	if v := x.Validation; v != nil {
+		fmt.Fprintf(w, "Validation (%s):\n", v.As)
+		if v.Valid {
+			fmt.Fprintln(w, "  valid")
+		}
+		for _, p := range v.Problems {
+			fmt.Fprintf(w, "  %s\n", p)
+		}
+	}
 	if v := x.Runtime; v != nil {
 		fmt.Fprintf(w, "Runtime %s:\n", v.Runtime)
 		if v.Allowed {
@@ -370,10 +464,14 @@ func printPod(w io.Writer, pod *v1.Pod, x slices.PodExplanation, mode units.Mode
 		}
 	}
 	if a := x.Admission; a != nil {
+		when := "now"
+		if a.Against != "" {
+			when = "against " + a.Against
+		}
 		if a.Admit {
-			fmt.Fprintln(w, "Admission:\n  admitted now")
+			fmt.Fprintf(w, "Admission:\n  admitted %s\n", when)
 		} else {
-			fmt.Fprintf(w, "Admission:\n  refused now: %s: %s\n", a.Reason, a.Message)
+			fmt.Fprintf(w, "Admission:\n  refused %s: %s: %s\n", when, a.Reason, a.Message)
 		}
 	}
 }

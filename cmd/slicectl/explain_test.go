@@ -234,3 +234,72 @@ func TestExplainPodRuntimeVerdict(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainPodAsTheNode: offline, explain models the node its configuration makes: a static
+// pod's validation, or with [cluster] enabled what the node checks of a pod from the API
+// server; runtime.network; every stage for every pod, whatever an earlier one says; admission
+// against the capacity given, each input pod counting against the next.
+func TestExplainPodAsTheNode(t *testing.T) {
+	dir := t.TempDir()
+	const cri = "[runtime]\ntype = \"cri\"\nendpoint = \"unix:///run/containerd/containerd.sock\"\n"
+	clusterCfg := writeFile(t, dir, "cluster.toml", cri+"network = \"cni\"\n[cluster]\nenabled = true\nkubeconfig = \"/etc/slicelet/kubeconfig\"\n")
+	staticCfg := writeFile(t, dir, "static.toml", cri)
+	apiPod := writeFile(t, dir, "api.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: web, uid: 11111111-aaaa-bbbb-cccc-000000000010}
+spec:
+  serviceAccountName: web
+  nodeSelector: {kubernetes.io/os: linux}
+  securityContext:
+    sysctls: [{name: net.ipv4.ip_local_port_range, value: "1024 65535"}]
+  containers:
+  - {name: web, image: nginx, stdin: true, tty: true, resources: {requests: {cpu: "3"}}}
+`)
+	claim := writeFile(t, dir, "claim.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: db, uid: 11111111-aaaa-bbbb-cccc-000000000011}
+spec:
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+  containers:
+  - {name: db, image: postgres, resources: {requests: {cpu: "3"}}, volumeMounts: [{name: data, mountPath: /data}]}
+`)
+	for _, tc := range []struct {
+		name   string
+		config string
+		files  []string
+		code   int
+		want   []string // in this order in the output
+		never  string
+	}{
+		{name: "cluster mode: the API pod's fields are fine, its own network namespace allows the sysctl", config: clusterCfg, files: []string{apiPod},
+			want: []string{"Validation (API pod, cluster mode):\n  valid", "Runtime cri:\n  can run this pod", "Admission:\n  admitted against"}},
+		{name: "static pod: refused fields, and still every stage", config: staticCfg, files: []string{apiPod}, code: exitFailure,
+			want: []string{"Validation (static pod):", "spec.nodeSelector: Forbidden", "spec.serviceAccountName: Forbidden: static pods may not reference serviceaccounts",
+				"Runtime cri:", "spec.securityContext.sysctls", "Admission:"}},
+		{name: "cluster mode: a claim the node cannot mount, and the capacity the first pod took", config: clusterCfg, files: []string{apiPod, claim}, code: exitFailure,
+			want: []string{"admitted against", "spec.volumes[0].persistentVolumeClaim: Forbidden: slicelet cannot mount a claim's persistent volume",
+				"refused against", "OutOfcpu"}, never: "static pods may not"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"explain", "pod", "--config", tc.config, "--cgroup-mode", "v2", "--capacity", "cpu=4,memory=16Gi"}
+			for _, f := range tc.files {
+				args = append(args, "-f", f)
+			}
+			code, out, errOut := runCLI(t, args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d: %s\n%s", code, tc.code, errOut, out)
+			}
+			rest := out
+			for _, w := range tc.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("output lacks %q (after the ones before it):\n%s", w, out)
+				}
+				rest = rest[i+len(w):]
+			}
+			if tc.never != "" && strings.Contains(out+errOut, tc.never) {
+				t.Errorf("output says %q:\n%s%s", tc.never, out, errOut)
+			}
+		})
+	}
+}

@@ -17,19 +17,26 @@ import (
 
 // Runtime is the verdict of the runtime of type runtimeType ("systemd" or "cri", the
 // configuration's runtime.type) on pod, checked against this host as the daemon checks it
-// (the systemd runtime's commands and mount points must exist here).
+// (the systemd runtime's commands and mount points must exist here), every pod on the host's
+// network (runtime.network = "host").
 func Runtime(runtimeType string, pod *v1.Pod) (*slices.RuntimeVerdict, error) {
-	return runtimeVerdict(runtimeType, pod, true)
+	return runtimeVerdict(runtimeType, pod, true, true)
+}
+
+// RuntimeOn is Runtime on a node whose runtime.network is network: with "cni" a pod without
+// spec.hostNetwork has a network namespace of its own (its net.* sysctls, say, are its own),
+// as the daemon's worker runs it.
+func RuntimeOn(runtimeType, network string, pod *v1.Pod) (*slices.RuntimeVerdict, error) {
+	return runtimeVerdict(runtimeType, pod, true, network != "cni")
 }
 
 // Spec is Runtime without what depends on the host's files: the verdict on the pod alone.
 func Spec(runtimeType string, pod *v1.Pod) (*slices.RuntimeVerdict, error) {
-	return runtimeVerdict(runtimeType, pod, false)
+	return runtimeVerdict(runtimeType, pod, false, true)
 }
 
-func runtimeVerdict(runtimeType string, pod *v1.Pod, host bool) (*slices.RuntimeVerdict, error) {
-	// The daemon's worker runs every pod in the host's network namespace.
-	errs := worker.ValidateSpec(pod, true)
+func runtimeVerdict(runtimeType string, pod *v1.Pod, host, hostNetwork bool) (*slices.RuntimeVerdict, error) {
+	errs := worker.ValidateSpec(pod, hostNetwork)
 	switch runtimeType {
 	case "systemd":
 		errs = append(errs, systemdrt.ValidatePod(pod, host)...)

@@ -39,3 +39,23 @@ func TestRuntime(t *testing.T) {
 		t.Error("unknown runtime type accepted")
 	}
 }
+
+// TestRuntimeOn: the configured runtime.network decides what a pod's own network namespace
+// allows (a net.* sysctl changes the whole host on its network, the pod's own with "cni").
+func TestRuntimeOn(t *testing.T) {
+	pod := &v1.Pod{Spec: v1.PodSpec{
+		SecurityContext: &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "net.ipv4.ip_local_port_range", Value: "1024 65535"}}},
+		Containers:      []v1.Container{{Name: "web", Image: "nginx:1.27"}}}}
+	for _, tt := range []struct {
+		network string
+		allowed bool
+	}{{"host", false}, {"cni", true}} {
+		v, err := RuntimeOn("cri", tt.network, pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Allowed != tt.allowed {
+			t.Errorf("runtime.network %q: verdict %+v, want allowed %v", tt.network, v, tt.allowed)
+		}
+	}
+}
