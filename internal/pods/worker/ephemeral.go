@@ -13,14 +13,14 @@ import (
 
 // ephemeralRefusals are what slicelet cannot do of the ephemeral container c (index i of
 // spec.ephemeralContainers), with its field paths: the registry's refusals of a container's
-// fields (podfields.Refusals), and targetContainerName (sharing a container's process
-// namespace). An ephemeral
-// container is added to a running pod: what it asks for holds that container back
+// fields for a pod from the API server, the only source of ephemeral containers
+// (podfields.RefusalsFrom), and targetContainerName (sharing a container's process namespace).
+// An ephemeral container is added to a running pod: what it asks for holds that container back
 // (CreateContainerConfigError with these paths), never the pod.
 func ephemeralRefusals(c *v1.Container, i int) field.ErrorList {
 	ep := field.NewPath("spec", "ephemeralContainers").Index(i)
 	var out field.ErrorList
-	for _, e := range podfields.Refusals(&v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{*c}}}) {
+	for _, e := range podfields.RefusalsFrom(&v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{*c}}}, podfields.APIServer) {
 		rest, ok := strings.CutPrefix(e.Field, "spec.containers[0].")
 		if !ok {
 			continue
