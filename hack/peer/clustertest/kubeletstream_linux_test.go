@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/net/websocket"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -194,6 +195,69 @@ func TestKubeletStreaming(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		if err != nil || string(out) != "typed\ndone\n" {
 			t.Errorf("kubectl exec -i: %q, %v", out, err)
+		}
+	})
+
+	// A container's own stdin (stdinOnce) through kubectl run -i --rm, as the conformance spec
+	// "Kubectl run --rm job" runs it: the input reaches cat, the end of input closes the
+	// container's stdin, and the pod is deleted once the session ends.
+	t.Run("kubectl run -i --rm", func(t *testing.T) {
+		overrides := fmt.Sprintf(`{"apiVersion":"v1","spec":{"nodeName":%q,"automountServiceAccountToken":false,"terminationGracePeriodSeconds":1}}`, nodeName)
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), "--kubeconfig", cp.AdminKubeconfig(),
+			"run", "run-rm", "--image", peerrun.TestImage, "--image-pull-policy", "Never", "--restart", "Never",
+			"--rm", "-i", "--overrides", overrides, "--", "/bin/sh", "-c", "cat && echo stdin closed")
+		cmd.Stdin = strings.NewReader("abcd1234")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "abcd1234stdin closed") {
+			t.Fatalf("kubectl run -i --rm: %q, %v", out, err)
+		}
+		poll(t, ctx, "pod run-rm deleted", time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := admin.CoreV1().Pods("default").Get(ctx, "run-rm", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	})
+	// A container on a terminal, attached to as kubectl attach -it does from a terminal (tty,
+	// no stderr): the shell reads what is typed and its exit ends the session.
+	t.Run("attach to a terminal", func(t *testing.T) {
+		p := &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "tty", Namespace: "default"},
+			Spec: v1.PodSpec{NodeName: nodeName, AutomountServiceAccountToken: ptr.To(false), RestartPolicy: v1.RestartPolicyNever,
+				TerminationGracePeriodSeconds: ptr.To[int64](1),
+				Containers: []v1.Container{{Name: "sh", Image: peerrun.TestImage, ImagePullPolicy: v1.PullNever, Command: []string{"/bin/sh"},
+					Stdin: true, TTY: true}}},
+		}
+		if _, err := admin.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, ctx, "pod tty Running", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			p, err := admin.CoreV1().Pods("default").Get(ctx, "tty", metav1.GetOptions{})
+			return err == nil && p.Status.Phase == v1.PodRunning, err
+		})
+		u := admin.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name("tty").SubResource("attach").
+			VersionedParams(&v1.PodAttachOptions{Container: "sh", Stdin: true, Stdout: true, TTY: true}, scheme.ParameterCodec).URL()
+		ex, err := remotecommand.NewSPDYExecutor(cfg, "POST", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		actx, acancel := context.WithTimeout(ctx, time.Minute)
+		defer acancel()
+		err = ex.StreamWithContext(actx, remotecommand.StreamOptions{Stdin: strings.NewReader("echo answer-$((6*7))\nexit 3\n"), Stdout: &out, Tty: true})
+		if !strings.Contains(out.String(), "answer-42") {
+			t.Errorf("attach -it: %q, %v; want the shell's answer-42", out.String(), err)
+		}
+		poll(t, ctx, "the shell's exit 3", time.Minute, func(ctx context.Context) (bool, error) {
+			p, err := admin.CoreV1().Pods("default").Get(ctx, "tty", metav1.GetOptions{})
+			if err != nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Terminated == nil {
+				return false, err
+			}
+			if code := p.Status.ContainerStatuses[0].State.Terminated.ExitCode; code != 3 {
+				return false, fmt.Errorf("exit code %d, want 3", code)
+			}
+			return true, nil
+		})
+		if err := admin.CoreV1().Pods("default").Delete(ctx, "tty", metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
 		}
 	})
 
