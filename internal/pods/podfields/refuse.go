@@ -63,9 +63,11 @@ func RefusalsFrom(pod *v1.Pod, o Origin) field.ErrorList {
 	return errs
 }
 
-// IsRefusal reports whether err is one RefusalsFrom gives for a pod of origin o: a Forbidden
-// error at a refused entry's path with that entry's reason. Cluster mode uses it to take the
-// static pods' refusals out of the manifest validation it shares.
+// IsRefusal reports whether err is a refusal of a field refused for a pod of origin o: a
+// Forbidden error at the path of an entry refused there, whatever its wording (RefusalsFrom's,
+// or a validator's that refuses the same field for that origin, as the kubelet's static-pod
+// checks do). Cluster mode uses it to take the static pods' refusals out of the manifest
+// validation it shares.
 func IsRefusal(err *field.Error, o Origin) bool {
 	if err == nil || err.Type != field.ErrorTypeForbidden {
 		return false
@@ -74,8 +76,8 @@ func IsRefusal(err *field.Error, o Origin) bool {
 	if !ok {
 		return false
 	}
-	h, note := e.In(o)
-	return h == Refused && err.Detail == note
+	h, _ := e.In(o)
+	return h == Refused
 }
 
 // ForOrigin is errs, a pod's validation on the manifest path (which gives the static pods'
