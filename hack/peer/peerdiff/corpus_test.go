@@ -156,12 +156,12 @@ func TestPrepare(t *testing.T) {
 	// A ConfigMap reference and a field slicelet does not implement yet: refused by one agent by design.
 	design, err := prepare([]entry{
 		{Origin: "d.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "cm"}, YAML: []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: cm}\nspec:\n  containers: [{name: a, image: x, envFrom: [{configMapRef: {name: c}}]}]\n")},
-		{Origin: "e.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "dl"}, YAML: []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: dl}\nspec:\n  containers: [{name: a, image: x, stdin: true}]\n")},
+		{Origin: "e.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "dl"}, YAML: []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: dl}\nspec:\n  hostUsers: false\n  containers: [{name: a, image: x}]\n")},
 	}, applets)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !design[0].ByDesign || design[0].NotYet != "" || !design[1].ByDesign || !strings.Contains(design[1].NotYet, "spec.containers[0].stdin") {
+	if !design[0].ByDesign || design[0].NotYet != "" || !design[1].ByDesign || !strings.Contains(design[1].NotYet, "spec.hostUsers") {
 		t.Errorf("by design: %v %q, %v %q", design[0].ByDesign, design[0].NotYet, design[1].ByDesign, design[1].NotYet)
 	}
 }
