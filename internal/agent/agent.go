@@ -198,7 +198,10 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	ips := nodeIPs(log)
 	// Cluster mode's objects, like its recorder, come once it is built.
 	d.clusterObjects = &lateObjects{}
-	extra := worker.Options{ProbeMetrics: probes, Objects: d.objects, Cluster: d.clusterObjects, NodeName: hostname, NodeIPs: ips, Allocatable: d.alloc}
+	// The kubelet's own families (kubelet_*, rest_client_*) on /metrics, fed by the worker's
+	// runtime calls, the controller's syncs, the eviction manager and cluster mode's client.
+	kubelet := metrics.NewKubeletFamilies()
+	extra := worker.Options{ProbeMetrics: probes, RuntimeMetrics: kubelet, Objects: d.objects, Cluster: d.clusterObjects, NodeName: hostname, NodeIPs: ips, Allocatable: d.alloc}
 	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, recorder, extra, log); err != nil {
 		return nil, err
 	}
@@ -222,9 +225,6 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 			Node:            d.clusterNode(),
 		}
 	}}
-	// The kubelet's own families (kubelet_*, rest_client_*) on /metrics, fed by the
-	// controller's runtime calls, the eviction manager and cluster mode's client.
-	kubelet := metrics.NewKubeletFamilies()
 	nodeName := cfg.Cluster.NodeName
 	if nodeName == "" {
 		nodeName = strings.ToLower(hostname)

@@ -74,6 +74,7 @@ var layers = map[string]pkgLayer{
 
 	"hack/":                 {layer: tool},
 	"packaging/installtest": {layer: tool},
+	"packaging/mixin":       {layer: tool},
 }
 
 // groupImports says which component groups a component group may import ("core" components

@@ -26,16 +26,12 @@ const (
 	PodWorkerSync   = "sync"
 	PodWorkerKill   = "kill"
 
-	// Container types of kubelet_started_containers_total.
-	ContainerTypeContainer     = "container"
-	ContainerTypeInit          = "init_container"
-	ContainerTypeEphemeral     = "ephemeral_container"
-	containerStateRunning      = "running"
-	containerStateExited       = "exited"
-	containerStateCreated      = "created"
-	containerStateUnknown      = "unknown"
-	restClientSubsystem        = "rest_client"
-	defaultNodeNameLabelAbsent = ""
+	// Container states of kubelet_running_containers.
+	containerStateRunning = "running"
+	containerStateExited  = "exited"
+	containerStateCreated = "created"
+
+	restClientSubsystem = "rest_client"
 )
 
 var (
@@ -65,7 +61,6 @@ type KubeletFamilies struct {
 	evictions          *prometheus.CounterVec
 	startedPods        prometheus.Counter
 	startedPodsErrors  prometheus.Counter
-	startedContainers  *prometheus.CounterVec
 	restRequests       *prometheus.CounterVec
 	restLatency        *prometheus.HistogramVec
 
@@ -103,8 +98,6 @@ func NewKubeletFamilies() *KubeletFamilies {
 			Help: alpha + "Cumulative number of pods started"}),
 		startedPodsErrors: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: kubeletSubsystem, Name: "started_pods_errors_total",
 			Help: alpha + "Cumulative number of errors when starting pods"}),
-		startedContainers: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: kubeletSubsystem, Name: "started_containers_total",
-			Help: alpha + "Cumulative number of containers started"}, []string{"container_type"}),
 		restRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: restClientSubsystem, Name: "requests_total",
 			Help: alpha + "Number of HTTP requests, partitioned by status code, method, and host."}, []string{"code", "method", "host"}),
 		restLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: restClientSubsystem, Name: "request_duration_seconds",
@@ -116,7 +109,7 @@ func NewKubeletFamilies() *KubeletFamilies {
 func (k *KubeletFamilies) collectors() []prometheus.Collector {
 	return []prometheus.Collector{k.nodeName, k.cgroupVersion, k.podStart, k.podWorker, k.plegRelist, k.plegInterval, k.plegLastSeen,
 		k.runtimeOps, k.runtimeOpsDuration, k.runtimeOpsErrors, k.evictions, k.startedPods, k.startedPodsErrors,
-		k.startedContainers, k.restRequests, k.restLatency}
+		k.restRequests, k.restLatency}
 }
 
 // SetNode sets kubelet_node_name (the node's name, always 1) and kubelet_cgroup_version (1
@@ -146,15 +139,6 @@ func (k *KubeletFamilies) PodStartFailed() {
 		return
 	}
 	k.startedPodsErrors.Inc()
-}
-
-// ContainerStarted counts kubelet_started_containers_total by container type
-// (ContainerTypeContainer, ContainerTypeInit, ContainerTypeEphemeral).
-func (k *KubeletFamilies) ContainerStarted(containerType string) {
-	if k == nil {
-		return
-	}
-	k.startedContainers.WithLabelValues(containerType).Inc()
 }
 
 // PodWorker observes one sync of a pod (kubelet_pod_worker_duration_seconds) of operation
