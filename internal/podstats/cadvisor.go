@@ -39,7 +39,7 @@ type CadvisorOptions struct {
 // kubelet's cAdvisor reports them on /metrics/cadvisor: the root cgroup "/" (the node), each
 // pod's cgroup (id the pod's cgroup path; pod and namespace, no container, image or name) and
 // each container's (id its cgroup path, name the runtime's container ID, the image of its
-// status, the io.kubernetes.* labels). The pod's network interfaces go with the pod's cgroup
+// status or spec, or the program it runs when it has no image, the io.kubernetes.* labels). The pod's network interfaces go with the pod's cgroup
 // (every container of a pod shares its network namespace). Nothing is read here but the
 // names of block devices: the numbers are the samples'.
 func CadvisorInfo(samples []PodLatest, pods []v1.Pod, o CadvisorOptions) map[string]*info.ContainerInfo {
@@ -78,7 +78,7 @@ func CadvisorInfo(samples []PodLatest, pods []v1.Pod, o CadvisorOptions) map[str
 				}
 			}
 			for _, c := range append(append([]v1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
-				images[c.Name] = c.Image
+				images[c.Name] = containerImage(c)
 			}
 		}
 		for _, c := range s.Usage.Containers {
@@ -106,6 +106,17 @@ func CadvisorInfo(samples []PodLatest, pods []v1.Pod, o CadvisorOptions) map[str
 		}
 	}
 	return out
+}
+
+// containerImage is a container's image label: its image, or for a container without one
+// (the systemd runtime runs host programs) the program it runs, so that the label tells a
+// container's series from its pod's (image="") as the kubernetes-mixin's image!="" selectors
+// expect.
+func containerImage(c v1.Container) string {
+	if c.Image != "" || len(c.Command) == 0 {
+		return c.Image
+	}
+	return c.Command[0]
 }
 
 // podCgroupOf is the pod's cgroup path: the parent of its containers' cgroups, or the one the
