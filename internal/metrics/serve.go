@@ -63,8 +63,12 @@ func (m *Metrics) Handler(log *slog.Logger) http.Handler {
 
 // KubeletHandlers are the kubelet API's metrics endpoints, as the kubelet serves them:
 // /metrics (the registry: the kubelet's families, slicelet's beside them, Go and process),
-// /metrics/probes (prober_probe_total) and /metrics/cadvisor (nil without a source).
+// /metrics/probes (prober_probe_total) and /metrics/cadvisor (nil without a source); all nil
+// on a nil *Metrics.
 func (m *Metrics) KubeletHandlers(log *slog.Logger) (metrics, probes, cadvisor http.Handler) {
+	if m == nil {
+		return nil, nil, nil
+	}
 	metrics, probes = registryHandler(m.reg, log), registryHandler(m.probes, log)
 	if m.cadvisor != nil {
 		cadvisor = registryHandler(m.cadvisor, log)
