@@ -18,7 +18,7 @@ TAGS    ?= grpcnotrace
 # Integration tests boot private systemd instances; keep the package parallelism modest on 2 cores.
 TESTFLAGS ?= -p 2 -count=1 -timeout 20m
 
-.PHONY: all build test test-deps test-unit lint bench demo clean fuzz chaos
+.PHONY: all build test test-deps test-unit lint bench demo clean fuzz chaos mixin-check
 
 all: build
 
@@ -126,6 +126,12 @@ package:
 package-check: package
 	packaging/check.sh
 	SLICELET_INSTALL_TEST=1 $(GO) test ./packaging/installtest/ -count=1 -v
+
+# make mixin-check: slicelet's monitoring mixin (packaging/mixin): promtool check rules and
+# promtool test rules (the unit tests of each alert), and every metric its alerts and dashboard
+# read is one slicelet serves. promtool is Debian's prometheus package's.
+mixin-check:
+	CI=true $(GO) test ./packaging/mixin/ -count=1 -v
 
 clean:
 	rm -rf $(BIN) build dist

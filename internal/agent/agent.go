@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,10 +42,12 @@ import (
 type Options struct {
 	Config *config.Config
 	Logger *slog.Logger
-	// ProcRoot, SysRoot and CgroupRoot default to /proc, /sys and /sys/fs/cgroup.
+	// ProcRoot, SysRoot, CgroupRoot and EtcRoot default to /proc, /sys, /sys/fs/cgroup and
+	// /etc.
 	ProcRoot   string
 	SysRoot    string
 	CgroupRoot string
+	EtcRoot    string
 
 	// evictionBeforeCycle, if set, runs at the start of every eviction cycle. It is a test seam
 	// (unexported, so only this package's tests can set it): the watchdog integration test
@@ -61,6 +64,9 @@ func (o *Options) defaults() {
 	}
 	if o.CgroupRoot == "" {
 		o.CgroupRoot = "/sys/fs/cgroup"
+	}
+	if o.EtcRoot == "" {
+		o.EtcRoot = "/etc"
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -192,7 +198,10 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	ips := nodeIPs(log)
 	// Cluster mode's objects, like its recorder, come once it is built.
 	d.clusterObjects = &lateObjects{}
-	extra := worker.Options{ProbeMetrics: probes, Objects: d.objects, Cluster: d.clusterObjects, NodeName: hostname, NodeIPs: ips, Allocatable: d.alloc}
+	// The kubelet's own families (kubelet_*, rest_client_*) on /metrics, fed by the worker's
+	// runtime calls, the controller's syncs, the eviction manager and cluster mode's client.
+	kubelet := metrics.NewKubeletFamilies()
+	extra := worker.Options{ProbeMetrics: probes, RuntimeMetrics: kubelet, Objects: d.objects, Cluster: d.clusterObjects, NodeName: hostname, NodeIPs: ips, Allocatable: d.alloc}
 	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, recorder, extra, log); err != nil {
 		return nil, err
 	}
@@ -216,8 +225,17 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 			Node:            d.clusterNode(),
 		}
 	}}
+	nodeName := cfg.Cluster.NodeName
+	if nodeName == "" {
+		nodeName = strings.ToLower(hostname)
+	}
+	cgroupVersion := 1
+	if mode.V2() {
+		cgroupVersion = 2
+	}
+	kubelet.SetNode(nodeName, cgroupVersion)
 	d.ctrl = pods.NewController(pods.ControllerOptions{
-		Slices: d.mgr, Runtime: d.rt, Admitter: admitter, Logger: log, Clock: d.clock,
+		Slices: d.mgr, Runtime: newKubeletRuntime(d.rt, kubelet, d.clock), Admitter: admitter, Logger: log, Clock: d.clock,
 		WantSources: wantSources(cfg),
 		Evictions:   pods.NewEvictionRecords(filepath.Join(cfg.StateDir, pods.EvictionsDir)),
 		// The metrics and the eviction manager are built below, from the controller; both
@@ -242,14 +260,18 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 			}
 		},
 	})
-	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: sdOps, Probes: probes, Pods: d.ctrl, Health: d.health})
 	// Per-container usage, read from the pods' cgroups: the eviction message names the
-	// containers over their requests; the sampler serves `slicectl top`.
+	// containers over their requests; the sampler serves `slicectl top`, the stats summary
+	// and cAdvisor's families on /metrics/cadvisor (from the same samples).
 	statsReader := podstats.NewReader(o.CgroupRoot, o.ProcRoot, mode, d.prt.namer)
 	if d.stats, err = podstats.NewSampler(podstats.SamplerOptions{Reader: statsReader, Pods: d.ctrl,
 		Interval: cfg.Eviction.MonitoringInterval, Logger: log.With("component", "podstats")}); err != nil {
 		return nil, err
 	}
+	machine, version := podstats.NewMachineInfo(podstats.MachineOptions{ProcRoot: o.ProcRoot, SysRoot: o.SysRoot, EtcRoot: o.EtcRoot,
+		Cores: int(capacity.CPU / 1000), MemoryBytes: capacity.Memory})
+	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: sdOps, Probes: probes, Pods: d.ctrl, Health: d.health,
+		Kubelet: kubelet, Cadvisor: &podstats.Cadvisor{Sampler: d.stats, Pods: d.ctrl.Pods, SysRoot: o.SysRoot, Machine: machine, Version: version}})
 
 	col, err := newGCCollector(cfg, d.prt, d.ctrl.GCPodState, d.clock, log)
 	if err != nil {

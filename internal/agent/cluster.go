@@ -60,6 +60,7 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 	if !cc.Enabled {
 		return nil, nil
 	}
+	cluster.RegisterClientMetrics(d.metrics.Kubelet())
 	clients, err := cluster.NewClients(cc.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)

@@ -59,6 +59,7 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 	wopts := worker.Options{
 		Recorder:       events,
 		ProbeMetrics:   extra.ProbeMetrics,
+		RuntimeMetrics: extra.RuntimeMetrics,
 		Objects:        extra.Objects,
 		Cluster:        extra.Cluster,
 		NodeName:       extra.NodeName,

@@ -1,10 +1,17 @@
 package cluster
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
@@ -67,5 +74,55 @@ scrape_error 0
 				t.Errorf("got:\n%s\nwant:\n%s", b.String(), tc.want)
 			}
 		})
+	}
+}
+
+// metricsOnlyAccess allows token-user nodes/metrics on node-1 and nothing else.
+type metricsOnlyAccess struct{}
+
+func (metricsOnlyAccess) Create(_ context.Context, r *authorizationv1.SubjectAccessReview, _ metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error) {
+	out := r.DeepCopy()
+	ra := r.Spec.ResourceAttributes
+	out.Status.Allowed = r.Spec.User == "token-user" && ra.Resource == "nodes" && ra.Subresource == "metrics" && ra.Name == "node-1" && ra.Verb == "get"
+	return out, nil
+}
+
+// TestKubeletMetricsEndpoints: /metrics, /metrics/probes and /metrics/cadvisor are served
+// with the kubelet's authorization (get nodes/metrics of the node): a client allowed that and
+// nothing else reads them and no other endpoint; a path without a handler is not served.
+func TestKubeletMetricsEndpoints(t *testing.T) {
+	text := func(s string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, s) })
+	}
+	srv, err := NewKubeletServer(KubeletServerOptions{NodeName: "node-1", CertDir: filepath.Join(t.TempDir(), "pki"),
+		Tokens: fakeTokens{&fakeReviews{}}, Access: metricsOnlyAccess{},
+		Pods:    func() []v1.Pod { return nil },
+		Summary: func() statsv1alpha1.Summary { return statsv1alpha1.Summary{} },
+		Metrics: text("kubelet_node_name"), MetricsProbes: text("prober_probe_total"), MetricsCadvisor: text("container_cpu_usage_seconds_total")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := srv.Handler()
+	for _, tc := range []struct {
+		path, token string
+		status      int
+		body        string
+	}{
+		{"/metrics", "good", http.StatusOK, "kubelet_node_name"},
+		{"/metrics/probes", "good", http.StatusOK, "prober_probe_total"},
+		{"/metrics/cadvisor", "good", http.StatusOK, "container_cpu_usage_seconds_total"},
+		{"/metrics/cadvisor", "", http.StatusUnauthorized, ""},
+		{"/pods", "good", http.StatusForbidden, "subresource(s)=[pods proxy]"},
+		{"/metrics/slis", "good", http.StatusNotFound, ""},
+	} {
+		req := httptest.NewRequest(http.MethodGet, tc.path, nil)
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.body) {
+			t.Errorf("%s (token %q): %d %q, want %d containing %q", tc.path, tc.token, rec.Code, rec.Body, tc.status, tc.body)
+		}
 	}
 }

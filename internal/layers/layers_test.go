@@ -74,6 +74,7 @@ var layers = map[string]pkgLayer{
 
 	"hack/":                 {layer: tool},
 	"packaging/installtest": {layer: tool},
+	"packaging/mixin":       {layer: tool},
 }
 
 // groupImports says which component groups a component group may import ("core" components
@@ -95,6 +96,11 @@ var confined = []struct {
 	{"github.com/godbus/dbus/", []string{"units"}},
 	{"github.com/opencontainers/cgroups/systemd", []string{"units"}},
 	{"github.com/prometheus/client_golang/", []string{"internal/metrics"}},
+	// cAdvisor's model is what podstats describes the containers in for /metrics/cadvisor;
+	// its collectors (lib/metrics) are the metrics package's.
+	{"github.com/google/cadvisor/lib/model", []string{"internal/podstats", "internal/metrics"}},
+	{"github.com/google/cadvisor/lib/metrics", []string{"internal/metrics"}},
+	{"github.com/google/cadvisor/lib/container", []string{"internal/metrics"}},
 	{"github.com/prometheus/procfs", []string{"internal/procfs"}},
 	// The CRI's messages are the pod worker's vocabulary (its Runtime is CRI-shaped: sandbox and
 	// container configurations): the worker and its two backends use them; gRPC stays crirt's.

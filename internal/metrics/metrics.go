@@ -58,6 +58,11 @@ type Options struct {
 	// Health is read at every scrape for slicelet_health*, slicelet_node_condition, and by
 	// /healthz and /readyz; nil exports no health series and answers both with "ok".
 	Health *health.Tracker
+	// Kubelet are the kubelet's own families (kubelet_*, rest_client_*), built before the
+	// components that feed them (NewKubeletFamilies); nil exports none of them.
+	Kubelet *KubeletFamilies
+	// Cadvisor is read at every scrape of /metrics/cadvisor; nil serves no such path.
+	Cadvisor CadvisorSource
 	// NoRuntimeCollectors leaves out the Go and process collectors (tests that compare the whole
 	// registry; their values change on every scrape).
 	NoRuntimeCollectors bool
@@ -68,6 +73,10 @@ type Options struct {
 type Metrics struct {
 	reg    *prometheus.Registry
 	health *health.Tracker
+	// probes is /metrics/probes (prober_probe_total alone, as the kubelet serves it) and
+	// cadvisor /metrics/cadvisor (nil when there is no source).
+	probes, cadvisor *prometheus.Registry
+	kubelet          *KubeletFamilies
 
 	systemdOps          *SystemdOperations
 	admissionRejections *prometheus.CounterVec
@@ -117,6 +126,8 @@ func New(opts Options) *Metrics {
 	}
 	m := &Metrics{
 		reg:        prometheus.NewRegistry(),
+		probes:     prometheus.NewRegistry(),
+		kubelet:    opts.Kubelet,
 		health:     opts.Health,
 		systemdOps: opts.Systemd,
 		admissionRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -157,10 +168,19 @@ func New(opts Options) *Metrics {
 	m.reg.MustRegister(m.systemdOps.h, m.admissionRejections, m.evictions, m.gcRuns, m.gcFreed,
 		m.gcRemoved, buildInfo, &m.signals)
 	if opts.Probes != nil {
-		m.reg.MustRegister(opts.Probes.c)
+		m.probes.MustRegister(opts.Probes.c)
+	}
+	if opts.Kubelet != nil {
+		m.reg.MustRegister(opts.Kubelet.collectors()...)
 	}
 	if opts.Pods != nil {
 		m.reg.MustRegister(podCollector{opts.Pods})
+		if opts.Kubelet != nil {
+			m.reg.MustRegister(runningCollector{opts.Pods})
+		}
+	}
+	if opts.Cadvisor != nil {
+		m.cadvisor = NewCadvisorRegistry(opts.Cadvisor)
 	}
 	if opts.Health != nil {
 		m.reg.MustRegister(healthCollector{opts.Health})
@@ -171,8 +191,20 @@ func New(opts Options) *Metrics {
 	return m
 }
 
-// Registry is the registry holding every metric, for the HTTP handler and tests.
+// Registry is the registry holding every metric of /metrics but prober_probe_total, for the
+// HTTP handlers and tests.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Gatherer is everything the local /metrics serves: the registry and prober_probe_total.
+func (m *Metrics) Gatherer() prometheus.Gatherer { return prometheus.Gatherers{m.reg, m.probes} }
+
+// Kubelet is the kubelet's families (nil when built without them).
+func (m *Metrics) Kubelet() *KubeletFamilies {
+	if m == nil {
+		return nil
+	}
+	return m.kubelet
+}
 
 // ObserveSystemd records one systemd operation (units.ObserveFunc's op, units.ResultOf of its
 // error, its duration) in slicelet_systemd_operation_duration_seconds.
@@ -197,6 +229,9 @@ func (m *Metrics) Evicted(signal string) {
 		return
 	}
 	m.evictions.WithLabelValues(signal).Inc()
+	if m.kubelet != nil {
+		m.kubelet.evictions.WithLabelValues(signal).Inc()
+	}
 }
 
 // GCRun records one garbage collection run of kind (GCKindImages, GCKindContainers) with result

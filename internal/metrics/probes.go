@@ -13,7 +13,7 @@ type ProbeResults struct{ c *prometheus.CounterVec }
 func NewProbeResults() *ProbeResults {
 	return &ProbeResults{c: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Subsystem: "prober", Name: "probe_total",
-		Help: "Cumulative number of a liveness, readiness or startup probe for a container by result.",
+		Help: alpha + "Cumulative number of a liveness, readiness or startup probe for a container by result.",
 	}, []string{"probe_type", "result", "container", "pod", "namespace", "pod_uid"})}
 }
 

@@ -7,7 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// TestProbeResults: prober_probe_total with the kubelet's name and labels, linted.
+// TestProbeResults: prober_probe_total with the kubelet's name, help and labels, linted, on the
+// local /metrics (the kubelet API serves it on /metrics/probes alone).
 func TestProbeResults(t *testing.T) {
 	p := NewProbeResults()
 	m := New(Options{Version: "1", NoRuntimeCollectors: true, Probes: p})
@@ -15,15 +16,15 @@ func TestProbeResults(t *testing.T) {
 	p.ProbeResult("Readiness", "failed", "app", "web", "default", "u1")
 	p.ProbeResult("Liveness", "successful", "app", "web", "default", "u1")
 	want := `
-# HELP prober_probe_total Cumulative number of a liveness, readiness or startup probe for a container by result.
+# HELP prober_probe_total [ALPHA] Cumulative number of a liveness, readiness or startup probe for a container by result.
 # TYPE prober_probe_total counter
 prober_probe_total{container="app",namespace="default",pod="web",pod_uid="u1",probe_type="Liveness",result="successful"} 1
 prober_probe_total{container="app",namespace="default",pod="web",pod_uid="u1",probe_type="Readiness",result="failed"} 2
 `
-	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "prober_probe_total"); err != nil {
+	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want), "prober_probe_total"); err != nil {
 		t.Error(err)
 	}
-	problems, err := testutil.GatherAndLint(m.Registry(), "prober_probe_total")
+	problems, err := testutil.GatherAndLint(m.Gatherer(), "prober_probe_total")
 	if err != nil || len(problems) > 0 {
 		t.Errorf("promlint: %v %v", problems, err)
 	}

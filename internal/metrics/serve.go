@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/unixsock"
 )
@@ -44,26 +42,38 @@ func ParseAddress(address string) (network, addr string, err error) {
 	return "tcp", address, nil
 }
 
-// Handler serves /metrics (the registry in the Prometheus text or OpenMetrics format, as the
-// scraper asks), /healthz and /readyz (health.Handler). Gathering errors are logged to log and the rest of the
+// Handler serves /metrics (the registry and prober_probe_total in the Prometheus text or
+// OpenMetrics format, as the scraper asks), the kubelet's /metrics/probes and
+// /metrics/cadvisor (when built with a source), /healthz and /readyz (health.Handler). Gathering errors are logged to log and the rest of the
 // metrics still served.
 func (m *Metrics) Handler(log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		ErrorHandling: promhttp.ContinueOnError,
-		// A scrape is cheap; more than a few at once means a misconfigured scraper, which must
-		// not pile up work in the daemon.
-		MaxRequestsInFlight: 4,
-		Timeout:             10 * time.Second,
-		EnableOpenMetrics:   true,
-	}))
+	mux.Handle("GET /metrics", registryHandler(m.Gatherer(), log))
+	mux.Handle("GET /metrics/probes", registryHandler(m.probes, log))
+	if m.cadvisor != nil {
+		mux.Handle("GET /metrics/cadvisor", registryHandler(m.cadvisor, log))
+	}
 	mux.Handle("GET /healthz", health.Handler(m.health, false))
 	mux.Handle("GET /readyz", health.Handler(m.health, true))
 	return mux
+}
+
+// KubeletHandlers are the kubelet API's metrics endpoints, as the kubelet serves them:
+// /metrics (the registry: the kubelet's families, slicelet's beside them, Go and process),
+// /metrics/probes (prober_probe_total) and /metrics/cadvisor (nil without a source); all nil
+// on a nil *Metrics.
+func (m *Metrics) KubeletHandlers(log *slog.Logger) (metrics, probes, cadvisor http.Handler) {
+	if m == nil {
+		return nil, nil, nil
+	}
+	metrics, probes = registryHandler(m.reg, log), registryHandler(m.probes, log)
+	if m.cadvisor != nil {
+		cadvisor = registryHandler(m.cadvisor, log)
+	}
+	return metrics, probes, cadvisor
 }
 
 // Server serves a Metrics' Handler on one listener. Create it with Listen.

@@ -69,6 +69,10 @@ type Usage struct {
 	MemoryRSS int64 `json:"memoryRSSBytes,omitempty"`
 	// CPU is the CPU time used since the cgroup was created.
 	CPU time.Duration `json:"cpuUsage"`
+	// Stats is everything else read of the cgroup in the same pass (cAdvisor's numbers:
+	// page cache, swap, CFS throttling, limits, OOM kills, I/O); zero for a reading of
+	// memory alone.
+	Stats eviction.CgroupStats `json:"-"`
 }
 
 // ContainerUsage is one container's usage.
@@ -89,6 +93,12 @@ type PodUsage struct {
 	// containers, each in spec order (the order in which the kubelet's eviction message names
 	// them).
 	Containers []ContainerUsage `json:"containers"`
+	// Network are the interfaces of the pod's network namespace (read from one of its
+	// processes), without the loopback; none for a pod on the host's network or without a
+	// process.
+	Network []procfs.NetInterface `json:"-"`
+	// Cgroup is the pod's cgroup path the usage was read from.
+	Cgroup string `json:"-"`
 }
 
 // Reader reads pods' usage from cgroupfs.
@@ -152,12 +162,12 @@ func (r *Reader) ReadCgroup(cgroupPath string) (Usage, error) {
 // measured by earlier walks (processesCPU): a cgroup it has is not walked again, and a walk
 // adds what it measured.
 func (r *Reader) readCgroup(cgroupPath string, walked map[string]time.Duration) (Usage, error) {
-	m, err := eviction.ReadCgroupMemory(r.root, r.mode, cgroupPath)
+	st, err := eviction.ReadCgroupStats(r.root, r.mode, cgroupPath)
 	if err != nil {
 		return Usage{}, err
 	}
-	cpu, err := eviction.ReadCgroupCPU(r.root, r.mode, cgroupPath)
-	if errors.Is(err, eviction.ErrUnavailable) && r.mode != units.ModeUnified {
+	m, cpu := st.Memory, st.CPU
+	if st.NoCPUAccounting {
 		var ok bool
 		if cpu, ok = walked[cgroupPath]; ok {
 			err = nil
@@ -172,7 +182,8 @@ func (r *Reader) readCgroup(cgroupPath string, walked map[string]time.Duration) 
 	if err != nil {
 		return Usage{}, err
 	}
-	return Usage{MemoryWorkingSet: m.WorkingSet, MemoryUsage: m.Usage, MemoryRSS: m.RSS, CPU: cpu}, nil
+	st.CPU = cpu
+	return Usage{MemoryWorkingSet: m.WorkingSet, MemoryUsage: m.Usage, MemoryRSS: m.RSS, CPU: cpu, Stats: st}, nil
 }
 
 // processesCPU is the CPU time of the processes in cgroupPath and in each of its descendants,
@@ -245,7 +256,68 @@ func (r *Reader) ReadPod(ctx context.Context, pod *v1.Pod, podCgroup string) (Po
 	// containers too: each process is read once per ReadPod, not once for the pod and again
 	// for its container.
 	walked := map[string]time.Duration{}
-	return r.readPod(ctx, pod, podCgroup, func(cg string) (Usage, error) { return r.readCgroup(cg, walked) })
+	u, err := r.readPod(ctx, pod, podCgroup, func(cg string) (Usage, error) { return r.readCgroup(cg, walked) })
+	if err != nil || pod.Spec.HostNetwork {
+		return u, err
+	}
+	u.Network = r.podNetwork(podCgroup)
+	return u, nil
+}
+
+// podNetwork reads the network interfaces of the pod's namespace through the first process
+// found in its cgroup (every container of a pod shares the namespace), leaving out the
+// loopback as cAdvisor does. A pod without a process, or one in the host's namespace, has
+// none.
+func (r *Reader) podNetwork(podCgroup string) []procfs.NetInterface {
+	dir, err := eviction.CgroupDir(r.root, r.mode, "memory", podCgroup)
+	if err != nil {
+		return nil
+	}
+	pid := firstPID(dir, 0)
+	if pid <= 0 {
+		return nil
+	}
+	if host, err := procfs.NetNamespace(r.proc, 1); err == nil {
+		if ns, err := procfs.NetNamespace(r.proc, pid); err != nil || ns == host {
+			return nil
+		}
+	}
+	ifs, err := procfs.NetDev(r.proc, pid)
+	if err != nil {
+		return nil
+	}
+	out := ifs[:0]
+	for _, i := range ifs {
+		if i.Name != "lo" {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// firstPID is a process of the cgroup at dir or of a descendant (depth-first, at most 4
+// levels: a pod's containers and their own children), 0 for none.
+func firstPID(dir string, depth int) int {
+	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			if pid, err := strconv.Atoi(f[0]); err == nil {
+				return pid
+			}
+		}
+	}
+	if depth >= 4 {
+		return 0
+	}
+	children, err := subdirs(dir)
+	if err != nil {
+		return 0
+	}
+	for _, c := range children {
+		if pid := firstPID(filepath.Join(dir, c), depth+1); pid > 0 {
+			return pid
+		}
+	}
+	return 0
 }
 
 // readPod is ReadPod with read measuring each cgroup (ReadCgroup, or readMemory alone).
@@ -254,7 +326,7 @@ func (r *Reader) readPod(ctx context.Context, pod *v1.Pod, podCgroup string, rea
 	if err != nil {
 		return PodUsage{}, err
 	}
-	out := PodUsage{Usage: total, Containers: []ContainerUsage{}}
+	out := PodUsage{Usage: total, Containers: []ContainerUsage{}, Cgroup: podCgroup}
 	if r.namer == nil {
 		return out, nil
 	}

@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -180,4 +182,77 @@ func OOMScoreAdj(root string, pid int) (int, error) {
 		return 0, fmt.Errorf("oom_score_adj %s: %q is not an integer", path, strings.TrimSpace(string(b)))
 	}
 	return adj, nil
+}
+
+// NetInterface is one network interface's counters in a network namespace (a line of
+// /proc/<pid>/net/dev).
+type NetInterface struct {
+	Name                                    string
+	RxBytes, RxPackets, RxErrors, RxDropped uint64
+	TxBytes, TxPackets, TxErrors, TxDropped uint64
+}
+
+// NetDev returns the interfaces of process pid's network namespace, root/<pid>/net/dev, in
+// the file's order. A process that is gone is an error wrapping fs.ErrNotExist.
+func NetDev(root string, pid int) ([]NetInterface, error) {
+	proc, err := process(root, pid)
+	if err != nil {
+		return nil, err
+	}
+	nd, err := proc.NetDev()
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	out := make([]NetInterface, 0, len(nd))
+	for _, name := range slices.Sorted(maps.Keys(nd)) {
+		l := nd[name]
+		out = append(out, NetInterface{Name: l.Name, RxBytes: l.RxBytes, RxPackets: l.RxPackets, RxErrors: l.RxErrors, RxDropped: l.RxDropped,
+			TxBytes: l.TxBytes, TxPackets: l.TxPackets, TxErrors: l.TxErrors, TxDropped: l.TxDropped})
+	}
+	return out, nil
+}
+
+// NetNamespace is the network namespace of process pid (the target of root/<pid>/ns/net,
+// "net:[4026531840]"), to tell a pod's own namespace from the host's.
+func NetNamespace(root string, pid int) (string, error) {
+	return os.Readlink(filepath.Join(root, strconv.Itoa(pid), "ns", "net"))
+}
+
+// Topology is the CPUs' physical layout: distinct (socket, core) pairs and sockets.
+type Topology struct{ Cores, Sockets int }
+
+// CPUTopology counts the physical cores and sockets of root/cpuinfo ("physical id" and
+// "core id" of each processor); a cpuinfo without them (some architectures) counts each
+// processor as a core of one socket.
+func CPUTopology(root string) (Topology, error) {
+	p, err := open(root, "cpuinfo")
+	if err != nil {
+		return Topology{}, err
+	}
+	cpus, err := p.CPUInfo()
+	if err != nil {
+		return Topology{}, err
+	}
+	cores, sockets := map[[2]string]bool{}, map[string]bool{}
+	for _, c := range cpus {
+		cores[[2]string{c.PhysicalID, c.CoreID}] = true
+		sockets[c.PhysicalID] = true
+	}
+	return Topology{Cores: len(cores), Sockets: len(sockets)}, nil
+}
+
+// SwapTotal is SwapTotal of root/meminfo in bytes.
+func SwapTotal(root string) (int64, error) {
+	p, err := open(root, "meminfo")
+	if err != nil {
+		return 0, err
+	}
+	mi, err := p.Meminfo()
+	if err != nil {
+		return 0, err
+	}
+	if mi.SwapTotalBytes == nil {
+		return 0, fmt.Errorf("%s: SwapTotal: %w", filepath.Join(root, "meminfo"), ErrNoValue)
+	}
+	return int64(*mi.SwapTotalBytes), nil
 }

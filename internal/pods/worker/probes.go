@@ -123,7 +123,7 @@ func (w *Worker) podIP(ctx context.Context, pod *v1.Pod, sandboxID string) strin
 // sandboxIPs are the IPs of the pod's sandbox (SandboxNetwork); none for a runtime without pod
 // networks, without a sandbox, or when the runtime cannot say (logged).
 func (w *Worker) sandboxIPs(ctx context.Context, pod *v1.Pod, sandboxID string) []string {
-	sn, ok := w.rt.(SandboxNetwork)
+	sn, ok := w.backend.(SandboxNetwork)
 	if !ok || sandboxID == "" {
 		return nil
 	}

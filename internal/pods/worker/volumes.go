@@ -125,7 +125,7 @@ type imagelessRuntime interface {
 // defaultUser is who a container without runAsUser runs as when the runtime says so, else nil
 // (the image's user, root for ownership purposes).
 func (w *Worker) defaultUser() *[2]int64 {
-	if r, ok := w.rt.(imagelessRuntime); ok {
+	if r, ok := w.backend.(imagelessRuntime); ok {
 		uid, gid := r.DefaultUser()
 		return &[2]int64{uid, gid}
 	}

@@ -55,6 +55,8 @@ type Options struct {
 	NodeIPs []string
 	// ProbeMetrics counts probe results; none when nil.
 	ProbeMetrics ProbeMetrics
+	// RuntimeMetrics counts the runtime's and the image service's calls; none when nil.
+	RuntimeMetrics RuntimeMetrics
 	// Objects gives the ConfigMaps and Secrets pods use in env and volumes (pods.Objects);
 	// with nil every reference is missing.
 	Objects ObjectGetter
@@ -83,6 +85,7 @@ type Options struct {
 type Worker struct {
 	opts    Options
 	rt      Runtime
+	backend Runtime // rt without the metrics wrapper, for its optional interfaces
 	log     *slog.Logger
 	clock   clock.Clock
 	backoff lifecycle.Backoff
@@ -155,8 +158,18 @@ func New(opts Options) (*Worker, error) {
 	if err := os.MkdirAll(filepath.Join(opts.StateDir, "pods"), 0o750); err != nil {
 		return nil, fmt.Errorf("pod worker: state dir: %w", err)
 	}
+	// The runtime's optional interfaces (SandboxNetwork, imagelessRuntime) are asked of the
+	// backend itself: the counting wrapper has none of them.
+	backend := opts.Runtime
+	if opts.RuntimeMetrics != nil {
+		or := observedRuntime{Runtime: opts.Runtime, m: opts.RuntimeMetrics, clock: opts.Clock}
+		opts.Runtime = or
+		if opts.Images != nil {
+			opts.Images = observedImages{ImageService: opts.Images, r: or}
+		}
+	}
 	w := &Worker{
-		opts: opts, rt: opts.Runtime, log: opts.Logger, clock: opts.Clock,
+		opts: opts, rt: opts.Runtime, backend: backend, log: opts.Logger, clock: opts.Clock,
 		backoff: opts.Backoff.WithDefaults(), events: opts.Recorder,
 		pods: map[string]*entry{}, status: map[string]ContainerStatus{}, termination: map[string]string{},
 	}

@@ -1,0 +1,390 @@
+package eviction
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/slicelet/slicelet/units"
+)
+
+// CgroupStats is what cAdvisor reports of one cgroup (its libcontainer handler's stats and
+// spec, github.com/google/cadvisor container/libcontainer and container/common), read in one
+// pass over the cgroup's files. A number the kernel does not provide (a controller not
+// enabled, a file of a newer kernel) is zero, as in cAdvisor.
+type CgroupStats struct {
+	// Memory is the usage, inactive file pages, working set and RSS (ReadCgroupMemory's).
+	Memory MemoryUsage
+	// Cache is page cache: file (v2) or total_cache (v1) of memory.stat.
+	Cache int64
+	// MappedFile is mapped page cache: file_mapped (v2) or total_mapped_file (v1).
+	MappedFile int64
+	// Swap is swap used: memory.swap.current (v2) or total_swap of memory.stat (v1).
+	Swap int64
+	// MaxUsage is the peak usage: memory.peak (v2, kernels from 5.19) or
+	// memory.max_usage_in_bytes (v1).
+	MaxUsage int64
+	// Failcnt is how often the limit was hit: max of memory.events (v2) or memory.failcnt
+	// (v1).
+	Failcnt int64
+	// Pgfault and Pgmajfault are the page faults of memory.stat (the cgroup's own on v1,
+	// pgfault and pgmajfault; v2 counts hierarchically).
+	Pgfault, Pgmajfault int64
+	// OOMKills are the processes the OOM killer killed in the cgroup: oom_kill of
+	// memory.events (v2) or of memory.oom_control (v1, kernels from 4.13).
+	OOMKills int64
+	// MemoryLimit, SwapLimit and MemoryReservation are the limits (memory.max,
+	// memory.swap.max, memory.min on v2; memory.limit_in_bytes, memory.memsw.limit_in_bytes,
+	// memory.soft_limit_in_bytes on v1); 0 for none.
+	MemoryLimit, SwapLimit, MemoryReservation int64
+
+	// CPU is the CPU time used (ReadCgroupCPU's); CPUUser and CPUSystem split it (user_usec
+	// and system_usec of cpu.stat on v2, cpuacct.stat's ticks on v1).
+	CPU, CPUUser, CPUSystem time.Duration
+	// Periods, ThrottledPeriods and ThrottledTime are the CFS bandwidth counters of cpu.stat
+	// (nr_periods, nr_throttled, throttled_usec on v2 or throttled_time on v1).
+	Periods, ThrottledPeriods int64
+	ThrottledTime             time.Duration
+	// CPUShares is cpu.shares (v1) or cpu.weight converted to shares (v2, cAdvisor's
+	// conversion); CPUQuota and CPUPeriod are the CFS quota (0 for none) and period in
+	// microseconds (cpu.max on v2, cpu.cfs_quota_us and cpu.cfs_period_us on v1).
+	CPUShares, CPUQuota, CPUPeriod int64
+	// HasCPUSpec and HasMemorySpec say whether the cpu and memory controllers' limits were
+	// readable (cAdvisor exports the container_spec_* families only then).
+	HasCPUSpec, HasMemorySpec bool
+
+	// Threads and ThreadsMax are pids.current and pids.max (0 for no limit).
+	Threads, ThreadsMax int64
+	// NoCPUAccounting says CPU, CPUUser and CPUSystem were not read: the v1 cgroup has no
+	// cpuacct.usage (a cpuacct hierarchy mounted apart from cpu, where systemd does not create
+	// units' cgroups), so the caller measures CPU another way.
+	NoCPUAccounting bool
+	// IO is the block I/O by device (io.stat on v2, blkio.throttle.io_service_bytes and
+	// io_serviced on v1).
+	IO []DeviceIO
+}
+
+// DeviceIO is one block device's I/O in a cgroup.
+type DeviceIO struct {
+	Major, Minor                         uint64
+	ReadBytes, WriteBytes, Reads, Writes int64
+}
+
+// userHZ is the unit of cpuacct.stat: USER_HZ, 100 on every Linux architecture slicelet
+// runs on.
+const userHZ = 100
+
+// ReadCgroupStats reads a cgroup's stats (CgroupStats) at cgroupPath. The error wraps
+// ErrUnavailable when the cgroup is gone (its memory files missing); a file that exists but
+// cannot be read or parsed is an error too. CPU time missing on v1 is NoCPUAccounting, not an
+// error.
+func ReadCgroupStats(cgroupRoot string, mode units.Mode, cgroupPath string) (CgroupStats, error) {
+	if mode == units.ModeUnified {
+		return readStatsV2(cgroupRoot, cgroupPath)
+	}
+	return readStatsV1(cgroupRoot, mode, cgroupPath)
+}
+
+// optional is a read whose missing file is a zero value.
+func optional(v int64, err error) (int64, error) {
+	if errors.Is(err, ErrUnavailable) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// limit turns a limit read by readUint ("max" is -1) into cAdvisor's: 0 for none.
+func limit(v int64) int64 {
+	if v < 0 || v > unlimitedMemory {
+		return 0
+	}
+	return v
+}
+
+func readStatsV2(root, cgroupPath string) (CgroupStats, error) {
+	var s CgroupStats
+	dir := filepath.Join(root, cgroupPath)
+	stat, err := readKeyValues(filepath.Join(dir, "memory.stat"))
+	if err != nil {
+		return s, fmt.Errorf("memory of %s: %w", cgroupPath, err)
+	}
+	s.Memory.Usage, err = readUint(filepath.Join(dir, "memory.current"))
+	if err != nil && isRoot(cgroupPath) {
+		s.Memory.Usage, err = stat["anon"]+stat["file"], nil
+	}
+	if err != nil {
+		return s, fmt.Errorf("memory of %s: %w", cgroupPath, err)
+	}
+	s.Memory.InactiveFile, s.Memory.RSS = stat["inactive_file"], stat["anon"]
+	s.Memory.WorkingSet = max(s.Memory.Usage-s.Memory.InactiveFile, 0)
+	s.Cache, s.MappedFile = stat["file"], stat["file_mapped"]
+	s.Pgfault, s.Pgmajfault = stat["pgfault"], stat["pgmajfault"]
+	var errs []error
+	read := func(dst *int64, file string) {
+		v, err := optional(readUint(filepath.Join(dir, file)))
+		*dst = v
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	read(&s.Swap, "memory.swap.current")
+	read(&s.MaxUsage, "memory.peak")
+	if ev, err := readKeyValues(filepath.Join(dir, "memory.events")); err == nil {
+		s.Failcnt, s.OOMKills = ev["max"], ev["oom_kill"]
+	} else if !errors.Is(err, ErrUnavailable) {
+		errs = append(errs, err)
+	}
+	if v, err := readUint(filepath.Join(dir, "memory.max")); err == nil {
+		s.HasMemorySpec, s.MemoryLimit = true, limit(v)
+		read(&s.SwapLimit, "memory.swap.max")
+		s.SwapLimit = limit(s.SwapLimit)
+		read(&s.MemoryReservation, "memory.min")
+	}
+	if cpu, err := readKeyValues(filepath.Join(dir, "cpu.stat")); err == nil {
+		s.CPU = time.Duration(cpu["usage_usec"]) * time.Microsecond
+		s.CPUUser = time.Duration(cpu["user_usec"]) * time.Microsecond
+		s.CPUSystem = time.Duration(cpu["system_usec"]) * time.Microsecond
+		s.Periods, s.ThrottledPeriods = cpu["nr_periods"], cpu["nr_throttled"]
+		s.ThrottledTime = time.Duration(cpu["throttled_usec"]) * time.Microsecond
+	} else if !errors.Is(err, ErrUnavailable) {
+		errs = append(errs, err)
+	}
+	if w, err := readUint(filepath.Join(dir, "cpu.weight")); err == nil {
+		s.HasCPUSpec = true
+		if w >= 1 && w <= 10000 {
+			// cAdvisor's convertCPUWeightToCPULimit.
+			s.CPUShares = 2 + ((w-1)*262142)/9999
+		}
+		if q, p, err := readCPUMax(filepath.Join(dir, "cpu.max")); err == nil {
+			s.CPUQuota, s.CPUPeriod = q, p
+		} else if !errors.Is(err, ErrUnavailable) {
+			errs = append(errs, err)
+		}
+	}
+	read(&s.Threads, "pids.current")
+	read(&s.ThreadsMax, "pids.max")
+	s.ThreadsMax = max(s.ThreadsMax, 0)
+	io, err := readIOStat(filepath.Join(dir, "io.stat"))
+	if err != nil && !errors.Is(err, ErrUnavailable) {
+		errs = append(errs, err)
+	}
+	s.IO = io
+	if err := errors.Join(errs...); err != nil {
+		return s, fmt.Errorf("stats of %s: %w", cgroupPath, err)
+	}
+	return s, nil
+}
+
+func readStatsV1(root string, mode units.Mode, cgroupPath string) (CgroupStats, error) {
+	var s CgroupStats
+	mem, err := controllerDir(root, mode, "memory", cgroupPath)
+	if err != nil {
+		return s, err
+	}
+	stat, err := readKeyValues(filepath.Join(mem, "memory.stat"))
+	if err != nil {
+		return s, fmt.Errorf("memory of %s: %w", cgroupPath, err)
+	}
+	if s.Memory.Usage, err = readUint(filepath.Join(mem, "memory.usage_in_bytes")); err != nil {
+		return s, fmt.Errorf("memory of %s: %w", cgroupPath, err)
+	}
+	s.Memory.InactiveFile, s.Memory.RSS = stat["total_inactive_file"], stat["total_rss"]
+	s.Memory.WorkingSet = max(s.Memory.Usage-s.Memory.InactiveFile, 0)
+	s.Cache, s.MappedFile, s.Swap = stat["total_cache"], stat["total_mapped_file"], stat["total_swap"]
+	s.Pgfault, s.Pgmajfault = stat["pgfault"], stat["pgmajfault"]
+	var errs []error
+	read := func(dst *int64, dir, file string) bool {
+		v, err := readUint(filepath.Join(dir, file))
+		if err != nil {
+			if !errors.Is(err, ErrUnavailable) {
+				errs = append(errs, err)
+			}
+			return false
+		}
+		*dst = v
+		return true
+	}
+	read(&s.MaxUsage, mem, "memory.max_usage_in_bytes")
+	read(&s.Failcnt, mem, "memory.failcnt")
+	if oc, err := readKeyValues(filepath.Join(mem, "memory.oom_control"), "oom_kill"); err == nil {
+		s.OOMKills = oc["oom_kill"]
+	}
+	if read(&s.MemoryLimit, mem, "memory.limit_in_bytes") {
+		s.HasMemorySpec, s.MemoryLimit = true, limit(s.MemoryLimit)
+		read(&s.SwapLimit, mem, "memory.memsw.limit_in_bytes")
+		s.SwapLimit = limit(s.SwapLimit)
+		read(&s.MemoryReservation, mem, "memory.soft_limit_in_bytes")
+		s.MemoryReservation = limit(s.MemoryReservation)
+	}
+	s.NoCPUAccounting = true
+	if acct, err := controllerDir(root, mode, "cpuacct", cgroupPath); err == nil && read((*int64)(&s.CPU), acct, "cpuacct.usage") {
+		s.NoCPUAccounting = false
+		if st, err := readKeyValues(filepath.Join(acct, "cpuacct.stat")); err == nil {
+			s.CPUUser = time.Duration(st["user"]) * time.Second / userHZ
+			s.CPUSystem = time.Duration(st["system"]) * time.Second / userHZ
+		}
+	}
+	if cpu, err := controllerDir(root, mode, "cpu", cgroupPath); err == nil {
+		if st, err := readKeyValues(filepath.Join(cpu, "cpu.stat")); err == nil {
+			s.Periods, s.ThrottledPeriods = st["nr_periods"], st["nr_throttled"]
+			s.ThrottledTime = time.Duration(st["throttled_time"])
+		}
+		if read(&s.CPUShares, cpu, "cpu.shares") {
+			s.HasCPUSpec = true
+			read(&s.CPUPeriod, cpu, "cpu.cfs_period_us")
+			if q, err := readFile(filepath.Join(cpu, "cpu.cfs_quota_us"), parseQuota); err == nil {
+				s.CPUQuota = q
+			}
+		}
+	}
+	if pids, err := controllerDir(root, mode, "pids", cgroupPath); err == nil {
+		read(&s.Threads, pids, "pids.current")
+		read(&s.ThreadsMax, pids, "pids.max")
+		s.ThreadsMax = max(s.ThreadsMax, 0)
+	}
+	if blkio, err := controllerDir(root, mode, "blkio", cgroupPath); err == nil {
+		s.IO = readBlkio(blkio)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return s, fmt.Errorf("stats of %s: %w", cgroupPath, err)
+	}
+	return s, nil
+}
+
+// parseQuota parses cpu.cfs_quota_us: -1 (no quota) is 0.
+func parseQuota(b []byte) (int64, error) {
+	v, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("cpu.cfs_quota_us: value %q is not a number", bytes.TrimSpace(b))
+	}
+	return max(v, 0), nil
+}
+
+// readCPUMax reads cpu.max ("$MAX $PERIOD", MAX "max" for no quota).
+func readCPUMax(path string) (quota, period int64, err error) {
+	type qp struct{ q, p int64 }
+	v, err := readFile(path, func(b []byte) (qp, error) {
+		f := bytes.Fields(b)
+		if len(f) != 2 {
+			return qp{}, fmt.Errorf("%s: %q is not \"quota period\"", path, bytes.TrimSpace(b))
+		}
+		var out qp
+		var err error
+		if string(f[0]) != "max" {
+			if out.q, err = strconv.ParseInt(string(f[0]), 10, 64); err != nil {
+				return qp{}, fmt.Errorf("%s: quota %q is not a number", path, f[0])
+			}
+		}
+		if out.p, err = strconv.ParseInt(string(f[1]), 10, 64); err != nil {
+			return qp{}, fmt.Errorf("%s: period %q is not a number", path, f[1])
+		}
+		return out, nil
+	})
+	return v.q, v.p, err
+}
+
+// readIOStat reads io.stat: one line per device, "MAJ:MIN rbytes=… wbytes=… rios=… wios=…".
+func readIOStat(path string) ([]DeviceIO, error) {
+	return readFile(path, func(b []byte) ([]DeviceIO, error) {
+		var out []DeviceIO
+		for line := range bytes.Lines(b) {
+			f := bytes.Fields(line)
+			if len(f) == 0 {
+				continue
+			}
+			d, ok := parseDevice(f[0])
+			if !ok {
+				continue
+			}
+			for _, kv := range f[1:] {
+				k, v, ok := bytes.Cut(kv, []byte{'='})
+				if !ok {
+					continue
+				}
+				n, err := strconv.ParseInt(string(v), 10, 64)
+				if err != nil {
+					continue
+				}
+				switch string(k) {
+				case "rbytes":
+					d.ReadBytes = n
+				case "wbytes":
+					d.WriteBytes = n
+				case "rios":
+					d.Reads = n
+				case "wios":
+					d.Writes = n
+				}
+			}
+			out = append(out, d)
+		}
+		return out, nil
+	})
+}
+
+// readBlkio reads v1's blkio.throttle.io_service_bytes and io_serviced ("MAJ:MIN Read N"
+// lines); missing files are no I/O.
+func readBlkio(dir string) []DeviceIO {
+	byDev := map[[2]uint64]*DeviceIO{}
+	var order [][2]uint64
+	for _, f := range []struct {
+		file        string
+		read, write func(*DeviceIO) *int64
+	}{
+		{"blkio.throttle.io_service_bytes", func(d *DeviceIO) *int64 { return &d.ReadBytes }, func(d *DeviceIO) *int64 { return &d.WriteBytes }},
+		{"blkio.throttle.io_serviced", func(d *DeviceIO) *int64 { return &d.Reads }, func(d *DeviceIO) *int64 { return &d.Writes }},
+	} {
+		_, _ = readFile(filepath.Join(dir, f.file), func(b []byte) (struct{}, error) {
+			for line := range bytes.Lines(b) {
+				fl := bytes.Fields(line)
+				if len(fl) != 3 {
+					continue
+				}
+				d, ok := parseDevice(fl[0])
+				if !ok {
+					continue
+				}
+				n, err := strconv.ParseInt(string(fl[2]), 10, 64)
+				if err != nil {
+					continue
+				}
+				key := [2]uint64{d.Major, d.Minor}
+				have, ok := byDev[key]
+				if !ok {
+					have = &DeviceIO{Major: d.Major, Minor: d.Minor}
+					byDev[key] = have
+					order = append(order, key)
+				}
+				switch string(fl[1]) {
+				case "Read":
+					*f.read(have) = n
+				case "Write":
+					*f.write(have) = n
+				}
+			}
+			return struct{}{}, nil
+		})
+	}
+	var out []DeviceIO
+	for _, k := range order {
+		out = append(out, *byDev[k])
+	}
+	return out
+}
+
+// parseDevice parses "MAJ:MIN".
+func parseDevice(b []byte) (DeviceIO, bool) {
+	ma, mi, ok := bytes.Cut(b, []byte{':'})
+	if !ok {
+		return DeviceIO{}, false
+	}
+	major, err1 := strconv.ParseUint(string(ma), 10, 32)
+	minor, err2 := strconv.ParseUint(string(mi), 10, 32)
+	if err1 != nil || err2 != nil {
+		return DeviceIO{}, false
+	}
+	return DeviceIO{Major: major, Minor: minor}, true
+}

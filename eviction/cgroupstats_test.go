@@ -1,0 +1,130 @@
+package eviction
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/slicelet/slicelet/units"
+)
+
+// writeTree writes files (path relative to root → content) under root.
+func writeTree(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for p, content := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestReadCgroupStats: cAdvisor's numbers of one container cgroup, from the files cAdvisor's
+// libcontainer handler reads, on cgroup v2 and on v1 (hybrid); a limit of "max" or v1's
+// PAGE_COUNTER_MAX is no limit (0), a quota of "max" or -1 none, cpu.weight 39 (the weight of
+// 1024 shares) is 998 shares by cAdvisor's lossy conversion; a v1 cgroup without cpuacct is NoCPUAccounting, not an error; a
+// cgroup that is gone is ErrUnavailable.
+func TestReadCgroupStats(t *testing.T) {
+	const cg = "/kubepods.slice/pod.slice/app.scope"
+	tests := []struct {
+		name  string
+		mode  units.Mode
+		files map[string]string
+		want  CgroupStats
+	}{
+		{
+			name: "v2",
+			mode: units.ModeUnified,
+			files: map[string]string{
+				cg + "/memory.stat":         "anon 1000\nfile 600\nfile_mapped 50\ninactive_file 200\npgfault 7\npgmajfault 1\n",
+				cg + "/memory.current":      "2000\n",
+				cg + "/memory.swap.current": "30\n",
+				cg + "/memory.peak":         "4000\n",
+				cg + "/memory.events":       "low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n",
+				cg + "/memory.max":          "max\n",
+				cg + "/memory.swap.max":     "max\n",
+				cg + "/memory.min":          "0\n",
+				cg + "/cpu.stat":            "usage_usec 5000000\nuser_usec 3000000\nsystem_usec 2000000\nnr_periods 100\nnr_throttled 10\nthrottled_usec 500000\n",
+				cg + "/cpu.weight":          "39\n",
+				cg + "/cpu.max":             "50000 100000\n",
+				cg + "/pids.current":        "4\n",
+				cg + "/pids.max":            "max\n",
+				cg + "/io.stat":             "8:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n",
+			},
+			want: CgroupStats{
+				Memory: MemoryUsage{Usage: 2000, InactiveFile: 200, WorkingSet: 1800, RSS: 1000},
+				Cache:  600, MappedFile: 50, Swap: 30, MaxUsage: 4000, Failcnt: 3, Pgfault: 7, Pgmajfault: 1, OOMKills: 2,
+				HasMemorySpec: true,
+				CPU:           5 * time.Second, CPUUser: 3 * time.Second, CPUSystem: 2 * time.Second,
+				Periods: 100, ThrottledPeriods: 10, ThrottledTime: 500 * time.Millisecond,
+				CPUShares: 998, CPUQuota: 50000, CPUPeriod: 100000, HasCPUSpec: true,
+				Threads: 4,
+				IO:      []DeviceIO{{Major: 8, Minor: 0, ReadBytes: 4096, WriteBytes: 8192, Reads: 1, Writes: 2}},
+			},
+		},
+		{
+			name: "v1",
+			mode: units.ModeHybrid,
+			files: map[string]string{
+				"memory" + cg + "/memory.stat":                    "total_rss 1000\ntotal_cache 600\ntotal_mapped_file 50\ntotal_swap 30\ntotal_inactive_file 200\npgfault 7\npgmajfault 1\n",
+				"memory" + cg + "/memory.usage_in_bytes":          "2000\n",
+				"memory" + cg + "/memory.max_usage_in_bytes":      "4000\n",
+				"memory" + cg + "/memory.failcnt":                 "3\n",
+				"memory" + cg + "/memory.oom_control":             "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
+				"memory" + cg + "/memory.limit_in_bytes":          "268435456\n",
+				"memory" + cg + "/memory.soft_limit_in_bytes":     "9223372036854771712\n",
+				"cpuacct" + cg + "/cpuacct.usage":                 "5000000000\n",
+				"cpuacct" + cg + "/cpuacct.stat":                  "user 300\nsystem 200\n",
+				"cpu" + cg + "/cpu.stat":                          "nr_periods 100\nnr_throttled 10\nthrottled_time 500000000\n",
+				"cpu" + cg + "/cpu.shares":                        "1024\n",
+				"cpu" + cg + "/cpu.cfs_period_us":                 "100000\n",
+				"cpu" + cg + "/cpu.cfs_quota_us":                  "-1\n",
+				"pids" + cg + "/pids.current":                     "4\n",
+				"pids" + cg + "/pids.max":                         "1024\n",
+				"blkio" + cg + "/blkio.throttle.io_service_bytes": "8:0 Read 4096\n8:0 Write 8192\n8:0 Total 12288\nTotal 12288\n",
+				"blkio" + cg + "/blkio.throttle.io_serviced":      "8:0 Read 1\n8:0 Write 2\n8:0 Total 3\nTotal 3\n",
+			},
+			want: CgroupStats{
+				Memory: MemoryUsage{Usage: 2000, InactiveFile: 200, WorkingSet: 1800, RSS: 1000},
+				Cache:  600, MappedFile: 50, Swap: 30, MaxUsage: 4000, Failcnt: 3, Pgfault: 7, Pgmajfault: 1, OOMKills: 2,
+				MemoryLimit: 268435456, HasMemorySpec: true,
+				CPU: 5 * time.Second, CPUUser: 3 * time.Second, CPUSystem: 2 * time.Second,
+				Periods: 100, ThrottledPeriods: 10, ThrottledTime: 500 * time.Millisecond,
+				CPUShares: 1024, CPUPeriod: 100000, HasCPUSpec: true,
+				Threads: 4, ThreadsMax: 1024,
+				IO: []DeviceIO{{Major: 8, Minor: 0, ReadBytes: 4096, WriteBytes: 8192, Reads: 1, Writes: 2}},
+			},
+		},
+		{
+			name: "v1 without cpuacct",
+			mode: units.ModeHybrid,
+			files: map[string]string{
+				"memory" + cg + "/memory.stat":           "total_rss 1000\n",
+				"memory" + cg + "/memory.usage_in_bytes": "1000\n",
+			},
+			want: CgroupStats{Memory: MemoryUsage{Usage: 1000, WorkingSet: 1000, RSS: 1000}, NoCPUAccounting: true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			writeTree(t, root, tt.files)
+			got, err := ReadCgroupStats(root, tt.mode, cg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tt.want)
+			}
+			if _, err := ReadCgroupStats(root, tt.mode, cg+"/gone"); !errors.Is(err, ErrUnavailable) {
+				t.Errorf("a cgroup that is gone: %v, want ErrUnavailable", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,170 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	v1 "k8s.io/api/core/v1"
+)
+
+// TestKubeletFamilies: the kubelet's families with its names, types, help (component-base's
+// "[ALPHA] " included), labels and buckets (pkg/kubelet/metrics/metrics.go), fed through the
+// typed methods; kubelet_evictions counts with slicelet_evictions_total.
+func TestKubeletFamilies(t *testing.T) {
+	k := NewKubeletFamilies()
+	pods := fakePods{{Status: v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{
+		{Name: "a", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}},
+		{Name: "b", ContainerID: "cri://b", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1}}},
+	}}}}
+	m := New(Options{Version: "1", NoRuntimeCollectors: true, Kubelet: k, Pods: pods})
+	k.SetNode("node-a", 2)
+	k.PodWorker(PodWorkerCreate, 300*time.Millisecond)
+	k.PodStarted(2500 * time.Millisecond)
+	k.Relisted(time.Unix(100, 0), 20*time.Millisecond)
+	k.Relisted(time.Unix(101, 0), 20*time.Millisecond)
+	k.RuntimeOperation("list_containers", 3*time.Millisecond, false)
+	k.RuntimeOperation("start_container", 40*time.Millisecond, true)
+	k.RestRequest("200", "GET", "10.0.0.1:6443")
+	m.Evicted("memory.available")
+
+	want := `
+# HELP kubelet_node_name [ALPHA] The node's name. The count is always 1.
+# TYPE kubelet_node_name gauge
+kubelet_node_name{node="node-a"} 1
+# HELP kubelet_cgroup_version [ALPHA] cgroup version on the hosts.
+# TYPE kubelet_cgroup_version gauge
+kubelet_cgroup_version 2
+# HELP kubelet_running_pods [ALPHA] Number of pods that have a running pod sandbox
+# TYPE kubelet_running_pods gauge
+kubelet_running_pods 1
+# HELP kubelet_running_containers [ALPHA] Number of containers currently running
+# TYPE kubelet_running_containers gauge
+kubelet_running_containers{container_state="exited"} 1
+kubelet_running_containers{container_state="running"} 1
+# HELP kubelet_evictions [ALPHA] Cumulative number of pod evictions by eviction signal
+# TYPE kubelet_evictions counter
+kubelet_evictions{eviction_signal="memory.available"} 1
+# HELP kubelet_started_pods_total [ALPHA] Cumulative number of pods started
+# TYPE kubelet_started_pods_total counter
+kubelet_started_pods_total 1
+# HELP kubelet_runtime_operations_total [ALPHA] Cumulative number of runtime operations by operation type.
+# TYPE kubelet_runtime_operations_total counter
+kubelet_runtime_operations_total{operation_type="list_containers"} 1
+kubelet_runtime_operations_total{operation_type="start_container"} 1
+# HELP kubelet_runtime_operations_errors_total [ALPHA] Cumulative number of runtime operation errors by operation type.
+# TYPE kubelet_runtime_operations_errors_total counter
+kubelet_runtime_operations_errors_total{operation_type="start_container"} 1
+# HELP rest_client_requests_total [ALPHA] Number of HTTP requests, partitioned by status code, method, and host.
+# TYPE rest_client_requests_total counter
+rest_client_requests_total{code="200",host="10.0.0.1:6443",method="GET"} 1
+# HELP kubelet_pleg_last_seen_seconds [ALPHA] Timestamp in seconds when PLEG was last seen active.
+# TYPE kubelet_pleg_last_seen_seconds gauge
+kubelet_pleg_last_seen_seconds 101.02
+`
+	names := []string{"kubelet_node_name", "kubelet_cgroup_version", "kubelet_running_pods", "kubelet_running_containers", "kubelet_evictions",
+		"kubelet_started_pods_total", "kubelet_runtime_operations_total", "kubelet_runtime_operations_errors_total", "rest_client_requests_total",
+		"kubelet_pleg_last_seen_seconds"}
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+
+	// The histograms: the kubelet's buckets.
+	buckets := map[string][]float64{
+		"kubelet_pod_worker_duration_seconds":         {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		"kubelet_pod_start_duration_seconds":          {0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600},
+		"kubelet_pleg_relist_duration_seconds":        {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		"kubelet_pleg_relist_interval_seconds":        {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		"kubelet_runtime_operations_duration_seconds": {0.005, 0.0125, 0.03125, 0.078125, 0.1953125, 0.48828125, 1.220703125, 3.0517578125, 7.62939453125, 19.073486328125, 47.6837158203125, 119.20928955078125, 298.0232238769531, 745.0580596923828},
+	}
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, mf := range mfs {
+		want, ok := buckets[mf.GetName()]
+		if !ok {
+			continue
+		}
+		seen[mf.GetName()] = true
+		if mf.GetType() != dto.MetricType_HISTOGRAM {
+			t.Errorf("%s: type %v, want histogram", mf.GetName(), mf.GetType())
+			continue
+		}
+		var got []float64
+		for _, b := range mf.GetMetric()[0].GetHistogram().GetBucket() {
+			got = append(got, b.GetUpperBound())
+		}
+		if len(got) != len(want) {
+			t.Errorf("%s: buckets %v, want %v", mf.GetName(), got, want)
+			continue
+		}
+		for i := range got {
+			if d := got[i] - want[i]; d > 1e-9 || d < -1e-9 {
+				t.Errorf("%s: buckets %v, want %v", mf.GetName(), got, want)
+				break
+			}
+		}
+	}
+	for name := range buckets {
+		if !seen[name] {
+			t.Errorf("%s not exported", name)
+		}
+	}
+	if problems, err := testutil.GatherAndLint(m.Registry(), names...); err != nil || len(problems) > 0 {
+		// kubelet_evictions is the kubelet's name, a counter without _total: promlint says
+		// so, and the name stays the kubelet's.
+		for _, p := range problems {
+			if p.Metric != "kubelet_evictions" {
+				t.Errorf("promlint: %v", p)
+			}
+		}
+	}
+}
+
+// TestCountRunning: kubelet_running_pods counts pods with a sandbox up (Running, or Pending
+// with PodReadyToStartContainers), kubelet_running_containers the containers of pods not
+// finished by runtime state.
+func TestCountRunning(t *testing.T) {
+	running := v1.ContainerState{Running: &v1.ContainerStateRunning{}}
+	tests := []struct {
+		name       string
+		pods       []v1.Pod
+		wantPods   int
+		containers map[string]int
+	}{
+		{name: "none", containers: map[string]int{}},
+		{name: "pending without sandbox", pods: []v1.Pod{{Status: v1.PodStatus{Phase: v1.PodPending,
+			ContainerStatuses: []v1.ContainerStatus{{Name: "a", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}}}},
+			containers: map[string]int{}},
+		{name: "pending with sandbox, init running", pods: []v1.Pod{{Status: v1.PodStatus{Phase: v1.PodPending,
+			Conditions:            []v1.PodCondition{{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue}},
+			InitContainerStatuses: []v1.ContainerStatus{{Name: "init", State: running}}}}},
+			wantPods: 1, containers: map[string]int{"running": 1}},
+		{name: "running, one exited, one created", pods: []v1.Pod{{Status: v1.PodStatus{Phase: v1.PodRunning,
+			ContainerStatuses: []v1.ContainerStatus{{Name: "a", State: running},
+				{Name: "b", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0}}},
+				{Name: "c", ContainerID: "cri://c", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "PodInitializing"}}}}}}},
+			wantPods: 1, containers: map[string]int{"running": 1, "exited": 1, "created": 1}},
+		{name: "succeeded pod counts nothing", pods: []v1.Pod{{Status: v1.PodStatus{Phase: v1.PodSucceeded,
+			ContainerStatuses: []v1.ContainerStatus{{Name: "a", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{}}}}}}},
+			containers: map[string]int{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := countRunning(tt.pods)
+			if got.pods != tt.wantPods || len(got.containers) != len(tt.containers) {
+				t.Fatalf("got %+v, want %d pods, containers %v", got, tt.wantPods, tt.containers)
+			}
+			for k, v := range tt.containers {
+				if got.containers[k] != v {
+					t.Errorf("containers %v, want %v", got.containers, tt.containers)
+				}
+			}
+		})
+	}
+}
