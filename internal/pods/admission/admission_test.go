@@ -363,7 +363,10 @@ func TestRegistrySaysWhatAdmissionDoes(t *testing.T) {
 	node := rl("cpu", "4", "memory", "4Gi", "pods", "10")
 	tainted := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"disk": "ssd"}},
 		Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "dedicated", Value: "db", Effect: v1.TaintEffectNoExecute}}}}
-	fromCluster := func(p *v1.Pod) *v1.Pod { p.Annotations = map[string]string{"kubernetes.io/config.source": "cluster"}; return p }
+	fromCluster := func(p *v1.Pod) *v1.Pod {
+		p.Annotations = map[string]string{"kubernetes.io/config.source": "cluster"}
+		return p
+	}
 	for _, tc := range []struct {
 		name    string
 		path    string
