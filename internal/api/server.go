@@ -634,32 +634,15 @@ func (s *Server) deletePod(w http.ResponseWriter, r *http.Request) {
 const logErrorTrailer = "Slicelet-Error"
 
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	var opts pods.LogOptions
-	var err error
-	if opts.Follow, err = boolParam(q.Get("follow")); err != nil {
-		writeError(w, http.StatusBadRequest, "follow: "+err.Error(), nil)
-		return
-	}
-	if opts.Previous, err = boolParam(q.Get("previous")); err != nil {
-		writeError(w, http.StatusBadRequest, "previous: "+err.Error(), nil)
-		return
-	}
-	if t := q.Get("tail"); t != "" {
-		n, err := strconv.Atoi(t)
-		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("tail: %q is not a non-negative number of lines", t), nil)
-			return
-		}
-		opts.TailLines = n
-	}
-	if err := parseLogTime(q, &opts, time.Now()); err != nil {
+	q, err := pods.ParseLogQuery(r.URL.Query(), time.Now())
+	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), nil)
 		return
 	}
 	sw := &streamWriter{w: w, rc: http.NewResponseController(w)}
-	err = s.backend.Logs(r.Context(), r.PathValue("namespace"), r.PathValue("name"), q.Get("container"), opts, sw)
+	err = s.backend.Logs(r.Context(), r.PathValue("namespace"), r.PathValue("name"), r.URL.Query().Get("container"), q.Options, q.Writer(sw))
 	switch {
+	case errors.Is(err, pods.ErrLogLimit):
 	case err != nil && !sw.started:
 		s.fail(w, r, err)
 	case err != nil:
@@ -670,18 +653,6 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	case !sw.started:
 		sw.start()
 	}
-}
-
-// boolParam parses an optional boolean query parameter.
-func boolParam(v string) (bool, error) {
-	if v == "" {
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, fmt.Errorf("%q is not true or false", v)
-	}
-	return b, nil
 }
 
 // streamWriter sends the status line at the first write and flushes after every write, so
