@@ -284,7 +284,7 @@ func (f *fakeBackend) CollectContainers(_ context.Context, dryRun bool) (gc.Cont
 var errBoom = errors.New("backend exploded")
 
 // testSocketPath returns a socket path in a fresh directory, short enough for sun_path.
-func testSocketPath(t *testing.T) string {
+func testSocketPath(t testing.TB) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "s.sock")
 	if len(p) > 100 {
@@ -323,7 +323,7 @@ func startServerWith(t *testing.T, b Backend, gid uint32, opts Options) (*Server
 }
 
 // startServerSetup is startServerWith calling setup (when not nil) before Serve.
-func startServerSetup(t *testing.T, b Backend, gid uint32, opts Options, setup func(*Server)) (*Server, *Client) {
+func startServerSetup(t testing.TB, b Backend, gid uint32, opts Options, setup func(*Server)) (*Server, *Client) {
 	t.Helper()
 	if gid == 0 {
 		gid = uint32(os.Getgid())

@@ -26,7 +26,7 @@ type peers struct {
 	n   atomic.Int64
 }
 
-func newPeers(t *testing.T) *peers {
+func newPeers(t testing.TB) *peers {
 	dir, err := os.MkdirTemp("", "peers")
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func (p *peers) uidOf(c net.Conn) (uint32, error) {
 }
 
 // dial connects to socket as uid.
-func (p *peers) dial(t *testing.T, socket string, uid uint32) net.Conn {
+func (p *peers) dial(t testing.TB, socket string, uid uint32) net.Conn {
 	t.Helper()
 	c, err := p.dialErr(socket, uid)
 	if err != nil {
@@ -71,7 +71,7 @@ func (p *peers) client(socket string, uid uint32) *Client {
 }
 
 // startLimited starts a server whose peers are p, with limits and a hook.
-func startLimited(t *testing.T, p *peers, opts Options, hook func(string)) (*Server, *Client) {
+func startLimited(t testing.TB, p *peers, opts Options, hook func(string)) (*Server, *Client) {
 	return startServerSetup(t, newFakeBackend(), 0, opts, func(s *Server) {
 		s.peerUID = p.uidOf
 		s.hook = hook

@@ -812,6 +812,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusUnprocessableEntity, err.Error(), invalid.Problems)
 	case errors.As(err, &forbidden):
 		writeJSON(w, http.StatusForbidden, errorBody{Error: forbidden.Message, Reason: ReasonForbidden})
+	case errors.Is(err, pods.ErrTooManyFollowers):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, err.Error(), nil)
 	case errors.Is(err, ErrNotFound), errors.Is(err, pods.ErrNoLogs):
 		writeError(w, http.StatusNotFound, err.Error(), nil)
 	case errors.Is(err, ErrConflict):

@@ -343,6 +343,8 @@ func (s *KubeletServer) containerLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusNotFound)
 	case errors.Is(err, pods.ErrNoLogs):
 		http.Error(w, err.Error(), http.StatusBadRequest)
+	case errors.Is(err, pods.ErrTooManyFollowers):
+		http.Error(w, err.Error(), http.StatusTooManyRequests)
 	default:
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 	}
