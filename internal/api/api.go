@@ -16,7 +16,7 @@
 //	GET    /v1/pods/{namespace}/{name}               v1.Pod
 //	POST   /v1/pods?dryRun=                          ApplyResult; body: one pod manifest, YAML or JSON, ≤ 1 MiB
 //	DELETE /v1/pods/{namespace}/{name}?gracePeriodSeconds=   204 (the grace needs a Backend that is a GracefulDeleter)
-//	GET    /v1/pods/{namespace}/{name}/log?container=&follow=&previous=&tail=&sinceTime=&sinceSeconds=&timestamps=   text, streamed
+//	GET    /v1/pods/{namespace}/{name}/log?container=&follow=&previous=&tailLines=&limitBytes=&sinceTime=&sinceSeconds=&timestamps=   text, streamed (pods.ParseLogQuery, as the kubelet API)
 //	GET    /v1/node                                  NodeInfo
 //	POST   /v1/explain/pod                           slices.PodExplanation; body: one pod manifest
 //	GET    /v1/explain/node                          slices.NodeExplanation

@@ -127,20 +127,10 @@ func (c *Client) DeletePod(ctx context.Context, namespace, name string) error {
 // container's output ends. An error the daemon hit after output had started is returned after
 // the output.
 func (c *Client) Logs(ctx context.Context, namespace, name, container string, opts pods.LogOptions, w io.Writer) error {
-	q := url.Values{}
+	q := pods.LogQuery{Options: opts}.Values()
 	if container != "" {
 		q.Set("container", container)
 	}
-	if opts.Follow {
-		q.Set("follow", "true")
-	}
-	if opts.Previous {
-		q.Set("previous", "true")
-	}
-	if opts.TailLines > 0 {
-		q.Set("tail", strconv.Itoa(opts.TailLines))
-	}
-	logTimeQuery(q, opts)
 	path := podPath(namespace, name) + "/log"
 	if len(q) > 0 {
 		path += "?" + q.Encode()

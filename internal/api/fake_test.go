@@ -284,7 +284,7 @@ func (f *fakeBackend) CollectContainers(_ context.Context, dryRun bool) (gc.Cont
 var errBoom = errors.New("backend exploded")
 
 // testSocketPath returns a socket path in a fresh directory, short enough for sun_path.
-func testSocketPath(t *testing.T) string {
+func testSocketPath(t testing.TB) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "s.sock")
 	if len(p) > 100 {
@@ -319,6 +319,12 @@ func startServerLogging(t *testing.T, b Backend, gid uint32, log *slog.Logger) (
 // startServerWith is startServer with further options (socket, group and lookup are set here).
 func startServerWith(t *testing.T, b Backend, gid uint32, opts Options) (*Server, *Client) {
 	t.Helper()
+	return startServerSetup(t, b, gid, opts, nil)
+}
+
+// startServerSetup is startServerWith calling setup (when not nil) before Serve.
+func startServerSetup(t testing.TB, b Backend, gid uint32, opts Options, setup func(*Server)) (*Server, *Client) {
+	t.Helper()
 	if gid == 0 {
 		gid = uint32(os.Getgid())
 	}
@@ -335,6 +341,9 @@ func startServerWith(t *testing.T, b Backend, gid uint32, opts Options) (*Server
 	}
 	if err := s.Listen(); err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(s)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/internal/buildinfo"
-	"github.com/slicelet/slicelet/internal/pods"
 )
 
 // Bounds of GET /v1/pods?watch=true.
@@ -421,43 +419,6 @@ func (c *Client) watch(ctx context.Context, path string, fn func(watch.EventType
 		if err := fn(e.Type, e.Object); err != nil {
 			return err
 		}
-	}
-}
-
-// parseLogTime reads the log query's sinceTime (RFC 3339), sinceSeconds (the Kubernetes API's;
-// from now) and timestamps into opts.
-func parseLogTime(q url.Values, opts *pods.LogOptions, now time.Time) error {
-	st, ss := q.Get("sinceTime"), q.Get("sinceSeconds")
-	switch {
-	case st != "" && ss != "":
-		return errors.New("sinceTime and sinceSeconds exclude each other")
-	case st != "":
-		t, err := time.Parse(time.RFC3339Nano, st)
-		if err != nil {
-			return fmt.Errorf("sinceTime: %q is not an RFC 3339 time", st)
-		}
-		opts.SinceTime = t
-	case ss != "":
-		n, err := strconv.ParseInt(ss, 10, 64)
-		if err != nil || n < 1 || n > math.MaxInt64/int64(time.Second) {
-			return fmt.Errorf("sinceSeconds: %q is not a positive number of seconds", ss)
-		}
-		opts.SinceTime = now.Add(-time.Duration(n) * time.Second)
-	}
-	var err error
-	if opts.Timestamps, err = boolParam(q.Get("timestamps")); err != nil {
-		return fmt.Errorf("timestamps: %w", err)
-	}
-	return nil
-}
-
-// logTimeQuery is parseLogTime's client side.
-func logTimeQuery(q url.Values, opts pods.LogOptions) {
-	if !opts.SinceTime.IsZero() {
-		q.Set("sinceTime", opts.SinceTime.UTC().Format(time.RFC3339Nano))
-	}
-	if opts.Timestamps {
-		q.Set("timestamps", "true")
 	}
 }
 

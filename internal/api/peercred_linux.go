@@ -3,13 +3,14 @@ package api
 import (
 	"fmt"
 	"net"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
 // peerOf reads the peer credentials of a unix socket connection (SO_PEERCRED).
 func peerOf(c net.Conn) (Peer, error) {
-	uc, ok := c.(*net.UnixConn)
+	uc, ok := c.(syscall.Conn) // *net.UnixConn, or a limited connection of one
 	if !ok {
 		return Peer{}, fmt.Errorf("peer credentials: %T is not a unix socket connection", c)
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +50,9 @@ type Options struct {
 	// ManifestReadTimeout bounds the time a client takes to send a manifest's body
 	// (DefaultManifestReadTimeout when zero); a slower client is answered 408.
 	ManifestReadTimeout time.Duration
+	// Limits bound what clients hold (DefaultLimits when zero): connections and the bytes of
+	// request bodies being received, per peer uid and in total.
+	Limits unixsock.Limits
 	// Clock paces the pod watches; the real clock when nil.
 	Clock clock.WithTicker
 }
@@ -66,9 +70,18 @@ type Server struct {
 	mu sync.Mutex
 	ln *net.UnixListener
 
-	// manifests holds one token per manifest being read or decoded (maxConcurrentManifests).
+	// manifests holds one token per manifest being decoded (maxConcurrentManifests); bodies
+	// are received before a turn is taken.
 	manifests   chan struct{}
 	readTimeout time.Duration
+	limits      unixsock.Limits
+	// limited is the listener Serve accepts from (nil before Serve).
+	limited *unixsock.Listener
+	// peerUID returns a connection's peer uid for the limits (tests replace it).
+	peerUID func(net.Conn) (uint32, error)
+	// hook, when set by a test, is told of what the server does ("body" when a request body
+	// starts being received, "turn" when a received one waits for a decode turn).
+	hook func(event string)
 	// kube is the state of the kubectl behaviours (resource versions, watches).
 	kube *kubectlState
 }
@@ -106,9 +119,40 @@ func NewServer(backend Backend, opts Options) (*Server, error) {
 	if opts.ManifestReadTimeout <= 0 {
 		opts.ManifestReadTimeout = DefaultManifestReadTimeout
 	}
+	if opts.Limits == (unixsock.Limits{}) {
+		opts.Limits = DefaultLimits
+	}
 	return &Server{backend: backend, socket: opts.Socket, group: opts.Group, gid: gid, proc: opts.ProcRoot, log: opts.Logger, health: opts.Health,
-		manifests: make(chan struct{}, maxConcurrentManifests), readTimeout: opts.ManifestReadTimeout, kube: newKubectlState(opts.Clock)}, nil
+		manifests: make(chan struct{}, maxConcurrentManifests), readTimeout: opts.ManifestReadTimeout, limits: opts.Limits,
+		peerUID: func(c net.Conn) (uint32, error) {
+			p, err := peerOf(c)
+			return p.UID, err
+		},
+		kube: newKubectlState(opts.Clock)}, nil
 }
+
+// What one client may hold. Each open connection costs the daemon about 20 KiB (its goroutine
+// and buffers), so DefaultLimits' connections cost at most ~20 MiB and the bodies 32 MiB.
+var DefaultLimits = unixsock.Limits{
+	// A log shipper following every container of a full node (110 pods) fits in one uid's
+	// share.
+	ConnsPerUID: 512,
+	Conns:       1024,
+	// Enough for several manifests of the largest size (MaxManifestBytes) at once.
+	BytesPerUID: 16 << 20,
+	Bytes:       32 << 20,
+}
+
+// Time bounds of a connection; DefaultManifestReadTimeout bounds a manifest's body.
+const (
+	// headerTimeout bounds the time a client takes to send a request's header.
+	headerTimeout = 10 * time.Second
+	// idleTimeout closes a kept-alive connection with no request.
+	idleTimeout = time.Minute
+	// writeTimeout bounds the time a client takes to read an answer (a streamed answer: each
+	// write).
+	writeTimeout = 30 * time.Second
+)
 
 // Socket is the socket path the server listens on.
 func (s *Server) Socket() string { return s.socket }
@@ -153,6 +197,15 @@ func removeStale(path string) error { return unixsock.RemoveStale("api socket", 
 
 type peerKey struct{}
 
+// connKey is the context key of the request's connection (*unixsock.Conn).
+type connKey struct{}
+
+// connOf is the request's limited connection; nil when the request did not come through Serve.
+func connOf(r *http.Request) *unixsock.Conn {
+	c, _ := r.Context().Value(connKey{}).(*unixsock.Conn)
+	return c
+}
+
 // peerInfo is what ConnContext stores for the handlers.
 type peerInfo struct {
 	peer Peer
@@ -167,16 +220,28 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	srv := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: headerTimeout,
+		IdleTimeout:       idleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			p, err := peerOf(c)
+			ctx = context.WithValue(ctx, connKey{}, c)
 			return context.WithValue(ctx, peerKey{}, peerInfo{peer: p, err: err})
+		},
+		ConnState: func(c net.Conn, state http.ConnState) {
+			// Between requests a connection waits for its client again.
+			if lc, ok := c.(*unixsock.Conn); ok && state == http.StateIdle {
+				lc.SetWaiting(true)
+			}
 		},
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	s.mu.Lock()
+	s.limited = unixsock.NewListener(s.ln, s.limits, s.peerUID, refusal)
+	ln := s.limited
+	s.mu.Unlock()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(s.ln) }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("api server: %w", err)
@@ -190,6 +255,23 @@ func (s *Server) Serve(ctx context.Context) error {
 		return fmt.Errorf("api server shutdown: %w", err)
 	}
 	return nil
+}
+
+// refusal is the answer to a connection the limits refuse: 429 with the API's JSON error.
+func refusal(w io.Writer, msg string) {
+	body, _ := json.Marshal(errorBody{Error: msg})
+	fmt.Fprintf(w, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s\n", len(body)+1, body)
+}
+
+// Holdings is what the clients hold now (zero before Serve).
+func (s *Server) Holdings() unixsock.Stats {
+	s.mu.Lock()
+	l := s.limited
+	s.mu.Unlock()
+	if l == nil {
+		return unixsock.Stats{}
+	}
+	return l.Stats()
 }
 
 // Handler is the API's HTTP handler, peer check included. Requests whose context carries no peer
@@ -272,6 +354,14 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			}
 			writeError(w, http.StatusForbidden, err.Error(), nil)
 			return
+		}
+		if c := connOf(r); c != nil {
+			// The server works for the client now: not a connection to close for room. An
+			// answer the client does not read ends at writeTimeout (a streamed one moves the
+			// deadline at each write).
+			c.SetWaiting(false)
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
+			defer c.Release() // the request body's bytes, once it is answered
 		}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
@@ -370,37 +460,72 @@ func (s *Server) getPod(w http.ResponseWriter, r *http.Request) {
 	writePods(w, r, withPodType(pod))
 }
 
-// Bounds of the manifests being read and decoded at once: each takes up to MaxManifestBytes
-// of body and, while decoded, a few times that in memory.
+// Bounds of the manifests being received and decoded.
 const (
-	// maxConcurrentManifests is how many manifest requests are read and decoded at once;
-	// others wait for a turn (as long as their client does).
+	// maxConcurrentManifests is how many manifests are decoded at once; others wait for a turn
+	// (as long as their client does). A turn is taken once the body is received: a slow client
+	// holds its connection and its bytes (DefaultLimits), never a turn.
 	maxConcurrentManifests = 2
-	// DefaultManifestReadTimeout bounds the time a client takes to send one manifest body.
-	DefaultManifestReadTimeout = 30 * time.Second
+	// DefaultManifestReadTimeout bounds the time a client takes to send one manifest body,
+	// from its first byte to its last: MaxManifestBytes at minBodyRate, with 4 s to spare. A
+	// body trickled a byte at a time is never idle, so the bound is on the whole body.
+	DefaultManifestReadTimeout = 4*time.Second + MaxManifestBytes/minBodyRate*time.Second
+	// minBodyRate is the slowest rate, in bytes a second, at which the largest body arrives in
+	// time (a local client sends 3 MiB in milliseconds).
+	minBodyRate = 512 << 10
+	// maxDiscardBytes is how much of a body refused for its size is read and discarded.
+	maxDiscardBytes = 2 * MaxManifestBytes
 )
 
-// readManifest waits for a manifest turn (release must be called when it returns ok), reads a
-// request body of at most MaxManifestBytes within the read timeout and checks its bounds
-// (manifest.CheckBounds) before anything decodes it; it writes the error response itself and
-// returns ok=false on failure.
+// readManifest receives a request body of at most MaxManifestBytes within the read timeout,
+// then waits for a manifest turn (release must be called when it returns ok) and checks the
+// body's bounds (manifest.CheckBounds) before anything decodes it; it writes the error response
+// itself and returns ok=false on failure. While the body arrives the connection waits for its
+// client (the limits may close it to make room) and holds the bytes received.
 func (s *Server) readManifest(w http.ResponseWriter, r *http.Request) (body []byte, release func(), ok bool) {
-	select {
-	case s.manifests <- struct{}{}:
-	case <-r.Context().Done():
-		writeError(w, http.StatusServiceUnavailable, "pod manifest: gave up waiting for a turn to decode", nil)
-		return nil, nil, false
+	conn := connOf(r)
+	if conn != nil {
+		conn.SetWaiting(true)
 	}
-	release = func() { <-s.manifests }
+	first := true
+	hold := func(n int64) error {
+		var err error
+		if conn != nil {
+			err = conn.Hold(n)
+		}
+		if first && s.hook != nil {
+			s.hook("body")
+		}
+		first = false
+		return err
+	}
 	rc := http.NewResponseController(w)
 	// Not every writer has deadlines (tests' recorders); the limit then is the client's.
 	_ = rc.SetReadDeadline(time.Now().Add(s.readTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxManifestBytes))
-	_ = rc.SetReadDeadline(time.Time{})
+	body, err := readBody(r.Body, r.ContentLength, MaxManifestBytes, hold)
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+		if conn != nil {
+			conn.SetWaiting(false)
+		}
+	} else {
+		// The connection ends with the answer. A body refused for its size is read on
+		// (within its deadline, discarded, at most maxDiscardBytes) so that the client, still
+		// writing it, reads the answer rather than a broken pipe; then the passed deadline
+		// stops the server from waiting for more of it.
+		if errors.As(err, new(*http.MaxBytesError)) || errors.Is(err, unixsock.ErrOverLimit) {
+			_, _ = io.CopyN(io.Discard, r.Body, maxDiscardBytes)
+		}
+		_ = rc.SetReadDeadline(time.Now())
+		w.Header().Set("Connection", "close")
+	}
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("pod manifest: larger than %d bytes (3 MiB, the Kubernetes API server's request limit)", MaxManifestBytes), nil)
+	case errors.Is(err, unixsock.ErrOverLimit):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "pod manifest: "+err.Error(), nil)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		writeError(w, http.StatusRequestTimeout, fmt.Sprintf("pod manifest: request body not received within %v", s.readTimeout), nil)
 	case err != nil:
@@ -408,6 +533,16 @@ func (s *Server) readManifest(w http.ResponseWriter, r *http.Request) (body []by
 	case len(body) == 0:
 		writeError(w, http.StatusBadRequest, "pod manifest: empty request body", nil)
 	default:
+		if s.hook != nil {
+			s.hook("turn")
+		}
+		select {
+		case s.manifests <- struct{}{}:
+		case <-r.Context().Done():
+			writeError(w, http.StatusServiceUnavailable, "pod manifest: gave up waiting for a turn to decode", nil)
+			return nil, nil, false
+		}
+		release = func() { <-s.manifests }
 		err = manifest.CheckBounds(body)
 		switch {
 		case errors.Is(err, manifest.ErrTooLarge):
@@ -417,9 +552,46 @@ func (s *Server) readManifest(w http.ResponseWriter, r *http.Request) (body []by
 		default:
 			return body, release, true
 		}
+		release()
 	}
-	release()
 	return nil, nil, false
+}
+
+// readBody reads r (of length size when known, else -1) up to max bytes, calling hold for
+// every byte of buffer before it is allocated; more than max is an *http.MaxBytesError.
+func readBody(r io.Reader, size, max int64, hold func(int64) error) ([]byte, error) {
+	c := int64(64 << 10)
+	if size >= 0 {
+		// One byte more than the body, to read its end without growing.
+		c = min(size+1, max+1)
+	}
+	if err := hold(c); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 0, c)
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) > max {
+				return nil, &http.MaxBytesError{Limit: max}
+			}
+			grow := min(int64(cap(buf)), max+1-int64(cap(buf)))
+			if err := hold(grow); err != nil {
+				return nil, err
+			}
+			buf = slices.Grow(buf, int(grow))
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > max {
+			return nil, &http.MaxBytesError{Limit: max}
+		}
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 func (s *Server) applyPod(w http.ResponseWriter, r *http.Request) {
@@ -462,32 +634,15 @@ func (s *Server) deletePod(w http.ResponseWriter, r *http.Request) {
 const logErrorTrailer = "Slicelet-Error"
 
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	var opts pods.LogOptions
-	var err error
-	if opts.Follow, err = boolParam(q.Get("follow")); err != nil {
-		writeError(w, http.StatusBadRequest, "follow: "+err.Error(), nil)
-		return
-	}
-	if opts.Previous, err = boolParam(q.Get("previous")); err != nil {
-		writeError(w, http.StatusBadRequest, "previous: "+err.Error(), nil)
-		return
-	}
-	if t := q.Get("tail"); t != "" {
-		n, err := strconv.Atoi(t)
-		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("tail: %q is not a non-negative number of lines", t), nil)
-			return
-		}
-		opts.TailLines = n
-	}
-	if err := parseLogTime(q, &opts, time.Now()); err != nil {
+	q, err := pods.ParseLogQuery(r.URL.Query(), time.Now())
+	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), nil)
 		return
 	}
 	sw := &streamWriter{w: w, rc: http.NewResponseController(w)}
-	err = s.backend.Logs(r.Context(), r.PathValue("namespace"), r.PathValue("name"), q.Get("container"), opts, sw)
+	err = s.backend.Logs(r.Context(), r.PathValue("namespace"), r.PathValue("name"), r.URL.Query().Get("container"), q.Options, q.Writer(sw))
 	switch {
+	case errors.Is(err, pods.ErrLogLimit):
 	case err != nil && !sw.started:
 		s.fail(w, r, err)
 	case err != nil:
@@ -498,18 +653,6 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	case !sw.started:
 		sw.start()
 	}
-}
-
-// boolParam parses an optional boolean query parameter.
-func boolParam(v string) (bool, error) {
-	if v == "" {
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, fmt.Errorf("%q is not true or false", v)
-	}
-	return b, nil
 }
 
 // streamWriter sends the status line at the first write and flushes after every write, so
@@ -533,6 +676,8 @@ func (s *streamWriter) Write(p []byte) (int, error) {
 	if !s.started {
 		s.start()
 	}
+	// A follower that does not read is dropped after writeTimeout without progress.
+	_ = s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	n, err := s.w.Write(p)
 	if err != nil {
 		return n, err
@@ -667,6 +812,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusUnprocessableEntity, err.Error(), invalid.Problems)
 	case errors.As(err, &forbidden):
 		writeJSON(w, http.StatusForbidden, errorBody{Error: forbidden.Message, Reason: ReasonForbidden})
+	case errors.Is(err, pods.ErrTooManyFollowers):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, err.Error(), nil)
 	case errors.Is(err, ErrNotFound), errors.Is(err, pods.ErrNoLogs):
 		writeError(w, http.StatusNotFound, err.Error(), nil)
 	case errors.Is(err, ErrConflict):

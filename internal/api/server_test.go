@@ -270,12 +270,30 @@ func TestLogs(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
+		name, query, want string
+	}{
+		{"tailLines", "tailLines=1", "three\n"},
+		{"tailLines 0 is no lines", "tailLines=0", ""},
+		{"limitBytes", "limitBytes=5", "one\nt"},
+		{"follow= is true (apimachinery's bool)", "follow=&tailLines=1", "three\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := rawRequest(t, c, "GET", "/v1/pods/default/web/log?container=app&"+tc.query, nil)
+			if code != 200 || body != tc.want {
+				t.Errorf("= %d %q, want 200 %q", code, body, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
 		name, query string
 		want        string
 	}{
-		{"bad tail", "tail=-1", `tail: \"-1\" is not a non-negative number`},
-		{"bad follow", "follow=maybe", `follow: \"maybe\" is not true or false`},
-		{"bad previous", "previous=2", `previous: \"2\" is not true or false`},
+		// One parser with the kubelet API (pods.ParseLogQuery): kubectl's names and bounds.
+		{"bad tail", "tail=-1", `tailLines: -1: must be greater than or equal to 0`},
+		{"bad tailLines", "tailLines=x", `tailLines: \"x\" is not a whole number`},
+		{"zero sinceSeconds", "sinceSeconds=0", `sinceSeconds: 0: must be greater than 0`},
+		{"both since", "sinceSeconds=5&sinceTime=2026-01-01T00:00:00.5Z", `sinceTime: at most one of sinceTime or sinceSeconds may be given`},
+		{"stderr", "stream=Stderr", `stream: \"Stderr\" is not supported`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := rawRequest(t, c, "GET", "/v1/pods/default/web/log?container=app&"+tc.query, nil)

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -300,103 +299,18 @@ func (s *KubeletServer) resourceMetrics(w http.ResponseWriter, _ *http.Request) 
 	_ = WriteResourceMetrics(w, s.o.Summary())
 }
 
-// ContainerLogQuery is a containerLogs request's query, parsed.
-type ContainerLogQuery struct {
-	Options pods.LogOptions
-	// LimitBytes stops the output after that many bytes; 0 means no limit.
-	LimitBytes int64
-	// Empty is tailLines=0: no lines at all (pods.LogOptions's 0 means all).
-	Empty bool
-}
-
-// ParseContainerLogQuery parses the query of /containerLogs as the kubelet reads it into a
-// v1.PodLogOptions and validates it (pkg/apis/core/validation, ValidatePodLogOptions): follow,
-// previous, timestamps (booleans), tailLines (≥ 0), limitBytes (≥ 1), sinceSeconds (≥ 1) or
-// sinceTime (RFC 3339), not both; stream All only (slicelet keeps one log per container).
-// An error names the parameter.
-func ParseContainerLogQuery(q url.Values, now time.Time) (ContainerLogQuery, error) {
-	var out ContainerLogQuery
-	for _, b := range []struct {
-		name string
-		dst  *bool
-	}{{"follow", &out.Options.Follow}, {"previous", &out.Options.Previous}, {"timestamps", &out.Options.Timestamps}} {
-		if v := q.Get(b.name); v != "" {
-			p, err := strconv.ParseBool(v)
-			if err != nil {
-				return out, fmt.Errorf("%s: %q is not true or false", b.name, v)
-			}
-			*b.dst = p
-		}
-	}
-	integer := func(name string, min int64) (int64, bool, error) {
-		v := q.Get(name)
-		if v == "" {
-			return 0, false, nil
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < min {
-			return 0, false, fmt.Errorf("%s: %q is not a whole number of at least %d", name, v, min)
-		}
-		return n, true, nil
-	}
-	tail, ok, err := integer("tailLines", 0)
-	if err != nil {
-		return out, err
-	}
-	if ok {
-		out.Empty = tail == 0
-		out.Options.TailLines = int(min(tail, int64(^uint32(0)>>1)))
-	}
-	if out.LimitBytes, _, err = integer("limitBytes", 1); err != nil {
-		return out, err
-	}
-	since, hasSeconds, err := integer("sinceSeconds", 1)
-	if err != nil {
-		return out, err
-	}
-	if v := q.Get("sinceTime"); v != "" {
-		if hasSeconds {
-			return out, errors.New("sinceTime: at most one of sinceTime or sinceSeconds may be given")
-		}
-		t, err := time.Parse(time.RFC3339, v)
-		if err != nil {
-			return out, fmt.Errorf("sinceTime: %q is not an RFC 3339 time", v)
-		}
-		out.Options.SinceTime = t
-	}
-	if hasSeconds {
-		out.Options.SinceTime = now.Add(-time.Duration(min(since, int64(1<<33))) * time.Second)
-	}
-	if v := q.Get("stream"); v != "" && v != v1.LogStreamAll {
-		return out, fmt.Errorf("stream: %q is not supported (slicelet keeps one log per container: %s only)", v, v1.LogStreamAll)
-	}
-	return out, nil
-}
-
-// errLogLimit ends a log at limitBytes.
-var errLogLimit = errors.New("limitBytes reached")
-
-// flushWriter sends what is written at once (followed logs arrive as they are written),
-// up to limit bytes when limit > 0.
+// flushWriter sends what is written at once (followed logs arrive as they are written).
 type flushWriter struct {
-	w     http.ResponseWriter
-	rc    *http.ResponseController
-	limit int64
-	n     int64
+	w  http.ResponseWriter
+	rc *http.ResponseController
+	n  int64
 }
 
 func (f *flushWriter) Write(p []byte) (int, error) {
-	cut := false
-	if f.limit > 0 && f.n+int64(len(p)) > f.limit {
-		p, cut = p[:f.limit-f.n], true
-	}
 	n, err := f.w.Write(p)
 	f.n += int64(n)
 	if err == nil {
 		err = f.rc.Flush()
-	}
-	if err == nil && cut {
-		err = errLogLimit
 	}
 	return n, err
 }
@@ -408,18 +322,15 @@ func (s *KubeletServer) containerLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "query too long", http.StatusRequestURITooLong)
 		return
 	}
-	q, err := ParseContainerLogQuery(r.URL.Query(), s.o.Clock.Now())
+	q, err := pods.ParseLogQuery(r.URL.Query(), s.o.Clock.Now())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	ns, pod, container := r.PathValue("namespace"), r.PathValue("pod"), r.PathValue("container")
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fw := &flushWriter{w: w, rc: http.NewResponseController(w), limit: q.LimitBytes}
-	var out io.Writer = fw
-	if q.Empty {
-		out = io.Discard
-	}
+	fw := &flushWriter{w: w, rc: http.NewResponseController(w)}
+	out := q.Writer(fw)
 	ctx := r.Context()
 	if !q.Options.Follow {
 		var cancel context.CancelFunc
@@ -428,7 +339,7 @@ func (s *KubeletServer) containerLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	err = s.o.Logs(ctx, ns, pod, container, q.Options, out)
 	switch {
-	case err == nil, errors.Is(err, errLogLimit):
+	case err == nil, errors.Is(err, pods.ErrLogLimit):
 		if fw.n == 0 {
 			w.WriteHeader(http.StatusOK)
 		}
@@ -441,6 +352,8 @@ func (s *KubeletServer) containerLogs(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusNotFound)
 	case errors.Is(err, pods.ErrNoLogs):
 		http.Error(w, err.Error(), http.StatusBadRequest)
+	case errors.Is(err, pods.ErrTooManyFollowers):
+		http.Error(w, err.Error(), http.StatusTooManyRequests)
 	default:
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 	}

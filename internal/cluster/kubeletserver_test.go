@@ -17,7 +17,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,57 +62,6 @@ func TestKubeletAttributes(t *testing.T) {
 			verb, subs := KubeletAttributes(tc.method, tc.path)
 			if verb != tc.wantVerb || !slices.Equal(subs, tc.wantSubs) {
 				t.Errorf("KubeletAttributes(%s, %s) = %q %v, want %q %v", tc.method, tc.path, verb, subs, tc.wantVerb, tc.wantSubs)
-			}
-		})
-	}
-}
-
-func TestParseContainerLogQuery(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	tests := []struct {
-		name    string
-		query   string
-		want    ContainerLogQuery
-		wantErr string // the parameter the error names
-	}{
-		{name: "none", query: ""},
-		{name: "kubectl logs -f --timestamps --previous", query: "follow=true&timestamps=true&previous=1",
-			want: ContainerLogQuery{Options: pods.LogOptions{Follow: true, Timestamps: true, Previous: true}}},
-		{name: "tail", query: "tailLines=10", want: ContainerLogQuery{Options: pods.LogOptions{TailLines: 10}}},
-		{name: "tail 0 is no lines", query: "tailLines=0", want: ContainerLogQuery{Empty: true}},
-		{name: "limit", query: "limitBytes=100", want: ContainerLogQuery{LimitBytes: 100}},
-		{name: "since seconds", query: "sinceSeconds=60", want: ContainerLogQuery{Options: pods.LogOptions{SinceTime: now.Add(-time.Minute)}}},
-		{name: "since time", query: "sinceTime=2026-01-01T00:00:00Z", want: ContainerLogQuery{Options: pods.LogOptions{SinceTime: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}}},
-		{name: "stream All", query: "stream=All"},
-		{name: "bad follow", query: "follow=yes", wantErr: "follow"},
-		{name: "bad previous", query: "previous=2", wantErr: "previous"},
-		{name: "bad timestamps", query: "timestamps=x", wantErr: "timestamps"},
-		{name: "negative tail", query: "tailLines=-1", wantErr: "tailLines"},
-		{name: "tail not a number", query: "tailLines=ten", wantErr: "tailLines"},
-		{name: "zero limit", query: "limitBytes=0", wantErr: "limitBytes"},
-		{name: "zero since seconds", query: "sinceSeconds=0", wantErr: "sinceSeconds"},
-		{name: "bad since time", query: "sinceTime=yesterday", wantErr: "sinceTime"},
-		{name: "both since", query: "sinceSeconds=5&sinceTime=2026-01-01T00:00:00Z", wantErr: "sinceTime"},
-		{name: "stderr only is refused", query: "stream=Stderr", wantErr: "stream"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			q, err := url.ParseQuery(tc.query)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := ParseContainerLogQuery(q, now)
-			if tc.wantErr != "" {
-				if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr+":") {
-					t.Fatalf("error %v, want one naming %s", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tc.want {
-				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
 	}

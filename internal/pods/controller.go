@@ -245,6 +245,33 @@ func (c *Controller) wake() {
 	}
 }
 
+// oneOwnerPerUIDLocked maps UIDs to the pods that own them. The controller tells pods apart by
+// UID, so two pods that claim one (an API pod exported and dropped into the manifest directory
+// under another name) cannot both run: the one already running keeps it, else the first in
+// source order; the other is refused with a problem naming both. The decision is the same at
+// every reconcile.
+func (c *Controller) oneOwnerPerUIDLocked(named []Desired, problems *[]Problem) map[string]Desired {
+	wanted := map[string]Desired{}
+	same := func(a, b Desired) bool { return a.Source == b.Source && key(a.Pod) == key(b.Pod) }
+	for _, d := range named {
+		uid := string(d.Pod.UID)
+		prev, dup := wanted[uid]
+		if !dup {
+			wanted[uid] = d
+			continue
+		}
+		keep, refuse := prev, d
+		if ps, ok := c.pods[uid]; ok && same(ps.desired, d) && !same(ps.desired, prev) {
+			keep, refuse = d, prev
+		}
+		wanted[uid] = keep
+		*problems = append(*problems, Problem{Origin: refuse.Origin, Source: refuse.Source, Error: fmt.Sprintf(
+			"pod %s from %s (%s source) refused: metadata.uid %q is already used by pod %s from %s (%s source); two pods cannot share a UID: remove metadata.uid from one of them",
+			key(refuse.Pod), refuse.Origin, refuse.Source, uid, key(keep.Pod), keep.Origin, keep.Source)})
+	}
+	return wanted
+}
+
 // reconcileDesiredLocked merges the snapshots (the API source wins a name clash, reported as a
 // problem naming both), admits new pods in a deterministic order and marks pods no source wants for
 // deletion. A new pod with an eviction record is shown evicted, never started. It returns the
@@ -252,6 +279,7 @@ func (c *Controller) wake() {
 func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 	var problems []Problem
 	byName := map[string]Desired{}
+	var named []Desired // byName's pods in source order
 	// API pods first: an API pod was accepted only while no manifest file defined its name
 	// (the API refuses such an apply), so a clash means the file came later, and an API pod is
 	// never displaced by a file. The cluster's pods (cluster mode) come next: the scheduler
@@ -272,14 +300,11 @@ func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 				continue
 			}
 			byName[k] = d
+			named = append(named, d)
 		}
 	}
+	wanted := c.oneOwnerPerUIDLocked(named, &problems)
 	c.problems = problems
-
-	wanted := map[string]Desired{}
-	for _, d := range byName {
-		wanted[string(d.Pod.UID)] = d
-	}
 	now := c.clock.Now()
 	for uid, ps := range c.pods {
 		if _, ok := wanted[uid]; !ok && !ps.deleting {

@@ -290,6 +290,67 @@ func TestControllerRejectsAndReportsDuplicates(t *testing.T) {
 	})
 }
 
+// TestControllerRefusesSharedUID: a pod claiming the UID of a running pod (an API pod exported
+// and dropped into the manifest directory under another name, or the other way round) is
+// refused with a problem naming both, at every reconcile, and the running pod is left alone.
+func TestControllerRefusesSharedUID(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		first, second Desired
+	}{
+		{"a file copies an API pod", desired(SourceAPI, "web", "uid-x"), desired(SourceFile, "web-copy", "uid-x")},
+		{"an API pod copies a file", desired(SourceFile, "web", "uid-x"), desired(SourceAPI, "web-copy", "uid-x")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, _, rt := newTestController(maxPods(10), SourceFile, SourceAPI)
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				go c.Run(ctx)
+				snap := func(ds ...Desired) {
+					for _, src := range []string{SourceFile, SourceAPI} {
+						s := Snapshot{Source: src}
+						for _, d := range ds {
+							if d.Source == src {
+								s.Pods = append(s.Pods, d)
+							}
+						}
+						c.Update(s)
+					}
+				}
+				snap(tc.first)
+				synctest.Wait()
+				if p, ok := c.Pod("default", "web"); !ok || p.Status.Phase != v1.PodRunning {
+					t.Fatalf("the first pod does not run: %+v", p.Status)
+				}
+				want := fmt.Sprintf(`pod default/web-copy from %s (%s source) refused: metadata.uid "uid-x" is already used by pod default/web from %s (%s source)`,
+					tc.second.Origin, tc.second.Source, tc.first.Origin, tc.first.Source)
+				for round := range 20 {
+					snap(tc.first, tc.second)
+					synctest.Wait()
+					problems := c.Problems()
+					if len(problems) != 1 || !strings.Contains(problems[0].Error, want) || problems[0].Origin != tc.second.Origin {
+						t.Fatalf("round %d: problems = %+v, want %q", round, problems, want)
+					}
+					p, ok := c.Pod("default", "web")
+					if !ok || p.Annotations[AnnotationSource] != tc.first.Source || p.Status.Phase != v1.PodRunning {
+						t.Fatalf("round %d: the running pod is %+v %v", round, p.Annotations, p.Status)
+					}
+					if _, ok := c.Pod("default", "web-copy"); ok {
+						t.Fatalf("round %d: the copy is listed as a pod", round)
+					}
+				}
+				rt.mu.Lock()
+				killed := rt.killed
+				rt.mu.Unlock()
+				if len(killed) != 0 {
+					t.Errorf("containers killed: %v", killed)
+				}
+			})
+		})
+	}
+}
+
 // TestControllerClusterSource: the cluster's pods (cluster mode) run beside the other sources,
 // keep their name against a manifest file, and a pod the cluster source stops sending is
 // deleted.

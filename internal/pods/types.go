@@ -102,6 +102,10 @@ func (o LogOptions) Line(ts time.Time, line []byte) ([]byte, bool) {
 	return append([]byte(ts.UTC().Format(time.RFC3339Nano)+" "), line...), true
 }
 
+// ErrTooManyFollowers is returned by Runtime.Logs with Follow when the runtime follows as many
+// logs as it may (the APIs answer 429).
+var ErrTooManyFollowers = errors.New("too many log followers")
+
 // ErrNoLogs is returned by Runtime.Logs when the container (or its previous instance) has none.
 var ErrNoLogs = errors.New("no logs")
 

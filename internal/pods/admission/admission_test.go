@@ -6,6 +6,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slicelet/slicelet/internal/pods/podfields"
 )
 
 // rl builds a resource list from name/quantity pairs.
@@ -348,6 +350,70 @@ func TestIsCriticalPod(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := IsCriticalPod(tt.pod, map[string]int32{"infra": 2_000_000_000, "batch": 1000}); got != tt.want {
 				t.Errorf("IsCriticalPod = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRegistrySaysWhatAdmissionDoes: a field whose value changes an admission decision is not
+// "no node effect" in the registry (docs/pod-fields.md) in the mode where it does: in every
+// mode through the entry's handling, in cluster mode (a Node, a pod from the API server)
+// through its cluster note.
+func TestRegistrySaysWhatAdmissionDoes(t *testing.T) {
+	node := rl("cpu", "4", "memory", "4Gi", "pods", "10")
+	tainted := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"disk": "ssd"}},
+		Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "dedicated", Value: "db", Effect: v1.TaintEffectNoExecute}}}}
+	fromCluster := func(p *v1.Pod) *v1.Pod {
+		p.Annotations = map[string]string{"kubernetes.io/config.source": "cluster"}
+		return p
+	}
+	for _, tc := range []struct {
+		name    string
+		path    string
+		cluster bool
+		node    NodeState
+		set     func(*v1.Pod) // the field's value that changes the decision
+		base    func() *v1.Pod
+	}{
+		{name: "memory-pressure toleration", path: "spec.tolerations", node: NodeState{Allocatable: node, Conditions: []v1.NodeConditionType{v1.NodeMemoryPressure}},
+			base: func() *v1.Pod { return pod("p") },
+			set: func(p *v1.Pod) {
+				p.Spec.Tolerations = []v1.Toleration{{Key: v1.TaintNodeMemoryPressure, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule}}
+			}},
+		{name: "NoExecute toleration", path: "spec.tolerations", cluster: true, node: NodeState{Allocatable: node, Node: tainted},
+			base: func() *v1.Pod { return fromCluster(pod("p")) },
+			set: func(p *v1.Pod) {
+				p.Spec.Tolerations = []v1.Toleration{{Key: "dedicated", Operator: v1.TolerationOpEqual, Value: "db", Effect: v1.TaintEffectNoExecute}}
+			}},
+		{name: "node selector", path: "spec.nodeSelector", cluster: true, node: NodeState{Allocatable: node, Node: tainted},
+			base: func() *v1.Pod {
+				return with(fromCluster(pod("p")), func(p *v1.Pod) {
+					p.Spec.Tolerations = []v1.Toleration{{Operator: v1.TolerationOpExists}}
+				})
+			},
+			set: func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "hdd"} }},
+		{name: "node affinity", path: "spec.affinity.nodeAffinity", cluster: true, node: NodeState{Allocatable: node, Node: tainted},
+			base: func() *v1.Pod {
+				return with(fromCluster(pod("p")), func(p *v1.Pod) {
+					p.Spec.Tolerations = []v1.Toleration{{Operator: v1.TolerationOpExists}}
+				})
+			},
+			set: func(p *v1.Pod) { p.Spec.Affinity = nameAffinity("node-b") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			off, on := Admit(tc.base(), tc.node), Admit(with(tc.base(), tc.set), tc.node)
+			if off.Admit == on.Admit {
+				t.Fatalf("the field changes nothing at admission (%+v); the case is wrong", off)
+			}
+			e, ok := podfields.Lookup(tc.path)
+			if !ok {
+				t.Fatalf("no registry entry for %s", tc.path)
+			}
+			if e.Handling == podfields.NoEffect && (!tc.cluster || e.Cluster == "") {
+				t.Errorf("registry: %s has %q (%s) but admission's decision depends on it (%s / %s)", tc.path, e.Handling, e.Note, off.Reason, on.Reason)
+			}
+			if tc.cluster && e.Handling != podfields.Implemented && e.Cluster == "" {
+				t.Errorf("registry: %s is %q with no cluster-mode note, but a pod from the API server is admitted by it", tc.path, e.Handling)
 			}
 		})
 	}

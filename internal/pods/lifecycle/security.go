@@ -287,7 +287,9 @@ func validateContainerSecurity(p *field.Path, sc *v1.SecurityContext) field.Erro
 		}
 		if sc.Capabilities != nil {
 			for _, c := range sc.Capabilities.Add {
-				if c == "SYS_ADMIN" || c == "CAP_SYS_ADMIN" {
+				// Only this spelling: the API server compares the string (ValidateSecurityContext),
+				// so SYS_ADMIN with allowPrivilegeEscalation false is a valid pod.
+				if c == "CAP_SYS_ADMIN" {
 					errs = append(errs, field.Invalid(p, "CAP_SYS_ADMIN", "cannot set allowPrivilegeEscalation to false and capabilities.Add CAP_SYS_ADMIN"))
 				}
 			}

@@ -127,10 +127,16 @@ func TestValidateSecurity(t *testing.T) {
 			p.Annotations = map[string]string{SeccompPodAnnotation: "strict", AppArmorContainerAnnotationPrefix + "app": "localhost/"}
 		}), true, []string{`metadata.annotations[container.apparmor.security.beta.kubernetes.io/app]: Unsupported value: "localhost/"`,
 			`metadata.annotations[seccomp.security.alpha.kubernetes.io/pod]: Unsupported value: "strict"`}},
-		{"no privilege escalation with privileged or SYS_ADMIN", secPod(func(p *v1.Pod) {
+		{"no privilege escalation with privileged or CAP_SYS_ADMIN", secPod(func(p *v1.Pod) {
 			p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{AllowPrivilegeEscalation: ptr(false), Privileged: ptr(true),
-				Capabilities: &v1.Capabilities{Add: []v1.Capability{"SYS_ADMIN"}}}
+				Capabilities: &v1.Capabilities{Add: []v1.Capability{"CAP_SYS_ADMIN"}}}
 		}), true, []string{"cannot set allowPrivilegeEscalation to false and privileged to true", "cannot set allowPrivilegeEscalation to false and capabilities.Add CAP_SYS_ADMIN"}},
+		// The API server refuses only the spelling CAP_SYS_ADMIN (metallb's speaker adds
+		// SYS_ADMIN without privilege escalation).
+		{"no privilege escalation with SYS_ADMIN", secPod(func(p *v1.Pod) {
+			p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{AllowPrivilegeEscalation: ptr(false),
+				Capabilities: &v1.Capabilities{Add: []v1.Capability{"NET_RAW", "SYS_ADMIN"}}}
+		}), true, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

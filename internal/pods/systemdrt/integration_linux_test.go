@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	stdslices "slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -769,4 +771,110 @@ func TestIntegrationExecSync(t *testing.T) {
 	if len(list) != 0 {
 		t.Errorf("exec units left: %+v", list)
 	}
+}
+
+// lineCounter is a follower's writer: the highest "line N" seen; first is closed at the first.
+type lineCounter struct {
+	mu    sync.Mutex
+	max   int
+	first chan struct{}
+}
+
+func (l *lineCounter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimSpace(string(p)), "\n") {
+		if n, err := strconv.Atoi(strings.TrimPrefix(line, "line ")); err == nil && n > l.max {
+			if l.max == 0 {
+				close(l.first)
+			}
+			l.max = n
+		}
+	}
+	return len(p), nil
+}
+
+// childInotify counts the inotify instances held by this process's children.
+func childInotify(t *testing.T) int {
+	me := strconv.Itoa(os.Getpid())
+	procs, _ := os.ReadDir("/proc")
+	n := 0
+	for _, p := range procs {
+		stat, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+		if f := strings.Fields(rest); len(f) < 2 || f[1] != me {
+			continue
+		}
+		fds, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
+		for _, fd := range fds {
+			if target, _ := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name())); target == "anon_inode:inotify" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// TestIntegrationManyFollowers: 200 followers of a pod's containers (a log shipper on a full
+// node) follow at once, and the runtime's journalctl processes hold one inotify instance
+// between them (root's fs.inotify.max_user_instances is 128 for the whole host).
+func TestIntegrationManyFollowers(t *testing.T) {
+	it := newIT(t)
+	var cs []v1.Container
+	for i := range 4 {
+		cs = append(cs, sh(fmt.Sprintf("talk%d", i), "i=0; while true; do i=$((i+1)); echo line $i; sleep 0.1; done"))
+	}
+	pod := itPod("followers", "followers-1", v1.RestartPolicyNever, cs...)
+	it.sync(t, pod)
+	before := childInotify(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	n := 200
+	if v, err := strconv.Atoi(os.Getenv("FOLLOWERS")); err == nil {
+		n = v
+	}
+	var wg sync.WaitGroup
+	counters := make([]*lineCounter, n)
+	for i := range n {
+		lc := &lineCounter{first: make(chan struct{})}
+		counters[i] = lc
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := it.rt.Logs(ctx, pod, fmt.Sprintf("talk%d", i%4), pods.LogOptions{Follow: true}, lc)
+			if ctx.Err() == nil {
+				lc.mu.Lock()
+				t.Errorf("follower %d ended at line %d while its container runs: %v", i, lc.max, err)
+				lc.mu.Unlock()
+			}
+		}()
+	}
+	for i, lc := range counters {
+		select {
+		case <-lc.first:
+		case <-ctx.Done():
+			t.Fatalf("follower %d got no line", i)
+		}
+	}
+	// Every follower has read what was there and follows (the lines it then gets are
+	// TestIntegrationLogsFollow's and TestJournalHubShares's): polled, the hub's count is the
+	// fact checked.
+	for it.back.hub.Followers() < n {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d of %d followers follow", it.back.hub.Followers(), n)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	during := childInotify(t)
+	t.Logf("inotify instances of the runtime's journalctl processes: %d before, %d with %d followers; %d followers in the hub", before, during, n, it.back.hub.Followers())
+	if during-before > 2 {
+		t.Errorf("%d followers hold %d inotify instances, want at most 2 (one shared journalctl --follow)", n, during-before)
+	}
+	cancel()
+	wg.Wait()
 }

@@ -86,8 +86,11 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 
 	// What is in the journal now: all of it, or its last TailLines lines.
 	var ring [][]byte
+	var lastRT int64 // the last entry read: its reception time (µs)
+	read := r.clock.Now()
 	err = r.journal(ctx, append(from(false), match), func(e journalEntry) error {
 		cursor = e.Cursor
+		lastRT = e.micros()
 		msg, ok := e.message()
 		if !ok || !filter.keep(e) {
 			return nil
@@ -135,6 +138,7 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 	}()
 	write := func(e journalEntry) error {
 		cursor = e.Cursor
+		lastRT = max(lastRT, e.micros())
 		msg, ok := e.message()
 		if !ok || !filter.keep(e) {
 			return nil
@@ -145,7 +149,19 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 		}
 		return nil
 	}
-	err = r.journal(cctx, append(from(true), match), write)
+	// Followed with every other follower (one journalctl --follow, journalHub); a client that
+	// falls behind reads on from its last entry, then follows again.
+	followFrom := read.Add(-journalLag).UnixMicro()
+	for {
+		err = r.hub.follow(cctx, unit, lastRT, cursor, followFrom, write)
+		if !errors.Is(err, errLagged) {
+			break
+		}
+		followFrom = r.clock.Now().Add(-journalLag).UnixMicro()
+		if err = r.journal(cctx, append(from(false), match), write); err != nil {
+			break
+		}
+	}
 	if ctx.Err() != nil {
 		return nil // the caller is gone
 	}
@@ -183,7 +199,13 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 
 // journal runs journalctl with args and calls fn for every entry of its JSON output.
 func (r *Runtime) journal(ctx context.Context, args []string, fn func(journalEntry) error) error {
-	cmd := exec.CommandContext(ctx, r.opts.Journalctl, args...)
+	return runJournal(ctx, r.opts.Journalctl, args, fn)
+}
+
+// runJournal runs the journalctl binary with args and calls fn for every entry of its JSON
+// output.
+func runJournal(ctx context.Context, journalctl string, args []string, fn func(journalEntry) error) error {
+	cmd := exec.CommandContext(ctx, journalctl, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -231,6 +253,7 @@ type entryFilter struct {
 type journalEntry struct {
 	Message    json.RawMessage `json:"MESSAGE"`
 	Invocation string          `json:"_SYSTEMD_INVOCATION_ID"`
+	Unit       string          `json:"_SYSTEMD_UNIT"`
 	Realtime   string          `json:"__REALTIME_TIMESTAMP"`
 	Cursor     string          `json:"__CURSOR"`
 }
@@ -245,6 +268,12 @@ func (f entryFilter) keep(e journalEntry) bool {
 	}
 	us, err := strconv.ParseInt(e.Realtime, 10, 64)
 	return err != nil || us >= f.since.UnixMicro()
+}
+
+// micros is when journald received the entry, in µs since the epoch; 0 when it has none.
+func (e journalEntry) micros() int64 {
+	us, _ := strconv.ParseInt(e.Realtime, 10, 64)
+	return us
 }
 
 // time is when journald received the entry (__REALTIME_TIMESTAMP, microseconds since the

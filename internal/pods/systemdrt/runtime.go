@@ -102,6 +102,9 @@ type Runtime struct {
 	pods      map[string]*podEntry
 	loadedAll bool // every record of the state dir is loaded
 
+	// hub shares one journalctl --follow among the followed logs.
+	hub *journalHub
+
 	// listings numbers the unit listings: a run confirmed after a listing began has a
 	// confirmed number at least that listing's. A count, not a time: two readings of a coarse
 	// clock can be equal.
@@ -155,7 +158,8 @@ func New(opts Options) (*Runtime, error) {
 	if err := os.MkdirAll(filepath.Join(opts.StateDir, "pods"), 0o750); err != nil {
 		return nil, fmt.Errorf("systemd runtime: state dir: %w", err)
 	}
-	r := &Runtime{opts: opts, sd: opts.Systemd, log: opts.Logger, clock: opts.Clock, pods: map[string]*podEntry{}}
+	r := &Runtime{opts: opts, sd: opts.Systemd, log: opts.Logger, clock: opts.Clock, pods: map[string]*podEntry{},
+		hub: newJournalHub(opts.Journalctl, opts.Clock, opts.Logger)}
 	var err error
 	r.oom, err = detectOOMPolicy(opts.ProcRoot)
 	if err != nil {
