@@ -397,7 +397,7 @@ func Default() *Config {
 		Metrics: Metrics{Address: "127.0.0.1:10255"},
 		Cluster: Cluster{Kubeconfig: "/etc/slicelet/kubeconfig", Labels: map[string]string{}, Taints: []string{}, KubeletPort: 10250,
 			DNSServers: []string{}, ResolvConf: "/etc/resolv.conf"},
-		Log:     Log{Level: "info", Format: "auto"},
+		Log: Log{Level: "info", Format: "auto"},
 	}
 }
 
