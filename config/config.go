@@ -395,9 +395,8 @@ func Default() *Config {
 		},
 		API:     API{Socket: "/run/slicelet/slicelet.sock", Group: "slicelet"},
 		Metrics: Metrics{Address: "127.0.0.1:10255"},
-		Cluster: Cluster{Kubeconfig: "/etc/slicelet/kubeconfig", Labels: map[string]string{}, Taints: []string{}, KubeletPort: 10250,
-			DNSServers: []string{}, ResolvConf: "/etc/resolv.conf"},
-		Log: Log{Level: "info", Format: "auto"},
+		Cluster: Cluster{Kubeconfig: "/etc/slicelet/kubeconfig", Labels: map[string]string{}, Taints: []string{}, KubeletPort: 10250, DNSServers: []string{}, ResolvConf: "/etc/resolv.conf"},
+		Log:     Log{Level: "info", Format: "auto"},
 	}
 }
 
