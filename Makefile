@@ -249,8 +249,9 @@ peer-cluster-test: build
 
 # make peer-addons-build: the add-ons a multi-node cluster runs as workloads, built from their Go
 # modules into $(ADDONS_DIR): kube-proxy (k8s.io/kubernetes/cmd/kube-proxy $(PEER_VERSION), hack/peer's
-# module), flanneld (github.com/flannel-io/flannel, hack/peer/addons' module) and coredns
-# (github.com/coredns/coredns, its own module), static; their images are built from them when a
+# module), flanneld (github.com/flannel-io/flannel, hack/peer/addons' module; its udp backend
+# needs cgo, so it links the C library its image holds) and coredns (github.com/coredns/coredns,
+# its own module), the others static; their images are built from them when a
 # cluster starts (hack/peer/cluster). Minutes the first time.
 ADDONS_DIR     ?= build/addons
 COREDNS_MODULE := github.com/coredns/coredns@v1.14.7
@@ -258,7 +259,7 @@ COREDNS_MODULE := github.com/coredns/coredns@v1.14.7
 peer-addons-build:
 	@mkdir -p $(ADDONS_DIR)
 	cd hack/peer && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(PEER_LDFLAGS)' -o $(abspath $(ADDONS_DIR))/kube-proxy k8s.io/kubernetes/cmd/kube-proxy
-	cd hack/peer/addons && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $(ADDONS_DIR))/flanneld github.com/flannel-io/flannel
+	cd hack/peer/addons && CGO_ENABLED=1 $(GO) build -trimpath -o $(abspath $(ADDONS_DIR))/flanneld github.com/flannel-io/flannel
 	cd hack/peer && CGO_ENABLED=0 GOBIN=$(abspath $(ADDONS_DIR)) GOFLAGS=-mod=mod $(GO) install -trimpath $(COREDNS_MODULE)
 	@ls $(ADDONS_DIR)
 

@@ -167,7 +167,12 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if c.Admin, err = c.CP.Client(c.CP.AdminKubeconfig()); err != nil {
 		return c, err
 	}
-	images, err := imageInputs(ctx, o.AddonsDir)
+	inputs, err := imageInputs(ctx, o.AddonsDir)
+	if err != nil {
+		return c, err
+	}
+	c.logf("building the add-ons' images from %s (kube-proxy, flannel, coredns; never pulled)", o.AddonsDir)
+	images, err := WriteImages(ctx, inputs, filepath.Join(o.Work, "images"))
 	if err != nil {
 		return c, err
 	}
@@ -273,7 +278,7 @@ func (c *Cluster) runNet(ctx context.Context, steps []netStep, nodes map[string]
 
 // startNode boots node i's sandbox, joins it to the bridge and starts the program inside
 // (runNode), without waiting for it.
-func (c *Cluster) startNode(ctx context.Context, i int, spec NodeSpec, self string, images ImageOptions) (*Node, error) {
+func (c *Cluster) startNode(ctx context.Context, i int, spec NodeSpec, self string, images []string) (*Node, error) {
 	ip, err := NodeIP(i)
 	if err != nil {
 		return nil, err

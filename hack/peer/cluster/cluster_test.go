@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
+	"github.com/slicelet/slicelet/internal/testharness/critest"
 )
 
 func TestNodeIP(t *testing.T) {
@@ -195,5 +197,33 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestIptablesFiles: the iptables layer holds the multi-call binaries, their extensions, the
+// libraries they load (the C library and the dynamic loader among them) and the command
+// names as links.
+func TestIptablesFiles(t *testing.T) {
+	if _, err := os.Stat(iptablesBinaries[0]); err != nil {
+		t.Skipf("SKIP: %v (apt-get install iptables)", err)
+	}
+	files, err := IptablesFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]critest.File{}
+	for _, f := range files {
+		paths[f.Path] = f
+	}
+	for _, want := range []string{"usr/sbin/xtables-nft-multi", "lib64/ld-linux-x86-64.so.2", "usr/lib/x86_64-linux-gnu/xtables/libxt_comment.so"} {
+		if _, ok := paths[want]; !ok {
+			t.Errorf("no %s among %d files", want, len(files))
+		}
+	}
+	if !slices.ContainsFunc(files, func(f critest.File) bool { return strings.HasSuffix(f.Path, "/libc.so.6") }) {
+		t.Error("no libc.so.6")
+	}
+	if l := paths["usr/sbin/iptables"].Link; l != "xtables-nft-multi" {
+		t.Errorf("usr/sbin/iptables links to %q", l)
 	}
 }

@@ -1,16 +1,15 @@
 package cluster
 
 import (
-	"bufio"
-	"bytes"
 	"context"
+	"debug/elf"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/slicelet/slicelet/hack/peer/conformance"
 	"github.com/slicelet/slicelet/internal/testharness/critest"
 )
 
@@ -55,34 +54,21 @@ var iptablesLinks = map[string]string{
 	"iptables-legacy": "xtables-legacy-multi", "iptables-legacy-save": "xtables-legacy-multi", "iptables-legacy-restore": "xtables-legacy-multi",
 }
 
+// libDirs are where the dynamic loader finds libraries on Debian (amd64; /lib is /usr/lib).
+var libDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"}
+
 // IptablesFiles are the machine's iptables (Debian's package: the nft backend, as Debian's
 // iptables alternative selects, and the legacy one), its extensions and every shared library
-// they need (ldd), at their paths, for an image's layer: what kube-proxy's and flannel's
-// images install from their distributions' packages.
-func IptablesFiles(ctx context.Context) ([]critest.File, error) {
-	elves := slices.Clone(iptablesBinaries)
+// they need, at their paths, for an image's layer: what kube-proxy's and flannel's images
+// install from their distributions' packages.
+func IptablesFiles() ([]critest.File, error) {
 	ext, err := filepath.Glob(filepath.Join(xtablesDir, "*.so"))
 	if err != nil || len(ext) == 0 {
 		return nil, fmt.Errorf("iptables extensions in %s: none (apt-get install iptables)", xtablesDir)
 	}
-	elves = append(elves, ext...)
-	var files []critest.File
-	seen := map[string]bool{}
-	add := func(path string) {
-		if !seen[path] {
-			seen[path] = true
-			files = append(files, critest.File{Path: strings.TrimPrefix(path, "/"), Source: path})
-		}
-	}
-	for _, e := range elves {
-		add(e)
-		libs, err := sharedLibraries(ctx, e)
-		if err != nil {
-			return nil, err
-		}
-		for _, l := range libs {
-			add(l)
-		}
+	files, err := ELFFiles(append(slices.Clone(iptablesBinaries), ext...))
+	if err != nil {
+		return nil, err
 	}
 	for name, target := range iptablesLinks {
 		files = append(files, critest.File{Path: "usr/sbin/" + name, Link: target})
@@ -91,26 +77,65 @@ func IptablesFiles(ctx context.Context) ([]critest.File, error) {
 	return files, nil
 }
 
-// sharedLibraries lists the libraries ldd resolves for the ELF file at path, the dynamic
-// loader included, by the paths the file asks for (so /lib/x86_64-linux-gnu/libc.so.6, not
-// its target).
-func sharedLibraries(ctx context.Context, path string) ([]string, error) {
-	out, err := exec.CommandContext(ctx, "ldd", path).Output()
-	if err != nil {
-		return nil, fmt.Errorf("ldd %s: %w", path, err)
+// ELFFiles are the ELF files at paths and, transitively, the shared libraries they need
+// (DT_NEEDED, found in libDirs) and their dynamic loader (PT_INTERP), each at its host path: a
+// layer in which they run. Read with debug/elf, without running anything.
+func ELFFiles(paths []string) ([]critest.File, error) {
+	var files []critest.File
+	seen := map[string]bool{}
+	queue := slices.Clone(paths)
+	for len(queue) > 0 {
+		path := queue[0]
+		queue = queue[1:]
+		if seen[path] {
+			continue
+		}
+		seen[path] = true
+		files = append(files, critest.File{Path: strings.TrimPrefix(path, "/"), Source: path})
+		deps, err := elfDeps(path)
+		if err != nil {
+			return nil, err
+		}
+		queue = append(queue, deps...)
 	}
-	var libs []string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		switch {
-		case len(f) >= 3 && f[1] == "=>" && strings.HasPrefix(f[2], "/"):
-			libs = append(libs, f[2])
-		case len(f) >= 1 && strings.HasPrefix(f[0], "/"):
-			libs = append(libs, f[0])
+	return files, nil
+}
+
+// elfDeps are the loader and the libraries the ELF file at path names, resolved to paths.
+func elfDeps(path string) ([]string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("elf %s: %w", path, err)
+	}
+	defer f.Close()
+	var deps []string
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(b, 0); err != nil {
+				return nil, fmt.Errorf("elf %s: interpreter: %w", path, err)
+			}
+			deps = append(deps, strings.TrimRight(string(b), "\x00"))
 		}
 	}
-	return libs, nil
+	needed, err := f.ImportedLibraries()
+	if err != nil {
+		return nil, fmt.Errorf("elf %s: %w", path, err)
+	}
+	for _, lib := range needed {
+		found := ""
+		for _, d := range libDirs {
+			if _, err := os.Stat(filepath.Join(d, lib)); err == nil {
+				found = filepath.Join(d, lib)
+				break
+			}
+		}
+		if found == "" {
+			return nil, fmt.Errorf("elf %s: library %s not found in %s", path, lib, strings.Join(libDirs, ", "))
+		}
+		deps = append(deps, found)
+	}
+	return deps, nil
 }
 
 // ImageOptions are the inputs of [Images].
@@ -131,7 +156,13 @@ func Images(ctx context.Context, o ImageOptions) ([]critest.Image, error) {
 			return nil, fmt.Errorf("add-on binary: %w (make peer-addons-build)", err)
 		}
 	}
-	ipt, err := IptablesFiles(ctx)
+	ipt, err := IptablesFiles()
+	if err != nil {
+		return nil, err
+	}
+	// flanneld links the C library (its udp backend is cgo): whatever else it needs beside
+	// what iptables brought.
+	flanneld, err := ELFFiles([]string{filepath.Join(o.AddonsDir, FlanneldBinary)})
 	if err != nil {
 		return nil, err
 	}
@@ -140,11 +171,55 @@ func Images(ctx context.Context, o ImageOptions) ([]critest.Image, error) {
 	}
 	kp := base(KubeProxyImage, append(slices.Clone(ipt), critest.File{Path: "usr/local/bin/kube-proxy", Source: filepath.Join(o.AddonsDir, KubeProxyBinary)}))
 	kp.Entrypoint = []string{"/usr/local/bin/kube-proxy"}
-	fl := base(FlannelImage, append(slices.Clone(ipt), critest.File{Path: "opt/bin/flanneld", Source: filepath.Join(o.AddonsDir, FlanneldBinary)}))
+	flFiles := slices.Clone(ipt)
+	for _, f := range flanneld[1:] {
+		if !slices.ContainsFunc(flFiles, func(g critest.File) bool { return g.Path == f.Path }) {
+			flFiles = append(flFiles, f)
+		}
+	}
+	fl := base(FlannelImage, append(flFiles, critest.File{Path: "opt/bin/flanneld", Source: filepath.Join(o.AddonsDir, FlanneldBinary)}))
 	fl.Entrypoint = []string{"/opt/bin/flanneld"}
 	dns := base(CoreDNSImage, []critest.File{{Path: "coredns", Source: filepath.Join(o.AddonsDir, CoreDNSBinary)}})
 	dns.Entrypoint = []string{"/coredns"}
 	tools := base(ToolsImage, nil)
 	tools.Cmd = []string{"sh"}
 	return []critest.Image{kp, fl, dns, tools}, nil
+}
+
+// WriteImages writes [Images] as OCI archives into dir, once for every node to import, and
+// returns their paths.
+func WriteImages(ctx context.Context, o ImageOptions, dir string) ([]string, error) {
+	images, err := Images(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var paths []string
+	for i, img := range images {
+		path := filepath.Join(dir, fmt.Sprintf("%d.tar", i))
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, err
+		}
+		_, err = critest.WriteImage(f, img)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", img.Name, err)
+		}
+		paths = append(paths, path)
+	}
+	return paths, nil
+}
+
+// imageInputs are the add-on image inputs from the add-ons directory and the static busybox.
+func imageInputs(ctx context.Context, addons string) (ImageOptions, error) {
+	applets, err := conformance.BusyboxApplets(ctx, critest.DefaultBusybox)
+	if err != nil {
+		return ImageOptions{}, err
+	}
+	return ImageOptions{AddonsDir: addons, Busybox: critest.DefaultBusybox, Applets: applets}, nil
 }

@@ -14,9 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/slicelet/slicelet/hack/peer/conformance"
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
-	"github.com/slicelet/slicelet/internal/testharness/critest"
 	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 )
 
@@ -40,8 +38,8 @@ type nodeConfig struct {
 	Dir string `json:"dir"`
 	// Agent is the agent's binary; Kubeconfig and CAFile its credentials and the cluster CA.
 	Agent, Kubeconfig, CAFile string
-	// Images are the add-ons' inputs.
-	Images ImageOptions `json:"images"`
+	// Images are the OCI archives of the add-ons' images and the tools image ([WriteImages]).
+	Images []string `json:"images"`
 	// SliceletDNS gives slicelet the cluster DNS keys ([cluster] dns_servers and domain).
 	SliceletDNS bool `json:"slicelet_dns"`
 }
@@ -81,12 +79,8 @@ func runNode(ctx context.Context, c nodeConfig, stdin io.Reader, stdout io.Write
 	}
 	stopCtx := context.WithoutCancel(ctx)
 	defer func() { err = errors.Join(err, node.Close()) }()
-	images, err := Images(ctx, c.Images)
-	if err != nil {
-		return err
-	}
-	for _, img := range images {
-		if err := node.Containerd.ImportImage(ctx, img); err != nil {
+	for _, img := range c.Images {
+		if _, err := node.Containerd.Ctr(ctx, "images", "import", img); err != nil {
 			return err
 		}
 	}
@@ -163,13 +157,4 @@ func waitReadyLine(r io.Reader, log io.Writer) bool {
 		fmt.Fprintln(log, sc.Text())
 	}
 	return false
-}
-
-// imageInputs are the add-on image inputs from the add-ons directory and the static busybox.
-func imageInputs(ctx context.Context, addons string) (ImageOptions, error) {
-	applets, err := conformance.BusyboxApplets(ctx, critest.DefaultBusybox)
-	if err != nil {
-		return ImageOptions{}, err
-	}
-	return ImageOptions{AddonsDir: addons, Busybox: critest.DefaultBusybox, Applets: applets}, nil
 }
