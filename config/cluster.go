@@ -77,6 +77,7 @@ func (l *loader) validateCluster() {
 	l.absolutePath(key("cluster", "tls_cert_file"), c.TLSCertFile, c.TLSPrivateKeyFile != "")
 	l.absolutePath(key("cluster", "tls_private_key_file"), c.TLSPrivateKeyFile, c.TLSCertFile != "")
 	l.absolutePath(key("cluster", "client_ca_file"), c.ClientCAFile, false)
+	l.validateClusterDNS()
 	seen := map[string]bool{}
 	for _, s := range c.Taints {
 		t, err := ParseTaint(s)
@@ -91,4 +92,26 @@ func (l *loader) validateCluster() {
 			seen[id] = true
 		}
 	}
+}
+
+// validateClusterDNS checks the DNS keys of [cluster]: the servers are IP addresses, listed
+// once; the domain is a DNS subdomain; the host resolver configuration an absolute path or "".
+func (l *loader) validateClusterDNS() {
+	c := l.cfg.Cluster
+	seen := map[string]bool{}
+	for _, s := range c.DNSServers {
+		switch {
+		case net.ParseIP(s) == nil:
+			l.at(key("cluster", "dns_servers"), "invalid IP address %q", s)
+		case seen[s]:
+			l.at(key("cluster", "dns_servers"), "%q is listed twice", s)
+		}
+		seen[s] = true
+	}
+	if c.Domain != "" {
+		if errs := validation.IsDNS1123Subdomain(c.Domain); len(errs) > 0 {
+			l.at(key("cluster", "domain"), "invalid cluster domain %q: %s", c.Domain, strings.Join(errs, "; "))
+		}
+	}
+	l.absolutePath(key("cluster", "resolv_conf"), c.ResolvConf, false)
 }

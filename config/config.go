@@ -306,6 +306,18 @@ type Cluster struct {
 	// AnonymousAuth lets requests without credentials through as system:anonymous, still
 	// subject to authorization (authentication.anonymous.enabled); off by default.
 	AnonymousAuth bool `toml:"anonymous_auth"`
+	// DNSServers are the cluster DNS servers' IPs (the kubelet's clusterDNS): the nameservers
+	// of pods with dnsPolicy ClusterFirst (off the host's network) and
+	// ClusterFirstWithHostNet. Empty means such pods fall back to Default, with a
+	// MissingClusterDNS event. Read in stand-alone mode too, as the kubelet does.
+	DNSServers []string `toml:"dns_servers"`
+	// Domain is the cluster's DNS domain (clusterDomain, e.g. cluster.local): the search
+	// domains of ClusterFirst pods and the domain of a pod's FQDN (hostname.subdomain).
+	Domain string `toml:"domain"`
+	// ResolvConf is the host resolver configuration pods start from (resolvConf): dnsPolicy
+	// Default, and the search domains after the cluster's. "" means none: Default pods then
+	// resolve through the node itself (127.0.0.1), as the kubelet with --resolv-conf="".
+	ResolvConf string `toml:"resolv_conf"`
 }
 
 // Log sets the logger.
@@ -383,7 +395,7 @@ func Default() *Config {
 		},
 		API:     API{Socket: "/run/slicelet/slicelet.sock", Group: "slicelet"},
 		Metrics: Metrics{Address: "127.0.0.1:10255"},
-		Cluster: Cluster{Kubeconfig: "/etc/slicelet/kubeconfig", Labels: map[string]string{}, Taints: []string{}, KubeletPort: 10250},
+		Cluster: Cluster{Kubeconfig: "/etc/slicelet/kubeconfig", Labels: map[string]string{}, Taints: []string{}, KubeletPort: 10250, DNSServers: []string{}, ResolvConf: "/etc/resolv.conf"},
 		Log:     Log{Level: "info", Format: "auto"},
 	}
 }

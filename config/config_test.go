@@ -453,6 +453,16 @@ func TestBadInput(t *testing.T) {
 			},
 		},
 		{
+			name: "cluster DNS",
+			toml: "[cluster]\ndns_servers = [\"10.96.0.10\", \"kube-dns\", \"10.96.0.10\"]\ndomain = \"Cluster.Local\"\nresolv_conf = \"resolv.conf\"\n",
+			want: []string{
+				`f.toml:2:1: cluster.dns_servers: invalid IP address "kube-dns"`,
+				`f.toml:2:1: cluster.dns_servers: "10.96.0.10" is listed twice`,
+				`f.toml:3:1: cluster.domain: invalid cluster domain "Cluster.Local"`,
+				`f.toml:4:1: cluster.resolv_conf: path "resolv.conf" must be absolute`,
+			},
+		},
+		{
 			name: "systemd job timeout",
 			toml: "[systemd]\njob_timeout = \"0s\"\n",
 			want: []string{"f.toml:2:1: systemd.job_timeout: job timeout 0s must be positive"},

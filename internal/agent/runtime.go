@@ -17,6 +17,7 @@ import (
 	"github.com/slicelet/slicelet/internal/buildinfo"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/crirt"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
 	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/podstats"
@@ -71,6 +72,9 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 		HostNetwork: cfg.Runtime.Network != config.NetworkCNI,
 		// Localhost seccomp profiles, for either runtime (the kubelet's <root-dir>/seccomp).
 		SeccompProfileRoot: filepath.Join(cfg.StateDir, "seccomp"),
+		// Every pod's resolver configuration and FQDN, in either mode (the kubelet's
+		// clusterDNS, clusterDomain and resolvConf).
+		DNS: &lifecycle.NodeDNS{Servers: cfg.Cluster.DNSServers, Domain: cfg.Cluster.Domain, ResolvConf: cfg.Cluster.ResolvConf},
 	}
 	pr := &podRuntime{close: func() error { return nil }}
 	// logDirs are the runtime's log directories of a pod (CRI: under LogRoot; systemd: the

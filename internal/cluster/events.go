@@ -65,7 +65,8 @@ type events struct {
 }
 
 // Eventf records an event about object (a *v1.Pod, or the *v1.ObjectReference of a pod's
-// container) with the API server when it is one of the cluster's pods.
+// container) with the API server when it is one of the cluster's pods, and those about the
+// node (an *v1.ObjectReference of kind Node).
 func (e *events) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
 	var uid types.UID
 	var annotations map[string]string
@@ -81,6 +82,11 @@ func (e *events) Eventf(object runtime.Object, eventtype, reason, messageFmt str
 	e.mu.Lock()
 	r, ok := e.recorder, e.pods[uid]
 	e.mu.Unlock()
+	if ref, isRef := object.(*v1.ObjectReference); isRef && ref.Kind == "Node" {
+		// The pod worker's events about the node (MissingClusterDNS, as the kubelet's DNS
+		// configurer records them).
+		ok = true
+	}
 	switch {
 	case r == nil || !ok:
 	case annotations != nil:

@@ -23,6 +23,8 @@ import (
 //     secrets, configmaps, persistent volume claims, resource claims);
 //   - what slicelet relies on (slices.ValidatePod: containers, names, quantities, requests ≤
 //     limits, the UID);
+//   - the pod's DNS policy and configuration, hostname, subdomain, ports and mount propagation
+//     as the API validates them (validateNetwork);
 //   - what no runtime may receive: volume names, mounts naming a declared volume, NUL bytes.
 //
 // What a runtime cannot run is the runtime's to say (its Validate).
@@ -38,6 +40,7 @@ func Validate(pod *v1.Pod) field.ErrorList {
 		}
 		errs = append(errs, e)
 	}
+	errs = append(errs, validateNetwork(pod)...)
 	return append(errs, validateInput(pod)...)
 }
 

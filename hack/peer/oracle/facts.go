@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -101,4 +102,21 @@ func (n nodeSetup) node() *v1.Node {
 		ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{v1.LabelOSStable: "linux"}},
 		Status:     v1.NodeStatus{Allocatable: n.allocatable(), Capacity: n.allocatable()},
 	}
+}
+
+// The node DNS both sides form a pod's resolver configuration with: cluster DNS, the cluster
+// domain and the host's resolv.conf (written to a file for the kubelet's configurer).
+var (
+	oracleClusterDNS    = "10.96.0.10"
+	oracleClusterDomain = "cluster.local"
+	oracleResolvConf    = "# host\nnameserver 192.0.2.53\nnameserver 192.0.2.54\nsearch example.org corp.example.\noptions edns0 timeout:2 ndots:1\n"
+)
+
+// setDNS records a resolver configuration; options as a set (the kubelet's come in map order).
+func (f facts) setDNS(servers, searches, options []string) {
+	o := slices.Clone(options)
+	slices.Sort(o)
+	f.set("dns.servers", strings.Join(servers, " "))
+	f.set("dns.searches", strings.Join(searches, " "))
+	f.set("dns.options", strings.Join(o, " "))
 }

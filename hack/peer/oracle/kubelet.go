@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -21,6 +23,7 @@ import (
 	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/config"
 	"k8s.io/kubernetes/pkg/kubelet/kuberuntime"
 	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
+	"k8s.io/kubernetes/pkg/kubelet/network/dns"
 	kubeletqos "k8s.io/kubernetes/pkg/kubelet/qos"
 	kubetypes "k8s.io/kubernetes/pkg/kubelet/types"
 	schedulerframework "k8s.io/kubernetes/pkg/scheduler/framework"
@@ -153,8 +156,27 @@ func kubeletFacts(pod *v1.Pod, node nodeSetup) facts {
 		func(*schedulerframework.NodeInfo, *lifecycle.PodAdmitAttributes) error { return nil },
 	).Admit(context.Background(), &lifecycle.PodAdmitAttributes{Pod: pod, Operation: lifecycle.AddOperation})
 	f.set("admit", admitString(res.Admit, res.Reason))
+	if path, err := resolvConfFile(); err != nil {
+		f.set("dns.error", err.Error())
+	} else if cfg, err := dns.NewConfigurer(&record.FakeRecorder{}, &v1.ObjectReference{Kind: "Node", Name: nodeName, UID: nodeName}, nil,
+		[]net.IP{net.ParseIP(oracleClusterDNS)}, oracleClusterDomain, path).GetPodDNS(context.Background(), pod); err != nil {
+		f.set("dns.error", err.Error())
+	} else {
+		f.setDNS(cfg.Servers, cfg.Searches, cfg.Options)
+	}
 	return f
 }
+
+// resolvConfFile is oracleResolvConf in a file, written once.
+var resolvConfFile = sync.OnceValues(func() (string, error) {
+	f, err := os.CreateTemp("", "oracle-resolv-*.conf")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	_, err = f.WriteString(oracleResolvConf)
+	return f.Name(), err
+})
 
 // parseHugetlbSize parses the hugetlb controller's page size names ("2MB", "1GB", "64KB").
 func parseHugetlbSize(s string) (int64, error) {

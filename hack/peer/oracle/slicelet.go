@@ -81,5 +81,11 @@ func sliceletFacts(pod *v1.Pod, node nodeSetup) facts {
 	})
 	d := admission.Admit(pod, admission.NodeState{Allocatable: node.allocatable(), OS: "linux"})
 	f.set("admit", admitString(d.Admit, d.Reason))
+	if host, err := lifecycle.ParseResolvConf([]byte(oracleResolvConf)); err != nil {
+		f.set("dns.error", err.Error())
+	} else {
+		cfg, _ := lifecycle.PodDNS(pod, lifecycle.NodeDNS{Servers: []string{oracleClusterDNS}, Domain: oracleClusterDomain, ResolvConf: "/etc/resolv.conf"}, host, nil)
+		f.setDNS(cfg.Servers, cfg.Searches, cfg.Options)
+	}
 	return f
 }

@@ -84,7 +84,10 @@ func BenchmarkRawCRI(b *testing.B) {
 		b.StopTimer()
 		pod := benchPod(i)
 		slice := it.slice(b, pod)
-		sbCfg := w.SandboxConfig(pod, slice.Unit, 0)
+		sbCfg, err := w.SandboxConfig(pod, slice.Unit, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
 		sbCfg.LogDirectory = rt.podLogDir(pod.Namespace, pod.Name, string(pod.UID))
 		cfg, err := w.ContainerConfig(pod, &pod.Spec.Containers[0], 0, testImage, nil)
 		if err != nil {

@@ -63,6 +63,8 @@ type itEnv struct {
 	// podNetwork: pods without spec.hostNetwork get the sandbox's network (runtime.network =
 	// "cni"); else every pod is on the host's network.
 	podNetwork bool
+	// dns is the workers' node DNS (worker.Options.DNS); nil leaves it to containerd.
+	dns *lifecycle.NodeDNS
 }
 
 // sandboxOnly runs t in the hybrid sandbox only: CRI behaviour that does not depend on the cgroup
@@ -166,7 +168,7 @@ func (it *itEnv) runtimes(tb testing.TB) (*worker.Worker, *Runtime) {
 	it.rts = append(it.rts, rt)
 	it.mu.Unlock()
 	w, err := worker.New(worker.Options{Runtime: rt, Images: rt, Recorder: &record.FakeRecorder{}, StateDir: it.state, Logger: it.log,
-		MemoryCapacity: it.mem, Resources: slices.DefaultOptions(), Backoff: fastBackoff, HostNetwork: !it.podNetwork, Objects: it.objects})
+		MemoryCapacity: it.mem, Resources: slices.DefaultOptions(), Backoff: fastBackoff, HostNetwork: !it.podNetwork, Objects: it.objects, DNS: it.dns})
 	if err != nil {
 		tb.Fatal(err)
 	}

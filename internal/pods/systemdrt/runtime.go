@@ -81,6 +81,9 @@ type Options struct {
 	KnownUser, KnownGroup func(id int64) bool
 	// Setpriv is util-linux's setpriv; "/usr/bin/setpriv" when empty.
 	Setpriv string
+	// HostResolvConf is the resolver configuration host commands read; a sandbox whose
+	// DnsConfig says the same gets no resolv.conf of its own. "/etc/resolv.conf" when empty.
+	HostResolvConf string
 }
 
 // secEnv is the host side of securityProperties.
@@ -250,6 +253,12 @@ func (r *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandbox
 		attempt := md.GetAttempt()
 		for _, sb := range rec.Sandboxes {
 			attempt = max(attempt, sb.Attempt+1)
+		}
+		resolv, err := r.sandboxResolvConf(uid, attempt, config.GetDnsConfig())
+		if err != nil {
+			return fmt.Errorf("pod %s/%s: %w", md.GetNamespace(), md.GetName(), err)
+		}
+		for _, sb := range rec.Sandboxes {
 			sb.Ready = false
 		}
 		id = sandboxID(uid, attempt)
@@ -257,6 +266,7 @@ func (r *Runtime) RunPodSandbox(_ context.Context, config *runtimeapi.PodSandbox
 		rec.Sandboxes = append(rec.Sandboxes, &sandbox{
 			ID: id, Attempt: attempt, Ready: true, CreatedAt: r.clock.Now(), Slice: slice,
 			MemoryLimited: config.GetLinux().GetResources().GetMemoryLimitInBytes() > 0,
+			ResolvConf:    resolv,
 		})
 		return r.saveRecord(rec)
 	})
@@ -314,6 +324,11 @@ func (r *Runtime) RemovePodSandbox(ctx context.Context, id string) error {
 			errs = append(errs, r.resetUnit(ctx, rn.ID))
 		}
 		rec.Runs = keep
+		if f := rec.sandbox(id).ResolvConf; f != "" {
+			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("sandbox %s: %w", id, err))
+			}
+		}
 		rec.Sandboxes = stdslices.DeleteFunc(rec.Sandboxes, func(sb *sandbox) bool { return sb.ID == id })
 		if err := errors.Join(errs...); err != nil {
 			return fmt.Errorf("pod %s: %w", uid, err)
@@ -387,9 +402,10 @@ func (r *Runtime) CreateContainer(ctx context.Context, sandboxID string, config 
 	if err != nil {
 		return "", err
 	}
-	data, err := protojson.Marshal(config)
-	if err != nil {
-		return "", fmt.Errorf("container %s: configuration: %w", name, err)
+	for _, m := range config.GetMounts() {
+		if m.GetPropagation() == runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL {
+			return "", fmt.Errorf("container %s: mount %s: bidirectional propagation: %s", name, m.GetContainerPath(), noBidirectional)
+		}
 	}
 	var reset []string
 	err = r.locked(uid, func(e *podEntry) error {
@@ -399,6 +415,10 @@ func (r *Runtime) CreateContainer(ctx context.Context, sandboxID string, config 
 		}
 		if sb == nil || !sb.Ready {
 			return fmt.Errorf("container %s: sandbox %s is not ready", name, sandboxID)
+		}
+		data, err := protojson.Marshal(withResolvConf(config, sb.ResolvConf))
+		if err != nil {
+			return fmt.Errorf("container %s: configuration: %w", name, err)
 		}
 		if e.rec.run(unit) != nil {
 			return fmt.Errorf("container %s: run %d exists already (%s)", name, attempt+1, unit)
@@ -1144,6 +1164,9 @@ func withHostDefaults(opts Options) Options {
 	}
 	if opts.Setpriv == "" {
 		opts.Setpriv = "/usr/bin/setpriv"
+	}
+	if opts.HostResolvConf == "" {
+		opts.HostResolvConf = resolvConfPath
 	}
 	return opts
 }

@@ -30,6 +30,9 @@ type sandbox struct {
 	Slice string `json:"slice,omitempty"`
 	// MemoryLimited: the pod has a memory limit of its own (cgroup v1 OOM inference).
 	MemoryLimited bool `json:"memoryLimited,omitempty"`
+	// ResolvConf is the sandbox's resolver configuration file, mounted at /etc/resolv.conf in
+	// its containers; "" when they read the host's (sandboxResolvConf).
+	ResolvConf string `json:"resolvConf,omitempty"`
 }
 
 // run is one run of a container: one unit.

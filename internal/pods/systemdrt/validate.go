@@ -20,6 +20,9 @@ import (
 // useCRI is the advice for everything only a container runtime can do.
 const useCRI = `set runtime.type = "cri" in the slicelet configuration to run it with containerd`
 
+// noBidirectional is why the systemd runtime refuses Bidirectional mount propagation.
+const noBidirectional = "mounts made in a systemd service's mount namespace do not reach the host (systemd makes the namespace a slave of the host's: the host's mounts reach the service, HostToContainer, not the other way); " + useCRI
+
 // Validate reports what the systemd runtime cannot run, each problem with its field path and
 // value (slices.ValidatePod has checked names, quantities and the container count before):
 // images, containers without an absolute or PATH-resolvable command, env entries that are not
@@ -445,6 +448,9 @@ func validateMounts(p *field.Path, mounts []v1.VolumeMount, volumes map[string]b
 		}
 		if m.SubPathExpr != "" {
 			errs = append(errs, field.Forbidden(mp.Child("subPathExpr"), "subPathExpr is not supported by the systemd runtime"))
+		}
+		if m.MountPropagation != nil && *m.MountPropagation == v1.MountPropagationBidirectional {
+			errs = append(errs, field.Forbidden(mp.Child("mountPropagation"), noBidirectional))
 		}
 	}
 	return errs

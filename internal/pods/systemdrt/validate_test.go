@@ -138,6 +138,10 @@ func TestValidate(t *testing.T) {
 		}), []string{"spec.securityContext.appArmorProfile: Forbidden: cannot enforce AppArmor: AppArmor is not enabled on the host"}},
 		{"shared process namespace", withPod(func(p *v1.Pod) { p.Spec.ShareProcessNamespace = ptr(true) }),
 			[]string{"spec.shareProcessNamespace: Forbidden"}},
+		{"mount propagation: HostToContainer is systemd's, Bidirectional cannot be", withContainer(func(c *v1.Container) {
+			c.VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data", MountPropagation: ptr(v1.MountPropagationHostToContainer)},
+				{Name: "data", MountPath: "/data2", MountPropagation: ptr(v1.MountPropagationBidirectional)}}
+		}), []string{"spec.containers[0].volumeMounts[1].mountPropagation: Forbidden: mounts made in a systemd service's mount namespace do not reach the host"}},
 		{"host aliases", withPod(func(p *v1.Pod) { p.Spec.HostAliases = []v1.HostAlias{{IP: "10.0.0.1", Hostnames: []string{"a"}}} }),
 			[]string{"spec.hostAliases: Forbidden"}},
 		{"runtime class", withPod(func(p *v1.Pod) { p.Spec.RuntimeClassName = new("kata") }),

@@ -77,8 +77,11 @@ func (w *Worker) namespaces(pod *v1.Pod) *runtimeapi.NamespaceOption {
 
 // SandboxConfig is the pod's sandbox (kuberuntime generatePodSandboxConfig): cgroup parent =
 // the pod slice (systemd cgroup driver), the pod's resources (calculateSandboxResources), the
-// kubelet's labels. The log directory is the runtime's to fill in.
-func (w *Worker) SandboxConfig(pod *v1.Pod, slice string, attempt uint32) *runtimeapi.PodSandboxConfig {
+// kubelet's labels, its resolver configuration (podDNS), hostname (sandboxHostname) and port
+// mappings. The log directory is the runtime's to fill in. An error (the host's resolver
+// configuration unreadable, an FQDN too long for a hostname) fails the sandbox, as the
+// kubelet's.
+func (w *Worker) SandboxConfig(pod *v1.Pod, slice string, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
 	labels := map[string]string{}
 	for k, v := range pod.Labels {
 		labels[k] = v
@@ -94,7 +97,14 @@ func (w *Worker) SandboxConfig(pod *v1.Pod, slice string, attempt uint32) *runti
 	hostname := ""
 	if ns.Network != runtimeapi.NamespaceMode_NODE {
 		// A host-network sandbox must have no hostname of its own (containerd refuses one).
-		hostname = lifecycle.PodHostname(pod)
+		var err error
+		if hostname, err = w.sandboxHostname(pod); err != nil {
+			return nil, err
+		}
+	}
+	dns, err := w.podDNS(pod)
+	if err != nil {
+		return nil, err
 	}
 	sc := &runtimeapi.LinuxSandboxSecurityContext{
 		NamespaceOptions:   ns,
@@ -122,15 +132,17 @@ func (w *Worker) SandboxConfig(pod *v1.Pod, slice string, attempt uint32) *runti
 		}
 	}
 	return &runtimeapi.PodSandboxConfig{
-		Metadata:    &runtimeapi.PodSandboxMetadata{Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt},
-		Hostname:    hostname,
-		Labels:      labels,
-		Annotations: annotations,
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: pod.Name, Namespace: pod.Namespace, Uid: string(pod.UID), Attempt: attempt},
+		Hostname:     hostname,
+		DnsConfig:    dns,
+		PortMappings: portMappings(pod),
+		Labels:       labels,
+		Annotations:  annotations,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent: slice, SecurityContext: sc, Sysctls: sysctls,
 			Resources: criResources(slices.PodResources(pod, w.opts.Resources)),
 		},
-	}
+	}, nil
 }
 
 // supplementalGroups are the pod's fsGroup followed by its supplementalGroups, as the kubelet
@@ -306,7 +318,8 @@ func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, i
 				return nil, configError{fmt.Errorf("failed to create subPath directory for volumeMount %q of container %q: %w", m.Name, c.Name, err)}
 			}
 		}
-		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly || readOnlyVolume(pod, m.Name)})
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly || readOnlyVolume(pod, m.Name),
+			Propagation: mountPropagation(m.MountPropagation)})
 	}
 	if hm, err := w.etcHostsMount(pod, c); err != nil {
 		return nil, fmt.Errorf("container %s: %w", c.Name, err)

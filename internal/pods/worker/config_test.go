@@ -28,6 +28,16 @@ func TestPullPolicyDefault(t *testing.T) {
 	}
 }
 
+// mustSandboxConfig is w.SandboxConfig(pod, "s.slice", 0) without an error.
+func mustSandboxConfig(t *testing.T, w *Worker, pod *v1.Pod) *runtimeapi.PodSandboxConfig {
+	t.Helper()
+	cfg, err := w.SandboxConfig(pod, "s.slice", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // TestPodNetwork: with HostNetwork false, a pod without spec.hostNetwork gets its own network
 // namespace and its hostname; one with spec.hostNetwork keeps the host's.
 func TestPodNetwork(t *testing.T) {
@@ -46,7 +56,7 @@ func TestPodNetwork(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			pod := testPod("u1", "", "main")
 			pod.Spec.HostNetwork = c.host
-			cfg := w.SandboxConfig(pod, "s.slice", 0)
+			cfg := mustSandboxConfig(t, w, pod)
 			if cfg.Linux.SecurityContext.NamespaceOptions.Network != c.mode || cfg.Hostname != c.hostname {
 				t.Errorf("network %v hostname %q, want %v %q", cfg.Linux.SecurityContext.NamespaceOptions.Network, cfg.Hostname, c.mode, c.hostname)
 			}
@@ -74,7 +84,7 @@ func TestSandboxPrivileged(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			pod := testPod("u1", "", "main")
 			c.mod(pod)
-			if got := w.SandboxConfig(pod, "s.slice", 0).Linux.SecurityContext.Privileged; got != c.want {
+			if got := mustSandboxConfig(t, w, pod).Linux.SecurityContext.Privileged; got != c.want {
 				t.Errorf("sandbox privileged = %v, want %v", got, c.want)
 			}
 		})
@@ -106,7 +116,7 @@ func TestSecurityContextConfig(t *testing.T) {
 	}
 	pod.Spec.Containers[1].SecurityContext = &v1.SecurityContext{AllowPrivilegeEscalation: &no}
 
-	sb := w.SandboxConfig(pod, "s.slice", 0)
+	sb := mustSandboxConfig(t, w, pod)
 	ssc := sb.Linux.SecurityContext
 	if !ssc.Privileged {
 		t.Error("sandbox of a pod with a privileged container is not privileged")

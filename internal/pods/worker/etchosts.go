@@ -13,7 +13,7 @@ import (
 
 // etcHostsMount writes the pod's hosts file (StateDir/pods/<uid>/etc-hosts, 0644; the node's
 // own with its hostAliases on the host's network, else the kubelet's managed file with the pod
-// IPs and hostname, lifecycle.EtcHosts) and returns its mount at /etc/hosts, as the kubelet's
+// IPs and hostname, and its FQDN when it has a subdomain, lifecycle.EtcHosts) and returns its mount at /etc/hosts, as the kubelet's
 // makeHostsMount does before each container is created; nil when the container gets none
 // (lifecycle.MountsEtcHosts) and for a runtime without images (systemdrt runs host commands,
 // which see the host's file).
@@ -34,7 +34,7 @@ func (w *Worker) etcHostsMount(pod *v1.Pod, c *v1.Container) (*runtimeapi.Mount,
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("hosts file: %w", err)
 	}
-	content := lifecycle.EtcHosts(node, hostNetwork, ips, lifecycle.PodHostname(pod), "", pod.Spec.HostAliases)
+	content := lifecycle.EtcHosts(node, hostNetwork, ips, lifecycle.PodHostname(pod), w.podDomain(pod), pod.Spec.HostAliases)
 	if err := os.WriteFile(path, content, 0o644); err != nil {
 		return nil, fmt.Errorf("hosts file: %w", err)
 	}

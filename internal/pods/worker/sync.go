@@ -211,8 +211,11 @@ func (w *Worker) runSandbox(ctx context.Context, pod *v1.Pod, slice string, o *o
 		w.log.Info("pod sandbox changed, the pod starts over in a new one", "pod_uid", string(pod.UID), "pod", pod.Namespace+"/"+pod.Name)
 		w.podEvent(pod, v1.EventTypeNormal, EventSandboxChanged, "Pod sandbox changed, it will be killed and re-created.")
 	}
-	cfg := w.SandboxConfig(pod, slice, attempt)
-	handler, err := w.runtimeHandler(pod)
+	cfg, err := w.SandboxConfig(pod, slice, attempt)
+	var handler string
+	if err == nil {
+		handler, err = w.runtimeHandler(pod)
+	}
 	if err == nil {
 		var id string
 		if id, err = w.rt.RunPodSandbox(ctx, cfg, handler); err == nil {
@@ -249,7 +252,11 @@ func (w *Worker) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlic
 	var sbID string
 	var sbCfg *runtimeapi.PodSandboxConfig
 	if o.sandbox != nil {
-		sbID, sbCfg = o.sandbox.ID, w.SandboxConfig(pod, slice.Unit, o.sandbox.Attempt)
+		var err error
+		sbID = o.sandbox.ID
+		if sbCfg, err = w.SandboxConfig(pod, slice.Unit, o.sandbox.Attempt); err != nil {
+			return []error{fmt.Errorf("pod %s/%s: sandbox configuration: %w", pod.Namespace, pod.Name, err)}
+		}
 	} else {
 		var err error
 		if sbID, sbCfg, err = w.runSandbox(ctx, pod, slice.Unit, o); err != nil {

@@ -75,6 +75,11 @@ type Options struct {
 	// EtcHosts is the node's hosts file, which pods on the host's network get a copy of (with
 	// their hostAliases). Default /etc/hosts.
 	EtcHosts string
+	// DNS is the node's cluster DNS, cluster domain and host resolver configuration: each
+	// sandbox gets the pod's resolver configuration from it (PodSandboxConfig.DnsConfig, the
+	// kubelet's GetPodDNS) and a pod with a subdomain its FQDN. nil leaves the resolver
+	// configuration to the runtime (containerd copies the host's /etc/resolv.conf).
+	DNS *lifecycle.NodeDNS
 }
 
 // Worker is slicelet's one pod worker (the kubelet's kuberuntime manager: SyncPod,
@@ -200,6 +205,9 @@ func ValidateSpec(pod *v1.Pod, hostNetwork bool) field.ErrorList {
 	}
 	for i := range pod.Spec.Containers {
 		check(spec.Child("containers").Index(i), &pod.Spec.Containers[i], false)
+	}
+	if hostNetwork && !pod.Spec.HostNetwork {
+		errs = append(errs, validateOnNodeNetwork(pod)...)
 	}
 	return append(errs, lifecycle.ValidateSecurity(pod, pod.Spec.HostNetwork || hostNetwork)...)
 }

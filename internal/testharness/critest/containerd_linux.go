@@ -34,10 +34,16 @@ var (
 	CNIPluginDir = "/usr/lib/cni"
 	// UnshareBinary starts containerd in a mount namespace of its own with CNIBridge.
 	UnshareBinary = "/usr/bin/unshare"
+	// IptablesBinary is what the CNIBridge option's portmap plugin programs host ports with.
+	IptablesBinary = "/usr/sbin/iptables"
 )
 
 // CNISubnet is the pod subnet of the CNIBridge option (containerd's own example's).
 const CNISubnet = "10.88.0.0/16"
+
+// CNIGateway is the bridge's address on CNISubnet, the node's address its pods' host ports are
+// reached at.
+const CNIGateway = "10.88.0.1"
 
 // DefaultSandboxImage is the sandbox image Start imports and configures.
 const DefaultSandboxImage = "slicelet.test/pause:1"
@@ -202,12 +208,16 @@ func RequireCNI(t testing.TB) {
 	t.Helper()
 	Require(t)
 	skipMissing(t, "no CNI bridge here", missingFiles(filepath.Join(CNIPluginDir, "bridge"), filepath.Join(CNIPluginDir, "host-local"),
-		filepath.Join(CNIPluginDir, "loopback"), UnshareBinary), "containernetworking-plugins util-linux")
+		filepath.Join(CNIPluginDir, "loopback"), filepath.Join(CNIPluginDir, "portmap"), UnshareBinary, IptablesBinary), "containernetworking-plugins util-linux iptables")
 }
 
 // cniConfig is the CNIBridge network: a bridge that is the pods' gateway (no masquerading: the
 // pods are reached from the namespace it lives in, nothing routes them further) with host-local
-// IPAM keeping its leases in the run directory.
+// IPAM keeping its leases in the run directory, chained with the portmap plugin for the
+// sandboxes' port mappings (hostPort, as kubeadm's CNI configurations chain it). Its "snat"
+// (masquerading traffic from the node's loopback to a host port) is off: it sets route_localnet
+// on the bridge through /proc/sys, read-only in the systemd sandbox; a host port is reached at
+// one of the node's other addresses (the bridge's, CNIGateway).
 func (c *Containerd) cniConfig() string {
 	return fmt.Sprintf(`{
   "cniVersion": "0.4.0",
@@ -225,6 +235,11 @@ func (c *Containerd) cniConfig() string {
         "routes": [{"dst": "0.0.0.0/0"}],
         "dataDir": %q
       }
+    },
+    {
+      "type": "portmap",
+      "capabilities": {"portMappings": true},
+      "snat": false
     }
   ]
 }

@@ -4,8 +4,8 @@
 // restrict_oom_score_adj, stats_collect_period = 1 and the systemd cgroup driver. It also writes
 // OCI image layouts (WriteImage) and imports them with ctr, so no registry is needed. Its CNI
 // configuration is empty (host-network sandboxes only) unless Options.CNIBridge asks for a bridge
-// with host-local IPAM from Debian's containernetworking-plugins, in the sandbox's network
-// namespace.
+// with host-local IPAM and the portmap plugin (host ports) from Debian's
+// containernetworking-plugins, in the sandbox's network namespace.
 //
 // containerd may only be started inside the throwaway systemd sandbox (internal/testharness/systemdtest):
 // outside it, Start skips the test, or fails it with CI=true, as a missing containerd or runc
