@@ -253,18 +253,47 @@ peer-controlplane-test:
 peer-cluster-test: build
 	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet $(GO) test -count=1 -timeout 60m -v ./clustertest/
 
-# make cluster-demo: a one-node Kubernetes cluster whose node is slicelet (hack/peer/clusterdemo):
-# the control plane from $(PEER_DIR) (built first by make peer-build when absent: minutes),
-# slicelet on a private containerd, all inside a throwaway systemd sandbox; shows the node
-# Ready, a Deployment in kubepods slices, a rolling update, kubectl logs, kubectl drain and an
-# eviction under memory pressure. Root. The sandbox and build/cluster-demo are removed at the
-# end, on failure too. docs/cluster.md.
-.PHONY: cluster-demo
-cluster-demo: build
+# make peer-addons-build: the add-ons a multi-node cluster runs as workloads, built from their Go
+# modules into $(ADDONS_DIR): kube-proxy (k8s.io/kubernetes/cmd/kube-proxy $(PEER_VERSION), hack/peer's
+# module), flanneld (github.com/flannel-io/flannel, hack/peer/addons' module; its udp backend
+# needs cgo, so it links the C library its image holds) and coredns (github.com/coredns/coredns,
+# its own module), the others static; their images are built from them when a
+# cluster starts (hack/peer/cluster). Minutes the first time.
+ADDONS_DIR     ?= build/addons
+COREDNS_MODULE := github.com/coredns/coredns@v1.14.7
+.PHONY: peer-addons-build
+peer-addons-build:
+	@mkdir -p $(ADDONS_DIR)
+	cd hack/peer && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(PEER_LDFLAGS)' -o $(abspath $(ADDONS_DIR))/kube-proxy k8s.io/kubernetes/cmd/kube-proxy
+	cd hack/peer/addons && CGO_ENABLED=1 $(GO) build -trimpath -o $(abspath $(ADDONS_DIR))/flanneld github.com/flannel-io/flannel
+	cd hack/peer && CGO_ENABLED=0 GOBIN=$(abspath $(ADDONS_DIR)) GOFLAGS=-mod=mod $(GO) install -trimpath $(COREDNS_MODULE)
+	@ls $(ADDONS_DIR)
+
+# make cluster-demo [NODES=slicelet,slicelet]: a Kubernetes cluster of several nodes on this
+# machine (hack/peer/cluster): the control plane from $(PEER_DIR) in a throwaway systemd sandbox,
+# each node (slicelet or the kubelet, one a NODES entry) in a sandbox of its own with its own
+# containerd and network namespace on a bridge they share, kube-proxy, flannel and CoreDNS as
+# workloads on the nodes (images built locally from $(ADDONS_DIR)); shows a Service reached by
+# name from a pod on the other node, a StatefulSet's stable DNS names and a DaemonSet on every
+# node. Builds what is missing first (make peer-build, peer-addons-build: minutes). Root. The
+# sandboxes and build/cluster-demo are removed at the end, on failure too. docs/cluster.md.
+NODES ?= slicelet,slicelet
+.PHONY: cluster-demo cluster-demo-node clusterdemo-build
+clusterdemo-build: build
 	@test -x $(PEER_DIR)/kube-apiserver -a -x $(PEER_DIR)/kube-scheduler -a -x $(PEER_DIR)/kube-controller-manager \
-	  -a -x $(PEER_DIR)/etcd -a -x $(PEER_DIR)/kubectl || $(MAKE) --no-print-directory peer-build
+	  -a -x $(PEER_DIR)/etcd -a -x $(PEER_DIR)/kubectl -a -x $(PEER_DIR)/kubelet || $(MAKE) --no-print-directory peer-build
 	cd hack/peer && $(GO) build -o $(abspath build)/clusterdemo ./cmd/clusterdemo
-	build/clusterdemo -bin $(abspath $(PEER_DIR)) -slicelet $(abspath $(BIN))/slicelet -work $(abspath build/cluster-demo)
+
+cluster-demo: clusterdemo-build
+	@test -x $(ADDONS_DIR)/kube-proxy -a -x $(ADDONS_DIR)/flanneld -a -x $(ADDONS_DIR)/coredns || $(MAKE) --no-print-directory peer-addons-build
+	build/clusterdemo -bin $(abspath $(PEER_DIR)) -slicelet $(abspath $(BIN))/slicelet -addons $(abspath $(ADDONS_DIR)) \
+	  -nodes $(NODES) -work $(abspath build/cluster-demo)
+
+# make cluster-demo-node: the one-node demo (hack/peer/clusterdemo): the control plane and a slicelet
+# node on 127.0.0.1 inside one throwaway systemd sandbox; the node Ready, a Deployment in kubepods
+# slices, a rolling update, kubectl logs, kubectl drain and an eviction under memory pressure.
+cluster-demo-node: clusterdemo-build
+	build/clusterdemo -single -bin $(abspath $(PEER_DIR)) -slicelet $(abspath $(BIN))/slicelet -work $(abspath build/cluster-demo)
 
 # make peer-conformance [CONFORMANCE_PROCS=5]: the e2e suite's sig-node Conformance specs
 # (e2e.test of make peer-build) against a kubelet node, then a slicelet node, on one local

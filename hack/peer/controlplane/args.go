@@ -2,6 +2,7 @@ package controlplane
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"strconv"
 
@@ -61,12 +62,17 @@ func etcdArgs(c Config, l layout) []string {
 // apiServerArgs: TLS on loopback only, client certificates from the run dir's CA, the Node and
 // RBAC authorizers with the NodeRestriction admission plugin (so a node's credentials reach only
 // its own Node and the objects of its pods), service-account tokens signed with the run dir's
-// key. The endpoint reconciler is off: the "kubernetes" service cannot have a loopback endpoint
-// (Endpoints validation refuses 127.0.0.0/8), and no pod here needs it.
+// key. On loopback the endpoint reconciler is off: the "kubernetes" service cannot have a
+// loopback endpoint (Endpoints validation refuses 127.0.0.0/8), and no pod there needs it; on
+// another Address it is kube-apiserver's default (lease), as on any cluster.
 func apiServerArgs(c Config, l layout) []string {
+	reconciler := "lease"
+	if ip := net.ParseIP(c.Address); ip == nil || ip.IsLoopback() {
+		reconciler = "none"
+	}
 	return []string{
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + c.Address,
+		"--advertise-address=" + c.Address,
 		"--secure-port=" + strconv.Itoa(c.APIServerPort),
 		"--etcd-servers=" + loopbackURL("http", c.EtcdPort),
 		"--tls-cert-file=" + l.crt(apiServerName),
@@ -81,7 +87,7 @@ func apiServerArgs(c Config, l layout) []string {
 		"--service-account-key-file=" + filepath.Join(l.pki(), serviceAccountName+".pub"),
 		"--service-account-signing-key-file=" + l.key(serviceAccountName),
 		"--service-cluster-ip-range=" + c.ServiceCIDR,
-		"--endpoint-reconciler-type=none",
+		"--endpoint-reconciler-type=" + reconciler,
 		"--allow-privileged=true",
 		"--profiling=false",
 	}
@@ -102,18 +108,23 @@ func schedulerArgs(_ Config, l layout) []string {
 // kubeadm runs it), the run dir's CA for CSR signing and the root CA of service-account token
 // volumes, no serving port, no leader election.
 func controllerManagerArgs(c Config, l layout) []string {
-	return []string{
-		"--kubeconfig=" + l.kubeconfig(controllerManagerName),
+	var cidrs []string
+	if c.ClusterCIDR != "" {
+		cidrs = []string{"--allocate-node-cidrs=true", "--cluster-cidr=" + c.ClusterCIDR,
+			"--node-cidr-mask-size=" + strconv.Itoa(c.NodeCIDRMaskSize)}
+	}
+	return append(cidrs,
+		"--kubeconfig="+l.kubeconfig(controllerManagerName),
 		"--use-service-account-credentials=true",
-		"--service-account-private-key-file=" + l.key(serviceAccountName),
-		"--root-ca-file=" + l.crt(caName),
-		"--cluster-signing-cert-file=" + l.crt(caName),
-		"--cluster-signing-key-file=" + l.key(caName),
-		"--service-cluster-ip-range=" + c.ServiceCIDR,
+		"--service-account-private-key-file="+l.key(serviceAccountName),
+		"--root-ca-file="+l.crt(caName),
+		"--cluster-signing-cert-file="+l.crt(caName),
+		"--cluster-signing-key-file="+l.key(caName),
+		"--service-cluster-ip-range="+c.ServiceCIDR,
 		"--secure-port=0",
 		"--leader-elect=false",
 		"--profiling=false",
-	}
+	)
 }
 
 // components are the components c runs, in start order, each with its arguments.

@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,8 +87,19 @@ type Config struct {
 	Nodes []string
 	// Scheduler and ControllerManager also run those components.
 	Scheduler, ControllerManager bool
-	// Ports on 127.0.0.1.
+	// Ports on 127.0.0.1 (the API server's on Address).
 	EtcdPort, EtcdPeerPort, APIServerPort int
+	// Address is the API server's bind and advertise address, 127.0.0.1 when empty. Another
+	// address (one the harness gave the control plane's namespace on a bridge the nodes share)
+	// lets nodes in other network namespaces reach it, and turns the endpoint reconciler on: the
+	// "kubernetes" Service then has the API server as its endpoint, so pods reach it.
+	Address string
+	// ClusterCIDR, when set, makes kube-controller-manager allocate each node a pod CIDR of
+	// NodeCIDRMaskSize bits (24 when zero) out of it (--allocate-node-cidrs), as the CNI agents
+	// that route between nodes expect.
+	ClusterCIDR string
+	// NodeCIDRMaskSize is --node-cidr-mask-size.
+	NodeCIDRMaskSize int
 	// ServiceCIDR is the service cluster IP range.
 	ServiceCIDR string
 	// UnitPrefix prefixes the transient services' names.
@@ -114,6 +126,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ServiceCIDR == "" {
 		c.ServiceCIDR = DefaultServiceCIDR
+	}
+	if c.Address == "" {
+		c.Address = "127.0.0.1"
+	}
+	if c.ClusterCIDR != "" && c.NodeCIDRMaskSize == 0 {
+		c.NodeCIDRMaskSize = 24
 	}
 	if c.UnitPrefix == "" {
 		c.UnitPrefix = DefaultUnitPrefix
@@ -142,6 +160,18 @@ func (c Config) validate() error {
 	}
 	if _, _, err := net.ParseCIDR(c.ServiceCIDR); err != nil {
 		return fmt.Errorf("service CIDR %q: %w", c.ServiceCIDR, err)
+	}
+	if net.ParseIP(c.Address) == nil {
+		return fmt.Errorf("API server address %q: not an IP address", c.Address)
+	}
+	if c.ClusterCIDR != "" {
+		_, cluster, err := net.ParseCIDR(c.ClusterCIDR)
+		if err != nil {
+			return fmt.Errorf("cluster CIDR %q: %w", c.ClusterCIDR, err)
+		}
+		if ones, bits := cluster.Mask.Size(); c.NodeCIDRMaskSize < ones || c.NodeCIDRMaskSize > bits {
+			return fmt.Errorf("node CIDR mask size %d: want between the cluster CIDR's %d and %d", c.NodeCIDRMaskSize, ones, bits)
+		}
 	}
 	return nil
 }
@@ -187,7 +217,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 	if _, err := os.Stat(l.state()); err == nil {
 		return nil, fmt.Errorf("control plane dir %s: holds a control plane already (%s); stop it first", cfg.Dir, stateFile)
 	}
-	cp := &ControlPlane{cfg: cfg, l: l, server: loopbackURL("https", cfg.APIServerPort)}
+	cp := &ControlPlane{cfg: cfg, l: l, server: "https://" + net.JoinHostPort(cfg.Address, strconv.Itoa(cfg.APIServerPort))}
 	began := time.Now()
 	if err := cp.writeFiles(); err != nil {
 		return nil, err
@@ -239,7 +269,7 @@ func (cp *ControlPlane) writeFiles() error {
 		first = slices.Clone(svc.IP)
 	}
 	first[len(first)-1]++
-	for _, s := range controlPlaneCerts(first) {
+	for _, s := range controlPlaneCerts(first, net.ParseIP(cp.cfg.Address)) {
 		if err := ca.issue(s); err != nil {
 			return err
 		}
@@ -316,7 +346,7 @@ func (cp *ControlPlane) addNode(ca *authority, node string) error {
 	return cp.writeKubeconfig(cp.l.nodeKubeconfig(node), NodeUser(node), s.name)
 }
 
-// Server is the API server's URL (https://127.0.0.1:<port>).
+// Server is the API server's URL (https://<Address>:<port>).
 func (cp *ControlPlane) Server() string { return cp.server }
 
 // Dir is the run dir.

@@ -59,13 +59,46 @@ func TestAPIServerArgs(t *testing.T) {
 	}
 }
 
+// TestNodeNetworkArgs: on an address other than loopback the API server binds and advertises
+// it and reconciles the "kubernetes" Service's endpoints; with a cluster CIDR the controller
+// manager allocates pod CIDRs.
+func TestNodeNetworkArgs(t *testing.T) {
+	c := Config{Dir: "/run/cp", BinDir: "/bin", Address: "10.250.0.1", ClusterCIDR: "10.244.0.0/16", ControllerManager: true}.withDefaults()
+	l := layout(c.Dir)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bind address", apiServerArgs(c, l), "--bind-address=10.250.0.1"},
+		{"advertise address", apiServerArgs(c, l), "--advertise-address=10.250.0.1"},
+		{"endpoint reconciler", apiServerArgs(c, l), "--endpoint-reconciler-type=lease"},
+		{"allocate node CIDRs", controllerManagerArgs(c, l), "--allocate-node-cidrs=true"},
+		{"cluster CIDR", controllerManagerArgs(c, l), "--cluster-cidr=10.244.0.0/16"},
+		{"node CIDR mask", controllerManagerArgs(c, l), "--node-cidr-mask-size=24"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !slices.Contains(tc.args, tc.want) {
+				t.Fatalf("%s missing from %q", tc.want, tc.args)
+			}
+		})
+	}
+	loop := Config{Dir: "/run/cp", BinDir: "/bin"}.withDefaults()
+	if args := apiServerArgs(loop, l); !slices.Contains(args, "--endpoint-reconciler-type=none") {
+		t.Errorf("on loopback: no --endpoint-reconciler-type=none in %q", args)
+	}
+	if args := controllerManagerArgs(loop, l); slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--allocate-node-cidrs") }) {
+		t.Errorf("without a cluster CIDR: %q allocates node CIDRs", args)
+	}
+}
+
 func TestCertificates(t *testing.T) {
 	dir := t.TempDir()
 	ca, err := newAuthority(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	specs := append(controlPlaneCerts(net.IPv4(10, 96, 0, 1)), nodeCert("node-a"))
+	specs := append(controlPlaneCerts(net.IPv4(10, 96, 0, 1), net.IPv4(10, 250, 0, 1)), nodeCert("node-a"))
 	for _, s := range specs {
 		if err := ca.issue(s); err != nil {
 			t.Fatal(err)
@@ -86,7 +119,7 @@ func TestCertificates(t *testing.T) {
 		usage               x509.ExtKeyUsage
 		serves              []string // host names or IPs it must be valid for
 	}{
-		{"API server serving", "apiserver", "kube-apiserver", "", x509.ExtKeyUsageServerAuth, []string{"127.0.0.1", "localhost", "10.96.0.1", "kubernetes.default.svc"}},
+		{"API server serving", "apiserver", "kube-apiserver", "", x509.ExtKeyUsageServerAuth, []string{"127.0.0.1", "localhost", "10.96.0.1", "kubernetes.default.svc", "10.250.0.1"}},
 		{"admin client", "admin", "kubernetes-admin", "system:masters", x509.ExtKeyUsageClientAuth, nil},
 		{"API server to kubelets", "apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters", x509.ExtKeyUsageClientAuth, nil},
 		{"scheduler", "scheduler", "system:kube-scheduler", "", x509.ExtKeyUsageClientAuth, nil},
@@ -125,6 +158,11 @@ func TestConfigValidate(t *testing.T) {
 		{"relative binaries", func(c *Config) { c.BinDir = "build/peer" }, `control plane binaries "build/peer": want an absolute path`},
 		{"node name not a DNS subdomain", func(c *Config) { c.Nodes = []string{"Node_A"} }, `node name "Node_A"`},
 		{"bad service range", func(c *Config) { c.ServiceCIDR = "10.96.0.0" }, `service CIDR "10.96.0.0"`},
+		{"address on a bridge", func(c *Config) { c.Address = "10.250.0.1" }, ""},
+		{"address not an IP", func(c *Config) { c.Address = "cp.local" }, `API server address "cp.local"`},
+		{"cluster CIDR", func(c *Config) { c.ClusterCIDR = "10.244.0.0/16" }, ""},
+		{"bad cluster CIDR", func(c *Config) { c.ClusterCIDR = "10.244.0.0" }, `cluster CIDR "10.244.0.0"`},
+		{"node mask wider than the cluster's", func(c *Config) { c.ClusterCIDR, c.NodeCIDRMaskSize = "10.244.0.0/16", 8 }, `node CIDR mask size 8`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok

@@ -67,7 +67,11 @@ func nodeCert(node string) certSpec {
 // (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go: system:kube-scheduler,
 // system:kube-controller-manager); the API server's client certificate towards kubelets is in
 // system:masters, so it may reach every kubelet API (logs, exec) without an extra binding.
-func controlPlaneCerts(serviceIP net.IP) []certSpec {
+func controlPlaneCerts(serviceIP, address net.IP) []certSpec {
+	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, serviceIP}
+	if address != nil && !address.IsLoopback() {
+		ips = append(ips, address)
+	}
 	client := []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	return []certSpec{
 		{
@@ -75,7 +79,7 @@ func controlPlaneCerts(serviceIP net.IP) []certSpec {
 			usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 			dnsNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 				"kubernetes.default.svc.cluster.local"},
-			ips: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, serviceIP},
+			ips: ips,
 		},
 		{name: apiServerKubeletName, commonName: "kube-apiserver-kubelet-client", organization: []string{"system:masters"}, usages: client},
 		{name: adminName, commonName: "kubernetes-admin", organization: []string{"system:masters"}, usages: client},

@@ -83,6 +83,10 @@ func (s *Sandbox) Command(ctx context.Context, dir, name string, args ...string)
 // Name is the instance's name.
 func (s *Sandbox) Name() string { return s.inst.Name() }
 
+// Instance is the booted instance: its init's PID (for its namespaces) and a runner of
+// commands inside it (controlplane.Runner).
+func (s *Sandbox) Instance() *sandbox.Instance { return s.inst }
+
 // Stop powers the sandbox off and removes its state.
 func (s *Sandbox) Stop() error { return s.inst.Stop() }
 

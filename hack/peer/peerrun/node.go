@@ -40,6 +40,9 @@ type NodeOptions struct {
 	// CNIBridge gives the pods that are not on the host's network addresses of their own on
 	// containerd's CNI bridge (critest.Options.CNIBridge) instead of the no-op network.
 	CNIBridge bool
+	// CNIConfDir, when set, is containerd's CNI configuration directory, written by the
+	// cluster's CNI agent (critest.Options.CNIConfDir), instead of the no-op network.
+	CNIConfDir string
 }
 
 // Node is a private containerd with the images and the CNI network the agents need, on the
@@ -72,7 +75,7 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	if out, err := exec.CommandContext(ctx, "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
 		o.Logf("peerrun: ip link set lo up: %v: %s", err, out)
 	}
-	c, err := critest.StartContainerd(critest.Options{Logf: o.Logf, CNIBridge: o.CNIBridge})
+	c, err := critest.StartContainerd(critest.Options{Logf: o.Logf, CNIBridge: o.CNIBridge, CNIConfDir: o.CNIConfDir})
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +86,7 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 		_ = c.Stop()
 		return nil, err
 	}
-	if !o.CNIBridge {
+	if !o.CNIBridge && o.CNIConfDir == "" {
 		if err := writeCNI(c.Dir); err != nil {
 			_ = c.Stop()
 			return nil, err

@@ -64,6 +64,12 @@ type Options struct {
 	// sandbox's, never the host's). Without it the CNI configuration directory is empty, so
 	// only host-network sandboxes can run. RequireCNI first.
 	CNIBridge bool
+	// CNIConfDir, when set, is the directory containerd reads its CNI network configuration
+	// from, with the plugins of CNIPluginDir: nothing is written there, a CNI agent writes it
+	// (a DaemonSet of a multi-node cluster, through a hostPath), and until it does containerd
+	// reports the network not ready, as on any node before its CNI agent runs. containerd's
+	// CNI result cache (/var/lib/cni) must be writable: the sandbox's overlay root.
+	CNIConfDir string
 }
 
 // Containerd is a running private containerd.
@@ -173,6 +179,11 @@ func StartContainerd(opts Options) (*Containerd, error) {
 		}
 		c.mounted = true
 	}
+	if opts.CNIConfDir != "" {
+		if err := os.MkdirAll(opts.CNIConfDir, 0o755); err != nil {
+			return nil, fmt.Errorf("critest: %w", err)
+		}
+	}
 	if opts.CNIBridge {
 		if err := os.WriteFile(filepath.Join(dir, "cni", "conf", "10-bridge.conflist"), []byte(c.cniConfig()), 0o644); err != nil {
 			return nil, fmt.Errorf("critest: %w", err)
@@ -272,16 +283,25 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
           Root = %[10]q
           SystemdCgroup = true
 `, c.Root, filepath.Join(d, "state"), c.Socket, c.Socket+".ttrpc", filepath.Join(d, "opt"), c.SandboxImage,
-		c.cniBinDir(), filepath.Join(d, "cni", "conf"), RuncBinary, filepath.Join(d, "state", "runc"))
+		c.cniBinDir(), c.cniConfDir(), RuncBinary, filepath.Join(d, "state", "runc"))
 }
 
-// cniBinDir is containerd's CNI plugin directory: the installed plugins with CNIBridge, else an
-// empty one in the run directory.
+// cniBinDir is containerd's CNI plugin directory: the installed plugins with CNIBridge or
+// CNIConfDir, else an empty one in the run directory.
 func (c *Containerd) cniBinDir() string {
-	if c.opts.CNIBridge {
+	if c.opts.CNIBridge || c.opts.CNIConfDir != "" {
 		return CNIPluginDir
 	}
 	return filepath.Join(c.Dir, "cni", "bin")
+}
+
+// cniConfDir is containerd's CNI configuration directory: CNIConfDir, else one in the run
+// directory.
+func (c *Containerd) cniConfDir() string {
+	if c.opts.CNIConfDir != "" {
+		return c.opts.CNIConfDir
+	}
+	return filepath.Join(c.Dir, "cni", "conf")
 }
 
 // start runs containerd as a child process and waits until its CRI answers (10 s at most).

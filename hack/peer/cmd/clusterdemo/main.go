@@ -1,14 +1,21 @@
-// Command clusterdemo is make cluster-demo: a one-node Kubernetes cluster whose node is
-// slicelet (package hack/peer/clusterdemo), shown step by step: the control plane (etcd,
-// kube-apiserver, kube-scheduler, kube-controller-manager on 127.0.0.1) and slicelet on a private
-// containerd inside a throwaway systemd sandbox; the node Ready; a Deployment of 3 replicas in
-// kubepods slices; a rolling update; kubectl logs; kubectl drain; an eviction under memory
-// pressure. The sandbox and the run directory are removed at the end, on failure and on SIGINT
-// or SIGTERM too.
+// Command clusterdemo is make cluster-demo: a Kubernetes cluster of several nodes on this
+// machine (package hack/peer/cluster), shown step by step: the control plane in a throwaway
+// systemd sandbox of its own, each node (slicelet or the kubelet, -nodes) in its own sandbox
+// with its own containerd and network namespace on a bridge they share, the add-ons as
+// workloads on the nodes (kube-proxy, flannel, CoreDNS; images built locally), then a Service
+// reached by name from a pod on another node, a StatefulSet's stable DNS names and a DaemonSet
+// on every node.
 //
-//	go run ./cmd/clusterdemo -bin DIR -slicelet FILE -work DIR   (from hack/peer, as root)
+//	go run ./cmd/clusterdemo -bin DIR -slicelet FILE -addons DIR -work DIR [-nodes slicelet,slicelet]
 //
-// On the machine it boots the sandbox and runs itself inside it; inside it runs the steps.
+// With -single it is the one-node demo (make cluster-demo-node, package hack/peer/clusterdemo):
+// the control plane and one slicelet node on 127.0.0.1 inside one sandbox; the node Ready; a
+// Deployment of 3 replicas in kubepods slices; a rolling update; kubectl logs; kubectl drain;
+// an eviction under memory pressure. On the machine it boots the sandbox and runs itself inside
+// it; inside it runs the steps.
+//
+// The sandboxes and the run directory are removed at the end, on failure and on SIGINT or
+// SIGTERM too. Root.
 package main
 
 import (
@@ -23,29 +30,84 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/slicelet/slicelet/hack/peer/cluster"
 	"github.com/slicelet/slicelet/hack/peer/clusterdemo"
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
 	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 )
 
 func main() {
+	cluster.RunNodeIfInside()
 	var o clusterdemo.Options
-	flag.StringVar(&o.BinDir, "bin", "", "the control plane's binaries and kubectl (build/peer/v1.37.2)")
+	var single, sliceletDNS bool
+	var nodes, addons string
+	flag.StringVar(&o.BinDir, "bin", "", "the control plane's binaries, kubectl and the kubelet (build/peer/v1.37.2)")
 	flag.StringVar(&o.Slicelet, "slicelet", "", "slicelet's binary (bin/slicelet)")
 	flag.StringVar(&o.Work, "work", "", "the run directory (removed at the end)")
+	flag.StringVar(&nodes, "nodes", "slicelet,slicelet", "the nodes' agents, one a node (kubelet or slicelet)")
+	flag.StringVar(&addons, "addons", "", "kube-proxy, flanneld and coredns (make peer-addons-build)")
+	flag.BoolVar(&sliceletDNS, "slicelet-dns", true, "give slicelet nodes the cluster DNS ([cluster] dns_servers, domain)")
+	flag.BoolVar(&single, "single", false, "the one-node demo (slicelet and the control plane in one sandbox)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if systemdtest.Inside() {
+	switch {
+	case systemdtest.Inside():
 		err = inside(ctx, o)
-	} else {
+	case single:
 		err = outside(ctx, o)
+	default:
+		err = multi(ctx, o, nodes, addons, sliceletDNS)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cluster-demo: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// multi runs the demo on a cluster of the nodes listed.
+func multi(ctx context.Context, o clusterdemo.Options, nodes, addons string, sliceletDNS bool) (err error) {
+	began := time.Now()
+	specs, err := cluster.ParseNodes(nodes)
+	if err != nil {
+		return err
+	}
+	for _, p := range []*string{&o.BinDir, &o.Slicelet, &o.Work, &addons} {
+		if *p == "" {
+			return errors.New("-bin, -slicelet, -addons and -work are required")
+		}
+		if *p, err = filepath.Abs(*p); err != nil {
+			return err
+		}
+	}
+	// The binds into the sandboxes are of the real paths (build/peer/v1.37.2 may be a symlink).
+	for _, p := range []*string{&o.BinDir, &o.Slicelet, &addons} {
+		if *p, err = filepath.EvalSymlinks(*p); err != nil {
+			return fmt.Errorf("%w (make build peer-build peer-addons-build)", err)
+		}
+	}
+	if err := os.RemoveAll(o.Work); err != nil {
+		return err
+	}
+	defer func() {
+		err = errors.Join(err, os.RemoveAll(o.Work))
+		fmt.Printf("cluster-demo took %s\n", time.Since(began).Round(time.Second))
+	}()
+	c, err := cluster.Start(ctx, cluster.Options{Work: o.Work, BinDir: o.BinDir, Slicelet: o.Slicelet, AddonsDir: addons,
+		Nodes: specs, Prefix: fmt.Sprintf("cluster-demo-%d", os.Getpid()), Log: os.Stdout, SliceletDNS: sliceletDNS})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Printf("\n== stopping the nodes (agents, pods, containerd), the control plane and their sandboxes\n")
+		err = errors.Join(err, c.Close(context.WithoutCancel(ctx)))
+	}()
+	if err := c.Demo(ctx, os.Stdout); err != nil {
+		return err
+	}
+	fmt.Printf("\n== done: %d nodes ran the pod network, kube-proxy and CoreDNS as workloads; a pod reached a Service by name on another node\n", len(specs))
+	return nil
 }
 
 // outside checks the inputs, boots the sandbox and runs this program inside it.
