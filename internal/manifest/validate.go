@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/slicelet/slicelet/internal/kubevalidation"
@@ -86,8 +87,8 @@ func Validate(pod *v1.Pod) field.ErrorList {
 	return append(errs, validateInput(pod)...)
 }
 
-// validateInput checks what no runtime may receive and the API lets through: NUL bytes in env
-// values, command, args, workingDir and mount paths (execve and systemd unit properties cannot
+// validateInput checks what no runtime may receive: container names (DNS labels) and NUL bytes
+// in env values, command, args, workingDir and mount paths (execve and systemd unit properties cannot
 // carry them; a NUL would silently cut the string).
 func validateInput(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
@@ -103,6 +104,17 @@ func validateInput(pod *v1.Pod) field.ErrorList {
 
 func validateContainerInput(p *field.Path, c *v1.Container) field.ErrorList {
 	var errs field.ErrorList
+	// A container's name becomes part of unit and directory names: cluster mode, which trusts
+	// the API server for the rest, checks it too (the API's wording, so the manifest path
+	// reports it once).
+	if c.Name == "" {
+		errs = append(errs, field.Required(p.Child("name"), ""))
+	}
+	for _, msg := range validation.IsDNS1123Label(c.Name) {
+		if c.Name != "" {
+			errs = append(errs, field.Invalid(p.Child("name"), c.Name, msg))
+		}
+	}
 	noNUL := func(p *field.Path, s string) {
 		if strings.IndexByte(s, 0) >= 0 {
 			errs = append(errs, field.Invalid(p, s, "must not contain NUL bytes"))
