@@ -62,7 +62,10 @@ type entry struct {
 	Pod *v1.Pod `json:"-"`
 }
 
-// loadCorpus reads every Pod document of the manifests under dir (other kinds are skipped).
+// loadCorpus reads the pods of the manifests under dir: every Pod document, and the pod each
+// workload (Deployment, DaemonSet, StatefulSet, Job, CronJob, ReplicaSet,
+// ReplicationController) makes from its template (podsOf); other kinds, and files that are not
+// Kubernetes manifests (a top-level list or scalar: an index, a values file), are skipped.
 func loadCorpus(dir string) ([]entry, error) {
 	var out []entry
 	err := corpus.WalkManifests(dir, func(path string) error {
@@ -83,14 +86,17 @@ func loadCorpus(dir string) ([]entry, error) {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		for n, doc := range docs {
-			if kind, _ := doc["kind"].(string); kind != "Pod" {
-				continue
+			pods, err := podsOf(doc)
+			if err != nil {
+				return fmt.Errorf("%s: %w", path, err)
 			}
 			origin := path
 			if len(docs) > 1 {
 				origin = fmt.Sprintf("%s#%d", path, n+1)
 			}
-			out = append(out, entry{Origin: origin, Key: keyOf(doc), YAML: mustYAML(doc)})
+			for _, pod := range pods {
+				out = append(out, entry{Origin: origin, Key: keyOf(pod), YAML: mustYAML(pod)})
+			}
 		}
 		return nil
 	})
@@ -100,20 +106,21 @@ func loadCorpus(dir string) ([]entry, error) {
 	return out, nil
 }
 
-// splitDocuments decodes every YAML (or JSON) document of data into a generic tree.
+// splitDocuments decodes every YAML (or JSON) document of data into a generic tree; a document
+// that is not an object (a list, a scalar) is left out.
 func splitDocuments(data []byte) ([]map[string]any, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var out []map[string]any
 	for {
-		var m map[string]any
-		err := dec.Decode(&m)
+		var doc any
+		err := dec.Decode(&doc)
 		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		if m != nil {
+		if m, ok := doc.(map[string]any); ok {
 			out = append(out, m)
 		}
 	}
