@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -127,11 +128,53 @@ func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerr
 	}
 	w.Want = want
 	complete, statuses, werr := a.Wait(ctx, w)
-	// Values the agents set right after the last container started (the QoS levels) settle.
-	time.Sleep(time.Second)
-	snap, rerr := a.Read(ctx)
+	snap, rerr := readSettled(ctx, a, w.Settle)
 	snap.Statuses = statuses
 	_ = os.WriteFile(filepath.Join(logDir, fmt.Sprintf("batch-%d-%s.log", n+1, kind)), []byte(a.Journal(ctx, 5000)), 0o644)
 	serr := a.Stop(ctx)
 	return snap, complete, errors.Join(werr, rerr, serr)
+}
+
+// readSettled reads the agent's cgroups until two readings half a second apart agree, at most
+// for limit: values an agent writes just after its pods came up (the QoS levels, updated
+// after a pod slice is made) are read once written. A crash loop's container scopes come and
+// go; with one, the last reading is taken at limit.
+func readSettled(ctx context.Context, a *peerrun.Agent, limit time.Duration) (peerrun.Snapshot, error) {
+	deadline := time.Now().Add(limit)
+	prev, err := a.Read(ctx)
+	for err == nil && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return prev, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+		var cur peerrun.Snapshot
+		if cur, err = a.Read(ctx); err != nil {
+			break
+		}
+		if sameCgroups(prev, cur) {
+			return cur, nil
+		}
+		prev = cur
+	}
+	return prev, err
+}
+
+// sameCgroups reports whether two readings hold the same levels, pods and values (container
+// states aside).
+func sameCgroups(a, b peerrun.Snapshot) bool {
+	strip := func(s peerrun.Snapshot) peerrun.Snapshot {
+		out := peerrun.Snapshot{Node: s.Node, Pods: map[peerrun.PodKey]peerrun.Pod{}}
+		for k, p := range s.Pods {
+			cs := map[string]peerrun.Container{}
+			for n, c := range p.Containers {
+				c.State = ""
+				cs[n] = c
+			}
+			p.Containers = cs
+			out.Pods[k] = p
+		}
+		return out
+	}
+	return reflect.DeepEqual(strip(a), strip(b))
 }

@@ -306,7 +306,8 @@ func checkAlone(w io.Writer, version string, entries []entry, results []batchRes
 	for _, r := range results {
 		for k, p := range r.Snapshot[peerrun.Slicelet].Pods {
 			e := byKey[k]
-			if e.Pod == nil || referencesObjects(e.Pod) {
+			if e.Pod == nil || referencesObjects(e.Pod) || !p.Ready {
+				// A pod without a ready sandbox ran and finished.
 				continue
 			}
 			var bad []string
