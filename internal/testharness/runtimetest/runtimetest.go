@@ -360,7 +360,7 @@ func (s *suite) restartNever(t *testing.T) {
 // (slicelet restarted), which starts nothing and makes no new sandbox.
 func (s *suite) finishedPodReleased(t *testing.T) {
 	c := s.h.Container("main", "echo done; exit 3")
-	c.VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+	c.VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/srv"}}
 	pod := newPod("finished", v1.RestartPolicyNever, c)
 	pod.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
 	s.cleanup(t, pod)
