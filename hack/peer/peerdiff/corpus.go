@@ -51,6 +51,10 @@ type entry struct {
 	// so under neither agent does it come up (slicelet waits for the object, the kubelet
 	// refuses the static pod), and no batch waits for it.
 	Objects bool `json:"objects,omitempty"`
+	// NoVolume names a volume no node here can give the pod (its type needs an API server or
+	// a volume plugin: a claim, CSI, NFS, ...): under an agent that admits it, it waits for
+	// it, with no sandbox, and no batch waits for it.
+	NoVolume string `json:"noVolume,omitempty"`
 	// NotYet lists the fields of the pod slicelet refuses because it does not implement them
 	// yet (internal/pods/podfields), as slicelet reports them.
 	NotYet string `json:"notYet,omitempty"`
@@ -188,6 +192,7 @@ func prepare(entries []entry, applets []string) ([]entry, error) {
 			e.Skip = skipReason(&pod)
 			e.NotYet = notYet(e.Key.Name, e.YAML)
 			e.Objects = referencesObjects(&pod)
+			e.NoVolume = offlineVolume(&pod)
 			e.ByDesign = e.NotYet != "" || e.Objects
 			requests(&e)
 		}
@@ -203,6 +208,19 @@ func prepare(entries []entry, applets []string) ([]entry, error) {
 func skipReason(pod *v1.Pod) string {
 	if pod.Spec.RuntimeClassName != nil {
 		return "spec.runtimeClassName: the standalone kubelet v1.37.2 panics on it (its RuntimeClass manager is nil without an API server)"
+	}
+	return ""
+}
+
+// offlineVolume names the first volume of pod a node without an API server or volume plugins
+// cannot set up, "" when there is none: emptyDir, hostPath and downwardAPI volumes are set up
+// from the node alone (configMap, secret and projected ones are Objects).
+func offlineVolume(pod *v1.Pod) string {
+	for _, v := range pod.Spec.Volumes {
+		s := v.VolumeSource
+		if s.EmptyDir == nil && s.HostPath == nil && s.DownwardAPI == nil && s.ConfigMap == nil && s.Secret == nil && s.Projected == nil {
+			return v.Name
+		}
 	}
 	return ""
 }

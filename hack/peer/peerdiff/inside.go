@@ -12,7 +12,9 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
 
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
 )
@@ -34,11 +36,13 @@ func quantity(s string, milli bool) int64 {
 }
 
 // waits are the settle and limit of a batch: the VM emulates its CPU, several times slower.
+// A batch waits for its pods to settle (peerrun.Agent.Wait), so the limit only bounds a batch
+// whose pods do not: on a loaded machine an agent takes minutes to start 30 pods.
 func waits(version string) peerrun.WaitOptions {
 	if version == "v2" {
-		return peerrun.WaitOptions{Settle: 15 * time.Second, Startup: time.Minute, Limit: 8 * time.Minute}
+		return peerrun.WaitOptions{Settle: 15 * time.Second, Startup: time.Minute, Limit: 15 * time.Minute}
 	}
-	return peerrun.WaitOptions{Settle: 6 * time.Second, Startup: 5 * time.Second, Limit: 2 * time.Minute}
+	return peerrun.WaitOptions{Settle: 6 * time.Second, Startup: 5 * time.Second, Limit: 5 * time.Minute}
 }
 
 // inside runs every batch under the kubelet, then slicelet, and writes what each left.
@@ -72,7 +76,7 @@ func inside(ctx context.Context, o options) error {
 		r.Misfits = b.misfits
 		for _, e := range b.pods {
 			r.Keys = append(r.Keys, e.Key)
-			if !e.Objects {
+			if startsHere(e) {
 				want[e.Key] = e.Containers
 			}
 		}
@@ -177,4 +181,31 @@ func sameCgroups(a, b peerrun.Snapshot) bool {
 		return out
 	}
 	return reflect.DeepEqual(strip(a), strip(b))
+}
+
+// startsHere reports whether an agent that admits e can start it on this node, so that a batch
+// waits for it: it reads no ConfigMap or Secret (the corpus has none), every volume can be set
+// up offline, and every hostPath volume whose type asks for an existing path has one (the
+// kubelet waits for the mount otherwise, with no sandbox, until the path appears).
+func startsHere(e entry) bool {
+	if e.Objects || e.NoVolume != "" {
+		return false
+	}
+	var pod v1.Pod
+	if yaml.Unmarshal(e.YAML, &pod) != nil {
+		return true // refused by both: decided at once
+	}
+	for _, v := range pod.Spec.Volumes {
+		hp := v.HostPath
+		if hp == nil || hp.Type == nil {
+			continue
+		}
+		switch *hp.Type {
+		case v1.HostPathDirectory, v1.HostPathFile, v1.HostPathSocket, v1.HostPathCharDev, v1.HostPathBlockDev:
+			if _, err := os.Stat(hp.Path); err != nil {
+				return false
+			}
+		}
+	}
+	return true
 }

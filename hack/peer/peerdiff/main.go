@@ -10,7 +10,8 @@
 // difference. Differences slicelet makes on purpose are printed as "deliberate: ..." lines and
 // not counted (docs/peer.md).
 //
-// The corpus is every Pod document under -corpus plus -n pods of the seeded generator
+// The corpus is every Pod document under the -corpus directories (and the pod each workload
+// there makes from its template) plus -n pods of the seeded generator
 // (hack/peer/podgen); each is rewritten to run offline with the local busybox test image
 // (commands kept when busybox has the program, sleep otherwise).
 //
@@ -55,7 +56,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.corpus, "corpus", "testdata/corpus", "directory of Pod manifests (searched recursively for *.yaml, *.yml, *.json); empty for none")
+	flag.StringVar(&o.corpus, "corpus", "testdata/corpus", "directories of manifests, comma-separated (searched recursively for *.yaml, *.yml, *.json: Pods, and the pods of Deployments, DaemonSets, StatefulSets, Jobs, ...); empty for none")
 	flag.IntVar(&o.n, "n", 40, "generated pods")
 	flag.Uint64Var(&o.seed, "seed", 1, "generator seed")
 	flag.StringVar(&o.work, "work", "build/peer-diff", "work directory (emptied first)")
@@ -333,12 +334,15 @@ func checkAlone(w io.Writer, version string, entries []entry, results []batchRes
 // corpusEntries loads and prepares the corpus and the generated pods.
 func corpusEntries(o options) ([]entry, error) {
 	var raw []entry
-	if o.corpus != "" {
-		c, err := loadCorpus(o.corpus)
+	for _, dir := range strings.Split(o.corpus, ",") {
+		if dir = strings.TrimSpace(dir); dir == "" {
+			continue
+		}
+		c, err := loadCorpus(dir)
 		if err != nil {
 			return nil, err
 		}
-		raw = c
+		raw = append(raw, c...)
 	}
 	raw = append(raw, generated(o.seed, o.n)...)
 	return prepare(raw, testApplets())

@@ -340,9 +340,9 @@ type WaitOptions struct {
 // Wait polls the agent and containerd until every pod of o.Want is settled on both sides —
 // the agent's status shows the state the pod keeps (PodStatus.Settled) and the node shows
 // it: a terminal pod has no ready sandbox and no pod slice left (the agent released it), any
-// other has its ready sandbox with every container the status shows running running in it;
-// a pod admitted but never given a sandbox once nothing changed for o.Settle — or o.Limit
-// passed. A pod the agent does not list (it did not decode) is waited for until
+// other has its ready sandbox with every container the status shows running running in it —
+// or o.Limit passed. o.Want holds only pods that can come up on the node: a pod waiting for a
+// volume the node never gets would hold the wait until o.Limit. A pod the agent does not list (it did not decode) is waited for until
 // every listed pod settled and nothing changed for o.Settle, and at least o.Startup after the
 // agent first answered when it lists none. It returns the pods whose regular containers all
 // run and the agent's last statuses.
@@ -381,25 +381,27 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[P
 			last, lastChange = state, now
 		}
 		quiet := now.Sub(lastChange) >= o.Settle
-		unsettled, unknown := 0, 0
+		var unsettled []string
+		unknown := 0
 		for k := range o.Want {
 			st, ok := statuses[k]
 			switch {
 			case !ok:
 				unknown++
 			case nodeState.settled(k, st):
-			case quiet && !st.Terminal() && !nodeState.sandboxes[k]:
-				// Admitted, never given a sandbox, nothing moving: it waits for what does
-				// not come (a volume no node here has, a hostPath that is not there).
 			default:
-				unsettled++
+				unsettled = append(unsettled, fmt.Sprintf("%s (%s, settled %v, running %v)", k, st.Phase, st.Settled, st.Running))
 			}
 		}
 		listed := len(o.Want) - unknown
 		switch {
-		case unsettled == 0 && unknown == 0,
-			unsettled == 0 && quiet && (listed > 0 || !answered.IsZero() && now.Sub(answered) >= o.Startup),
-			now.Sub(start) >= o.Limit:
+		case len(unsettled) == 0 && unknown == 0,
+			len(unsettled) == 0 && quiet && (listed > 0 || !answered.IsZero() && now.Sub(answered) >= o.Startup):
+			return nodeState.complete(o.Want), statuses, nil
+		case now.Sub(start) >= o.Limit:
+			slices.Sort(unsettled)
+			a.node.logf("peerrun: %s: wait limit %s reached: %d pods not listed, %d not settled: %s; last change %s ago",
+				a.Unit, o.Limit, unknown, len(unsettled), strings.Join(unsettled, "; "), now.Sub(lastChange).Round(time.Second))
 			return nodeState.complete(o.Want), statuses, nil
 		}
 		if ok, journal := a.Active(ctx); !ok {
@@ -420,8 +422,6 @@ type nodePods struct {
 	ready map[PodKey]map[string]bool
 	// slices are the pods whose pod slice exists, found by the UIDs of their sandboxes.
 	slices map[PodKey]bool
-	// sandboxes are the pods that have a sandbox, ready or not.
-	sandboxes map[PodKey]bool
 	// fingerprint names the sandboxes with their states and the containers by name, not
 	// their states or attempts: a container in a crash loop must not keep a wait from
 	// settling.
@@ -474,13 +474,12 @@ func (a *Agent) observe(ctx context.Context, rs runtimeapi.RuntimeServiceClient,
 	if err != nil {
 		return nodePods{}, fmt.Errorf("peerrun: list containers: %w", err)
 	}
-	n := nodePods{ready: map[PodKey]map[string]bool{}, slices: map[PodKey]bool{}, sandboxes: map[PodKey]bool{}}
+	n := nodePods{ready: map[PodKey]map[string]bool{}, slices: map[PodKey]bool{}}
 	var fp []string
 	readyKey := map[string]PodKey{}
 	for _, sb := range sbs.Items {
 		fp = append(fp, sb.Id+sb.State.String())
 		k := a.key(sb.Metadata.Namespace, sb.Metadata.Name)
-		n.sandboxes[k] = true
 		if !n.slices[k] && h.podSlice(sb.Metadata.Uid) != "" {
 			n.slices[k] = true
 		}
