@@ -153,3 +153,19 @@ func TestCheckAlone(t *testing.T) {
 		t.Errorf("got %q, want %q", out.String(), want)
 	}
 }
+
+// TestCheckAloneSkipsWhatCannotStart: a pod the batch did not wait for (it cannot come up on
+// the node) is not reported.
+func TestCheckAloneSkipsWhatCannotStart(t *testing.T) {
+	plain := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "a"}}}}
+	up, stuck := peerrun.PodKey{Namespace: "default", Name: "up"}, peerrun.PodKey{Namespace: "default", Name: "nohostpath"}
+	entries := []entry{{Origin: "up.yaml", Key: up, Containers: []string{"a"}, Pod: plain}, {Origin: "nohostpath.yaml", Key: stuck, Containers: []string{"a"}, Pod: plain}}
+	results := []batchResult{{Waited: []peerrun.PodKey{up}, Snapshot: map[peerrun.Kind]snapshot{peerrun.Slicelet: {Pods: map[string]peerrun.Pod{
+		"default/up":         {Ready: true, Containers: map[string]peerrun.Container{"a": {State: "CONTAINER_RUNNING"}}},
+		"default/nohostpath": {Ready: true, Containers: map[string]peerrun.Container{}},
+	}}}}}
+	var out strings.Builder
+	if n := checkAlone(&out, "v1", entries, results); n != 0 {
+		t.Errorf("%d pods not up, want none:\n%s", n, out.String())
+	}
+}

@@ -78,6 +78,7 @@ func inside(ctx context.Context, o options) error {
 			r.Keys = append(r.Keys, e.Key)
 			if startsHere(e) {
 				want[e.Key] = e.Containers
+				r.Waited = append(r.Waited, e.Key)
 			}
 		}
 		for _, kind := range []peerrun.Kind{peerrun.Kubelet, peerrun.Slicelet} {

@@ -95,7 +95,10 @@ const (
 
 // batchResult is what one batch left under each agent.
 type batchResult struct {
-	Keys     []peerrun.PodKey          `json:"keys"`
+	Keys []peerrun.PodKey `json:"keys"`
+	// Waited are the keys of the pods that can come up on the node (startsHere), which the
+	// batch waited for.
+	Waited   []peerrun.PodKey          `json:"waited,omitempty"`
 	Misfits  bool                      `json:"misfits,omitempty"`
 	Snapshot map[peerrun.Kind]snapshot `json:"snapshot"`
 	Complete map[peerrun.Kind][]string `json:"complete"`
@@ -295,8 +298,9 @@ func countOf(counts map[string]int, ran []string, v string) string {
 
 // checkAlone prints every pod slicelet ran (it admitted it) whose containers did not all
 // start (running, or exited: a kept command may complete or fail), and returns their number:
-// the prepared corpus must run offline with the test image, nothing pulled. A pod that reads a
-// ConfigMap or Secret waits for it (the prepared corpus has Pod documents only) and is left
+// the prepared corpus must run offline with the test image, nothing pulled. A pod that cannot
+// come up on the node (it reads a ConfigMap or Secret, which the prepared corpus does not
+// have; a volume the node cannot give it: batchResult.Waited) and a pod that finished are left
 // out.
 func checkAlone(w io.Writer, version string, entries []entry, results []batchResult) int {
 	byKey := map[string]entry{}
@@ -305,9 +309,13 @@ func checkAlone(w io.Writer, version string, entries []entry, results []batchRes
 	}
 	n := 0
 	for _, r := range results {
+		waited := map[string]bool{}
+		for _, k := range r.Waited {
+			waited[k.String()] = true
+		}
 		for k, p := range r.Snapshot[peerrun.Slicelet].Pods {
 			e := byKey[k]
-			if e.Pod == nil || referencesObjects(e.Pod) || !p.Ready {
+			if e.Pod == nil || referencesObjects(e.Pod) || !p.Ready || r.Waited != nil && !waited[k] {
 				// A pod without a ready sandbox ran and finished.
 				continue
 			}
