@@ -207,6 +207,13 @@ peer-diff: build peerdiff-build
 	@[ -x $(PEER_DIR)/kubelet ] || { echo "peer-diff: $(PEER_DIR)/kubelet missing: make peer-build"; exit 2; }
 	./build/peerdiff -corpus '$(CORPUS)' -n $(PEER_N) -seed $(SEED) -cgroups $(CGROUPS) -kubelet $(PEER_DIR)/kubelet -slicelet $(BIN)/slicelet
 
+# make peer-diff-real [CGROUPS=v1]: peer-diff over the real corpora (Pod manifests and the pods
+# of workloads from public repositories, REAL_CORPORA), no generated pods. docs/peer.md.
+REAL_CORPORA ?= ../shared/pods-real,../shared/workloads
+.PHONY: peer-diff-real
+peer-diff-real:
+	$(MAKE) peer-diff CORPUS='$(REAL_CORPORA)' CGROUPS='$(CGROUPS)'
+
 # make peer-diff-check: what CI runs when build/peer is not cached: peer-diff's own tests (corpus
 # preparation, batching, comparison) and the prepared corpus through slicelet alone in the
 # sandbox: every pod slicelet admits must come up with the local image (no pull, no crash).

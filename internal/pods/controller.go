@@ -87,6 +87,9 @@ type podState struct {
 	// resize is the PodResizePending condition of a resize that is not allocated (desired
 	// keeps the resources allocated before it); nil when none is pending.
 	resize *v1.PodCondition
+	// finished: the pod ended for good (Succeeded or Failed by its containers) and what it
+	// held on the node was released (finishPod); it is not synced again, its status stays.
+	finished bool
 }
 
 // key is namespace/name.
@@ -590,7 +593,7 @@ func (c *Controller) dispatch(ctx context.Context) {
 	}
 	var due []duePod
 	for uid, ps := range c.pods {
-		if !ps.syncing && !ps.nextSync.After(now) && (ps.admitted || ps.deleting) {
+		if !ps.syncing && !ps.nextSync.After(now) && ((ps.admitted && !ps.finished) || ps.deleting) {
 			due = append(due, duePod{uid, ps})
 		}
 	}
@@ -624,7 +627,7 @@ func (c *Controller) maybeCleanupOrphans(ctx context.Context) {
 		if !ready {
 			break
 		}
-		if ps.admitted && !ps.deleting && ps.slice.Unit == "" {
+		if ps.admitted && !ps.deleting && !ps.finished && ps.slice.Unit == "" {
 			ready = false
 		}
 	}
@@ -681,6 +684,13 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 		grace = *ps.grace
 	}
 	started := ps.status.StartTime
+	// A pod whose containers ended for good, as the runtime showed it before its first sync
+	// (slicelet restarted after it finished): finished without a slice of its own again.
+	restartedFinished := !deleting && ps.observed && ps.slice.Unit == "" && terminalPhase(ps.status.Phase)
+	if ps.finished && !deleting {
+		c.mu.Unlock()
+		return
+	}
 	if deleting && !ps.admitted {
 		// A rejected pod never got a slice or containers: nothing to stop.
 		delete(c.pods, uid)
@@ -706,6 +716,11 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 		return
 	}
 
+	if restartedFinished {
+		c.finishPod(ctx, ps, pod, grace, true)
+		return
+	}
+
 	if lifecycle.PastActiveDeadline(pod, started, c.clock.Now()) {
 		c.failPod(ctx, ps, pod, grace, lifecycle.ReasonDeadlineExceeded, lifecycle.MessageDeadlineExceeded)
 		return
@@ -715,6 +730,9 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 	var status v1.PodStatus
 	if err == nil {
 		status, err = c.rt.SyncPod(ctx, pod, slice)
+	}
+	if err == nil && terminalPhase(status.Phase) {
+		defer c.finishPod(ctx, ps, pod, grace, false)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -761,6 +779,47 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 	if at, ok := lifecycle.ActiveDeadline(pod, status.StartTime); ok && at.Before(ps.nextSync) {
 		ps.nextSync = at
 	}
+}
+
+// terminalPhase reports whether a pod in that phase has ended for good.
+func terminalPhase(p v1.PodPhase) bool {
+	return p == v1.PodSucceeded || p == v1.PodFailed
+}
+
+// finishPod releases what a pod whose containers ended for good still holds on the node, as
+// the kubelet's pod workers do once its phase is terminal: SyncTerminatingPod stops whatever
+// still runs and its sandboxes (kill: here the runtime's KillPod, needed only when no sync
+// of the runtime has done so since slicelet started), and SyncTerminatedPod removes its pod
+// cgroup (pkg/kubelet/kubelet.go: pcm.Destroy), so its slice is destroyed. The pod stays,
+// with its status, its exited containers and their logs, until it is deleted; it is not
+// synced again, and no longer counts for admission or eviction (it is terminal). A failure is
+// retried at the next sync.
+func (c *Controller) finishPod(ctx context.Context, ps *podState, pod *v1.Pod, grace time.Duration, kill bool) {
+	uid := string(pod.UID)
+	var err error
+	if kill {
+		if _, err = c.rt.KillPod(ctx, pod, grace); err != nil {
+			err = fmt.Errorf("pod %s: stop containers: %w", key(pod), err)
+		}
+	}
+	if err == nil {
+		if err = c.slices.DestroyPod(ctx, uid); err != nil {
+			err = fmt.Errorf("pod %s: destroy slice: %w", key(pod), err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.pods[uid]; !ok || cur != ps || !ps.admitted || ps.deleting {
+		return
+	}
+	if err != nil {
+		c.log.Warn("finished pod not released, retrying", "pod", key(pod), "pod_uid", uid, "error", err)
+		ps.nextSync = c.clock.Now().Add(busyResync)
+		return
+	}
+	ps.finished, ps.slice = true, slices.PodSlice{}
+	c.changedLocked()
+	c.log.Info("pod finished, its slice destroyed", "pod", key(pod), "pod_uid", uid, "phase", string(ps.status.Phase))
 }
 
 // resyncAfter is how soon a pod needs another sync: soon while anything is in motion, then

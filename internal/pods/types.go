@@ -128,8 +128,11 @@ type Runtime interface {
 	// exited containers restart per restartPolicy with the kubelet's back-off; a restarted
 	// container is a new instance and the dead one stays inspectable. It is level-triggered and
 	// idempotent: the controller calls it on every change and periodically, and it must never
-	// start a duplicate (also after slicelet restarts). It returns the pod's current status
-	// (phase, container statuses with restart counts, states, exit codes, OOMKilled, times).
+	// start a duplicate (also after slicelet restarts). A pod whose containers ended for good
+	// (nothing runs or will run again) gets its sandboxes stopped and its volumes torn down,
+	// as the kubelet kills a finished pod; its exited containers stay for status and logs. It
+	// returns the pod's current status (phase, container statuses with restart counts,
+	// states, exit codes, OOMKilled, times).
 	SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice) (v1.PodStatus, error)
 	// KillPod stops every container of the pod gracefully within grace (stop signal, then
 	// SIGKILL), waits until they are gone, and returns the final status.

@@ -57,17 +57,33 @@ func compareValues(base difference, s, k peerrun.Values) []difference {
 	return out
 }
 
-// comparePod lists the differences of one pod both agents ran.
+// comparePod lists the differences of one pod both agents made a sandbox for: whether the
+// sandbox is still ready (a finished pod's is stopped) and the pod slice still there (a
+// finished pod's is removed); the QoS class and values of the pod slice both have; the
+// containers of the sandboxes both have ready.
 func comparePod(base difference, s, k peerrun.Pod) []difference {
 	var out []difference
-	if s.QOS != k.QOS {
-		d := base
-		d.level, d.field, d.slicelet, d.kubelet = "pod", "qos", s.QOS, k.QOS
-		out = append(out, d)
-	}
 	pb := base
 	pb.level = "pod"
+	if s.Ready != k.Ready {
+		d := pb
+		d.field, d.slicelet, d.kubelet = "sandbox ready", yesNo(s.Ready), yesNo(k.Ready)
+		out = append(out, d)
+	}
+	if sc, kc := s.Cgroup != "", k.Cgroup != ""; sc != kc {
+		d := pb
+		d.field, d.slicelet, d.kubelet = "pod slice", yesNo(sc), yesNo(kc)
+		return append(out, d)
+	}
+	if s.QOS != k.QOS {
+		d := pb
+		d.field, d.slicelet, d.kubelet = "qos", s.QOS, k.QOS
+		out = append(out, d)
+	}
 	out = append(out, compareValues(pb, s.Values, k.Values)...)
+	if !s.Ready || !k.Ready {
+		return out
+	}
 	names := slices.Sorted(maps.Keys(s.Containers))
 	for n := range k.Containers {
 		if _, ok := s.Containers[n]; !ok {

@@ -23,7 +23,7 @@ func TestCompareRun(t *testing.T) {
 	key := peerrun.PodKey{Namespace: "default", Name: "web"}
 	entries := []entry{{Origin: "web.yaml", Key: key}}
 	pod := func(qos, shares, adj string, containers ...string) peerrun.Pod {
-		p := peerrun.Pod{QOS: qos, Values: peerrun.Values{"cpu.shares": shares}, Containers: map[string]peerrun.Container{}}
+		p := peerrun.Pod{Ready: true, Cgroup: "kubepods.slice/pod.slice", QOS: qos, Values: peerrun.Values{"cpu.shares": shares}, Containers: map[string]peerrun.Container{}}
 		for _, c := range containers {
 			p.Containers[c] = peerrun.Container{State: "CONTAINER_RUNNING", Values: peerrun.Values{"cpu.shares": shares}, OOMScoreAdj: adj}
 		}
@@ -68,8 +68,16 @@ func TestCompareRun(t *testing.T) {
 			}},
 		{name: "misfit batches compare no node levels", results: misfits(run(nil, nil, node, map[string]peerrun.Values{"kubepods": {"cpu.shares": "1"}}))},
 		{name: "exited containers are not compared", results: run(
-			map[string]peerrun.Pod{"default/web": {QOS: "BestEffort", Containers: map[string]peerrun.Container{"i": {State: "CONTAINER_EXITED"}}}},
-			map[string]peerrun.Pod{"default/web": {QOS: "BestEffort", Containers: map[string]peerrun.Container{"i": {State: "CONTAINER_EXITED"}}}}, node, node)},
+			map[string]peerrun.Pod{"default/web": {Ready: true, QOS: "BestEffort", Containers: map[string]peerrun.Container{"i": {State: "CONTAINER_EXITED"}}}},
+			map[string]peerrun.Pod{"default/web": {Ready: true, QOS: "BestEffort", Containers: map[string]peerrun.Container{"i": {State: "CONTAINER_EXITED"}}}}, node, node)},
+		{name: "finished under both: sandboxes stopped, slices gone", results: run(
+			map[string]peerrun.Pod{"default/web": {}}, map[string]peerrun.Pod{"default/web": {}}, node, node)},
+		{name: "a finished pod's sandbox and slice kept by one", results: run(
+			map[string]peerrun.Pod{"default/web": pod("BestEffort", "2", "1000", "a")}, map[string]peerrun.Pod{"default/web": {}}, node, node),
+			want: []string{
+				"v1 web.yaml default/web pod sandbox ready: slicelet=yes kubelet=no",
+				"v1 web.yaml default/web pod pod slice: slicelet=yes kubelet=no",
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
@@ -128,11 +136,13 @@ func TestCheckAlone(t *testing.T) {
 		{Origin: "up.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "up"}, Containers: []string{"a", "b"}, Pod: plain},
 		{Origin: "stuck.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "stuck"}, Containers: []string{"a", "b"}, Pod: plain},
 		{Origin: "secret.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "secret"}, Containers: []string{"a"}, Pod: withSecret},
+		{Origin: "finished.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "finished"}, Containers: []string{"a"}, Pod: plain},
 	}
 	results := []batchResult{{Snapshot: map[peerrun.Kind]snapshot{peerrun.Slicelet: {Pods: map[string]peerrun.Pod{
-		"default/up":     {Containers: map[string]peerrun.Container{"a": {State: "CONTAINER_RUNNING"}, "b": {State: "CONTAINER_EXITED"}}},
-		"default/stuck":  {Containers: map[string]peerrun.Container{"a": {State: "CONTAINER_CREATED"}}},
-		"default/secret": {Containers: map[string]peerrun.Container{}},
+		"default/up":       {Ready: true, Containers: map[string]peerrun.Container{"a": {State: "CONTAINER_RUNNING"}, "b": {State: "CONTAINER_EXITED"}}},
+		"default/stuck":    {Ready: true, Containers: map[string]peerrun.Container{"a": {State: "CONTAINER_CREATED"}}},
+		"default/secret":   {Ready: true, Containers: map[string]peerrun.Container{}},
+		"default/finished": {},
 	}}}}}
 	var out strings.Builder
 	if n := checkAlone(&out, "v1", entries, results); n != 1 {
@@ -141,5 +151,21 @@ func TestCheckAlone(t *testing.T) {
 	want := "v1 stuck.yaml default/stuck not up under slicelet: containers a=\"CONTAINER_CREATED\" b=\"\"\n"
 	if out.String() != want {
 		t.Errorf("got %q, want %q", out.String(), want)
+	}
+}
+
+// TestCheckAloneSkipsWhatCannotStart: a pod the batch did not wait for (it cannot come up on
+// the node) is not reported.
+func TestCheckAloneSkipsWhatCannotStart(t *testing.T) {
+	plain := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "a"}}}}
+	up, stuck := peerrun.PodKey{Namespace: "default", Name: "up"}, peerrun.PodKey{Namespace: "default", Name: "nohostpath"}
+	entries := []entry{{Origin: "up.yaml", Key: up, Containers: []string{"a"}, Pod: plain}, {Origin: "nohostpath.yaml", Key: stuck, Containers: []string{"a"}, Pod: plain}}
+	results := []batchResult{{Waited: []peerrun.PodKey{up}, Snapshot: map[peerrun.Kind]snapshot{peerrun.Slicelet: {Pods: map[string]peerrun.Pod{
+		"default/up":         {Ready: true, Containers: map[string]peerrun.Container{"a": {State: "CONTAINER_RUNNING"}}},
+		"default/nohostpath": {Ready: true, Containers: map[string]peerrun.Container{}},
+	}}}}}
+	var out strings.Builder
+	if n := checkAlone(&out, "v1", entries, results); n != 0 {
+		t.Errorf("%d pods not up, want none:\n%s", n, out.String())
 	}
 }

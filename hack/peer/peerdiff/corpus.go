@@ -51,6 +51,10 @@ type entry struct {
 	// so under neither agent does it come up (slicelet waits for the object, the kubelet
 	// refuses the static pod), and no batch waits for it.
 	Objects bool `json:"objects,omitempty"`
+	// NoVolume names a volume no node here can give the pod (its type needs an API server or
+	// a volume plugin: a claim, CSI, NFS, ...): under an agent that admits it, it waits for
+	// it, with no sandbox, and no batch waits for it.
+	NoVolume string `json:"noVolume,omitempty"`
 	// NotYet lists the fields of the pod slicelet refuses because it does not implement them
 	// yet (internal/pods/podfields), as slicelet reports them.
 	NotYet string `json:"notYet,omitempty"`
@@ -62,7 +66,10 @@ type entry struct {
 	Pod *v1.Pod `json:"-"`
 }
 
-// loadCorpus reads every Pod document of the manifests under dir (other kinds are skipped).
+// loadCorpus reads the pods of the manifests under dir: every Pod document, and the pod each
+// workload (Deployment, DaemonSet, StatefulSet, Job, CronJob, ReplicaSet,
+// ReplicationController) makes from its template (podsOf); other kinds, and files that are not
+// Kubernetes manifests (a top-level list or scalar: an index, a values file), are skipped.
 func loadCorpus(dir string) ([]entry, error) {
 	var out []entry
 	err := corpus.WalkManifests(dir, func(path string) error {
@@ -83,14 +90,17 @@ func loadCorpus(dir string) ([]entry, error) {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		for n, doc := range docs {
-			if kind, _ := doc["kind"].(string); kind != "Pod" {
-				continue
+			pods, err := podsOf(doc)
+			if err != nil {
+				return fmt.Errorf("%s: %w", path, err)
 			}
 			origin := path
 			if len(docs) > 1 {
 				origin = fmt.Sprintf("%s#%d", path, n+1)
 			}
-			out = append(out, entry{Origin: origin, Key: keyOf(doc), YAML: mustYAML(doc)})
+			for _, pod := range pods {
+				out = append(out, entry{Origin: origin, Key: keyOf(pod), YAML: mustYAML(pod)})
+			}
 		}
 		return nil
 	})
@@ -100,20 +110,21 @@ func loadCorpus(dir string) ([]entry, error) {
 	return out, nil
 }
 
-// splitDocuments decodes every YAML (or JSON) document of data into a generic tree.
+// splitDocuments decodes every YAML (or JSON) document of data into a generic tree; a document
+// that is not an object (a list, a scalar) is left out.
 func splitDocuments(data []byte) ([]map[string]any, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var out []map[string]any
 	for {
-		var m map[string]any
-		err := dec.Decode(&m)
+		var doc any
+		err := dec.Decode(&doc)
 		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		if m != nil {
+		if m, ok := doc.(map[string]any); ok {
 			out = append(out, m)
 		}
 	}
@@ -181,6 +192,7 @@ func prepare(entries []entry, applets []string) ([]entry, error) {
 			e.Skip = skipReason(&pod)
 			e.NotYet = notYet(e.Key.Name, e.YAML)
 			e.Objects = referencesObjects(&pod)
+			e.NoVolume = offlineVolume(&pod)
 			e.ByDesign = e.NotYet != "" || e.Objects
 			requests(&e)
 		}
@@ -196,6 +208,19 @@ func prepare(entries []entry, applets []string) ([]entry, error) {
 func skipReason(pod *v1.Pod) string {
 	if pod.Spec.RuntimeClassName != nil {
 		return "spec.runtimeClassName: the standalone kubelet v1.37.2 panics on it (its RuntimeClass manager is nil without an API server)"
+	}
+	return ""
+}
+
+// offlineVolume names the first volume of pod a node without an API server or volume plugins
+// cannot set up, "" when there is none: emptyDir, hostPath and downwardAPI volumes are set up
+// from the node alone (configMap, secret and projected ones are Objects).
+func offlineVolume(pod *v1.Pod) string {
+	for _, v := range pod.Spec.Volumes {
+		s := v.VolumeSource
+		if s.EmptyDir == nil && s.HostPath == nil && s.DownwardAPI == nil && s.ConfigMap == nil && s.Secret == nil && s.Projected == nil {
+			return v.Name
+		}
 	}
 	return ""
 }

@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
 
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
 )
@@ -33,11 +36,13 @@ func quantity(s string, milli bool) int64 {
 }
 
 // waits are the settle and limit of a batch: the VM emulates its CPU, several times slower.
+// A batch waits for its pods to settle (peerrun.Agent.Wait), so the limit only bounds a batch
+// whose pods do not: on a loaded machine an agent takes minutes to start 30 pods.
 func waits(version string) peerrun.WaitOptions {
 	if version == "v2" {
-		return peerrun.WaitOptions{Settle: 15 * time.Second, Startup: time.Minute, Limit: 8 * time.Minute}
+		return peerrun.WaitOptions{Settle: 15 * time.Second, Startup: time.Minute, Limit: 15 * time.Minute}
 	}
-	return peerrun.WaitOptions{Settle: 6 * time.Second, Startup: 5 * time.Second, Limit: 2 * time.Minute}
+	return peerrun.WaitOptions{Settle: 6 * time.Second, Startup: 5 * time.Second, Limit: 5 * time.Minute}
 }
 
 // inside runs every batch under the kubelet, then slicelet, and writes what each left.
@@ -71,8 +76,9 @@ func inside(ctx context.Context, o options) error {
 		r.Misfits = b.misfits
 		for _, e := range b.pods {
 			r.Keys = append(r.Keys, e.Key)
-			if !e.Objects {
+			if startsHere(e) {
 				want[e.Key] = e.Containers
+				r.Waited = append(r.Waited, e.Key)
 			}
 		}
 		for _, kind := range []peerrun.Kind{peerrun.Kubelet, peerrun.Slicelet} {
@@ -127,11 +133,80 @@ func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerr
 	}
 	w.Want = want
 	complete, statuses, werr := a.Wait(ctx, w)
-	// Values the agents set right after the last container started (the QoS levels) settle.
-	time.Sleep(time.Second)
-	snap, rerr := a.Read(ctx)
+	snap, rerr := readSettled(ctx, a, w.Settle)
 	snap.Statuses = statuses
 	_ = os.WriteFile(filepath.Join(logDir, fmt.Sprintf("batch-%d-%s.log", n+1, kind)), []byte(a.Journal(ctx, 5000)), 0o644)
 	serr := a.Stop(ctx)
 	return snap, complete, errors.Join(werr, rerr, serr)
+}
+
+// readSettled reads the agent's cgroups until two readings half a second apart agree, at most
+// for limit: values an agent writes just after its pods came up (the QoS levels, updated
+// after a pod slice is made) are read once written. A crash loop's container scopes come and
+// go; with one, the last reading is taken at limit.
+func readSettled(ctx context.Context, a *peerrun.Agent, limit time.Duration) (peerrun.Snapshot, error) {
+	deadline := time.Now().Add(limit)
+	prev, err := a.Read(ctx)
+	for err == nil && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return prev, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+		var cur peerrun.Snapshot
+		if cur, err = a.Read(ctx); err != nil {
+			break
+		}
+		if sameCgroups(prev, cur) {
+			return cur, nil
+		}
+		prev = cur
+	}
+	return prev, err
+}
+
+// sameCgroups reports whether two readings hold the same levels, pods and values (container
+// states aside).
+func sameCgroups(a, b peerrun.Snapshot) bool {
+	strip := func(s peerrun.Snapshot) peerrun.Snapshot {
+		out := peerrun.Snapshot{Node: s.Node, Pods: map[peerrun.PodKey]peerrun.Pod{}}
+		for k, p := range s.Pods {
+			cs := map[string]peerrun.Container{}
+			for n, c := range p.Containers {
+				c.State = ""
+				cs[n] = c
+			}
+			p.Containers = cs
+			out.Pods[k] = p
+		}
+		return out
+	}
+	return reflect.DeepEqual(strip(a), strip(b))
+}
+
+// startsHere reports whether an agent that admits e can start it on this node, so that a batch
+// waits for it: it reads no ConfigMap or Secret (the corpus has none), every volume can be set
+// up offline, and every hostPath volume whose type asks for an existing path has one (the
+// kubelet waits for the mount otherwise, with no sandbox, until the path appears).
+func startsHere(e entry) bool {
+	if e.Objects || e.NoVolume != "" {
+		return false
+	}
+	var pod v1.Pod
+	if yaml.Unmarshal(e.YAML, &pod) != nil {
+		return true // refused by both: decided at once
+	}
+	for _, v := range pod.Spec.Volumes {
+		hp := v.HostPath
+		if hp == nil || hp.Type == nil {
+			continue
+		}
+		switch *hp.Type {
+		case v1.HostPathDirectory, v1.HostPathFile, v1.HostPathSocket, v1.HostPathCharDev, v1.HostPathBlockDev:
+			if _, err := os.Stat(hp.Path); err != nil {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -10,7 +10,8 @@
 // difference. Differences slicelet makes on purpose are printed as "deliberate: ..." lines and
 // not counted (docs/peer.md).
 //
-// The corpus is every Pod document under -corpus plus -n pods of the seeded generator
+// The corpus is every Pod document under the -corpus directories (and the pod each workload
+// there makes from its template) plus -n pods of the seeded generator
 // (hack/peer/podgen); each is rewritten to run offline with the local busybox test image
 // (commands kept when busybox has the program, sleep otherwise).
 //
@@ -55,7 +56,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.corpus, "corpus", "testdata/corpus", "directory of Pod manifests (searched recursively for *.yaml, *.yml, *.json); empty for none")
+	flag.StringVar(&o.corpus, "corpus", "testdata/corpus", "directories of manifests, comma-separated (searched recursively for *.yaml, *.yml, *.json: Pods, and the pods of Deployments, DaemonSets, StatefulSets, Jobs, ...); empty for none")
 	flag.IntVar(&o.n, "n", 40, "generated pods")
 	flag.Uint64Var(&o.seed, "seed", 1, "generator seed")
 	flag.StringVar(&o.work, "work", "build/peer-diff", "work directory (emptied first)")
@@ -94,7 +95,10 @@ const (
 
 // batchResult is what one batch left under each agent.
 type batchResult struct {
-	Keys     []peerrun.PodKey          `json:"keys"`
+	Keys []peerrun.PodKey `json:"keys"`
+	// Waited are the keys of the pods that can come up on the node (startsHere), which the
+	// batch waited for.
+	Waited   []peerrun.PodKey          `json:"waited,omitempty"`
 	Misfits  bool                      `json:"misfits,omitempty"`
 	Snapshot map[peerrun.Kind]snapshot `json:"snapshot"`
 	Complete map[peerrun.Kind][]string `json:"complete"`
@@ -294,8 +298,9 @@ func countOf(counts map[string]int, ran []string, v string) string {
 
 // checkAlone prints every pod slicelet ran (it admitted it) whose containers did not all
 // start (running, or exited: a kept command may complete or fail), and returns their number:
-// the prepared corpus must run offline with the test image, nothing pulled. A pod that reads a
-// ConfigMap or Secret waits for it (the prepared corpus has Pod documents only) and is left
+// the prepared corpus must run offline with the test image, nothing pulled. A pod that cannot
+// come up on the node (it reads a ConfigMap or Secret, which the prepared corpus does not
+// have; a volume the node cannot give it: batchResult.Waited) and a pod that finished are left
 // out.
 func checkAlone(w io.Writer, version string, entries []entry, results []batchResult) int {
 	byKey := map[string]entry{}
@@ -304,9 +309,14 @@ func checkAlone(w io.Writer, version string, entries []entry, results []batchRes
 	}
 	n := 0
 	for _, r := range results {
+		waited := map[string]bool{}
+		for _, k := range r.Waited {
+			waited[k.String()] = true
+		}
 		for k, p := range r.Snapshot[peerrun.Slicelet].Pods {
 			e := byKey[k]
-			if e.Pod == nil || referencesObjects(e.Pod) {
+			if e.Pod == nil || referencesObjects(e.Pod) || !p.Ready || r.Waited != nil && !waited[k] {
+				// A pod without a ready sandbox ran and finished.
 				continue
 			}
 			var bad []string
@@ -332,12 +342,15 @@ func checkAlone(w io.Writer, version string, entries []entry, results []batchRes
 // corpusEntries loads and prepares the corpus and the generated pods.
 func corpusEntries(o options) ([]entry, error) {
 	var raw []entry
-	if o.corpus != "" {
-		c, err := loadCorpus(o.corpus)
+	for _, dir := range strings.Split(o.corpus, ",") {
+		if dir = strings.TrimSpace(dir); dir == "" {
+			continue
+		}
+		c, err := loadCorpus(dir)
 		if err != nil {
 			return nil, err
 		}
-		raw = c
+		raw = append(raw, c...)
 	}
 	raw = append(raw, generated(o.seed, o.n)...)
 	return prepare(raw, testApplets())

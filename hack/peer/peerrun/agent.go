@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -327,32 +326,42 @@ func (k PodKey) Compare(o PodKey) int { return strings.Compare(k.String(), o.Str
 
 // WaitOptions configure [Agent.Wait].
 type WaitOptions struct {
-	// Want maps each pod expected to run to its regular container names.
+	// Want maps each pod expected to come up or be refused to its regular container names.
 	Want map[PodKey][]string
-	// Settle ends the wait when nothing changed for that long once the agent made its first
-	// pod (pods it refuses never appear); Limit bounds the wait (e.g. when it runs none).
+	// Settle: a pod of Want the agent never lists (its manifest does not decode for it)
+	// counts as decided once every pod it lists is settled and nothing changed for that
+	// long. Limit bounds the wait.
 	Settle, Limit time.Duration
-	// Startup is how long after the agent first answers a batch that it admits nothing from
-	// may count as started.
+	// Startup is how long after the agent first answers it may list none of Want's pods
+	// before the pods it does not list count as never listed.
 	Startup time.Duration
 }
 
-// Wait polls containerd and the agent until every pod of o.Want has all its containers running,
-// was refused (the agent reports it Failed) or is stuck (PodStatus.Stuck), or nothing changed for o.Settle after the
-// first pod sandbox appeared, or o.Limit passed. It returns the pods that are complete and the
-// agent's last statuses.
+// Wait polls the agent and containerd until every pod of o.Want is settled on both sides —
+// the agent's status shows the state the pod keeps (PodStatus.Settled) and the node shows
+// it: a terminal pod has no ready sandbox and no pod slice left (the agent released it), any
+// other has its ready sandbox with every container the status shows running running in it —
+// or o.Limit passed. o.Want holds only pods that can come up on the node: a pod waiting for a
+// volume the node never gets would hold the wait until o.Limit. A pod the agent does not list (it did not decode) is waited for until
+// every listed pod settled and nothing changed for o.Settle, and at least o.Startup after the
+// agent first answered when it lists none. It returns the pods whose regular containers all
+// run and the agent's last statuses.
 func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[PodKey]PodStatus, error) {
 	rs, done, err := a.node.cri()
 	if err != nil {
 		return nil, nil, err
 	}
 	defer done()
+	h, err := newHierarchy("/sys/fs/cgroup", a.node.CgroupV2)
+	if err != nil {
+		return nil, nil, err
+	}
 	start := time.Now()
 	lastChange, last := start, ""
 	var statuses map[PodKey]PodStatus
 	var answered time.Time
 	for {
-		state, complete, err := a.observe(ctx, rs, o.Want)
+		nodeState, err := a.observe(ctx, rs, h)
 		if err != nil {
 			return nil, statuses, err
 		}
@@ -360,28 +369,10 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[P
 		if st, err := a.Statuses(ctx); err == nil {
 			statuses = st
 		}
-		decided, known, admitted := 0, 0, 0
-		for k := range o.Want {
-			st, ok := statuses[k]
-			if complete[k] || st.Phase == v1.PodFailed || st.Stuck {
-				decided++
-			}
-			if ok {
-				known++
-				if st.Phase != v1.PodFailed {
-					admitted++
-				}
-			}
-		}
-		// Started: the agent made its first pod, or it lists pods of o.Want and admitted none
-		// (all refused), or it has answered for o.Startup without admitting any (pods failing
-		// to decode show nowhere). Before that the settle clock does not run: under emulation
-		// the kubelet serves /pods well before it has read its manifests, and the first
-		// sandbox takes many seconds.
 		if statuses != nil && answered.IsZero() {
 			answered = time.Now()
 		}
-		started := state != "" || admitted == 0 && (known > 0 || !answered.IsZero() && time.Since(answered) >= o.Startup)
+		state := nodeState.fingerprint
 		for _, k := range slices.SortedFunc(maps.Keys(statuses), PodKey.Compare) {
 			state += ";" + k.String() + "=" + string(statuses[k].Phase)
 		}
@@ -389,69 +380,125 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[P
 		if state != last {
 			last, lastChange = state, now
 		}
+		quiet := now.Sub(lastChange) >= o.Settle
+		var unsettled []string
+		unknown := 0
+		for k := range o.Want {
+			st, ok := statuses[k]
+			switch {
+			case !ok:
+				unknown++
+			case nodeState.settled(k, st):
+			default:
+				unsettled = append(unsettled, fmt.Sprintf("%s (%s, settled %v, running %v)", k, st.Phase, st.Settled, st.Running))
+			}
+		}
+		listed := len(o.Want) - unknown
 		switch {
-		case decided == len(o.Want),
-			started && now.Sub(lastChange) >= o.Settle,
-			now.Sub(start) >= o.Limit:
-			return complete, statuses, nil
+		case len(unsettled) == 0 && unknown == 0,
+			len(unsettled) == 0 && quiet && (listed > 0 || !answered.IsZero() && now.Sub(answered) >= o.Startup):
+			return nodeState.complete(o.Want), statuses, nil
+		case now.Sub(start) >= o.Limit:
+			slices.Sort(unsettled)
+			a.node.logf("peerrun: %s: wait limit %s reached: %d pods not listed, %d not settled: %s; last change %s ago",
+				a.Unit, o.Limit, unknown, len(unsettled), strings.Join(unsettled, "; "), now.Sub(lastChange).Round(time.Second))
+			return nodeState.complete(o.Want), statuses, nil
 		}
 		if ok, journal := a.Active(ctx); !ok {
-			return complete, statuses, fmt.Errorf("peerrun: %s stopped: %s", a.Unit, journal)
+			return nodeState.complete(o.Want), statuses, fmt.Errorf("peerrun: %s stopped: %s", a.Unit, journal)
 		}
 		select {
 		case <-ctx.Done():
-			return complete, statuses, ctx.Err()
+			return nodeState.complete(o.Want), statuses, ctx.Err()
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }
 
-// observe returns a fingerprint of the pods and containers containerd runs and which pods of
-// want are complete.
-func (a *Agent) observe(ctx context.Context, rs runtimeapi.RuntimeServiceClient, want map[PodKey][]string) (string, map[PodKey]bool, error) {
+// nodePods is what containerd and the cgroups show of the agent's pods at one poll.
+type nodePods struct {
+	// ready are the running containers of each pod's ready sandbox, by pod (a pod with a
+	// ready sandbox has an entry, maybe empty).
+	ready map[PodKey]map[string]bool
+	// slices are the pods whose pod slice exists, found by the UIDs of their sandboxes.
+	slices map[PodKey]bool
+	// fingerprint names the sandboxes with their states and the containers by name, not
+	// their states or attempts: a container in a crash loop must not keep a wait from
+	// settling.
+	fingerprint string
+}
+
+// settled reports whether the node shows pod k as its status st says it stays.
+func (n nodePods) settled(k PodKey, st PodStatus) bool {
+	if !st.Settled {
+		return false
+	}
+	running, ready := n.ready[k]
+	if st.Terminal() {
+		return !ready && !n.slices[k]
+	}
+	if !ready {
+		return false
+	}
+	for _, c := range st.Running {
+		if !running[c] {
+			return false
+		}
+	}
+	return true
+}
+
+// complete returns the pods of want whose regular containers all run in their ready sandbox.
+func (n nodePods) complete(want map[PodKey][]string) map[PodKey]bool {
+	out := map[PodKey]bool{}
+	for k, names := range want {
+		running, ok := n.ready[k]
+		all := ok
+		for _, c := range names {
+			all = all && running[c]
+		}
+		if all {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+// observe reads what containerd runs and which pod slices exist.
+func (a *Agent) observe(ctx context.Context, rs runtimeapi.RuntimeServiceClient, h hierarchy) (nodePods, error) {
 	sbs, err := rs.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 	if err != nil {
-		return "", nil, fmt.Errorf("peerrun: list pod sandboxes: %w", err)
+		return nodePods{}, fmt.Errorf("peerrun: list pod sandboxes: %w", err)
 	}
 	cs, err := rs.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
 	if err != nil {
-		return "", nil, fmt.Errorf("peerrun: list containers: %w", err)
+		return nodePods{}, fmt.Errorf("peerrun: list containers: %w", err)
 	}
-	running := map[string]map[string]bool{}
-	// The fingerprint holds the sandboxes and the containers by name, not their states or
-	// attempts: a container in a crash loop (a kept command that exits) must not keep the wait
-	// from settling.
+	n := nodePods{ready: map[PodKey]map[string]bool{}, slices: map[PodKey]bool{}}
 	var fp []string
-	for _, c := range cs.Containers {
-		fp = append(fp, c.PodSandboxId+"/"+c.Metadata.Name)
-		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-			if running[c.PodSandboxId] == nil {
-				running[c.PodSandboxId] = map[string]bool{}
-			}
-			running[c.PodSandboxId][c.Metadata.Name] = true
-		}
-	}
-	complete := map[PodKey]bool{}
+	readyKey := map[string]PodKey{}
 	for _, sb := range sbs.Items {
 		fp = append(fp, sb.Id+sb.State.String())
-		if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
-			continue
-		}
 		k := a.key(sb.Metadata.Namespace, sb.Metadata.Name)
-		names, ok := want[k]
-		if !ok {
-			continue
+		if !n.slices[k] && h.podSlice(sb.Metadata.Uid) != "" {
+			n.slices[k] = true
 		}
-		all := true
-		for _, n := range names {
-			all = all && running[sb.Id][n]
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			readyKey[sb.Id] = k
+			if n.ready[k] == nil {
+				n.ready[k] = map[string]bool{}
+			}
 		}
-		if all {
-			complete[k] = true
+	}
+	for _, c := range cs.Containers {
+		fp = append(fp, c.PodSandboxId+"/"+c.Metadata.Name)
+		if k, ok := readyKey[c.PodSandboxId]; ok && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			n.ready[k][c.Metadata.Name] = true
 		}
 	}
 	slices.Sort(fp)
-	return strings.Join(slices.Compact(fp), ","), complete, nil
+	n.fingerprint = strings.Join(slices.Compact(fp), ",")
+	return n, nil
 }
 
 // key is the manifest's name of a pod: the kubelet names a static pod <name>-<node name>.

@@ -31,6 +31,9 @@ type Container struct {
 type Pod struct {
 	// UID is the pod's UID as the agent made it.
 	UID string
+	// Ready: its sandbox is ready. A pod whose sandboxes are all stopped (it finished) is
+	// listed with its newest sandbox, its pod slice if the agent left one, and no containers.
+	Ready bool `json:",omitempty"`
 	// QOS is the QoS class its slice names (Guaranteed, Burstable, BestEffort).
 	QOS string
 	// Cgroup is its pod slice's path below the hierarchy root.
@@ -46,7 +49,8 @@ type Snapshot struct {
 	// Node holds the kubepods level ("kubepods") and the QoS levels ("burstable",
 	// "besteffort").
 	Node map[string]Values
-	// Pods are the pods containerd runs, by their manifest's namespace and name.
+	// Pods are the pods containerd has a sandbox of (ready or not), by their manifest's
+	// namespace and name.
 	Pods map[PodKey]Pod
 	// Statuses are the agent's own statuses of its pods ([Agent.Statuses]), when read.
 	Statuses map[PodKey]PodStatus
@@ -188,8 +192,8 @@ func qosOfSlice(rel string) string {
 	return ""
 }
 
-// Read reads the node's kubepods and QoS levels and, for every pod sandbox containerd runs,
-// its pod slice and its containers' scopes.
+// Read reads the node's kubepods and QoS levels and, for every pod containerd has a sandbox
+// of, its pod slice and, when the sandbox is ready, its containers' scopes.
 func (a *Agent) Read(ctx context.Context) (Snapshot, error) {
 	root := "/sys/fs/cgroup"
 	h, err := newHierarchy(root, a.node.CgroupV2)
@@ -219,17 +223,10 @@ func (a *Agent) Read(ctx context.Context) (Snapshot, error) {
 	if err != nil {
 		return s, fmt.Errorf("peerrun: list containers: %w", err)
 	}
-	var errs []error
-	for _, sb := range sbs.Items {
-		if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
-			continue
-		}
-		k := a.key(sb.Metadata.Namespace, sb.Metadata.Name)
-		if _, dup := s.Pods[k]; dup {
-			errs = append(errs, fmt.Errorf("peerrun: two ready sandboxes for pod %s", k))
-			continue
-		}
-		p := Pod{UID: sb.Metadata.Uid, Containers: map[string]Container{}}
+	current, errs := a.currentSandboxes(sbs.Items)
+	for k, sb := range current {
+		ready := sb.State == runtimeapi.PodSandboxState_SANDBOX_READY
+		p := Pod{UID: sb.Metadata.Uid, Ready: ready, Containers: map[string]Container{}}
 		p.Cgroup = h.podSlice(p.UID)
 		p.QOS = qosOfSlice(p.Cgroup)
 		if p.Cgroup != "" {
@@ -237,7 +234,7 @@ func (a *Agent) Read(ctx context.Context) (Snapshot, error) {
 		}
 		attempts := map[string]uint32{}
 		for _, c := range cs.Containers {
-			if c.PodSandboxId != sb.Id {
+			if !ready || c.PodSandboxId != sb.Id {
 				continue
 			}
 			if prev, seen := attempts[c.Metadata.Name]; seen && prev > c.Metadata.Attempt {
@@ -257,4 +254,31 @@ func (a *Agent) Read(ctx context.Context) (Snapshot, error) {
 		s.Pods[k] = p
 	}
 	return s, errors.Join(errs...)
+}
+
+// currentSandboxes picks each pod's current sandbox: its ready one, else its newest. Two
+// ready sandboxes of one pod are an error (the pod is left out).
+func (a *Agent) currentSandboxes(sbs []*runtimeapi.PodSandbox) (map[PodKey]*runtimeapi.PodSandbox, []error) {
+	out := map[PodKey]*runtimeapi.PodSandbox{}
+	twice := map[PodKey]bool{}
+	var errs []error
+	for _, sb := range sbs {
+		k := a.key(sb.Metadata.Namespace, sb.Metadata.Name)
+		ready := sb.State == runtimeapi.PodSandboxState_SANDBOX_READY
+		cur, ok := out[k]
+		curReady := ok && cur.State == runtimeapi.PodSandboxState_SANDBOX_READY
+		switch {
+		case ready && curReady:
+			if !twice[k] {
+				errs = append(errs, fmt.Errorf("peerrun: two ready sandboxes for pod %s", k))
+			}
+			twice[k] = true
+		case !ok, ready && !curReady, !ready && !curReady && sb.CreatedAt > cur.CreatedAt:
+			out[k] = sb
+		}
+	}
+	for k := range twice {
+		delete(out, k)
+	}
+	return out, errs
 }

@@ -24,7 +24,95 @@ type PodStatus struct {
 	Message string
 	// Stuck: a container waits with a reason only a change on the node ends (stuckReasons):
 	// the pod will not come up by waiting longer.
-	Stuck bool
+	Stuck bool `json:",omitempty"`
+	// Settled: the status shows the state the pod keeps (settledStatus); whether the node
+	// shows it too is [Agent.Wait]'s to check.
+	Settled bool `json:",omitempty"`
+	// Running are the containers (init, regular, ephemeral) the status shows running.
+	Running []string `json:",omitempty"`
+}
+
+// Terminal reports whether the pod ended for good (Succeeded, or Failed: refused or its
+// containers failed).
+func (s PodStatus) Terminal() bool {
+	return s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed
+}
+
+// settledStatus reports whether an agent's status of pod shows the state the pod keeps from
+// then on, as far as its cgroups go: it is terminal, or stuck; or every container has a
+// status and each stands where it stays — a sidecar or regular container running, or ended
+// (a restarting one between runs: a crash loop's cgroups come and go whatever the wait), or
+// waiting in a back-off; before the pod is initialized, the regular init container that holds
+// it backing off. Containers being created (ContainerCreating, PodInitializing, no status
+// yet) are not settled.
+func settledStatus(pod *v1.Pod) bool {
+	st := pod.Status
+	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed || stuck(st) {
+		return true
+	}
+	byName := map[string]v1.ContainerStatus{}
+	for _, cs := range slices.Concat(st.InitContainerStatuses, st.ContainerStatuses) {
+		byName[cs.Name] = cs
+	}
+	steady := func(name string, mayRun bool) bool {
+		cs, ok := byName[name]
+		switch {
+		case !ok:
+			return false
+		case cs.State.Running != nil:
+			return mayRun
+		case cs.State.Terminated != nil:
+			return true
+		case cs.State.Waiting != nil:
+			return slices.Contains(backOffReasons, cs.State.Waiting.Reason)
+		}
+		return false
+	}
+	initialized := false
+	for _, c := range st.Conditions {
+		if c.Type == v1.PodInitialized && c.Status == v1.ConditionTrue {
+			initialized = true
+		}
+	}
+	// Init containers in order: sidecars must stand; before initialization, the first regular
+	// one that has not ended holds the pod — settled only while it backs off.
+	for _, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			if !steady(c.Name, true) {
+				return false
+			}
+			continue
+		}
+		if initialized {
+			continue
+		}
+		if cs, ok := byName[c.Name]; !ok || cs.State.Terminated == nil {
+			return ok && cs.State.Waiting != nil && slices.Contains(backOffReasons, cs.State.Waiting.Reason)
+		}
+	}
+	if !initialized {
+		return false // between its last init container and the regular ones
+	}
+	for _, c := range pod.Spec.Containers {
+		if !steady(c.Name, true) {
+			return false
+		}
+	}
+	return true
+}
+
+// backOffReasons are the waiting reasons of a container that waits for its next attempt.
+var backOffReasons = []string{"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull"}
+
+// running lists the containers st shows running.
+func running(st v1.PodStatus) []string {
+	var out []string
+	for _, cs := range slices.Concat(st.InitContainerStatuses, st.ContainerStatuses, st.EphemeralContainerStatuses) {
+		if cs.State.Running != nil {
+			out = append(out, cs.Name)
+		}
+	}
+	return out
 }
 
 // stuckReasons are the kubelet's waiting reasons of a container that cannot be created until
@@ -64,7 +152,8 @@ func (a *Agent) Statuses(ctx context.Context) (map[PodKey]PodStatus, error) {
 	out := make(map[PodKey]PodStatus, len(pods))
 	for _, p := range pods {
 		k := a.key(p.Namespace, p.Name)
-		out[k] = PodStatus{Phase: p.Status.Phase, Reason: p.Status.Reason, Message: p.Status.Message, Stuck: stuck(p.Status)}
+		out[k] = PodStatus{Phase: p.Status.Phase, Reason: p.Status.Reason, Message: p.Status.Message, Stuck: stuck(p.Status),
+			Settled: settledStatus(&p), Running: running(p.Status)}
 	}
 	return out, nil
 }

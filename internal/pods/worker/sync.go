@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdslices "slices"
 	"sync"
 	"time"
 
@@ -40,7 +41,13 @@ func (w *Worker) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice
 	w.mu.Unlock()
 	// Object volumes are written at every sync, so a changed ConfigMap or Secret reaches the
 	// running containers (the kubelet's periodic remount).
-	objVols, volErr := w.syncObjectVolumes(pod, e)
+	var (
+		objVols map[string]string
+		volErr  error
+	)
+	if !e.finished {
+		objVols, volErr = w.syncObjectVolumes(pod, e)
+	}
 	var (
 		o *observed
 		p lifecycle.Plan
@@ -111,12 +118,63 @@ func (w *Worker) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice
 			return w.podStatus(o, p), err
 		}
 	}
+	if p.Done {
+		var err error
+		if o, err = w.releaseFinished(ctx, pod, e, o); err != nil {
+			return w.podStatus(o, p), err
+		}
+		p = w.decide(o, false)
+	}
 	w.reportBackOff(pod, e, p)
 	w.mu.Lock()
 	e.nextSync = p.NextSync
 	e.seen = o.seen
 	w.mu.Unlock()
 	return w.podStatus(o, p), nil
+}
+
+// releaseFinished releases what a finished pod (no container of it will run again) still
+// holds, as the kubelet does: computePodActions kills a pod with nothing to keep running and
+// nothing to start (pkg/kubelet/kuberuntime/kuberuntime_manager.go: KillPod when keepCount and
+// ContainersToStart are both zero, or when an init container failed under restartPolicy
+// Never), so killPodWithSyncResult stops what still runs (an ephemeral container) and every
+// ready sandbox — its pause process, network namespace and IP; and once the pod terminated,
+// its volume manager tears its volumes down (an emptyDir's content is removed, a memory-backed
+// one's tmpfs unmounted). The exited containers stay, with their logs and exit codes, for the
+// status, until the pod is deleted or container GC takes them. The next syncs create no new
+// sandbox (startsOver). It returns the pod observed afterwards.
+func (w *Worker) releaseFinished(ctx context.Context, pod *v1.Pod, e *entry, o *observed) (*observed, error) {
+	uid := string(pod.UID)
+	if e.finished {
+		return o, nil
+	}
+	live := 0
+	for _, v := range o.byName {
+		if !v.current.fromRecord && v.current.State != StateExited {
+			live++
+		}
+	}
+	ready := 0
+	for _, sb := range o.sandboxes {
+		if sb.Ready {
+			ready++
+		}
+	}
+	if live > 0 || ready > 0 {
+		if _, errs := w.killLocked(ctx, pod, lifecycle.GracePeriod(pod)); len(errs) > 0 {
+			return o, errors.Join(errs...)
+		}
+		w.log.Info("pod finished, its sandbox stopped", "pod_uid", uid, "pod", pod.Namespace+"/"+pod.Name, "containers_stopped", live, "sandboxes", ready)
+		var err error
+		if o, err = w.observe(ctx, pod, e, false, false); err != nil {
+			return o, err
+		}
+	}
+	if err := w.releaseVolumes(uid); err != nil {
+		return o, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	e.finished = true
+	return o, nil
 }
 
 // setInitialized records the sandbox in which the pod's init containers are done.
@@ -417,7 +475,8 @@ func (w *Worker) unhold(e *entry, name string) {
 // KillPod stops every container of the pod within grace (see pods.Runtime): the regular and
 // init containers (and any container that is not in the spec) concurrently, then the sidecars
 // with what is left of grace, each with its stop signal and SIGKILL when its time is up; then
-// the pod's sandboxes. It returns the final status. Nothing restarts a killed pod's containers.
+// the pod's sandboxes; then, when all of that succeeded, its volumes (releaseVolumes). It
+// returns the final status. Nothing restarts a killed pod's containers.
 func (w *Worker) KillPod(ctx context.Context, pod *v1.Pod, grace time.Duration) (v1.PodStatus, error) {
 	if err := checkPod(pod); err != nil {
 		return v1.PodStatus{}, err
@@ -427,9 +486,38 @@ func (w *Worker) KillPod(ctx context.Context, pod *v1.Pod, grace time.Duration) 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	w.probes.Keep(uid, nil)
+	stopped, errs := w.killLocked(ctx, pod, grace)
+	if err := errors.Join(errs...); errors.Is(err, pods.ErrRuntimeUnavailable) {
+		return v1.PodStatus{}, err
+	}
+	o, err := w.observe(ctx, pod, e, false, true)
+	if err != nil {
+		return v1.PodStatus{}, errors.Join(append(errs, err)...)
+	}
+	if len(errs) == 0 {
+		// Nothing of the pod runs any more: its volumes are torn down, as the kubelet's
+		// volume manager does once a pod terminated.
+		if err := w.releaseVolumes(uid); err != nil {
+			errs = append(errs, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err))
+		}
+	}
+	w.mu.Lock()
+	e.nextSync = time.Time{}
+	e.seen = o.seen
+	w.mu.Unlock()
+	w.log.Info("pod stopped", "pod_uid", uid, "pod", pod.Namespace+"/"+pod.Name, "containers", stopped)
+	return w.podStatus(o, w.decide(o, true)), errors.Join(errs...)
+}
+
+// killLocked is the kubelet's killPodWithSyncResult: every live container of the pod stopped
+// within grace — the regular, init and ephemeral ones (and any not in the spec) concurrently,
+// then the sidecars with what is left of grace — then every ready sandbox stopped. It returns
+// the number of containers stopped. Call with e.mu held.
+func (w *Worker) killLocked(ctx context.Context, pod *v1.Pod, grace time.Duration) (int, []error) {
+	uid := string(pod.UID)
 	ctrs, err := w.rt.ListContainers(ctx, uid)
 	if err != nil {
-		return v1.PodStatus{}, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return 0, []error{fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)}
 	}
 	var first, last []ContainerStatus
 	for _, c := range ctrs {
@@ -459,12 +547,13 @@ func (w *Worker) KillPod(ctx context.Context, pod *v1.Pod, grace time.Duration) 
 		wg.Wait()
 		errs = append(errs, gerrs...)
 	}
+	stopped := len(first) + len(last)
 	if err := errors.Join(errs...); errors.Is(err, pods.ErrRuntimeUnavailable) {
-		return v1.PodStatus{}, err
+		return stopped, []error{err}
 	}
 	sbs, err := w.rt.ListPodSandbox(ctx, uid)
 	if err != nil {
-		return v1.PodStatus{}, errors.Join(append(errs, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err))...)
+		return stopped, append(errs, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}
 	for _, sb := range sbs {
 		if !sb.Ready {
@@ -474,14 +563,5 @@ func (w *Worker) KillPod(ctx context.Context, pod *v1.Pod, grace time.Duration) 
 			errs = append(errs, fmt.Errorf("pod %s/%s: stop sandbox %s: %w", pod.Namespace, pod.Name, sb.ID, err))
 		}
 	}
-	o, err := w.observe(ctx, pod, e, false, true)
-	if err != nil {
-		return v1.PodStatus{}, errors.Join(append(errs, err)...)
-	}
-	w.mu.Lock()
-	e.nextSync = time.Time{}
-	e.seen = o.seen
-	w.mu.Unlock()
-	w.log.Info("pod stopped", "pod_uid", uid, "pod", pod.Namespace+"/"+pod.Name, "containers", len(first)+len(last))
-	return w.podStatus(o, w.decide(o, true)), errors.Join(errs...)
+	return stopped, stdslices.DeleteFunc(errs, func(err error) bool { return err == nil })
 }

@@ -90,6 +90,20 @@ func (w *Worker) mountMemoryVolume(pod *v1.Pod, ed *v1.EmptyDirVolumeSource, dir
 	return w.opts.Mounter.MountTmpfs(dir, lifecycle.MemoryVolumeSize(ed, allocatable, limit))
 }
 
+// releaseVolumes tears down the volumes of a pod that finished, as the kubelet's volume
+// manager does once a pod terminated (pkg/kubelet/volumemanager: the pod leaves the desired
+// state of the world and its volumes are unmounted; an emptyDir's TearDown removes its
+// directory): memory-backed emptyDirs unmounted, then every volume directory removed.
+func (w *Worker) releaseVolumes(uid string) error {
+	if err := w.unmountVolumes(uid); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(filepath.Join(w.podDir(uid), "volumes")); err != nil {
+		return fmt.Errorf("volumes: %w", err)
+	}
+	return nil
+}
+
 // unmountVolumes unmounts whatever is mounted on the pod's volume directories (the tmpfs of
 // its memory-backed emptyDirs) before they are removed.
 func (w *Worker) unmountVolumes(uid string) error {

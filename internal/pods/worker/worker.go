@@ -116,6 +116,9 @@ type entry struct {
 	backOffSeen map[string]uint32 // container → attempt whose back-off was reported
 	mountErr    string            // why object volumes could not be written at the last sync
 	podIPs      []string          // the IPs of the sandbox the pod's containers start in, off the host's network
+	// finished: the pod finished and what it held was released (releaseFinished); guarded
+	// by mu, not recMu.
+	finished bool
 
 	// guarded by Worker.mu:
 	nextSync time.Time

@@ -19,6 +19,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -85,6 +86,7 @@ func Run(t *testing.T, h Harness) {
 		{"RestartAlways", s.restartAlways},
 		{"RestartOnFailure", s.restartOnFailure},
 		{"RestartNever", s.restartNever},
+		{"FinishedPodReleased", s.finishedPodReleased},
 		{"InitContainersInOrder", s.initContainers},
 		{"AdoptAfterNewRuntimeAndForget", s.adoptAndForget},
 		{"Logs", s.logs},
@@ -350,6 +352,54 @@ func (s *suite) restartNever(t *testing.T) {
 			}
 		})
 	}
+}
+
+// finishedPodReleased: a pod whose containers ended for good has no ready sandbox left (the
+// kubelet kills a finished pod: its sandbox is stopped) and its emptyDir is gone, while its
+// status keeps the exit code and its logs stay readable, also through a new runtime instance
+// (slicelet restarted), which starts nothing and makes no new sandbox.
+func (s *suite) finishedPodReleased(t *testing.T) {
+	c := s.h.Container("main", "echo done; exit 3")
+	c.VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/srv"}}
+	pod := newPod("finished", v1.RestartPolicyNever, c)
+	pod.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	s.cleanup(t, pod)
+	s.until(t, s.rt, pod, "failed", func(st v1.PodStatus) bool { return st.Phase == v1.PodFailed })
+	check := func(rt *worker.Worker, when string) {
+		t.Helper()
+		st := s.sync(t, rt, pod)
+		cs := status(st, "main")
+		if st.Phase != v1.PodFailed || cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 3 || cs.RestartCount != 0 {
+			t.Errorf("%s: phase %s, %s; want Failed, exit 3, no restart", when, st.Phase, Describe(st))
+		}
+		sbs, err := rt.SandboxGC().ListSandboxes(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, sb := range sbs {
+			if sb.PodUID == string(pod.UID) {
+				n++
+				if sb.Ready {
+					t.Errorf("%s: sandbox %s still ready", when, sb.ID)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s: %d sandboxes, want the one it ran in, stopped", when, n)
+		}
+		var buf bytes.Buffer
+		if err := rt.Logs(t.Context(), pod, "main", pods.LogOptions{}, &buf); err != nil || buf.String() != "done\n" {
+			t.Errorf("%s: logs %q, %v; want \"done\\n\"", when, buf.String(), err)
+		}
+		if dirs := rt.EmptyDirs(pod); len(dirs) == 1 {
+			if _, err := os.Stat(dirs["scratch"]); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s: emptyDir %s: %v, want removed", when, dirs["scratch"], err)
+			}
+		}
+	}
+	check(s.rt, "after it finished")
+	check(s.h.NewRuntime(t), "after a restart")
 }
 
 // initContainers: two init containers run one after the other, each to completion, before the
