@@ -181,7 +181,7 @@ func TestApplyAndDelete(t *testing.T) {
 		{name: "multi-document with failures", args: []string{"apply", "-f", multi}, code: exitFailure,
 			out: []string{"pod/a created\npod/c created\n"},
 			errOut: []string{
-				"slicectl: " + multi + ": document 1: invalid pod manifest:\n  manifest: spec.containers[0].resources.requests.memory: Invalid value: \"-1Mi\"",
+				"slicectl: " + multi + ": document 1: invalid pod manifest:\n  manifest: spec.containers[0].resources.requests[memory]: Invalid value: \"-1Mi\": must be greater than or equal to 0",
 				"slicectl: " + multi + `: document 2: pod "default/static" comes from the manifest file /etc/slicelet/pods.d/static.yaml: conflict`,
 			}},
 		{name: "unchanged", args: []string{"apply", "-f", single}, golden: true, out: []string{"pod/a unchanged\n"}},
