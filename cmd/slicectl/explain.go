@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/internal/api"
@@ -301,7 +302,7 @@ func explainPod(o explainOptions, stdout io.Writer) error {
 			return fmt.Errorf("%s: %w", where[i], err)
 		}
 		var problems []string
-		for _, e := range podfields.ForOrigin(manifest.Validate(pod), pod, origin) {
+		for _, e := range validateAs(pod, origin) {
 			problems = append(problems, e.Error())
 		}
 		x.Validation = &slices.ValidationVerdict{As: as, Valid: len(problems) == 0, Problems: problems}
@@ -337,39 +338,11 @@ func explainPod(o explainOptions, stdout io.Writer) error {
 	return errors.Join(errs...)
 }
 
-// explainDecode turns one input document into its pods as the manifest path does (bounded,
-// decoded strictly, defaulted, the content UID derived from its source, the default namespace)
-// without validating them: explain reports validation as a stage of its own, as the node the
-// configuration makes validates (a static pod, or an API pod in cluster mode), and explains the
-// other stages of a pod that fails it. It is explain's one decode call.
+// explainDecode turns one input document into its pods as the manifest path does, without
+// validating them (manifest.DecodePods): explain reports validation as a stage of its own. It
+// is explain's one decode call.
 func explainDecode(d document) ([]*v1.Pod, error) {
-	if err := manifest.CheckBounds(d.data); err != nil {
-		return nil, fmt.Errorf("%s: %w", d.where, err)
-	}
-	docs, err := manifest.Decode(d.data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", d.where, err)
-	}
-	if len(docs) == 0 {
-		return nil, fmt.Errorf("%s: no pod in the file", d.where)
-	}
-	var pods []*v1.Pod
-	for _, doc := range docs {
-		pod := doc.Pod
-		manifest.SetDefaults(pod)
-		if pod.UID == "" {
-			uid, err := slices.PodUID(pod, d.source)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", d.where, err)
-			}
-			pod.UID = types.UID(uid)
-		}
-		if pod.Namespace == "" {
-			pod.Namespace = manifest.DefaultNamespace
-		}
-		pods = append(pods, pod)
-	}
-	return pods, nil
+	return manifest.DecodePods(d.where, d.source, d.data)
 }
 
 func explainNode(o explainOptions, stdout io.Writer) error {
@@ -516,4 +489,15 @@ func printNode(w io.Writer, x slices.NodeExplanation, mode units.Mode, pods int)
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "kubepods.slice ")
 	printProps(w, x.Kubepods.SystemdProperties)
+}
+
+// validateAs is the validation the node the configuration makes applies to pod: a static
+// pod's is the kubelet's file source's and slicelet's own (manifest.ValidatePod); an API pod
+// in cluster mode was validated by the API server, so only slicelet's own refusals apply, with
+// the reasons that hold on a cluster node.
+func validateAs(pod *v1.Pod, origin podfields.Origin) field.ErrorList {
+	if origin == podfields.Manifest {
+		return manifest.ValidatePod(pod)
+	}
+	return podfields.ForOrigin(manifest.Validate(pod), pod, origin)
 }

@@ -195,7 +195,7 @@ func TestExplainBadInput(t *testing.T) {
 		{"bad capacity", []string{"explain", "node", "--config", cfg, "--capacity", "cpu=four"}, exitUsage, "--capacity cpu=four"},
 		{"capacity without memory", []string{"explain", "node", "--config", cfg, "--capacity", "cpu=4"}, exitUsage, "memory is required"},
 		{"bad output", []string{"explain", "node", "--config", cfg, "-o", "yaml"}, exitUsage, `-o "yaml"`},
-		{"negative limit", []string{"explain", "pod", "-f", badField, "--config", cfg, "--capacity", "cpu=1,memory=1Gi"}, exitFailure, "spec.containers[0].resources.limits.memory"},
+		{"negative limit", []string{"explain", "pod", "-f", badField, "--config", cfg, "--capacity", "cpu=1,memory=1Gi"}, exitFailure, "spec.containers[0].resources.limits[memory]"},
 		{"unknown field", []string{"explain", "pod", "-f", unknown, "--config", cfg, "--capacity", "cpu=1,memory=1Gi"}, exitFailure, `unknown field "spec.bogus"`},
 		{"missing file", []string{"explain", "pod", "-f", filepath.Join(dir, "nope.yaml"), "--config", cfg, "--capacity", "cpu=1,memory=1Gi"}, exitFailure, "nope.yaml"},
 		{"reservation above capacity", []string{"explain", "node", "--config", writeFile(t, dir, "big.toml", "[node]\nsystem_reserved = { memory = \"2Gi\" }\n"), "--capacity", "cpu=1,memory=1Gi"}, exitFailure, "Expected capacity >= reservation."},

@@ -147,7 +147,7 @@ func TestApplyPod(t *testing.T) {
 		{"same again", webManifest, ActionUnchanged, 0, ""},
 		{"changed", strings.Replace(webManifest, "64Mi", "128Mi", 1), ActionConfigured, 0, ""},
 		{"json", `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"j","namespace":"ns1"},"spec":{"containers":[{"name":"c"}]}}`, ActionCreated, 0, ""},
-		{"invalid", strings.Replace(webManifest, "memory: 64Mi", "memory: -1Mi", 1), "", 422, "spec.containers[0].resources.requests.memory"},
+		{"invalid", strings.Replace(webManifest, "memory: 64Mi", "memory: -1Mi", 1), "", 422, "spec.containers[0].resources.requests[memory]"},
 		{"unknown field", strings.Replace(webManifest, "  containers:", "  bogus: 1\n  containers:", 1), "", 422, `unknown field "spec.bogus"`},
 		{"file pod", strings.Replace(webManifest, "name: web", "name: static", 1), "", 409, "static.yaml"},
 	} {

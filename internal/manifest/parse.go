@@ -126,17 +126,9 @@ func read(name, source string, data []byte, podsOnly bool) (Manifest, error) {
 			continue
 		}
 		pod := d.Pod
-		SetDefaults(pod)
-		if pod.UID == "" {
-			uid, err := slices.PodUID(pod, source)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", where, err))
-				continue
-			}
-			pod.UID = types.UID(uid)
-		}
-		if pod.Namespace == "" {
-			pod.Namespace = DefaultNamespace
+		if err := prepare(pod, source); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+			continue
 		}
 		if list := ValidatePod(pod); len(list) > 0 {
 			for _, e := range list {
@@ -166,4 +158,64 @@ func Parse(name, source string, data []byte) ([]*v1.Pod, error) {
 func ParseBounded(name, source string, data []byte) ([]*v1.Pod, error) {
 	m, err := read(name, source, data, true)
 	return m.Pods, err
+}
+
+// prepare applies to a decoded pod what the kubelet's file source applies before validation:
+// the API's defaults, the content-derived UID when the pod has none (over the defaulted pod
+// and its source, before the namespace is filled in, as the kubelet hashes it) and the default
+// namespace.
+func prepare(pod *v1.Pod, source string) error {
+	SetDefaults(pod)
+	if pod.UID == "" {
+		uid, err := slices.PodUID(pod, source)
+		if err != nil {
+			return err
+		}
+		pod.UID = types.UID(uid)
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = DefaultNamespace
+	}
+	return nil
+}
+
+// DecodePods is Parse without the validation, for `slicectl explain`, which reports
+// validation as a stage of its own (ValidatePod for a static pod; Validate with the
+// registry's cluster-mode handling for an API pod) and explains the other stages of a pod
+// that fails it: the same bounds, decoding, defaults, UID and namespace as Read, on the same
+// bytes.
+func DecodePods(name, source string, data []byte) ([]*v1.Pod, error) {
+	if err := CheckBounds(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	docs, err := Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(docs) == 0 {
+		return nil, fmt.Errorf("%s: no pod in the file", name)
+	}
+	var (
+		pods []*v1.Pod
+		errs []error
+	)
+	for _, d := range docs {
+		where := name
+		if len(docs) > 1 {
+			where = fmt.Sprintf("%s: document %d", name, d.Index)
+		}
+		if d.Pod == nil {
+			errs = append(errs, fmt.Errorf("%s: %w", where, &NotPodError{APIVersion: d.APIVersion, Kind: d.Kind}))
+			continue
+		}
+		if err := prepare(d.Pod, source); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+			continue
+		}
+		pods = append(pods, d.Pod)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return pods, nil
 }
