@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -146,7 +147,7 @@ func TestIntegrationSlicectlAsKubectl(t *testing.T) {
 			t.Errorf("events --for pod/web lacks %q:\n%s", want, out)
 		}
 	}
-	if out := must("", "describe", "pod", "web"); !strings.Contains(out, "Events:\n  Type    Reason") {
+	if out := must("", "describe", "pod", "web"); !regexp.MustCompile(`Events:\n +Type +Reason`).MatchString(out) {
 		t.Errorf("describe pod web has no events:\n%s", out)
 	}
 
