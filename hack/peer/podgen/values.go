@@ -134,6 +134,8 @@ func stringKind(path string) string {
 		parent = strings.TrimSuffix(segs[len(segs)-2], "[*]")
 	}
 	switch {
+	case path == "kind" || path == "apiVersion":
+		return path
 	case strings.HasPrefix(path, "metadata.") && (name == "name" || name == "generateName") && parent == "metadata":
 		return "subdomain"
 	case path == "metadata.namespace":
@@ -211,6 +213,10 @@ func stringKind(path string) string {
 // stringValues are a string leaf's values by its kind.
 func stringValues(kind string) []value {
 	switch kind {
+	case "kind":
+		return cat(vals(Valid, "Pod"), vals(Invalid, "", "pod", "Deployment", "PodTemplate"))
+	case "apiVersion":
+		return cat(vals(Valid, "v1"), vals(Invalid, "", "V1", "v2", "apps/v1", "core/v1"))
 	case "label":
 		return cat(vals(Valid, "x1", "data"), vals(Boundary, s63, s64), vals(Invalid, "", "Upper", "bad_name", "-lead", "trail-", "a.b"))
 	case "subdomain":
