@@ -43,6 +43,7 @@ import (
 
 	"github.com/slicelet/slicelet/hack/peer/corpus"
 	"github.com/slicelet/slicelet/hack/peer/podgen"
+	"github.com/slicelet/slicelet/internal/pods/podfields"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -473,6 +474,12 @@ var deliberateDivergences = []struct {
 		},
 	},
 	{
+		"a field slicelet refuses by its registry (a volume plugin it does not have, generateName, ...), with the registry's reason (docs/pod-fields.md): the kubelet accepts it",
+		func(d difference) bool {
+			return d.field == "accepted" && d.kubelet == "yes" && strings.HasPrefix(d.slicelet, "no (") && onlyRegistryRefusals(d.slicelet)
+		},
+	},
+	{
 		"a container without an image is a host command to the built-in systemd runtime (the cri runtime refuses it when it validates the pod): the API requires an image",
 		func(d difference) bool {
 			return d.field == "accepted" && strings.HasPrefix(d.slicelet, "yes") && strings.Contains(d.kubelet, ".image: Required value")
@@ -487,6 +494,32 @@ var deliberateDivergences = []struct {
 			return d.field == "admit" && sok && kok && scalar(s) && scalar(k)
 		},
 	},
+}
+
+// registryNotes are the reasons of the fields slicelet refuses by its registry (podfields).
+var registryNotes = func() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range podfields.Entries() {
+		if n := "Forbidden: " + e.Note; e.Handling == podfields.Refused && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}()
+
+// onlyRegistryRefusals reports whether every error of a slicelet refusal is a field its
+// registry refuses, with the registry's reason.
+func onlyRegistryRefusals(refusal string) bool {
+	n := len(fieldError.FindAllString(refusal, -1))
+	if n == 0 {
+		return false
+	}
+	for _, note := range registryNotes {
+		n -= strings.Count(refusal, note)
+	}
+	return n == 0
 }
 
 // deliberateDivergence returns why d is deliberate, or "".

@@ -46,13 +46,34 @@ var Catalogue = sync.OnceValue(func() []Bend {
 			// Any ephemeral container is refused on create: one value is enough.
 			vs = vs[:1]
 		}
+		sidecar := sidecarOnly(l.Path)
 		for _, v := range vs {
 			path, val := l.Path, v.v
-			out = append(out, Bend{Leaf: path, Class: v.class, What: show(val), apply: func(s *setter) { s.set(path, clone(val)) }})
+			out = append(out, Bend{Leaf: path, Class: v.class, What: show(val), apply: func(s *setter) {
+				if sidecar {
+					s.container("initContainers", 0)["restartPolicy"] = "Always"
+				}
+				s.set(path, clone(val))
+			}})
 		}
 	}
 	return append(out, structural()...)
 })
+
+// sidecarOnly reports whether a leaf is a field only sidecars among init containers may have:
+// its values are bent on a sidecar (the structural bends put them on a plain init container).
+func sidecarOnly(path string) bool {
+	rest, ok := strings.CutPrefix(path, ictr)
+	if !ok {
+		return false
+	}
+	first, _, _ := strings.Cut(rest, ".")
+	switch strings.TrimSuffix(first, "[*]") {
+	case "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "resizePolicy":
+		return true
+	}
+	return false
+}
 
 // show prints a value short.
 func show(v any) string {

@@ -87,6 +87,7 @@ var skeletons = map[string]skeleton{
 	"env[*]":                      func(n int) map[string]any { return obj("name", fmt.Sprintf("BENT_%d", n)) },
 	"fieldRef":                    func(int) map[string]any { return obj("fieldPath", "metadata.name") },
 	"resourceFieldRef":            func(int) map[string]any { return obj("resource", "limits.cpu") },
+	"items[*].resourceFieldRef":   func(int) map[string]any { return obj("containerName", "c0", "resource", "limits.cpu") },
 	"configMapKeyRef":             func(int) map[string]any { return obj("name", "cm", "key", "k") },
 	"secretKeyRef":                func(int) map[string]any { return obj("name", "sec", "key", "k") },
 	"fileKeyRef":                  func(int) map[string]any { return obj("volumeName", "data", "path", "vars.env", "key", "k") },
