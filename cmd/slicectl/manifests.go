@@ -233,7 +233,9 @@ func listItems(doc []byte) ([][]byte, error) {
 	return items, nil
 }
 
-// readPods decodes every document offline with slices' decoder (explain).
+// readPods decodes every document offline with the daemon's decoder (manifest.Read: explain);
+// ConfigMap and Secret documents are decoded and checked too, as the manifest directory reads
+// them, and left out of the pods.
 func readPods(stdin io.Reader, files []string, recursive bool) ([]*v1.Pod, error) {
 	docs, err := readDocuments(stdin, files, recursive)
 	if err != nil {
@@ -242,12 +244,12 @@ func readPods(stdin io.Reader, files []string, recursive bool) ([]*v1.Pod, error
 	var pods []*v1.Pod
 	var errs []error
 	for _, d := range docs {
-		got, err := manifest.Parse(d.where, d.source, d.data)
+		got, err := manifest.Read(d.where, d.source, d.data)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		pods = append(pods, got...)
+		pods = append(pods, got.Pods...)
 	}
 	return pods, errors.Join(errs...)
 }

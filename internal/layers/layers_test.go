@@ -50,6 +50,8 @@ var layers = map[string]pkgLayer{
 
 	"units":           {layer: adapter},
 	"internal/procfs": {layer: adapter},
+	// The API's own defaulting and Pod validation (k8s.io/kubernetes).
+	"internal/kubevalidation": {layer: adapter},
 
 	"slices":            {layer: component, group: "core"},
 	"eviction":          {layer: component, group: "core"},
@@ -102,6 +104,8 @@ var confined = []struct {
 	// gRPC probes speak the gRPC health protocol (internal/pods/prober).
 	{"google.golang.org/grpc", []string{"internal/pods/crirt", "internal/pods/prober"}},
 	{"github.com/lmittmann/tint", []string{"internal/logging"}},
+	// k8s.io/kubernetes is large and not meant as a library: one small adapter calls it.
+	{"k8s.io/kubernetes/", []string{"internal/kubevalidation"}},
 	// Talking to a Kubernetes API server is cluster mode's alone (slicectl's printers use
 	// client-go's jsonpath, which talks to nothing); klog is how client-go logs, routed into
 	// slog there.

@@ -37,18 +37,16 @@ func (e *NotPodError) Error() string {
 	switch {
 	case e.Kind == "":
 		return "kind: Required value: a manifest names its kind; slicelet runs kind Pod"
-	case e.Kind != "Pod":
-		return fmt.Sprintf("kind %s is not a Pod: slicelet runs Pod manifests only", e.Kind)
+	case e.Kind == "Pod" || (e.Kind == KindConfigMap || e.Kind == KindSecret) && e.APIVersion != "v1":
+		return fmt.Sprintf("apiVersion: Unsupported value: %q: supported values: \"v1\"", e.APIVersion)
 	}
-	return fmt.Sprintf("apiVersion: Unsupported value: %q: supported values: \"v1\"", e.APIVersion)
+	return fmt.Sprintf("kind %s is not a Pod: slicelet runs Pods, and serves them ConfigMaps and Secrets", e.Kind)
 }
 
 // Is makes errors.Is(err, ErrNotPod) true.
 func (e *NotPodError) Is(target error) bool { return target == ErrNotPod }
 
-// Document is one decoded document of a manifest stream. Exactly one of the typed fields is set;
-// today only Pod documents decode (other kinds are refused by name, so a later version can accept
-// e.g. ConfigMap documents by adding a field here).
+// Document is one decoded document of a manifest stream. Exactly one of the typed fields is set.
 type Document struct {
 	// Index is the 0-based position among the non-empty documents of the stream (documents
 	// holding only comments or whitespace are skipped and not counted).
@@ -57,12 +55,16 @@ type Document struct {
 	APIVersion, Kind string
 	// Pod is the decoded pod, exactly as written: not defaulted, not validated.
 	Pod *v1.Pod
+	// ConfigMap and Secret are a decoded ConfigMap or Secret, as written.
+	ConfigMap *v1.ConfigMap
+	Secret    *v1.Secret
 }
 
-// Decode decodes a stream of "---"-separated YAML documents (or one JSON object) into typed
-// documents, strictly: unknown fields, duplicate keys and case-mismatched field names are
-// errors, every strict-decoding problem is reported, and a document of another kind is refused
-// by name ("kind ConfigMap is not a Pod"). It returns the documents that decoded and, joined, one
+// Decode decodes a stream of "---"-separated YAML documents (or one JSON object; a leading
+// UTF-8 byte-order mark is skipped, as the kubelet's decoder skips it) into typed documents,
+// strictly: unknown fields, duplicate keys and case-mismatched field names are errors, every
+// strict-decoding problem is reported, and a document of a kind other than Pod, ConfigMap and
+// Secret is refused by name ("kind Deployment is not a Pod"). It returns the documents that decoded and, joined, one
 // error per document that did not, each prefixed with "document <index>" when the stream holds
 // more than one document.
 func Decode(data []byte) ([]Document, error) {
@@ -123,6 +125,15 @@ func decodeOne(j []byte) (Document, error) {
 		return Document{}, fmt.Errorf("manifest: %w", err)
 	}
 	d := Document{APIVersion: tm.APIVersion, Kind: tm.Kind}
+	if (tm.Kind == KindConfigMap || tm.Kind == KindSecret) && tm.APIVersion == "v1" {
+		var err error
+		if tm.Kind == KindConfigMap {
+			d.ConfigMap, err = decodeConfigMap(j)
+		} else {
+			d.Secret, err = decodeSecret(j)
+		}
+		return d, err
+	}
 	if tm.Kind != "Pod" || tm.APIVersion != "v1" {
 		err := error(&NotPodError{APIVersion: tm.APIVersion, Kind: tm.Kind})
 		if tm.Kind == "" {

@@ -54,41 +54,76 @@ func ReadAll(r io.Reader) ([]byte, error) {
 	return data, nil
 }
 
-// Parse bounds a manifest (CheckBounds: its size and each document's decoded size, before
-// anything is decoded), then turns it (YAML, possibly multi-document, or JSON) into pods as the kubelet reads
-// a static pod file (pkg/kubelet/config/common.go): Decode, SetDefaults, then applyDefaults — a
-// pod without metadata.uid gets the content-derived UID (slices.PodUID over the defaulted pod
-// and source, before the namespace is filled in, as the kubelet hashes it) and the default
-// namespace — then Validate. name is how errors refer to the input; source is what a missing UID
-// is derived from ("api" for API pods, the file's absolute path for files). Every problem is
-// reported, each prefixed with name and, for multi-document input, the document index; on any
-// problem no pod is returned, so a broken file never yields a partial set.
-func Parse(name, source string, data []byte) ([]*v1.Pod, error) {
-	if err := CheckBounds(data); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return ParseBounded(name, source, data)
+// Manifest is what one manifest holds, every document decoded, defaulted and validated.
+type Manifest struct {
+	Pods       []*v1.Pod
+	ConfigMaps []*v1.ConfigMap
+	Secrets    []*v1.Secret
 }
 
-// ParseBounded is Parse for input whose size the caller has already bounded by other means: a
-// store record the store itself wrote as compact JSON (no aliases, so its size is its decoded
+// Read is the one path from bytes to pods and objects, for every way a manifest arrives (the
+// manifest directory, the local API, `slicectl apply` and `slicectl explain`): it bounds the
+// manifest (CheckBounds: its size and each document's decoded size, before anything is
+// decoded), then turns it (YAML, possibly multi-document, or JSON) into pods as the kubelet
+// reads a static pod file (pkg/kubelet/config/common.go): Decode, SetDefaults, then
+// applyDefaults — a pod without metadata.uid gets the content-derived UID (slices.PodUID over
+// the defaulted pod and source, before the namespace is filled in, as the kubelet hashes it)
+// and the default namespace — then ValidatePod; ConfigMap and Secret documents are defaulted
+// and validated as the API server does. name is how errors refer to the input; source is what a
+// missing UID is derived from ("api" for API pods, the file's absolute path for files). Every
+// problem is reported, each prefixed with name and, for multi-document input, the document
+// index; on any problem nothing is returned, so a broken file never yields a partial set.
+func Read(name, source string, data []byte) (Manifest, error) {
+	if err := CheckBounds(data); err != nil {
+		return Manifest{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return read(name, source, data, false)
+}
+
+// ReadBoundedInput is Read for input whose size the caller has already bounded by other means:
+// a store record the store itself wrote as compact JSON (no aliases, so its size is its decoded
 // size) may exceed MaxDocumentJSONBytes by what the store added to an accepted pod.
-func ParseBounded(name, source string, data []byte) ([]*v1.Pod, error) {
+func ReadBoundedInput(name, source string, data []byte) (Manifest, error) {
+	return read(name, source, data, false)
+}
+
+// read is Read without the bounds; with podsOnly, a ConfigMap or Secret document is refused by
+// name.
+func read(name, source string, data []byte, podsOnly bool) (Manifest, error) {
 	docs, err := Decode(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return Manifest{}, fmt.Errorf("%s: %w", name, err)
 	}
 	if len(docs) == 0 {
-		return nil, fmt.Errorf("%s: no pod in the file", name)
+		return Manifest{}, fmt.Errorf("%s: no pod in the file", name)
 	}
 	var (
-		pods []*v1.Pod
+		m    Manifest
 		errs []error
 	)
 	for _, d := range docs {
 		where := name
 		if len(docs) > 1 {
 			where = fmt.Sprintf("%s: document %d", name, d.Index)
+		}
+		switch {
+		case podsOnly && d.Pod == nil:
+			errs = append(errs, fmt.Errorf("%s: %w", where, &NotPodError{APIVersion: d.APIVersion, Kind: d.Kind}))
+			continue
+		case d.ConfigMap != nil:
+			if err := checkConfigMap(d.ConfigMap); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", where, err))
+				continue
+			}
+			m.ConfigMaps = append(m.ConfigMaps, d.ConfigMap)
+			continue
+		case d.Secret != nil:
+			if err := checkSecret(d.Secret); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", where, err))
+				continue
+			}
+			m.Secrets = append(m.Secrets, d.Secret)
+			continue
 		}
 		pod := d.Pod
 		SetDefaults(pod)
@@ -103,16 +138,32 @@ func ParseBounded(name, source string, data []byte) ([]*v1.Pod, error) {
 		if pod.Namespace == "" {
 			pod.Namespace = DefaultNamespace
 		}
-		if list := Validate(pod); len(list) > 0 {
+		if list := ValidatePod(pod); len(list) > 0 {
 			for _, e := range list {
 				errs = append(errs, fmt.Errorf("%s: %w", where, e))
 			}
 			continue
 		}
-		pods = append(pods, pod)
+		m.Pods = append(m.Pods, pod)
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return Manifest{}, errors.Join(errs...)
 	}
-	return pods, nil
+	return m, nil
+}
+
+// Parse is Read for input that must hold pods only (an API pod, a pod to explain): a ConfigMap
+// or Secret document is refused by name.
+func Parse(name, source string, data []byte) ([]*v1.Pod, error) {
+	if err := CheckBounds(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	m, err := read(name, source, data, true)
+	return m.Pods, err
+}
+
+// ParseBounded is ReadBoundedInput for input that must hold pods only.
+func ParseBounded(name, source string, data []byte) ([]*v1.Pod, error) {
+	m, err := read(name, source, data, true)
+	return m.Pods, err
 }

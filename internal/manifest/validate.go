@@ -1,79 +1,107 @@
 package manifest
 
 import (
+	"cmp"
 	stdslices "slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
-	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/slicelet/slicelet/internal/kubevalidation"
 	"github.com/slicelet/slicelet/internal/pods/podfields"
 	"github.com/slicelet/slicelet/slices"
 )
 
-// Validate returns every problem of a defaulted pod, each with its field path and value:
-//   - metadata as the API validates it (apimachinery ValidateObjectMeta: name a DNS subdomain,
-//     namespace a DNS label, label keys and values, annotation keys and at most 256 KiB of
-//     annotations in total, owner references, finalizers);
+// ValidatePod is the whole verdict on a decoded and defaulted pod of a manifest file or of the
+// local API: first every problem the kubelet's static-pod source finds (ValidateAsKubelet: the
+// API's ValidatePodCreate, with the API's field paths and wording), then slicelet's own refusals
+// (Validate: the fields it does not implement, what it cannot enforce), a problem both report
+// once.
+func ValidatePod(pod *v1.Pod) field.ErrorList {
+	errs := ValidateAsKubelet(pod)
+	seen := make(map[string]bool, len(errs))
+	for _, e := range errs {
+		seen[e.Error()] = true
+	}
+	for _, e := range Validate(pod) {
+		if !seen[e.Error()] {
+			errs = append(errs, e)
+		}
+	}
+	return errs
+}
+
+// ValidateAsKubelet returns the problems the kubelet's static-pod file source finds in a
+// defaulted pod (kubevalidation.ValidateStaticPod), in a stable order (the API iterates maps:
+// labels, annotations, resource lists), less one: a container without an image is a host
+// command to the built-in systemd runtime, so its "image: Required value" is left to the
+// runtime (the CRI runtime refuses it when it validates the pod).
+func ValidateAsKubelet(pod *v1.Pod) field.ErrorList {
+	var errs field.ErrorList
+	for _, e := range kubevalidation.ValidateStaticPod(pod) {
+		if e.Type == field.ErrorTypeRequired && strings.HasSuffix(e.Field, ".image") && imageless(pod, e.Field) {
+			continue
+		}
+		errs = append(errs, e)
+	}
+	stdslices.SortStableFunc(errs, func(a, b *field.Error) int { return cmp.Compare(a.Error(), b.Error()) })
+	return errs
+}
+
+// imageless reports whether the container at path ("spec.containers[0].image") has no image.
+func imageless(pod *v1.Pod, path string) bool {
+	for i := range pod.Spec.InitContainers {
+		if field.NewPath("spec", "initContainers").Index(i).Child("image").String() == path {
+			return pod.Spec.InitContainers[i].Image == ""
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if field.NewPath("spec", "containers").Index(i).Child("image").String() == path {
+			return pod.Spec.Containers[i].Image == ""
+		}
+	}
+	return false
+}
+
+// Validate returns slicelet's own problems with a defaulted pod, each with its field path and
+// value — what the API's validation (ValidateAsKubelet) does not say:
 //   - the fields slicelet refuses (podfields.Refusals), among them every reference to an API
 //     object, which static pods may not make (pkg/kubelet/config/common.go: service accounts,
 //     secrets, configmaps, persistent volume claims, resource claims);
-//   - what slicelet relies on (slices.ValidatePod: containers, names, quantities, requests ≤
-//     limits, the UID);
-//   - what no runtime may receive: volume names, mounts naming a declared volume, NUL bytes.
+//   - what slicelet relies on (slices.ValidatePod: at most slices.MaxContainers containers,
+//     quantities it can compute with, limits only on resources it can enforce, the UID);
+//   - what no runtime may receive: NUL bytes.
 //
-// What a runtime cannot run is the runtime's to say (its Validate).
+// Cluster mode applies it alone to pods the API server has validated. What a runtime cannot
+// run is the runtime's to say (its Validate).
 func Validate(pod *v1.Pod) field.ErrorList {
-	errs := apivalidation.ValidateObjectMeta(&pod.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
-	// Labels and annotations are maps: their problems come in map order. Sorted, the same
-	// manifest always gets the same message.
-	stdslices.SortStableFunc(errs, func(a, b *field.Error) int { return strings.Compare(a.Error(), b.Error()) })
-	errs = append(errs, podfields.Refusals(pod)...)
+	errs := podfields.Refusals(pod)
 	for _, e := range slices.ValidatePod(pod) {
 		if e.Field == "metadata.name" || e.Field == "metadata.namespace" {
-			continue // ValidateObjectMeta's, with the API's wording
+			continue // the API's (ValidateObjectMeta)
 		}
 		errs = append(errs, e)
 	}
 	return append(errs, validateInput(pod)...)
 }
 
-// validateInput checks what a pod source must refuse before anything reaches a runtime: volume
-// names (DNS labels, unique — a name like "../../etc" would otherwise become part of a per-pod
-// directory path), volume mounts naming a declared volume, and NUL bytes in env, command, args,
-// workingDir and mount paths (execve and systemd unit properties cannot carry them; a NUL would
-// silently cut the string).
+// validateInput checks what no runtime may receive and the API lets through: NUL bytes in env
+// values, command, args, workingDir and mount paths (execve and systemd unit properties cannot
+// carry them; a NUL would silently cut the string).
 func validateInput(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
-	volumes := sets.New[string]()
-	for i, vol := range pod.Spec.Volumes {
-		p := spec.Child("volumes").Index(i).Child("name")
-		switch {
-		case vol.Name == "":
-			errs = append(errs, field.Required(p, "volume name is required"))
-		case volumes.Has(vol.Name):
-			errs = append(errs, field.Duplicate(p, vol.Name))
-		default:
-			for _, msg := range validation.IsDNS1123Label(vol.Name) {
-				errs = append(errs, field.Invalid(p, vol.Name, msg))
-			}
-		}
-		volumes.Insert(vol.Name)
-	}
 	for i := range pod.Spec.InitContainers {
-		errs = append(errs, validateContainerInput(spec.Child("initContainers").Index(i), &pod.Spec.InitContainers[i], volumes)...)
+		errs = append(errs, validateContainerInput(spec.Child("initContainers").Index(i), &pod.Spec.InitContainers[i])...)
 	}
 	for i := range pod.Spec.Containers {
-		errs = append(errs, validateContainerInput(spec.Child("containers").Index(i), &pod.Spec.Containers[i], volumes)...)
+		errs = append(errs, validateContainerInput(spec.Child("containers").Index(i), &pod.Spec.Containers[i])...)
 	}
 	return errs
 }
 
-func validateContainerInput(p *field.Path, c *v1.Container, volumes sets.Set[string]) field.ErrorList {
+func validateContainerInput(p *field.Path, c *v1.Container) field.ErrorList {
 	var errs field.ErrorList
 	noNUL := func(p *field.Path, s string) {
 		if strings.IndexByte(s, 0) >= 0 {
@@ -89,17 +117,11 @@ func validateContainerInput(p *field.Path, c *v1.Container, volumes sets.Set[str
 	noNUL(p.Child("workingDir"), c.WorkingDir)
 	for i, e := range c.Env {
 		ep := p.Child("env").Index(i)
-		if e.Name == "" {
-			errs = append(errs, field.Required(ep.Child("name"), "environment variable name is required"))
-		}
 		noNUL(ep.Child("name"), e.Name)
 		noNUL(ep.Child("value"), e.Value)
 	}
 	for i, m := range c.VolumeMounts {
 		mp := p.Child("volumeMounts").Index(i)
-		if !volumes.Has(m.Name) {
-			errs = append(errs, field.NotFound(mp.Child("name"), m.Name))
-		}
 		noNUL(mp.Child("mountPath"), m.MountPath)
 		noNUL(mp.Child("subPath"), m.SubPath)
 	}

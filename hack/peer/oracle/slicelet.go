@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -12,9 +13,19 @@ import (
 	"github.com/slicelet/slicelet/slices"
 )
 
-// sliceletDecode is slicelet's manifest path (internal/manifest): bounds, strict decode, the API's defaults, namespace, UID, validation.
+// sliceletDecode is slicelet's manifest path (internal/manifest.Read, as the manifest directory
+// reads a file): bounds, strict decode, the API's defaults, namespace, UID, the kubelet's
+// validation and slicelet's own; a file without a pod (ConfigMaps and Secrets only) is refused
+// here, as the kubelet's file source finds no pod in it.
 func sliceletDecode(name string, data []byte) ([]*v1.Pod, error) {
-	return manifest.Parse(name, "/etc/slicelet/pods/"+name, data)
+	m, err := manifest.Read(name, "/etc/slicelet/pods/"+name, data)
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Pods) == 0 {
+		return nil, fmt.Errorf("%s: no pod in the file", name)
+	}
+	return m.Pods, nil
 }
 
 // sliceletOptions are the slices.Options matching podConfigs.

@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
 )
 
@@ -75,15 +76,17 @@ func OpenObjectStore(stateDir string, objects *pods.Objects, log *slog.Logger) (
 
 // load reads one stored object.
 func (s *ObjectStore) load(path, name string) error {
-	data, err := readManifest(path, 4*maxObjectSize)
+	data, err := readManifest(path, 4*manifest.MaxObjectBytes)
 	if err != nil {
 		return err
 	}
-	_, objs, err := splitObjects(path, data)
+	podList, objs, err := parseFile(path, path, data)
 	if err != nil {
 		return err
 	}
 	switch {
+	case len(podList) > 0:
+		return fmt.Errorf("%s: not one ConfigMap or Secret named as its file", path)
 	case len(objs.configMaps) == 1 && len(objs.secrets) == 0 && objectFile(KindConfigMap, objs.configMaps[0].Namespace, objs.configMaps[0].Name) == name:
 		cm := objs.configMaps[0]
 		s.configMaps[objectKey(cm.Namespace, cm.Name)] = cm
@@ -144,11 +147,11 @@ func (s *ObjectStore) ApplyObject(manifest []byte, wantKind string, dryRun bool)
 	if len(manifest) > DefaultMaxFileSize {
 		return res, fmt.Errorf("%w: api: manifest too large: %d bytes, at most %d", ErrInvalid, len(manifest), DefaultMaxFileSize)
 	}
-	rest, objs, err := splitObjects("api", manifest)
+	podList, objs, err := parseFile("api", "api", manifest)
 	if err != nil {
 		return res, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if hasDocuments(rest) || len(objs.configMaps)+len(objs.secrets) != 1 {
+	if len(podList) > 0 || len(objs.configMaps)+len(objs.secrets) != 1 {
 		return res, fmt.Errorf("%w: api: want exactly one ConfigMap or Secret", ErrInvalid)
 	}
 	var (

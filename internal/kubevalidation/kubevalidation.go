@@ -1,0 +1,72 @@
+// Package kubevalidation is slicelet's one door to k8s.io/kubernetes: the API's own defaulting
+// and validation of a Pod, called exactly as the kubelet's static-pod file source calls them
+// (pkg/kubelet/config/common.go, tryDecodeSinglePod). It holds no rule of its own; every
+// problem it returns carries the API's field path and wording.
+package kubevalidation
+
+import (
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	podutil "k8s.io/kubernetes/pkg/api/pod"
+	core "k8s.io/kubernetes/pkg/apis/core"
+	"k8s.io/kubernetes/pkg/apis/core/helper"
+	k8sv1 "k8s.io/kubernetes/pkg/apis/core/v1"
+	"k8s.io/kubernetes/pkg/apis/core/validation"
+	"k8s.io/kubernetes/pkg/capabilities"
+)
+
+func init() {
+	// The kubelet allows privileged containers at start (cmd/kubelet/app/server.go); without
+	// it the API's validation refuses them ("disallowed by cluster policy").
+	capabilities.Initialize(capabilities.Capabilities{AllowPrivileged: true})
+}
+
+// configHashAnnotation is the annotation the kubelet's applyDefaults sets on every static pod
+// (pkg/kubelet/types ConfigHashAnnotationKey).
+const configHashAnnotation = "kubernetes.io/config.hash"
+
+// nodeName stands for the node a static pod is bound to when it is validated: the kubelet's
+// applyDefaults sets spec.nodeName before validation (so a manifest's own nodeName is never
+// judged, and scheduling gates are refused). Any valid node name gives the same verdict.
+const nodeName = "node"
+
+// SetDefaults applies the API's defaults to a v1 Pod, as the universal decoder applies them
+// when the kubelet decodes a manifest (pkg/apis/core/v1 SetObjectDefaults_Pod, with the
+// default feature gates of this Kubernetes version).
+func SetDefaults(pod *v1.Pod) { k8sv1.SetObjectDefaults_Pod(pod) }
+
+// ValidateStaticPod returns the problems the kubelet's file source finds in a decoded pod: a
+// copy is defaulted (SetDefaults) and converted to the API's internal type, given what the kubelet's
+// applyDefaults gives a static pod before it is validated (spec.nodeName, the config-hash
+// annotation, the NoExecute toleration, the Pending phase — but not the node-name suffix of
+// metadata.name, since slicelet keeps the pod's name), then checked by ValidatePodCreate with
+// the options GetValidationOptionsFromPodSpecAndMeta derives from it. pod is not changed.
+func ValidateStaticPod(pod *v1.Pod) field.ErrorList {
+	// The API's defaults again, on a copy (the generated conversion shares memory with its
+	// input): what slicelet's own defaulting leaves out (deprecatedServiceAccount, say) is
+	// judged as the kubelet judges it.
+	cp := pod.DeepCopy()
+	SetDefaults(cp)
+	var in core.Pod
+	if err := k8sv1.Convert_v1_Pod_To_core_Pod(cp, &in, nil); err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
+	}
+	applyStaticDefaults(&in)
+	opts := podutil.GetValidationOptionsFromPodSpecAndMeta(&in.Spec, nil, &in.ObjectMeta, nil)
+	return validation.ValidatePodCreate(&in, opts)
+}
+
+// applyStaticDefaults is the kubelet's applyDefaults for a file source, less the renaming.
+func applyStaticDefaults(pod *core.Pod) {
+	if pod.Namespace == "" {
+		pod.Namespace = metav1.NamespaceDefault
+	}
+	pod.Spec.NodeName = nodeName
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[configHashAnnotation] = string(pod.UID)
+	helper.AddOrUpdateTolerationInPod(pod, &core.Toleration{Operator: core.TolerationOpExists, Effect: core.TaintEffectNoExecute})
+	pod.Status.Phase = core.PodPending
+}
