@@ -210,10 +210,11 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	// eviction manager reports them.
 	admitter := admission.Admitter{PodSecurity: security, Node: func() admission.NodeState {
 		return admission.NodeState{
-			Allocatable:     admission.WithMaxPods(d.alloc, cfg.Node.MaxPods),
-			PriorityClasses: cfg.Eviction.PriorityClasses,
-			Conditions:      eviction.PressureConditions(d.health.State()),
-			Node:            d.clusterNode(),
+			Allocatable:              admission.WithMaxPods(d.alloc, cfg.Node.MaxPods),
+			PriorityClasses:          cfg.Eviction.PriorityClasses,
+			Conditions:               eviction.PressureConditions(d.health.State()),
+			Node:                     d.clusterNode(),
+			SupplementalGroupsPolicy: d.prt.strictGroups,
 		}
 	}}
 	d.ctrl = pods.NewController(pods.ControllerOptions{
