@@ -41,7 +41,8 @@ func SetDefaults(pod *v1.Pod) { k8sv1.SetObjectDefaults_Pod(pod) }
 // applyDefaults gives a static pod before it is validated (spec.nodeName, the config-hash
 // annotation, the NoExecute toleration, the Pending phase — but not the node-name suffix of
 // metadata.name, since slicelet keeps the pod's name), then checked by ValidatePodCreate with
-// the options GetValidationOptionsFromPodSpecAndMeta derives from it. pod is not changed.
+// the options GetValidationOptionsFromPodSpecAndMeta derives from it, and for projected volume
+// sources of no known kind (unknownProjections). pod is not changed.
 func ValidateStaticPod(pod *v1.Pod) field.ErrorList {
 	// The API's defaults again, on a copy (the generated conversion shares memory with its
 	// input): what slicelet's own defaulting leaves out (deprecatedServiceAccount, say) is
@@ -54,7 +55,30 @@ func ValidateStaticPod(pod *v1.Pod) field.ErrorList {
 	}
 	applyStaticDefaults(&in)
 	opts := podutil.GetValidationOptionsFromPodSpecAndMeta(&in.Spec, nil, &in.ObjectMeta, nil)
-	return validation.ValidatePodCreate(&in, opts)
+	return append(validation.ValidatePodCreate(&in, opts), unknownProjections(&in)...)
+}
+
+// unknownProjections returns the projected volume sources the file source refuses after
+// validation because it knows none of their kinds (an empty source "{}"): the error of
+// podutil.HasAPIObjectReference (`unknown source for projected volume "proj0"`), at the
+// source's path. HasAPIObjectReference is asked about each source alone, so the references
+// slicelet resolves itself (configMap and secret sources) do not hide an unknown one.
+func unknownProjections(pod *core.Pod) field.ErrorList {
+	var errs field.ErrorList
+	for i, v := range pod.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for j, src := range v.Projected.Sources {
+			one := core.Pod{Spec: core.PodSpec{Volumes: []core.Volume{{Name: v.Name, VolumeSource: core.VolumeSource{
+				Projected: &core.ProjectedVolumeSource{Sources: []core.VolumeProjection{src}}}}}}}
+			if _, _, err := podutil.HasAPIObjectReference(&one); err != nil {
+				p := field.NewPath("spec", "volumes").Index(i).Child("projected", "sources").Index(j)
+				errs = append(errs, field.Required(p, err.Error()))
+			}
+		}
+	}
+	return errs
 }
 
 // applyStaticDefaults is the kubelet's applyDefaults for a file source, less the renaming.

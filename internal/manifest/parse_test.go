@@ -58,6 +58,10 @@ func TestParseRefusals(t *testing.T) {
 			[]string{"spec.volumes[0].persistentVolumeClaim: Forbidden: static pods may not reference persistentvolumeclaims"}},
 		{"static pod: resource claims", podHead + "spec:\n  resourceClaims: [{name: gpu, resourceClaimName: g}]\n  containers: [{name: a}]\n",
 			[]string{"spec.resourceClaims: Forbidden: static pods may not reference resourceclaims"}},
+		{"static pod: projected source of no known kind", podHead + "spec:\n  volumes: [{name: proj0, projected: {sources: [{downwardAPI: {items: []}}, {}]}}]\n  containers: [{name: a}]\n",
+			[]string{`f.yaml: spec.volumes[0].projected.sources[1]: Required value: unknown source for projected volume "proj0"`}},
+		{"static pod: an unknown projection beside a configMap one", podHead + "spec:\n  volumes: [{name: p, projected: {sources: [{configMap: {name: c}}, {}]}}]\n  containers: [{name: a}]\n",
+			[]string{`f.yaml: spec.volumes[0].projected.sources[1]: Required value: unknown source for projected volume "p"`}},
 		{"multi-document: each named", podHead + "spec:\n  containers: [{name: a}]\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: s}\n",
 			[]string{"f.yaml: document 1: kind Secret is not a Pod"}},
 	}
