@@ -53,7 +53,7 @@ func TestValidatePod(t *testing.T) {
 		{"empty pod-level maps", func(p *v1.Pod) {
 			p.Spec.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{}, Limits: v1.ResourceList{}}
 		}, nil},
-		{"unknown qos class", func(p *v1.Pod) { p.Status.QOSClass = "Gold" }, nil},
+		{"bad qos class", func(p *v1.Pod) { p.Status.QOSClass = "Gold" }, []string{`status.qosClass: Unsupported value: "Gold"`}},
 		{"several problems at once", func(p *v1.Pod) {
 			p.UID = "x/y"
 			p.Spec.Containers[0].Resources.Limits = rl("2000001/5Ei")

@@ -6,14 +6,12 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 )
 
-// QOSClass returns the pod's QoS class: status.qosClass when it is one of the three classes (the
-// class is immutable once assigned, a resize cannot change it), otherwise ComputePodQOS. It is
-// the kubelet's GetPodQOS, less a class outside the set: the API does not validate status on
-// create, and a manifest's "Bogus" must not place the pod outside the QoS slices.
+// QOSClass returns the pod's QoS class: status.qosClass when it is set (the class is immutable
+// once assigned, a resize cannot change it), otherwise ComputePodQOS. It is the kubelet's
+// GetPodQOS.
 func QOSClass(pod *v1.Pod) v1.PodQOSClass {
-	switch q := pod.Status.QOSClass; q {
-	case v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort:
-		return q
+	if pod.Status.QOSClass != "" {
+		return pod.Status.QOSClass
 	}
 	return ComputePodQOS(pod)
 }

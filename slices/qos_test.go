@@ -67,11 +67,3 @@ func TestQOSClassPrefersStatus(t *testing.T) {
 		t.Errorf("ComputePodQOS = %s, want Burstable", got)
 	}
 }
-
-func TestQOSClassIgnoresUnknownStatus(t *testing.T) {
-	p := podOf(c("a", "1/1Gi", "2/2Gi"))
-	p.Status.QOSClass = "Bogus"
-	if got := QOSClass(p); got != v1.PodQOSBurstable {
-		t.Errorf("QOSClass = %s, want the computed Burstable", got)
-	}
-}

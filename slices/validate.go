@@ -27,6 +27,7 @@ const (
 var (
 	maxCPUQuantity   = *resource.NewMilliQuantity(MaxMilliCPU, resource.DecimalSI)
 	maxBytesQuantity = *resource.NewQuantity(MaxBytes, resource.BinarySI)
+	validQOSClasses  = []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort}
 )
 
 // ValidatePod returns the problems of a decoded pod that slicelet's own math and enforcement
@@ -36,8 +37,7 @@ var (
 // `spec.containers[0].resources.limits.cpu: Invalid value: "2000001": must be at most 1000000 cpus`:
 // metadata.uid (ValidateUID), at most MaxContainers containers, quantities (cpu ≤ 10^6 cores,
 // bytes ≤ 1<<62), limits only on resources slicelet can enforce (cpu, memory,
-// ephemeral-storage, hugepages-<size>). A pod's status is not judged (ValidatePodCreate does not
-// judge it either); an unknown status.qosClass is ignored (QOSClass).
+// ephemeral-storage, hugepages-<size>), and status.qosClass.
 // Names, required containers, signs, requests ≤ limits, the resources pod-level values may name
 // and the hugepages and pod-level consistency rules are the API's.
 //
@@ -86,6 +86,9 @@ func ValidatePod(pod *v1.Pod) field.ErrorList {
 		errs = append(errs, validateQuantity(spec.Child("overhead").Child(string(name)), name, pod.Spec.Overhead[name])...)
 	}
 
+	if q := pod.Status.QOSClass; q != "" && q != v1.PodQOSGuaranteed && q != v1.PodQOSBurstable && q != v1.PodQOSBestEffort {
+		errs = append(errs, field.NotSupported(field.NewPath("status", "qosClass"), q, validQOSClasses))
+	}
 	return errs
 }
 

@@ -241,7 +241,7 @@ var podFields = []Entry{
 	{Path: "spec.resources.requests", Handling: Implemented, Note: "pod-level resources: shares, QoS class, admission (slices, admission)"},
 	{Path: "spec.resources.claims", Handling: Refused, Note: staticPrefix + "resourceclaims (pkg/kubelet/config/common.go)"},
 	{Path: "spec.evictionResponders", Handling: NoEffect, Note: "API-initiated eviction (EvictionRequest) is the API server's"},
-	{Path: "status", Handling: NoEffect, Note: "a pod's status is what slicelet observes; a manifest's status is replaced (not validated, as ValidatePodCreate does not; status.qosClass, when one of the three classes, is the pod's class as the kubelet's GetPodQOS takes it, any other value is ignored and the class computed: slices.QOSClass)"},
+	{Path: "status", Handling: NoEffect, Note: "a pod's status is what slicelet observes; a manifest's status is replaced (status.qosClass is validated, then recomputed)"},
 }
 
 // allDefaultProcMount reports whether no container asks for a procMount other than Default.
