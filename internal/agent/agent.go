@@ -25,6 +25,7 @@ import (
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/buildinfo"
 	"github.com/slicelet/slicelet/internal/health"
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/metrics"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
@@ -179,6 +180,13 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	probes := metrics.NewProbeResults()
 	d.objects = pods.NewObjects()
 	hostname, _ := os.Hostname()
+	// Static pods are validated as the kubelet validates them on this node: under the name of
+	// their mirror pod, "<name>-<node>" (the host name, or cluster mode's node_name).
+	if cfg.Cluster.Enabled && cfg.Cluster.NodeName != "" {
+		manifest.SetNodeName(cfg.Cluster.NodeName)
+	} else {
+		manifest.SetNodeName(hostname)
+	}
 	// The pods' events: kept (bounded, and across restarts) for slicectl describe and events,
 	// and logged at debug. A broken events file costs the old events, not the start.
 	d.events = events.NewStore(d.clock, hostname)

@@ -5,6 +5,8 @@
 package kubevalidation
 
 import (
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -26,11 +28,6 @@ func init() {
 // (pkg/kubelet/types ConfigHashAnnotationKey).
 const configHashAnnotation = "kubernetes.io/config.hash"
 
-// nodeName stands for the node a static pod is bound to when it is validated: the kubelet's
-// applyDefaults sets spec.nodeName before validation (so a manifest's own nodeName is never
-// judged, and scheduling gates are refused). Any valid node name gives the same verdict.
-const nodeName = "node"
-
 // SetDefaults applies the API's defaults to a v1 Pod, as the universal decoder applies them
 // when the kubelet decodes a manifest (pkg/apis/core/v1 SetObjectDefaults_Pod, with the
 // default feature gates of this Kubernetes version).
@@ -38,12 +35,14 @@ func SetDefaults(pod *v1.Pod) { k8sv1.SetObjectDefaults_Pod(pod) }
 
 // ValidateStaticPod returns the problems the kubelet's file source finds in a decoded pod: a
 // copy is defaulted (SetDefaults) and converted to the API's internal type, given what the kubelet's
-// applyDefaults gives a static pod before it is validated (spec.nodeName, the config-hash
-// annotation, the NoExecute toleration, the Pending phase — but not the node-name suffix of
-// metadata.name, since slicelet keeps the pod's name), then checked by ValidatePodCreate with
+// applyDefaults gives a static pod on node nodeName before it is validated (metadata.name
+// suffixed with "-<nodeName>", so a name too long once suffixed is refused as the kubelet
+// refuses it though slicelet keeps the pod's name; spec.nodeName, so a manifest's own nodeName
+// is never judged and scheduling gates are refused; the config-hash annotation, the NoExecute
+// toleration, the Pending phase), then checked by ValidatePodCreate with
 // the options GetValidationOptionsFromPodSpecAndMeta derives from it, and for projected volume
 // sources of no known kind (unknownProjections). pod is not changed.
-func ValidateStaticPod(pod *v1.Pod) field.ErrorList {
+func ValidateStaticPod(pod *v1.Pod, nodeName string) field.ErrorList {
 	// The API's defaults again, on a copy (the generated conversion shares memory with its
 	// input): what slicelet's own defaulting leaves out (deprecatedServiceAccount, say) is
 	// judged as the kubelet judges it.
@@ -53,7 +52,7 @@ func ValidateStaticPod(pod *v1.Pod) field.ErrorList {
 	if err := k8sv1.Convert_v1_Pod_To_core_Pod(cp, &in, nil); err != nil {
 		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
 	}
-	applyStaticDefaults(&in)
+	applyStaticDefaults(&in, nodeName)
 	opts := podutil.GetValidationOptionsFromPodSpecAndMeta(&in.Spec, nil, &in.ObjectMeta, nil)
 	return append(validation.ValidatePodCreate(&in, opts), unknownProjections(&in)...)
 }
@@ -81,8 +80,10 @@ func unknownProjections(pod *core.Pod) field.ErrorList {
 	return errs
 }
 
-// applyStaticDefaults is the kubelet's applyDefaults for a file source, less the renaming.
-func applyStaticDefaults(pod *core.Pod) {
+// applyStaticDefaults is the kubelet's applyDefaults for a file source on node nodeName
+// (pkg/kubelet/config/common.go; the name as generatePodName makes it).
+func applyStaticDefaults(pod *core.Pod, nodeName string) {
+	pod.Name = pod.Name + "-" + strings.ToLower(nodeName)
 	if pod.Namespace == "" {
 		pod.Namespace = metav1.NamespaceDefault
 	}
