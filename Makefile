@@ -136,15 +136,18 @@ mixin-check:
 clean:
 	rm -rf $(BIN) build dist
 
-# make oracle-diff [CORPUS=dir] [N=2000] [SEED=1]: every manifest of CORPUS (testdata/corpus when
-# it exists) and N generated pods through slicelet's decisions and the kubelet's own Go packages
-# (hack/peer/oracle, its own module: the product never depends on k8s.io/kubernetes). One line
-# per difference, then "oracle-diff: N pods, D differences"; exit 1 on any difference. A
-# generated pod that differs is shrunk into testdata/corpus/regressions/. docs/oracle.md.
+# make oracle-diff [CORPUS=dir] [N=2000] [S=10000] [SEED="1 random"]: every manifest of CORPUS
+# (testdata/corpus when it exists) and, for each seed, N pods of the resource generator and S of
+# the structural generator through slicelet's decisions and the kubelet's own Go packages
+# (hack/peer/oracle, its own module: the product never depends on k8s.io/kubernetes). "random"
+# is a fresh seed each run; the seeds are printed, and SEED=<seed> replays one. One line per
+# difference, then "oracle-diff: N pods, D differences"; exit 1 on any difference. A generated
+# pod that differs is shrunk into testdata/corpus/regressions/. docs/oracle.md.
 ORACLE ?= build/oracle
 CORPUS ?= $(if $(wildcard testdata/corpus),testdata/corpus,)
 N      ?= 2000
-SEED   ?= 1
+S      ?= 10000
+SEED   ?= 1 random
 
 .PHONY: oracle-build oracle-diff oracle-bench
 oracle-build:
@@ -152,11 +155,12 @@ oracle-build:
 
 oracle-diff: oracle-build
 	cd hack/peer && $(GO) test -count=1 ./podgen
-	$(ORACLE) -corpus '$(CORPUS)' -n $(N) -seed $(SEED) -regressions testdata/corpus/regressions
+	$(ORACLE) -corpus '$(CORPUS)' -n $(N) -structural $(S) -seed '$(SEED)' -regressions testdata/corpus/regressions
 
-# make oracle-bench: the same over 100 000 generated pods; the figure goes to docs/oracle.md.
+# make oracle-bench: the corpus, 50 000 pods of each generator (seed 1); the figures go to
+# docs/oracle.md.
 oracle-bench: oracle-build
-	$(ORACLE) -corpus '$(CORPUS)' -n 100000 -seed $(SEED) -bench docs/oracle.md >build/oracle-bench.log; \
+	$(ORACLE) -corpus '$(CORPUS)' -n 50000 -structural 50000 -seed 1 -bench docs/oracle.md >build/oracle-bench.log; \
 	  rc=$$?; tail -n 1 build/oracle-bench.log; exit $$rc
 
 # make peer-build: the real Kubernetes components slicelet is compared with (and kubectl), built from the Go

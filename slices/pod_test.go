@@ -49,8 +49,10 @@ func TestValidatePod(t *testing.T) {
 		}, nil},
 		{"bad hugepage size", func(p *v1.Pod) { p.Spec.Containers[0].Resources.Requests = rl("1/1Gi,hugepages-big=4Mi") },
 			[]string{`spec.containers[0].resources.requests.hugepages-big: Invalid value: "hugepages-big": page size must be a positive quantity`}},
-		{"empty pod-level resources", func(p *v1.Pod) { p.Spec.Resources = &v1.ResourceRequirements{} },
-			[]string{`spec.resources: Required value: set requests or limits`}},
+		{"empty pod-level resources", func(p *v1.Pod) { p.Spec.Resources = &v1.ResourceRequirements{} }, nil},
+		{"empty pod-level maps", func(p *v1.Pod) {
+			p.Spec.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{}, Limits: v1.ResourceList{}}
+		}, nil},
 		{"bad qos class", func(p *v1.Pod) { p.Status.QOSClass = "Gold" }, []string{`status.qosClass: Unsupported value: "Gold"`}},
 		{"several problems at once", func(p *v1.Pod) {
 			p.UID = "x/y"

@@ -37,7 +37,7 @@ var (
 // `spec.containers[0].resources.limits.cpu: Invalid value: "2000001": must be at most 1000000 cpus`:
 // metadata.uid (ValidateUID), at most MaxContainers containers, quantities (cpu ≤ 10^6 cores,
 // bytes ≤ 1<<62), limits only on resources slicelet can enforce (cpu, memory,
-// ephemeral-storage, hugepages-<size>), pod-level resources never empty, and status.qosClass.
+// ephemeral-storage, hugepages-<size>), and status.qosClass.
 // Names, required containers, signs, requests ≤ limits, the resources pod-level values may name
 // and the hugepages and pod-level consistency rules are the API's.
 //
@@ -63,12 +63,10 @@ func ValidatePod(pod *v1.Pod) field.ErrorList {
 	}
 
 	if r := pod.Spec.Resources; r != nil {
+		// An empty block (no requests, no limits, or empty maps) is accepted as the API accepts
+		// it and counts as absent: pod-level values apply only once they name cpu, memory or
+		// hugepages (resourcehelper.IsPodLevelResourcesSet).
 		p := spec.Child("resources")
-		if len(r.Requests) == 0 && len(r.Limits) == 0 {
-			// An empty pod-level block would silently make the pod BestEffort (only pod-level
-			// values are classified once spec.resources is present).
-			errs = append(errs, field.Required(p, "set requests or limits, or omit spec.resources to use the containers' resources"))
-		}
 		// The quantity rules on the names pod-level resources support only.
 		supported := v1.ResourceRequirements{Requests: v1.ResourceList{}, Limits: v1.ResourceList{}}
 		for _, kind := range []struct {

@@ -26,6 +26,7 @@ import (
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/buildinfo"
 	"github.com/slicelet/slicelet/internal/health"
+	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/metrics"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
@@ -185,6 +186,13 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	probes := metrics.NewProbeResults()
 	d.objects = pods.NewObjects()
 	hostname, _ := os.Hostname()
+	// Static pods are validated as the kubelet validates them on this node: under the name of
+	// their mirror pod, "<name>-<node>" (the host name, or cluster mode's node_name).
+	if cfg.Cluster.Enabled && cfg.Cluster.NodeName != "" {
+		manifest.SetNodeName(cfg.Cluster.NodeName)
+	} else {
+		manifest.SetNodeName(hostname)
+	}
 	// The pods' events: kept (bounded, and across restarts) for slicectl describe and events,
 	// and logged at debug. A broken events file costs the old events, not the start.
 	d.events = events.NewStore(d.clock, hostname)
@@ -219,10 +227,11 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	// eviction manager reports them.
 	admitter := admission.Admitter{PodSecurity: security, Node: func() admission.NodeState {
 		return admission.NodeState{
-			Allocatable:     admission.WithMaxPods(d.alloc, cfg.Node.MaxPods),
-			PriorityClasses: cfg.Eviction.PriorityClasses,
-			Conditions:      eviction.PressureConditions(d.health.State()),
-			Node:            d.clusterNode(),
+			Allocatable:              admission.WithMaxPods(d.alloc, cfg.Node.MaxPods),
+			PriorityClasses:          cfg.Eviction.PriorityClasses,
+			Conditions:               eviction.PressureConditions(d.health.State()),
+			Node:                     d.clusterNode(),
+			SupplementalGroupsPolicy: d.prt.strictGroups,
 		}
 	}}
 	nodeName := cfg.Cluster.NodeName

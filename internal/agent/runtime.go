@@ -49,6 +49,9 @@ type podRuntime struct {
 	// streamer is the runtime's streaming for the kubelet API's exec, attach and
 	// port-forward; nil without (systemd).
 	streamer pods.Streamer
+	// strictGroups reports whether the runtime applies supplementalGroupsPolicy Strict, for
+	// admission; nil for a runtime that never does (systemd).
+	strictGroups func() bool
 }
 
 // newRuntime builds the configured container runtime and the pod worker over it. The CRI
@@ -106,6 +109,7 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 		pr.images, pr.close, pr.namer, pr.version = rt, rt.Close, rt, rt.Version
 		pr.imageFsPath = rt.ImageFsMountpoint
 		pr.streamer = rt
+		pr.strictGroups = rt.SupportsSupplementalGroupsPolicy
 		pr.storage.Layers = func(ctx context.Context, pod *v1.Pod) (map[string]eviction.DiskUsage, error) {
 			layers, err := rt.WritableLayers(ctx, pod)
 			if err != nil {

@@ -5,6 +5,8 @@
 package kubevalidation
 
 import (
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -26,11 +28,6 @@ func init() {
 // (pkg/kubelet/types ConfigHashAnnotationKey).
 const configHashAnnotation = "kubernetes.io/config.hash"
 
-// nodeName stands for the node a static pod is bound to when it is validated: the kubelet's
-// applyDefaults sets spec.nodeName before validation (so a manifest's own nodeName is never
-// judged, and scheduling gates are refused). Any valid node name gives the same verdict.
-const nodeName = "node"
-
 // SetDefaults applies the API's defaults to a v1 Pod, as the universal decoder applies them
 // when the kubelet decodes a manifest (pkg/apis/core/v1 SetObjectDefaults_Pod, with the
 // default feature gates of this Kubernetes version).
@@ -38,11 +35,14 @@ func SetDefaults(pod *v1.Pod) { k8sv1.SetObjectDefaults_Pod(pod) }
 
 // ValidateStaticPod returns the problems the kubelet's file source finds in a decoded pod: a
 // copy is defaulted (SetDefaults) and converted to the API's internal type, given what the kubelet's
-// applyDefaults gives a static pod before it is validated (spec.nodeName, the config-hash
-// annotation, the NoExecute toleration, the Pending phase — but not the node-name suffix of
-// metadata.name, since slicelet keeps the pod's name), then checked by ValidatePodCreate with
-// the options GetValidationOptionsFromPodSpecAndMeta derives from it. pod is not changed.
-func ValidateStaticPod(pod *v1.Pod) field.ErrorList {
+// applyDefaults gives a static pod on node nodeName before it is validated (metadata.name
+// suffixed with "-<nodeName>", so a name too long once suffixed is refused as the kubelet
+// refuses it though slicelet keeps the pod's name; spec.nodeName, so a manifest's own nodeName
+// is never judged and scheduling gates are refused; the config-hash annotation, the NoExecute
+// toleration, the Pending phase), then checked by ValidatePodCreate with
+// the options GetValidationOptionsFromPodSpecAndMeta derives from it, and for projected volume
+// sources of no known kind (unknownProjections). pod is not changed.
+func ValidateStaticPod(pod *v1.Pod, nodeName string) field.ErrorList {
 	// The API's defaults again, on a copy (the generated conversion shares memory with its
 	// input): what slicelet's own defaulting leaves out (deprecatedServiceAccount, say) is
 	// judged as the kubelet judges it.
@@ -52,13 +52,38 @@ func ValidateStaticPod(pod *v1.Pod) field.ErrorList {
 	if err := k8sv1.Convert_v1_Pod_To_core_Pod(cp, &in, nil); err != nil {
 		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
 	}
-	applyStaticDefaults(&in)
+	applyStaticDefaults(&in, nodeName)
 	opts := podutil.GetValidationOptionsFromPodSpecAndMeta(&in.Spec, nil, &in.ObjectMeta, nil)
-	return validation.ValidatePodCreate(&in, opts)
+	return append(validation.ValidatePodCreate(&in, opts), unknownProjections(&in)...)
 }
 
-// applyStaticDefaults is the kubelet's applyDefaults for a file source, less the renaming.
-func applyStaticDefaults(pod *core.Pod) {
+// unknownProjections returns the projected volume sources the file source refuses after
+// validation because it knows none of their kinds (an empty source "{}"): the error of
+// podutil.HasAPIObjectReference (`unknown source for projected volume "proj0"`), at the
+// source's path. HasAPIObjectReference is asked about each source alone, so the references
+// slicelet resolves itself (configMap and secret sources) do not hide an unknown one.
+func unknownProjections(pod *core.Pod) field.ErrorList {
+	var errs field.ErrorList
+	for i, v := range pod.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for j, src := range v.Projected.Sources {
+			one := core.Pod{Spec: core.PodSpec{Volumes: []core.Volume{{Name: v.Name, VolumeSource: core.VolumeSource{
+				Projected: &core.ProjectedVolumeSource{Sources: []core.VolumeProjection{src}}}}}}}
+			if _, _, err := podutil.HasAPIObjectReference(&one); err != nil {
+				p := field.NewPath("spec", "volumes").Index(i).Child("projected", "sources").Index(j)
+				errs = append(errs, field.Required(p, err.Error()))
+			}
+		}
+	}
+	return errs
+}
+
+// applyStaticDefaults is the kubelet's applyDefaults for a file source on node nodeName
+// (pkg/kubelet/config/common.go; the name as generatePodName makes it).
+func applyStaticDefaults(pod *core.Pod, nodeName string) {
+	pod.Name = pod.Name + "-" + strings.ToLower(nodeName)
 	if pod.Namespace == "" {
 		pod.Namespace = metav1.NamespaceDefault
 	}

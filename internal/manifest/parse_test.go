@@ -31,7 +31,7 @@ func TestParseRefusals(t *testing.T) {
 		{"annotations above 256 KiB in total", podHead + "  annotations: {a: " + long + "}\nspec:\n  containers: [{name: a}]\n",
 			[]string{"metadata.annotations: Too long: may not be more than 262144 bytes"}},
 		{"bad name, API wording once", "apiVersion: v1\nkind: Pod\nmetadata: {name: Web_1}\nspec:\n  containers: [{name: a}]\n",
-			[]string{`metadata.name: Invalid value: "Web_1": a lowercase RFC 1123 subdomain`}},
+			[]string{`metadata.name: Invalid value: "Web_1-` + *nodeName.Load() + `": a lowercase RFC 1123 subdomain`}},
 		{"pod-level pids: one problem", podHead + "spec:\n  resources: {limits: {cpu: 1, pids: 100}}\n  containers: [{name: a}]\n",
 			[]string{`spec.resources.limits[pids]: Invalid value: "pids": must be a standard resource type or fully qualified`}},
 		// The API's validation (ValidatePodCreate), with its paths and wording.
@@ -58,6 +58,10 @@ func TestParseRefusals(t *testing.T) {
 			[]string{"spec.volumes[0].persistentVolumeClaim: Forbidden: static pods may not reference persistentvolumeclaims"}},
 		{"static pod: resource claims", podHead + "spec:\n  resourceClaims: [{name: gpu, resourceClaimName: g}]\n  containers: [{name: a}]\n",
 			[]string{"spec.resourceClaims: Forbidden: static pods may not reference resourceclaims"}},
+		{"static pod: projected source of no known kind", podHead + "spec:\n  volumes: [{name: proj0, projected: {sources: [{downwardAPI: {items: []}}, {}]}}]\n  containers: [{name: a}]\n",
+			[]string{`f.yaml: spec.volumes[0].projected.sources[1]: Required value: unknown source for projected volume "proj0"`}},
+		{"static pod: an unknown projection beside a configMap one", podHead + "spec:\n  volumes: [{name: p, projected: {sources: [{configMap: {name: c}}, {}]}}]\n  containers: [{name: a}]\n",
+			[]string{`f.yaml: spec.volumes[0].projected.sources[1]: Required value: unknown source for projected volume "p"`}},
 		{"multi-document: each named", podHead + "spec:\n  containers: [{name: a}]\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: s}\n",
 			[]string{"f.yaml: document 1: kind Secret is not a Pod"}},
 	}
@@ -182,5 +186,26 @@ func TestUID(t *testing.T) {
 	}
 	if got := uid("x", path, strings.Replace(body, "name: web\n", "name: web\n  uid: 0123-abc\n", 1)); got != "0123-abc" {
 		t.Errorf("written uid: got %s", got)
+	}
+}
+
+// TestNameSuffixedWithNode: a static pod's name is judged as the kubelet's file source judges
+// it, suffixed with "-<node>" (its mirror pod's name): a name that fits alone but not once
+// suffixed is refused, with the suffixed name in the API's wording.
+func TestNameSuffixedWithNode(t *testing.T) {
+	old := *nodeName.Load()
+	t.Cleanup(func() { SetNodeName(old) })
+	SetNodeName("Node-1")
+	pod := func(name string) string {
+		return "apiVersion: v1\nkind: Pod\nmetadata: {name: " + name + "}\nspec:\n  containers: [{name: a, image: x}]\n"
+	}
+	fits := strings.Repeat("a", 253-len("-node-1"))
+	if _, err := Parse("f.yaml", "f", []byte(pod(fits))); err != nil {
+		t.Errorf("a name of %d characters: %v", len(fits), err)
+	}
+	long := fits + "b"
+	_, err := Parse("f.yaml", "f", []byte(pod(long)))
+	if want := `metadata.name: Invalid value: "` + long + `-node-1": must be no more than 253 characters`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a name of %d characters: %v, want %q", len(long), err, want)
 	}
 }

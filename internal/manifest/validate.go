@@ -2,8 +2,10 @@ package manifest
 
 import (
 	"cmp"
+	"os"
 	stdslices "slices"
 	"strings"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -33,14 +35,42 @@ func ValidatePod(pod *v1.Pod) field.ErrorList {
 	return errs
 }
 
+// nodeName is the node static pods are validated on (SetNodeName).
+var nodeName atomic.Pointer[string]
+
+func init() {
+	n := defaultNodeName()
+	nodeName.Store(&n)
+}
+
+// SetNodeName sets the name of the node pods are validated on, once at start, before any
+// manifest is read: the kubelet's file source validates a static pod under the name
+// "<name>-<node>" (its mirror pod's), so a name too long once suffixed is refused. The default
+// is the kubelet's default node name: the host name, trimmed and lower-cased
+// (component-helpers' node/util GetHostname), or "localhost" when the host has none.
+func SetNodeName(name string) {
+	if name = strings.ToLower(strings.TrimSpace(name)); name == "" {
+		name = defaultNodeName()
+	}
+	nodeName.Store(&name)
+}
+
+func defaultNodeName() string {
+	h, err := os.Hostname()
+	if h = strings.ToLower(strings.TrimSpace(h)); err != nil || h == "" {
+		return "localhost"
+	}
+	return h
+}
+
 // ValidateAsKubelet returns the problems the kubelet's static-pod file source finds in a
-// defaulted pod (kubevalidation.ValidateStaticPod), in a stable order (the API iterates maps:
+// defaulted pod (kubevalidation.ValidateStaticPod, on the node SetNodeName names), in a stable order (the API iterates maps:
 // labels, annotations, resource lists), less one: a container without an image is a host
 // command to the built-in systemd runtime, so its "image: Required value" is left to the
 // runtime (the CRI runtime refuses it when it validates the pod).
 func ValidateAsKubelet(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
-	for _, e := range kubevalidation.ValidateStaticPod(pod) {
+	for _, e := range kubevalidation.ValidateStaticPod(pod, *nodeName.Load()) {
 		if e.Type == field.ErrorTypeRequired && strings.HasSuffix(e.Field, ".image") && imageless(pod, e.Field) {
 			continue
 		}

@@ -1,11 +1,14 @@
 // Command oracle checks slicelet's pod decisions against the kubelet's own Go packages
-// (k8s.io/kubernetes v1.37.2): every manifest of a corpus directory and N pods of a seeded
-// generator go through both, and every field on which they disagree is printed, one line each:
+// (k8s.io/kubernetes v1.37.2): every manifest of a corpus directory and, for each seed, N pods
+// of the resource generator (podgen.Pod) and S of the structural generator
+// (podgen.StructuralPod) go through both, and every field on which they disagree is printed,
+// one line each:
 //
-//	<pod>: <field>: slicelet=<value> kubelet=<value>
+//	<pod>: <field>: slicelet=<value> kubelet=<value> [bent: <leaf> <class> <value>; ...]
 //
-// then "oracle-diff: N pods, D differences". The exit status is 1 on any difference. A
-// generated pod that differs is shrunk to a minimal manifest, written to -regressions.
+// then "oracle-diff: N pods, D differences" and the seeds, "random" being drawn afresh and
+// printed so that a run can be replayed. The exit status is 1 on any difference. A generated
+// pod that differs is shrunk to a minimal manifest, written to -regressions.
 //
 // The kubelet side of each batch runs in a child process (the same binary with -kubelet-batch):
 // the kubelet's file source keeps an inotify instance per directory for the life of the
@@ -14,7 +17,9 @@ package main
 
 import (
 	"bytes"
+	crand "crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -26,6 +31,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,14 +43,12 @@ import (
 
 	"github.com/slicelet/slicelet/hack/peer/corpus"
 	"github.com/slicelet/slicelet/hack/peer/podgen"
+	"github.com/slicelet/slicelet/internal/pods/podfields"
 	"github.com/slicelet/slicelet/slices"
 )
 
 // batchSize bounds the manifests one kubelet file source reads.
 const batchSize = 2500
-
-// maxShrunk bounds the generated pods shrunk per run: one per kind of difference.
-const maxShrunk = 8
 
 // input is one manifest to check.
 type input struct {
@@ -52,6 +56,19 @@ type input struct {
 	data     []byte
 	key      string          // namespace/name, to match the kubelet's renamed pod
 	manifest podgen.Manifest // generated pods only
+	bends    []podgen.Bend   // structural pods only: what was bent
+}
+
+// bent says what a structural pod's bends were, for its difference lines.
+func (in input) bent() string {
+	if len(in.bends) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, b := range in.bends {
+		parts = append(parts, b.String())
+	}
+	return " [bent: " + strings.Join(parts, "; ") + "]"
 }
 
 // outcome is one side's verdict: refused with a reason, or facts. The kubelet's side also
@@ -67,18 +84,33 @@ type outcome struct {
 func main() {
 	var (
 		corpus      = flag.String("corpus", "", "directory of Pod manifests (searched recursively for *.yaml, *.yml, *.json)")
-		n           = flag.Int("n", 2000, "generated pods")
-		seed        = flag.Uint64("seed", 1, "generator seed")
+		n           = flag.Int("n", 2000, "pods of the resource generator per seed")
+		structural  = flag.Int("structural", 0, "pods of the structural generator per seed")
+		seedList    = flag.String("seed", "1", "generator seeds, separated by spaces or commas; \"random\" is a fresh one, printed")
+		maxShrunk   = flag.Int("max-shrunk", 8, "generated pods shrunk per run at most (one per kind of difference)")
 		work        = flag.String("work", "build/oracle-work", "scratch directory (emptied first)")
 		regressions = flag.String("regressions", "", "directory for shrunk failing generated pods (none when empty)")
 		batchDir    = flag.String("kubelet-batch", "", "internal: decide one batch directory with the kubelet's packages")
 		bench       = flag.String("bench", "", "append the run's figures to this Markdown file")
-		print       = flag.Int("print", -1, "print generated pod number <print> of -seed and exit")
+		print       = flag.String("print", "", "print generated pod g<seed>-<i> or s<seed>-<i> (or number <i> of the first -seed) and exit")
 	)
 	klog.InitFlags(nil)
 	flag.Parse()
-	if *print >= 0 {
-		os.Stdout.Write(podgen.Pod(*seed, *print).YAML())
+	seeds, err := parseSeeds(*seedList)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "oracle:", err)
+		os.Exit(2)
+	}
+	if *print != "" {
+		m, bends, err := printPod(*print, seeds[0])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "oracle:", err)
+			os.Exit(2)
+		}
+		for _, b := range bends {
+			fmt.Printf("# bent: %s\n", b)
+		}
+		os.Stdout.Write(m.YAML())
 		return
 	}
 	node := defaultNode()
@@ -96,13 +128,21 @@ func main() {
 		os.Exit(2)
 	}
 	corpusCount := len(inputs)
-	for i := 0; i < *n; i++ {
-		m := podgen.Pod(*seed, i)
-		inputs = append(inputs, input{label: m.Name(), data: m.YAML(), key: "default/" + m.Name(), manifest: m})
-		if ns := namespaceOf(m); ns != "" {
-			inputs[len(inputs)-1].key = ns + "/" + m.Name()
+	fmt.Printf("oracle-diff: seeds %s\n", seedsString(seeds))
+	for _, seed := range seeds {
+		for i := 0; i < *n; i++ {
+			m := podgen.Pod(seed, i)
+			inputs = append(inputs, input{label: m.Name(), data: m.YAML(), key: podKey(m), manifest: m})
 		}
 	}
+	resourceCount := len(inputs) - corpusCount
+	for _, seed := range seeds {
+		for i := 0; i < *structural; i++ {
+			m, bends := podgen.StructuralPod(seed, i)
+			inputs = append(inputs, input{label: fmt.Sprintf("s%d-%d", seed, i), data: m.YAML(), key: podKey(m), manifest: m, bends: bends})
+		}
+	}
+	structuralDiffs := 0
 	if err := os.RemoveAll(*work); err != nil {
 		fmt.Fprintln(os.Stderr, "oracle:", err)
 		os.Exit(2)
@@ -129,7 +169,10 @@ func main() {
 					suffix = " [decoding]"
 					decoding++
 				}
-				fmt.Printf("%s: %s: slicelet=%s kubelet=%s%s\n", in.label, d.field, d.slicelet, d.kubelet, suffix)
+				fmt.Printf("%s: %s: slicelet=%s kubelet=%s%s%s\n", in.label, d.field, d.slicelet, d.kubelet, suffix, in.bent())
+			}
+			if len(in.bends) > 0 {
+				structuralDiffs += len(kept)
 			}
 			diffs[i] = kept
 			total += len(diffs[i])
@@ -139,12 +182,12 @@ func main() {
 			// A kind the corpus (which comes first) already shows needs no new regression.
 			if in.manifest == nil {
 				for _, d := range diffs[i] {
-					shrunkKinds[fieldKind(d.field)] = true
+					shrunkKinds[diffKind(d)] = true
 				}
 				continue
 			}
-			kind := fieldKind(diffs[i][0].field)
-			if shrunkKinds[kind] || shrunk >= maxShrunk {
+			kind := diffKind(diffs[i][0])
+			if shrunkKinds[kind] || shrunk >= *maxShrunk {
 				continue
 			}
 			shrunkKinds[kind] = true
@@ -161,17 +204,21 @@ func main() {
 		fmt.Printf("config: %s: slicelet=%s kubelet=%s\n", d.field, d.slicelet, d.kubelet)
 		total++
 	}
-	for i := 0; i < *n; i++ {
-		for _, d := range compareEvictionCase(genEvictionCase(*seed, i)) {
-			fmt.Printf("node-%d-%d: %s: slicelet=%s kubelet=%s\n", *seed, i, d.field, d.slicelet, d.kubelet)
-			total++
+	for _, seed := range seeds {
+		for i := 0; i < *n; i++ {
+			for _, d := range compareEvictionCase(genEvictionCase(seed, i)) {
+				fmt.Printf("node-%d-%d: %s: slicelet=%s kubelet=%s\n", seed, i, d.field, d.slicelet, d.kubelet)
+				total++
+			}
 		}
 	}
 	elapsed := time.Since(start)
 	fmt.Printf("oracle-diff: %d differences come from decoding (slicelet decides like the kubelet on the kubelet's decoded pod), %d are in decisions; %d deliberate divergences not counted (docs/oracle.md)\n", decoding, total-decoding, deliberate)
-	fmt.Printf("oracle-diff: %d pods, %d differences\n", len(inputs), total)
+	fmt.Printf("oracle-diff: %d pods (%d from the corpus, %d of the resource generator, %d structural), %d differences (%d on structural pods)\n",
+		len(inputs), corpusCount, resourceCount, len(inputs)-corpusCount-resourceCount, total, structuralDiffs)
+	fmt.Printf("oracle-diff: seeds %s; replay one with make oracle-diff SEED=<seed>\n", seedsString(seeds))
 	if *bench != "" {
-		if err := writeBench(*bench, len(inputs), corpusCount, *seed, total, elapsed); err != nil {
+		if err := writeBench(*bench, len(inputs), corpusCount, resourceCount, seedsString(seeds), total, elapsed); err != nil {
 			fmt.Fprintln(os.Stderr, "oracle:", err)
 			os.Exit(2)
 		}
@@ -187,6 +234,74 @@ func defaultNode() nodeSetup {
 		n.hostPageSizes = c.PageSizes()
 	}
 	return n
+}
+
+// parseSeeds reads -seed: numbers and "random", each a fresh seed from crypto/rand.
+func parseSeeds(list string) ([]uint64, error) {
+	var out []uint64
+	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' }) {
+		if f == "random" {
+			var b [8]byte
+			if _, err := crand.Read(b[:]); err != nil {
+				return nil, fmt.Errorf("random seed: %w", err)
+			}
+			// Below 2^53, so that the seed survives any tool that reads it as a float.
+			out = append(out, binary.LittleEndian.Uint64(b[:])>>11)
+			continue
+		}
+		s, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("seed %q: want a number or random", f)
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no seed")
+	}
+	return out, nil
+}
+
+func seedsString(seeds []uint64) string {
+	var parts []string
+	for _, s := range seeds {
+		parts = append(parts, strconv.FormatUint(s, 10))
+	}
+	return strings.Join(parts, " ")
+}
+
+// printPod is the generated pod a -print name names: g<seed>-<i>, s<seed>-<i>, or <i> (of the
+// resource generator with seed).
+func printPod(name string, seed uint64) (podgen.Manifest, []podgen.Bend, error) {
+	if i, err := strconv.Atoi(name); err == nil {
+		return podgen.Pod(seed, i), nil, nil
+	}
+	bad := fmt.Errorf("-print %q: want g<seed>-<i>, s<seed>-<i> or <i>", name)
+	if len(name) < 2 {
+		return nil, nil, bad
+	}
+	sv, iv, ok := strings.Cut(name[1:], "-")
+	s, err1 := strconv.ParseUint(sv, 10, 64)
+	i, err2 := strconv.Atoi(iv)
+	if !ok || err1 != nil || err2 != nil {
+		return nil, nil, bad
+	}
+	switch name[0] {
+	case 'g':
+		return podgen.Pod(s, i), nil, nil
+	case 's':
+		m, bends := podgen.StructuralPod(s, i)
+		return m, bends, nil
+	}
+	return nil, nil, bad
+}
+
+// podKey is a generated pod's namespace/name.
+func podKey(m podgen.Manifest) string {
+	ns := namespaceOf(m)
+	if ns == "" {
+		ns = "default"
+	}
+	return ns + "/" + m.Name()
 }
 
 func namespaceOf(m podgen.Manifest) string {
@@ -359,9 +474,22 @@ var deliberateDivergences = []struct {
 		},
 	},
 	{
+		"a field slicelet refuses by its registry (a volume plugin it does not have, generateName, ...), with the registry's reason (docs/pod-fields.md): the kubelet accepts it",
+		func(d difference) bool {
+			return d.field == "accepted" && d.kubelet == "yes" && strings.HasPrefix(d.slicelet, "no (") && onlyRegistryRefusals(d.slicelet)
+		},
+	},
+	{
 		"a container without an image is a host command to the built-in systemd runtime (the cri runtime refuses it when it validates the pod): the API requires an image",
 		func(d difference) bool {
 			return d.field == "accepted" && strings.HasPrefix(d.slicelet, "yes") && strings.Contains(d.kubelet, ".image: Required value")
+		},
+	},
+	{
+		"a manifest's status.qosClass outside Guaranteed, Burstable and BestEffort is refused: the kubelet takes it as the pod's class (GetPodQOS) and would run the pod outside every QoS cgroup",
+		func(d difference) bool {
+			return d.field == "accepted" && strings.HasPrefix(d.slicelet, "no (") && d.kubelet == "yes" &&
+				strings.Contains(d.slicelet, "status.qosClass: Unsupported value")
 		},
 	},
 	{
@@ -380,6 +508,32 @@ var deliberateDivergences = []struct {
 			return d.field == "admit" && sok && kok && scalar(s) && scalar(k)
 		},
 	},
+}
+
+// registryNotes are the reasons of the fields slicelet refuses by its registry (podfields).
+var registryNotes = func() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range podfields.Entries() {
+		if n := "Forbidden: " + e.Note; e.Handling == podfields.Refused && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}()
+
+// onlyRegistryRefusals reports whether every error of a slicelet refusal is a field its
+// registry refuses, with the registry's reason.
+func onlyRegistryRefusals(refusal string) bool {
+	n := len(fieldError.FindAllString(refusal, -1))
+	if n == 0 {
+		return false
+	}
+	for _, note := range registryNotes {
+		n -= strings.Count(refusal, note)
+	}
+	return n == 0
 }
 
 // deliberateDivergence returns why d is deliberate, or "".
@@ -474,17 +628,38 @@ func fieldKind(field string) string {
 	return containerName.ReplaceAllString(field, "[]")
 }
 
+// fieldError is the first "path: Type" of a validation error list, as field.Error prints it.
+var fieldError = regexp.MustCompile(`([A-Za-z][A-Za-z0-9_.\[\]-]*): (Invalid value|Unsupported value|Required value|Forbidden|Duplicate value|Not found|Too long|Too many|Internal error)`)
+
+var listIndex = regexp.MustCompile(`\[[0-9]+\]`)
+
+// diffKind is the kind of a difference: its field's kind and, for a pod one side refuses, which
+// side and the refusal's first field path (indices as [*]) and error type, so that each class of
+// refusal gets its own regression case.
+func diffKind(d difference) string {
+	kind := fieldKind(d.field)
+	if d.field != "accepted" {
+		return kind
+	}
+	side, reason := "slicelet-accepts", d.kubelet
+	if !strings.HasPrefix(d.slicelet, "yes") {
+		side, reason = "kubelet-accepts", d.slicelet
+	}
+	kind += ":" + side
+	if m := fieldError.FindStringSubmatch(reason); m != nil {
+		kind += ":" + listIndex.ReplaceAllString(m[1], "[*]") + ": " + m[2]
+	}
+	return kind
+}
+
 // shrink reduces a generated pod to a minimal manifest that still differs as want does (the same
 // field, for "accepted" the same side accepting, never a deliberate divergence: a pod shrunk to
 // another reason, say a container without its image, would be no regression case) and writes
 // it to dir as regression-<hash>.yaml.
 func (r *runner) shrink(in input, want difference, dir string) (string, error) {
-	field := want.field
+	field, kind := want.field, diffKind(want)
 	sameKind := func(d difference) bool {
-		if d.field != field || deliberateDivergence(d) != "" {
-			return false
-		}
-		return d.field != "accepted" || strings.HasPrefix(d.slicelet, "yes") == strings.HasPrefix(want.slicelet, "yes")
+		return deliberateDivergence(d) == "" && diffKind(d) == kind
 	}
 	var runErr error
 	fails := func(cands []podgen.Manifest) int {
@@ -522,6 +697,9 @@ func (r *runner) shrink(in input, want difference, dir string) (string, error) {
 	sum := sha256.Sum256(body)
 	path := filepath.Join(dir, "regression-"+hex.EncodeToString(sum[:4])+".yaml")
 	header := fmt.Sprintf("# Shrunk by hack/peer/oracle from generated pod %s: slicelet and the kubelet differ on %s.\n", in.label, field)
+	if len(in.bends) > 0 {
+		header = fmt.Sprintf("# Shrunk by hack/peer/oracle from generated pod %s%s: slicelet and the kubelet differ on %s (%s).\n", in.label, in.bent(), field, kind)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -545,7 +723,7 @@ func withName(m podgen.Manifest, name string) podgen.Manifest {
 }
 
 // writeBench replaces the "## Figures" section of a Markdown file with this run's numbers.
-func writeBench(path string, pods, corpus int, seed uint64, diffs int, elapsed time.Duration) error {
+func writeBench(path string, pods, corpus, resource int, seeds string, diffs int, elapsed time.Duration) error {
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -555,9 +733,9 @@ func writeBench(path string, pods, corpus int, seed uint64, diffs int, elapsed t
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
 	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
 	cpu := time.Duration(self.Utime.Nano() + self.Stime.Nano() + children.Utime.Nano() + children.Stime.Nano())
-	section := fmt.Sprintf("## Figures\n\n`make oracle-bench` (%s, on a 2-core machine shared with other builds, load average %s): %d pods (%d from the corpus, %d generated with seed %d) and %d node configurations, %d differences; %s wall clock, %s of CPU (user+system, kubelet side in child processes of %d pods included), %.0f pods per CPU second.\n",
+	section := fmt.Sprintf("## Figures\n\n`make oracle-bench` (%s, on a 2-core machine shared with other builds, load average %s): %d pods (%d from the corpus, %d of the resource generator and %d structural, seed %s) and %d node configurations, %d differences; %s wall clock, %s of CPU (user+system, kubelet side in child processes of %d pods included), %.0f pods per CPU second.\n",
 		time.Now().UTC().Format("2006-01-02"), strings.Join(strings.Fields(string(load))[:3], " "),
-		pods, corpus, pods-corpus, seed, pods-corpus, diffs, elapsed.Round(time.Second), cpu.Round(time.Second), batchSize, float64(pods)/cpu.Seconds())
+		pods, corpus, resource, pods-corpus-resource, seeds, resource, diffs, elapsed.Round(time.Second), cpu.Round(time.Second), batchSize, float64(pods)/cpu.Seconds())
 	text := string(old)
 	if i := strings.Index(text, "## Figures\n"); i >= 0 {
 		end := len(text)

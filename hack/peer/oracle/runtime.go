@@ -43,7 +43,12 @@ func (noRecorder) RecordInitContainerFinished(types.UID, time.Time) {}
 // k8s.io/cri-api/pkg/apis/testing, round after round (init containers exit 0 between rounds),
 // and reads the container resources it asked the runtime for: "container[c].cri_*" facts for
 // every container it created.
+//
+// Lifecycle hooks are removed from the pod first: they decide none of these facts, and the
+// runtime manager would run them for real (a postStart httpGet is an HTTP request to the fake
+// sandbox's address, which is no address of this machine; a sleep hook sleeps).
 func runtimeFacts(pod *v1.Pod, node nodeSetup, dir string) (facts, error) {
+	pod = withoutHooks(pod)
 	ctx := context.Background()
 	rs := critest.NewFakeRuntimeService()
 	is := critest.NewFakeImageService()
@@ -131,4 +136,18 @@ func isSidecarOrRegular(pod *v1.Pod, name string) bool {
 		}
 	}
 	return true
+}
+
+// withoutHooks is a copy of pod whose containers have no lifecycle hooks (the stop signal, which
+// the runtime manager sends with the container's config, stays).
+func withoutHooks(pod *v1.Pod) *v1.Pod {
+	pod = pod.DeepCopy()
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			if l := list[i].Lifecycle; l != nil {
+				l.PostStart, l.PreStop = nil, nil
+			}
+		}
+	}
+	return pod
 }

@@ -13,6 +13,10 @@ import (
 	"github.com/slicelet/slicelet/slices"
 )
 
+// slicelet's side validates static pods on the kubelet side's node (nodeName), as the daemon
+// does on its own: a pod's name is judged suffixed with it.
+func init() { manifest.SetNodeName(nodeName) }
+
 // sliceletDecode is slicelet's manifest path (internal/manifest.Read, as the manifest directory
 // reads a file): bounds, strict decode, the API's defaults, namespace, UID, the kubelet's
 // validation and slicelet's own; a file without a pod (ConfigMaps and Secrets only) is refused

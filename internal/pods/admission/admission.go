@@ -39,6 +39,9 @@ const (
 	ReasonOutOfPods             = "OutOfpods"
 	// InsufficientResourcePrefix starts the reason of every resource shortage.
 	InsufficientResourcePrefix = "OutOf"
+	// ReasonSupplementalGroupsPolicyNotSupported rejects a pod asking for
+	// supplementalGroupsPolicy Strict on a node whose runtime does not apply it.
+	ReasonSupplementalGroupsPolicyNotSupported = "SupplementalGroupsPolicyNotSupported"
 	// ReasonPodOSNotSupported rejects a pod whose spec.os.name is not the node's OS.
 	ReasonPodOSNotSupported = "PodOSNotSupported"
 	// ReasonPodOSSelectorNodeLabelDoesNotMatch rejects a pod whose kubernetes.io/os label names
@@ -75,6 +78,10 @@ type NodeState struct {
 	Conditions []v1.NodeConditionType
 	// OS is the node's operating system for the pod OS checks; empty means runtime.GOOS.
 	OS string
+	// SupplementalGroupsPolicy reports whether the runtime applies supplementalGroupsPolicy
+	// Strict (the Node's status.features.supplementalGroupsPolicy to the kubelet), asked only
+	// for a pod that asks for Strict; nil or false, such a pod is rejected at admission.
+	SupplementalGroupsPolicy func() bool
 	// PriorityClasses are the configured [eviction.priority_classes], which resolve
 	// priorityClassName for IsCriticalPod besides the built-in classes.
 	PriorityClasses map[string]int32
@@ -110,7 +117,9 @@ func WithMaxPods(allocatable v1.ResourceList, maxPods int32) v1.ResourceList {
 //     BestEffort pod passes only if it tolerates node.kubernetes.io/memory-pressure:NoSchedule;
 //     anything else is rejected with reason "Evicted" and message
 //     "The node had condition: [MemoryPressure]. ".
-//  2. Pod OS: a kubernetes.io/os label or spec.os.name naming another OS.
+//  2. Pod OS: a kubernetes.io/os label or spec.os.name naming another OS; then
+//     supplementalGroupsPolicy Strict on a runtime that does not apply it (reason
+//     "SupplementalGroupsPolicyNotSupported").
 //  3. Resource fit: pod count against allocatable "pods" first ("Too many pods"), then cpu,
 //     memory, ephemeral-storage and the scalar resources (hugepages-<size>, extended resources
 //     the node has) in name order, each rejected when the pod's request is positive and larger
@@ -130,6 +139,9 @@ func Admit(pod *v1.Pod, node NodeState) Decision {
 		return d
 	}
 	if d, ok := admitOS(pod, node.OS); !ok {
+		return d
+	}
+	if d, ok := admitSupplementalGroupsPolicy(pod, node.SupplementalGroupsPolicy); !ok {
 		return d
 	}
 	if short := Fit(pod, node.Allocatable, node.Pods); len(short) > 0 {
@@ -198,6 +210,21 @@ func admitPressure(pod *v1.Pod, conditions []v1.NodeConditionType, classes map[s
 	// The kubelet formats the condition slice with %v: "[MemoryPressure DiskPressure]", and
 	// the message ends with ". " (trailing space included).
 	return Decision{Reason: ReasonEvicted, Message: fmt.Sprintf("The node had condition: %v. ", conditions)}, false
+}
+
+// admitSupplementalGroupsPolicy is the predicate handler's supplementalGroupsPolicy check
+// (pkg/kubelet/lifecycle/predicate.go rejectPodAdmissionBasedOnSupplementalGroupsPolicy, the
+// feature being GA): Strict on a node whose runtime does not apply it is rejected.
+func admitSupplementalGroupsPolicy(pod *v1.Pod, supported func() bool) (Decision, bool) {
+	sc := pod.Spec.SecurityContext
+	if sc == nil || sc.SupplementalGroupsPolicy == nil || *sc.SupplementalGroupsPolicy != v1.SupplementalGroupsPolicyStrict {
+		return Decision{Admit: true}, true
+	}
+	if supported != nil && supported() {
+		return Decision{Admit: true}, true
+	}
+	return Decision{Reason: ReasonSupplementalGroupsPolicyNotSupported,
+		Message: fmt.Sprintf("SupplementalGroupsPolicy=%s is not supported in this node", v1.SupplementalGroupsPolicyStrict)}, false
 }
 
 // admitOS is the predicate handler's OS label and OS field checks.

@@ -221,6 +221,36 @@ func TestAdmit(t *testing.T) {
 			pod: with(pod("p"), func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: v1.Linux} }),
 		},
 		{
+			name: "supplementalGroupsPolicy Strict without the runtime's support", node: NodeState{Allocatable: node},
+			pod: with(pod("p"), func(p *v1.Pod) {
+				strict := v1.SupplementalGroupsPolicyStrict
+				p.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: &strict}
+			}),
+			wantReason: "SupplementalGroupsPolicyNotSupported", wantMsg: "SupplementalGroupsPolicy=Strict is not supported in this node",
+		},
+		{
+			name: "supplementalGroupsPolicy Strict, the runtime says no", node: NodeState{Allocatable: node, SupplementalGroupsPolicy: func() bool { return false }},
+			pod: with(pod("p"), func(p *v1.Pod) {
+				strict := v1.SupplementalGroupsPolicyStrict
+				p.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: &strict}
+			}),
+			wantReason: "SupplementalGroupsPolicyNotSupported", wantMsg: "SupplementalGroupsPolicy=Strict is not supported in this node",
+		},
+		{
+			name: "supplementalGroupsPolicy Strict with the runtime's support", node: NodeState{Allocatable: node, SupplementalGroupsPolicy: func() bool { return true }},
+			pod: with(pod("p"), func(p *v1.Pod) {
+				strict := v1.SupplementalGroupsPolicyStrict
+				p.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: &strict}
+			}),
+		},
+		{
+			name: "supplementalGroupsPolicy Merge needs no support", node: NodeState{Allocatable: node},
+			pod: with(pod("p"), func(p *v1.Pod) {
+				merge := v1.SupplementalGroupsPolicyMerge
+				p.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: &merge}
+			}),
+		},
+		{
 			name: "node selector matches", node: NodeState{Allocatable: node, Node: labelled},
 			pod: with(pod("p"), func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "ssd"} }),
 		},

@@ -26,6 +26,11 @@ func (r *Runtime) Validate(pod *v1.Pod) field.ErrorList {
 	return validatePod(pod, r.supportsStrictGroups, r.opts.AppArmor)
 }
 
+// SupportsSupplementalGroupsPolicy reports whether the runtime applies supplementalGroupsPolicy
+// Strict (its status features, what the kubelet publishes as the Node's
+// status.features.supplementalGroupsPolicy); false when it cannot be asked.
+func (r *Runtime) SupportsSupplementalGroupsPolicy() bool { return r.supportsStrictGroups() }
+
 // ValidatePod reports what the cri runtime cannot run, with field paths and values: containers
 // without an image, ephemeral containers, volume types the worker does not provide, subPath
 // mounts, unknown pull policies and stop signals, and AppArmor profiles on a host without

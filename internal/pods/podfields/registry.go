@@ -217,7 +217,7 @@ var podFields = []Entry{
 	{Path: "spec.securityContext.runAsNonRoot", Handling: Implemented, Note: "inherited by containers (systemdrt/props.go)"},
 	{Path: "spec.securityContext.supplementalGroups", Handling: Implemented, Note: "SupplementaryGroups=, CRI supplemental_groups (worker/config.go)"},
 	{Path: "spec.securityContext.fsGroup", Handling: Implemented, Note: "a supplemental group of every container (worker/config.go)"},
-	{Path: "spec.securityContext.supplementalGroupsPolicy", Handling: Implemented, Note: "Merge; Strict refused by the systemd runtime and by CRI unless containerd supports it (crirt/spec.go)"},
+	{Path: "spec.securityContext.supplementalGroupsPolicy", Handling: Implemented, Note: "Merge; Strict refused by the systemd runtime and by CRI unless containerd supports it (crirt/spec.go), and rejected at admission with reason SupplementalGroupsPolicyNotSupported on a runtime that does not apply it, as the kubelet rejects it (admission)"},
 	{Path: "spec.securityContext.fsGroupChangePolicy", Handling: Refused, Note: "volume ownership changes are " + notYet},
 	{Path: "spec.securityContext.sysctls", Handling: Implemented, Note: "CRI sysctls, the kubelet's safe set (net.* refused on the host network); refused by the systemd runtime"},
 	{Path: "spec.securityContext.seLinuxOptions", Handling: Implemented, Note: "CRI selinux_options; refused by the systemd runtime (systemdrt/validate.go)"},

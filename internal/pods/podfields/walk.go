@@ -15,7 +15,24 @@ import (
 // must cover (TestRegistryCoversPod).
 func Leaves() []string {
 	var out []string
-	walkType(reflect.TypeOf(v1.Pod{}), "", map[reflect.Type]bool{}, func(p string) { out = append(out, p) })
+	for _, l := range LeafFields() {
+		out = append(out, l.Path)
+	}
+	return out
+}
+
+// Leaf is one leaf field of v1.Pod: its JSON path, as Leaves writes it, and its Go type with
+// pointers removed (a list of scalars' leaf, "...[*]", has the element's type).
+type Leaf struct {
+	Path string
+	Type reflect.Type
+}
+
+// LeafFields is Leaves with each leaf's type, for generators that need to know what a field
+// holds (hack/peer/podgen's structural generator).
+func LeafFields() []Leaf {
+	var out []Leaf
+	walkType(reflect.TypeOf(v1.Pod{}), "", map[reflect.Type]bool{}, func(p string, t reflect.Type) { out = append(out, Leaf{Path: p, Type: t}) })
 	return out
 }
 
@@ -31,19 +48,19 @@ var leafTypes = map[reflect.Type]bool{
 
 // walkType calls leaf for every leaf path below t. A type met again below itself is a leaf
 // (v1.Pod has no recursive types today; this keeps a future one from looping).
-func walkType(t reflect.Type, path string, seen map[reflect.Type]bool, leaf func(string)) {
+func walkType(t reflect.Type, path string, seen map[reflect.Type]bool, leaf func(string, reflect.Type)) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	switch {
 	case leafTypes[t] || seen[t]:
-		leaf(path)
+		leaf(path, t)
 		return
 	case t.Kind() == reflect.Slice && t.Elem().Kind() != reflect.Uint8:
 		walkType(t.Elem(), path+"[*]", seen, leaf)
 		return
 	case t.Kind() != reflect.Struct:
-		leaf(path)
+		leaf(path, t)
 		return
 	}
 	seen[t] = true

@@ -68,17 +68,20 @@ func TestAPIStoreLargestPodSurvivesRestart(t *testing.T) {
 }
 
 // TestAPIStoreLongNames: the longest namespace and name have a file name within NAME_MAX (with
-// the temporary file's around it), stored and loaded again.
+// the temporary file's around it), stored and loaded again. The longest name is 253 characters
+// with the node's suffix ("-n" on node "n"), as the kubelet validates a static pod.
 func TestAPIStoreLongNames(t *testing.T) {
+	manifest.SetNodeName("n")
+	t.Cleanup(func() { manifest.SetNodeName("") })
 	state := t.TempDir()
 	s := openStore(t, state)
 	ns := strings.Repeat("n", 63)
-	name := strings.Repeat("a", 120) + "." + strings.Repeat("b", 132)
+	name := strings.Repeat("a", 120) + "." + strings.Repeat("b", 130)
 	manifest := strings.Replace(podYAML(name), "metadata:\n", "metadata:\n  namespace: "+ns+"\n", 1)
 	if _, err := s.Apply([]byte(manifest), ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	other := strings.Repeat("a", 120) + "." + strings.Repeat("c", 132) // same beginning
+	other := strings.Repeat("a", 120) + "." + strings.Repeat("c", 130) // same beginning
 	if _, err := s.Apply([]byte(strings.Replace(podYAML(other), "metadata:\n", "metadata:\n  namespace: "+ns+"\n", 1)), ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func TestAPIStoreApplyRejects(t *testing.T) {
 	}{
 		{"malformed yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [\n", "api: document 0: yaml"},
 		{"unknown field", podYAML("a", "  nodeNme: x\n"), `unknown field "spec.nodeNme"`},
-		{"invalid name", podYAML("A_B"), `api: metadata.name: Invalid value: "A_B"`},
+		{"invalid name", podYAML("A_B"), `api: metadata.name: Invalid value: "A_B-`},
 		{"volume name path", podYAML("a", "  volumes:\n  - name: /etc/shadow\n    hostPath: {path: /etc}\n"), `spec.volumes[0].name: Invalid value: "/etc/shadow"`},
 		{"env NUL", strings.Replace(podYAML("a"), "    command:", "    env:\n    - name: \"X\\0Y\"\n      value: v\n    command:", 1), `spec.containers[0].env[0].name: Invalid value: "X\x00Y": must not contain NUL bytes`},
 		{"two pods", podYAML("a") + "---\n" + podYAML("b"), "2 pods in the manifest"},
