@@ -193,7 +193,7 @@ peer-build:
 	  k8s.io/kubernetes/test/images/nonewprivs
 	@ls $(PEER_DIR)
 
-# make peer-diff [CORPUS=dir] [PEER_N=40] [SEED=1] [CGROUPS=v1,v2]: every Pod manifest of CORPUS
+# make peer-diff [CORPUS=dir] [PEER_N=40] [PEER_SEED=1] [CGROUPS=v1,v2]: every Pod manifest of CORPUS
 # (testdata/corpus by default, plus PEER_N pods of the seeded generator; with CORPUS given on
 # the command line PEER_N defaults to 0) under the real kubelet (make peer-build) and under
 # slicelet, one after the other on the same containerd, in a throwaway systemd sandbox (cgroup
@@ -201,6 +201,8 @@ peer-build:
 # busybox image, so any directory of Pod YAML runs offline. One line per cgroup difference
 # (kubepods, QoS, pod, container), then "peer-diff: N manifests, D differences (v1), E
 # differences (v2)"; exit 1 on any difference. docs/peer.md.
+# PEER_SEED: peer-diff's generator seed, one number (oracle-diff's SEED may name several).
+PEER_SEED ?= 1
 PEER_N  ?= $(if $(filter command line,$(origin CORPUS)),0,40)
 CGROUPS ?= v1,v2
 .PHONY: peer-diff peer-diff-check peerdiff-build
@@ -209,7 +211,7 @@ peerdiff-build:
 
 peer-diff: build peerdiff-build
 	@[ -x $(PEER_DIR)/kubelet ] || { echo "peer-diff: $(PEER_DIR)/kubelet missing: make peer-build"; exit 2; }
-	./build/peerdiff -corpus '$(CORPUS)' -n $(PEER_N) -seed $(SEED) -cgroups $(CGROUPS) -kubelet $(PEER_DIR)/kubelet -slicelet $(BIN)/slicelet
+	./build/peerdiff -corpus '$(CORPUS)' -n $(PEER_N) -seed $(PEER_SEED) -cgroups $(CGROUPS) -kubelet $(PEER_DIR)/kubelet -slicelet $(BIN)/slicelet
 
 # make peer-diff-real [CGROUPS=v1]: peer-diff over the real corpora (Pod manifests and the pods
 # of workloads from public repositories, REAL_CORPORA), no generated pods. docs/peer.md.
@@ -223,7 +225,7 @@ peer-diff-real:
 # sandbox: every pod slicelet admits must come up with the local image (no pull, no crash).
 peer-diff-check: build peerdiff-build
 	cd hack/peer && $(GO) test -count=1 ./peerdiff ./peerrun ./podgen
-	./build/peerdiff -corpus '$(CORPUS)' -n $(PEER_N) -seed $(SEED) -cgroups v1 -agents slicelet -slicelet $(BIN)/slicelet
+	./build/peerdiff -corpus '$(CORPUS)' -n $(PEER_N) -seed $(PEER_SEED) -cgroups v1 -agents slicelet -slicelet $(BIN)/slicelet
 
 # make peer-bench [REPS=5]: slicelet against the real kubelet on the same node in one run, the
 # agents alternated, REPS rounds each (hack/peer/peerbench): manifest → Running (one pod, 30 at
