@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/slicelet/slicelet/slices"
 )
@@ -90,6 +91,11 @@ func ReadBoundedInput(name, source string, data []byte) (Manifest, error) {
 // read is Read without the bounds; with podsOnly, a ConfigMap or Secret document is refused by
 // name.
 func read(name, source string, data []byte, podsOnly bool) (Manifest, error) {
+	return decode(name, source, data, podsOnly, true)
+}
+
+// decode is read, validating each pod (ValidatePod) only when validate is set.
+func decode(name, source string, data []byte, podsOnly, validate bool) (Manifest, error) {
 	docs, err := Decode(data)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("%s: %w", name, err)
@@ -130,7 +136,7 @@ func read(name, source string, data []byte, podsOnly bool) (Manifest, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 			continue
 		}
-		if list := ValidatePod(pod); len(list) > 0 {
+		if list := validated(pod, validate); len(list) > 0 {
 			for _, e := range list {
 				errs = append(errs, fmt.Errorf("%s: %w", where, e))
 			}
@@ -188,34 +194,14 @@ func DecodePods(name, source string, data []byte) ([]*v1.Pod, error) {
 	if err := CheckBounds(data); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	docs, err := Decode(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+	m, err := decode(name, source, data, true, false)
+	return m.Pods, err
+}
+
+// validated is ValidatePod(pod) when validate is set, else no problem.
+func validated(pod *v1.Pod, validate bool) field.ErrorList {
+	if !validate {
+		return nil
 	}
-	if len(docs) == 0 {
-		return nil, fmt.Errorf("%s: no pod in the file", name)
-	}
-	var (
-		pods []*v1.Pod
-		errs []error
-	)
-	for _, d := range docs {
-		where := name
-		if len(docs) > 1 {
-			where = fmt.Sprintf("%s: document %d", name, d.Index)
-		}
-		if d.Pod == nil {
-			errs = append(errs, fmt.Errorf("%s: %w", where, &NotPodError{APIVersion: d.APIVersion, Kind: d.Kind}))
-			continue
-		}
-		if err := prepare(d.Pod, source); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", where, err))
-			continue
-		}
-		pods = append(pods, d.Pod)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return pods, nil
+	return ValidatePod(pod)
 }
