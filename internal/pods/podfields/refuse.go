@@ -54,7 +54,7 @@ func RefusalsFrom(pod *v1.Pod, o Origin) field.ErrorList {
 		if h != Refused {
 			return true
 		}
-		if v.IsZero() || (e.Allowed != nil && e.Allowed(pod)) {
+		if unset(v) || (e.Allowed != nil && e.Allowed(pod)) {
 			return false
 		}
 		errs = append(errs, field.Forbidden(p, note))
@@ -94,6 +94,17 @@ func ForOrigin(errs field.ErrorList, pod *v1.Pod, o Origin) field.ErrorList {
 		}
 	}
 	return append(out, RefusalsFrom(pod, o)...)
+}
+
+// unset reports whether a field's value is absent from the pod: its zero value, or an empty list
+// or map, which a manifest may spell out ("tolerations: []") and which means the same as leaving
+// the field out.
+func unset(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Slice, reflect.Map:
+		return v.Len() == 0
+	}
+	return v.IsZero()
 }
 
 // indexPattern matches a list index of a field path ("[3]").

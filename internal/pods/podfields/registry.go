@@ -226,7 +226,8 @@ var podFields = []Entry{
 	{Path: "spec.securityContext.appArmorProfile", Handling: Implemented, Note: "inherited by containers, as securityContext.appArmorProfile"},
 	{Path: "spec.securityContext.windowsOptions", Handling: NoEffect, Note: "Windows nodes only; the Linux kubelet ignores them"},
 	{Path: "spec.imagePullSecrets", Handling: Refused, Note: staticPrefix + "secrets (pkg/kubelet/config/common.go)",
-		Cluster: "pulling images with credentials from Secrets is " + notYet + ": every pull is anonymous (the API server's ServiceAccount admission copies a service account's imagePullSecrets to its pods)"},
+		Cluster: "pulling images with credentials from Secrets is " + notYet + ": every pull is anonymous (the API server's ServiceAccount admission copies a service account's imagePullSecrets to its pods)",
+		Allowed: func(p *v1.Pod) bool { return emptyPullSecretNames(p) }},
 	{Path: "spec.hostname", Handling: Implemented, Note: "the sandbox's hostname and the pod's /etc/hosts entry (worker/network.go, lifecycle/etchosts.go); refused on the node's network (the systemd runtime, runtime.network = \"host\") for a pod without hostNetwork, which has the node's hostname (worker/network.go)"},
 	{Path: "spec.subdomain", Handling: Implemented, Note: "the pod's FQDN <hostname>.<subdomain>.<namespace>.svc.<[cluster] domain> in its /etc/hosts, as the kubelet's makeHostsFile (lifecycle/dns.go, lifecycle/etchosts.go); refused on the node's network as spec.hostname"},
 	{Path: "spec.setHostnameAsFQDN", Handling: Implemented, Note: "with a subdomain the sandbox's hostname is the FQDN, at most 64 characters else the sandbox fails, as the kubelet's GetNodenameForKernel (lifecycle/dns.go); refused on the node's network as spec.hostname"},
@@ -264,6 +265,19 @@ func allDefaultProcMount(p *v1.Pod) bool {
 			if sc := c.SecurityContext; sc != nil && sc.ProcMount != nil && *sc.ProcMount != v1.DefaultProcMount {
 				return false
 			}
+		}
+	}
+	return true
+}
+
+// emptyPullSecretNames reports whether every imagePullSecrets entry has an empty name: a reference
+// to no Secret, which the kubelet skips both when it looks for API object references in a static
+// pod (pkg/api/pod/util.go skipEmptyNames) and when it pulls (pkg/kubelet/kubelet_pods.go
+// getPullSecretsForPod).
+func emptyPullSecretNames(p *v1.Pod) bool {
+	for _, r := range p.Spec.ImagePullSecrets {
+		if r.Name != "" {
+			return false
 		}
 	}
 	return true

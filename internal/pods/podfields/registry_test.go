@@ -100,6 +100,17 @@ func TestRefusals(t *testing.T) {
 			p.Spec.HostNetwork = true
 			p.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: 80}}
 		}, nil},
+		{"empty lists and maps are unset", func(p *v1.Pod) {
+			p.Spec.ImagePullSecrets = []v1.LocalObjectReference{}
+			p.Spec.NodeSelector = map[string]string{}
+			p.Spec.ResourceClaims = []v1.PodResourceClaim{}
+		}, nil},
+		{"image pull secrets with empty names reference no secret", func(p *v1.Pod) {
+			p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: ""}}
+		}, nil},
+		{"image pull secret", func(p *v1.Pod) {
+			p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: ""}, {Name: "regcred"}}
+		}, []string{"spec.imagePullSecrets: Forbidden: static pods may not reference secrets"}},
 		{"hostUsers true is the default", func(p *v1.Pod) { tr := true; p.Spec.HostUsers = &tr }, nil},
 		{"hostUsers false", func(p *v1.Pod) { p.Spec.HostUsers = &f }, []string{"spec.hostUsers: Forbidden: user namespaces"}},
 		{"emptyDir size limit", func(p *v1.Pod) {
