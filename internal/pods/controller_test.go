@@ -56,6 +56,13 @@ func (f *fakeSlices) CleanupOrphans(context.Context) ([]slices.Orphan, error) {
 }
 func (f *fakeSlices) Pods() []slices.PodSlice { return nil }
 
+// orphanCleanups is how many times CleanupOrphans ran.
+func (f *fakeSlices) orphanCleanups() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.orphans
+}
+
 // fakeRuntime reports every synced pod Running. Its relist reports the UIDs sent on changed as
 // due, and for the pods it is given that are in adopt, that status; while down every call fails
 // with ErrRuntimeUnavailable.
@@ -225,7 +232,7 @@ func TestControllerLifecycle(t *testing.T) {
 		if s.ensured["uid-a"] == 0 || rt.syncs("uid-b") == 0 {
 			t.Fatalf("pods not synced: slices %v runtime %v", s.ensured, rt.synced)
 		}
-		if s.orphans != 0 {
+		if s.orphanCleanups() != 0 {
 			t.Fatal("orphans cleaned before every source reported")
 		}
 		pods := c.Pods()
@@ -235,8 +242,8 @@ func TestControllerLifecycle(t *testing.T) {
 
 		c.Update(Snapshot{Source: SourceAPI})
 		synctest.Wait()
-		if s.orphans != 1 {
-			t.Errorf("orphan cleanup ran %d times after all sources reported, want 1", s.orphans)
+		if s.orphanCleanups() != 1 {
+			t.Errorf("orphan cleanup ran %d times after all sources reported, want 1", s.orphanCleanups())
 		}
 
 		// b removed from its source: stopped, slice destroyed, forgotten.
@@ -396,7 +403,7 @@ func TestControllerRetriesFailedSync(t *testing.T) {
 		if p, _ := c.Pod("default", "a"); !strings.Contains(p.Status.Message, "injected failure") {
 			t.Errorf("sync error not visible: %+v", p.Status)
 		}
-		if s.orphans != 0 {
+		if s.orphanCleanups() != 0 {
 			t.Error("orphans cleaned while an admitted pod has no slice")
 		}
 		time.Sleep(busyResync + DefaultTick)
@@ -404,8 +411,8 @@ func TestControllerRetriesFailedSync(t *testing.T) {
 		if rt.syncs("uid-a") != 1 {
 			t.Errorf("runtime syncs after retry = %d, want 1", rt.syncs("uid-a"))
 		}
-		if s.orphans != 1 {
-			t.Errorf("orphan cleanup after recovery ran %d times, want 1", s.orphans)
+		if s.orphanCleanups() != 1 {
+			t.Errorf("orphan cleanup after recovery ran %d times, want 1", s.orphanCleanups())
 		}
 	})
 }
@@ -533,8 +540,8 @@ func TestControllerRuntimeUnavailable(t *testing.T) {
 		if p.Status.Phase != v1.PodUnknown || p.Status.Reason != ReasonRuntimeUnavailable || !strings.Contains(p.Status.Message, "unix:///run/x.sock") {
 			t.Errorf("status while the runtime is down = %+v, want phase Unknown naming the endpoint", p.Status)
 		}
-		if len(rt.killed) != 0 || len(rt.forgot) != 0 || len(s.destroyed) != 0 || s.orphans != 0 {
-			t.Errorf("deleted while the runtime was down: killed %v forgot %v destroyed %v orphan cleanups %d", rt.killed, rt.forgot, s.destroyed, s.orphans)
+		if len(rt.killed) != 0 || len(rt.forgot) != 0 || len(s.destroyed) != 0 || s.orphanCleanups() != 0 {
+			t.Errorf("deleted while the runtime was down: killed %v forgot %v destroyed %v orphan cleanups %d", rt.killed, rt.forgot, s.destroyed, s.orphanCleanups())
 		}
 
 		rt.setDown(false)
@@ -544,8 +551,8 @@ func TestControllerRuntimeUnavailable(t *testing.T) {
 		if p.Status.Phase != v1.PodRunning {
 			t.Errorf("status after the runtime returned = %+v, want Running", p.Status)
 		}
-		if fmt.Sprint(rt.killed, rt.forgot) != "[uid-gone] [uid-gone]" || s.orphans != 1 {
-			t.Errorf("after recovery: killed %v forgot %v orphan cleanups %d; want only uid-gone, once", rt.killed, rt.forgot, s.orphans)
+		if fmt.Sprint(rt.killed, rt.forgot) != "[uid-gone] [uid-gone]" || s.orphanCleanups() != 1 {
+			t.Errorf("after recovery: killed %v forgot %v orphan cleanups %d; want only uid-gone, once", rt.killed, rt.forgot, s.orphanCleanups())
 		}
 	})
 }
@@ -791,8 +798,8 @@ func TestControllerHeldProblemKeepsOrphans(t *testing.T) {
 		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "a", "uid-a")}})
 		c.Update(Snapshot{Source: SourceAPI, Problems: []Problem{held}})
 		synctest.Wait()
-		if len(rt.killed) != 0 || s.orphans != 0 {
-			t.Fatalf("orphans judged while a held problem is reported: killed %v, slice cleanups %d", rt.killed, s.orphans)
+		if len(rt.killed) != 0 || s.orphanCleanups() != 0 {
+			t.Fatalf("orphans judged while a held problem is reported: killed %v, slice cleanups %d", rt.killed, s.orphanCleanups())
 		}
 		p, ok := c.Pod("default", "victim")
 		if !ok || p.Status.Phase != v1.PodUnknown || p.Status.Reason != ReasonUnreadable || p.Status.Message != "truncated" || p.Annotations[AnnotationSource] != SourceAPI {
@@ -805,8 +812,8 @@ func TestControllerHeldProblemKeepsOrphans(t *testing.T) {
 		c.Update(Snapshot{Source: SourceAPI})
 		time.Sleep(DefaultTick)
 		synctest.Wait()
-		if fmt.Sprint(rt.killed) != "[uid-unreadable]" || s.orphans != 1 {
-			t.Errorf("after the problem is resolved: killed %v, slice cleanups %d", rt.killed, s.orphans)
+		if fmt.Sprint(rt.killed) != "[uid-unreadable]" || s.orphanCleanups() != 1 {
+			t.Errorf("after the problem is resolved: killed %v, slice cleanups %d", rt.killed, s.orphanCleanups())
 		}
 		if _, ok := c.Pod("default", "victim"); ok {
 			t.Error("resolved pod still listed")
