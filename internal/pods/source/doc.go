@@ -12,8 +12,8 @@
 //	go dir.Run(ctx, controller.Update)
 //	go store.Run(ctx, controller.Update)
 //
-// is the whole wiring. Merge combines snapshots deterministically (the file source wins a name
-// clash; the loser is a Problem).
+// is the whole wiring. The controller combines the snapshots (pods.Controller): a namespace/name
+// defined by two sources runs from the API source, and the other definition is a Problem.
 //
 // Every input problem — malformed YAML, unknown fields, invalid pods, volume names that are not
 // DNS labels, NUL bytes in env, command or args, too many containers, oversized files,
