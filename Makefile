@@ -154,7 +154,7 @@ oracle-build:
 	cd hack/peer && $(GO) build -o ../../$(ORACLE) ./oracle
 
 oracle-diff: oracle-build
-	cd hack/peer && $(GO) test -count=1 ./podgen
+	cd hack/peer && $(GO) test -count=1 ./podgen ./oracle
 	$(ORACLE) -corpus '$(CORPUS)' -n $(N) -structural $(S) -seed '$(SEED)' -regressions testdata/corpus/regressions
 
 # make oracle-bench: the corpus, 50 000 pods of each generator (seed 1); the figures go to

@@ -36,6 +36,9 @@ func (f facts) setI(k string, v *int64) {
 // difference is one field on which slicelet and the kubelet disagree.
 type difference struct {
 	field, slicelet, kubelet string
+	// refusal is slicelet's whole refusal when it refuses a pod the kubelet accepts (slicelet
+	// is then its first line, shortened).
+	refusal string
 	// decoding: slicelet's decision on the kubelet's decoded pod agrees with the kubelet.
 	decoding bool
 }

@@ -447,18 +447,42 @@ func sliceletOutcome(name string, data []byte, node nodeSetup) outcome {
 	return outcome{Facts: sliceletFacts(pods[0], node)}
 }
 
-// deliberateDivergences are differences slicelet makes on purpose (docs/oracle.md), each with
-// the test that recognises it.
+// refusalDivergences are the errors slicelet refuses a pod with on purpose where the kubelet
+// accepts it (docs/oracle.md), each with the test that recognises one error of the refusal.
+var refusalDivergences = []struct {
+	why   string
+	match func(err string) bool
+}{
+	{
+		"extended resources need a device plugin, which slicelet does not have: their limits are refused, not ignored",
+		func(err string) bool {
+			return strings.Contains(err, "slicelet can only enforce limits on cpu, memory, ephemeral-storage and hugepages")
+		},
+	},
+	{
+		"a field slicelet does not implement yet is refused with its path (docs/pod-fields.md), never accepted and ignored: the kubelet implements it",
+		func(err string) bool { return strings.Contains(err, "not implemented by slicelet yet") },
+	},
+	{
+		"a field slicelet refuses by its registry (a volume plugin it does not have, generateName, ...), with the registry's reason (docs/pod-fields.md): the kubelet accepts it",
+		registryRefusal,
+	},
+	{
+		"a manifest's status.qosClass outside Guaranteed, Burstable and BestEffort is refused: the kubelet takes it as the pod's class (GetPodQOS) and would run the pod outside every QoS cgroup",
+		func(err string) bool { return strings.Contains(err, "status.qosClass: Unsupported value") },
+	},
+	{
+		"a NUL byte in a command, argument, env value, working directory or mount path is refused: execve and systemd unit properties cannot carry it (the API lets it through)",
+		func(err string) bool { return strings.Contains(err, "must not contain NUL bytes") },
+	},
+}
+
+// deliberateDivergences are the other differences slicelet makes on purpose (docs/oracle.md),
+// each with the test that recognises it.
 var deliberateDivergences = []struct {
 	why   string
 	match func(d difference) bool
 }{
-	{
-		"extended resources need a device plugin, which slicelet does not have: their limits are refused, not ignored",
-		func(d difference) bool {
-			return d.field == "accepted" && strings.Contains(d.slicelet, "slicelet can only enforce limits on cpu, memory, ephemeral-storage and hugepages")
-		},
-	},
 	{
 		"ConfigMaps and Secrets are served to pods from slicelet's own sources (the manifest directory and the API): the kubelet refuses static pods that reference them",
 		func(d difference) bool {
@@ -467,36 +491,9 @@ var deliberateDivergences = []struct {
 		},
 	},
 	{
-		"a field slicelet does not implement yet is refused with its path (docs/pod-fields.md), never accepted and ignored: the kubelet implements it",
-		func(d difference) bool {
-			return d.field == "accepted" && strings.HasPrefix(d.slicelet, "no (") && d.kubelet == "yes" &&
-				strings.Contains(d.slicelet, "not implemented by slicelet yet")
-		},
-	},
-	{
-		"a field slicelet refuses by its registry (a volume plugin it does not have, generateName, ...), with the registry's reason (docs/pod-fields.md): the kubelet accepts it",
-		func(d difference) bool {
-			return d.field == "accepted" && d.kubelet == "yes" && strings.HasPrefix(d.slicelet, "no (") && onlyRegistryRefusals(d.slicelet)
-		},
-	},
-	{
 		"a container without an image is a host command to the built-in systemd runtime (the cri runtime refuses it when it validates the pod): the API requires an image",
 		func(d difference) bool {
 			return d.field == "accepted" && strings.HasPrefix(d.slicelet, "yes") && strings.Contains(d.kubelet, ".image: Required value")
-		},
-	},
-	{
-		"a manifest's status.qosClass outside Guaranteed, Burstable and BestEffort is refused: the kubelet takes it as the pod's class (GetPodQOS) and would run the pod outside every QoS cgroup",
-		func(d difference) bool {
-			return d.field == "accepted" && strings.HasPrefix(d.slicelet, "no (") && d.kubelet == "yes" &&
-				strings.Contains(d.slicelet, "status.qosClass: Unsupported value")
-		},
-	},
-	{
-		"a NUL byte in a command, argument, env value, working directory or mount path is refused: execve and systemd unit properties cannot carry it (the API lets it through)",
-		func(d difference) bool {
-			return d.field == "accepted" && strings.HasPrefix(d.slicelet, "no (") && d.kubelet == "yes" &&
-				strings.Contains(d.slicelet, "must not contain NUL bytes")
 		},
 	},
 	{
@@ -523,21 +520,58 @@ var registryNotes = func() []string {
 	return out
 }()
 
-// onlyRegistryRefusals reports whether every error of a slicelet refusal is a field its
-// registry refuses, with the registry's reason.
-func onlyRegistryRefusals(refusal string) bool {
-	n := len(fieldError.FindAllString(refusal, -1))
-	if n == 0 {
-		return false
-	}
+// registryRefusal reports whether err refuses a field by slicelet's registry, with the
+// registry's reason.
+func registryRefusal(err string) bool {
 	for _, note := range registryNotes {
-		n -= strings.Count(refusal, note)
+		if strings.Contains(err, note) {
+			return true
+		}
 	}
-	return n == 0
+	return false
 }
 
-// deliberateDivergence returns why d is deliberate, or "".
+// refusalErrors splits a refusal into its field errors, each from its field path to the next
+// error's; nil when it has none (a decoding error).
+func refusalErrors(refusal string) []string {
+	at := fieldError.FindAllStringIndex(refusal, -1)
+	var out []string
+	for i, m := range at {
+		end := len(refusal)
+		if i+1 < len(at) {
+			end = at[i+1][0]
+		}
+		out = append(out, refusal[m[0]:end])
+	}
+	return out
+}
+
+// deliberateDivergence returns why d is deliberate, or "". A pod slicelet refuses and the
+// kubelet accepts is deliberate when every error of slicelet's whole refusal is (one that is not
+// hides nothing behind the others); its reasons are those of its errors.
 func deliberateDivergence(d difference) string {
+	if d.field == "accepted" && d.kubelet == "yes" && d.refusal != "" {
+		errs := refusalErrors(d.refusal)
+		var whys []string
+		seen := map[string]bool{}
+		for _, err := range errs {
+			why := ""
+			for _, rd := range refusalDivergences {
+				if rd.match(err) {
+					why = rd.why
+					break
+				}
+			}
+			if why == "" {
+				return ""
+			}
+			if !seen[why] {
+				seen[why] = true
+				whys = append(whys, why)
+			}
+		}
+		return strings.Join(whys, "; ")
+	}
 	for _, dd := range deliberateDivergences {
 		if dd.match(d) {
 			return dd.why
@@ -553,7 +587,7 @@ func compareOutcomes(s, k outcome) []difference {
 	case s.Refused != "" && k.Refused != "":
 		return nil
 	case s.Refused != "":
-		return []difference{{field: "accepted", slicelet: "no (" + oneLine(s.Refused) + ")", kubelet: "yes", decoding: true}}
+		return []difference{{field: "accepted", slicelet: "no (" + oneLine(s.Refused) + ")", kubelet: "yes", refusal: s.Refused, decoding: true}}
 	case k.Refused != "":
 		return []difference{{field: "accepted", slicelet: "yes", kubelet: "no (" + oneLine(k.Refused) + ")", decoding: true}}
 	}
