@@ -55,7 +55,7 @@ func TestParseRefusals(t *testing.T) {
 		{"static pod: service account", podHead + "spec:\n  serviceAccountName: builder\n  containers: [{name: a}]\n",
 			[]string{"spec.serviceAccountName: Forbidden: static pods may not reference serviceaccounts"}},
 		{"static pod: persistent volume claim", podHead + "spec:\n  volumes: [{name: s, persistentVolumeClaim: {claimName: data}}]\n  containers:\n  - name: a\n",
-			[]string{"spec.volumes[0].persistentVolumeClaim: Forbidden: static pods may not reference persistentvolumeclaims"}},
+			[]string{"spec.volumes[0].persistentVolumeClaim: Forbidden: a persistent volume claim is bound to its volume by an API server's controllers, and a stand-alone node has no API server"}},
 		{"static pod: resource claims", podHead + "spec:\n  resourceClaims: [{name: gpu, resourceClaimName: g}]\n  containers: [{name: a}]\n",
 			[]string{"spec.resourceClaims: Forbidden: static pods may not reference resourceclaims"}},
 		{"static pod: projected source of no known kind", podHead + "spec:\n  volumes: [{name: proj0, projected: {sources: [{downwardAPI: {items: []}}, {}]}}]\n  containers: [{name: a}]\n",

@@ -83,7 +83,7 @@ func TestRefusals(t *testing.T) {
 		{"plain pod", func(*v1.Pod) {}, nil},
 		{"persistent volume claim", func(p *v1.Pod) {
 			p.Spec.Volumes = []v1.Volume{{Name: "e", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}, {Name: "s", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}}}}
-		}, []string{"spec.volumes[1].persistentVolumeClaim: Forbidden: static pods may not reference persistentvolumeclaims"}},
+		}, []string{"spec.volumes[1].persistentVolumeClaim: Forbidden: a persistent volume claim is bound to its volume by an API server's controllers, and a stand-alone node has no API server"}},
 		{"secret volume and env (served from slicelet's own sources)", func(p *v1.Pod) {
 			p.Spec.Volumes = []v1.Volume{{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "x"}}}}
 			p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "P", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{Key: "k"}}}}
