@@ -20,8 +20,6 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
@@ -396,15 +394,8 @@ func isNativeResource(name v1.ResourceName) bool {
 	return !strings.Contains(string(name), "/") || strings.Contains(string(name), v1.ResourceDefaultNamespacePrefix)
 }
 
-// isExtendedResourceName is v1helper.IsExtendedResourceName: a domain-qualified name outside
-// kubernetes.io that is not a quota "requests." name and is a qualified name.
-func isExtendedResourceName(name v1.ResourceName) bool {
-	if isNativeResource(name) || strings.HasPrefix(string(name), v1.DefaultResourceRequestsPrefix) {
-		return false
-	}
-	// It must stay a qualified name once turned into a quota name ("requests.<name>").
-	return len(validation.IsQualifiedName(v1.DefaultResourceRequestsPrefix+string(name))) == 0
-}
+// isExtendedResourceName is slices.IsExtendedResourceName (v1helper's).
+func isExtendedResourceName(name v1.ResourceName) bool { return slices.IsExtendedResourceName(name) }
 
 // isScalarResourceName is the scheduler's IsScalarResourceName: extended resources, hugepages,
 // kubernetes.io/-prefixed native resources and attachable volumes.

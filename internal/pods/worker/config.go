@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -359,4 +360,34 @@ func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, i
 		cfg.StopSignal = runtimeapi.Signal(runtimeapi.Signal_value["SIGNAL_"+string(*c.Lifecycle.StopSignal)])
 	}
 	return cfg, nil
+}
+
+// applyDevices adds what container c's devices give its run to cfg (the kubelet's
+// GenerateRunContainerOptions with the device manager's options): their env before the
+// container's (the container's own win), their mounts before the volumes', their device nodes
+// and CDI devices, their annotations where slicelet sets none. An error is a configError.
+func (w *Worker) applyDevices(ctx context.Context, pod *v1.Pod, c *v1.Container, cfg *runtimeapi.ContainerConfig) error {
+	if w.opts.Devices == nil {
+		return nil
+	}
+	d, err := w.opts.Devices.RunOptions(ctx, pod, c)
+	if err != nil {
+		return configError{fmt.Errorf("container %s: devices: %w", c.Name, err)}
+	}
+	if d == nil {
+		return nil
+	}
+	cfg.Envs = append(append([]*runtimeapi.KeyValue(nil), d.Envs...), cfg.Envs...)
+	cfg.Mounts = append(append([]*runtimeapi.Mount(nil), d.Mounts...), cfg.Mounts...)
+	cfg.Devices = append(cfg.Devices, d.Devices...)
+	cfg.CDIDevices = append(cfg.CDIDevices, d.CDIDevices...)
+	for k, v := range d.Annotations {
+		if _, ok := cfg.Annotations[k]; !ok {
+			if cfg.Annotations == nil {
+				cfg.Annotations = map[string]string{}
+			}
+			cfg.Annotations[k] = v
+		}
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/internal/pods"
@@ -82,6 +83,29 @@ type Options struct {
 	// kubelet's GetPodDNS) and a pod with a subdomain its FQDN. nil leaves the resolver
 	// configuration to the runtime (containerd copies the host's /etc/resolv.conf).
 	DNS *lifecycle.NodeDNS
+	// Devices gives a container's run what its device plugins answered for its devices
+	// (internal/pods/devices); nil: no device plugin.
+	Devices Devices
+}
+
+// Devices is the device manager as the worker sees it.
+type Devices interface {
+	// RunOptions returns what a run of container c of pod gets from its devices: env, mounts,
+	// device nodes, annotations and CDI devices (after the plugins' PreStartContainer). An
+	// error holds the container in CreateContainerConfigError, as the kubelet's
+	// GenerateRunContainerOptions errors do.
+	RunOptions(ctx context.Context, pod *v1.Pod, c *v1.Container) (*DeviceRunOptions, error)
+}
+
+// DeviceRunOptions is what a container's devices add to its CRI configuration (the kubelet's
+// DeviceRunContainerOptions): env before the container's own (which win), mounts before the
+// volumes', device nodes, annotations, CDI devices.
+type DeviceRunOptions struct {
+	Envs        []*runtimeapi.KeyValue
+	Mounts      []*runtimeapi.Mount
+	Devices     []*runtimeapi.Device
+	Annotations map[string]string
+	CDIDevices  []*runtimeapi.CDIDevice
 }
 
 // Worker is slicelet's one pod worker (the kubelet's kuberuntime manager: SyncPod,
