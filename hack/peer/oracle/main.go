@@ -454,9 +454,15 @@ var deliberateDivergences = []struct {
 	match func(d difference) bool
 }{
 	{
-		"extended resources need a device plugin, which slicelet does not have: their limits are refused, not ignored",
+		"a static pod asking for an extended resource no device plugin of the node provides is refused at admission (the device manager's UnexpectedAdmissionError, \"cannot allocate unregistered device\"), not run without the device: the kubelet admits it (pkg/kubelet/lifecycle/predicate.go drops missing extended resources, noting a static pod should fail)",
 		func(d difference) bool {
-			return d.field == "accepted" && strings.Contains(d.slicelet, "slicelet can only enforce limits on cpu, memory, ephemeral-storage and hugepages")
+			return d.field == "admit" && d.slicelet == "reject UnexpectedAdmissionError" && d.kubelet == "admit"
+		},
+	},
+	{
+		"a limit on a resource slicelet cannot enforce (neither cpu, memory, ephemeral-storage, hugepages-<size> nor an extended resource: kubernetes.io/bogus) is refused with its path, not accepted and ignored: the kubelet accepts it",
+		func(d difference) bool {
+			return d.field == "accepted" && strings.Contains(d.slicelet, "slicelet can only enforce limits on cpu, memory, ephemeral-storage, hugepages-<size> and extended resources")
 		},
 	},
 	{

@@ -414,6 +414,9 @@ type Admitter struct {
 	// PodSecurity is the level enforced on each pod source ("file", "api"); a source it does
 	// not name is privileged (nothing checked).
 	PodSecurity map[string]PodSecurity
+	// ForPod, when set, is allocatable for admitting one pod (the device manager's: a pod
+	// that holds devices already fits as long as the devices held count as allocatable).
+	ForPod func(pod *v1.Pod, allocatable v1.ResourceList) v1.ResourceList
 }
 
 // AdmitSecurity implements the controller's Admitter: Pod Security at the source's level.
@@ -426,6 +429,9 @@ func (a Admitter) AdmitSecurity(pod *v1.Pod, source string) (ok bool, reason, me
 func (a Admitter) Admit(pod *v1.Pod, admitted []*v1.Pod) (ok bool, reason, message string) {
 	n := a.Node()
 	n.Pods = admitted
+	if a.ForPod != nil {
+		n.Allocatable = a.ForPod(pod, n.Allocatable)
+	}
 	d := Admit(pod, n)
 	return d.Admit, d.Reason, d.Message
 }
