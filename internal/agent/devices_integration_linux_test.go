@@ -1,14 +1,12 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -42,24 +40,6 @@ func sampleDevicePlugin(t *testing.T) string {
 	return ""
 }
 
-// syncBuffer is a bytes.Buffer safe for a process's output and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestIntegrationDevicePlugin: Kubernetes' sample device plugin, built from source, registers
 // with slicelet (its registration socket at the kubelet's path, /var/lib/kubelet/device-plugins,
 // which the plugin alone sees as slicelet's plugin directory); its two devices become the
@@ -88,7 +68,7 @@ func TestIntegrationDevicePlugin(t *testing.T) {
 	// The plugin in a mount namespace of its own where slicelet's plugin directory is the
 	// kubelet's: it registers on /var/lib/kubelet/device-plugins/kubelet.sock and serves its
 	// socket beside it (PLUGIN_SOCK_DIR).
-	var out syncBuffer
+	var out lockedBuffer
 	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-ec",
 		`mount -t tmpfs tmpfs /var/lib; mkdir -p /var/lib/kubelet/device-plugins; mount --bind "$1" /var/lib/kubelet/device-plugins; exec "$2"`,
 		"sh", pluginDir, plugin)

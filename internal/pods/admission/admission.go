@@ -389,11 +389,6 @@ func withoutMissingExtended(pod *v1.Pod, allocatable v1.ResourceList) *v1.Pod {
 	return cp
 }
 
-// isNativeResource is v1helper.IsNativeResource: no domain, or the kubernetes.io domain.
-func isNativeResource(name v1.ResourceName) bool {
-	return !strings.Contains(string(name), "/") || strings.Contains(string(name), v1.ResourceDefaultNamespacePrefix)
-}
-
 // isExtendedResourceName is slices.IsExtendedResourceName (v1helper's).
 func isExtendedResourceName(name v1.ResourceName) bool { return slices.IsExtendedResourceName(name) }
 
