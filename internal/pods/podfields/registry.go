@@ -58,8 +58,9 @@ const (
 	// volume's); on a cluster node the kubelet's static-pod rule forbids it.
 	noClaimBinder     = "a persistent volume claim is bound to its volume by an API server's controllers, and a stand-alone node has no API server; a static pod may not reference one on a cluster node either (static pods may not reference persistentvolumeclaims, pkg/kubelet/config/common.go)"
 	claimAlternatives = "mount the node's storage with a hostPath volume (type Directory, or DirectoryOrCreate), what a local PersistentVolume would give the pod (docs/operations.md#storage)"
-	noVolumePlugin    = "slicelet cannot mount a claim's persistent volume: it has no CSI driver or in-tree volume plugin to attach and mount it"
-	noDRA             = "dynamic resource allocation is " + notYet + ": the node prepares no ResourceClaim (no DRA driver plugins)"
+	// claimVolumes is what cluster mode does with a claim.
+	claimVolumes = "the claim and the volume bound to it read from the API server (what the Node authorizer lets a node read) until bound, the pod waiting in ContainerCreating with FailedMount and the kubelet's words meanwhile (\"error processing PVC default/data: PVC is not bound\"); a hostPath or local persistent volume is mounted from its node path (a hostPath's type checked or its directory created), read-only when the claim says so (lifecycle/claims.go, worker/objvolumes.go); a volume of another kind waits with FailedMount: slicelet has no CSI driver or other volume plugin"
+	noDRA        = "dynamic resource allocation is " + notYet + ": the node prepares no ResourceClaim (no DRA driver plugins)"
 )
 
 // containerFields are the entries of a container, relative to it; they apply to containers and
@@ -161,9 +162,9 @@ var podFields = []Entry{
 	{Path: "spec.volumes[*].hostPath", Handling: Implemented, Note: "bind mount with the type checks or creation (lifecycle/volumes.go)"},
 	{Path: "spec.volumes[*].secret", Handling: Implemented, Note: "written by the atomic writer, read-only (worker/objvolumes.go)" + divergence, Cluster: fromAPIServer},
 	{Path: "spec.volumes[*].configMap", Handling: Implemented, Note: "written by the atomic writer, read-only, rewritten on change (worker/objvolumes.go)" + divergence, Cluster: fromAPIServer},
-	{Path: "spec.volumes[*].persistentVolumeClaim", Handling: Refused, Note: noClaimBinder + "; " + claimAlternatives, Cluster: noVolumePlugin},
+	{Path: "spec.volumes[*].persistentVolumeClaim", Handling: Refused, Note: noClaimBinder + "; " + claimAlternatives, ClusterHandling: Implemented, Cluster: claimVolumes},
 	{Path: "spec.volumes[*].ephemeral", Handling: Refused, Note: "a generic ephemeral volume is a persistent volume claim: " + noClaimBinder + "; " + claimAlternatives,
-		Cluster: "a generic ephemeral volume is a persistent volume claim: " + noVolumePlugin},
+		ClusterHandling: Implemented, Cluster: "the claim the ephemeral volume controller creates for the pod (<pod>-<volume>, owned by the pod): " + claimVolumes},
 	{Path: "spec.volumes[*].downwardAPI", Handling: Implemented, Note: "written by the atomic writer (worker/objvolumes.go)"},
 	{Path: "spec.volumes[*].projected.defaultMode", Handling: Implemented, Note: "the mode of the projected files (worker/objvolumes.go)"},
 	{Path: "spec.volumes[*].projected.defaultUser", Handling: NoEffect, Note: "the owner of the projected files; every source of a projection is refused today"},

@@ -139,6 +139,7 @@ type entry struct {
 	waits       map[string]*hold
 	backOffSeen map[string]uint32 // container → attempt whose back-off was reported
 	mountErr    string            // why object volumes could not be written at the last sync
+	claims      map[string]string // the node paths of the claims' volumes set up, by volume name
 	podIPs      []string          // the IPs of the sandbox the pod's containers start in, off the host's network
 	// finished: the pod finished and what it held was released (releaseFinished); guarded
 	// by mu, not recMu.
