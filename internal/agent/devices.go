@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/internal/pods"
@@ -109,24 +108,21 @@ func (d deviceRunOptions) RunOptions(ctx context.Context, pod *v1.Pod, c *v1.Con
 	if err != nil {
 		return nil, err
 	}
-	out := &worker.DeviceRunOptions{}
+	out := &worker.DeviceRunOptions{CDIDevices: o.CDIDevices}
 	for _, e := range o.Envs {
-		out.Envs = append(out.Envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
+		out.Envs = append(out.Envs, v1.EnvVar{Name: e.Name, Value: e.Value})
 	}
 	for _, m := range o.Mounts {
-		out.Mounts = append(out.Mounts, &runtimeapi.Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, Readonly: m.ReadOnly})
+		out.Mounts = append(out.Mounts, worker.DeviceMount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, ReadOnly: m.ReadOnly})
 	}
 	for _, dv := range o.Devices {
-		out.Devices = append(out.Devices, &runtimeapi.Device{ContainerPath: dv.ContainerPath, HostPath: dv.HostPath, Permissions: dv.Permissions})
+		out.Devices = append(out.Devices, worker.DeviceNode{ContainerPath: dv.ContainerPath, HostPath: dv.HostPath, Permissions: dv.Permissions})
 	}
 	if len(o.Annotations) > 0 {
 		out.Annotations = map[string]string{}
 		for _, a := range o.Annotations {
 			out.Annotations[a.Name] = a.Value
 		}
-	}
-	for _, n := range o.CDIDevices {
-		out.CDIDevices = append(out.CDIDevices, &runtimeapi.CDIDevice{Name: n})
 	}
 	return out, nil
 }

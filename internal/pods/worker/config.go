@@ -377,10 +377,22 @@ func (w *Worker) applyDevices(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	if d == nil {
 		return nil
 	}
-	cfg.Envs = append(append([]*runtimeapi.KeyValue(nil), d.Envs...), cfg.Envs...)
-	cfg.Mounts = append(append([]*runtimeapi.Mount(nil), d.Mounts...), cfg.Mounts...)
-	cfg.Devices = append(cfg.Devices, d.Devices...)
-	cfg.CDIDevices = append(cfg.CDIDevices, d.CDIDevices...)
+	envs := make([]*runtimeapi.KeyValue, 0, len(d.Envs)+len(cfg.Envs))
+	for _, e := range d.Envs {
+		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
+	}
+	cfg.Envs = append(envs, cfg.Envs...)
+	mounts := make([]*runtimeapi.Mount, 0, len(d.Mounts)+len(cfg.Mounts))
+	for _, m := range d.Mounts {
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, Readonly: m.ReadOnly})
+	}
+	cfg.Mounts = append(mounts, cfg.Mounts...)
+	for _, n := range d.Devices {
+		cfg.Devices = append(cfg.Devices, &runtimeapi.Device{ContainerPath: n.ContainerPath, HostPath: n.HostPath, Permissions: n.Permissions})
+	}
+	for _, n := range d.CDIDevices {
+		cfg.CDIDevices = append(cfg.CDIDevices, &runtimeapi.CDIDevice{Name: n})
+	}
 	for k, v := range d.Annotations {
 		if _, ok := cfg.Annotations[k]; !ok {
 			if cfg.Annotations == nil {

@@ -28,11 +28,11 @@ func TestDevicesInContainerConfig(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeRT()
 		devs := &DeviceRunOptions{
-			Envs:        []*runtimeapi.KeyValue{{Key: "GPU", Value: []byte("0")}, {Key: "MODE", Value: []byte("device")}},
-			Mounts:      []*runtimeapi.Mount{{ContainerPath: "/opt/gpu", HostPath: "/opt/gpu", Readonly: true}},
-			Devices:     []*runtimeapi.Device{{ContainerPath: "/dev/gpu0", HostPath: "/dev/gpu0", Permissions: "rw"}},
+			Envs:        []v1.EnvVar{{Name: "GPU", Value: "0"}, {Name: "MODE", Value: "device"}},
+			Mounts:      []DeviceMount{{ContainerPath: "/opt/gpu", HostPath: "/opt/gpu", ReadOnly: true}},
+			Devices:     []DeviceNode{{ContainerPath: "/dev/gpu0", HostPath: "/dev/gpu0", Permissions: "rw"}},
 			Annotations: map[string]string{"vendor.com/gpu": "0", AnnotationRestartCount: "99"},
-			CDIDevices:  []*runtimeapi.CDIDevice{{Name: "vendor.com/gpu=0"}},
+			CDIDevices:  []string{"vendor.com/gpu=0"},
 		}
 		w, _ := newTestWorkerWith(t, f, "", func(o *Options) { o.Devices = fakeDevices{opts: devs} })
 		pod := testPod("dv-1", v1.RestartPolicyAlways, "app")

@@ -14,7 +14,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/internal/pods"
@@ -99,13 +98,25 @@ type Devices interface {
 
 // DeviceRunOptions is what a container's devices add to its CRI configuration (the kubelet's
 // DeviceRunContainerOptions): env before the container's own (which win), mounts before the
-// volumes', device nodes, annotations, CDI devices.
+// volumes', device nodes, annotations, CDI devices (fully qualified names).
 type DeviceRunOptions struct {
-	Envs        []*runtimeapi.KeyValue
-	Mounts      []*runtimeapi.Mount
-	Devices     []*runtimeapi.Device
+	Envs        []v1.EnvVar
+	Mounts      []DeviceMount
+	Devices     []DeviceNode
 	Annotations map[string]string
-	CDIDevices  []*runtimeapi.CDIDevice
+	CDIDevices  []string
+}
+
+// DeviceMount is a host path a device plugin mounts in the container.
+type DeviceMount struct {
+	ContainerPath, HostPath string
+	ReadOnly                bool
+}
+
+// DeviceNode is a device node a device plugin gives the container, with its cgroup
+// permissions ("rwm").
+type DeviceNode struct {
+	ContainerPath, HostPath, Permissions string
 }
 
 // Worker is slicelet's one pod worker (the kubelet's kuberuntime manager: SyncPod,
