@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
@@ -305,15 +304,7 @@ func TestClusterPodClaim(t *testing.T) {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			t.Fatalf("the hostPath volume's directory was not created: %v", err)
 		}
-		f.mu.Lock()
-		var cfg *runtimeapi.ContainerConfig
-		for _, c := range f.configs {
-			cfg = c
-		}
-		f.mu.Unlock()
-		if cfg == nil {
-			t.Fatal("no container created once the claim was bound")
-		}
+		cfg := f.onlyConfig(t)
 		var found bool
 		for _, m := range cfg.Mounts {
 			if m.ContainerPath == "/data" {

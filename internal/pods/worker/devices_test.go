@@ -38,15 +38,7 @@ func TestDevicesInContainerConfig(t *testing.T) {
 		pod := testPod("dv-1", v1.RestartPolicyAlways, "app")
 		pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "MODE", Value: "container"}}
 		mustSync(t, w, pod)
-		f.mu.Lock()
-		var cfg *runtimeapi.ContainerConfig
-		for _, c := range f.configs {
-			cfg = c
-		}
-		f.mu.Unlock()
-		if cfg == nil {
-			t.Fatal("no container created")
-		}
+		cfg := f.onlyConfig(t)
 		var env []string
 		for _, e := range cfg.Envs {
 			env = append(env, e.Key+"="+string(e.Value))
@@ -73,4 +65,18 @@ func TestDevicesInContainerConfig(t *testing.T) {
 			t.Errorf("state %+v, want CreateContainerConfigError with the device manager's error", st.ContainerStatuses[0].State)
 		}
 	})
+}
+
+// onlyConfig is the CRI configuration of the one container created.
+func (f *fakeRT) onlyConfig(t *testing.T) *runtimeapi.ContainerConfig {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.configs) != 1 {
+		t.Fatalf("%d containers created, want 1", len(f.configs))
+	}
+	for _, c := range f.configs {
+		return c
+	}
+	return nil
 }
