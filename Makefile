@@ -31,7 +31,7 @@ build:
 # make test: every package; packages whose tests need systemd re-run themselves inside a
 # throwaway systemd (internal/testharness/systemdtest) on the hybrid cgroup layout of this machine kind and,
 # with SLICELET_VM=1, inside a throwaway cgroup v2 VM (internal/testharness/vmtest).
-test: build test-deps
+test: build device-plugin-build test-deps
 	@mkdir -p build
 	@set -o pipefail; rc=0; SLICELET_VM=1 $(GO) test $(TESTFLAGS) -v $(PKGS) 2>&1 | tee build/test.log || rc=$$?; \
 	  if [ $$rc -ne 0 ]; then \
@@ -44,6 +44,14 @@ test: build test-deps
 # The Debian packages the sandbox and the VM need, installed when missing (root only).
 test-deps:
 	@./hack/test-deps.sh
+
+# make device-plugin-build: Kubernetes' sample device plugin (k8s.io/kubernetes/test/images/
+# sample-device-plugin, from the module cache through hack/peer's module) for the device plugin
+# integration test (internal/agent TestIntegrationDevicePlugin).
+.PHONY: device-plugin-build
+device-plugin-build:
+	@mkdir -p build
+	cd hack/peer && CGO_ENABLED=0 $(GO) build -trimpath -o ../../build/sample-device-plugin k8s.io/kubernetes/test/images/sample-device-plugin
 
 # The same without the VM: fast local iteration.
 test-unit:

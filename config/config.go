@@ -5,6 +5,7 @@
 package config
 
 import (
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,6 +92,8 @@ type Config struct {
 	API API `toml:"api"`
 	// Metrics is the Prometheus endpoint.
 	Metrics Metrics `toml:"metrics"`
+	// Devices is where device plugins register and where the PodResources API is served.
+	Devices Devices `toml:"devices"`
 	// Cluster is cluster mode: the node joins a Kubernetes API server (off by default).
 	Cluster Cluster `toml:"cluster"`
 	// Log is the logger's level and format.
@@ -263,6 +266,36 @@ type API struct {
 	Socket string `toml:"socket"`
 	// Group owns the socket; its members may use slicectl.
 	Group string `toml:"group"`
+}
+
+// Devices is the device manager's sockets: device plugins (the kubelet's device plugin API)
+// register on <plugin_dir>/kubelet.sock, and the PodResources API is served on
+// pod_resources_socket.
+type Devices struct {
+	// PluginDir is the device plugin directory (the kubelet's
+	// /var/lib/kubelet/device-plugins): the registration socket, the plugins' sockets and the
+	// allocations' checkpoint. Empty means <state_dir>/device-plugins.
+	PluginDir string `toml:"plugin_dir"`
+	// PodResourcesSocket is the PodResources API's socket (the kubelet's
+	// /var/lib/kubelet/pod-resources/kubelet.sock). Empty means
+	// <state_dir>/pod-resources/kubelet.sock.
+	PodResourcesSocket string `toml:"pod_resources_socket"`
+}
+
+// DevicePluginDir is devices.plugin_dir, defaulted.
+func (c *Config) DevicePluginDir() string {
+	if c.Devices.PluginDir != "" {
+		return c.Devices.PluginDir
+	}
+	return filepath.Join(c.StateDir, "device-plugins")
+}
+
+// PodResourcesSocket is devices.pod_resources_socket, defaulted.
+func (c *Config) PodResourcesSocket() string {
+	if c.Devices.PodResourcesSocket != "" {
+		return c.Devices.PodResourcesSocket
+	}
+	return filepath.Join(c.StateDir, "pod-resources", "kubelet.sock")
 }
 
 // Metrics is the Prometheus endpoint.

@@ -116,6 +116,16 @@ func (l *loader) validate() {
 			l.at(key("metrics", "address"), "invalid host %q in %q", host, a)
 		}
 	}
+	l.absolutePath(key("devices", "plugin_dir"), c.Devices.PluginDir, false)
+	l.absolutePath(key("devices", "pod_resources_socket"), c.Devices.PodResourcesSocket, false)
+	// A unix socket's path is at most 107 bytes (sun_path). The defaults under state_dir are
+	// checked when slicelet starts (a state directory that long runs without device plugins).
+	if d := c.Devices.PluginDir; d != "" && len(filepath.Join(d, "kubelet.sock")) > 107 {
+		l.at(key("devices", "plugin_dir"), "registration socket %q is longer than 107 bytes", filepath.Join(d, "kubelet.sock"))
+	}
+	if p := c.Devices.PodResourcesSocket; len(p) > 107 {
+		l.at(key("devices", "pod_resources_socket"), "socket %q is longer than 107 bytes", p)
+	}
 	l.validateCluster()
 	if level := strings.ToLower(c.Log.Level); level != "" && level != "warning" && !slices.Contains(LogLevels, level) {
 		l.at(key("log", "level"), "invalid log level %q: want debug, info, warn or error", c.Log.Level)

@@ -41,8 +41,9 @@ func TestValidatePod(t *testing.T) {
 			[]string{`spec.containers[0].resources.limits.cpu: Invalid value: "2000001": must be at most 1000000 cpus`}},
 		{"absurd memory", func(p *v1.Pod) { p.Spec.Containers[0].Resources.Limits = rl("1/5Ei") },
 			[]string{`spec.containers[0].resources.limits.memory: Invalid value: "5Ei": must be at most 4Ei`}},
-		{"unsupported limit", func(p *v1.Pod) { p.Spec.Containers[0].Resources.Limits = rl("1/1Gi,nvidia.com/gpu=1") },
-			[]string{`spec.containers[0].resources.limits.nvidia.com/gpu: Invalid value: "nvidia.com/gpu": slicelet can only enforce limits on cpu, memory, ephemeral-storage and hugepages-<size>`}},
+		{"unsupported limit", func(p *v1.Pod) { p.Spec.Containers[0].Resources.Limits = rl("1/1Gi,kubernetes.io/batteries=1") },
+			[]string{`spec.containers[0].resources.limits.kubernetes.io/batteries: Invalid value: "kubernetes.io/batteries": slicelet can only enforce limits on cpu, memory, ephemeral-storage, hugepages-<size> and extended resources`}},
+		{"an extended resource's limit: a device plugin's devices", func(p *v1.Pod) { p.Spec.Containers[0].Resources.Limits = rl("1/1Gi,nvidia.com/gpu=1") }, nil},
 		{"supported limits", func(p *v1.Pod) {
 			p.Spec.Containers[0].Resources.Limits = rl("1/1Gi,ephemeral-storage=1Gi,hugepages-2Mi=4Mi")
 			p.Spec.Containers[0].Resources.Requests = rl("1/1Gi,hugepages-2Mi=4Mi")

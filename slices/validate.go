@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -37,7 +38,7 @@ var (
 // `spec.containers[0].resources.limits.cpu: Invalid value: "2000001": must be at most 1000000 cpus`:
 // metadata.uid (ValidateUID), at most MaxContainers containers, quantities (cpu ≤ 10^6 cores,
 // bytes ≤ 1<<62), limits only on resources slicelet can enforce (cpu, memory,
-// ephemeral-storage, hugepages-<size>), and status.qosClass.
+// ephemeral-storage, hugepages-<size>, extended resources), and status.qosClass.
 // Names, required containers, signs, requests ≤ limits, the resources pod-level values may name
 // and the hugepages and pod-level consistency rules are the API's.
 //
@@ -99,7 +100,7 @@ func validateRequirements(p *field.Path, r *v1.ResourceRequirements) field.Error
 		lp := p.Child("limits").Child(string(name))
 		if !limitSupported(name) {
 			errs = append(errs, field.Invalid(lp, string(name),
-				"slicelet can only enforce limits on cpu, memory, ephemeral-storage and hugepages-<size>; extended and device resources need a device plugin, which slicelet does not have"))
+				"slicelet can only enforce limits on cpu, memory, ephemeral-storage, hugepages-<size> and extended resources (a device plugin's devices)"))
 			continue
 		}
 		errs = append(errs, validateQuantity(lp, name, r.Limits[name])...)
@@ -110,10 +111,15 @@ func validateRequirements(p *field.Path, r *v1.ResourceRequirements) field.Error
 	return errs
 }
 
-// limitSupported reports whether slicelet can enforce a limit on the resource.
+// limitSupported reports whether slicelet can enforce a limit on the resource: an extended
+// resource's limit is the number of a device plugin's devices the container gets (the device
+// manager, internal/pods/devices), checked at admission.
 func limitSupported(name v1.ResourceName) bool {
 	switch name {
 	case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage:
+		return true
+	}
+	if IsExtendedResourceName(name) {
 		return true
 	}
 	if strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) {
@@ -153,4 +159,15 @@ func sortedNames(rl v1.ResourceList) []v1.ResourceName {
 	}
 	sort.Slice(names, func(i, j int) bool { return names[i] < names[j] })
 	return names
+}
+
+// IsExtendedResourceName is v1helper.IsExtendedResourceName: a domain-qualified name outside
+// kubernetes.io (example.com/gpu) that is not a quota "requests." name and stays a qualified
+// name as one ("requests.<name>").
+func IsExtendedResourceName(name v1.ResourceName) bool {
+	n := string(name)
+	if !strings.Contains(n, "/") || strings.Contains(n, v1.ResourceDefaultNamespacePrefix) || strings.HasPrefix(n, v1.DefaultResourceRequestsPrefix) {
+		return false
+	}
+	return len(validation.IsQualifiedName(v1.DefaultResourceRequestsPrefix+n)) == 0
 }

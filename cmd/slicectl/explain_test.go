@@ -259,7 +259,7 @@ spec:
 kind: Pod
 metadata: {name: db, uid: 11111111-aaaa-bbbb-cccc-000000000011}
 spec:
-  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+  volumes: [{name: data, csi: {driver: csi.example.com}}]
   containers:
   - {name: db, image: postgres, resources: {requests: {cpu: "3"}}, volumeMounts: [{name: data, mountPath: /data}]}
 `)
@@ -276,8 +276,8 @@ spec:
 		{name: "static pod: refused fields, and still every stage", config: staticCfg, files: []string{apiPod}, code: exitFailure,
 			want: []string{"Validation (static pod):", "spec.nodeSelector: Forbidden", "spec.serviceAccountName: Forbidden: static pods may not reference serviceaccounts",
 				"Runtime cri:", "spec.securityContext.sysctls", "Admission:"}},
-		{name: "cluster mode: a claim the node cannot mount, and the capacity the first pod took", config: clusterCfg, files: []string{apiPod, claim}, code: exitFailure,
-			want: []string{"admitted against", "spec.volumes[0].persistentVolumeClaim: Forbidden: slicelet cannot mount a claim's persistent volume",
+		{name: "cluster mode: a volume the node cannot mount, and the capacity the first pod took", config: clusterCfg, files: []string{apiPod, claim}, code: exitFailure,
+			want: []string{"admitted against", "spec.volumes[0].csi: Forbidden: needs a volume plugin slicelet does not have",
 				"refused against", "OutOfcpu"}, never: "static pods may not"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -30,6 +30,7 @@ import (
 	"github.com/slicelet/slicelet/internal/metrics"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
+	"github.com/slicelet/slicelet/internal/pods/devices"
 	"github.com/slicelet/slicelet/internal/pods/events"
 	"github.com/slicelet/slicelet/internal/pods/source"
 	"github.com/slicelet/slicelet/internal/pods/worker"
@@ -113,6 +114,9 @@ type daemon struct {
 	dir     *source.ManifestDir
 	api     *api.Server
 	images  bool // the runtime has images: image GC and its timer
+	// devices is the device manager (device plugins, the PodResources API); nil when the
+	// plugin directory cannot hold its socket.
+	devices *devices.Manager
 
 	// cluster is cluster mode; nil in stand-alone mode (the default). clusterEvents forwards
 	// the pods' events to it.
@@ -210,6 +214,10 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	// runtime calls, the controller's syncs, the eviction manager and cluster mode's client.
 	kubelet := metrics.NewKubeletFamilies()
 	extra := worker.Options{ProbeMetrics: probes, RuntimeMetrics: kubelet, Objects: d.objects, Cluster: d.clusterObjects, NodeName: hostname, NodeIPs: ips, Allocatable: d.alloc}
+	d.devices = newDevices(cfg, nil, log)
+	if d.devices != nil {
+		extra.Devices = deviceRunOptions{d.devices}
+	}
 	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, recorder, extra, log); err != nil {
 		return nil, err
 	}
@@ -227,13 +235,20 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	// eviction manager reports them.
 	admitter := admission.Admitter{PodSecurity: security, Node: func() admission.NodeState {
 		return admission.NodeState{
-			Allocatable:              admission.WithMaxPods(d.alloc, cfg.Node.MaxPods),
+			Allocatable:              admission.WithMaxPods(withDevices(d.alloc, d.devices, true), cfg.Node.MaxPods),
 			PriorityClasses:          cfg.Eviction.PriorityClasses,
 			Conditions:               eviction.PressureConditions(d.health.State()),
 			Node:                     d.clusterNode(),
 			SupplementalGroupsPolicy: d.prt.strictGroups,
 		}
 	}}
+	var allocator pods.Allocator
+	if d.devices != nil {
+		// A pod holding devices already (admitted again after a restart) fits as long as what
+		// the pods hold is allocatable, before the plugins registered again.
+		admitter.ForPod = d.devices.AdmissionAllocatable
+		allocator = deviceAllocator{d.devices}
+	}
 	nodeName := cfg.Cluster.NodeName
 	if nodeName == "" {
 		nodeName = strings.ToLower(hostname)
@@ -244,7 +259,7 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	}
 	kubelet.SetNode(nodeName, cgroupVersion)
 	d.ctrl = pods.NewController(pods.ControllerOptions{
-		Slices: d.mgr, Runtime: newKubeletRuntime(d.rt, kubelet, d.clock), Admitter: admitter, Logger: log, Clock: d.clock,
+		Slices: d.mgr, Runtime: newKubeletRuntime(d.rt, kubelet, d.clock), Admitter: admitter, Allocator: allocator, Logger: log, Clock: d.clock,
 		WantSources: wantSources(cfg),
 		Evictions:   pods.NewEvictionRecords(filepath.Join(cfg.StateDir, pods.EvictionsDir)),
 		// The metrics and the eviction manager are built below, from the controller; both
@@ -315,7 +330,7 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 		return nil, fmt.Errorf("manifest directory: %w", err)
 	}
 	back := &backend{ctrl: d.ctrl, store: d.store, objStore: d.objStore, objects: d.objects, rt: d.rt, mcfg: d.mcfg, mode: mode, maxPods: cfg.Node.MaxPods,
-		hostname: hostname, gc: d.gc, evm: d.evm, health: d.health, podSecurity: security, stats: d.stats, events: d.events, changes: &d.changes}
+		hostname: hostname, gc: d.gc, evm: d.evm, devices: d.devices, health: d.health, podSecurity: security, stats: d.stats, events: d.events, changes: &d.changes}
 	if d.api, err = api.NewServer(back, api.Options{Socket: cfg.API.Socket, Group: cfg.API.Group,
 		Logger: log.With("component", "api"), Health: d.health}); err != nil {
 		return nil, err
@@ -363,6 +378,10 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	mon := newMonitor(d, interval, units.Notify)
 
+	// The devices' checkpoint is read before the controller admits the pods that kept
+	// running, which keep their devices.
+	stopDevices := startDevices(d.devices, cfg, d.ctrl, log)
+	defer stopDevices()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup

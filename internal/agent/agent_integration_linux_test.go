@@ -36,7 +36,9 @@ func TestMain(m *testing.M) {
 	// corpus and its outcome table, for TestIntegrationCorpus (in the VM too).
 	slicectl, _ := filepath.Abs("../../bin/slicectl")
 	testdata, _ := filepath.Abs("../../testdata")
-	os.Exit(systemdtest.MainWith(m, systemdtest.Options{Files: []string{slicectl}, Dirs: []string{testdata}}))
+	// make device-plugin-build's sample device plugin, for TestIntegrationDevicePlugin.
+	plugin, _ := filepath.Abs("../../build/sample-device-plugin")
+	os.Exit(systemdtest.MainWith(m, systemdtest.Options{Files: []string{slicectl, plugin}, Dirs: []string{testdata}}))
 }
 
 // daemonEnv is a connection to the instance's systemd and a slicelet configuration in a

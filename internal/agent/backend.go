@@ -19,6 +19,7 @@ import (
 	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
+	"github.com/slicelet/slicelet/internal/pods/devices"
 	"github.com/slicelet/slicelet/internal/pods/events"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/internal/pods/source"
@@ -51,6 +52,8 @@ type backend struct {
 	events *events.Store
 	// changes is notified by the controller when pods change (api.PodNotifier).
 	changes *api.Broadcast
+	// devices are the device plugins' resources in the node's capacity; nil: none.
+	devices *devices.Manager
 }
 
 var _ api.PodNotifier = (*backend)(nil)
@@ -211,8 +214,8 @@ func (b *backend) Node(context.Context) (v1.Node, error) {
 	return v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: b.hostname, Labels: map[string]string{"kubernetes.io/os": "linux"}},
 		Status: v1.NodeStatus{
-			Capacity:    capacity,
-			Allocatable: alloc,
+			Capacity:    withDevices(capacity, b.devices, false),
+			Allocatable: withDevices(alloc, b.devices, true),
 			Conditions:  conditions,
 			NodeInfo:    v1.NodeSystemInfo{OperatingSystem: "linux", ContainerRuntimeVersion: b.rt.Name()},
 		},

@@ -110,9 +110,9 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 	}
 	maxPods := *resource.NewQuantity(int64(d.cfg.Node.MaxPods), resource.DecimalSI)
 	inputs := func() cluster.NodeInputs {
-		capacity := d.capa.ResourceList()
+		capacity := withDevices(d.capa.ResourceList(), d.devices, false)
 		capacity[v1.ResourcePods] = maxPods
-		alloc := d.alloc.DeepCopy()
+		alloc := withDevices(d.alloc, d.devices, true)
 		alloc[v1.ResourcePods] = maxPods
 		return cluster.NodeInputs{Name: name, Hostname: name, OS: goruntime.GOOS, Arch: goruntime.GOARCH,
 			Labels: cc.Labels, Taints: taints, Capacity: capacity, Allocatable: alloc,

@@ -67,6 +67,20 @@ func (l *lateObjects) ServiceEnv(namespace string, enableServiceLinks bool) (map
 }
 
 // RuntimeHandler is cluster mode's runtime handler of the RuntimeClass name.
+func (l *lateObjects) PersistentVolumeClaim(namespace, name string) (*v1.PersistentVolumeClaim, error) {
+	if o := l.get(); o != nil {
+		return o.PersistentVolumeClaim(namespace, name)
+	}
+	return nil, errNoCluster
+}
+
+func (l *lateObjects) PersistentVolume(name string) (*v1.PersistentVolume, error) {
+	if o := l.get(); o != nil {
+		return o.PersistentVolume(name)
+	}
+	return nil, errNoCluster
+}
+
 func (l *lateObjects) RuntimeHandler(name string) (string, error) {
 	if o := l.get(); o != nil {
 		return o.RuntimeHandler(name)

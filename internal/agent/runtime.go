@@ -69,6 +69,7 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 		NodeName:       extra.NodeName,
 		NodeIPs:        extra.NodeIPs,
 		Allocatable:    extra.Allocatable,
+		Devices:        extra.Devices,
 		MemoryCapacity: capacity.Memory,
 		HostPageSizes:  capacity.PageSizes(),
 		Resources:      mcfg.Pod,

@@ -72,6 +72,10 @@ type Clients struct {
 	Services        func(namespace string) ServiceClient
 	// RuntimeClasses resolves the pods' runtimeClassName (objects.go); nil: none exists.
 	RuntimeClasses RuntimeClassClient
+	// PersistentVolumeClaims and PersistentVolumes give the pods' claims their volumes
+	// (objects.go); nil ones find none.
+	PersistentVolumeClaims func(namespace string) PersistentVolumeClaimClient
+	PersistentVolumes      PersistentVolumeClient
 }
 
 // NewClients builds the clients from a kubeconfig file: client-go's REST client (what the

@@ -21,6 +21,12 @@ func addObjectClients(c *Clients, core rest.Interface, params runtime.ParameterC
 	c.Services = func(ns string) ServiceClient {
 		return &typed[*v1.Service, *v1.ServiceList]{rest: core, params: params, resource: "services", ns: ns, obj: func() *v1.Service { return &v1.Service{} }, list: func() *v1.ServiceList { return &v1.ServiceList{} }}
 	}
+	c.PersistentVolumeClaims = func(ns string) PersistentVolumeClaimClient {
+		return &typed[*v1.PersistentVolumeClaim, *v1.PersistentVolumeClaimList]{rest: core, params: params, resource: "persistentvolumeclaims", ns: ns,
+			obj: func() *v1.PersistentVolumeClaim { return &v1.PersistentVolumeClaim{} }}
+	}
+	c.PersistentVolumes = &typed[*v1.PersistentVolume, *v1.PersistentVolumeList]{rest: core, params: params, resource: "persistentvolumes",
+		obj: func() *v1.PersistentVolume { return &v1.PersistentVolume{} }}
 	c.ServiceAccounts = func(ns string) ServiceAccountClient {
 		return &tokenClient{rest: core, params: params, ns: ns}
 	}

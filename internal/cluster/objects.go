@@ -27,6 +27,18 @@ type RuntimeClassClient interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*nodev1.RuntimeClass, error)
 }
 
+// PersistentVolumeClaimClient is the node's access to the claims of one namespace: get only,
+// of the ones its pods use (the Node authorizer allows nothing else).
+type PersistentVolumeClaimClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.PersistentVolumeClaim, error)
+}
+
+// PersistentVolumeClient is the node's access to the persistent volumes its pods' claims are
+// bound to.
+type PersistentVolumeClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.PersistentVolume, error)
+}
+
 // SecretClient is the node's access to the Secrets of one namespace, as ConfigMapClient.
 type SecretClient interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Secret, error)
@@ -143,6 +155,8 @@ type Objects struct {
 	runtimeClasses *objectCache[*nodev1.RuntimeClass]
 	tokens         *tokenManager
 	services       *serviceEnv
+	claims         func(namespace string) PersistentVolumeClaimClient
+	volumes        PersistentVolumeClient
 }
 
 // NewObjects returns the API-backed objects of clients, on clk.
@@ -150,6 +164,8 @@ func NewObjects(clients Clients, clk clock.PassiveClock) *Objects {
 	o := &Objects{
 		tokens:   newTokenManager(clients.ServiceAccounts, clk),
 		services: &serviceEnv{},
+		claims:   clients.PersistentVolumeClaims,
+		volumes:  clients.PersistentVolumes,
 	}
 	o.configMaps = newObjectCache(clk, func(ctx context.Context, ns, name string) (*v1.ConfigMap, error) {
 		if clients.ConfigMaps == nil {
@@ -190,6 +206,31 @@ func (o *Objects) RuntimeHandler(name string) (string, error) {
 // `configmaps "name" not found`).
 func (o *Objects) ConfigMap(namespace, name string) (*v1.ConfigMap, error) {
 	return o.configMaps.get(namespace, name)
+}
+
+// claimTimeout bounds one read of a claim or a volume.
+const claimTimeout = 10 * time.Second
+
+// PersistentVolumeClaim reads the claim namespace/name from the API server, uncached, as the
+// kubelet's volume manager does: a claim is read until it is bound and its volume set up,
+// which the worker then keeps.
+func (o *Objects) PersistentVolumeClaim(namespace, name string) (*v1.PersistentVolumeClaim, error) {
+	if o.claims == nil {
+		return nil, apierrors.NewNotFound(v1.Resource("persistentvolumeclaims"), name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+	defer cancel()
+	return o.claims(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// PersistentVolume reads the persistent volume name from the API server, uncached.
+func (o *Objects) PersistentVolume(name string) (*v1.PersistentVolume, error) {
+	if o.volumes == nil {
+		return nil, apierrors.NewNotFound(v1.Resource("persistentvolumes"), name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+	defer cancel()
+	return o.volumes.Get(ctx, name, metav1.GetOptions{})
 }
 
 // Secret returns the Secret namespace/name, or the API's error.

@@ -28,6 +28,32 @@ func objectClients(cs *fake.Clientset) Clients {
 		ServiceAccounts: func(ns string) ServiceAccountClient { return cs.CoreV1().ServiceAccounts(ns) },
 		Services:        func(ns string) ServiceClient { return cs.CoreV1().Services(ns) },
 		RuntimeClasses:  cs.NodeV1().RuntimeClasses(),
+		PersistentVolumeClaims: func(ns string) PersistentVolumeClaimClient {
+			return cs.CoreV1().PersistentVolumeClaims(ns)
+		},
+		PersistentVolumes: cs.CoreV1().PersistentVolumes(),
+	}
+}
+
+// TestObjectsClaims: a claim and its volume are read from the API server at every ask (a
+// pending claim's binding is seen at once), the API's errors passed on.
+func TestObjectsClaims(t *testing.T) {
+	cs := fake.NewClientset(&v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "db"}},
+		&v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1"}})
+	o := NewObjects(objectClients(cs), clocktesting.NewFakePassiveClock(time.Now()))
+	for range 2 {
+		if pvc, err := o.PersistentVolumeClaim("db", "data"); err != nil || pvc.Name != "data" {
+			t.Fatalf("claim: %v %v", pvc, err)
+		}
+	}
+	if n := gets(cs, "persistentvolumeclaims"); n != 2 {
+		t.Errorf("%d reads of the claim, want 2 (no cache)", n)
+	}
+	if pv, err := o.PersistentVolume("pv-1"); err != nil || pv.Name != "pv-1" {
+		t.Errorf("volume: %v %v", pv, err)
+	}
+	if _, err := o.PersistentVolumeClaim("db", "other"); !apierrors.IsNotFound(err) {
+		t.Errorf("a missing claim: %v, want NotFound", err)
 	}
 }
 

@@ -101,19 +101,23 @@ func TestValidateAPIPod(t *testing.T) {
 			p.Spec.RuntimeClassName = ptr.To("gvisor")
 			p.Spec.Containers[0].Stdin, p.Spec.Containers[0].StdinOnce, p.Spec.Containers[0].TTY = true, true, true
 		}},
-		{name: "a claim the node cannot mount", mutate: func(p *v1.Pod) {
+		{name: "claims are served (their volumes from the API server)", mutate: func(p *v1.Pod) {
 			p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
 				{Name: "scratch", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{}}}}
-		}, want: []string{"spec.volumes[0].persistentVolumeClaim: Forbidden: slicelet cannot mount a claim's persistent volume",
-			"spec.volumes[1].ephemeral: Forbidden: a generic ephemeral volume is a persistent volume claim"}, never: "static pods"},
+		}},
+		{name: "a volume the node cannot mount", mutate: func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "x"}}}}
+			p.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "data", DevicePath: "/dev/x"}}
+		}, want: []string{"spec.volumes[0].csi: Forbidden: needs a volume plugin slicelet does not have",
+			"spec.containers[0].volumeDevices: Forbidden: raw block devices come from persistent volumes"}, never: "static pods"},
 		{name: "pull secrets and resource claims", mutate: func(p *v1.Pod) {
 			p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "regcred"}}
 			p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu"}}
 		}, want: []string{"spec.imagePullSecrets: Forbidden: pulling images with credentials", "spec.resourceClaims: Forbidden: dynamic resource allocation"}, never: "static pods"},
 		{name: "other problems stay", mutate: func(p *v1.Pod) {
 			p.Spec.Containers[0].Name = "Not_A_Name"
-			p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
-		}, want: []string{"spec.containers[0].name", "spec.volumes[0].persistentVolumeClaim: Forbidden: slicelet cannot mount"}},
+			p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "x"}}}}
+		}, want: []string{"spec.containers[0].name", "spec.volumes[0].csi: Forbidden: needs a volume plugin"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

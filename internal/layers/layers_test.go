@@ -108,10 +108,13 @@ var confined = []struct {
 	// container configurations): the worker and its two backends use them; gRPC stays crirt's.
 	{"k8s.io/cri-api/", []string{"internal/pods/worker", "internal/pods/crirt", "internal/pods/systemdrt"}},
 	// gRPC probes speak the gRPC health protocol (internal/pods/prober).
-	{"google.golang.org/grpc", []string{"internal/pods/crirt", "internal/pods/prober"}},
+	// The device plugin and PodResources APIs are gRPC over unix sockets (internal/pods/devices).
+	{"google.golang.org/grpc", []string{"internal/pods/crirt", "internal/pods/prober", "internal/pods/devices"}},
 	{"github.com/lmittmann/tint", []string{"internal/logging"}},
 	// k8s.io/kubernetes is large and not meant as a library: one small adapter calls it.
-	{"k8s.io/kubernetes/", []string{"internal/kubevalidation"}},
+	// The device manager's checkpoint is the kubelet's own format and checksum
+	// (pkg/kubelet/cm/devicemanager/checkpoint), and its resource names the API's helper's.
+	{"k8s.io/kubernetes/", []string{"internal/kubevalidation", "internal/pods/devices"}},
 	// Talking to a Kubernetes API server is cluster mode's alone (slicectl's printers use
 	// client-go's jsonpath, which talks to nothing); klog is how client-go logs, routed into
 	// slog there.

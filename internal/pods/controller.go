@@ -35,6 +35,16 @@ type Admitter interface {
 	Admit(pod *v1.Pod, admitted []*v1.Pod) (ok bool, reason, message string)
 }
 
+// Allocator gives an admitted pod the node's devices, after every other check admitted it, as
+// the kubelet's resource allocation admit handler runs after its predicate handler. It may call
+// out (device plugins); it is called with the controller's lock held, one pod at a time.
+type Allocator interface {
+	// Allocate gives pod its devices, or refuses it with the reason and message shown on the
+	// pod. active are the other admitted pods; ready reports whether every source has sent
+	// its pods (only then are the devices of pods not among active freed).
+	Allocate(pod *v1.Pod, active []*v1.Pod, ready bool) (ok bool, reason, message string)
+}
+
 // ReasonRuntimeUnavailable is the status reason of a pod whose phase is Unknown because the
 // container runtime cannot be reached (see ErrRuntimeUnavailable).
 const ReasonRuntimeUnavailable = "RuntimeUnavailable"
@@ -103,6 +113,8 @@ type ControllerOptions struct {
 	Runtime Runtime
 	// Admitter admits pods. Required.
 	Admitter Admitter
+	// Allocator gives admitted pods their devices; nil gives none.
+	Allocator Allocator
 	// Logger; discarded when nil.
 	Logger *slog.Logger
 	// Clock; the real clock when nil.
@@ -139,6 +151,7 @@ type Controller struct {
 	slices   Slices
 	rt       Runtime
 	admit    Admitter
+	alloc    Allocator
 	log      *slog.Logger
 	clock    clock.WithTicker
 	tick     time.Duration
@@ -197,7 +210,7 @@ func NewController(opts ControllerOptions) *Controller {
 		}
 	}
 	return &Controller{
-		slices: opts.Slices, rt: opts.Runtime, admit: opts.Admitter, log: opts.Logger, clock: opts.Clock, tick: opts.Tick,
+		slices: opts.Slices, rt: opts.Runtime, admit: opts.Admitter, alloc: opts.Allocator, log: opts.Logger, clock: opts.Clock, tick: opts.Tick,
 		onReject: opts.OnReject, onChange: opts.OnChange, onStatus: opts.OnStatus, events: opts.Recorder,
 		evictions: opts.Evictions, evicted: evicted,
 		snapshots: map[string]Snapshot{},
@@ -367,6 +380,9 @@ func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 				ok, reason, msg = false, ReasonUnsupported, fmt.Sprintf("the %s runtime cannot run this pod: %s", c.rt.Name(), errs.ToAggregate())
 			} else {
 				ok, reason, msg = c.admit.Admit(d.Pod, c.admittedLocked())
+			}
+			if ok && c.alloc != nil {
+				ok, reason, msg = c.alloc.Allocate(d.Pod, c.admittedLocked(), c.allSourcesReadyLocked())
 			}
 		}
 		ps.admitted = ok

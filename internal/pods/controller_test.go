@@ -956,3 +956,54 @@ func TestResyncAfter(t *testing.T) {
 		})
 	}
 }
+
+// fakeAllocator refuses the pods named in refuse and records what it was asked.
+type fakeAllocator struct {
+	refuse map[string]bool
+	asked  []string
+	active [][]string
+}
+
+func (f *fakeAllocator) Allocate(pod *v1.Pod, active []*v1.Pod, _ bool) (bool, string, string) {
+	f.asked = append(f.asked, pod.Name)
+	var names []string
+	for _, p := range active {
+		names = append(names, p.Name)
+	}
+	f.active = append(f.active, names)
+	if f.refuse[pod.Name] {
+		return false, "UnexpectedAdmissionError", "Allocate failed due to no devices, which is unexpected"
+	}
+	return true, "", ""
+}
+
+// TestControllerAllocatesAfterAdmission: the allocator runs for a pod admission admitted
+// (with the pods admitted before it), never for one it refused; its refusal is the pod's
+// status and the pod gets no slice.
+func TestControllerAllocatesAfterAdmission(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &fakeSlices{ensured: map[string]int{}, failOnce: map[string]bool{}}
+		rt := &fakeRuntime{synced: map[string]int{}}
+		alloc := &fakeAllocator{refuse: map[string]bool{"b": true}}
+		c := NewController(ControllerOptions{Slices: s, Runtime: rt, Admitter: maxPods(2), Allocator: alloc, WantSources: []string{SourceFile}})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		c.Update(Snapshot{Source: SourceFile, Pods: []Desired{desired(SourceFile, "a", "uid-a"), desired(SourceFile, "b", "uid-b"),
+			desired(SourceFile, "c", "uid-c"), desired(SourceFile, "d", "uid-d")}})
+		synctest.Wait()
+		if want := []string{"a", "b", "c"}; !stdslices.Equal(alloc.asked, want) {
+			t.Errorf("allocator asked for %v, want %v (d is over max pods)", alloc.asked, want)
+		}
+		if len(alloc.active) == 3 && !stdslices.Equal(alloc.active[2], []string{"a"}) {
+			t.Errorf("c allocated next to %v, want [a]", alloc.active[2])
+		}
+		p, _ := c.Pod("default", "b")
+		if p.Status.Phase != v1.PodFailed || p.Status.Reason != "UnexpectedAdmissionError" {
+			t.Errorf("b status = %+v", p.Status)
+		}
+		if s.ensured["uid-b"] != 0 {
+			t.Error("a pod the allocator refused got a slice")
+		}
+	})
+}

@@ -8,7 +8,7 @@ import (
 func TestDeliberateDivergence(t *testing.T) {
 	const (
 		rbd      = `a.yaml: spec.volumes[0].rbd: Forbidden: needs a volume plugin slicelet does not have; use hostPath or emptyDir`
-		extended = `a.yaml: spec.initContainers[0].resources.limits.example.com/widget: Invalid value: "example.com/widget": slicelet can only enforce limits on cpu, memory, ephemeral-storage and hugepages (extended resources need a device plugin)`
+		bogus    = `a.yaml: spec.initContainers[0].resources.limits.kubernetes.io/bogus: Invalid value: "kubernetes.io/bogus": slicelet can only enforce limits on cpu, memory, ephemeral-storage, hugepages-<size> and extended resources (a device plugin's devices)`
 		genuine  = `a.yaml: spec.containers[0].ports[0].containerPort: Invalid value: 0: must be between 1 and 65535, inclusive`
 	)
 	refused := func(refusal string) difference {
@@ -20,7 +20,7 @@ func TestDeliberateDivergence(t *testing.T) {
 		want []string // parts of the reason; none: not deliberate
 	}{
 		{"one registry refusal", refused(rbd), []string{"by its registry"}},
-		{"registry and extended resource, past the printed length", refused(rbd + "\n" + extended), []string{"by its registry", "device plugin"}},
+		{"registry and unenforceable limit, past the printed length", refused(rbd + "\n" + bogus), []string{"by its registry", "cannot enforce"}},
 		{"a deliberate refusal does not hide a genuine one", refused(rbd + "\n" + genuine), nil},
 		{"a decoding error is no field refusal", refused("a.yaml: yaml: line 3: mapping values are not allowed"), nil},
 		{"slicelet accepts what the kubelet refuses as a static pod's secret", difference{field: "accepted", slicelet: "yes",

@@ -454,9 +454,9 @@ var refusalDivergences = []struct {
 	match func(err string) bool
 }{
 	{
-		"extended resources need a device plugin, which slicelet does not have: their limits are refused, not ignored",
+		"a limit on a resource slicelet cannot enforce (neither cpu, memory, ephemeral-storage, hugepages-<size> nor an extended resource: kubernetes.io/bogus) is refused with its path, not accepted and ignored: the kubelet accepts it",
 		func(err string) bool {
-			return strings.Contains(err, "slicelet can only enforce limits on cpu, memory, ephemeral-storage and hugepages")
+			return strings.Contains(err, "slicelet can only enforce limits on cpu, memory, ephemeral-storage, hugepages-<size> and extended resources")
 		},
 	},
 	{
@@ -483,6 +483,12 @@ var deliberateDivergences = []struct {
 	why   string
 	match func(d difference) bool
 }{
+	{
+		"a static pod asking for an extended resource no device plugin of the node provides is refused at admission (the device manager's UnexpectedAdmissionError, \"cannot allocate unregistered device\"), not run without the device: the kubelet admits it (pkg/kubelet/lifecycle/predicate.go drops missing extended resources, noting a static pod should fail)",
+		func(d difference) bool {
+			return d.field == "admit" && d.slicelet == "reject UnexpectedAdmissionError" && d.kubelet == "admit"
+		},
+	},
 	{
 		"ConfigMaps and Secrets are served to pods from slicelet's own sources (the manifest directory and the API): the kubelet refuses static pods that reference them",
 		func(d difference) bool {

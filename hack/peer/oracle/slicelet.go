@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -9,6 +11,7 @@ import (
 
 	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods/admission"
+	"github.com/slicelet/slicelet/internal/pods/devices"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 )
@@ -95,6 +98,12 @@ func sliceletFacts(pod *v1.Pod, node nodeSetup) facts {
 		f.set(prefix+"cri_oom_score_adj", strconv.Itoa(slices.ContainerOOMScoreAdj(pod, c, node.memoryCapacity)))
 	})
 	d := admission.Admit(pod, admission.NodeState{Allocatable: node.allocatable(), OS: "linux"})
+	if d.Admit {
+		// Then the device manager's allocation, as the daemon runs it for a static pod on a
+		// node without device plugins (the node here has none).
+		ok, reason, _ := devices.New(devices.Options{Dir: os.TempDir()}).Admit(context.Background(), pod, true, nil, false)
+		d.Admit, d.Reason = ok, reason
+	}
 	f.set("admit", admitString(d.Admit, d.Reason))
 	if host, err := lifecycle.ParseResolvConf([]byte(oracleResolvConf)); err != nil {
 		f.set("dns.error", err.Error())

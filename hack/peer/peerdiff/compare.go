@@ -234,7 +234,7 @@ var deliberateDivergences = []struct {
 	match func(d difference, e entry) bool
 }{
 	{
-		"extended resources need a device plugin, which slicelet does not have: their limits are refused, not ignored (the kubelet admits a pod short of an extended resource its node never had)",
+		"a static pod asking for an extended resource no device plugin of the node provides is refused at admission (UnexpectedAdmissionError, \"cannot allocate unregistered device\"), not run without the device (the kubelet admits a pod short of an extended resource its node never had)",
 		func(d difference, e entry) bool {
 			return d.field == "admitted" && d.slicelet == "no" && d.kubelet == "yes" && e.Pod != nil && hasExtended(e.Pod)
 		},

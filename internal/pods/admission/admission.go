@@ -20,8 +20,6 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/slices"
@@ -391,20 +389,8 @@ func withoutMissingExtended(pod *v1.Pod, allocatable v1.ResourceList) *v1.Pod {
 	return cp
 }
 
-// isNativeResource is v1helper.IsNativeResource: no domain, or the kubernetes.io domain.
-func isNativeResource(name v1.ResourceName) bool {
-	return !strings.Contains(string(name), "/") || strings.Contains(string(name), v1.ResourceDefaultNamespacePrefix)
-}
-
-// isExtendedResourceName is v1helper.IsExtendedResourceName: a domain-qualified name outside
-// kubernetes.io that is not a quota "requests." name and is a qualified name.
-func isExtendedResourceName(name v1.ResourceName) bool {
-	if isNativeResource(name) || strings.HasPrefix(string(name), v1.DefaultResourceRequestsPrefix) {
-		return false
-	}
-	// It must stay a qualified name once turned into a quota name ("requests.<name>").
-	return len(validation.IsQualifiedName(v1.DefaultResourceRequestsPrefix+string(name))) == 0
-}
+// isExtendedResourceName is slices.IsExtendedResourceName (v1helper's).
+func isExtendedResourceName(name v1.ResourceName) bool { return slices.IsExtendedResourceName(name) }
 
 // isScalarResourceName is the scheduler's IsScalarResourceName: extended resources, hugepages,
 // kubernetes.io/-prefixed native resources and attachable volumes.
@@ -423,6 +409,9 @@ type Admitter struct {
 	// PodSecurity is the level enforced on each pod source ("file", "api"); a source it does
 	// not name is privileged (nothing checked).
 	PodSecurity map[string]PodSecurity
+	// ForPod, when set, is allocatable for admitting one pod (the device manager's: a pod
+	// that holds devices already fits as long as the devices held count as allocatable).
+	ForPod func(pod *v1.Pod, allocatable v1.ResourceList) v1.ResourceList
 }
 
 // AdmitSecurity implements the controller's Admitter: Pod Security at the source's level.
@@ -435,6 +424,9 @@ func (a Admitter) AdmitSecurity(pod *v1.Pod, source string) (ok bool, reason, me
 func (a Admitter) Admit(pod *v1.Pod, admitted []*v1.Pod) (ok bool, reason, message string) {
 	n := a.Node()
 	n.Pods = admitted
+	if a.ForPod != nil {
+		n.Allocatable = a.ForPod(pod, n.Allocatable)
+	}
 	d := Admit(pod, n)
 	return d.Admit, d.Reason, d.Message
 }

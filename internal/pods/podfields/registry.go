@@ -53,8 +53,14 @@ const (
 	nodeAffinity   = "implemented: admission matches it against the registered Node (its name and labels; internal/pods/admission), reason NodeAffinity as the kubelet's predicate handler"
 	fromAPIServer  = "from the API server with the node's credentials, cached 1 minute (internal/cluster/objects.go)"
 	apiServerOwned = "set and used by the API server; a static pod's copy is ignored by the kubelet too"
-	noVolumePlugin = "slicelet cannot mount a claim's persistent volume: it has no CSI driver or in-tree volume plugin to attach and mount it"
-	noDRA          = "dynamic resource allocation is " + notYet + ": the node prepares no ResourceClaim (no DRA driver plugins)"
+	// noClaimBinder is why a pod of the manifest directory or the local API cannot use a
+	// claim: stand-alone, no API server binds it to a volume (nor creates a generic ephemeral
+	// volume's); on a cluster node the kubelet's static-pod rule forbids it.
+	noClaimBinder     = "a persistent volume claim is bound to its volume by an API server's controllers, and a stand-alone node has no API server; a static pod may not reference one on a cluster node either (static pods may not reference persistentvolumeclaims, pkg/kubelet/config/common.go)"
+	claimAlternatives = "mount the node's storage with a hostPath volume (type Directory, or DirectoryOrCreate), what a local PersistentVolume would give the pod (docs/operations.md#storage)"
+	// claimVolumes is what cluster mode does with a claim.
+	claimVolumes = "the claim and the volume bound to it read from the API server (what the Node authorizer lets a node read) until bound, the pod waiting in ContainerCreating with FailedMount and the kubelet's words meanwhile (\"error processing PVC default/data: PVC is not bound\"); a hostPath or local persistent volume is mounted from its node path (a hostPath's type checked or its directory created), read-only when the claim says so (lifecycle/claims.go, worker/objvolumes.go); a volume of another kind waits with FailedMount: slicelet has no CSI driver or other volume plugin"
+	noDRA        = "dynamic resource allocation is " + notYet + ": the node prepares no ResourceClaim (no DRA driver plugins)"
 )
 
 // containerFields are the entries of a container, relative to it; they apply to containers and
@@ -82,7 +88,8 @@ var containerFields = []Entry{
 	{Path: "env[*].valueFrom.configMapKeyRef", Handling: Implemented, Note: "one key of a ConfigMap (worker/env.go); a missing one is CreateContainerConfigError" + divergence, Cluster: fromAPIServer},
 	{Path: "env[*].valueFrom.secretKeyRef", Handling: Implemented, Note: "one key of a Secret (worker/env.go); a missing one is CreateContainerConfigError" + divergence, Cluster: fromAPIServer},
 	{Path: "env[*].valueFrom.fileKeyRef", Handling: Refused, Note: "env from files (EnvFiles) is " + notYet},
-	{Path: "resources.limits", Handling: Implemented, Note: "the kubelet's resource math (slices/resources.go): quota, memory.max, hugetlb, QoS class"},
+	{Path: "resources.limits", Handling: Implemented, Note: "the kubelet's resource math (slices/resources.go): quota, memory.max, hugetlb, QoS class; an extended resource's limit is that many of a device plugin's devices, allocated at admission (internal/pods/devices), their env, mounts, device nodes and CDI devices in the container's run; a static pod asking for one no plugin provides is refused at admission (UnexpectedAdmissionError)",
+		Cluster: "as for a static pod, except that an extended resource no device plugin provides is left to the scheduler (a cluster-level resource), as the kubelet does"},
 	{Path: "resources.requests", Handling: Implemented, Note: "shares/weight, QoS class, OOM score, admission (slices, admission); defaulted from limits"},
 	{Path: "resources.claims", Handling: Refused, Note: staticPrefix + "resourceclaims (pkg/kubelet/config/common.go)", Cluster: noDRA},
 	{Path: "resizePolicy", Handling: NoEffect, Note: "in-place resize is an update through the API server; a changed manifest is a new static pod (new UID)",
@@ -97,7 +104,7 @@ var containerFields = []Entry{
 	{Path: "volumeMounts[*].subPathExpr", Handling: Implemented, Note: "as subPath, $(VAR) expanded from the container's env; an undefined or empty variable is CreateContainerConfigError (kubecontainer.ExpandContainerVolumeMounts)"},
 	{Path: "volumeMounts[*].mountPropagation", Handling: Implemented, Note: "CRI mount propagation as the kubelet's translateMountPropagation (None private, HostToContainer rslave, Bidirectional rshared; worker/network.go); Bidirectional only in privileged containers, as the API validates it (internal/manifest); the systemd runtime: HostToContainer is what systemd gives every mount of a service (its namespace is a slave of the host's; so does None there), Bidirectional refused (systemdrt/validate.go)"},
 	{Path: "volumeMounts[*].bindMountOptions", Handling: Refused, Note: "bind mount options are " + notYet},
-	{Path: "volumeDevices", Handling: Refused, Note: "block devices come from persistent volume claims, which static pods may not reference",
+	{Path: "volumeDevices", Handling: Refused, Note: "raw block devices come from persistent volume claims: " + noClaimBinder,
 		Cluster: "raw block devices come from persistent volumes, which slicelet cannot attach or map: it has no CSI driver or in-tree volume plugin"},
 	{Path: "terminationMessagePath", Handling: Implemented, Note: "the cri runtime: an empty 0666 file per run mounted there, read (at most 4 KiB) into the terminated state's message (worker/termination.go, kuberuntime_container.go); the systemd runtime mounts none and reports no message"},
 	{Path: "terminationMessagePolicy", Handling: Implemented, Note: "FallbackToLogsOnError: a failed run's last 80 log lines, at most 2 KiB, when its file is empty (lifecycle/termination.go)"},
@@ -155,9 +162,9 @@ var podFields = []Entry{
 	{Path: "spec.volumes[*].hostPath", Handling: Implemented, Note: "bind mount with the type checks or creation (lifecycle/volumes.go)"},
 	{Path: "spec.volumes[*].secret", Handling: Implemented, Note: "written by the atomic writer, read-only (worker/objvolumes.go)" + divergence, Cluster: fromAPIServer},
 	{Path: "spec.volumes[*].configMap", Handling: Implemented, Note: "written by the atomic writer, read-only, rewritten on change (worker/objvolumes.go)" + divergence, Cluster: fromAPIServer},
-	{Path: "spec.volumes[*].persistentVolumeClaim", Handling: Refused, Note: staticPrefix + "persistentvolumeclaims (pkg/kubelet/config/common.go)", Cluster: noVolumePlugin},
-	{Path: "spec.volumes[*].ephemeral", Handling: Refused, Note: staticPrefix + "persistentvolumeclaims (via ephemeral volumes) (pkg/kubelet/config/common.go)",
-		Cluster: "a generic ephemeral volume is a persistent volume claim: " + noVolumePlugin},
+	{Path: "spec.volumes[*].persistentVolumeClaim", Handling: Refused, Note: noClaimBinder + "; " + claimAlternatives, ClusterHandling: Implemented, Cluster: claimVolumes},
+	{Path: "spec.volumes[*].ephemeral", Handling: Refused, Note: "a generic ephemeral volume is a persistent volume claim: " + noClaimBinder + "; " + claimAlternatives,
+		ClusterHandling: Implemented, Cluster: "the claim the ephemeral volume controller creates for the pod (<pod>-<volume>, owned by the pod): " + claimVolumes},
 	{Path: "spec.volumes[*].downwardAPI", Handling: Implemented, Note: "written by the atomic writer (worker/objvolumes.go)"},
 	{Path: "spec.volumes[*].projected.defaultMode", Handling: Implemented, Note: "the mode of the projected files (worker/objvolumes.go)"},
 	{Path: "spec.volumes[*].projected.defaultUser", Handling: NoEffect, Note: "the owner of the projected files; every source of a projection is refused today"},

@@ -83,7 +83,7 @@ func TestRefusals(t *testing.T) {
 		{"plain pod", func(*v1.Pod) {}, nil},
 		{"persistent volume claim", func(p *v1.Pod) {
 			p.Spec.Volumes = []v1.Volume{{Name: "e", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}, {Name: "s", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}}}}
-		}, []string{"spec.volumes[1].persistentVolumeClaim: Forbidden: static pods may not reference persistentvolumeclaims"}},
+		}, []string{"spec.volumes[1].persistentVolumeClaim: Forbidden: a persistent volume claim is bound to its volume by an API server's controllers, and a stand-alone node has no API server"}},
 		{"secret volume and env (served from slicelet's own sources)", func(p *v1.Pod) {
 			p.Spec.Volumes = []v1.Volume{{Name: "s", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "x"}}}}
 			p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "P", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{Key: "k"}}}}
@@ -159,9 +159,12 @@ func TestRefusalsFromAPIServer(t *testing.T) {
 				{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token"}}}}}}}
 			p.Spec.Containers[0].Stdin, p.Spec.Containers[0].TTY = true, true
 		}, nil},
-		{"persistent volume claim: the node cannot mount it", func(p *v1.Pod) {
+		{"persistent volume claim: its volume from the API server", func(p *v1.Pod) {
 			p.Spec.Volumes = []v1.Volume{{Name: "d", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
-		}, []string{"spec.volumes[0].persistentVolumeClaim: Forbidden: slicelet cannot mount a claim's persistent volume"}},
+		}, nil},
+		{"an inline CSI volume: the node has no driver", func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "d", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "x"}}}}
+		}, []string{"spec.volumes[0].csi: Forbidden: needs a volume plugin slicelet does not have"}},
 		{"resource claims", func(p *v1.Pod) { p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu"}} },
 			[]string{"spec.resourceClaims: Forbidden: dynamic resource allocation is not implemented"}},
 		{"image pull secrets", func(p *v1.Pod) { p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "regcred"}} },

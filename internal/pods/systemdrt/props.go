@@ -226,6 +226,14 @@ func identityProperties(cfg *runtimeapi.ContainerConfig) []units.Property {
 			rw = append(rw, b)
 		}
 	}
+	// A device plugin's device nodes: the service sees the host's /dev (no DevicePolicy), so
+	// a node at the same path is there already; bound, it is there at the path the plugin
+	// gave too.
+	for _, d := range cfg.GetDevices() {
+		if d.GetHostPath() != d.GetContainerPath() {
+			rw = append(rw, units.BindPath{Source: d.GetHostPath(), Destination: d.GetContainerPath()})
+		}
+	}
 	if len(rw) > 0 {
 		p = append(p, units.Property{Name: "BindPaths", Value: rw})
 	}

@@ -411,6 +411,11 @@ func (r *Runtime) CreateContainer(ctx context.Context, sandboxID string, config 
 			return "", fmt.Errorf("container %s: mount %s: bidirectional propagation: %s", name, m.GetContainerPath(), noBidirectional)
 		}
 	}
+	// A CDI device is a specification's edits of an OCI runtime spec, which a systemd
+	// service does not have: refused, never dropped.
+	if cdi := config.GetCDIDevices(); len(cdi) > 0 {
+		return "", fmt.Errorf("container %s: CDI device %s: the systemd runtime cannot apply CDI specifications; run the pod with the cri runtime", name, cdi[0].GetName())
+	}
 	var reset []string
 	err = r.locked(uid, func(e *podEntry) error {
 		sb := (*sandbox)(nil)

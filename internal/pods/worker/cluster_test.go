@@ -3,6 +3,7 @@ package worker
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +25,25 @@ type fakeCluster struct {
 	services map[string]string
 	svcErr   error
 	handlers map[string]string // RuntimeClass name → handler
+	claims   map[string]*v1.PersistentVolumeClaim
+	volumes  map[string]*v1.PersistentVolume
+	reads    int // claim and volume reads
+}
+
+func (c *fakeCluster) PersistentVolumeClaim(ns, name string) (*v1.PersistentVolumeClaim, error) {
+	c.reads++
+	if pvc, ok := c.claims[ns+"/"+name]; ok {
+		return pvc.DeepCopy(), nil
+	}
+	return nil, apierrors.NewNotFound(v1.Resource("persistentvolumeclaims"), name)
+}
+
+func (c *fakeCluster) PersistentVolume(name string) (*v1.PersistentVolume, error) {
+	c.reads++
+	if pv, ok := c.volumes[name]; ok {
+		return pv.DeepCopy(), nil
+	}
+	return nil, apierrors.NewNotFound(v1.Resource("persistentvolumes"), name)
 }
 
 func (c *fakeCluster) ConfigMap(ns, name string) (*v1.ConfigMap, error) {
@@ -248,4 +268,56 @@ func TestRuntimeClassHandler(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClusterPodClaim: a cluster pod's claim waits (FailedMount, the kubelet's words) until it
+// is bound; then its hostPath volume is created, mounted in the container (read-only when the
+// claim says so) and not read again at the next syncs.
+func TestClusterPodClaim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeRT()
+		dir := filepath.Join(t.TempDir(), "pv-1")
+		dirOrCreate := v1.HostPathDirectoryOrCreate
+		cl := &fakeCluster{
+			claims: map[string]*v1.PersistentVolumeClaim{"default/data-0": {ObjectMeta: metav1.ObjectMeta{Name: "data-0", Namespace: "default", UID: "claim-uid"},
+				Status: v1.PersistentVolumeClaimStatus{Phase: v1.ClaimPending}}},
+			volumes: map[string]*v1.PersistentVolume{"pv-1": {ObjectMeta: metav1.ObjectMeta{Name: "pv-1"},
+				Spec: v1.PersistentVolumeSpec{ClaimRef: &v1.ObjectReference{UID: "claim-uid"},
+					PersistentVolumeSource: v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &dirOrCreate}}}}},
+		}
+		w, events := newTestWorkerWith(t, f, "", func(o *Options) { o.Cluster = cl })
+		pod := clusterPod("pvc-1")
+		pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data-0", ReadOnly: true}}}}
+		pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		st := mustSync(t, w, pod)
+		if running(st) || f.callsTo("CreateContainer") != 0 {
+			t.Fatalf("a pod whose claim is pending started: %+v", st)
+		}
+		want := "Warning FailedMount Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[data], failed to process volumes=[data]: error processing PVC default/data-0: PVC is not bound"
+		if got := drain(events); !slices.Contains(got, want) {
+			t.Errorf("events %q, want %q", got, want)
+		}
+
+		pvc := cl.claims["default/data-0"]
+		pvc.Spec.VolumeName, pvc.Status.Phase = "pv-1", v1.ClaimBound
+		mustSync(t, w, pod)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			t.Fatalf("the hostPath volume's directory was not created: %v", err)
+		}
+		cfg := f.onlyConfig(t)
+		var found bool
+		for _, m := range cfg.Mounts {
+			if m.ContainerPath == "/data" {
+				found = m.HostPath == dir && m.Readonly
+			}
+		}
+		if !found {
+			t.Errorf("mounts %v: want %s read-only at /data", cfg.Mounts, dir)
+		}
+		reads := cl.reads
+		mustSync(t, w, pod)
+		if cl.reads != reads {
+			t.Errorf("the claim was read again after its volume was set up (%d reads, then %d)", reads, cl.reads)
+		}
+	})
 }

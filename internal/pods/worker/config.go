@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -359,4 +360,46 @@ func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, i
 		cfg.StopSignal = runtimeapi.Signal(runtimeapi.Signal_value["SIGNAL_"+string(*c.Lifecycle.StopSignal)])
 	}
 	return cfg, nil
+}
+
+// applyDevices adds what container c's devices give its run to cfg (the kubelet's
+// GenerateRunContainerOptions with the device manager's options): their env before the
+// container's (the container's own win), their mounts before the volumes', their device nodes
+// and CDI devices, their annotations where slicelet sets none. An error is a configError.
+func (w *Worker) applyDevices(ctx context.Context, pod *v1.Pod, c *v1.Container, cfg *runtimeapi.ContainerConfig) error {
+	if w.opts.Devices == nil {
+		return nil
+	}
+	d, err := w.opts.Devices.RunOptions(ctx, pod, c)
+	if err != nil {
+		return configError{fmt.Errorf("container %s: devices: %w", c.Name, err)}
+	}
+	if d == nil {
+		return nil
+	}
+	envs := make([]*runtimeapi.KeyValue, 0, len(d.Envs)+len(cfg.Envs))
+	for _, e := range d.Envs {
+		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
+	}
+	cfg.Envs = append(envs, cfg.Envs...)
+	mounts := make([]*runtimeapi.Mount, 0, len(d.Mounts)+len(cfg.Mounts))
+	for _, m := range d.Mounts {
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.ContainerPath, HostPath: m.HostPath, Readonly: m.ReadOnly})
+	}
+	cfg.Mounts = append(mounts, cfg.Mounts...)
+	for _, n := range d.Devices {
+		cfg.Devices = append(cfg.Devices, &runtimeapi.Device{ContainerPath: n.ContainerPath, HostPath: n.HostPath, Permissions: n.Permissions})
+	}
+	for _, n := range d.CDIDevices {
+		cfg.CDIDevices = append(cfg.CDIDevices, &runtimeapi.CDIDevice{Name: n})
+	}
+	for k, v := range d.Annotations {
+		if _, ok := cfg.Annotations[k]; !ok {
+			if cfg.Annotations == nil {
+				cfg.Annotations = map[string]string{}
+			}
+			cfg.Annotations[k] = v
+		}
+	}
+	return nil
 }

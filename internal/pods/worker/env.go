@@ -35,6 +35,10 @@ type ClusterObjects interface {
 	ServiceEnv(namespace string, enableServiceLinks bool) (map[string]string, error)
 	// RuntimeHandler is the CRI runtime handler of the RuntimeClass name.
 	RuntimeHandler(name string) (string, error)
+	// PersistentVolumeClaim and PersistentVolume read a claim of the pods and the volume it
+	// is bound to (or the API's error).
+	PersistentVolumeClaim(namespace, name string) (*v1.PersistentVolumeClaim, error)
+	PersistentVolume(name string) (*v1.PersistentVolume, error)
 }
 
 // configError is a container configuration that cannot be built now (a missing ConfigMap,

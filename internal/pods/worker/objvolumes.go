@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -32,7 +33,7 @@ func isObjectVolume(v *v1.Volume) bool {
 func readOnlyVolume(pod *v1.Pod, name string) bool {
 	for i := range pod.Spec.Volumes {
 		if v := &pod.Spec.Volumes[i]; v.Name == name {
-			return isObjectVolume(v)
+			return isObjectVolume(v) || (v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly)
 		}
 	}
 	return false
@@ -199,6 +200,15 @@ func (w *Worker) syncObjectVolumes(pod *v1.Pod, e *entry) (map[string]string, er
 	var errs []string
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
+		if claim, ok := lifecycle.ClaimName(pod, v); ok && fromCluster(pod) {
+			path, err := w.claimVolume(pod, v, claim, e)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("Unable to attach or mount volumes: unmounted volumes=[%s], unattached volumes=[%s], failed to process volumes=[%s]: %v", v.Name, v.Name, v.Name, err))
+				continue
+			}
+			out[v.Name] = path
+			continue
+		}
 		if !isObjectVolume(v) {
 			continue
 		}
@@ -232,6 +242,48 @@ func (w *Worker) syncObjectVolumes(pod *v1.Pod, e *entry) (map[string]string, er
 		return out, errors.New(msg)
 	}
 	return out, nil
+}
+
+// claimVolume is the node path of the volume bound to claim, the claim of cluster pod's volume
+// v (the kubelet's volume manager, for hostPath and local persistent volumes): the claim and
+// its volume are read from the API server until the volume is set up (a hostPath volume's
+// type checked, or its directory created), then the path is kept for the pod's life.
+func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) (string, error) {
+	e.recMu.Lock()
+	path, ok := e.claims[v.Name]
+	e.recMu.Unlock()
+	if ok {
+		return path, nil
+	}
+	if w.opts.Cluster == nil {
+		return "", fmt.Errorf("error processing PVC %s/%s: no API server", pod.Namespace, claim)
+	}
+	pvc, err := w.opts.Cluster.PersistentVolumeClaim(pod.Namespace, claim)
+	pvName, err := lifecycle.BoundVolume(pod, v, claim, pvc, err)
+	if err != nil {
+		return "", err
+	}
+	pv, err := w.opts.Cluster.PersistentVolume(pvName)
+	path, _, err = lifecycle.ClaimedVolume(pod, v, claim, pvc, pv, err)
+	if err != nil {
+		return "", err
+	}
+	if hp := pv.Spec.HostPath; hp != nil {
+		if err := lifecycle.PrepareHostPath(&v1.HostPathVolumeSource{Path: hp.Path, Type: hp.Type}); err != nil {
+			return "", fmt.Errorf("MountVolume.SetUp failed for volume %q : hostPath %s: %w", pvName, hp.Path, err)
+		}
+	} else if _, err := os.Stat(path); err != nil {
+		// A local volume's path is the administrator's: it must be there.
+		return "", fmt.Errorf("MountVolume.NewMounter initialization failed for volume %q : path %q does not exist", pvName, path)
+	}
+	e.recMu.Lock()
+	if e.claims == nil {
+		e.claims = map[string]string{}
+	}
+	e.claims[v.Name] = path
+	e.recMu.Unlock()
+	w.log.Info("claim's volume set up", "pod_uid", string(pod.UID), "volume", v.Name, "claim", claim, "persistent_volume", pvName, "path", path)
+	return path, nil
 }
 
 // validateObjectVolumes checks the object volumes the worker writes: the sources it handles

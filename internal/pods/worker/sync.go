@@ -418,6 +418,9 @@ func (w *Worker) startContainer(ctx context.Context, pod *v1.Pod, e *entry, sbID
 		}
 	}
 	cfg, err := w.ContainerConfig(pod, c, uint32(a.N-1), imageRef, vols)
+	if err == nil {
+		err = w.applyDevices(ctx, pod, c, cfg)
+	}
 	if cerr := (configError{}); errors.As(err, &cerr) {
 		w.containerEvent(pod, c.Name, v1.EventTypeWarning, EventFailed, "Error: %v", cerr)
 		w.hold(e, c.Name, lifecycle.ReasonCreateContainerConfigError, cerr.Error())

@@ -82,6 +82,41 @@ type Options struct {
 	// kubelet's GetPodDNS) and a pod with a subdomain its FQDN. nil leaves the resolver
 	// configuration to the runtime (containerd copies the host's /etc/resolv.conf).
 	DNS *lifecycle.NodeDNS
+	// Devices gives a container's run what its device plugins answered for its devices
+	// (internal/pods/devices); nil: no device plugin.
+	Devices Devices
+}
+
+// Devices is the device manager as the worker sees it.
+type Devices interface {
+	// RunOptions returns what a run of container c of pod gets from its devices: env, mounts,
+	// device nodes, annotations and CDI devices (after the plugins' PreStartContainer). An
+	// error holds the container in CreateContainerConfigError, as the kubelet's
+	// GenerateRunContainerOptions errors do.
+	RunOptions(ctx context.Context, pod *v1.Pod, c *v1.Container) (*DeviceRunOptions, error)
+}
+
+// DeviceRunOptions is what a container's devices add to its CRI configuration (the kubelet's
+// DeviceRunContainerOptions): env before the container's own (which win), mounts before the
+// volumes', device nodes, annotations, CDI devices (fully qualified names).
+type DeviceRunOptions struct {
+	Envs        []v1.EnvVar
+	Mounts      []DeviceMount
+	Devices     []DeviceNode
+	Annotations map[string]string
+	CDIDevices  []string
+}
+
+// DeviceMount is a host path a device plugin mounts in the container.
+type DeviceMount struct {
+	ContainerPath, HostPath string
+	ReadOnly                bool
+}
+
+// DeviceNode is a device node a device plugin gives the container, with its cgroup
+// permissions ("rwm").
+type DeviceNode struct {
+	ContainerPath, HostPath, Permissions string
 }
 
 // Worker is slicelet's one pod worker (the kubelet's kuberuntime manager: SyncPod,
@@ -115,6 +150,7 @@ type entry struct {
 	waits       map[string]*hold
 	backOffSeen map[string]uint32 // container → attempt whose back-off was reported
 	mountErr    string            // why object volumes could not be written at the last sync
+	claims      map[string]string // the node paths of the claims' volumes set up, by volume name
 	podIPs      []string          // the IPs of the sandbox the pod's containers start in, off the host's network
 	// finished: the pod finished and what it held was released (releaseFinished); guarded
 	// by mu, not recMu.

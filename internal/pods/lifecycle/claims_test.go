@@ -1,0 +1,98 @@
+package lifecycle
+
+import (
+	"errors"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestClaimVolumes(t *testing.T) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "pod-uid"}}
+	pvcVol := &v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data-0"}}}
+	roVol := &v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data-0", ReadOnly: true}}}
+	ephVol := &v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{}}}
+	bound := func() *v1.PersistentVolumeClaim {
+		return &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-0", Namespace: "default", UID: "claim-uid"},
+			Spec: v1.PersistentVolumeClaimSpec{VolumeName: "pv-1"}, Status: v1.PersistentVolumeClaimStatus{Phase: v1.ClaimBound}}
+	}
+	pv := func(src v1.PersistentVolumeSource) *v1.PersistentVolume {
+		return &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1"},
+			Spec: v1.PersistentVolumeSpec{PersistentVolumeSource: src, ClaimRef: &v1.ObjectReference{UID: "claim-uid"}}}
+	}
+	hostPath := v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/srv/pv-1"}}
+	block := v1.PersistentVolumeBlock
+	now := metav1.Now()
+	controller := true
+
+	if name, ok := ClaimName(pod, ephVol); !ok || name != "web-scratch" {
+		t.Errorf("ephemeral claim name = %q %v, want web-scratch", name, ok)
+	}
+	if _, ok := ClaimName(pod, &v1.Volume{Name: "e", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}); ok {
+		t.Error("an emptyDir has a claim")
+	}
+
+	tests := []struct {
+		name     string
+		v        *v1.Volume
+		pvc      func() *v1.PersistentVolumeClaim
+		pvcErr   error
+		pv       *v1.PersistentVolume
+		pvErr    error
+		wantPath string
+		wantRO   bool
+		wantErr  string
+	}{
+		{"a hostPath volume", pvcVol, bound, nil, pv(hostPath), nil, "/srv/pv-1", false, ""},
+		{"read-only claim", roVol, bound, nil, pv(hostPath), nil, "/srv/pv-1", true, ""},
+		{"a local volume", pvcVol, bound, nil, pv(v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/mnt/disks/ssd1"}}), nil, "/mnt/disks/ssd1", false, ""},
+		{"the claim is missing", pvcVol, func() *v1.PersistentVolumeClaim { return nil }, errors.New(`persistentvolumeclaims "data-0" not found`), nil, nil, "", false,
+			`error processing PVC default/data-0: failed to fetch PVC from API server: persistentvolumeclaims "data-0" not found`},
+		{"the claim is pending", pvcVol, func() *v1.PersistentVolumeClaim { c := bound(); c.Status.Phase = v1.ClaimPending; return c }, nil, nil, nil, "", false,
+			"error processing PVC default/data-0: PVC is not bound"},
+		{"the claim is being deleted", pvcVol, func() *v1.PersistentVolumeClaim { c := bound(); c.DeletionTimestamp = &now; return c }, nil, nil, nil, "", false,
+			"error processing PVC default/data-0: PVC is being deleted"},
+		{"an ephemeral claim of another pod", ephVol, bound, nil, pv(hostPath), nil, "", false,
+			"PVC default/data-0 was not created for pod default/web (pod is not owner)"},
+		{"an ephemeral claim of this pod", ephVol, func() *v1.PersistentVolumeClaim {
+			c := bound()
+			c.OwnerReferences = []metav1.OwnerReference{{UID: types.UID("pod-uid"), Controller: &controller}}
+			return c
+		}, nil, pv(hostPath), nil, "/srv/pv-1", false, ""},
+		{"the volume is bound to another claim", pvcVol, bound, nil, func() *v1.PersistentVolume { p := pv(hostPath); p.Spec.ClaimRef.UID = "other"; return p }(), nil, "", false,
+			"error processing PVC default/data-0: found PV object pv-1 but its pv.Spec.ClaimRef.UID other does not point to claim.UID claim-uid"},
+		{"a block volume in volumeMounts", pvcVol, bound, nil, func() *v1.PersistentVolume { p := pv(hostPath); p.Spec.VolumeMode = &block; return p }(), nil, "", false,
+			"volume data has volumeMode Block, but is specified in volumeMounts"},
+		{"a volume slicelet has no plugin for", pvcVol, bound, nil, pv(v1.PersistentVolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}}), nil, "", false,
+			"persistent volume pv-1: slicelet mounts hostPath and local persistent volumes only"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			claim, _ := ClaimName(pod, tt.v)
+			if tt.v == ephVol {
+				claim = "data-0" // the fixture's claim
+			}
+			pvc := tt.pvc()
+			pvName, err := BoundVolume(pod, tt.v, claim, pvc, tt.pvcErr)
+			var path string
+			var ro bool
+			if err == nil {
+				if pvName != "pv-1" {
+					t.Fatalf("bound volume %q", pvName)
+				}
+				path, ro, err = ClaimedVolume(pod, tt.v, claim, pvc, tt.pv, tt.pvErr)
+			}
+			if tt.wantErr != "" {
+				if err == nil || len(err.Error()) < len(tt.wantErr) || err.Error()[:len(tt.wantErr)] != tt.wantErr {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || path != tt.wantPath || ro != tt.wantRO {
+				t.Errorf("got %q ro=%v %v, want %q ro=%v", path, ro, err, tt.wantPath, tt.wantRO)
+			}
+		})
+	}
+}
