@@ -26,6 +26,7 @@ import (
 	"github.com/slicelet/slicelet/internal/buildinfo"
 	"github.com/slicelet/slicelet/internal/cluster"
 	"github.com/slicelet/slicelet/internal/health"
+	"github.com/slicelet/slicelet/internal/kubeletserver"
 	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods/worker"
 )
@@ -60,7 +61,7 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 	if !cc.Enabled {
 		return nil, nil
 	}
-	cluster.RegisterClientMetrics(d.metrics.Kubelet())
+	kubeletserver.RegisterClientMetrics(d.metrics.Kubelet())
 	clients, err := cluster.NewClients(cc.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -77,7 +78,7 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 		ips = []string{cc.NodeIP}
 	}
 	// The kubelet API first: the Node reports its port only when it listens.
-	var srv *cluster.KubeletServer
+	var srv *kubeletserver.KubeletServer
 	if cc.KubeletPort != 0 {
 		if srv, err = newKubeletServer(d, name, ips, log); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)

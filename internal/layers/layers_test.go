@@ -53,16 +53,17 @@ var layers = map[string]pkgLayer{
 	// The API's own defaulting and Pod validation (k8s.io/kubernetes).
 	"internal/kubevalidation": {layer: adapter},
 
-	"slices":            {layer: component, group: "core"},
-	"eviction":          {layer: component, group: "core"},
-	"gc":                {layer: component, group: "core"},
-	"internal/metrics":  {layer: component, group: "core"},
-	"internal/pods":     {layer: component, group: "pods"},
-	"internal/pods/":    {layer: component, group: "pods"},
-	"internal/podstats": {layer: component, group: "pods"},
-	"internal/manifest": {layer: component, group: "pods"},
-	"internal/api":      {layer: component, group: "api"},
-	"internal/cluster":  {layer: component, group: "cluster"},
+	"slices":                 {layer: component, group: "core"},
+	"eviction":               {layer: component, group: "core"},
+	"gc":                     {layer: component, group: "core"},
+	"internal/metrics":       {layer: component, group: "core"},
+	"internal/pods":          {layer: component, group: "pods"},
+	"internal/pods/":         {layer: component, group: "pods"},
+	"internal/podstats":      {layer: component, group: "pods"},
+	"internal/manifest":      {layer: component, group: "pods"},
+	"internal/api":           {layer: component, group: "api"},
+	"internal/cluster":       {layer: component, group: "cluster"},
+	"internal/kubeletserver": {layer: component, group: "kubeletserver"},
 
 	"config": {layer: configLayer},
 
@@ -87,6 +88,9 @@ var groupImports = map[string][]string{
 	"api":  {"core", "pods"},
 	// Cluster mode feeds the pod controller and reads the pods' statuses.
 	"cluster": {"core", "pods"},
+	// The kubelet API serves the pod controller's pods, logs, streams and stats; it knows
+	// nothing of the API-server client (its reviewers are interfaces it declares).
+	"kubeletserver": {"core", "pods"},
 }
 
 // confined are third-party imports only the given packages may use (their adapter).
@@ -118,7 +122,7 @@ var confined = []struct {
 	{"k8s.io/client-go/kubernetes", []string{"internal/cluster"}},
 	{"k8s.io/client-go/rest", []string{"internal/cluster"}},
 	{"k8s.io/client-go/gentype", []string{"internal/cluster"}},
-	{"k8s.io/client-go/tools/", []string{"internal/cluster"}},
+	{"k8s.io/client-go/tools/", []string{"internal/cluster", "internal/kubeletserver"}},
 	{"k8s.io/client-go/informers", []string{"internal/cluster"}},
 	{"k8s.io/klog/", []string{"internal/cluster"}},
 }
