@@ -31,7 +31,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods/worker"
 )
 
-// clusterMode is cluster mode as the daemon runs it (*cluster.Agent; the build tag nocluster
+// clusterMode is cluster mode as the daemon runs it (*cluster.Member; the build tag nocluster
 // leaves it out of the binary).
 type clusterMode interface {
 	Run(ctx context.Context)
@@ -61,7 +61,7 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 	if !cc.Enabled {
 		return nil, nil
 	}
-	kubeletserver.RegisterClientMetrics(d.metrics.Kubelet())
+	cluster.RegisterClientMetrics(d.metrics.Kubelet())
 	clients, err := cluster.NewClients(cc.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -78,7 +78,7 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 		ips = []string{cc.NodeIP}
 	}
 	// The kubelet API first: the Node reports its port only when it listens.
-	var srv *kubeletserver.KubeletServer
+	var srv *kubeletserver.Server
 	if cc.KubeletPort != 0 {
 		if srv, err = newKubeletServer(d, name, ips, log); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
@@ -121,15 +121,15 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 			InternalIPs: ips, Info: withRuntimeVersion(info, versionOf()), KubeletPort: kubeletPort}
 	}
 	log.Info("cluster mode", "node", name, "kubeconfig", cc.Kubeconfig)
-	agent := cluster.New(cluster.Options{Clients: clients, NodeName: name, Node: inputs, Controller: d.ctrl,
+	member := cluster.New(cluster.Options{Clients: clients, NodeName: name, Node: inputs, Controller: d.ctrl,
 		Validate: manifest.Validate, HostNetwork: d.cfg.Runtime.Network != config.NetworkCNI,
 		AllocatableEnforced: stdslices.Contains(d.cfg.Node.EnforceNodeAllocatable, "pods"),
 		Health:              d.health, Clock: d.clock, Logger: log.With("component", "cluster")})
-	d.clusterObjects.set(agent.Objects())
+	d.clusterObjects.set(member.Objects())
 	if srv == nil {
-		return agent, nil
+		return member, nil
 	}
-	return &withKubeletAPI{Agent: agent, srv: srv, health: d.health, log: log}, nil
+	return &withKubeletAPI{Member: member, srv: srv, health: d.health, log: log}, nil
 }
 
 // withoutWarnable is st without w: the cluster warnable says whether the API server can be

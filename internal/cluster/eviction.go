@@ -93,7 +93,7 @@ type containersStopped interface {
 // may still run: an evicted pod's, or one past its active deadline, are stopped after its
 // status turned Failed, until its slice is destroyed; any other pod turns terminal once its
 // containers exited.
-func (a *Agent) couldHaveRunningContainers(uid string, local v1.PodStatus) bool {
+func (a *Member) couldHaveRunningContainers(uid string, local v1.PodStatus) bool {
 	if (local.Reason != pods.ReasonEvicted && local.Reason != pods.ReasonDeadlineExceeded) || !isTerminal(local.Phase) {
 		return false
 	}

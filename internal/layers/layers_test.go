@@ -122,7 +122,7 @@ var confined = []struct {
 	{"k8s.io/client-go/kubernetes", []string{"internal/cluster"}},
 	{"k8s.io/client-go/rest", []string{"internal/cluster"}},
 	{"k8s.io/client-go/gentype", []string{"internal/cluster"}},
-	{"k8s.io/client-go/tools/", []string{"internal/cluster", "internal/kubeletserver"}},
+	{"k8s.io/client-go/tools/", []string{"internal/cluster"}},
 	{"k8s.io/client-go/informers", []string{"internal/cluster"}},
 	{"k8s.io/klog/", []string{"internal/cluster"}},
 }
