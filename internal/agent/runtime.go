@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -150,30 +149,6 @@ type teeRecorder []worker.EventRecorder
 // Eventf records the event with every recorder.
 func (t teeRecorder) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
 	for _, r := range t {
-		r.Eventf(object, eventtype, reason, messageFmt, args...)
-	}
-}
-
-// lateRecorder forwards events to a recorder set after it was handed out (cluster mode's, built
-// after the pod worker); until then, and without one, it drops them.
-type lateRecorder struct {
-	mu sync.Mutex
-	r  worker.EventRecorder
-}
-
-// set makes r the recorder events go to.
-func (l *lateRecorder) set(r worker.EventRecorder) {
-	l.mu.Lock()
-	l.r = r
-	l.mu.Unlock()
-}
-
-// Eventf records the event with the recorder set, if any.
-func (l *lateRecorder) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
-	l.mu.Lock()
-	r := l.r
-	l.mu.Unlock()
-	if r != nil {
 		r.Eventf(object, eventtype, reason, messageFmt, args...)
 	}
 }

@@ -112,9 +112,13 @@ type Options struct {
 	// AllocatableEnforced: the pods' slice is limited to the node's allocatable
 	// (enforce_node_allocatable has "pods"); the Node's events say so at the start.
 	AllocatableEnforced bool
-	Health              *health.Tracker
-	Clock               clock.WithTicker
-	Logger              *slog.Logger
+	// Objects and Events are the cluster's objects and event forwarder, made before the pod
+	// worker that uses them (NewObjects over Clients, NewEvents); New makes them when nil.
+	Objects *Objects
+	Events  *Events
+	Health  *health.Tracker
+	Clock   clock.WithTicker
+	Logger  *slog.Logger
 }
 
 // Member is this node as a member of a cluster: it registers the Node, keeps its status and
@@ -134,7 +138,7 @@ type Member struct {
 	graced     map[types.UID]bool
 	sent       map[types.UID]v1.PodStatus // the status last patched, by UID
 	watchRV    string                     // the informer's resource version at the last watch error
-	events     events
+	events     *Events
 	// verdicts caches validate's verdict by UID, for the pod's resourceVersion: the pods are
 	// compared every second, a pod is validated once per version.
 	verdicts map[types.UID]verdict
@@ -196,9 +200,15 @@ func New(o Options) *Member {
 	if o.Health != nil {
 		o.Health.Register(Warnable)
 	}
+	if o.Objects == nil {
+		o.Objects = NewObjects(o.Clients, o.Clock)
+	}
+	if o.Events == nil {
+		o.Events = NewEvents()
+	}
 	return &Member{o: o, validate: ValidateAPIPod(o.Validate), log: o.Logger, clock: o.Clock,
 		errs: map[string]error{}, graced: map[types.UID]bool{}, sent: map[types.UID]v1.PodStatus{}, verdicts: map[types.UID]verdict{}, versions: map[types.UID]podVersion{},
-		objects: NewObjects(o.Clients, o.Clock), kick: make(chan struct{}, 1)}
+		objects: o.Objects, events: o.Events, kick: make(chan struct{}, 1)}
 }
 
 // Kick makes the pods' sync run now rather than at the next PodSyncPeriod: the pod
