@@ -1,6 +1,6 @@
 package units_test
 
-// The pod slice benchmark of issue 4: slicelet's path (slices.Manager EnsurePod / DestroyPod over
+// The pod slice benchmark: slicelet's path (slices.Manager EnsurePod / DestroyPod over
 // the real units.Manager) against the floor, raw go-systemd StartTransientUnit / StopUnit with
 // exactly the properties slicelet sends, in the same run. It lives in units/ because only this
 // directory may import go-systemd, and in package units_test so that it can import slices. It

@@ -546,13 +546,9 @@ func (d *daemon) status() string {
 // setMemoryLimit tunes the Go collector for a daemon whose live heap is small and whose
 // garbage (decoded D-Bus traffic, pod copies) comes fast, unless the operator set GOGC or
 // GOMEMLIMIT: the heap may grow 50 % over the live heap between collections (GOGC=50) and the
-// runtime's memory has a soft limit of 20 MiB plus 20 KiB per pod of max_pods, above what the
-// daemon needs while it starts max_pods pods. A limit below that need makes the collector run
-// back to back: with 12 MiB + 14 KiB per pod (the values until the pod worker, the CRI
-// runtime's protobuf registry and pod stats grew the daemon) a burst of 100 pods cost 57 ms of
-// CPU per pod and 1000 pods took 3 minutes to start; now 18 ms, and 110 idle pods take 27.6 MiB
-// (31.7 MiB with Go's defaults). docs/benchmarks.md has the measurements. Cluster mode gets
-// clusterMemoryHeadroom more (memoryLimit).
+// runtime's memory has a soft limit (memoryLimit) above what the daemon needs while it starts
+// max_pods pods: a limit below that need makes the collector run back to back, and pods start
+// several times slower. docs/benchmarks.md ("Pods re-run") has the measurements that chose it.
 func setMemoryLimit(maxPods int32, cluster bool, log *slog.Logger) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(50)
@@ -567,10 +563,8 @@ func setMemoryLimit(maxPods int32, cluster bool, log *slog.Logger) {
 
 // clusterMemoryHeadroom is what cluster mode keeps live beyond stand-alone mode: client-go's
 // pod and Service informers (the API's pods, managed fields included), the API server's
-// HTTP/2 connection and the kubelet API's TLS server. With 110 API pods the daemon's
-// anonymous memory was 18.5 MiB against the stand-alone limit of 22.1 MiB, and the collector,
-// run by the limit, took 43 % of its idle CPU; with this headroom the idle CPU fell by 45 %
-// for 3.3 MiB more RSS, and 30 pods started 16 % sooner (docs/cluster.md, Benchmarks).
+// HTTP/2 connection and the kubelet API's TLS server. Without it the collector, run by the
+// stand-alone limit, takes much of an idle node's CPU (docs/cluster.md, Benchmarks).
 const clusterMemoryHeadroom = 8 << 20
 
 // memoryLimit is the Go runtime's soft memory limit: 20 MiB plus 20 KiB per pod of max_pods,

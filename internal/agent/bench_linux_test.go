@@ -29,7 +29,7 @@ import (
 	"github.com/slicelet/slicelet/units"
 )
 
-// Issue 5's benchmark (docs/benchmarks.md, section "pods", written by hack/bench):
+// The pods benchmark (docs/benchmarks.md, section "pods", written by hack/bench):
 //
 //   - BenchmarkPodsManifestToRunning/latency: N BestEffort pods (one container running
 //     /bin/sleep infinity) dropped at once into slicelet's manifest directory, against the same
@@ -710,7 +710,7 @@ func stopFloorPods(b *testing.B, sd *units.Manager, pods []floorPod) {
 	})
 }
 
-// BenchmarkPodsManifestToRunning is issue 5's benchmark; see the comment at the top of the file.
+// BenchmarkPodsManifestToRunning is the pods benchmark; see the comment at the top of the file.
 // Run it with -benchtime 1x: each sub-benchmark does its own rounds.
 func BenchmarkPodsManifestToRunning(b *testing.B) {
 	sd := benchSystemd(b)

@@ -18,7 +18,7 @@ import (
 	"github.com/slicelet/slicelet/units"
 )
 
-// Issue 12's benchmark (docs/benchmarks.md, section "restart", written by hack/bench):
+// The restart benchmark (docs/benchmarks.md, section "restart", written by hack/bench):
 //
 //   - cold start: N BestEffort manifest pods (one container, /bin/sleep infinity) are in the
 //     manifest directory when slicelet starts; measured from the start of its service to READY,
@@ -35,7 +35,7 @@ import (
 // Knob (environment): SLICELET_BENCH_COLD_PODS (1000).
 const benchColdPodsEnv = "SLICELET_BENCH_COLD_PODS"
 
-// BenchmarkPodsColdStartAndRestart is issue 12's benchmark; see the comment above. Run it with
+// BenchmarkPodsColdStartAndRestart is the restart benchmark; see the comment above. Run it with
 // -benchtime 1x.
 func BenchmarkPodsColdStartAndRestart(b *testing.B) {
 	sd := benchSystemd(b)
