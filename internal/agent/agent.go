@@ -35,6 +35,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices/hierarchy"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -98,9 +99,9 @@ type daemon struct {
 	sd       *units.Manager
 	mode     units.Mode
 	capa     slices.Capacity
-	mcfg     slices.ManagerConfig
+	mcfg     hierarchy.Config
 	alloc    v1.ResourceList
-	mgr      *slices.Manager
+	mgr      *hierarchy.Manager
 	hostname string
 	nodeIPs  []string
 	// The metrics the parts below feed before the registry that serves them is built:
@@ -229,7 +230,7 @@ func newBase(ctx context.Context, o Options) (d *daemon, err error) {
 		return nil, err
 	}
 	d.mcfg.Clock, d.mcfg.Health = d.clock, d.health
-	d.mgr = slices.NewManager(d.sd, slices.NewCgroupFS(o.CgroupRoot), d.mcfg, log)
+	d.mgr = hierarchy.New(d.sd, hierarchy.NewCgroupFS(o.CgroupRoot), d.mcfg, log)
 	d.alloc = slices.NodeAllocatable(capacity, d.mcfg.Node.SystemReserved, d.mcfg.Node.KubeReserved, d.mcfg.Node.HardEviction)
 	d.hostname, _ = os.Hostname()
 	d.nodeIPs = nodeIPs(log)

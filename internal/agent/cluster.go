@@ -10,7 +10,7 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
-	stdslices "slices"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -160,7 +160,7 @@ func newCluster(d *daemon) (clusterMode, error) {
 	log.Info("cluster mode", "node", name, "kubeconfig", cc.Kubeconfig)
 	member := cluster.New(cluster.Options{Clients: d.conn.clients, NodeName: name, Node: inputs, Controller: d.ctrl,
 		Validate: manifest.Validate, HostNetwork: d.cfg.Runtime.Network != config.NetworkCNI,
-		AllocatableEnforced: stdslices.Contains(d.cfg.Node.EnforceNodeAllocatable, "pods"),
+		AllocatableEnforced: slices.Contains(d.cfg.Node.EnforceNodeAllocatable, "pods"),
 		Objects:             d.conn.objs, Events: d.conn.events,
 		Health: d.health, Clock: d.clock, Logger: log.With("component", "cluster")})
 	if srv == nil {

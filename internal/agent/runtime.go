@@ -21,6 +21,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices/hierarchy"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -56,7 +57,7 @@ type podRuntime struct {
 // newRuntime builds the configured container runtime and the pod worker over it. The CRI
 // runtime connects lazily: an endpoint that is not up yet is retried with back-off (pods
 // report Unknown meanwhile), so a daemon started before containerd comes up stays up.
-func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capacity slices.Capacity, mcfg slices.ManagerConfig, events worker.EventRecorder, extra worker.Options, log *slog.Logger) (*podRuntime, error) {
+func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capacity slices.Capacity, mcfg hierarchy.Config, events worker.EventRecorder, extra worker.Options, log *slog.Logger) (*podRuntime, error) {
 	// extra carries the worker's inputs from elsewhere in the daemon: probe metrics, the
 	// objects pods use, the node's name, IPs and allocatable.
 	wopts := worker.Options{

@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	stdslices "slices"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -243,7 +243,7 @@ func (a *Member) report(part string, err error) {
 		a.log.Debug("cluster API call failed", "part", part, "error", err)
 	}
 	var all []string
-	for _, k := range stdslices.Sorted(maps.Keys(a.errs)) {
+	for _, k := range slices.Sorted(maps.Keys(a.errs)) {
 		all = append(all, a.errs[k].Error())
 	}
 	a.mu.Unlock()

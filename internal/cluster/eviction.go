@@ -2,7 +2,7 @@ package cluster
 
 import (
 	"maps"
-	stdslices "slices"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,7 +53,7 @@ func TerminalStatus(api *v1.Pod, local, want v1.PodStatus, couldRun bool, now ti
 			}
 		}
 		c.ObservedGeneration = api.Generation
-		i := stdslices.IndexFunc(want.Conditions, func(w v1.PodCondition) bool { return w.Type == c.Type })
+		i := slices.IndexFunc(want.Conditions, func(w v1.PodCondition) bool { return w.Type == c.Type })
 		if i >= 0 {
 			want.Conditions[i] = c
 		} else {
@@ -71,7 +71,7 @@ func TerminalStatus(api *v1.Pod, local, want v1.PodStatus, couldRun bool, now ti
 // starved_resource, ...) without the prefix. nil when the pod carries none.
 func EvictionAnnotations(pod *v1.Pod) map[string]string {
 	var out map[string]string
-	for _, k := range stdslices.Sorted(maps.Keys(pod.Annotations)) {
+	for _, k := range slices.Sorted(maps.Keys(pod.Annotations)) {
 		if name, ok := strings.CutPrefix(k, pods.AnnotationEvictionPrefix); ok {
 			if out == nil {
 				out = map[string]string{}

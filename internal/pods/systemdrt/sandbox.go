@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	stdslices "slices"
+	"slices"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -109,7 +109,7 @@ func (r *Runtime) RemovePodSandbox(ctx context.Context, id string) error {
 				errs = append(errs, fmt.Errorf("sandbox %s: %w", id, err))
 			}
 		}
-		rec.Sandboxes = stdslices.DeleteFunc(rec.Sandboxes, func(sb *sandbox) bool { return sb.ID == id })
+		rec.Sandboxes = slices.DeleteFunc(rec.Sandboxes, func(sb *sandbox) bool { return sb.ID == id })
 		if err := errors.Join(errs...); err != nil {
 			return fmt.Errorf("pod %s: %w", uid, err)
 		}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	stdslices "slices"
+	"slices"
 	"syscall"
 	"time"
 
@@ -191,7 +191,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		if e.rec == nil {
 			return nil
 		}
-		e.rec.Runs = stdslices.DeleteFunc(e.rec.Runs, func(x *run) bool { return x.ID == unit })
+		e.rec.Runs = slices.DeleteFunc(e.rec.Runs, func(x *run) bool { return x.ID == unit })
 		return r.saveRecord(e.rec)
 	})
 	if err == nil {
