@@ -18,7 +18,7 @@ TAGS    ?= grpcnotrace
 # Integration tests boot private systemd instances; keep the package parallelism modest on 2 cores.
 TESTFLAGS ?= -p 2 -count=1 -timeout 20m
 
-.PHONY: all build test test-deps test-unit lint bench demo clean fuzz chaos mixin-check
+.PHONY: all build test test-deps test-unit lint bench demo clean fuzz chaos mixin-check architecture
 
 all: build
 
@@ -94,6 +94,11 @@ lint:
 	cd hack/peer && $(GO) vet ./...
 	$(GO) build -o build/staticcheck honnef.co/go/tools/cmd/staticcheck
 	cd hack/peer && ../../build/staticcheck ./...
+
+# make architecture: docs/architecture.md's import table written from the code (the layering
+# test, run by make test, fails while it is stale).
+architecture:
+	$(GO) test ./internal/layers -run '^TestArchitectureDoc$$' -count=1 -update
 
 bench:
 	$(GO) run ./hack/bench -go $(GO) -out docs/benchmarks.md

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"slices"
+	stdslices "slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/slicelet/slicelet/eviction"
-	sliceletslices "github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices"
 )
 
 // sameConfig compares configurations semantically (quantities by value),
@@ -575,7 +575,7 @@ level = "warn"
 		t.Fatal(err)
 	}
 	want := []string{main, filepath.Join(dir, "config.d", "10-early.toml"), filepath.Join(dir, "config.d", "20-late.toml")}
-	if !slices.Equal(cfg.Files(), want) {
+	if !stdslices.Equal(cfg.Files(), want) {
 		t.Errorf("Files() = %q, want %q", cfg.Files(), want)
 	}
 	checks := []struct {
@@ -687,10 +687,10 @@ pressure_transition_period = "0s"
 	for _, x := range th {
 		signals = append(signals, string(x.Signal))
 	}
-	slices.Sort(signals)
+	stdslices.Sort(signals)
 	// nodefs.available "0%" is disabled; allocatableMemory.available is the "pods" copy.
 	wantSignals := []string{"allocatableMemory.available", "imagefs.available", "imagefs.inodesFree", "memory.available", "nodefs.inodesFree"}
-	if !slices.Equal(signals, wantSignals) {
+	if !stdslices.Equal(signals, wantSignals) {
 		t.Errorf("signals = %v, want %v", signals, wantSignals)
 	}
 
@@ -842,7 +842,7 @@ func leafKeys(t reflect.Type, path toml.Key) []string {
 		if !f.IsExported() || name == "" {
 			continue
 		}
-		k := append(slices.Clone(path), name)
+		k := append(stdslices.Clone(path), name)
 		if f.Type.Kind() == reflect.Struct && f.Type != quantityType {
 			out = append(out, leafKeys(f.Type, k)...)
 			continue
@@ -981,7 +981,7 @@ func TestMetricsAddress(t *testing.T) {
 }
 
 func TestSlicesConfigHardEvictionReservation(t *testing.T) {
-	capacity := sliceletslices.Capacity{CPU: 4000, Memory: 16 << 30, EphemeralStorage: 100 << 30}
+	capacity := slices.Capacity{CPU: 4000, Memory: 16 << 30, EphemeralStorage: 100 << 30}
 	tests := []struct {
 		name     string
 		toml     string

@@ -6,6 +6,7 @@ import (
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/gc"
 	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices/hierarchy"
 )
 
 // This file turns the configuration into the components' own options: the components never
@@ -49,17 +50,17 @@ func (c *Config) EvictionConfig() (eviction.Config, error) {
 // enforcement, the pod resource options and the QoS options. Memory QoS is on exactly on
 // cgroup v2 (cgroupV2), as the kubelet's MemoryQoS gate (beta, on by default) does;
 // memory_reservation_policy decides what it writes.
-func (c *Config) SlicesConfig(capacity slices.Capacity, cgroupV2 bool) (slices.ManagerConfig, error) {
+func (c *Config) SlicesConfig(capacity slices.Capacity, cgroupV2 bool) (hierarchy.Config, error) {
 	enforce, err := slices.ParseEnforcement(c.Node.EnforceNodeAllocatable)
 	if err != nil {
-		return slices.ManagerConfig{}, err
+		return hierarchy.Config{}, err
 	}
 	// The kubelet reserves for eviction.hard only (cmd/kubelet/app/server.go parses evictionHard
 	// alone for the container manager), so a soft threshold with a 0s grace period, which
 	// behaves as hard, reserves nothing.
 	thresholds, err := eviction.ParseThresholdConfig(nil, c.Eviction.Hard, nil, nil, nil)
 	if err != nil {
-		return slices.ManagerConfig{}, fmt.Errorf("eviction thresholds: %w", err)
+		return hierarchy.Config{}, fmt.Errorf("eviction thresholds: %w", err)
 	}
 	policy := c.Cgroups.MemoryReservationPolicy
 	if policy == "" {
@@ -69,7 +70,7 @@ func (c *Config) SlicesConfig(capacity slices.Capacity, cgroupV2 bool) (slices.M
 	if p, ok := c.Cgroups.QOSReservedMemoryPercent(); ok {
 		qos.QOSReservedMemoryPercent = &p
 	}
-	return slices.ManagerConfig{
+	return hierarchy.Config{
 		Capacity: capacity,
 		Node: slices.NodeConfig{
 			SystemReserved: c.Node.SystemReserved,

@@ -214,7 +214,7 @@ func TestIntegrationPressureEventsWakeTheLoop(t *testing.T) {
 	t.Logf("%s (%v): threshold crossing → stop issued: event mode %v, polling-only %v", env.Where, sd.Mode(), event, polling)
 }
 
-// BenchmarkEvictionReaction is issue 7's benchmark: the time from allocatableMemory.available
+// BenchmarkEvictionReaction is the eviction benchmark: the time from allocatableMemory.available
 // crossing the threshold (a real memory hog in kubepods.slice) to the victim's stop being
 // issued, in event mode (PSI / memcg threshold notifiers) and polling-only mode (the 10 s tick)
 // in the same run, one round of each per iteration. Reported: the median and maximum of each mode in ms,

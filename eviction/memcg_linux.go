@@ -2,7 +2,6 @@ package eviction
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,6 +19,16 @@ type memcgEvent struct {
 	threshold int64
 }
 
+func (e *memcgEvent) pollFd() unix.PollFd {
+	return unix.PollFd{Fd: int32(e.efd), Events: unix.POLLIN}
+}
+
+// consume reads the eventfd's counter.
+func (e *memcgEvent) consume() {
+	var buf [8]byte
+	_, _ = unix.Read(e.efd, buf[:])
+}
+
 func (e *memcgEvent) close() {
 	// Closing the eventfd unregisters the threshold (the kernel's memcg_event_wake on
 	// EPOLLHUP).
@@ -35,100 +44,40 @@ func (n *MemcgThresholdNotifier) Run(ctx context.Context, wake func()) error {
 	if n.Sources.Mode != units.ModeHybrid && n.Sources.Mode != units.ModeLegacy {
 		return fmt.Errorf("memory threshold notifications need cgroup v1: %w", ErrUnavailable)
 	}
-	rearm := n.RearmInterval
-	if rearm <= 0 {
-		rearm = DefaultThresholdRearm
-	}
-	// The kick is live before the first arm, so a Rearm from now on is never lost.
-	kick, err := n.kick.start()
-	if err != nil {
-		return fmt.Errorf("memory thresholds: %w", err)
-	}
-	defer n.kick.stop()
-	events := make([]*memcgEvent, len(n.Targets))
-	failed := map[int]string{}
-	defer func() {
-		for _, e := range events {
-			if e != nil {
-				e.close()
-			}
-		}
-	}()
-	arm := func() {
-		for i, t := range n.Targets {
+	return armLoop[*memcgEvent]{what: "memory thresholds", none: fmt.Errorf("memory thresholds: none armed: %w", ErrUnavailable),
+		targets: len(n.Targets), kick: &n.kick, interval: n.RearmInterval, rearmArmed: true,
+		arm: func(i int, cur *memcgEvent, hasCur bool) (*memcgEvent, bool, error) {
+			t := n.Targets[i]
 			v, ok, err := n.UsageThreshold(t, time.Now())
 			if err == nil && !ok {
 				err = fmt.Errorf("threshold %s of %s is not a usage: %w", t.Threshold.Signal, t.CgroupPath, ErrUnavailable)
 			}
-			if err == nil && events[i] != nil && events[i].threshold == v {
-				continue
-			}
-			var e *memcgEvent
-			if err == nil {
-				e, err = armMemcg(n.Sources.CgroupRoot, t.CgroupPath, v)
-			}
 			if err != nil {
-				if failed[i] != err.Error() {
-					failed[i] = err.Error()
-					n.Log.Info("memory threshold not armed", "cgroup", t.CgroupPath, "signal", string(t.Threshold.Signal), "error", err)
-				}
-				continue
+				return nil, false, err
 			}
-			if events[i] != nil {
-				events[i].close()
+			if hasCur && cur.threshold == v {
+				return cur, true, nil
+			}
+			e, err := armMemcg(n.Sources.CgroupRoot, t.CgroupPath, v)
+			if err != nil {
+				return nil, false, err
+			}
+			if hasCur {
 				n.Log.Debug("memory threshold re-armed", "cgroup", t.CgroupPath, "signal", string(t.Threshold.Signal), "usage_bytes", v)
 			} else {
 				n.Log.Info("memory threshold armed", "cgroup", t.CgroupPath, "signal", string(t.Threshold.Signal), "usage_bytes", v)
 			}
-			delete(failed, i)
-			events[i] = e
-		}
-	}
-	arm()
-	if len(failed) == len(n.Targets) {
-		return fmt.Errorf("memory thresholds: none armed: %w", ErrUnavailable)
-	}
-	stop, err := stopFD(ctx)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(stop)
-	next := time.Now().Add(rearm)
-	for {
-		fds := []unix.PollFd{{Fd: int32(stop), Events: unix.POLLIN}, {Fd: int32(kick), Events: unix.POLLIN}}
-		for _, e := range events {
-			if e != nil {
-				fds = append(fds, unix.PollFd{Fd: int32(e.efd), Events: unix.POLLIN})
-			}
-		}
-		timeout := max(time.Until(next), 0)
-		k, err := unix.Poll(fds, int(timeout/time.Millisecond)+1)
-		if err != nil && !errors.Is(err, unix.EINTR) {
-			return fmt.Errorf("memory thresholds: poll: %w", err)
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		event := false
-		kicked := fds[1].Revents&unix.POLLIN != 0
-		if kicked {
-			drainEventfd(kick)
-		}
-		var buf [8]byte
-		for j := 2; k > 0 && j < len(fds); j++ {
-			if fds[j].Revents&unix.POLLIN != 0 {
-				_, _ = unix.Read(int(fds[j].Fd), buf[:])
-				event = true
-			}
-		}
-		if event {
-			wake()
-		}
-		if kicked || !time.Now().Before(next) {
-			next = time.Now().Add(rearm)
-			arm()
-		}
-	}
+			return e, false, nil
+		},
+		notArmed: func(i int, err error) {
+			t := n.Targets[i]
+			n.Log.Info("memory threshold not armed", "cgroup", t.CgroupPath, "signal", string(t.Threshold.Signal), "error", err)
+		},
+		lost: func(i int, _ *memcgEvent) {
+			t := n.Targets[i]
+			n.Log.Info("memory threshold lost, re-arming later", "cgroup", t.CgroupPath, "signal", string(t.Threshold.Signal))
+		},
+	}.run(ctx, wake)
 }
 
 // armMemcg registers an eventfd that fires when cgroupPath's memory usage crosses threshold

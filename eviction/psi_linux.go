@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,106 +17,36 @@ type psiFile struct {
 	f    *os.File
 }
 
+// pollFd waits for POLLPRI, the kernel's signal that the trigger fired.
+func (a *psiFile) pollFd() unix.PollFd {
+	return unix.PollFd{Fd: int32(a.f.Fd()), Events: unix.POLLPRI}
+}
+
+// consume does nothing: poll(2) itself takes a trigger's event (kernel/sched/psi.c, psi_trigger_poll).
+func (a *psiFile) consume() {}
+
+func (a *psiFile) close() { a.f.Close() }
+
 // Run implements Notifier: it arms a trigger on every file it can, then waits for POLLPRI on
 // them and calls wake on each event. Files that cannot be armed are logged once and retried
 // every RearmInterval and on every call of the Rearm method (a kubepods cgroup re-created by
 // systemd gets a fresh trigger). It returns an error wrapping ErrUnavailable when no file can
 // be armed at the start (a kernel without PSI, or psi=0): a state the manager logs once.
 func (p *PSINotifier) Run(ctx context.Context, wake func()) error {
-	rearm := p.RearmInterval
-	if rearm <= 0 {
-		rearm = DefaultThresholdRearm
-	}
-	// The kick is live before the first arm, so a Rearm from now on is never lost.
-	kick, err := p.kick.start()
-	if err != nil {
-		return fmt.Errorf("psi: %w", err)
-	}
-	defer p.kick.stop()
-	armed := make([]*psiFile, len(p.Files))
-	failed := map[int]string{}
-	arm := func() {
-		for i, spec := range p.Files {
-			if armed[i] != nil {
-				continue
-			}
-			f, path, err := p.arm(spec)
+	return armLoop[*psiFile]{what: "psi", none: fmt.Errorf("psi: no memory.pressure trigger could be armed (%v): %w", p.Files, ErrUnavailable),
+		targets: len(p.Files), kick: &p.kick, interval: p.RearmInterval,
+		arm: func(i int, _ *psiFile, _ bool) (*psiFile, bool, error) {
+			f, path, err := p.arm(p.Files[i])
 			if err != nil {
-				if failed[i] != err.Error() {
-					failed[i] = err.Error()
-					p.Log.Info("psi trigger not armed", "file", spec, "error", err)
-				}
-				continue
+				return nil, false, err
 			}
 			p.Log.Info("psi trigger armed", "file", path, "stall", p.Stall, "window", p.Window)
-			delete(failed, i)
-			armed[i] = &psiFile{path: path, f: f}
-		}
-	}
-	arm()
-	defer func() {
-		for _, a := range armed {
-			if a != nil {
-				a.f.Close()
-			}
-		}
-	}()
-	if len(failed) == len(p.Files) {
-		return fmt.Errorf("psi: no memory.pressure trigger could be armed (%v): %w", p.Files, ErrUnavailable)
-	}
-	stop, err := stopFD(ctx)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(stop)
-	lastArm := time.Now()
-	for {
-		fds := []unix.PollFd{{Fd: int32(stop), Events: unix.POLLIN}, {Fd: int32(kick), Events: unix.POLLIN}}
-		idx := []int{-1, -1}
-		for i, a := range armed {
-			if a != nil {
-				fds = append(fds, unix.PollFd{Fd: int32(a.f.Fd()), Events: unix.POLLPRI})
-				idx = append(idx, i)
-			}
-		}
-		timeout := -1
-		if len(failed) > 0 {
-			timeout = int(rearm / time.Millisecond)
-		}
-		n, err := unix.Poll(fds, timeout)
-		if err != nil && !errors.Is(err, unix.EINTR) {
-			return fmt.Errorf("psi: poll: %w", err)
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		event := false
-		kicked := fds[1].Revents&unix.POLLIN != 0
-		if kicked {
-			drainEventfd(kick)
-		}
-		for k := 2; n > 0 && k < len(fds); k++ {
-			re := fds[k].Revents
-			switch {
-			case re&(unix.POLLERR|unix.POLLNVAL) != 0:
-				// The cgroup was removed: the trigger is dead; re-arm later.
-				i := idx[k]
-				p.Log.Info("psi trigger lost, re-arming later", "file", armed[i].path)
-				armed[i].f.Close()
-				armed[i] = nil
-				failed[i] = "lost"
-			case re&unix.POLLPRI != 0:
-				event = true
-			}
-		}
-		if event {
-			wake()
-		}
-		if len(failed) > 0 && (kicked || time.Since(lastArm) >= rearm) {
-			lastArm = time.Now()
-			arm()
-		}
-	}
+			return &psiFile{path: path, f: f}, false, nil
+		},
+		notArmed: func(i int, err error) { p.Log.Info("psi trigger not armed", "file", p.Files[i], "error", err) },
+		// The cgroup was removed: the trigger is dead; re-arm later.
+		lost: func(_ int, a *psiFile) { p.Log.Info("psi trigger lost, re-arming later", "file", a.path) },
+	}.run(ctx, wake)
 }
 
 // arm opens a memory.pressure file (the first of "a|b" that exists) and writes the trigger.

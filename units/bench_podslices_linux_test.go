@@ -1,6 +1,6 @@
 package units_test
 
-// The pod slice benchmark of issue 4: slicelet's path (slices.Manager EnsurePod / DestroyPod over
+// The pod slice benchmark: slicelet's path (hierarchy.Manager EnsurePod / DestroyPod over
 // the real units.Manager) against the floor, raw go-systemd StartTransientUnit / StopUnit with
 // exactly the properties slicelet sends, in the same run. It lives in units/ because only this
 // directory may import go-systemd, and in package units_test so that it can import slices. It
@@ -34,6 +34,7 @@ import (
 
 	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices/hierarchy"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -148,12 +149,12 @@ type podBench struct {
 	seq atomic.Uint32
 }
 
-// sliceletEnv is slicelet as the daemon runs it: one units.Manager connection, a slices.Manager
+// sliceletEnv is slicelet as the daemon runs it: one units.Manager connection, a hierarchy.Manager
 // on it (started: the node level adopted) and its Run loop serving the QoS reconciles that
 // EnsurePod and DestroyPod request.
 type sliceletEnv struct {
 	sd    *units.Manager
-	m     *slices.Manager
+	m     *hierarchy.Manager
 	close func()
 }
 
@@ -165,10 +166,10 @@ func (bn *podBench) openSlicelet(b *testing.B) *sliceletEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := slices.NewManager(
+	m := hierarchy.New(
 		&timedSystemd{Systemd: sd, rec: bn.rec},
-		&timedCgroupfs{Cgroupfs: slices.NewCgroupFS(bn.cgroupRoot), rec: bn.rec},
-		slices.ManagerConfig{
+		&timedCgroupfs{Cgroupfs: hierarchy.NewCgroupFS(bn.cgroupRoot), rec: bn.rec},
+		hierarchy.Config{
 			Capacity: bn.capacity,
 			Node:     slices.NodeConfig{Enforcement: slices.Enforcement{Pods: true}},
 			Pod:      slices.DefaultOptions(),
@@ -621,7 +622,7 @@ func (bn *podBench) population(b *testing.B) {
 func (bn *podBench) reduceCPU(b *testing.B) {
 	ctx := context.Background()
 	e := bn.openSlicelet(b)
-	cg := slices.NewCgroupFS(bn.cgroupRoot)
+	cg := hierarchy.NewCgroupFS(bn.cgroupRoot)
 	reduced := slices.SliceProperties(slices.ReducedCPUConfig(), bn.mode)
 	file, value := "cpu.shares", strconv.FormatUint(slices.MinShares, 10)
 	if bn.mode.V2() {
@@ -869,9 +870,9 @@ func (r *recorder) record(call, target string, t0 time.Time) {
 	r.calls[scope][call] = c
 }
 
-// timedSystemd is slices.Systemd with each call timed by the recorder.
+// timedSystemd is hierarchy.Systemd with each call timed by the recorder.
 type timedSystemd struct {
-	slices.Systemd
+	hierarchy.Systemd
 	rec *recorder
 }
 
@@ -900,9 +901,9 @@ func (t *timedSystemd) Properties(ctx context.Context, name string) (units.UnitI
 	return t.Systemd.Properties(ctx, name)
 }
 
-// timedCgroupfs is slices.Cgroupfs with each call timed by the recorder.
+// timedCgroupfs is hierarchy.Cgroupfs with each call timed by the recorder.
 type timedCgroupfs struct {
-	slices.Cgroupfs
+	hierarchy.Cgroupfs
 	rec *recorder
 }
 

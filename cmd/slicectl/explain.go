@@ -21,6 +21,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods/podfields"
 	"github.com/slicelet/slicelet/internal/pods/verdict"
 	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices/hierarchy"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -165,7 +166,7 @@ type env struct {
 	cfg      *config.Config
 	capacity slices.Capacity
 	mode     units.Mode
-	mcfg     slices.ManagerConfig
+	mcfg     hierarchy.Config
 }
 
 func loadEnv(o explainOptions) (env, error) {

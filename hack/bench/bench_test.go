@@ -222,7 +222,7 @@ func TestRenderMissingMetrics(t *testing.T) {
 	}
 }
 
-// TestRenderEvictionTargets: the eviction section checks issue 7's targets against the worst
+// TestRenderEvictionTargets: the eviction section checks the eviction targets against the worst
 // event-mode round and the median speedup.
 func TestRenderEvictionTargets(t *testing.T) {
 	o := options{evictionRounds: 5, goBin: "go", startedAt: "now"}

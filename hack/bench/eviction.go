@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Benchmarks of the eviction section and issue 7's targets.
+// Benchmarks of the eviction section and the eviction targets.
 const (
 	evictionReaction = "BenchmarkEvictionReaction"
 	decide1000       = "BenchmarkDecide1000Pods"
@@ -19,7 +19,7 @@ func renderEviction(o options, m Machine, res []Results, runs []benchRun) string
 	get := func(unit string) (float64, bool) { return react.Metric(evictionReaction, unit) }
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	p("## Eviction: reaction to memory pressure and decision time (issue 7)\n\n")
+	p("## Eviction: reaction to memory pressure and decision time\n\n")
 	p("A real memory hog (a transient service allocating 200 MiB, 4 MiB every 10 ms) runs in `kubepods.slice` limited to 256 MiB; ")
 	p("the eviction manager watches `allocatableMemory.available<128Mi` with the 10 s monitoring interval. ")
 	p("The reaction is the time from a 0.1 ms poller seeing the signal cross the threshold to the manager issuing the hog's stop, ")

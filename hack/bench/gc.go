@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Benchmarks of the gc and cri sections and issue 6's targets.
+// Benchmarks of the gc and cri sections and their targets.
 const (
 	planImages10k     = "BenchmarkPlanImageGC10000"
 	planContainers10k = "BenchmarkPlanContainerGC10000"
@@ -29,7 +29,7 @@ func renderGC(o options, m Machine, res []Results, runs []benchRun) string {
 	r := res[0]
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	p("## Garbage collection planning (issue 6)\n\n")
+	p("## Garbage collection planning\n\n")
 	p("`gc.PlanImageGC` over 10 000 images (mixed ages, sizes, in-use and pinned images, usage above the high threshold) and ")
 	p("`gc.PlanContainerGC` over 10 000 dead containers in many pods and container names (per-container and node-wide limits). ")
 	p("Planning is pure: these numbers are the whole decision, without the runtime calls. Source: `gc/image_test.go`, `gc/container_test.go`.\n\n")
@@ -56,7 +56,7 @@ func renderCRI(o options, m Machine, res []Results, runs []benchRun) string {
 	r := res[0]
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	p("## CRI pod start: slicelet's CRI runtime vs the bare CRI calls (issue 6)\n\n")
+	p("## CRI pod start: slicelet's CRI runtime vs the bare CRI calls\n\n")
 	p("A one-container pod (busybox from a locally imported image, host network, its pod slice created beforehand) on Debian's containerd ")
 	p("started by the test setup inside the throwaway systemd (systemd cgroup driver). `BenchmarkPodStart` is `crirt.Runtime.SyncPod` until the ")
 	p("container reports running (pull-policy check, RunPodSandbox, CreateContainer, StartContainer and the status reads around them); ")

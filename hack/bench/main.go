@@ -8,20 +8,20 @@
 //	                    [-eviction-rounds 5] [-cri-pods 20]
 //
 // Sections:
-//   - podslices: issue 4's benchmark, 1000 pod slices through slicelet's path and through raw
+//   - podslices: 1000 pod slices through slicelet's path and through raw
 //     go-systemd (the floor) in the same run (units' BenchmarkPodSlices).
-//   - pods: issue 5's benchmark, manifests dropped → containers running through slicelet (run as
+//   - pods: manifests dropped → containers running through slicelet (run as
 //     a service) against systemd-run in the same run, and slicelet's RSS with idle pods
 //     (internal/agent BenchmarkPodsManifestToRunning).
-//   - eviction: issue 7's benchmark, the reaction from memory crossing the eviction threshold
+//   - eviction: the reaction from memory crossing the eviction threshold
 //     to the victim's stop in event mode and polling-only mode in the same run (eviction
 //     BenchmarkEvictionReaction), and one decision with 1000 pods (BenchmarkDecide1000Pods).
 //     The polling rounds take ≈10 s each.
-//   - gc: issue 6's planning benchmark, image GC over 10 000 images and container GC over
+//   - gc: the planning benchmark, image GC over 10 000 images and container GC over
 //     10 000 dead containers (gc BenchmarkPlanImageGC10000, BenchmarkPlanContainerGC10000).
-//   - cri: issue 6's pod start through the CRI runtime against the bare CRI calls on a private
+//   - cri: the pod start through the CRI runtime against the bare CRI calls on a private
 //     containerd (internal/pods/crirt BenchmarkPodStart, BenchmarkRawCRI).
-//   - restart: issue 12's benchmark, the cold start of -cold-pods manifest pods against the
+//   - restart: the cold start of -cold-pods manifest pods against the
 //     same units through one D-Bus connection in the same run, then a restart of slicelet with
 //     them running: time to READY, to every pod Running, and listings with a pod not Running
 //     (internal/agent BenchmarkPodsColdStartAndRestart).

@@ -11,10 +11,10 @@ import (
 	"time"
 )
 
-// podsBench is issue 5's benchmark (internal/agent/bench_linux_test.go).
+// podsBench is the pods benchmark (internal/agent/bench_linux_test.go).
 const podsBench = "BenchmarkPodsManifestToRunning"
 
-// rssTargets are issue 5's RSS targets in MiB, by number of idle pods.
+// rssTargets are the pods benchmark's RSS targets in MiB, by number of idle pods.
 var rssTargets = map[int]float64{110: 25, 1000: 40}
 
 // sliceletBinary is where the pods section builds cmd/slicelet, relative to the module root (and
@@ -96,7 +96,7 @@ func renderPods(o options, m Machine, res []Results, runs []benchRun) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 
-	p("## Pods: manifest dropped → containers running, and slicelet's memory (issue 5)\n\n")
+	p("## Pods: manifest dropped → containers running, and slicelet's memory\n\n")
 	if v, ok := get(lat, "cmd-slicelet"); ok && v == 1 {
 		p("slicelet (`cmd/slicelet`, built as below, `slicelet --config F run` with its default info-level logging to the journal) runs as a Type=notify service inside the sandbox with an empty manifest directory. ")
 	} else {

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// Targets of issue 4.
+// Targets of the pod slice benchmark.
 const (
 	targetRatio      = 1.3
 	targetPodsPerSec = 200.0
@@ -55,9 +55,9 @@ func renderPodSlices(o options, m Machine, res []Results, runs []benchRun) strin
 
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	p("## Pod slices: slicelet's path vs raw go-systemd (issue 4)\n\n")
+	p("## Pod slices: slicelet's path vs raw go-systemd\n\n")
 	p("%d Burstable pods (one container, requests 100m/100Mi, limits 200m/200Mi, distinct UIDs) are created and then all destroyed ", o.pods)
-	p("through slicelet's path (`slices.Manager.EnsurePod` / `DestroyPod` over the real `units.Manager`, the node level started once, `Run` serving the QoS reconciles) ")
+	p("through slicelet's path (`hierarchy.Manager.EnsurePod` / `DestroyPod` over the real `units.Manager`, the node level started once, `Run` serving the QoS reconciles) ")
 	p("and through the floor: raw go-systemd `StartTransientUnitContext(name, \"replace\", props, ch)` and `StopUnitContext`, each waiting for its job, ")
 	p("with exactly the properties slicelet sends (`BaseSliceProperties` + `SliceProperties`; the benchmark checks that systemd holds the same values for both). ")
 	p("In the same-run rows the two paths alternate in batches of %d (slicelet first on even batches, the floor first on odd ones), so machine noise hits both; ", o.batch)

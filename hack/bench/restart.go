@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// restartBench is issue 12's benchmark (internal/agent/bench_restart_linux_test.go).
+// restartBench is the restart benchmark (internal/agent/bench_restart_linux_test.go).
 const restartBench = "BenchmarkPodsColdStartAndRestart"
 
 // restartRun is the go test invocation of the restart section: the built cmd/slicelet, as the
@@ -35,7 +35,7 @@ func renderRestart(o options, m Machine, res []Results, runs []benchRun) string 
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	n := numOf(r, restartBench, "pods", 0)
-	p("## Cold start and restart with %s manifest pods (issue 12)\n\n", n)
+	p("## Cold start and restart with %s manifest pods\n\n", n)
 	p("**Cold start.** %s BestEffort pods (one container, `/bin/sleep infinity`) are in the manifest directory when slicelet (`cmd/slicelet`, built as below) starts as a Type=notify service in the sandbox; ", n)
 	p("measured from the start of its service to READY, to the last container unit `active` (a poller lists `slicelet-*.service` every 5 ms) and to the API reporting every pod Running. ")
 	p("The floor is the same units through one D-Bus connection (`units.Manager`, as slicelet holds one): per pod its pod slice with the properties slicelet gives it (`BaseSliceProperties` + `SliceProperties`), ")

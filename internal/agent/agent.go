@@ -36,6 +36,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices/hierarchy"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -94,48 +95,94 @@ type daemon struct {
 	log   *slog.Logger
 	clock clock.WithTicker
 
-	health  *health.Tracker
-	sd      *units.Manager
-	capa    slices.Capacity
-	mcfg    slices.ManagerConfig
-	alloc   v1.ResourceList
-	mgr     *slices.Manager
-	prt     *podRuntime  // the runtime and the parts of it other components need
-	rt      pods.Runtime // prt's pod worker
-	ctrl    *pods.Controller
+	// The base: the node, the health tracker, systemd and the kubepods hierarchy.
+	health   *health.Tracker
+	sd       *units.Manager
+	mode     units.Mode
+	capa     slices.Capacity
+	mcfg     hierarchy.Config
+	alloc    v1.ResourceList
+	mgr      *hierarchy.Manager
+	hostname string
+	nodeIPs  []string
+	// The metrics the parts below feed before the registry that serves them is built:
+	// systemd's operations, the probes' results, the kubelet's own families.
+	sdOps   *metrics.SystemdOperations
+	probes  *metrics.ProbeResults
+	kubelet *metrics.KubeletFamilies
+	// conn is cluster mode's connection (its clients, objects and event forwarder); nil in
+	// stand-alone mode (the default).
+	conn *clusterConn
+
+	// The pod stack: the pods' events, the runtime and its worker, admission, the controller
+	// and the pods' usage.
+	events *events.Store
+	prt    *podRuntime  // the runtime and the parts of it other components need
+	rt     pods.Runtime // prt's pod worker
+	images bool         // the runtime has images: image GC and its timer
+	// devices is the device manager (device plugins, the PodResources API); nil when the
+	// plugin directory cannot hold its socket.
+	devices  *devices.Manager
+	security map[string]admission.PodSecurity
+	ctrl     *pods.Controller
+	stats    *podstats.Sampler
+	// statsReader reads the pods' cgroups (the sampler's, and the eviction manager's
+	// offending containers).
+	statsReader *podstats.Reader
+
+	// The observers: metrics, garbage collection and the eviction manager.
 	metrics *metrics.Metrics
 	gc      *gcService
 	detect  func(context.Context) error // image records refresh; nil without images
 	evm     *eviction.Manager
-	stats   *podstats.Sampler
-	events  *events.Store
-	changes api.Broadcast // the controller's changes of the pods, for the API's watches
-	store   *source.APIStore
-	dir     *source.ManifestDir
-	api     *api.Server
-	images  bool // the runtime has images: image GC and its timer
-	// devices is the device manager (device plugins, the PodResources API); nil when the
-	// plugin directory cannot hold its socket.
-	devices *devices.Manager
 
-	// cluster is cluster mode; nil in stand-alone mode (the default). clusterEvents forwards
-	// the pods' events to it.
-	cluster       clusterMode
-	clusterEvents *lateRecorder
-	// clusterObjects forwards the worker's questions about cluster pods' objects to cluster
-	// mode once it is built.
-	clusterObjects *lateObjects
+	// cluster is cluster mode; nil in stand-alone mode.
+	cluster clusterMode
 
-	// objects are the ConfigMaps and Secrets of both sources; objStore keeps the API's.
+	// The front ends: the pod sources and the local API. objects are the ConfigMaps and
+	// Secrets of both sources; objStore keeps the API's.
 	objects  *pods.Objects
 	objStore *source.ObjectStore
+	store    *source.APIStore
+	dir      *source.ManifestDir
+	api      *api.Server
+	changes  api.Broadcast // the controller's changes of the pods, for the API's watches
+
 	// procRoot is /proc, or the test's.
 	procRoot string
 }
 
-// newDaemon builds every component from the configuration, each complete with what it depends
-// on. It refuses an impossible configuration before it touches systemd.
-func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
+// newDaemon builds every component from the configuration, in phases: the base (the node's
+// capacity, the health tracker, systemd, the kubepods hierarchy), the pod stack (the runtime,
+// its worker, the controller), the observers (metrics, garbage collection, eviction), cluster
+// mode, and the front ends (the pod sources, the local API); then it registers the
+// controller's hooks, which reach parts of every phase. Each part is built complete from
+// parts of the phases before it. An impossible configuration is refused before systemd is
+// touched.
+func newDaemon(ctx context.Context, o Options) (*daemon, error) {
+	d, err := newBase(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	phases := []func(*daemon, context.Context, Options) error{
+		(*daemon).buildPodStack,
+		(*daemon).buildObservers,
+		(*daemon).buildCluster,
+		(*daemon).buildFrontEnds,
+	}
+	for _, phase := range phases {
+		if err := phase(d, ctx, o); err != nil {
+			d.close()
+			return nil, err
+		}
+	}
+	d.registerHooks()
+	return d, nil
+}
+
+// newBase checks the configuration against the node, then connects to systemd and builds the
+// kubepods hierarchy's manager, the health tracker and cluster mode's connection.
+func newBase(ctx context.Context, o Options) (d *daemon, err error) {
 	cfg, log := o.Config, o.Logger
 	if !cfg.Cgroups.PerQOS {
 		return nil, errors.New("cgroups.per_qos = false: slicelet always builds the QoS slices (kubepods-burstable.slice, kubepods-besteffort.slice); set it to true")
@@ -160,80 +207,84 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	if err := slices.ValidateReservation(capacity, slices.SumResources(pre.Node.SystemReserved, pre.Node.KubeReserved, pre.Node.HardEviction)); err != nil {
 		return nil, err
 	}
+	// The kubelet's own families (kubelet_*, rest_client_*) on /metrics, fed by the worker's
+	// runtime calls, the controller's syncs, the eviction manager and cluster mode's client.
+	kubelet := metrics.NewKubeletFamilies()
+	// Cluster mode's clients read the kubeconfig (a bad one refuses the start) and contact
+	// nobody yet.
+	conn, err := newClusterConn(cfg, kubelet)
+	if err != nil {
+		return nil, err
+	}
 
-	d = &daemon{cfg: cfg, log: log, clock: clock.RealClock{}, capa: capacity, procRoot: o.ProcRoot}
+	d = &daemon{cfg: cfg, log: log, clock: clock.RealClock{}, capa: capacity, procRoot: o.ProcRoot,
+		sdOps: metrics.NewSystemdOperations(), probes: metrics.NewProbeResults(), kubelet: kubelet, conn: conn}
 	d.health = health.New(health.Options{Logger: log.With("component", "health")})
 	d.health.Register(systemdWarnable, runtimeWarnable, configWarnable)
-	sdOps := metrics.NewSystemdOperations()
-	d.sd, err = units.Connect(ctx, units.Options{JobTimeout: cfg.Systemd.JobTimeout, Logger: log, CgroupRoot: o.CgroupRoot, Observe: systemdObserver(sdOps)})
+	d.sd, err = units.Connect(ctx, units.Options{JobTimeout: cfg.Systemd.JobTimeout, Logger: log, CgroupRoot: o.CgroupRoot, Observe: systemdObserver(d.sdOps)})
 	if err != nil {
 		return nil, fmt.Errorf("systemd: %w", err)
 	}
-	// A failure below returns a nil daemon: close the one built so far, not the result.
-	built := d
-	defer func() {
-		if err != nil {
-			built.close()
-		}
-	}()
-	mode := d.sd.Mode()
-	log.Info("connected to systemd", "cgroup_mode", mode.String())
-	d.health.Set(configWarnable, errors.Join(configProblems(cfg, mode)...))
+	d.mode = d.sd.Mode()
+	log.Info("connected to systemd", "cgroup_mode", d.mode.String())
+	d.health.Set(configWarnable, errors.Join(configProblems(cfg, d.mode)...))
 
-	if d.mcfg, err = cfg.SlicesConfig(capacity, mode.V2()); err != nil {
+	if d.mcfg, err = cfg.SlicesConfig(capacity, d.mode.V2()); err != nil {
+		d.close()
 		return nil, err
 	}
 	d.mcfg.Clock, d.mcfg.Health = d.clock, d.health
-	d.mgr = slices.NewManager(d.sd, slices.NewCgroupFS(o.CgroupRoot), d.mcfg, log)
+	d.mgr = hierarchy.New(d.sd, hierarchy.NewCgroupFS(o.CgroupRoot), d.mcfg, log)
 	d.alloc = slices.NodeAllocatable(capacity, d.mcfg.Node.SystemReserved, d.mcfg.Node.KubeReserved, d.mcfg.Node.HardEviction)
-
-	probes := metrics.NewProbeResults()
-	d.objects = pods.NewObjects()
-	hostname, _ := os.Hostname()
+	d.hostname, _ = os.Hostname()
+	d.nodeIPs = nodeIPs(log)
 	// Static pods are validated as the kubelet validates them on this node: under the name of
 	// their mirror pod, "<name>-<node>" (the host name, or cluster mode's node_name).
 	if cfg.Cluster.Enabled && cfg.Cluster.NodeName != "" {
 		manifest.SetNodeName(cfg.Cluster.NodeName)
 	} else {
-		manifest.SetNodeName(hostname)
+		manifest.SetNodeName(d.hostname)
 	}
+	return d, nil
+}
+
+// buildPodStack builds the pods' event store, the runtime with its pod worker, admission, the
+// pod controller and the pods' usage sampler.
+func (d *daemon) buildPodStack(ctx context.Context, o Options) (err error) {
+	cfg, log := d.cfg, d.log
 	// The pods' events: kept (bounded, and across restarts) for slicectl describe and events,
-	// and logged at debug. A broken events file costs the old events, not the start.
-	d.events = events.NewStore(d.clock, hostname)
+	// logged at debug and, in cluster mode, sent to the API server for its pods. A broken
+	// events file costs the old events, not the start.
+	d.events = events.NewStore(d.clock, d.hostname)
 	if err := d.events.Load(filepath.Join(cfg.StateDir, eventsFile)); err != nil {
 		log.Warn("previous events not loaded", "error", err)
 	}
-	// Cluster mode's recorder (the cluster pods' events to the API server) is built after the
-	// worker that records into it.
-	d.clusterEvents = &lateRecorder{}
-	recorder := teeRecorder{d.events, logRecorder{log.With("component", "events")}, d.clusterEvents}
-	ips := nodeIPs(log)
-	// Cluster mode's objects, like its recorder, come once it is built.
-	d.clusterObjects = &lateObjects{}
-	// The kubelet's own families (kubelet_*, rest_client_*) on /metrics, fed by the worker's
-	// runtime calls, the controller's syncs, the eviction manager and cluster mode's client.
-	kubelet := metrics.NewKubeletFamilies()
-	extra := worker.Options{ProbeMetrics: probes, RuntimeMetrics: kubelet, Objects: d.objects, Cluster: d.clusterObjects, NodeName: hostname, NodeIPs: ips, Allocatable: d.alloc}
+	recorder := teeRecorder{d.events, logRecorder{log.With("component", "events")}}
+	if r := d.conn.recorder(); r != nil {
+		recorder = append(recorder, r)
+	}
+	d.objects = pods.NewObjects()
+	extra := worker.Options{ProbeMetrics: d.probes, RuntimeMetrics: d.kubelet, Objects: d.objects, Cluster: d.conn.objects(),
+		NodeName: d.hostname, NodeIPs: d.nodeIPs, Allocatable: d.alloc}
 	d.devices = newDevices(cfg, nil, log)
 	if d.devices != nil {
 		extra.Devices = deviceRunOptions{d.devices}
 	}
-	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, recorder, extra, log); err != nil {
-		return nil, err
+	if d.prt, err = newRuntime(ctx, cfg, d.sd, d.capa, d.mcfg, recorder, extra, log); err != nil {
+		return err
 	}
 	d.rt = d.prt.worker
 	d.images = d.prt.images != nil
-	security, err := admission.ParsePodSecurityLevels(cfg.Pods.Security.BySource())
-	if err != nil {
-		return nil, err
+	if d.security, err = admission.ParsePodSecurityLevels(cfg.Pods.Security.BySource()); err != nil {
+		return err
 	}
-	if security[pods.SourceAPI].AllowsRoot() {
+	if d.security[pods.SourceAPI].AllowsRoot() {
 		log.Info("members of the api socket's group can run pods as root on this node: membership is root-equivalent",
-			"api_group", cfg.API.Group, "pod_security", security[pods.SourceAPI].String())
+			"api_group", cfg.API.Group, "pod_security", d.security[pods.SourceAPI].String())
 	}
 	// Admission reads the node's pressure conditions from the health tracker, where the
-	// eviction manager reports them.
-	admitter := admission.Admitter{PodSecurity: security, Node: func() admission.NodeState {
+	// eviction manager reports them, and in cluster mode the Node.
+	admitter := admission.Admitter{PodSecurity: d.security, Node: func() admission.NodeState {
 		return admission.NodeState{
 			Allocatable:              admission.WithMaxPods(withDevices(d.alloc, d.devices, true), cfg.Node.MaxPods),
 			PriorityClasses:          cfg.Eviction.PriorityClasses,
@@ -251,91 +302,99 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	}
 	nodeName := cfg.Cluster.NodeName
 	if nodeName == "" {
-		nodeName = strings.ToLower(hostname)
+		nodeName = strings.ToLower(d.hostname)
 	}
 	cgroupVersion := 1
-	if mode.V2() {
+	if d.mode.V2() {
 		cgroupVersion = 2
 	}
-	kubelet.SetNode(nodeName, cgroupVersion)
+	d.kubelet.SetNode(nodeName, cgroupVersion)
+	// Its hooks reach the observers, cluster mode and the API: registerHooks gives them.
 	d.ctrl = pods.NewController(pods.ControllerOptions{
-		Slices: d.mgr, Runtime: newKubeletRuntime(d.rt, kubelet, d.clock), Admitter: admitter, Allocator: allocator, Logger: log, Clock: d.clock,
+		Slices: d.mgr, Runtime: newKubeletRuntime(d.rt, d.kubelet, d.clock), Admitter: admitter, Allocator: allocator, Logger: log, Clock: d.clock,
 		WantSources: wantSources(cfg),
 		Evictions:   pods.NewEvictionRecords(filepath.Join(cfg.StateDir, pods.EvictionsDir)),
-		// The metrics and the eviction manager are built below, from the controller; both
-		// exist before the controller runs.
-		OnReject: func(reason string) { d.metrics.AdmissionRejected(reason) },
-		Recorder: recorder,
-		// Pods coming and going re-arm the pressure thresholds at once (not at the next 10 s).
-		// The API's pod watches are woken too, and cluster mode's sync of the pods' statuses.
-		OnChange: func() {
-			if d.evm != nil {
-				d.evm.PodsChanged()
-			}
-			d.changes.Notify()
-			if d.cluster != nil {
-				d.cluster.Kick()
-			}
-		},
-		// Cluster mode sends a pod's changed status to the API server at once.
-		OnStatus: func() {
-			if d.cluster != nil {
-				d.cluster.Kick()
-			}
-		},
+		Recorder:    recorder,
 	})
 	// Per-container usage, read from the pods' cgroups: the eviction message names the
 	// containers over their requests; the sampler serves `slicectl top`, the stats summary
 	// and cAdvisor's families on /metrics/cadvisor (from the same samples).
-	statsReader := podstats.NewReader(o.CgroupRoot, o.ProcRoot, mode, d.prt.namer)
-	if d.stats, err = podstats.NewSampler(podstats.SamplerOptions{Reader: statsReader, Pods: d.ctrl,
-		Interval: cfg.Eviction.MonitoringInterval, Logger: log.With("component", "podstats")}); err != nil {
-		return nil, err
-	}
-	machine, version := podstats.NewMachineInfo(podstats.MachineOptions{ProcRoot: o.ProcRoot, SysRoot: o.SysRoot, EtcRoot: o.EtcRoot,
-		Cores: int(capacity.CPU / 1000), MemoryBytes: capacity.Memory})
-	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: sdOps, Probes: probes, Pods: d.ctrl, Health: d.health,
-		Kubelet: kubelet, Cadvisor: &podstats.Cadvisor{Sampler: d.stats, Pods: d.ctrl.Pods, SysRoot: o.SysRoot, Machine: machine, Version: version}})
+	d.statsReader = podstats.NewReader(o.CgroupRoot, o.ProcRoot, d.mode, d.prt.namer)
+	d.stats, err = podstats.NewSampler(podstats.SamplerOptions{Reader: d.statsReader, Pods: d.ctrl,
+		Interval: cfg.Eviction.MonitoringInterval, Logger: log.With("component", "podstats")})
+	return err
+}
 
+// buildObservers builds the metrics registry, garbage collection and the eviction manager,
+// each reading the pod stack.
+func (d *daemon) buildObservers(_ context.Context, o Options) error {
+	cfg, log := d.cfg, d.log
+	machine, version := podstats.NewMachineInfo(podstats.MachineOptions{ProcRoot: o.ProcRoot, SysRoot: o.SysRoot, EtcRoot: o.EtcRoot,
+		Cores: int(d.capa.CPU / 1000), MemoryBytes: d.capa.Memory})
+	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: d.sdOps, Probes: d.probes, Pods: d.ctrl, Health: d.health,
+		Kubelet: d.kubelet, Cadvisor: &podstats.Cadvisor{Sampler: d.stats, Pods: d.ctrl.Pods, SysRoot: o.SysRoot, Machine: machine, Version: version}})
 	col, err := newGCCollector(cfg, d.prt, d.ctrl.GCPodState, d.clock, log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if d.images {
 		d.detect = col.Detect
 	}
 	d.gc = newGCService(col, d.metrics, d.health)
-	if d.evm, err = newEvictionManager(evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: mode,
+	d.evm, err = newEvictionManager(evictionOptions{Config: cfg, CgroupRoot: o.CgroupRoot, ProcRoot: o.ProcRoot, Mode: d.mode,
 		Controller: d.ctrl, Logger: log, Metrics: d.metrics, Health: d.health, Clock: d.clock,
 		BeforeCycle: o.evictionBeforeCycle, Reclaim: d.gc.Reclaim,
 		Storage: d.prt.storage, ImageFsPath: d.prt.imageFsPath,
-		ContainerMemory: statsReader.ContainerMemory}); err != nil {
-		return nil, err
-	}
+		ContainerMemory: d.statsReader.ContainerMemory})
+	return err
+}
 
-	if d.cluster, err = newCluster(d, hostname, ips, log); err != nil {
-		return nil, err
-	}
-	if d.cluster != nil {
-		d.clusterEvents.set(d.cluster)
-	}
+// buildCluster builds cluster mode over its connection, with the kubelet API (nothing in
+// stand-alone mode).
+func (d *daemon) buildCluster(context.Context, Options) (err error) {
+	d.cluster, err = newCluster(d)
+	return err
+}
+
+// buildFrontEnds opens the pod sources (the API's store of pods and objects, the manifest
+// directory) and builds the local API over the parts built before.
+func (d *daemon) buildFrontEnds(context.Context, Options) (err error) {
+	cfg, log := d.cfg, d.log
 	d.health.Register(manifestsWarnable, apiStoreWarnable, apiServerWarnable, gcTimersWarnable)
 	if d.store, err = source.OpenAPIStore(cfg.StateDir, source.APIStoreOptions{Log: log.With("source", pods.SourceAPI)}); err != nil {
-		return nil, fmt.Errorf("api pod store: %w", err)
+		return fmt.Errorf("api pod store: %w", err)
 	}
 	if d.objStore, err = source.OpenObjectStore(cfg.StateDir, d.objects, log.With("source", pods.SourceAPI)); err != nil {
-		return nil, fmt.Errorf("api object store: %w", err)
+		return fmt.Errorf("api object store: %w", err)
 	}
 	if d.dir, err = source.NewManifestDir(source.ManifestDirOptions{Dir: cfg.Pods.ManifestDir, StateDir: cfg.StateDir, Log: log.With("source", pods.SourceFile), Objects: d.objects}); err != nil {
-		return nil, fmt.Errorf("manifest directory: %w", err)
+		return fmt.Errorf("manifest directory: %w", err)
 	}
-	back := &backend{ctrl: d.ctrl, store: d.store, objStore: d.objStore, objects: d.objects, rt: d.rt, mcfg: d.mcfg, mode: mode, maxPods: cfg.Node.MaxPods,
-		hostname: hostname, gc: d.gc, evm: d.evm, devices: d.devices, health: d.health, podSecurity: security, stats: d.stats, events: d.events, changes: &d.changes}
-	if d.api, err = api.NewServer(back, api.Options{Socket: cfg.API.Socket, Group: cfg.API.Group,
-		Logger: log.With("component", "api"), Health: d.health}); err != nil {
-		return nil, err
+	back := &backend{ctrl: d.ctrl, store: d.store, objStore: d.objStore, objects: d.objects, rt: d.rt, mcfg: d.mcfg, mode: d.mode, maxPods: cfg.Node.MaxPods,
+		hostname: d.hostname, gc: d.gc, evm: d.evm, devices: d.devices, health: d.health, podSecurity: d.security, stats: d.stats, events: d.events, changes: &d.changes}
+	d.api, err = api.NewServer(back, api.Options{Socket: cfg.API.Socket, Group: cfg.API.Group,
+		Logger: log.With("component", "api"), Health: d.health})
+	return err
+}
+
+// registerHooks gives the controller its hooks once every part they reach exists: a rejection
+// counts in the metrics; pods coming and going re-arm the eviction manager's pressure
+// thresholds at once (not at the next 10 s) and wake the API's pod watches; both, and a pod's
+// changed status, make cluster mode send the statuses to the API server now.
+func (d *daemon) registerHooks() {
+	kick := func() {} // stand-alone mode: no statuses to send
+	if d.cluster != nil {
+		kick = d.cluster.Kick
 	}
-	return d, nil
+	d.ctrl.SetHooks(pods.Hooks{
+		OnReject: d.metrics.AdmissionRejected,
+		OnChange: func() {
+			d.evm.PodsChanged()
+			d.changes.Notify()
+			kick()
+		},
+		OnStatus: kick,
+	})
 }
 
 // close releases what newDaemon acquired: the runtime's connection and systemd's.
@@ -507,13 +566,9 @@ func (d *daemon) status() string {
 // setMemoryLimit tunes the Go collector for a daemon whose live heap is small and whose
 // garbage (decoded D-Bus traffic, pod copies) comes fast, unless the operator set GOGC or
 // GOMEMLIMIT: the heap may grow 50 % over the live heap between collections (GOGC=50) and the
-// runtime's memory has a soft limit of 20 MiB plus 20 KiB per pod of max_pods, above what the
-// daemon needs while it starts max_pods pods. A limit below that need makes the collector run
-// back to back: with 12 MiB + 14 KiB per pod (the values until the pod worker, the CRI
-// runtime's protobuf registry and pod stats grew the daemon) a burst of 100 pods cost 57 ms of
-// CPU per pod and 1000 pods took 3 minutes to start; now 18 ms, and 110 idle pods take 27.6 MiB
-// (31.7 MiB with Go's defaults). docs/benchmarks.md has the measurements. Cluster mode gets
-// clusterMemoryHeadroom more (memoryLimit).
+// runtime's memory has a soft limit (memoryLimit) above what the daemon needs while it starts
+// max_pods pods: a limit below that need makes the collector run back to back, and pods start
+// several times slower. docs/benchmarks.md ("Pods re-run") has the measurements that chose it.
 func setMemoryLimit(maxPods int32, cluster bool, log *slog.Logger) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(50)
@@ -528,10 +583,8 @@ func setMemoryLimit(maxPods int32, cluster bool, log *slog.Logger) {
 
 // clusterMemoryHeadroom is what cluster mode keeps live beyond stand-alone mode: client-go's
 // pod and Service informers (the API's pods, managed fields included), the API server's
-// HTTP/2 connection and the kubelet API's TLS server. With 110 API pods the daemon's
-// anonymous memory was 18.5 MiB against the stand-alone limit of 22.1 MiB, and the collector,
-// run by the limit, took 43 % of its idle CPU; with this headroom the idle CPU fell by 45 %
-// for 3.3 MiB more RSS, and 30 pods started 16 % sooner (docs/cluster.md, Benchmarks).
+// HTTP/2 connection and the kubelet API's TLS server. Without it the collector, run by the
+// stand-alone limit, takes much of an idle node's CPU (docs/cluster.md, Benchmarks).
 const clusterMemoryHeadroom = 8 << 20
 
 // memoryLimit is the Go runtime's soft memory limit: 20 MiB plus 20 KiB per pod of max_pods,

@@ -21,6 +21,7 @@ import (
 	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices/hierarchy"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -212,7 +213,7 @@ func TestIntegrationRestartSafety(t *testing.T) {
 	d := newDaemonEnv(t, "[node]\nmax_pods = 200")
 	env, sd, podsDir, sock, cfgPath := d.env, d.sd, d.podsDir, d.sock, d.cfgPath
 	ctx := t.Context()
-	cg := slices.NewCgroupFS(env.CgroupRoot)
+	cg := hierarchy.NewCgroupFS(env.CgroupRoot)
 
 	unit := "slicelet-restart-it.service"
 	t.Cleanup(func() { _ = sd.Stop(context.Background(), unit) })
@@ -350,7 +351,7 @@ func waitInactive(t *testing.T, sd *units.Manager, unit string) {
 
 // converged returns "" when systemd holds exactly the wanted pods: one active slice and one
 // running container unit each, and no slice, container unit or cgroup of any other pod.
-func converged(t *testing.T, sd *units.Manager, cg *slices.CgroupFS, want map[string]string) string {
+func converged(t *testing.T, sd *units.Manager, cg *hierarchy.CgroupFS, want map[string]string) string {
 	t.Helper()
 	ctx := t.Context()
 	sliceList, err := sd.List(ctx, slices.PodSlicePatterns...)

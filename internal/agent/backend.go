@@ -26,6 +26,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods/verdict"
 	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices/hierarchy"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -36,7 +37,7 @@ type backend struct {
 	objStore *source.ObjectStore
 	objects  *pods.Objects
 	rt       pods.Runtime
-	mcfg     slices.ManagerConfig
+	mcfg     hierarchy.Config
 	mode     units.Mode
 	maxPods  int32
 	hostname string

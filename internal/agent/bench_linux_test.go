@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"runtime/metrics"
 	"runtime/pprof"
-	"slices"
+	stdslices "slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,11 +25,11 @@ import (
 	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
 	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
-	sl "github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
 
-// Issue 5's benchmark (docs/benchmarks.md, section "pods", written by hack/bench):
+// The pods benchmark (docs/benchmarks.md, section "pods", written by hack/bench):
 //
 //   - BenchmarkPodsManifestToRunning/latency: N BestEffort pods (one container running
 //     /bin/sleep infinity) dropped at once into slicelet's manifest directory, against the same
@@ -303,7 +303,7 @@ func (a *benchAgent) removeAll(b *testing.B) {
 	}
 	waitUntil(b, 3*time.Minute, "pods deleted", func() (bool, string) {
 		ctrs := countActive(b, a.sd, containerUnits)
-		podSlices := countActive(b, a.sd, sl.PodSlicePatterns...)
+		podSlices := countActive(b, a.sd, slices.PodSlicePatterns...)
 		list, err := a.client.ListPods(b.Context())
 		if err != nil {
 			return false, err.Error()
@@ -471,8 +471,8 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	if len(d) == 0 {
 		return 0
 	}
-	s := slices.Clone(d)
-	slices.Sort(s)
+	s := stdslices.Clone(d)
+	stdslices.Sort(s)
 	i := int(p*float64(len(s))+0.5) - 1
 	return s[max(0, min(i, len(s)-1))]
 }
@@ -710,7 +710,7 @@ func stopFloorPods(b *testing.B, sd *units.Manager, pods []floorPod) {
 	})
 }
 
-// BenchmarkPodsManifestToRunning is issue 5's benchmark; see the comment at the top of the file.
+// BenchmarkPodsManifestToRunning is the pods benchmark; see the comment at the top of the file.
 // Run it with -benchtime 1x: each sub-benchmark does its own rounds.
 func BenchmarkPodsManifestToRunning(b *testing.B) {
 	sd := benchSystemd(b)

@@ -14,11 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/slicelet/slicelet/internal/pods/systemdrt"
-	sl "github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
 
-// Issue 12's benchmark (docs/benchmarks.md, section "restart", written by hack/bench):
+// The restart benchmark (docs/benchmarks.md, section "restart", written by hack/bench):
 //
 //   - cold start: N BestEffort manifest pods (one container, /bin/sleep infinity) are in the
 //     manifest directory when slicelet starts; measured from the start of its service to READY,
@@ -35,7 +35,7 @@ import (
 // Knob (environment): SLICELET_BENCH_COLD_PODS (1000).
 const benchColdPodsEnv = "SLICELET_BENCH_COLD_PODS"
 
-// BenchmarkPodsColdStartAndRestart is issue 12's benchmark; see the comment above. Run it with
+// BenchmarkPodsColdStartAndRestart is the restart benchmark; see the comment above. Run it with
 // -benchtime 1x.
 func BenchmarkPodsColdStartAndRestart(b *testing.B) {
 	sd := benchSystemd(b)
@@ -163,7 +163,7 @@ func (a *benchAgent) running(b *testing.B) (ok, total int, err error) {
 }
 
 // dbusFloor starts n pods' units through one D-Bus connection, 8 pods at a time: the pod slice
-// (BaseSliceProperties + SliceProperties of a BestEffort pod, as slices.Manager starts it) and
+// (BaseSliceProperties + SliceProperties of a BestEffort pod, as hierarchy.Manager starts it) and
 // the container service (the properties slicelet's systemd runtime gives a BestEffort container
 // running /bin/sleep infinity, see floorArgs). It returns the time from the first start to the
 // last unit active and systemd's CPU meanwhile, and stops everything before it returns.
@@ -173,7 +173,7 @@ func dbusFloor(b *testing.B, sd *units.Manager, n int) (time.Duration, time.Dura
 	mode := sd.Mode()
 	// The QoS slices the pod slices live in, as slicelet's hierarchy has them.
 	for _, s := range []string{"kubepods.slice", "kubepods-besteffort.slice"} {
-		if err := sd.StartSlice(b.Context(), s, sl.BaseSliceProperties(s, "-.slice", mode)); err != nil {
+		if err := sd.StartSlice(b.Context(), s, slices.BaseSliceProperties(s, "-.slice", mode)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -200,8 +200,8 @@ func floorStart(ctx context.Context, sd *units.Manager, mode units.Mode, uid, na
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(uid)},
 		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "c", Command: []string{"/bin/sleep", "infinity"}}}},
 	}
-	props := append(sl.BaseSliceProperties(sl.PodSliceDescription(pod), sl.QOSSliceName(v1.PodQOSBestEffort), mode),
-		sl.SliceProperties(sl.PodResources(pod, sl.DefaultOptions()), mode)...)
+	props := append(slices.BaseSliceProperties(slices.PodSliceDescription(pod), slices.QOSSliceName(v1.PodQOSBestEffort), mode),
+		slices.SliceProperties(slices.PodResources(pod, slices.DefaultOptions()), mode)...)
 	if err := sd.StartSlice(ctx, slice, props); err != nil {
 		return fmt.Errorf("floor slice %s: %w", slice, err)
 	}
@@ -224,7 +224,7 @@ func floorStart(ctx context.Context, sd *units.Manager, mode units.Mode, uid, na
 		{Name: "CPUAccounting", Value: true},
 		{Name: "TasksAccounting", Value: true},
 	}
-	cprops = append(cprops, sl.SliceProperties(sl.ResourceConfig{CPUShares: &shares}, mode)...)
+	cprops = append(cprops, slices.SliceProperties(slices.ResourceConfig{CPUShares: &shares}, mode)...)
 	if err := sd.StartService(ctx, unit, cprops); err != nil {
 		return fmt.Errorf("floor container %s: %w", unit, err)
 	}

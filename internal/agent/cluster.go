@@ -7,11 +7,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	goruntime "runtime"
 	"runtime/debug"
-	stdslices "slices"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,24 +19,26 @@ import (
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/internal/buildinfo"
 	"github.com/slicelet/slicelet/internal/cluster"
 	"github.com/slicelet/slicelet/internal/health"
+	"github.com/slicelet/slicelet/internal/kubeletserver"
 	"github.com/slicelet/slicelet/internal/manifest"
+	"github.com/slicelet/slicelet/internal/metrics"
 	"github.com/slicelet/slicelet/internal/pods/worker"
 )
 
-// clusterMode is cluster mode as the daemon runs it (*cluster.Agent; the build tag nocluster
+// clusterMode is cluster mode as the daemon runs it (*cluster.Member; the build tag nocluster
 // leaves it out of the binary).
 type clusterMode interface {
 	Run(ctx context.Context)
 	// Kick tells it the pod controller's pods changed: their statuses go to the API server
 	// now, not at its next periodic sync.
 	Kick()
-	worker.EventRecorder
 	// Node is the node's Node object (registered, else as it registers): the pods' node
 	// selectors and affinity are admitted against it.
 	Node() *v1.Node
@@ -51,33 +52,70 @@ func (d *daemon) clusterNode() *v1.Node {
 	return d.cluster.Node()
 }
 
-// newCluster builds cluster mode when [cluster] enabled is set (nil, nil otherwise). Its Node
-// reports the capacity and allocatable slicelet enforces on kubepods.slice (d.capa, d.alloc,
-// max pods) and the conditions rendered from the health tracker, as `slicectl node` shows
-// them. A kubeconfig that does not load refuses the start.
-func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clusterMode, error) {
-	cc := d.cfg.Cluster
-	if !cc.Enabled {
+// clusterConn is cluster mode's connection to the API server, made in the daemon's base
+// phase: the clients, and the cluster's objects and event forwarder, which the pod worker is
+// built with. A nil one is stand-alone mode.
+type clusterConn struct {
+	clients cluster.Clients
+	objs    *cluster.Objects
+	events  *cluster.Events
+}
+
+// newClusterConn builds cluster mode's clients when [cluster] enabled is set (nil, nil
+// otherwise), their request metrics going to kubelet's families. A kubeconfig that does not
+// load refuses the start.
+func newClusterConn(cfg *config.Config, kubelet *metrics.KubeletFamilies) (*clusterConn, error) {
+	if !cfg.Cluster.Enabled {
 		return nil, nil
 	}
-	cluster.RegisterClientMetrics(d.metrics.Kubelet())
-	clients, err := cluster.NewClients(cc.Kubeconfig)
+	// client-go keeps the first registration: before any client is made.
+	cluster.RegisterClientMetrics(kubelet)
+	clients, err := cluster.NewClients(cfg.Cluster.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	return &clusterConn{clients: clients, objs: cluster.NewObjects(clients, clock.RealClock{}), events: cluster.NewEvents()}, nil
+}
+
+// objects are the cluster pods' objects for the pod worker; nil in stand-alone mode.
+func (c *clusterConn) objects() worker.ClusterObjects {
+	if c == nil {
+		return nil
+	}
+	return c.objs
+}
+
+// recorder sends the cluster pods' events to the API server; nil in stand-alone mode.
+func (c *clusterConn) recorder() worker.EventRecorder {
+	if c == nil {
+		return nil
+	}
+	return c.events
+}
+
+// newCluster builds cluster mode over d's connection (nil in stand-alone mode). Its Node
+// reports the capacity and allocatable slicelet enforces on kubepods.slice (d.capa, d.alloc,
+// max pods) and the conditions rendered from the health tracker, as `slicectl node` shows
+// them.
+func newCluster(d *daemon) (clusterMode, error) {
+	if d.conn == nil {
+		return nil, nil
+	}
+	cc, log := d.cfg.Cluster, d.log
 	taints, err := cc.RegisterTaints()
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	name := cc.NodeName
 	if name == "" {
-		name = strings.ToLower(hostname)
+		name = strings.ToLower(d.hostname)
 	}
+	ips := d.nodeIPs
 	if cc.NodeIP != "" {
 		ips = []string{cc.NodeIP}
 	}
 	// The kubelet API first: the Node reports its port only when it listens.
-	var srv *cluster.KubeletServer
+	var srv *kubeletserver.Server
 	if cc.KubeletPort != 0 {
 		if srv, err = newKubeletServer(d, name, ips, log); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
@@ -120,15 +158,15 @@ func newCluster(d *daemon, hostname string, ips []string, log *slog.Logger) (clu
 			InternalIPs: ips, Info: withRuntimeVersion(info, versionOf()), KubeletPort: kubeletPort}
 	}
 	log.Info("cluster mode", "node", name, "kubeconfig", cc.Kubeconfig)
-	agent := cluster.New(cluster.Options{Clients: clients, NodeName: name, Node: inputs, Controller: d.ctrl,
+	member := cluster.New(cluster.Options{Clients: d.conn.clients, NodeName: name, Node: inputs, Controller: d.ctrl,
 		Validate: manifest.Validate, HostNetwork: d.cfg.Runtime.Network != config.NetworkCNI,
-		AllocatableEnforced: stdslices.Contains(d.cfg.Node.EnforceNodeAllocatable, "pods"),
-		Health:              d.health, Clock: d.clock, Logger: log.With("component", "cluster")})
-	d.clusterObjects.set(agent.Objects())
+		AllocatableEnforced: slices.Contains(d.cfg.Node.EnforceNodeAllocatable, "pods"),
+		Objects:             d.conn.objs, Events: d.conn.events,
+		Health: d.health, Clock: d.clock, Logger: log.With("component", "cluster")})
 	if srv == nil {
-		return agent, nil
+		return member, nil
 	}
-	return &withKubeletAPI{Agent: agent, srv: srv, health: d.health, log: log}, nil
+	return &withKubeletAPI{Member: member, srv: srv, health: d.health, log: log}, nil
 }
 
 // withoutWarnable is st without w: the cluster warnable says whether the API server can be

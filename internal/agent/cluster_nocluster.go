@@ -5,10 +5,11 @@ package agent
 import (
 	"context"
 	"errors"
-	"log/slog"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/slicelet/slicelet/config"
+	"github.com/slicelet/slicelet/internal/metrics"
 	"github.com/slicelet/slicelet/internal/pods/worker"
 )
 
@@ -19,17 +20,28 @@ type clusterMode interface {
 	// Kick tells it the pod controller's pods changed: their statuses go to the API server
 	// now, not at its next periodic sync.
 	Kick()
-	worker.EventRecorder
 }
 
 // clusterNode is nil: without cluster mode there is no Node object (pods with node selectors
 // or affinity are refused at validation).
 func (d *daemon) clusterNode() *v1.Node { return nil }
 
-// newCluster refuses [cluster] enabled: this binary was built without cluster mode.
-func newCluster(d *daemon, _ string, _ []string, _ *slog.Logger) (clusterMode, error) {
-	if d.cfg.Cluster.Enabled {
+// clusterConn is cluster mode's connection; this binary has none.
+type clusterConn struct{}
+
+// newClusterConn refuses [cluster] enabled: this binary was built without cluster mode.
+func newClusterConn(cfg *config.Config, _ *metrics.KubeletFamilies) (*clusterConn, error) {
+	if cfg.Cluster.Enabled {
 		return nil, errors.New("cluster.enabled: this slicelet was built without cluster mode (build tag nocluster)")
 	}
 	return nil, nil
 }
+
+// objects is nil: no cluster pods.
+func (c *clusterConn) objects() worker.ClusterObjects { return nil }
+
+// recorder is nil: no API server to send events to.
+func (c *clusterConn) recorder() worker.EventRecorder { return nil }
+
+// newCluster is nil: no cluster mode.
+func newCluster(*daemon) (clusterMode, error) { return nil, nil }

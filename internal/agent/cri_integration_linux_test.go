@@ -26,6 +26,7 @@ import (
 	"github.com/slicelet/slicelet/internal/testharness/runtimetest"
 	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices/hierarchy"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -303,7 +304,7 @@ func testDaemonCRIRestart(t *testing.T, ctrd *critest.Containerd) {
 	if parent, err := d.sd.Property(ctx, scope, "org.freedesktop.systemd1.Scope", "Slice"); err != nil || parent != podSlice {
 		t.Errorf("%s Slice = %v (%v), want %s", scope, parent, err, podSlice)
 	}
-	cg := slices.NewCgroupFS(d.env.CgroupRoot)
+	cg := hierarchy.NewCgroupFS(d.env.CgroupRoot)
 	pids, err := cg.Pids(scopeInfo.ControlGroup)
 	if err != nil || len(pids) == 0 {
 		t.Fatalf("processes of %s: %v, %v", scopeInfo.ControlGroup, pids, err)

@@ -23,6 +23,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices/hierarchy"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -74,7 +75,7 @@ func TestIntegrationEvictionEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr := slices.NewManager(sd, slices.NewCgroupFS(env.CgroupRoot), mcfg, log)
+	mgr := hierarchy.New(sd, hierarchy.NewCgroupFS(env.CgroupRoot), mcfg, log)
 	if err := mgr.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/cluster"
 	"github.com/slicelet/slicelet/internal/health"
+	"github.com/slicelet/slicelet/internal/kubeletserver"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/procfs"
 )
@@ -33,8 +34,8 @@ var kubeletAPIWarnable = &health.Warnable{Code: "kubelet-api", Title: "kubelet A
 
 // withKubeletAPI is cluster mode with the kubelet API beside it.
 type withKubeletAPI struct {
-	*cluster.Agent
-	srv    *cluster.KubeletServer
+	*cluster.Member
+	srv    *kubeletserver.Server
 	health *health.Tracker
 	log    *slog.Logger
 }
@@ -43,7 +44,7 @@ type withKubeletAPI struct {
 // the node running; kubeletAPIWarnable says so.
 func (w *withKubeletAPI) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Go(func() { w.Agent.Run(ctx) })
+	wg.Go(func() { w.Member.Run(ctx) })
 	w.health.SetHealthy(kubeletAPIWarnable)
 	if err := w.srv.Serve(ctx); err != nil {
 		w.log.Error("kubelet API stopped", "error", err)
@@ -59,7 +60,7 @@ func (w *withKubeletAPI) Run(ctx context.Context) {
 // health tracker. A serving pair or client CA that does not load refuses the start; a port
 // that cannot be opened leaves the node without the kubelet API (nil, nil), unhealthy in
 // kubeletAPIWarnable.
-func newKubeletServer(d *daemon, node string, ips []string, log *slog.Logger) (*cluster.KubeletServer, error) {
+func newKubeletServer(d *daemon, node string, ips []string, log *slog.Logger) (*kubeletserver.Server, error) {
 	cc := d.cfg.Cluster
 	tokens, access, err := cluster.NewReviewClients(cc.Kubeconfig)
 	if err != nil {
@@ -78,7 +79,7 @@ func newKubeletServer(d *daemon, node string, ips []string, log *slog.Logger) (*
 		streamer = d.prt.streamer
 	}
 	metricsHandler, probesHandler, cadvisorHandler := d.metrics.KubeletHandlers(log.With("component", "kubelet-api"))
-	srv, err := cluster.NewKubeletServer(cluster.KubeletServerOptions{
+	srv, err := kubeletserver.New(kubeletserver.Options{
 		NodeName: node, Address: net.JoinHostPort(cc.NodeIP, strconv.Itoa(cc.KubeletPort)),
 		CertFile: cc.TLSCertFile, KeyFile: cc.TLSPrivateKeyFile, CertDir: filepath.Join(d.cfg.StateDir, kubeletCertDir),
 		Hosts: append([]string{node}, ips...), ClientCAFile: cc.ClientCAFile, Anonymous: cc.AnonymousAuth,
@@ -86,13 +87,13 @@ func newKubeletServer(d *daemon, node string, ips []string, log *slog.Logger) (*
 		Logs: func(ctx context.Context, namespace, name, container string, opts pods.LogOptions, w io.Writer) error {
 			err := back.Logs(ctx, namespace, name, container, opts, w)
 			if errors.Is(err, api.ErrNotFound) {
-				return fmt.Errorf("%w: %w", cluster.ErrKubeletNotFound, err)
+				return fmt.Errorf("%w: %w", kubeletserver.ErrNotFound, err)
 			}
 			return err
 		},
 		Summary: func() statsv1alpha1.Summary {
 			n, ok := d.stats.LatestNode()
-			return cluster.KubeletSummary(node, boot, n, ok, d.stats.LatestPods(), d.ctrl.Pods())
+			return kubeletserver.Summary(node, boot, n, ok, d.stats.LatestPods(), d.ctrl.Pods())
 		},
 		Metrics: metricsHandler, MetricsProbes: probesHandler, MetricsCadvisor: cadvisorHandler,
 		Healthz: health.Handler(d.health, false), Streamer: streamer, Clock: d.clock, Logger: log.With("component", "kubelet-api"),

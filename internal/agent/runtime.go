@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +21,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices/hierarchy"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -57,7 +57,7 @@ type podRuntime struct {
 // newRuntime builds the configured container runtime and the pod worker over it. The CRI
 // runtime connects lazily: an endpoint that is not up yet is retried with back-off (pods
 // report Unknown meanwhile), so a daemon started before containerd comes up stays up.
-func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capacity slices.Capacity, mcfg slices.ManagerConfig, events worker.EventRecorder, extra worker.Options, log *slog.Logger) (*podRuntime, error) {
+func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capacity slices.Capacity, mcfg hierarchy.Config, events worker.EventRecorder, extra worker.Options, log *slog.Logger) (*podRuntime, error) {
 	// extra carries the worker's inputs from elsewhere in the daemon: probe metrics, the
 	// objects pods use, the node's name, IPs and allocatable.
 	wopts := worker.Options{
@@ -151,30 +151,6 @@ type teeRecorder []worker.EventRecorder
 // Eventf records the event with every recorder.
 func (t teeRecorder) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
 	for _, r := range t {
-		r.Eventf(object, eventtype, reason, messageFmt, args...)
-	}
-}
-
-// lateRecorder forwards events to a recorder set after it was handed out (cluster mode's, built
-// after the pod worker); until then, and without one, it drops them.
-type lateRecorder struct {
-	mu sync.Mutex
-	r  worker.EventRecorder
-}
-
-// set makes r the recorder events go to.
-func (l *lateRecorder) set(r worker.EventRecorder) {
-	l.mu.Lock()
-	l.r = r
-	l.mu.Unlock()
-}
-
-// Eventf records the event with the recorder set, if any.
-func (l *lateRecorder) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
-	l.mu.Lock()
-	r := l.r
-	l.mu.Unlock()
-	if r != nil {
 		r.Eventf(object, eventtype, reason, messageFmt, args...)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/source"
-	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices/hierarchy"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -27,7 +27,7 @@ import (
 func TestIntegrationStoredPodsSurviveDamage(t *testing.T) {
 	d := newDaemonEnv(t, "")
 	ctx := t.Context()
-	cg := slices.NewCgroupFS(d.env.CgroupRoot)
+	cg := hierarchy.NewCgroupFS(d.env.CgroupRoot)
 	unit := "slicelet-store-it.service"
 	t.Cleanup(func() { _ = d.sd.Stop(context.Background(), unit) })
 	agentService(t, d.sd, unit, d.cfgPath)
@@ -113,7 +113,7 @@ func TestIntegrationStoredPodsSurviveDamage(t *testing.T) {
 }
 
 // waitConverged waits until systemd holds exactly the wanted pods (converged).
-func waitConverged(t *testing.T, d *daemonEnv, cg *slices.CgroupFS, want map[string]string) {
+func waitConverged(t *testing.T, d *daemonEnv, cg *hierarchy.CgroupFS, want map[string]string) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -134,7 +134,7 @@ func waitConverged(t *testing.T, d *daemonEnv, cg *slices.CgroupFS, want map[str
 func TestIntegrationApplyRacesAndClashes(t *testing.T) {
 	d := newDaemonEnv(t, "")
 	ctx := t.Context()
-	cg := slices.NewCgroupFS(d.env.CgroupRoot)
+	cg := hierarchy.NewCgroupFS(d.env.CgroupRoot)
 	unit := "slicelet-race-it.service"
 	t.Cleanup(func() { _ = d.sd.Stop(context.Background(), unit) })
 	agentService(t, d.sd, unit, d.cfgPath)

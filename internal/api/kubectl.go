@@ -208,6 +208,35 @@ func (s *Server) watchPods(w http.ResponseWriter, r *http.Request, sel podSelect
 		}
 		timeout = min(time.Duration(n)*time.Second, maxWatchTimeout)
 	}
+	sent := map[string]v1.Pod{}
+	first := true
+	var changed func() <-chan struct{}
+	if notifier, ok := s.backend.(PodNotifier); ok {
+		changed = notifier.PodsChanged
+	}
+	s.serveWatch(w, r, timeout, changed, func(ctx context.Context) ([]watchEvent, error) {
+		list, err := s.backend.ListPods(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rv := s.kube.observe(list)
+		events := diffPods(sent, sel.filter(list), first, since)
+		if first {
+			if since == 0 {
+				events = append(events, bookmark(rv))
+			}
+			first = false
+		}
+		return events, nil
+	})
+}
+
+// serveWatch streams a watch once its parameters are read: it takes a watch slot, then runs
+// round at once and again at every watchInterval, or as soon as changed's channel (taken
+// before each round; nil: none) is closed, writing each round's events as newline-separated
+// JSON (the first round's at least the response's header) until timeout, the client leaving or
+// a write failing. A round's error ends the watch with an ERROR event.
+func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, timeout time.Duration, changed func() <-chan struct{}, round func(ctx context.Context) ([]watchEvent, error)) {
 	release, ok := s.watchSlot(w)
 	if !ok {
 		return
@@ -233,32 +262,21 @@ func (s *Server) watchPods(w http.ResponseWriter, r *http.Request, sel podSelect
 		}
 		return rc.Flush()
 	}
-	sent := map[string]v1.Pod{}
-	first := true
 	ticker := s.kube.clock.NewTicker(watchInterval)
 	defer ticker.Stop()
-	notifier, _ := s.backend.(PodNotifier)
-	for {
-		var changed <-chan struct{} // nil (never ready) without a notifier
-		if notifier != nil {
-			changed = notifier.PodsChanged()
+	for first := true; ; first = false {
+		var wake <-chan struct{} // nil (never ready) without changed
+		if changed != nil {
+			wake = changed()
 		}
-		list, err := s.backend.ListPods(ctx)
+		events, err := round(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				_ = send([]watchEvent{errorEvent(err)})
 			}
 			return
 		}
-		rv := s.kube.observe(list)
-		events := diffPods(sent, sel.filter(list), first, since)
-		if first {
-			if since == 0 {
-				events = append(events, bookmark(rv))
-			}
-			first = false
-		}
-		if len(events) > 0 {
+		if len(events) > 0 || first {
 			if err := send(events); err != nil {
 				return
 			}
@@ -267,7 +285,7 @@ func (s *Server) watchPods(w http.ResponseWriter, r *http.Request, sel podSelect
 		case <-ctx.Done():
 			return
 		case <-ticker.C():
-		case <-changed:
+		case <-wake:
 		}
 	}
 }
@@ -478,42 +496,19 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	release, ok := s.watchSlot(w)
-	if !ok {
-		return
-	}
-	defer release()
-	ctx, cancel := context.WithTimeout(r.Context(), maxWatchTimeout)
-	defer cancel()
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	ticker := s.kube.clock.NewTicker(watchInterval)
-	defer ticker.Stop()
-	for {
+	s.serveWatch(w, r, maxWatchTimeout, nil, func(context.Context) ([]watchEvent, error) {
 		list, rv := el.Events(since)
-		_ = rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+		var events []watchEvent
 		for _, e := range filter(list) {
 			t := watch.Added // a new event; a repeated one (counted) is MODIFIED
 			if e.Count > 1 {
 				t = watch.Modified
 			}
-			if err := enc.Encode(watchEvent{Type: t, Object: e}); err != nil {
-				return
-			}
+			events = append(events, watchEvent{Type: t, Object: e})
 		}
 		since = rv
-		if bw.Flush() != nil || rc.Flush() != nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C():
-		}
-	}
+		return events, nil
+	})
 }
 
 // ListEvents returns the node's events (GET /v1/events), selected by a field selector

@@ -77,7 +77,7 @@ type fixture struct {
 	clock  *clocktesting.FakeClock
 	ctrl   *fakeController
 	health *health.Tracker
-	agent  *Agent
+	agent  *Member
 	inputs NodeInputs
 }
 

@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	stdslices "slices"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -95,7 +95,7 @@ type Controller interface {
 	Adopted() <-chan struct{}
 }
 
-// Options are an Agent's dependencies.
+// Options are a Member's dependencies.
 type Options struct {
 	Clients  Clients
 	NodeName string
@@ -112,13 +112,18 @@ type Options struct {
 	// AllocatableEnforced: the pods' slice is limited to the node's allocatable
 	// (enforce_node_allocatable has "pods"); the Node's events say so at the start.
 	AllocatableEnforced bool
-	Health              *health.Tracker
-	Clock               clock.WithTicker
-	Logger              *slog.Logger
+	// Objects and Events are the cluster's objects and event forwarder, made before the pod
+	// worker that uses them (NewObjects over Clients, NewEvents); New makes them when nil.
+	Objects *Objects
+	Events  *Events
+	Health  *health.Tracker
+	Clock   clock.WithTicker
+	Logger  *slog.Logger
 }
 
-// Agent runs cluster mode.
-type Agent struct {
+// Member is this node as a member of a cluster: it registers the Node, keeps its status and
+// Lease current, runs the pods bound to it and sends their statuses back (cluster mode).
+type Member struct {
 	o        Options
 	validate func(*v1.Pod) field.ErrorList
 	log      *slog.Logger
@@ -133,7 +138,7 @@ type Agent struct {
 	graced     map[types.UID]bool
 	sent       map[types.UID]v1.PodStatus // the status last patched, by UID
 	watchRV    string                     // the informer's resource version at the last watch error
-	events     events
+	events     *Events
 	// verdicts caches validate's verdict by UID, for the pod's resourceVersion: the pods are
 	// compared every second, a pod is validated once per version.
 	verdicts map[types.UID]verdict
@@ -163,7 +168,7 @@ type podVersion struct {
 }
 
 // version records p and returns the resourceVersion of its last semantic change.
-func (a *Agent) version(p *v1.Pod) string {
+func (a *Member) version(p *v1.Pod) string {
 	prev, ok := a.versions[p.UID]
 	if !ok || prev.pod.ResourceVersion != p.ResourceVersion && PodsDifferSemantically(prev.pod, p) {
 		prev.version = p.ResourceVersion
@@ -174,7 +179,7 @@ func (a *Agent) version(p *v1.Pod) string {
 }
 
 // validateCached is validate, once per semantic version of the pod.
-func (a *Agent) validateCached(p *v1.Pod) field.ErrorList {
+func (a *Member) validateCached(p *v1.Pod) field.ErrorList {
 	version := a.versions[p.UID].version
 	if v, ok := a.verdicts[p.UID]; ok && v.resourceVersion == version && version != "" {
 		return v.errs
@@ -184,8 +189,8 @@ func (a *Agent) validateCached(p *v1.Pod) field.ErrorList {
 	return errs
 }
 
-// New returns an Agent.
-func New(o Options) *Agent {
+// New returns a Member.
+func New(o Options) *Member {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -195,15 +200,21 @@ func New(o Options) *Agent {
 	if o.Health != nil {
 		o.Health.Register(Warnable)
 	}
-	return &Agent{o: o, validate: ValidateAPIPod(o.Validate), log: o.Logger, clock: o.Clock,
+	if o.Objects == nil {
+		o.Objects = NewObjects(o.Clients, o.Clock)
+	}
+	if o.Events == nil {
+		o.Events = NewEvents()
+	}
+	return &Member{o: o, validate: ValidateAPIPod(o.Validate), log: o.Logger, clock: o.Clock,
 		errs: map[string]error{}, graced: map[types.UID]bool{}, sent: map[types.UID]v1.PodStatus{}, verdicts: map[types.UID]verdict{}, versions: map[types.UID]podVersion{},
-		objects: NewObjects(o.Clients, o.Clock), kick: make(chan struct{}, 1)}
+		objects: o.Objects, events: o.Events, kick: make(chan struct{}, 1)}
 }
 
 // Kick makes the pods' sync run now rather than at the next PodSyncPeriod: the pod
 // controller's pods changed (a pod got its slice, changed phase or was deleted). It never
 // blocks; kicks that come while one is pending are one.
-func (a *Agent) Kick() {
+func (a *Member) Kick() {
 	select {
 	case a.kick <- struct{}{}:
 	default:
@@ -212,18 +223,18 @@ func (a *Agent) Kick() {
 
 // Objects serves the cluster pods' ConfigMaps, Secrets, service-account tokens and service
 // variables (internal/pods/worker's ClusterObjects); its services are known once Run runs.
-func (a *Agent) Objects() *Objects { return a.objects }
+func (a *Member) Objects() *Objects { return a.objects }
 
 // Eventf records an event about a pod (a *v1.Pod, or the *v1.ObjectReference of one of its
 // containers) with the API server when the pod came from it (the Eventf of client-go's
 // record.EventRecorder). Before Run, and for other pods, it does nothing.
-func (a *Agent) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+func (a *Member) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
 	a.events.Eventf(object, eventtype, reason, messageFmt, args...)
 }
 
 // report records the outcome of one part and reports the whole to the health tracker:
 // healthy (for one lease duration, renewed by every success) while no part fails.
-func (a *Agent) report(part string, err error) {
+func (a *Member) report(part string, err error) {
 	a.mu.Lock()
 	if err == nil {
 		delete(a.errs, part)
@@ -232,7 +243,7 @@ func (a *Agent) report(part string, err error) {
 		a.log.Debug("cluster API call failed", "part", part, "error", err)
 	}
 	var all []string
-	for _, k := range stdslices.Sorted(maps.Keys(a.errs)) {
+	for _, k := range slices.Sorted(maps.Keys(a.errs)) {
 		all = append(all, a.errs[k].Error())
 	}
 	a.mu.Unlock()
@@ -249,7 +260,7 @@ func (a *Agent) report(part string, err error) {
 // Run runs cluster mode until ctx ends: the pod informer at once, the registration (retried
 // with back-off while the API server cannot be reached), then the Lease, the node status and
 // the pods' sync. Nothing it does stops a running pod because the API server is away.
-func (a *Agent) Run(ctx context.Context) {
+func (a *Member) Run(ctx context.Context) {
 	// client-go logs through klog: into slicelet's logger (its verbose levels below debug).
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(a.log.Handler()))
 	inf := a.podInformer()
@@ -299,7 +310,7 @@ func selectedListWatch[L runtime.Object](sel string, list func(context.Context, 
 // nodeInformer watches this node's Node (a field selector on its name, as the kubelet's node
 // informer): admission matches pods against its labels and taints as others change them
 // (a label the scheduler placed a pod by, a NoExecute taint).
-func (a *Agent) nodeInformer() cache.SharedIndexInformer {
+func (a *Member) nodeInformer() cache.SharedIndexInformer {
 	client := a.o.Clients.Nodes
 	lw := selectedListWatch(fields.OneTermEqualSelector("metadata.name", a.o.NodeName).String(), client.List, client.Watch)
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.Node{}, cache.SharedIndexInformerOptions{ObjectDescription: "node " + a.o.NodeName})
@@ -312,7 +323,7 @@ func (a *Agent) nodeInformer() cache.SharedIndexInformer {
 // podInformer watches the pods bound to this node (spec.nodeName, a field selector, as the
 // kubelet's config.NewSourceApiserver). The reflector relists after a 410 Gone and backs off
 // while the API server is down; its errors go to the health tracker, not to the log.
-func (a *Agent) podInformer() cache.SharedIndexInformer {
+func (a *Member) podInformer() cache.SharedIndexInformer {
 	client := a.o.Clients.Pods(metav1.NamespaceAll)
 	lw := selectedListWatch(fields.OneTermEqualSelector("spec.nodeName", a.o.NodeName).String(), client.List, client.Watch)
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.Pod{}, cache.SharedIndexInformerOptions{ObjectDescription: "pods bound to " + a.o.NodeName})
@@ -329,7 +340,7 @@ func (a *Agent) podInformer() cache.SharedIndexInformer {
 func backoff(d time.Duration) time.Duration { return min(max(2*d, minBackoff), maxBackoff) }
 
 // sleep waits d on the agent's clock; false when ctx ended first.
-func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
+func (a *Member) sleep(ctx context.Context, d time.Duration) bool {
 	t := a.clock.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -342,7 +353,7 @@ func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
 
 // register creates the Node, or adopts the one registered before, retrying with back-off
 // until it succeeds or ctx ends (pkg/kubelet/kubelet_node_status.go, registerWithAPIServer).
-func (a *Agent) register(ctx context.Context) bool {
+func (a *Member) register(ctx context.Context) bool {
 	var wait time.Duration
 	for {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -362,7 +373,7 @@ func (a *Agent) register(ctx context.Context) bool {
 // tryRegister is one registration attempt: create the Node; if it exists, read it and add the
 // labels it lacks (the kubelet's updateDefaultLabels; its taints are left alone: a node may
 // not change them).
-func (a *Agent) tryRegister(ctx context.Context) error {
+func (a *Member) tryRegister(ctx context.Context) error {
 	in := a.o.Node()
 	now := a.clock.Now()
 	nodes := a.o.Clients.Nodes
@@ -396,7 +407,7 @@ func (a *Agent) tryRegister(ctx context.Context) error {
 }
 
 // setNode records the node and when its status was last reported.
-func (a *Agent) setNode(n *v1.Node, reported time.Time) {
+func (a *Member) setNode(n *v1.Node, reported time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.node = n
@@ -406,7 +417,7 @@ func (a *Agent) setNode(n *v1.Node, reported time.Time) {
 }
 
 // currentNode is the Node as last known; nil before registration or after a failed write.
-func (a *Agent) currentNode() *v1.Node {
+func (a *Member) currentNode() *v1.Node {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.node
@@ -415,7 +426,7 @@ func (a *Agent) currentNode() *v1.Node {
 // Node is the Node admission matches the pods' node selectors, affinity and taints against
 // (the kubelet's predicate handler's node, pkg/kubelet/kubelet_getters.go getNodeAnyWay): as
 // the node informer has it, else as last read or written, else the Node as it registers.
-func (a *Agent) Node() *v1.Node {
+func (a *Member) Node() *v1.Node {
 	a.mu.Lock()
 	store := a.nodeStore
 	a.mu.Unlock()
@@ -432,7 +443,7 @@ func (a *Agent) Node() *v1.Node {
 
 // leaseLoop renews the Lease every LeaseRenewInterval, and after a failure again after a
 // back-off (the lease lapses after LeaseDuration).
-func (a *Agent) leaseLoop(ctx context.Context) {
+func (a *Member) leaseLoop(ctx context.Context) {
 	var wait time.Duration
 	for {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -457,7 +468,7 @@ func (a *Agent) leaseLoop(ctx context.Context) {
 // Node (component-helpers/apimachinery/lease/controller.go and the kubelet's
 // setNodeOwnerFunc): the last written lease is updated without a read; a failure (a conflict
 // included) reads it again next time.
-func (a *Agent) renewLease(ctx context.Context) error {
+func (a *Member) renewLease(ctx context.Context) error {
 	leases := a.o.Clients.Leases(v1.NamespaceNodeLease)
 	name := a.o.NodeName
 	a.mu.Lock()
@@ -487,7 +498,7 @@ func (a *Agent) renewLease(ctx context.Context) error {
 	return nil
 }
 
-func (a *Agent) setLease(l *coordinationv1.Lease) {
+func (a *Member) setLease(l *coordinationv1.Lease) {
 	a.mu.Lock()
 	a.lease = l
 	a.mu.Unlock()
@@ -495,7 +506,7 @@ func (a *Agent) setLease(l *coordinationv1.Lease) {
 
 // newLease is base (or a new Lease) with the holder, duration, renew time now and the Node as
 // owner.
-func (a *Agent) newLease(base *coordinationv1.Lease) *coordinationv1.Lease {
+func (a *Member) newLease(base *coordinationv1.Lease) *coordinationv1.Lease {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: a.o.NodeName, Namespace: v1.NamespaceNodeLease}}
 	if base != nil {
 		l = base.DeepCopy()
@@ -512,7 +523,7 @@ func (a *Agent) newLease(base *coordinationv1.Lease) *coordinationv1.Lease {
 // statusLoop computes the node status every NodeStatusUpdateFrequency and sends it when it
 // changed or NodeStatusReportFrequency passed since the last report; from its start until the
 // node is Ready (at most FastStatusPeriod), every FastStatusInterval.
-func (a *Agent) statusLoop(ctx context.Context) {
+func (a *Member) statusLoop(ctx context.Context) {
 	t := a.clock.NewTicker(NodeStatusUpdateFrequency)
 	defer t.Stop()
 	start := a.clock.Now()
@@ -536,7 +547,7 @@ func (a *Agent) statusLoop(ctx context.Context) {
 }
 
 // nodeReady reports whether the Node as last read or written is Ready.
-func (a *Agent) nodeReady() bool {
+func (a *Member) nodeReady() bool {
 	n := a.currentNode()
 	if n == nil {
 		return false
@@ -550,7 +561,7 @@ func (a *Agent) nodeReady() bool {
 }
 
 // syncNodeStatus is one round of statusLoop (the kubelet's tryUpdateNodeStatus).
-func (a *Agent) syncNodeStatus(ctx context.Context) error {
+func (a *Member) syncNodeStatus(ctx context.Context) error {
 	node := a.currentNode()
 	if node == nil {
 		got, err := a.o.Clients.Nodes.Get(ctx, a.o.NodeName, metav1.GetOptions{})
@@ -590,7 +601,7 @@ func mergePatchLabels(labels map[string]string) ([]byte, error) {
 
 // podLoop syncs the pods at each Kick, at the adoption, every PodSyncPeriod and
 // PodRetryPeriod after a failed sync, once the informer listed them.
-func (a *Agent) podLoop(ctx context.Context, inf cache.SharedIndexInformer) {
+func (a *Member) podLoop(ctx context.Context, inf cache.SharedIndexInformer) {
 	kick := func(any) { a.Kick() }
 	if reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: kick, UpdateFunc: func(_, _ any) { a.Kick() }, DeleteFunc: kick}); err == nil {
 		defer func() { _ = inf.RemoveEventHandler(reg) }()
@@ -642,7 +653,7 @@ func (a *Agent) podLoop(ctx context.Context, inf cache.SharedIndexInformer) {
 // SyncPods is one round of the pods' sync against the API's pods bound to this node:
 // the cluster source's snapshot (sent when it changed), the grace periods of pods being
 // deleted, their final deletion once stopped, the statuses that changed, and the mirror pods.
-func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
+func (a *Member) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 	for _, p := range apiPods {
 		a.version(p)
 	}
@@ -757,7 +768,7 @@ func (a *Agent) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 
 // patchStatus writes the pod's status when it differs from the API's and from what was last
 // written (pkg/kubelet/status/status_manager.go, syncPod: only on change).
-func (a *Agent) patchStatus(ctx context.Context, api *v1.Pod, local v1.PodStatus, ips []string, now time.Time) error {
+func (a *Member) patchStatus(ctx context.Context, api *v1.Pod, local v1.PodStatus, ips []string, now time.Time) error {
 	want := APIPodStatus(api, local, ips, a.o.HostNetwork || api.Spec.HostNetwork, now)
 	uid := string(api.UID)
 	if IsMirrorPod(api) {
@@ -794,7 +805,7 @@ func (a *Agent) patchStatus(ctx context.Context, api *v1.Pod, local v1.PodStatus
 // deletePod deletes a pod for good: grace 0, its UID as a precondition; a pod already gone
 // or replaced is not an error (the kubelet's status manager, and mirror_client.go's
 // DeleteMirrorPod).
-func (a *Agent) deletePod(ctx context.Context, p *v1.Pod) error {
+func (a *Member) deletePod(ctx context.Context, p *v1.Pod) error {
 	err := a.o.Clients.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: ptr.To(p.UID)}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -808,7 +819,7 @@ func (a *Agent) deletePod(ctx context.Context, p *v1.Pod) error {
 
 // syncMirrors creates and deletes mirror pods (PlanMirrors) and writes the static pods'
 // statuses on their mirrors.
-func (a *Agent) syncMirrors(ctx context.Context, static []v1.Pod, mirrors map[string]*v1.Pod, taken map[string]bool, node *v1.Node, ips []string, now time.Time) []error {
+func (a *Member) syncMirrors(ctx context.Context, static []v1.Pod, mirrors map[string]*v1.Pod, taken map[string]bool, node *v1.Node, ips []string, now time.Time) []error {
 	var errs []error
 	act := PlanMirrors(static, mirrors, taken, node.Name, node.UID)
 	for _, m := range act.Create {

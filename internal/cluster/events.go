@@ -51,12 +51,14 @@ func (s eventSink) Patch(old *v1.Event, data []byte) (*v1.Event, error) {
 	return s.events(old.Namespace).Patch(ctx, old.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
 }
 
-// events forwards the pods' events (the worker's and the controller's: Pulled, Created,
+// Events forwards the pods' events (the worker's and the controller's: Pulled, Created,
 // Started, Killing, BackOff, Unhealthy, the admission rejections, ...) to the API server
 // for the pods that came from it, through client-go's event broadcaster (aggregation and
 // spam filtering as the kubelet's, source component "kubelet" on the node's host name).
 // Events of the manifest directory's and the local API's pods stay local.
-type events struct {
+// The wiring makes it (NewEvents) before the pod worker that records into it; the Member
+// starts its broadcaster and tells it which pods are the cluster's.
+type Events struct {
 	mu       sync.Mutex
 	recorder record.EventRecorder // nil until Run starts the broadcaster
 	pods     map[types.UID]bool   // the cluster's pods
@@ -67,7 +69,7 @@ type events struct {
 // Eventf records an event about object (a *v1.Pod, or the *v1.ObjectReference of a pod's
 // container) with the API server when it is one of the cluster's pods, and those about the
 // node (an *v1.ObjectReference of kind Node).
-func (e *events) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+func (e *Events) Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any) {
 	var uid types.UID
 	var annotations map[string]string
 	switch o := object.(type) {
@@ -97,8 +99,11 @@ func (e *events) Eventf(object runtime.Object, eventtype, reason, messageFmt str
 	}
 }
 
+// NewEvents returns the cluster's event forwarder: it forwards nothing until the Member runs.
+func NewEvents() *Events { return &Events{} }
+
 // setPods replaces the set of the cluster's pods.
-func (e *events) setPods(uids map[types.UID]bool) {
+func (e *Events) setPods(uids map[types.UID]bool) {
 	e.mu.Lock()
 	e.pods = uids
 	e.mu.Unlock()
@@ -106,7 +111,7 @@ func (e *events) setPods(uids map[types.UID]bool) {
 
 // start starts the broadcaster until ctx ends. Its failures go to log at debug level (an
 // API server that is away must not flood the log: the cluster warnable says it once).
-func (e *events) start(ctx context.Context, sink record.EventSink, scheme *runtime.Scheme, node string, log *slog.Logger) {
+func (e *Events) start(ctx context.Context, sink record.EventSink, scheme *runtime.Scheme, node string, log *slog.Logger) {
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(debugOnly{log.Handler()}))
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(sink)

@@ -2,7 +2,7 @@ package cluster
 
 import (
 	"maps"
-	stdslices "slices"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,7 +53,7 @@ func TerminalStatus(api *v1.Pod, local, want v1.PodStatus, couldRun bool, now ti
 			}
 		}
 		c.ObservedGeneration = api.Generation
-		i := stdslices.IndexFunc(want.Conditions, func(w v1.PodCondition) bool { return w.Type == c.Type })
+		i := slices.IndexFunc(want.Conditions, func(w v1.PodCondition) bool { return w.Type == c.Type })
 		if i >= 0 {
 			want.Conditions[i] = c
 		} else {
@@ -71,7 +71,7 @@ func TerminalStatus(api *v1.Pod, local, want v1.PodStatus, couldRun bool, now ti
 // starved_resource, ...) without the prefix. nil when the pod carries none.
 func EvictionAnnotations(pod *v1.Pod) map[string]string {
 	var out map[string]string
-	for _, k := range stdslices.Sorted(maps.Keys(pod.Annotations)) {
+	for _, k := range slices.Sorted(maps.Keys(pod.Annotations)) {
 		if name, ok := strings.CutPrefix(k, pods.AnnotationEvictionPrefix); ok {
 			if out == nil {
 				out = map[string]string{}
@@ -93,7 +93,7 @@ type containersStopped interface {
 // may still run: an evicted pod's, or one past its active deadline, are stopped after its
 // status turned Failed, until its slice is destroyed; any other pod turns terminal once its
 // containers exited.
-func (a *Agent) couldHaveRunningContainers(uid string, local v1.PodStatus) bool {
+func (a *Member) couldHaveRunningContainers(uid string, local v1.PodStatus) bool {
 	if (local.Reason != pods.ReasonEvicted && local.Reason != pods.ReasonDeadlineExceeded) || !isTerminal(local.Phase) {
 		return false
 	}

@@ -42,7 +42,7 @@ func (l *lockedInputs) set(t v1.NodeConditionType, s v1.ConditionStatus) {
 
 // bubbleAgent is an agent on the real clock, for a synctest bubble (whose clock is fake):
 // the clientset is made outside the bubble by the caller.
-func bubbleAgent(cs *fake.Clientset, in *lockedInputs, ctrl Controller) *Agent {
+func bubbleAgent(cs *fake.Clientset, in *lockedInputs, ctrl Controller) *Member {
 	return New(Options{Clients: fakeClients(cs), NodeName: "node-1", Node: in.get, Controller: ctrl,
 		Validate: manifest.Validate, Clock: clock.RealClock{}})
 }

@@ -50,7 +50,7 @@ func nodeRef(node string) *v1.ObjectReference {
 }
 
 // nodeEventf records a Normal event about the node; nothing before the broadcaster started.
-func (e *events) nodeEventf(node, reason, messageFmt string, args ...any) {
+func (e *Events) nodeEventf(node, reason, messageFmt string, args ...any) {
 	e.mu.Lock()
 	r := e.recorder
 	e.mu.Unlock()
@@ -62,7 +62,7 @@ func (e *events) nodeEventf(node, reason, messageFmt string, args ...any) {
 // nodeConditionEvents records the kubelet's events for the node's conditions that are new
 // or changed since the last call ("Node NAME status is now: NodeReady",
 // pkg/kubelet/kubelet_node_status.go, recordNodeStatusEvent).
-func (e *events) nodeConditionEvents(node string, conds []v1.NodeCondition) {
+func (e *Events) nodeConditionEvents(node string, conds []v1.NodeCondition) {
 	e.mu.Lock()
 	r := e.recorder
 	if e.nodeConds == nil {

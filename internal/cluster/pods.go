@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	stdslices "slices"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -64,7 +64,7 @@ func PlanPods(apiPods []*v1.Pod, known map[types.UID]bool, validate func(*v1.Pod
 			plan.Run = append(plan.Run, pods.Desired{Pod: withSource(p), Source: pods.SourceCluster, Origin: pods.SourceCluster})
 		}
 	}
-	stdslices.SortFunc(plan.Run, func(a, b pods.Desired) int {
+	slices.SortFunc(plan.Run, func(a, b pods.Desired) int {
 		return cmp.Or(cmp.Compare(a.Pod.Namespace, b.Pod.Namespace), cmp.Compare(a.Pod.Name, b.Pod.Name))
 	})
 	return plan
@@ -191,7 +191,7 @@ func PlanMirrors(static []v1.Pod, mirrors map[string]*v1.Pod, taken map[string]b
 			act.Delete = append(act.Delete, m)
 		}
 	}
-	for _, k := range stdslices.Sorted(maps.Keys(mirrors)) {
+	for _, k := range slices.Sorted(maps.Keys(mirrors)) {
 		if m := mirrors[k]; !want[k] && m.DeletionTimestamp == nil {
 			act.Delete = append(act.Delete, m)
 		}

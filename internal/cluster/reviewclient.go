@@ -1,10 +1,12 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -13,6 +15,16 @@ import (
 
 	"github.com/slicelet/slicelet/internal/buildinfo"
 )
+
+// TokenReviewer creates TokenReviews (client-go's typed authentication/v1 client).
+type TokenReviewer interface {
+	Create(ctx context.Context, review *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error)
+}
+
+// AccessReviewer creates SubjectAccessReviews (client-go's typed authorization/v1 client).
+type AccessReviewer interface {
+	Create(ctx context.Context, review *authorizationv1.SubjectAccessReview, opts metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error)
+}
 
 // NewReviewClients builds the clients of the kubelet API's delegated authentication and
 // authorization from the node's kubeconfig: TokenReviews (authentication.k8s.io/v1) and

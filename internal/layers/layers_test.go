@@ -53,16 +53,20 @@ var layers = map[string]pkgLayer{
 	// The API's own defaulting and Pod validation (k8s.io/kubernetes).
 	"internal/kubevalidation": {layer: adapter},
 
-	"slices":            {layer: component, group: "core"},
-	"eviction":          {layer: component, group: "core"},
-	"gc":                {layer: component, group: "core"},
-	"internal/metrics":  {layer: component, group: "core"},
-	"internal/pods":     {layer: component, group: "pods"},
-	"internal/pods/":    {layer: component, group: "pods"},
-	"internal/podstats": {layer: component, group: "pods"},
-	"internal/manifest": {layer: component, group: "pods"},
-	"internal/api":      {layer: component, group: "api"},
-	"internal/cluster":  {layer: component, group: "cluster"},
+	"slices": {layer: component, group: "core"},
+	// The kubepods hierarchy's actuation (the manager over systemd and cgroupfs), apart from
+	// the pure model and resource math it applies.
+	"slices/hierarchy":       {layer: component, group: "hierarchy"},
+	"eviction":               {layer: component, group: "core"},
+	"gc":                     {layer: component, group: "core"},
+	"internal/metrics":       {layer: component, group: "core"},
+	"internal/pods":          {layer: component, group: "pods"},
+	"internal/pods/":         {layer: component, group: "pods"},
+	"internal/podstats":      {layer: component, group: "pods"},
+	"internal/manifest":      {layer: component, group: "pods"},
+	"internal/api":           {layer: component, group: "api"},
+	"internal/cluster":       {layer: component, group: "cluster"},
+	"internal/kubeletserver": {layer: component, group: "kubeletserver"},
 
 	"config": {layer: configLayer},
 
@@ -87,6 +91,12 @@ var groupImports = map[string][]string{
 	"api":  {"core", "pods"},
 	// Cluster mode feeds the pod controller and reads the pods' statuses.
 	"cluster": {"core", "pods"},
+	// The kubelet API serves the pod controller's pods, logs, streams and stats; it knows
+	// nothing of the API-server client (its reviewers are interfaces it declares).
+	"kubeletserver": {"core", "pods"},
+	// The hierarchy's manager applies the pure model; the pod stack reaches it only through
+	// the interface it declares (pods.Slices), never by import.
+	"hierarchy": {"core"},
 }
 
 // confined are third-party imports only the given packages may use (their adapter).
@@ -296,6 +306,14 @@ func TestAllowed(t *testing.T) {
 		{"slices", "internal/testharness/sandbox", false},
 		{"internal/testharness/systemdtest", "internal/testharness/sandbox", true},
 		{"hack/bench", "internal/agent", true},
+		{"slices/hierarchy", "slices", true},
+		{"slices", "slices/hierarchy", false},
+		{"internal/pods", "slices/hierarchy", false},
+		{"config", "slices/hierarchy", true},
+		{"internal/kubeletserver", "internal/pods", true},
+		{"internal/kubeletserver", "internal/cluster", false},
+		{"internal/cluster", "internal/kubeletserver", false},
+		{"internal/agent", "internal/kubeletserver", true},
 	}
 	for _, tt := range tests {
 		from, _ := classify(tt.from)

@@ -223,6 +223,22 @@ func NewController(opts ControllerOptions) *Controller {
 	}
 }
 
+// Hooks are what the controller tells other components, each optional: OnReject, OnChange and
+// OnStatus as in ControllerOptions.
+type Hooks struct {
+	OnReject func(reason string)
+	OnChange func()
+	OnStatus func()
+}
+
+// SetHooks replaces the hooks of ControllerOptions. It is for a wiring whose hooks reach
+// components built after the controller: call it once they all exist, before Run.
+func (c *Controller) SetHooks(h Hooks) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onReject, c.onChange, c.onStatus = h.OnReject, h.OnChange, h.OnStatus
+}
+
 // Adopted is closed once every wanted source has sent its first snapshot and the relist that
 // followed gave every pod admitted by then its status from the runtime (Running for a pod that
 // kept running while slicelet was down; Unknown for all while the runtime cannot be reached).

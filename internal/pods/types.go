@@ -1,6 +1,6 @@
 // Package pods runs pods: it merges what the pod sources want (the manifest directory and the
 // local API), admits pods against node allocatable, gives each admitted pod its slice
-// (slices.Manager) and has the runtime run its containers, and keeps every pod's status.
+// (slices/hierarchy.Manager) and has the runtime run its containers, and keeps every pod's status.
 //
 // This file holds the contracts between the parts: sources produce Snapshots, a Runtime runs
 // containers, and the controller (controller.go) ties them together.
@@ -164,7 +164,7 @@ type Relisted struct {
 	Statuses map[string]v1.PodStatus
 }
 
-// Slices is what the controller needs from the slice manager (*slices.Manager).
+// Slices is what the controller needs from the slice manager (*hierarchy.Manager, slices/hierarchy).
 type Slices interface {
 	EnsurePod(ctx context.Context, pod *v1.Pod) (slices.PodSlice, error)
 	DestroyPod(ctx context.Context, uid string) error

@@ -22,7 +22,7 @@ import (
 
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/eviction"
-	sliceletslices "github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices"
 )
 
 // configDefaults compares slicelet's defaults for the keys that map to KubeletConfiguration
@@ -164,12 +164,12 @@ func compareEvictionCase(c evictionCase) []difference {
 	cfg := config.Default()
 	cfg.Eviction.Hard, cfg.Eviction.Soft, cfg.Eviction.SoftGracePeriod, cfg.Eviction.MinimumReclaim = c.hard, c.soft, c.softGrace, c.minReclaim
 	cfg.Node.SystemReserved, cfg.Node.KubeReserved = c.systemReserved, c.kubeReserved
-	sc := sliceletslices.Capacity{CPU: int64(c.cpuCores) * 1000, Memory: c.memory, EphemeralStorage: c.ephemeral, HugePages: map[int64]int64{2 << 20: c.hugePages2Mi << 21}}
+	sc := slices.Capacity{CPU: int64(c.cpuCores) * 1000, Memory: c.memory, EphemeralStorage: c.ephemeral, HugePages: map[int64]int64{2 << 20: c.hugePages2Mi << 21}}
 	mcfg, err := cfg.SlicesConfig(sc, false)
 	if err != nil {
 		sf["allocatable"] = "error: " + err.Error()
 	}
-	for name, q := range sliceletslices.NodeAllocatable(sc, mcfg.Node.SystemReserved, mcfg.Node.KubeReserved, mcfg.Node.HardEviction) {
+	for name, q := range slices.NodeAllocatable(sc, mcfg.Node.SystemReserved, mcfg.Node.KubeReserved, mcfg.Node.HardEviction) {
 		sf["allocatable."+string(name)] = q.String()
 	}
 	return compare(sf, kf)

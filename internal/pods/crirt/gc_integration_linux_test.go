@@ -9,7 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	stdslices "slices"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -297,7 +297,7 @@ func TestIntegrationImageGC(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dry run: %v", err)
 	}
-	if got := removalIDs(dry.Remove); !stdslices.Equal(got, want) || len(dry.Removed) != 0 || dry.Measured {
+	if got := removalIDs(dry.Remove); !slices.Equal(got, want) || len(dry.Removed) != 0 || dry.Measured {
 		t.Errorf("dry run: remove %s, removed %s, measured %v; want remove %s, nothing removed", names(got), names(dry.Removed), dry.Measured, names(want))
 	}
 	if _, after := imageIDs(t, rt); len(after) != len(sizes) {
@@ -313,7 +313,7 @@ func TestIntegrationImageGC(t *testing.T) {
 	if res.AmountToFree != wantAmount || res.UsagePercent != 100-int(res.ImageFs.AvailableBytes*100/res.ImageFs.CapacityBytes) {
 		t.Errorf("usage %d%%, amountToFree %d; want the kubelet's numbers from %+v: %d", res.UsagePercent, res.AmountToFree, *res.ImageFs, wantAmount)
 	}
-	if got := removalIDs(res.Remove); !stdslices.Equal(got, want) || !stdslices.Equal(res.Removed, want) || len(res.Failed) != 0 {
+	if got := removalIDs(res.Remove); !slices.Equal(got, want) || !slices.Equal(res.Removed, want) || len(res.Failed) != 0 {
 		t.Errorf("remove %s, removed %s, failed %+v; want %s in this order", names(got), names(res.Removed), res.Failed, names(want))
 	}
 	if res.PlannedFreedBytes != cum[3] || res.RemovedBytes != cum[3] {
@@ -394,7 +394,7 @@ func TestIntegrationImageGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !stdslices.ContainsFunc(ctrs, func(c gc.Container) bool {
+	if !slices.ContainsFunc(ctrs, func(c gc.Container) bool {
 		return c.PodUID == string(exiter.UID) && c.State == gc.StateExited && c.ImageID == id(exitedImage.name)
 	}) {
 		t.Errorf("exited container of X gone: %+v", ctrs)
@@ -460,7 +460,7 @@ func TestIntegrationContainerGC(t *testing.T) {
 		if before, err = rt.ListContainers(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if !stdslices.ContainsFunc(before, func(c gc.Container) bool { return c.Name == "crash" && c.State != gc.StateExited }) {
+		if !slices.ContainsFunc(before, func(c gc.Container) bool { return c.Name == "crash" && c.State != gc.StateExited }) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -480,7 +480,7 @@ func TestIntegrationContainerGC(t *testing.T) {
 			goneID = c.ID
 		}
 	}
-	stdslices.SortFunc(crash, func(a, b gc.Container) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	slices.SortFunc(crash, func(a, b gc.Container) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	if len(crash) < restarts+1 || mainID == "" || goneID == "" {
 		t.Fatalf("containers before gc: %+v; want ≥ %d dead crash instances, main and once", before, restarts+1)
 	}
@@ -490,7 +490,7 @@ func TestIntegrationContainerGC(t *testing.T) {
 		wantRemoved = append(wantRemoved, c.ID)
 	}
 	wantRemoved = append(wantRemoved, goneID)
-	stdslices.Sort(wantRemoved)
+	slices.Sort(wantRemoved)
 	sbs, err := rt.ListSandboxes(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -523,14 +523,14 @@ func TestIntegrationContainerGC(t *testing.T) {
 		for _, r := range res.Remove {
 			out = append(out, r.ID)
 		}
-		stdslices.Sort(out)
+		slices.Sort(out)
 		return out
 	}
 	dry, err := col.CollectContainers(ctx, true)
 	if err != nil {
 		t.Fatalf("dry run: %v", err)
 	}
-	if got := planned(dry); !stdslices.Equal(got, wantRemoved) || len(dry.Removed) != 0 || len(dry.RemovedSandboxes) != 0 || len(dry.RemovedLogDirs) != 0 {
+	if got := planned(dry); !slices.Equal(got, wantRemoved) || len(dry.Removed) != 0 || len(dry.RemovedSandboxes) != 0 || len(dry.RemovedLogDirs) != 0 {
 		t.Errorf("dry run: plan %v, removed %v %v %v; want plan %v and nothing removed", got, dry.Removed, dry.RemovedSandboxes, dry.RemovedLogDirs, wantRemoved)
 	}
 	if got, _ := rt.ListContainers(ctx); len(got) != len(before) {
@@ -543,8 +543,8 @@ func TestIntegrationContainerGC(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CollectContainers: %v (%+v)", err, res)
 	}
-	removed := stdslices.Sorted(stdslices.Values(res.Removed))
-	if !stdslices.Equal(planned(res), wantRemoved) || !stdslices.Equal(removed, wantRemoved) || len(res.Failed) != 0 {
+	removed := slices.Sorted(slices.Values(res.Removed))
+	if !slices.Equal(planned(res), wantRemoved) || !slices.Equal(removed, wantRemoved) || len(res.Failed) != 0 {
 		t.Errorf("plan %v, removed %v, failed %+v; want %v", planned(res), removed, res.Failed, wantRemoved)
 	}
 	for _, r := range res.Remove {
@@ -556,9 +556,9 @@ func TestIntegrationContainerGC(t *testing.T) {
 			t.Errorf("removal %+v: want reason %s, no stop", r, want)
 		}
 	}
-	if !stdslices.Equal(res.DeletedPods, []string{string(gone.UID)}) ||
-		!stdslices.Equal(res.RemovedSandboxes, []string{goneSandbox}) ||
-		!stdslices.Equal(res.RemovedLogDirs, []string{filepath.Base(goneLogs)}) {
+	if !slices.Equal(res.DeletedPods, []string{string(gone.UID)}) ||
+		!slices.Equal(res.RemovedSandboxes, []string{goneSandbox}) ||
+		!slices.Equal(res.RemovedLogDirs, []string{filepath.Base(goneLogs)}) {
 		t.Errorf("deleted pods %v, removed sandboxes %v, log dirs %v; want %s, %s, %s",
 			res.DeletedPods, res.RemovedSandboxes, res.RemovedLogDirs, gone.UID, goneSandbox, filepath.Base(goneLogs))
 	}
@@ -574,13 +574,13 @@ func TestIntegrationContainerGC(t *testing.T) {
 	for _, c := range after {
 		left = append(left, c.ID)
 	}
-	stdslices.Sort(left)
+	slices.Sort(left)
 	wantLeft := []string{newest.ID, mainID}
-	stdslices.Sort(wantLeft)
-	if !stdslices.Equal(left, wantLeft) {
+	slices.Sort(wantLeft)
+	if !slices.Equal(left, wantLeft) {
 		t.Errorf("containers after gc: %+v; want the newest crash instance %s and main %s", after, newest.ID, mainID)
 	}
-	if i := stdslices.IndexFunc(after, func(c gc.Container) bool { return c.ID == mainID }); i < 0 || after[i].State != gc.StateRunning {
+	if i := slices.IndexFunc(after, func(c gc.Container) bool { return c.ID == mainID }); i < 0 || after[i].State != gc.StateRunning {
 		t.Errorf("main after gc: %+v; want it running", after)
 	}
 	if sbs, err := rt.ListSandboxes(ctx); err != nil || len(sbs) != 1 || sbs[0].ID != liveSandbox || !sbs[0].Ready {
@@ -598,7 +598,7 @@ func TestIntegrationContainerGC(t *testing.T) {
 	for _, f := range logs {
 		files = append(files, f.Name())
 	}
-	if want := fmt.Sprintf("%d.log", len(crash)-1); !stdslices.Equal(files, []string{want}) {
+	if want := fmt.Sprintf("%d.log", len(crash)-1); !slices.Equal(files, []string{want}) {
 		t.Errorf("crash log files after gc: %v; want only %s, the newest instance's", files, want)
 	}
 

@@ -27,6 +27,7 @@ import (
 	"github.com/slicelet/slicelet/internal/testharness/runtimetest"
 	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices/hierarchy"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -51,7 +52,7 @@ type itEnv struct {
 	env   systemdtest.Env
 	ctrd  *critest.Containerd
 	sd    *units.Manager
-	sl    *slices.Manager
+	sl    *hierarchy.Manager
 	state string
 	logs  string
 	log   *slog.Logger
@@ -98,7 +99,7 @@ func newIT(tb testing.TB, opts critest.Options) *itEnv {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	sl := slices.NewManager(sd, slices.NewCgroupFS(env.CgroupRoot), slices.ManagerConfig{
+	sl := hierarchy.New(sd, hierarchy.NewCgroupFS(env.CgroupRoot), hierarchy.Config{
 		Capacity: capacity,
 		Node:     slices.NodeConfig{Enforcement: slices.Enforcement{Pods: true}},
 		Pod:      slices.DefaultOptions(),
@@ -250,7 +251,7 @@ func TestIntegrationScopeInPodSlice(t *testing.T) {
 	st := syncUntil(t, rt, pod, slice, "running", running)
 	id := strings.TrimPrefix(st.ContainerStatuses[0].ContainerID, "containerd://")
 	scope := "cri-containerd-" + id + ".scope"
-	cg := slices.NewCgroupFS("/sys/fs/cgroup")
+	cg := hierarchy.NewCgroupFS("/sys/fs/cgroup")
 	want := []struct{ controller, file, want string }{
 		{"memory", "memory.limit_in_bytes", "67108864"},
 		{"cpu", "cpu.cfs_quota_us", "20000"},

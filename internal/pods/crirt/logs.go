@@ -165,22 +165,8 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 	}
 	defer f.Close()
 
-	var ring [][]byte
-	dec := &criLog{emit: func(ts time.Time, line []byte) error {
-		line, ok := opts.Line(ts, line)
-		if !ok {
-			return nil
-		}
-		if opts.TailLines <= 0 {
-			_, err := w.Write(line)
-			return err
-		}
-		ring = append(ring, bytes.Clone(line))
-		if len(ring) > opts.TailLines {
-			ring = ring[1:]
-		}
-		return nil
-	}}
+	lw := pods.NewLogWriter(opts, w)
+	dec := &criLog{emit: lw.WriteLine}
 	if _, err := io.Copy(dec, f); err != nil {
 		return fmt.Errorf("logs %s: %w", path, err)
 	}
@@ -190,19 +176,10 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 			return err
 		}
 	}
-	for _, line := range ring {
-		if _, err := w.Write(line); err != nil {
-			return err
-		}
+	if err := lw.Flush(); err != nil {
+		return err
 	}
 	if !opts.Follow || opts.Previous {
-		return nil
-	}
-	dec.emit = func(ts time.Time, line []byte) error {
-		if line, ok := opts.Line(ts, line); ok {
-			_, err := w.Write(line)
-			return err
-		}
 		return nil
 	}
 	return r.follow(ctx, pod, container, n, f, dec)

@@ -14,7 +14,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	stdslices "slices"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -439,7 +439,7 @@ func (s *APIStore) Snapshot() pods.Snapshot {
 	snap := pods.Snapshot{Source: pods.SourceAPI}
 	// The stored pods themselves, read-only (pods.Snapshot): a stored pod is replaced, never
 	// changed in place.
-	for _, k := range stdslices.Sorted(maps.Keys(s.pods)) {
+	for _, k := range slices.Sorted(maps.Keys(s.pods)) {
 		snap.Pods = append(snap.Pods, pods.Desired{Pod: s.pods[k], Source: pods.SourceAPI, Origin: pods.SourceAPI})
 	}
 	origins := make([]string, 0, len(s.problems))

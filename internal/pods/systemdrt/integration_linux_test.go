@@ -28,6 +28,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices/hierarchy"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -36,8 +37,8 @@ func TestMain(m *testing.M) { os.Exit(systemdtest.Main(m)) }
 // itEnv is a real systemd (the sandbox), a slice manager and a runtime.
 type itEnv struct {
 	sd    *units.Manager
-	cg    *slices.CgroupFS
-	sl    *slices.Manager
+	cg    *hierarchy.CgroupFS
+	sl    *hierarchy.Manager
 	rt    *worker.Worker
 	back  *Runtime
 	state string
@@ -70,8 +71,8 @@ func newIT(t *testing.T) *itEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cg := slices.NewCgroupFS(env.CgroupRoot)
-	sl := slices.NewManager(sd, cg, slices.ManagerConfig{
+	cg := hierarchy.NewCgroupFS(env.CgroupRoot)
+	sl := hierarchy.New(sd, cg, hierarchy.Config{
 		Capacity: capacity,
 		Node:     slices.NodeConfig{Enforcement: slices.Enforcement{Pods: true}},
 		Pod:      slices.DefaultOptions(),

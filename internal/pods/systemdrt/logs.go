@@ -85,7 +85,7 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 	}
 
 	// What is in the journal now: all of it, or its last TailLines lines.
-	var ring [][]byte
+	lw := pods.NewLogWriter(opts, w)
 	var lastRT int64 // the last entry read: its reception time (µs)
 	read := r.clock.Now()
 	err = r.journal(ctx, append(from(false), match), func(e journalEntry) error {
@@ -95,27 +95,13 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 		if !ok || !filter.keep(e) {
 			return nil
 		}
-		line, ok := opts.Line(e.time(), append(msg, '\n'))
-		if !ok {
-			return nil
-		}
-		if opts.TailLines <= 0 {
-			_, err := w.Write(line)
-			return err
-		}
-		ring = append(ring, line)
-		if len(ring) > opts.TailLines {
-			ring = ring[1:]
-		}
-		return nil
+		return lw.WriteLine(e.time(), append(msg, '\n'))
 	})
 	if err != nil {
 		return fmt.Errorf("logs of %s: %w", unit, err)
 	}
-	for _, line := range ring {
-		if _, err := w.Write(line); err != nil {
-			return err
-		}
+	if err := lw.Flush(); err != nil {
+		return err
 	}
 	if !opts.Follow || opts.Previous {
 		return nil
@@ -143,11 +129,7 @@ func (r *Runtime) Logs(ctx context.Context, pod *v1.Pod, container string, opts 
 		if !ok || !filter.keep(e) {
 			return nil
 		}
-		if line, ok := opts.Line(e.time(), append(msg, '\n')); ok {
-			_, err := w.Write(line)
-			return err
-		}
-		return nil
+		return lw.WriteLine(e.time(), append(msg, '\n'))
 	}
 	// Followed with every other follower (one journalctl --follow, journalHub); a client that
 	// falls behind reads on from its last entry, then follows again.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	stdslices "slices"
+	"slices"
 	"strconv"
 
 	"google.golang.org/protobuf/proto"
@@ -49,10 +49,10 @@ func (r *Runtime) sandboxResolvConf(uid string, attempt uint32, dns *runtimeapi.
 // sameDNS reports whether two resolver configurations say the same: servers and search
 // domains in order, options as a set.
 func sameDNS(a, b lifecycle.DNSConfig) bool {
-	sa, sb := stdslices.Clone(a.Options), stdslices.Clone(b.Options)
-	stdslices.Sort(sa)
-	stdslices.Sort(sb)
-	return stdslices.Equal(a.Servers, b.Servers) && stdslices.Equal(a.Searches, b.Searches) && stdslices.Equal(sa, sb)
+	sa, sb := slices.Clone(a.Options), slices.Clone(b.Options)
+	slices.Sort(sa)
+	slices.Sort(sb)
+	return slices.Equal(a.Servers, b.Servers) && slices.Equal(a.Searches, b.Searches) && slices.Equal(sa, sb)
 }
 
 // withResolvConf is the container's configuration with the sandbox's resolver configuration

@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	stdslices "slices"
+	"slices"
 	"sync"
 	"time"
 
@@ -250,7 +250,7 @@ func (w *Worker) observeFrom(ctx context.Context, pod *v1.Pod, e *entry, sbs []S
 	o.rec = rec
 	changed := false
 	for name, list := range byName {
-		stdslices.SortFunc(list, func(a, b *instance) int {
+		slices.SortFunc(list, func(a, b *instance) int {
 			return cmp.Or(cmp.Compare(b.Attempt, a.Attempt), b.CreatedAt.Compare(a.CreatedAt))
 		})
 		v := &containerView{current: list[0]}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	stdslices "slices"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -16,7 +16,7 @@ import (
 // resourcesKey is a run's cgroup configuration, as compared across syncs.
 func resourcesKey(r *runtimeapi.LinuxContainerResources) string {
 	s := fmt.Sprintf("shares=%d quota=%d period=%d memory=%d", r.GetCpuShares(), r.GetCpuQuota(), r.GetCpuPeriod(), r.GetMemoryLimitInBytes())
-	for _, k := range stdslices.Sorted(maps.Keys(r.GetUnified())) {
+	for _, k := range slices.Sorted(maps.Keys(r.GetUnified())) {
 		s += " " + k + "=" + r.GetUnified()[k]
 	}
 	return s
@@ -54,7 +54,7 @@ type liveContainer struct {
 // current run the runtime has, created or running, by name.
 func liveResizable(pod *v1.Pod, o *observed) []liveContainer {
 	var out []liveContainer
-	for _, name := range stdslices.Sorted(maps.Keys(o.byName)) {
+	for _, name := range slices.Sorted(maps.Keys(o.byName)) {
 		v := o.byName[name]
 		c, _ := lifecycle.ContainerByName(pod, name)
 		if c == nil || v.stale || v.current.fromRecord || !lifecycle.Resizable(pod, name) ||

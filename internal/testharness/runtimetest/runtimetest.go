@@ -20,7 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
+	stdslices "slices"
 	"strings"
 	"sync"
 	"testing"
@@ -32,7 +32,7 @@ import (
 
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/worker"
-	slicespkg "github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices"
 )
 
 // Harness adapts a runtime to the suite.
@@ -43,8 +43,8 @@ type Harness struct {
 	// runtime's restart back-off should be short (a few hundred ms), or the restart cases wait
 	// the kubelet's 10 s.
 	NewRuntime func(t *testing.T) *worker.Worker
-	// Slice creates the pod's slice (slices.Manager.EnsurePod) and returns it.
-	Slice func(t *testing.T, pod *v1.Pod) slicespkg.PodSlice
+	// Slice creates the pod's slice (hierarchy.Manager.EnsurePod) and returns it.
+	Slice func(t *testing.T, pod *v1.Pod) slices.PodSlice
 	// DestroySlice removes the pod's slice after KillPod; optional.
 	DestroySlice func(t *testing.T, uid string)
 	// Container returns a container with that name that runs the POSIX shell script (busybox
@@ -275,7 +275,7 @@ func (s *suite) runningThenKill(t *testing.T) {
 	}
 	// Nothing restarts a killed pod's containers behind the runtime's back.
 	uids, err := s.rt.PodUIDs(t.Context())
-	if err != nil || !slices.Contains(uids, string(pod.UID)) {
+	if err != nil || !stdslices.Contains(uids, string(pod.UID)) {
 		t.Errorf("PodUIDs after KillPod = %v, %v; want it to hold %s until Forget", uids, err, pod.UID)
 	}
 }
@@ -470,7 +470,7 @@ func (s *suite) adoptAndForget(t *testing.T) {
 
 	rt2 := s.h.NewRuntime(t)
 	uids, err := rt2.PodUIDs(t.Context())
-	if err != nil || !slices.Contains(uids, string(pod.UID)) {
+	if err != nil || !stdslices.Contains(uids, string(pod.UID)) {
 		t.Fatalf("new runtime's PodUIDs = %v, %v; want %s", uids, err, pod.UID)
 	}
 	for range 3 {
@@ -491,7 +491,7 @@ func (s *suite) adoptAndForget(t *testing.T) {
 		t.Fatalf("Forget: %v", err)
 	}
 	uids, err = rt2.PodUIDs(t.Context())
-	if err != nil || slices.Contains(uids, string(pod.UID)) {
+	if err != nil || stdslices.Contains(uids, string(pod.UID)) {
 		t.Errorf("PodUIDs after Forget = %v, %v; want no %s", uids, err, pod.UID)
 	}
 }

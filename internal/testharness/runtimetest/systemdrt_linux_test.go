@@ -18,6 +18,7 @@ import (
 	"github.com/slicelet/slicelet/internal/testharness/runtimetest"
 	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 	"github.com/slicelet/slicelet/slices"
+	"github.com/slicelet/slicelet/slices/hierarchy"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -47,7 +48,7 @@ func TestSystemdRuntime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sl := slices.NewManager(sd, slices.NewCgroupFS(env.CgroupRoot), slices.ManagerConfig{
+	sl := hierarchy.New(sd, hierarchy.NewCgroupFS(env.CgroupRoot), hierarchy.Config{
 		Capacity: capacity,
 		Node:     slices.NodeConfig{Enforcement: slices.Enforcement{Pods: true}},
 		Pod:      slices.DefaultOptions(),

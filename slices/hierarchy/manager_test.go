@@ -1,4 +1,4 @@
-package slices
+package hierarchy
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/slicelet/slicelet/internal/testharness/unitstest"
+	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -91,9 +92,9 @@ func (s *syncingFake) mirror(name string, props []units.Property) {
 	for _, p := range props {
 		switch p.Name {
 		case "MemoryLimit":
-			s.cg.Write(SliceCgroupPath(name), "memory", "memory.limit_in_bytes", fmt.Sprint(p.Value))
+			s.cg.Write(slices.SliceCgroupPath(name), "memory", "memory.limit_in_bytes", fmt.Sprint(p.Value))
 		case "MemoryMax":
-			s.cg.Write(SliceCgroupPath(name), "memory", "memory.max", fmt.Sprint(p.Value))
+			s.cg.Write(slices.SliceCgroupPath(name), "memory", "memory.max", fmt.Sprint(p.Value))
 		}
 	}
 }
@@ -114,24 +115,24 @@ func (s *syncingFake) SetProperties(ctx context.Context, name string, props []un
 	return nil
 }
 
-func testCapacity() Capacity {
-	return Capacity{CPU: 4000, Memory: 16 << 30, Pids: 4194304}
+func testCapacity() slices.Capacity {
+	return slices.Capacity{CPU: 4000, Memory: 16 << 30, Pids: 4194304}
 }
 
-func testNodeConfig() NodeConfig {
-	return NodeConfig{
+func testNodeConfig() slices.NodeConfig {
+	return slices.NodeConfig{
 		SystemReserved: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("500Mi")},
 		KubeReserved:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("1Gi")},
 		HardEviction:   v1.ResourceList{v1.ResourceMemory: resource.MustParse("100Mi")},
-		Enforcement:    Enforcement{Pods: true},
+		Enforcement:    slices.Enforcement{Pods: true},
 	}
 }
 
-func newTestManager(t *testing.T, mode units.Mode, node NodeConfig) (*Manager, *syncingFake, *fakeCgroupfs) {
+func newTestManager(t *testing.T, mode units.Mode, node slices.NodeConfig) (*Manager, *syncingFake, *fakeCgroupfs) {
 	t.Helper()
 	cg := newFakeCgroupfs()
 	sd := &syncingFake{Fake: unitstest.New(mode), cg: cg}
-	m := NewManager(sd, cg, ManagerConfig{Capacity: testCapacity(), Node: node, Pod: DefaultOptions()}, nil)
+	m := New(sd, cg, Config{Capacity: testCapacity(), Node: node, Pod: slices.DefaultOptions()}, nil)
 	return m, sd, cg
 }
 
@@ -323,8 +324,8 @@ func TestManagerCoalescesQoSUpdates(t *testing.T) {
 		if writes < 1 || writes > 10 {
 			t.Errorf("burstable slice written %d times for 100 pods, want 1..10", writes)
 		}
-		if got := propValue(t, sd, "kubepods-burstable.slice", "CPUShares"); got != MilliCPUToShares(1000) {
-			t.Errorf("burstable CPUShares = %v, want %d", got, MilliCPUToShares(1000))
+		if got := propValue(t, sd, "kubepods-burstable.slice", "CPUShares"); got != slices.MilliCPUToShares(1000) {
+			t.Errorf("burstable CPUShares = %v, want %d", got, slices.MilliCPUToShares(1000))
 		}
 
 		// Pods going away lower it again.
@@ -335,8 +336,8 @@ func TestManagerCoalescesQoSUpdates(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if got := propValue(t, sd, "kubepods-burstable.slice", "CPUShares"); got != uint64(MinShares) {
-			t.Errorf("burstable CPUShares after deletes = %v, want %d", got, MinShares)
+		if got := propValue(t, sd, "kubepods-burstable.slice", "CPUShares"); got != uint64(slices.MinShares) {
+			t.Errorf("burstable CPUShares after deletes = %v, want %d", got, slices.MinShares)
 		}
 	})
 }
@@ -372,8 +373,8 @@ func TestManagerPeriodicReconcileRepairsDrift(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		if got := propValue(t, sd, "kubepods-besteffort.slice", "CPUShares"); got != uint64(MinShares) {
-			t.Errorf("besteffort CPUShares after a reconcile = %v, want %d", got, MinShares)
+		if got := propValue(t, sd, "kubepods-besteffort.slice", "CPUShares"); got != uint64(slices.MinShares) {
+			t.Errorf("besteffort CPUShares after a reconcile = %v, want %d", got, slices.MinShares)
 		}
 	})
 }
@@ -471,7 +472,7 @@ func TestManagerOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := fmt.Sprint(orphans)
-	want := fmt.Sprint([]Orphan{{Unit: "kubepods-besteffort-podold_1.slice", UID: "old-1", QOS: v1.PodQOSBestEffort}, {Unit: "kubepods-pod9_9.slice", UID: "9-9", QOS: v1.PodQOSGuaranteed}})
+	want := fmt.Sprint([]slices.Orphan{{Unit: "kubepods-besteffort-podold_1.slice", UID: "old-1", QOS: v1.PodQOSBestEffort}, {Unit: "kubepods-pod9_9.slice", UID: "9-9", QOS: v1.PodQOSGuaranteed}})
 	if got != want {
 		t.Errorf("Orphans = %s, want %s", got, want)
 	}
@@ -499,7 +500,7 @@ func TestManagerAdoptsExistingSliceOnRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A new Manager over the same systemd (slicelet restarted).
-	m2 := NewManager(sd, cg, ManagerConfig{Capacity: testCapacity(), Node: testNodeConfig(), Pod: DefaultOptions()}, nil)
+	m2 := New(sd, cg, Config{Capacity: testCapacity(), Node: testNodeConfig(), Pod: slices.DefaultOptions()}, nil)
 	if err := m2.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

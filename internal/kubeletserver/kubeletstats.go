@@ -1,4 +1,4 @@
-package cluster
+package kubeletserver
 
 import (
 	"time"
@@ -11,14 +11,14 @@ import (
 	"github.com/slicelet/slicelet/internal/podstats"
 )
 
-// KubeletSummary is the kubelet's stats summary (k8s.io/kubelet/pkg/apis/stats/v1alpha1, what
+// Summary is the kubelet's stats summary (k8s.io/kubelet/pkg/apis/stats/v1alpha1, what
 // metrics-server reads from /stats/summary) made of the samples the pod stats sampler already
 // keeps: CPU as usageCoreNanoSeconds (cumulative) and usageNanoCores (between the last two
 // samples), memory as workingSetBytes, usageBytes and rssBytes, for the node, each pod and
 // each container. pods give the start times (status.startTime, each container's running
 // startedAt). What slicelet does not sample (filesystems, network, page faults) is left out
 // rather than invented.
-func KubeletSummary(nodeName string, bootTime time.Time, node podstats.Latest[podstats.Usage], nodeOK bool, samples []podstats.PodLatest, pods []v1.Pod) statsv1alpha1.Summary {
+func Summary(nodeName string, bootTime time.Time, node podstats.Latest[podstats.Usage], nodeOK bool, samples []podstats.PodLatest, pods []v1.Pod) statsv1alpha1.Summary {
 	out := statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{NodeName: nodeName, StartTime: metav1.NewTime(bootTime)}, Pods: []statsv1alpha1.PodStats{}}
 	if nodeOK {
 		out.Node.CPU = cpuStats(node.At, node.Usage.CPU, node.NanoCores)

@@ -1,4 +1,4 @@
-package cluster
+package kubeletserver
 
 import (
 	"bufio"
@@ -150,7 +150,7 @@ func echoStreamingServer(t *testing.T) *httptest.Server {
 }
 
 type streamEnv struct {
-	srv     *KubeletServer
+	srv     *Server
 	ts      *httptest.Server
 	clock   *clocktesting.FakeClock
 	fake    *fakeStreamer
@@ -169,7 +169,7 @@ func newStreamEnv(t *testing.T, streaming bool) *streamEnv {
 	reviews := &fakeReviews{}
 	e := &streamEnv{clock: clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), runtime: echoStreamingServer(t)}
 	e.fake = &fakeStreamer{url: e.runtime.URL}
-	o := KubeletServerOptions{NodeName: "node-1", CertDir: filepath.Join(dir, "pki"), Hosts: []string{"127.0.0.1"},
+	o := Options{NodeName: "node-1", CertDir: filepath.Join(dir, "pki"), Hosts: []string{"127.0.0.1"},
 		ClientCAFile: caFile, Tokens: fakeTokens{reviews}, Access: fakeAccess{reviews}, Clock: e.clock,
 		Pods: func() []v1.Pod {
 			return []v1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "u1"}},
@@ -179,7 +179,7 @@ func newStreamEnv(t *testing.T, streaming bool) *streamEnv {
 		o.Streamer = e.fake
 	}
 	var err error
-	if e.srv, err = NewKubeletServer(o); err != nil {
+	if e.srv, err = New(o); err != nil {
 		t.Fatal(err)
 	}
 	e.ts = httptest.NewUnstartedServer(e.srv.Handler())

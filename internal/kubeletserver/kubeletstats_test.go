@@ -1,4 +1,4 @@
-package cluster
+package kubeletserver
 
 import (
 	"testing"
@@ -23,7 +23,7 @@ func TestKubeletSummary(t *testing.T) {
 	pods := []v1.Pod{{ObjectMeta: metav1.ObjectMeta{UID: "u1"}, Status: v1.PodStatus{StartTime: &started,
 		ContainerStatuses: []v1.ContainerStatus{{Name: "app", State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: started}}}}}}}
 
-	s := KubeletSummary("node-1", boot, node, true, samples, pods)
+	s := Summary("node-1", boot, node, true, samples, pods)
 	tests := []struct {
 		name string
 		ok   bool
@@ -46,7 +46,7 @@ func TestKubeletSummary(t *testing.T) {
 			}
 		})
 	}
-	if empty := KubeletSummary("node-1", boot, podstats.Latest[podstats.Usage]{}, false, nil, nil); empty.Node.CPU != nil || empty.Pods == nil {
+	if empty := Summary("node-1", boot, podstats.Latest[podstats.Usage]{}, false, nil, nil); empty.Node.CPU != nil || empty.Pods == nil {
 		t.Errorf("no samples: %+v, want no node CPU and an empty pod list", empty)
 	}
 }

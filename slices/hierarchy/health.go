@@ -1,4 +1,4 @@
-package slices
+package hierarchy
 
 import "github.com/slicelet/slicelet/internal/health"
 

@@ -1,4 +1,4 @@
-package slices
+package hierarchy
 
 import (
 	"fmt"
@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/slicelet/slicelet/slices"
 )
 
 // The oracle: the kubelet creates a pod cgroup with the cgroup driver of
@@ -33,7 +35,7 @@ import (
 // oracleResources is the kubelet's toResources (pkg/kubelet/cm/cgroup_manager_linux.go) of rc:
 // SkipDevices and SkipFreezeOnSet, cpu.weight by the kubelet's own conversion on cgroup v2,
 // every hugetlb page size of the host limited (0 unless requested), Unified on v2 only.
-func oracleResources(rc ResourceConfig, v2, hugetlb bool) *cgroups.Resources {
+func oracleResources(rc slices.ResourceConfig, v2, hugetlb bool) *cgroups.Resources {
 	r := &cgroups.Resources{SkipDevices: true, SkipFreezeOnSet: true}
 	if rc.Memory != nil {
 		r.Memory = *rc.Memory
@@ -64,7 +66,7 @@ func oracleResources(rc ResourceConfig, v2, hugetlb bool) *cgroups.Resources {
 	if hugetlb {
 		requested := map[string]bool{}
 		for size, limit := range rc.HugePageLimit {
-			name, err := HugePageUnitSize(size)
+			name, err := slices.HugePageUnitSize(size)
 			if err != nil {
 				continue
 			}
@@ -85,9 +87,9 @@ func oracleResources(rc ResourceConfig, v2, hugetlb bool) *cgroups.Resources {
 
 // oracleSlice creates the sibling of a pod slice through the driver, as the kubelet's Create
 // does, and returns its cgroup path.
-func oracleSlice(t *testing.T, ps PodSlice, v2, hugetlb bool) string {
+func oracleSlice(t *testing.T, ps slices.PodSlice, v2, hugetlb bool) string {
 	t.Helper()
-	parent := ParseSystemdToCgroupName(ps.Unit)
+	parent := slices.ParseSystemdToCgroupName(ps.Unit)
 	qos := parent[:len(parent)-1].ToSystemd() // the pod slice's QoS slice
 	unit := strings.TrimSuffix(path2Unit(qos), ".slice") + "-oracle" + strings.ReplaceAll(ps.UID, "-", "_") + ".slice"
 	res := oracleResources(ps.Resources, v2, hugetlb)
@@ -102,13 +104,13 @@ func oracleSlice(t *testing.T, ps PodSlice, v2, hugetlb bool) string {
 	if err := m.Set(res); err != nil {
 		t.Fatalf("oracle Set %s: %v", unit, err)
 	}
-	return SliceCgroupPath(unit)
+	return slices.SliceCgroupPath(unit)
 }
 
 // path2Unit is the slice unit of a systemd cgroup path ("/" is the root slice).
 func path2Unit(p string) string {
 	if p == "/" {
-		return RootSlice
+		return slices.RootSlice
 	}
 	return p[strings.LastIndex(p, "/")+1:]
 }
@@ -174,11 +176,11 @@ func TestIntegrationCgroupDriverOracle(t *testing.T) {
 	}
 	groups := []struct {
 		name string
-		opts func(*Options)
+		opts func(*slices.Options)
 		v2   bool // only on cgroup v2
 		pods []podCase
 	}{
-		{name: "defaults", opts: func(*Options) {}, pods: []podCase{
+		{name: "defaults", opts: func(*slices.Options) {}, pods: []podCase{
 			{"Guaranteed", pod("000000000001", rl("cpu", "250m", "memory", "128Mi"), rl("cpu", "250m", "memory", "128Mi"))},
 			{"Burstable with limits (a CPU quota systemd rounds)", pod("000000000002", rl("cpu", "100m", "memory", "64Mi"), rl("cpu", "333m", "memory", "200Mi"))},
 			{"Burstable without limits", pod("000000000003", rl("cpu", "100m", "memory", "64Mi"), nil)},
@@ -186,12 +188,12 @@ func TestIntegrationCgroupDriverOracle(t *testing.T) {
 			{"BestEffort", pod("000000000005", nil, nil)},
 			{"Guaranteed with hugepages", pod("000000000006", rl("cpu", "200m", "memory", "64Mi", "hugepages-2Mi", "4Mi"), rl("cpu", "200m", "memory", "64Mi", "hugepages-2Mi", "4Mi"))},
 		}},
-		{name: "pids limit and no CFS quota", opts: func(o *Options) { o.PodPidsLimit = 123; o.EnforceCPULimits = false }, pods: []podCase{
+		{name: "pids limit and no CFS quota", opts: func(o *slices.Options) { o.PodPidsLimit = 123; o.EnforceCPULimits = false }, pods: []podCase{
 			{"Burstable", pod("000000000011", rl("cpu", "100m"), rl("cpu", "500m", "memory", "64Mi"))},
 			{"BestEffort", pod("000000000012", nil, nil)},
 		}},
-		{name: "memory QoS tiers", v2: true, opts: func(o *Options) {
-			o.EnforceMemoryQoS, o.MemoryReservationPolicy = true, MemoryReservationTiered
+		{name: "memory QoS tiers", v2: true, opts: func(o *slices.Options) {
+			o.EnforceMemoryQoS, o.MemoryReservationPolicy = true, slices.MemoryReservationTiered
 		}, pods: []podCase{
 			{"Guaranteed (memory.min)", pod("000000000021", rl("cpu", "100m", "memory", "80Mi"), rl("cpu", "100m", "memory", "80Mi"))},
 			{"Burstable with a memory request (memory.low)", pod("000000000022", rl("memory", "48Mi"), rl("memory", "100Mi"))},
@@ -206,11 +208,11 @@ func TestIntegrationCgroupDriverOracle(t *testing.T) {
 			continue
 		}
 		t.Run(g.name, func(t *testing.T) {
-			opts := DefaultOptions()
+			opts := slices.DefaultOptions()
 			g.opts(&opts)
 			node := itNodeConfig()
-			node.QOS = QOSOptions{EnforceMemoryQoS: opts.EnforceMemoryQoS, MemoryReservationPolicy: opts.MemoryReservationPolicy}
-			m := NewManager(it.sd, it.cg, ManagerConfig{Capacity: it.cap, Node: node, Pod: opts}, nil)
+			node.QOS = slices.QOSOptions{EnforceMemoryQoS: opts.EnforceMemoryQoS, MemoryReservationPolicy: opts.MemoryReservationPolicy}
+			m := New(it.sd, it.cg, Config{Capacity: it.cap, Node: node, Pod: opts}, nil)
 			if err := m.Start(ctx); err != nil {
 				t.Fatal(err)
 			}

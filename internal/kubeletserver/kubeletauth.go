@@ -1,4 +1,4 @@
-package cluster
+package kubeletserver
 
 import (
 	"context"
@@ -39,8 +39,8 @@ type AccessReviewer interface {
 	Create(ctx context.Context, review *authorizationv1.SubjectAccessReview, opts metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error)
 }
 
-// KubeletUser is who made a request to the kubelet API.
-type KubeletUser struct {
+// User is who made a request to the kubelet API.
+type User struct {
 	Name   string
 	UID    string
 	Groups []string
@@ -55,12 +55,12 @@ const (
 	authenticatedGroup = "system:authenticated"
 )
 
-// KubeletAttributes are the verb and the nodes subresources a request to the kubelet API
+// Attributes are the verb and the nodes subresources a request to the kubelet API
 // needs (pkg/kubelet/server/auth.go, GetRequestAttributes): the verb from the HTTP method,
 // the subresource from the path — the fine-grained one first (pods, healthz, configz), then
 // stats, metrics, log, checkpoint, statusz, or proxy for every other path. The request is
 // allowed when the user may do any of them.
-func KubeletAttributes(method, path string) (verb string, subresources []string) {
+func Attributes(method, path string) (verb string, subresources []string) {
 	switch method {
 	case http.MethodPost:
 		verb = "create"
@@ -142,32 +142,32 @@ func (c *ttlCache[V]) add(key string, v V, ttl time.Duration) {
 // errUnauthenticated is a request without acceptable credentials.
 var errUnauthenticated = errors.New("unauthenticated")
 
-// kubeletAuth authenticates and authorizes the kubelet API's requests as the kubelet's
+// auth authenticates and authorizes the kubelet API's requests as the kubelet's
 // delegated authentication and authorization do (pkg/kubelet/server/auth.go and the API
 // server's webhook token authenticator and authorizer): a verified client certificate (its
 // common name is the user, its organizations the groups), else a bearer token reviewed by
 // the API server, else anonymous when allowed; then a SubjectAccessReview on the node.
-type kubeletAuth struct {
+type delegatedAuth struct {
 	node      string
 	anonymous bool
 	tokens    TokenReviewer
 	access    AccessReviewer
-	tokenHits *ttlCache[*KubeletUser]
+	tokenHits *ttlCache[*User]
 	decisions *ttlCache[authorizationv1.SubjectAccessReviewStatus]
 }
 
-func newKubeletAuth(node string, anonymous bool, tokens TokenReviewer, access AccessReviewer, clk clock.PassiveClock) *kubeletAuth {
-	return &kubeletAuth{node: node, anonymous: anonymous, tokens: tokens, access: access,
-		tokenHits: newTTLCache[*KubeletUser](clk, authCacheSize),
+func newDelegatedAuth(node string, anonymous bool, tokens TokenReviewer, access AccessReviewer, clk clock.PassiveClock) *delegatedAuth {
+	return &delegatedAuth{node: node, anonymous: anonymous, tokens: tokens, access: access,
+		tokenHits: newTTLCache[*User](clk, authCacheSize),
 		decisions: newTTLCache[authorizationv1.SubjectAccessReviewStatus](clk, authCacheSize)}
 }
 
 // authenticate is who made r; errUnauthenticated when nobody acceptable did.
-func (a *kubeletAuth) authenticate(ctx context.Context, r *http.Request) (*KubeletUser, error) {
+func (a *delegatedAuth) authenticate(ctx context.Context, r *http.Request) (*User, error) {
 	// The TLS handshake verified the chain against the client CA (VerifyClientCertIfGiven).
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
 		c := r.TLS.VerifiedChains[0][0]
-		return &KubeletUser{Name: c.Subject.CommonName, Groups: append(slices.Clone(c.Subject.Organization), authenticatedGroup)}, nil
+		return &User{Name: c.Subject.CommonName, Groups: append(slices.Clone(c.Subject.Organization), authenticatedGroup)}, nil
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		token, ok := strings.CutPrefix(h, "Bearer ")
@@ -177,14 +177,14 @@ func (a *kubeletAuth) authenticate(ctx context.Context, r *http.Request) (*Kubel
 		return a.reviewToken(ctx, strings.TrimSpace(token))
 	}
 	if a.anonymous {
-		return &KubeletUser{Name: anonymousUser, Groups: []string{anonymousGroup}}, nil
+		return &User{Name: anonymousUser, Groups: []string{anonymousGroup}}, nil
 	}
 	return nil, errUnauthenticated
 }
 
 // reviewToken asks the API server who token is, cached by the token's hash (only successful
 // reviews are cached, as the webhook token authenticator caches them).
-func (a *kubeletAuth) reviewToken(ctx context.Context, token string) (*KubeletUser, error) {
+func (a *delegatedAuth) reviewToken(ctx context.Context, token string) (*User, error) {
 	sum := sha256.Sum256([]byte(token))
 	key := hex.EncodeToString(sum[:])
 	if u, ok := a.tokenHits.get(key); ok {
@@ -197,7 +197,7 @@ func (a *kubeletAuth) reviewToken(ctx context.Context, token string) (*KubeletUs
 	if !rev.Status.Authenticated {
 		return nil, errUnauthenticated
 	}
-	u := &KubeletUser{Name: rev.Status.User.Username, UID: rev.Status.User.UID, Groups: rev.Status.User.Groups}
+	u := &User{Name: rev.Status.User.Username, UID: rev.Status.User.UID, Groups: rev.Status.User.Groups}
 	for k, v := range rev.Status.User.Extra {
 		if u.Extra == nil {
 			u.Extra = map[string]authorizationv1.ExtraValue{}
@@ -211,8 +211,8 @@ func (a *kubeletAuth) reviewToken(ctx context.Context, token string) (*KubeletUs
 // authorize says whether u may make a request with method to path: allowed when the API
 // server allows any of its attributes (the kubelet tries the fine-grained subresource first,
 // then the coarse one). reason is the API server's for a refusal.
-func (a *kubeletAuth) authorize(ctx context.Context, u *KubeletUser, method, path string) (allowed bool, reason string, err error) {
-	verb, subresources := KubeletAttributes(method, path)
+func (a *delegatedAuth) authorize(ctx context.Context, u *User, method, path string) (allowed bool, reason string, err error) {
+	verb, subresources := Attributes(method, path)
 	for _, sub := range subresources {
 		spec := authorizationv1.SubjectAccessReviewSpec{User: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra,
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Version: "v1", Resource: "nodes", Subresource: sub, Name: a.node}}
@@ -230,7 +230,7 @@ func (a *kubeletAuth) authorize(ctx context.Context, u *KubeletUser, method, pat
 
 // review is one SubjectAccessReview, cached by its spec (allowed for AuthorizedCacheTTL,
 // denied for UnauthorizedCacheTTL; errors are not cached).
-func (a *kubeletAuth) review(ctx context.Context, spec authorizationv1.SubjectAccessReviewSpec) (authorizationv1.SubjectAccessReviewStatus, error) {
+func (a *delegatedAuth) review(ctx context.Context, spec authorizationv1.SubjectAccessReviewSpec) (authorizationv1.SubjectAccessReviewStatus, error) {
 	key := spec.String()
 	if st, ok := a.decisions.get(key); ok {
 		return st, nil

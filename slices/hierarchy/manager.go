@@ -1,4 +1,4 @@
-package slices
+package hierarchy
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/internal/health"
+	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -51,14 +52,14 @@ const (
 	qosSettleDelay = 100 * time.Millisecond
 )
 
-// ManagerConfig configures a Manager.
-type ManagerConfig struct {
+// Config configures a Manager.
+type Config struct {
 	// Capacity is the node's capacity (ReadCapacity).
-	Capacity Capacity
+	Capacity slices.Capacity
 	// Node holds reservations, enforcement and QoS options.
-	Node NodeConfig
+	Node slices.NodeConfig
 	// Pod are the options of the pod resource math.
-	Pod Options
+	Pod slices.Options
 	// SystemReservedCgroup and KubeReservedCgroup name the existing cgroups that
 	// system-reserved / kube-reserved enforcement limits, as a cgroupfs path ("/system.slice")
 	// or a slice unit name ("system.slice"). They must exist; slicelet never creates them.
@@ -73,30 +74,11 @@ type ManagerConfig struct {
 	Health *health.Tracker
 }
 
-// PodSlice is what the Manager knows about one pod's slice.
-type PodSlice struct {
-	UID       string
-	Namespace string
-	Name      string
-	QOS       v1.PodQOSClass
-	// Unit is the slice unit name, e.g. kubepods-burstable-pod<uid_>.slice.
-	Unit string
-	// CgroupPath is the slice's cgroup, e.g. /kubepods.slice/kubepods-burstable.slice/<Unit>.
-	CgroupPath string
-	// Resources is the configuration written to it.
-	Resources ResourceConfig
-	// Properties are the systemd properties last sent for it.
-	Properties []units.Property
-
+// podEntry is a pod's slice as the Manager knows it, with the pod it was made for.
+type podEntry struct {
+	slices.PodSlice
 	pod         *v1.Pod
 	terminating bool
-}
-
-// Orphan is a pod slice that exists in systemd but belongs to no known pod.
-type Orphan struct {
-	Unit string
-	UID  string
-	QOS  v1.PodQOSClass
 }
 
 // Manager owns the kubepods hierarchy: kubepods.slice limited to node allocatable, the
@@ -108,7 +90,7 @@ type Orphan struct {
 type Manager struct {
 	sd     Systemd
 	cg     Cgroupfs
-	cfg    ManagerConfig
+	cfg    Config
 	log    *slog.Logger
 	clock  clock.WithTicker
 	health *health.Tracker
@@ -119,7 +101,7 @@ type Manager struct {
 	pageSizes []int64
 
 	mu   sync.Mutex
-	pods map[string]*PodSlice
+	pods map[string]*podEntry
 	// written remembers the last properties sent per QoS-level slice, so an unchanged
 	// reconcile writes nothing.
 	written map[string][]units.Property
@@ -129,8 +111,8 @@ type Manager struct {
 	kick chan struct{}
 }
 
-// NewManager returns a Manager. It does nothing until Start.
-func NewManager(sd Systemd, cg Cgroupfs, cfg ManagerConfig, log *slog.Logger) *Manager {
+// New returns a Manager. It does nothing until Start.
+func New(sd Systemd, cg Cgroupfs, cfg Config, log *slog.Logger) *Manager {
 	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = DefaultReconcileInterval
 	}
@@ -151,7 +133,7 @@ func NewManager(sd Systemd, cg Cgroupfs, cfg ManagerConfig, log *slog.Logger) *M
 		clock:   cfg.Clock,
 		health:  cfg.Health,
 		mode:    sd.Mode(),
-		pods:    map[string]*PodSlice{},
+		pods:    map[string]*podEntry{},
 		written: map[string][]units.Property{},
 		kick:    make(chan struct{}, 1),
 	}
@@ -167,10 +149,10 @@ func NewManager(sd Systemd, cg Cgroupfs, cfg ManagerConfig, log *slog.Logger) *M
 func (m *Manager) Mode() units.Mode { return m.mode }
 
 // qosOptions returns the QoS reconcile options with the node-derived fields filled in.
-func (m *Manager) qosOptions() QOSOptions {
+func (m *Manager) qosOptions() slices.QOSOptions {
 	opts := m.cfg.Node.QOS
 	if opts.NodeAllocatableMemory == 0 {
-		limits := KubepodsLimits(m.cfg.Capacity, m.cfg.Node.SystemReserved, m.cfg.Node.KubeReserved)
+		limits := slices.KubepodsLimits(m.cfg.Capacity, m.cfg.Node.SystemReserved, m.cfg.Node.KubeReserved)
 		opts.NodeAllocatableMemory = limits.Memory().Value()
 	}
 	opts.HugePageSizes = nil
@@ -181,9 +163,9 @@ func (m *Manager) qosOptions() QOSOptions {
 }
 
 // kubepodsConfig is kubepods.slice's node-level configuration.
-func (m *Manager) kubepodsConfig() ResourceConfig {
+func (m *Manager) kubepodsConfig() slices.ResourceConfig {
 	n := m.cfg.Node
-	return KubepodsConfig(m.cfg.Capacity, n.SystemReserved, n.KubeReserved, n.Enforcement, m.mode.V2() && !n.QOS.EnforceMemoryQoS)
+	return slices.KubepodsConfig(m.cfg.Capacity, n.SystemReserved, n.KubeReserved, n.Enforcement, m.mode.V2() && !n.QOS.EnforceMemoryQoS)
 }
 
 // Start validates the reservations and builds the node level: kubepods.slice with its node
@@ -193,7 +175,7 @@ func (m *Manager) kubepodsConfig() ResourceConfig {
 // cgroup that does not exist, is an error and nothing is created.
 func (m *Manager) Start(ctx context.Context) error {
 	n := m.cfg.Node
-	if err := ValidateReservation(m.cfg.Capacity, SumResources(n.SystemReserved, n.KubeReserved, n.HardEviction)); err != nil {
+	if err := slices.ValidateReservation(m.cfg.Capacity, slices.SumResources(n.SystemReserved, n.KubeReserved, n.HardEviction)); err != nil {
 		return err
 	}
 	reserved, err := m.reservedTargets(ctx)
@@ -202,17 +184,17 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 
 	kubepods := m.kubepodsConfig()
-	if err := m.startSlice(ctx, KubepodsSlice, QOSSliceDescription(v1.PodQOSGuaranteed), RootSlice, kubepods); err != nil {
+	if err := m.startSlice(ctx, slices.KubepodsSlice, slices.QOSSliceDescription(v1.PodQOSGuaranteed), slices.RootSlice, kubepods); err != nil {
 		return err
 	}
 	m.reportEnforced(m.checkEnforced(kubepods))
 
-	qos := QOSConfigs(nil, m.qosOptions())
+	qos := slices.QOSConfigs(nil, m.qosOptions())
 	for _, s := range []struct {
 		qos v1.PodQOSClass
-		rc  ResourceConfig
+		rc  slices.ResourceConfig
 	}{{v1.PodQOSBurstable, qos.Burstable}, {v1.PodQOSBestEffort, qos.BestEffort}} {
-		if err := m.startSlice(ctx, QOSSliceName(s.qos), QOSSliceDescription(s.qos), KubepodsSlice, s.rc); err != nil {
+		if err := m.startSlice(ctx, slices.QOSSliceName(s.qos), slices.QOSSliceDescription(s.qos), slices.KubepodsSlice, s.rc); err != nil {
 			return err
 		}
 	}
@@ -231,7 +213,7 @@ type reservedTarget struct {
 	key        string
 	unit       string
 	cgroupPath string
-	rc         *ResourceConfig
+	rc         *slices.ResourceConfig
 }
 
 // reservedTargets resolves and checks the system-reserved / kube-reserved cgroups to enforce.
@@ -259,24 +241,24 @@ func (m *Manager) reservedTargets(ctx context.Context) ([]reservedTarget, error)
 		if info.ControlGroup != "" {
 			cgPath = info.ControlGroup
 		}
-		rc := ReservedCgroupConfig(reserved, compressible, memQoS)
+		rc := slices.ReservedCgroupConfig(reserved, compressible, memQoS)
 		if rc == nil {
-			rc = &ResourceConfig{}
+			rc = &slices.ResourceConfig{}
 		}
 		out = append(out, reservedTarget{key: key, unit: unit, cgroupPath: cgPath, rc: rc})
 	}
 	e := n.Enforcement
 	switch {
 	case e.SystemReserved:
-		add(EnforceSystemReserved, m.cfg.SystemReservedCgroup, "system_reserved_cgroup", n.SystemReserved, false)
+		add(slices.EnforceSystemReserved, m.cfg.SystemReservedCgroup, "system_reserved_cgroup", n.SystemReserved, false)
 	case e.SystemReservedCompressible:
-		add(EnforceSystemReservedCompressible, m.cfg.SystemReservedCgroup, "system_reserved_cgroup", n.SystemReserved, true)
+		add(slices.EnforceSystemReservedCompressible, m.cfg.SystemReservedCgroup, "system_reserved_cgroup", n.SystemReserved, true)
 	}
 	switch {
 	case e.KubeReserved:
-		add(EnforceKubeReserved, m.cfg.KubeReservedCgroup, "kube_reserved_cgroup", n.KubeReserved, false)
+		add(slices.EnforceKubeReserved, m.cfg.KubeReservedCgroup, "kube_reserved_cgroup", n.KubeReserved, false)
 	case e.KubeReservedCompressible:
-		add(EnforceKubeReservedCompressible, m.cfg.KubeReservedCgroup, "kube_reserved_cgroup", n.KubeReserved, true)
+		add(slices.EnforceKubeReservedCompressible, m.cfg.KubeReservedCgroup, "kube_reserved_cgroup", n.KubeReserved, true)
 	}
 	return out, errors.Join(errs...)
 }
@@ -292,24 +274,24 @@ func reservedUnit(cgroup string) (unit, cgroupPath string) {
 
 // startSlice creates (or adopts) a slice with its base and resource properties and writes the
 // cgroupfs-only knobs.
-func (m *Manager) startSlice(ctx context.Context, unit, description, parent string, rc ResourceConfig) error {
-	props := append(BaseSliceProperties(description, parent, m.mode), SliceProperties(rc, m.mode)...)
+func (m *Manager) startSlice(ctx context.Context, unit, description, parent string, rc slices.ResourceConfig) error {
+	props := append(slices.BaseSliceProperties(description, parent, m.mode), slices.SliceProperties(rc, m.mode)...)
 	if err := m.sd.StartSlice(ctx, unit, props); err != nil {
 		return fmt.Errorf("slice %s: %w", unit, err)
 	}
-	if err := m.writeFiles(unit, SliceCgroupPath(unit), rc); err != nil {
+	if err := m.writeFiles(unit, slices.SliceCgroupPath(unit), rc); err != nil {
 		return err
 	}
 	m.mu.Lock()
-	m.written[unit] = SliceProperties(rc, m.mode)
+	m.written[unit] = slices.SliceProperties(rc, m.mode)
 	m.mu.Unlock()
 	m.log.Info("slice ready", "slice", unit, "resources", rc.String())
 	return nil
 }
 
 // apply sets rc on a live unit and writes its cgroupfs-only knobs.
-func (m *Manager) apply(ctx context.Context, unit, cgroupPath string, rc ResourceConfig) error {
-	props := SliceProperties(rc, m.mode)
+func (m *Manager) apply(ctx context.Context, unit, cgroupPath string, rc slices.ResourceConfig) error {
+	props := slices.SliceProperties(rc, m.mode)
 	if len(props) > 0 {
 		if err := m.sd.SetProperties(ctx, unit, props); err != nil {
 			return err
@@ -319,8 +301,8 @@ func (m *Manager) apply(ctx context.Context, unit, cgroupPath string, rc Resourc
 }
 
 // writeFiles writes what systemd has no property for (hugetlb limits, other unified keys).
-func (m *Manager) writeFiles(unit, cgroupPath string, rc ResourceConfig) error {
-	files := CgroupfsFiles(rc, m.mode, m.pageSizes)
+func (m *Manager) writeFiles(unit, cgroupPath string, rc slices.ResourceConfig) error {
+	files := slices.CgroupfsFiles(rc, m.mode, m.pageSizes)
 	var errs []error
 	for _, file := range stdslices.Sorted(maps.Keys(files)) {
 		controller, _, _ := strings.Cut(file, ".")
@@ -333,7 +315,7 @@ func (m *Manager) writeFiles(unit, cgroupPath string, rc ResourceConfig) error {
 		}
 		// The reservation twin limits hugepages reserved but not yet faulted (kernel ≥ 5.7).
 		if controller == "hugetlb" {
-			rsvd := HugetlbRsvdFile(file)
+			rsvd := slices.HugetlbRsvdFile(file)
 			if _, err := m.cg.Read(cgroupPath, controller, rsvd); err == nil {
 				if err := m.cg.Write(cgroupPath, controller, rsvd, files[file]); err != nil {
 					errs = append(errs, fmt.Errorf("slice %s: %w", unit, err))
@@ -344,20 +326,10 @@ func (m *Manager) writeFiles(unit, cgroupPath string, rc ResourceConfig) error {
 	return errors.Join(errs...)
 }
 
-// SliceCgroupPath is the cgroup path of a kubepods slice unit, e.g.
-// kubepods-burstable.slice → /kubepods.slice/kubepods-burstable.slice.
-func SliceCgroupPath(unit string) string {
-	p, err := ParseSystemdToCgroupName(unit).Systemd()
-	if err != nil {
-		return "/" + unit
-	}
-	return p
-}
-
 // checkEnforced verifies that kubepods.slice's memory limit really holds: systemd accepts a
 // MemoryLimit/MemoryMax below current usage and only logs the kernel's refusal, so the limit is
 // read back from cgroupfs.
-func (m *Manager) checkEnforced(rc ResourceConfig) error {
+func (m *Manager) checkEnforced(rc slices.ResourceConfig) error {
 	if rc.Memory == nil || *rc.Memory <= 0 {
 		return nil
 	}
@@ -365,7 +337,7 @@ func (m *Manager) checkEnforced(rc ResourceConfig) error {
 	if m.mode.V2() {
 		file = "memory.max"
 	}
-	got, err := ReadInt(m.cg, SliceCgroupPath(KubepodsSlice), "memory", file)
+	got, err := ReadInt(m.cg, slices.SliceCgroupPath(slices.KubepodsSlice), "memory", file)
 	if err != nil {
 		return err
 	}
@@ -384,7 +356,7 @@ func (m *Manager) reportEnforced(err error) {
 	m.enforced = err == nil
 	m.mu.Unlock()
 	if err != nil {
-		m.health.SetUnhealthy(EnforcementWarnable, fmt.Sprintf("%s: %v (retrying every %s)", KubepodsSlice, err, m.cfg.EnforceRetryInterval))
+		m.health.SetUnhealthy(EnforcementWarnable, fmt.Sprintf("%s: %v (retrying every %s)", slices.KubepodsSlice, err, m.cfg.EnforceRetryInterval))
 		return
 	}
 	m.health.SetHealthy(EnforcementWarnable)
@@ -400,7 +372,7 @@ func (m *Manager) Enforced() bool {
 // enforce re-applies kubepods.slice's node allocatable configuration and verifies it.
 func (m *Manager) enforce(ctx context.Context) error {
 	rc := m.kubepodsConfig()
-	if err := m.apply(ctx, KubepodsSlice, SliceCgroupPath(KubepodsSlice), rc); err != nil {
+	if err := m.apply(ctx, slices.KubepodsSlice, slices.SliceCgroupPath(slices.KubepodsSlice), rc); err != nil {
 		return err
 	}
 	return m.checkEnforced(rc)
@@ -472,7 +444,7 @@ func (m *Manager) UpdateQoS(ctx context.Context) error { return m.updateQoS(ctx,
 // updateQoS is UpdateQoS; without force, slices whose properties did not change since the last
 // write are skipped, so a burst of pod changes costs one write per slice, not one per pod.
 func (m *Manager) updateQoS(ctx context.Context, force bool) error {
-	cfgs := QOSConfigs(m.activePods(), m.qosOptions())
+	cfgs := slices.QOSConfigs(m.activePods(), m.qosOptions())
 	err := m.writeQoS(ctx, cfgs, force)
 	if err != nil && m.cfg.Node.QOS.QOSReservedMemoryPercent != nil {
 		usage := map[v1.PodQOSClass]int64{}
@@ -488,33 +460,33 @@ func (m *Manager) updateQoS(ctx context.Context, force bool) error {
 }
 
 var qosUnits = map[v1.PodQOSClass]string{
-	v1.PodQOSGuaranteed: KubepodsSlice,
-	v1.PodQOSBurstable:  QOSSliceName(v1.PodQOSBurstable),
-	v1.PodQOSBestEffort: QOSSliceName(v1.PodQOSBestEffort),
+	v1.PodQOSGuaranteed: slices.KubepodsSlice,
+	v1.PodQOSBurstable:  slices.QOSSliceName(v1.PodQOSBurstable),
+	v1.PodQOSBestEffort: slices.QOSSliceName(v1.PodQOSBestEffort),
 }
 
-func (m *Manager) writeQoS(ctx context.Context, cfgs QOSCgroupConfigs, force bool) error {
+func (m *Manager) writeQoS(ctx context.Context, cfgs slices.QOSCgroupConfigs, force bool) error {
 	var errs []error
 	for _, s := range []struct {
 		unit string
-		rc   ResourceConfig
+		rc   slices.ResourceConfig
 	}{
-		{KubepodsSlice, cfgs.Kubepods},
+		{slices.KubepodsSlice, cfgs.Kubepods},
 		{qosUnits[v1.PodQOSBurstable], cfgs.Burstable},
 		{qosUnits[v1.PodQOSBestEffort], cfgs.BestEffort},
 	} {
-		props := SliceProperties(s.rc, m.mode)
+		props := slices.SliceProperties(s.rc, m.mode)
 		m.mu.Lock()
-		same := !force && s.unit != KubepodsSlice && reflect.DeepEqual(m.written[s.unit], props)
+		same := !force && s.unit != slices.KubepodsSlice && reflect.DeepEqual(m.written[s.unit], props)
 		m.mu.Unlock()
 		if same {
 			continue
 		}
-		if err := m.apply(ctx, s.unit, SliceCgroupPath(s.unit), s.rc); err != nil {
+		if err := m.apply(ctx, s.unit, slices.SliceCgroupPath(s.unit), s.rc); err != nil {
 			errs = append(errs, fmt.Errorf("qos slice %s: %w", s.unit, err))
 			continue
 		}
-		if s.unit != KubepodsSlice {
+		if s.unit != slices.KubepodsSlice {
 			m.mu.Lock()
 			m.written[s.unit] = props
 			m.mu.Unlock()
@@ -527,25 +499,25 @@ func (m *Manager) writeQoS(ctx context.Context, cfgs QOSCgroupConfigs, force boo
 // EnsurePod creates the pod's slice with its resources, or updates it in place when it exists
 // (known, or left by an earlier run: adopted, never duplicated). The pod must carry its UID.
 // It asks for a QoS reconcile, which runs asynchronously and coalesces with others.
-func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) (PodSlice, error) {
+func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) (slices.PodSlice, error) {
 	uid := string(pod.UID)
-	qos := QOSClass(pod)
-	unit, err := PodSliceName(qos, uid)
+	qos := slices.QOSClass(pod)
+	unit, err := slices.PodSliceName(qos, uid)
 	if err != nil {
-		return PodSlice{}, err
+		return slices.PodSlice{}, err
 	}
-	cgPath, err := PodCgroupPath(qos, uid)
+	cgPath, err := slices.PodCgroupPath(qos, uid)
 	if err != nil {
-		return PodSlice{}, err
+		return slices.PodSlice{}, err
 	}
-	rc := PodResources(pod, m.cfg.Pod)
-	props := SliceProperties(rc, m.mode)
+	rc := slices.PodResources(pod, m.cfg.Pod)
+	props := slices.SliceProperties(rc, m.mode)
 
 	m.mu.Lock()
 	prev := m.pods[uid]
 	m.mu.Unlock()
 	if prev != nil && prev.QOS != qos {
-		return PodSlice{}, fmt.Errorf("pod %s/%s (uid %s): QoS class is immutable: was %s, now %s", pod.Namespace, pod.Name, uid, prev.QOS, qos)
+		return slices.PodSlice{}, fmt.Errorf("pod %s/%s (uid %s): QoS class is immutable: was %s, now %s", pod.Namespace, pod.Name, uid, prev.QOS, qos)
 	}
 
 	// The QoS slices depend on the set of active pods and their resources: a steady pod's
@@ -554,37 +526,37 @@ func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) (PodSlice, error) 
 	changed := prev == nil || prev.terminating
 	switch {
 	case prev == nil:
-		parent := QOSSliceName(qos)
-		if err := m.startSlice(ctx, unit, PodSliceDescription(pod), parent, rc); err != nil {
-			return PodSlice{}, err
+		parent := slices.QOSSliceName(qos)
+		if err := m.startSlice(ctx, unit, slices.PodSliceDescription(pod), parent, rc); err != nil {
+			return slices.PodSlice{}, err
 		}
 		m.log.Info("pod slice created", "pod_uid", uid, "pod", pod.Namespace+"/"+pod.Name, "slice", unit, "qos", string(qos))
 	case !reflect.DeepEqual(prev.Properties, props) || !reflect.DeepEqual(prev.Resources.HugePageLimit, rc.HugePageLimit):
 		if err := m.apply(ctx, unit, cgPath, rc); err != nil {
-			return PodSlice{}, fmt.Errorf("pod slice %s: %w", unit, err)
+			return slices.PodSlice{}, fmt.Errorf("pod slice %s: %w", unit, err)
 		}
 		m.log.Info("pod slice updated", "pod_uid", uid, "slice", unit, "resources", rc.String())
 		changed = true
 	}
 
-	ps := &PodSlice{UID: uid, Namespace: pod.Namespace, Name: pod.Name, QOS: qos, Unit: unit,
-		CgroupPath: cgPath, Resources: rc, Properties: props, pod: pod}
+	ps := &podEntry{PodSlice: slices.PodSlice{UID: uid, Namespace: pod.Namespace, Name: pod.Name, QOS: qos, Unit: unit,
+		CgroupPath: cgPath, Resources: rc, Properties: props}, pod: pod}
 	m.mu.Lock()
 	m.pods[uid] = ps
 	m.mu.Unlock()
 	if changed {
 		m.requestQoSUpdate()
 	}
-	return *ps, nil
+	return ps.PodSlice, nil
 }
 
 // Pods returns the pod slices the Manager knows, by UID order.
-func (m *Manager) Pods() []PodSlice {
+func (m *Manager) Pods() []slices.PodSlice {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]PodSlice, 0, len(m.pods))
+	out := make([]slices.PodSlice, 0, len(m.pods))
 	for _, uid := range stdslices.Sorted(maps.Keys(m.pods)) {
-		out = append(out, *m.pods[uid])
+		out = append(out, m.pods[uid].PodSlice)
 	}
 	return out
 }
@@ -613,7 +585,7 @@ func (m *Manager) DestroyPod(ctx context.Context, uid string) error {
 		if found == "" {
 			return nil
 		}
-		unit, cgPath = found, SliceCgroupPath(found)
+		unit, cgPath = found, slices.SliceCgroupPath(found)
 	}
 	err := m.destroySlice(ctx, unit, cgPath)
 	if err == nil {
@@ -628,29 +600,26 @@ func (m *Manager) DestroyPod(ctx context.Context, uid string) error {
 
 // findPodSlice returns the existing slice unit of a UID, or "".
 func (m *Manager) findPodSlice(ctx context.Context, uid string) (string, error) {
-	list, err := m.sd.List(ctx, PodSlicePatterns...)
+	list, err := m.sd.List(ctx, slices.PodSlicePatterns...)
 	if err != nil {
 		return "", fmt.Errorf("pod slices: %w", err)
 	}
 	for _, u := range list {
-		if _, got, ok := ParsePodSliceName(u.Name); ok && got == uid {
+		if _, got, ok := slices.ParsePodSliceName(u.Name); ok && got == uid {
 			return u.Name, nil
 		}
 	}
 	return "", nil
 }
 
-// PodSlicePatterns are the unit patterns matching every pod slice.
-var PodSlicePatterns = []string{"kubepods-pod*.slice", "kubepods-burstable-pod*.slice", "kubepods-besteffort-pod*.slice"}
-
 func (m *Manager) destroySlice(ctx context.Context, unit, cgPath string) error {
 	// CPU to the minimum first, so leftovers stop competing while the stop runs (the kubelet's
 	// ReduceCPULimits). Written to cgroupfs, not through SetUnitProperties: the slice is about to
 	// go, and a D-Bus round trip here made teardown ≈1.8× the cost of a bare StopUnit
 	// (docs/benchmarks.md).
-	file, value := "cpu.shares", strconv.FormatUint(MinShares, 10)
+	file, value := "cpu.shares", strconv.FormatUint(slices.MinShares, 10)
 	if m.mode.V2() {
-		file, value = "cpu.weight", strconv.FormatUint(CPUSharesToWeight(MinShares), 10)
+		file, value = "cpu.weight", strconv.FormatUint(slices.CPUSharesToWeight(slices.MinShares), 10)
 	}
 	if err := m.cg.Write(cgPath, "cpu", file, value); err != nil {
 		m.log.Debug("reducing cpu of a pod slice being destroyed failed", "slice", unit, "error", err)
@@ -681,7 +650,7 @@ func (m *Manager) destroySlice(ctx context.Context, unit, cgPath string) error {
 func (m *Manager) killLeftovers(cgPath string) error {
 	// Never sweep anything but a pod slice: an empty or wrong path would name the root cgroup,
 	// and its processes are the whole machine.
-	if _, _, ok := ParsePodSliceName(path.Base(cgPath)); !ok || !strings.HasPrefix(cgPath, "/"+KubepodsSlice+"/") {
+	if _, _, ok := slices.ParsePodSliceName(path.Base(cgPath)); !ok || !strings.HasPrefix(cgPath, "/"+slices.KubepodsSlice+"/") {
 		return fmt.Errorf("cgroup %q: not a pod slice, refusing to kill its processes", cgPath)
 	}
 	var left []int
@@ -704,39 +673,39 @@ func (m *Manager) killLeftovers(cgPath string) error {
 
 // Orphans returns the pod slices that exist in systemd but belong to no pod the Manager knows,
 // with the UID parsed from the unit name.
-func (m *Manager) Orphans(ctx context.Context) ([]Orphan, error) {
-	list, err := m.sd.List(ctx, PodSlicePatterns...)
+func (m *Manager) Orphans(ctx context.Context) ([]slices.Orphan, error) {
+	list, err := m.sd.List(ctx, slices.PodSlicePatterns...)
 	if err != nil {
 		return nil, fmt.Errorf("pod slices: %w", err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []Orphan
+	var out []slices.Orphan
 	for _, u := range list {
-		qos, uid, ok := ParsePodSliceName(u.Name)
+		qos, uid, ok := slices.ParsePodSliceName(u.Name)
 		if !ok {
 			continue
 		}
 		if ps, known := m.pods[uid]; known && ps.Unit == u.Name {
 			continue
 		}
-		out = append(out, Orphan{Unit: u.Name, UID: uid, QOS: qos})
+		out = append(out, slices.Orphan{Unit: u.Name, UID: uid, QOS: qos})
 	}
 	return out, nil
 }
 
 // CleanupOrphans destroys every orphan pod slice, reporting each, and returns what it
 // destroyed. Call it only once every pod source has reported, or live pods look orphaned.
-func (m *Manager) CleanupOrphans(ctx context.Context) ([]Orphan, error) {
+func (m *Manager) CleanupOrphans(ctx context.Context) ([]slices.Orphan, error) {
 	orphans, err := m.Orphans(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var done []Orphan
+	var done []slices.Orphan
 	var errs []error
 	for _, o := range orphans {
 		m.log.Warn("orphan pod slice found, destroying it", "slice", o.Unit, "pod_uid", o.UID, "qos", string(o.QOS))
-		if err := m.destroySlice(ctx, o.Unit, SliceCgroupPath(o.Unit)); err != nil {
+		if err := m.destroySlice(ctx, o.Unit, slices.SliceCgroupPath(o.Unit)); err != nil {
 			errs = append(errs, err)
 			continue
 		}

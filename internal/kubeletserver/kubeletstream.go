@@ -1,4 +1,4 @@
-package cluster
+package kubeletserver
 
 import (
 	"bufio"
@@ -120,7 +120,7 @@ func isWebSocketRequest(r *http.Request) bool {
 // streamRoutes registers the streaming endpoints (pkg/kubelet/server/server.go,
 // InstallDebuggingHandlers): exec and attach with or without the pod's UID, GET and POST;
 // portForward likewise; run POST only.
-func (s *KubeletServer) streamRoutes(mux *http.ServeMux) {
+func (s *Server) streamRoutes(mux *http.ServeMux) {
 	for _, m := range []string{http.MethodGet, http.MethodPost} {
 		for _, kind := range []pods.StreamKind{pods.StreamExec, pods.StreamAttach} {
 			h := s.streamHandler(kind)
@@ -136,7 +136,7 @@ func (s *KubeletServer) streamRoutes(mux *http.ServeMux) {
 }
 
 // findPod is the node's pod of that namespace and name, the one of uid first when given.
-func (s *KubeletServer) findPod(namespace, name, uid string) (v1.Pod, bool) {
+func (s *Server) findPod(namespace, name, uid string) (v1.Pod, bool) {
 	var found v1.Pod
 	ok := false
 	for _, p := range s.o.Pods() {
@@ -151,7 +151,7 @@ func (s *KubeletServer) findPod(namespace, name, uid string) (v1.Pod, bool) {
 }
 
 // streamer is the runtime's streaming, or an error saying the runtime has none.
-func (s *KubeletServer) streamer() (pods.Streamer, error) {
+func (s *Server) streamer() (pods.Streamer, error) {
 	if s.o.Streamer == nil {
 		return nil, fmt.Errorf("%w: exec, attach, port-forward and run need the CRI runtime (runtime.type = \"cri\")", pods.ErrNoStreaming)
 	}
@@ -164,7 +164,7 @@ func (s *KubeletServer) streamer() (pods.Streamer, error) {
 // Errors have the kubelet's shape: plain text, 400 for a bad query, 404 for an unknown pod,
 // 500 for what the runtime refuses or cannot find (the kubelet's streaming.WriteError), 429
 // over the stream bounds.
-func (s *KubeletServer) streamHandler(kind pods.StreamKind) http.Handler {
+func (s *Server) streamHandler(kind pods.StreamKind) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if len(r.URL.RawQuery) > maxStreamQuery {
 			http.Error(w, "query too long", http.StatusRequestURITooLong)
@@ -202,7 +202,7 @@ func (s *KubeletServer) streamHandler(kind pods.StreamKind) http.Handler {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		u := kubeletUserFrom(r.Context())
+		u := userFrom(r.Context())
 		release, ok := s.streams.acquire(u)
 		if !ok {
 			s.tooManyStreams(w)
@@ -224,7 +224,7 @@ func (s *KubeletServer) streamHandler(kind pods.StreamKind) http.Handler {
 
 // tooManyStreams is the answer over the stream bounds (the kubelet's streaming server answers
 // 429 with Retry-After when its cache of pending streams is full).
-func (s *KubeletServer) tooManyStreams(w http.ResponseWriter) {
+func (s *Server) tooManyStreams(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", streamRetryAfter)
 	http.Error(w, fmt.Sprintf("too many streams (at most %d per client, %d in all)", s.streams.perClient, s.streams.max), http.StatusTooManyRequests)
 }
@@ -234,7 +234,7 @@ func (s *KubeletServer) tooManyStreams(w http.ResponseWriter) {
 // apimachinery's UpgradeAwareHandler does, without its dependencies). The client's
 // credentials stay here; the connection closes after DefaultStreamIdleTimeout without
 // traffic, or when the server stops.
-func (s *KubeletServer) proxyStream(w http.ResponseWriter, r *http.Request, target *url.URL) {
+func (s *Server) proxyStream(w http.ResponseWriter, r *http.Request, target *url.URL) {
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = &url.URL{Scheme: target.Scheme, Host: target.Host, Path: target.Path, RawPath: target.RawPath, RawQuery: target.RawQuery}
@@ -253,7 +253,7 @@ func (s *KubeletServer) proxyStream(w http.ResponseWriter, r *http.Request, targ
 
 // run is /run/{namespace}/{pod}/[{uid}/]{container} (the kubelet's getRun): the space-separated
 // cmd parameter run to completion in the container, its output as the body.
-func (s *KubeletServer) run(w http.ResponseWriter, r *http.Request) {
+func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	if len(r.URL.RawQuery) > maxStreamQuery {
 		http.Error(w, "query too long", http.StatusRequestURITooLong)
 		return
@@ -273,7 +273,7 @@ func (s *KubeletServer) run(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	release, ok := s.streams.acquire(kubeletUserFrom(r.Context()))
+	release, ok := s.streams.acquire(userFrom(r.Context()))
 	if !ok {
 		s.tooManyStreams(w)
 		return
@@ -295,15 +295,15 @@ func (s *KubeletServer) run(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(out)
 }
 
-// kubeletUserKey carries the authenticated user's name in a request's context.
-type kubeletUserKey struct{}
+// userKey carries the authenticated user's name in a request's context.
+type userKey struct{}
 
-func withKubeletUser(ctx context.Context, u *KubeletUser) context.Context {
-	return context.WithValue(ctx, kubeletUserKey{}, u.Name)
+func withUser(ctx context.Context, u *User) context.Context {
+	return context.WithValue(ctx, userKey{}, u.Name)
 }
 
-func kubeletUserFrom(ctx context.Context) string {
-	name, _ := ctx.Value(kubeletUserKey{}).(string)
+func userFrom(ctx context.Context) string {
+	name, _ := ctx.Value(userKey{}).(string)
 	return name
 }
 

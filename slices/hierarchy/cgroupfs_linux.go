@@ -1,4 +1,4 @@
-package slices
+package hierarchy
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	stdslices "slices"
+	"slices"
 	"strings"
 
 	"github.com/opencontainers/cgroups"
@@ -106,7 +106,7 @@ func (c *CgroupFS) controllerDir(cgroupPath, controller string) string {
 func (c *CgroupFS) HasController(name string) bool {
 	if c.Unified {
 		b, err := os.ReadFile(filepath.Join(c.Root, "cgroup.controllers"))
-		return err == nil && stdslices.Contains(strings.Fields(string(b)), name)
+		return err == nil && slices.Contains(strings.Fields(string(b)), name)
 	}
 	// A v1 controller is usable when its hierarchy is a real mount, which we recognise by the
 	// controller's own files (a decoy directory has none).

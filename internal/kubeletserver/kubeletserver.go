@@ -1,4 +1,4 @@
-package cluster
+package kubeletserver
 
 import (
 	"context"
@@ -26,9 +26,6 @@ import (
 	"github.com/slicelet/slicelet/internal/pods"
 )
 
-// DefaultKubeletPort is the kubelet API's port (the kubelet's --port).
-const DefaultKubeletPort = 10250
-
 // The kubelet API's bounds: what a client may send and hold before anything is decoded.
 const (
 	// maxHeaderBytes bounds a request's header.
@@ -47,11 +44,11 @@ const (
 	maxLogQuery = 4 << 10
 )
 
-// ErrKubeletNotFound is a pod or container the kubelet API does not know (404).
-var ErrKubeletNotFound = errors.New("not found")
+// ErrNotFound is a pod or container the kubelet API does not know (404).
+var ErrNotFound = errors.New("not found")
 
-// KubeletServerOptions configure the kubelet API.
-type KubeletServerOptions struct {
+// Options configure the kubelet API.
+type Options struct {
 	// NodeName is the Node the authorization checks are about.
 	NodeName string
 	// Address is host:port to listen on.
@@ -69,7 +66,7 @@ type KubeletServerOptions struct {
 	Access    AccessReviewer
 	// Pods are the node's pods (/pods).
 	Pods func() []v1.Pod
-	// Logs writes a container's log (/containerLogs); ErrKubeletNotFound for an unknown pod
+	// Logs writes a container's log (/containerLogs); ErrNotFound for an unknown pod
 	// or container.
 	Logs func(ctx context.Context, namespace, name, container string, opts pods.LogOptions, w io.Writer) error
 	// Summary is the stats summary (/stats/summary).
@@ -90,11 +87,11 @@ type KubeletServerOptions struct {
 	StreamIdleTimeout time.Duration
 }
 
-// KubeletServer is the kubelet API (pkg/kubelet/server/server.go): HTTPS on the node's
+// Server is the kubelet API (pkg/kubelet/server/server.go): HTTPS on the node's
 // address, each request authenticated and authorized through the API server.
-type KubeletServer struct {
-	o    KubeletServerOptions
-	auth *kubeletAuth
+type Server struct {
+	o    Options
+	auth *delegatedAuth
 	tls  *tls.Config
 	srv  *http.Server
 	ln   net.Listener
@@ -103,8 +100,8 @@ type KubeletServer struct {
 	streams *streamSet
 }
 
-// NewKubeletServer loads (or makes) the serving pair and the client CA.
-func NewKubeletServer(o KubeletServerOptions) (*KubeletServer, error) {
+// New loads (or makes) the serving pair and the client CA.
+func New(o Options) (*Server, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -133,8 +130,8 @@ func NewKubeletServer(o KubeletServerOptions) (*KubeletServer, error) {
 		}
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
 	}
-	s := &KubeletServer{o: o, tls: cfg, log: o.Logger, streams: newStreamSet(o.Clock, o.StreamIdleTimeout),
-		auth: newKubeletAuth(o.NodeName, o.Anonymous, o.Tokens, o.Access, o.Clock)}
+	s := &Server{o: o, tls: cfg, log: o.Logger, streams: newStreamSet(o.Clock, o.StreamIdleTimeout),
+		auth: newDelegatedAuth(o.NodeName, o.Anonymous, o.Tokens, o.Access, o.Clock)}
 	s.srv = &http.Server{Handler: s.Handler(), TLSConfig: cfg, MaxHeaderBytes: maxHeaderBytes,
 		ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout,
 		ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug)}
@@ -178,10 +175,10 @@ func selfSignedPair(dir string, hosts []string) (string, string, error) {
 }
 
 // TLSConfig is the server's TLS configuration.
-func (s *KubeletServer) TLSConfig() *tls.Config { return s.tls }
+func (s *Server) TLSConfig() *tls.Config { return s.tls }
 
 // Listen opens the listening socket (an address in use fails the start).
-func (s *KubeletServer) Listen() error {
+func (s *Server) Listen() error {
 	ln, err := net.Listen("tcp", s.o.Address)
 	if err != nil {
 		return fmt.Errorf("kubelet API: %w", err)
@@ -191,7 +188,7 @@ func (s *KubeletServer) Listen() error {
 }
 
 // Close closes the listening socket of a server that will not serve.
-func (s *KubeletServer) Close() error {
+func (s *Server) Close() error {
 	if s.ln == nil {
 		return nil
 	}
@@ -199,10 +196,10 @@ func (s *KubeletServer) Close() error {
 }
 
 // Addr is the listening address (after Listen).
-func (s *KubeletServer) Addr() net.Addr { return s.ln.Addr() }
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // Serve serves until ctx ends.
-func (s *KubeletServer) Serve(ctx context.Context) error {
+func (s *Server) Serve(ctx context.Context) error {
 	go func() {
 		<-ctx.Done()
 		s.streams.closeAll()
@@ -219,7 +216,7 @@ func (s *KubeletServer) Serve(ctx context.Context) error {
 }
 
 // Handler is the kubelet API's handler: authentication, authorization, then the endpoints.
-func (s *KubeletServer) Handler() http.Handler {
+func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	timed := func(h http.Handler) http.Handler {
 		return http.TimeoutHandler(h, requestTimeout, "request timed out\n")
@@ -255,7 +252,7 @@ func (s *KubeletServer) Handler() http.Handler {
 			return
 		}
 		if !allowed {
-			verb, subs := KubeletAttributes(r.Method, r.URL.Path)
+			verb, subs := Attributes(r.Method, r.URL.Path)
 			msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource(s)=%v)", u.Name, verb, subs)
 			if reason != "" {
 				msg += ": " + reason
@@ -263,38 +260,38 @@ func (s *KubeletServer) Handler() http.Handler {
 			http.Error(w, msg, http.StatusForbidden)
 			return
 		}
-		mux.ServeHTTP(w, r.WithContext(withKubeletUser(r.Context(), u)))
+		mux.ServeHTTP(w, r.WithContext(withUser(r.Context(), u)))
 	})
 }
 
-func writeKubeletJSON(w http.ResponseWriter, v any) {
+func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
 }
 
 // pods is the node's pods as a v1.PodList (the kubelet's getPods).
-func (s *KubeletServer) pods(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) pods(w http.ResponseWriter, _ *http.Request) {
 	list := v1.PodList{Items: s.o.Pods()}
 	list.Kind, list.APIVersion = "PodList", "v1"
 	if list.Items == nil {
 		list.Items = []v1.Pod{}
 	}
-	writeKubeletJSON(w, list)
+	writeJSON(w, list)
 }
 
 // summary is the stats summary (the kubelet's /stats/summary).
-func (s *KubeletServer) summary(w http.ResponseWriter, r *http.Request) {
+func (s *Server) summary(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("only_cpu_and_memory"); v != "" {
 		if _, err := strconv.ParseBool(v); err != nil {
 			http.Error(w, fmt.Sprintf("only_cpu_and_memory: %q is not true or false", v), http.StatusBadRequest)
 			return
 		}
 	}
-	writeKubeletJSON(w, s.o.Summary())
+	writeJSON(w, s.o.Summary())
 }
 
 // resourceMetrics is the kubelet's /metrics/resource, made of the same summary.
-func (s *KubeletServer) resourceMetrics(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) resourceMetrics(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_ = WriteResourceMetrics(w, s.o.Summary())
 }
@@ -317,7 +314,7 @@ func (f *flushWriter) Write(p []byte) (int, error) {
 
 // containerLogs is /containerLogs/{namespace}/{pod}/{container} (the kubelet's
 // getContainerLogs): the container's log as plain text, streamed.
-func (s *KubeletServer) containerLogs(w http.ResponseWriter, r *http.Request) {
+func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 	if len(r.URL.RawQuery) > maxLogQuery {
 		http.Error(w, "query too long", http.StatusRequestURITooLong)
 		return
@@ -348,7 +345,7 @@ func (s *KubeletServer) containerLogs(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Err() == nil {
 			s.log.Warn("kubelet API logs", "pod", ns+"/"+pod, "container", container, "error", err)
 		}
-	case errors.Is(err, ErrKubeletNotFound):
+	case errors.Is(err, ErrNotFound):
 		http.Error(w, err.Error(), http.StatusNotFound)
 	case errors.Is(err, pods.ErrNoLogs):
 		http.Error(w, err.Error(), http.StatusBadRequest)

@@ -1,4 +1,4 @@
-package slices
+package hierarchy
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
+	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
 
@@ -32,7 +33,7 @@ type itEnv struct {
 	cg   *CgroupFS
 	mode units.Mode
 	root string
-	cap  Capacity
+	cap  slices.Capacity
 }
 
 func newIT(t *testing.T) *itEnv {
@@ -46,7 +47,7 @@ func newIT(t *testing.T) *itEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sd.Close() })
-	c, err := ReadCapacity("/proc", "/sys", "")
+	c, err := slices.ReadCapacity("/proc", "/sys", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,19 +78,19 @@ func (it *itEnv) cleanup(t *testing.T) {
 }
 
 // itNodeConfig reserves little enough to fit the 1 GiB cgroup v2 VM as well as the host.
-func itNodeConfig() NodeConfig {
-	return NodeConfig{
+func itNodeConfig() slices.NodeConfig {
+	return slices.NodeConfig{
 		SystemReserved: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")},
 		KubeReserved:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")},
 		HardEviction:   v1.ResourceList{v1.ResourceMemory: resource.MustParse("100Mi")},
-		Enforcement:    Enforcement{Pods: true},
+		Enforcement:    slices.Enforcement{Pods: true},
 	}
 }
 
-func (it *itEnv) manager(t *testing.T, node NodeConfig) *Manager {
+func (it *itEnv) manager(t *testing.T, node slices.NodeConfig) *Manager {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(testLogWriter{t}, nil))
-	return NewManager(it.sd, it.cg, ManagerConfig{Capacity: it.cap, Node: node, Pod: DefaultOptions()}, log)
+	return New(it.sd, it.cg, Config{Capacity: it.cap, Node: node, Pod: slices.DefaultOptions()}, log)
 }
 
 // file reads a controller file of a cgroup path (v1: under the controller's hierarchy).
@@ -134,12 +135,12 @@ func TestIntegrationClassicThreePods(t *testing.T) {
 	}
 
 	// Node allocatable on kubepods.slice: capacity − reserved, eviction thresholds not subtracted.
-	limits := KubepodsLimits(it.cap, node.SystemReserved, node.KubeReserved)
+	limits := slices.KubepodsLimits(it.cap, node.SystemReserved, node.KubeReserved)
 	wantMem := limits.Memory().Value()
-	wantShares := MilliCPUToShares(limits.Cpu().MilliValue())
+	wantShares := slices.MilliCPUToShares(limits.Cpu().MilliValue())
 	if it.mode.V2() {
 		assertFile(t, it, "/kubepods.slice", "memory", "memory.max", strconv.FormatInt(wantMem, 10))
-		assertFile(t, it, "/kubepods.slice", "cpu", "cpu.weight", strconv.FormatUint(CPUSharesToWeight(wantShares), 10))
+		assertFile(t, it, "/kubepods.slice", "cpu", "cpu.weight", strconv.FormatUint(slices.CPUSharesToWeight(wantShares), 10))
 		assertFile(t, it, "/kubepods.slice", "pids", "pids.max", strconv.FormatInt(it.cap.Pids, 10))
 	} else {
 		assertFile(t, it, "/kubepods.slice", "memory", "memory.limit_in_bytes", strconv.FormatInt(wantMem&^4095, 10))
@@ -196,9 +197,9 @@ func TestIntegrationClassicThreePods(t *testing.T) {
 		return it.file(t, "/kubepods.slice/kubepods-burstable.slice", "cpu", "cpu.shares")
 	}
 	expect := func(milli int64) string {
-		s := MilliCPUToShares(milli)
+		s := slices.MilliCPUToShares(milli)
 		if it.mode.V2() {
-			return strconv.FormatUint(CPUSharesToWeight(s), 10)
+			return strconv.FormatUint(slices.CPUSharesToWeight(s), 10)
 		}
 		return strconv.FormatUint(s, 10)
 	}
@@ -334,7 +335,7 @@ func TestIntegrationOrphansAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sd2.Close()
-	m2 := NewManager(sd2, it.cg, ManagerConfig{Capacity: it.cap, Node: itNodeConfig(), Pod: DefaultOptions()}, nil)
+	m2 := New(sd2, it.cg, Config{Capacity: it.cap, Node: itNodeConfig(), Pod: slices.DefaultOptions()}, nil)
 	if err := m2.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +387,7 @@ func TestIntegrationSystemctlSeesTree(t *testing.T) {
 		t.Fatalf("systemctl show: %v: %s", err, out)
 	}
 	if !strings.Contains(string(out), "ControlGroup=/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podaaaa_0003.slice") ||
-		!strings.Contains(string(out), "Description="+PodSliceDescription(b)) {
+		!strings.Contains(string(out), "Description="+slices.PodSliceDescription(b)) {
 		t.Errorf("systemctl show:\n%s", out)
 	}
 }
@@ -400,11 +401,11 @@ func TestIntegrationMemoryQoSTiers(t *testing.T) {
 	it := newIT(t)
 	ctx := t.Context()
 	node := itNodeConfig()
-	node.QOS = QOSOptions{EnforceMemoryQoS: it.mode.V2(), MemoryReservationPolicy: MemoryReservationTiered}
+	node.QOS = slices.QOSOptions{EnforceMemoryQoS: it.mode.V2(), MemoryReservationPolicy: slices.MemoryReservationTiered}
 	log := slog.New(slog.NewTextHandler(testLogWriter{t}, nil))
-	opts := DefaultOptions()
-	opts.EnforceMemoryQoS, opts.MemoryReservationPolicy = it.mode.V2(), MemoryReservationTiered
-	m := NewManager(it.sd, it.cg, ManagerConfig{Capacity: it.cap, Node: node, Pod: opts}, log)
+	opts := slices.DefaultOptions()
+	opts.EnforceMemoryQoS, opts.MemoryReservationPolicy = it.mode.V2(), slices.MemoryReservationTiered
+	m := New(it.sd, it.cg, Config{Capacity: it.cap, Node: node, Pod: opts}, log)
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -417,8 +418,8 @@ func TestIntegrationMemoryQoSTiers(t *testing.T) {
 	if err := m.UpdateQoS(ctx); err != nil {
 		t.Fatal(err)
 	}
-	gPath, _ := PodCgroupPath(v1.PodQOSGuaranteed, "aaaa-0001")
-	bPath, _ := PodCgroupPath(v1.PodQOSBurstable, "aaaa-0003")
+	gPath, _ := slices.PodCgroupPath(v1.PodQOSGuaranteed, "aaaa-0001")
+	bPath, _ := slices.PodCgroupPath(v1.PodQOSBurstable, "aaaa-0003")
 	if !it.mode.V2() {
 		for _, u := range []string{"kubepods.slice", "kubepods-burstable.slice"} {
 			info, err := it.sd.Property(ctx, u, "org.freedesktop.systemd1.Slice", "MemoryMin")
@@ -454,7 +455,7 @@ func TestIntegrationReservedCgroups(t *testing.T) {
 
 	node := itNodeConfig()
 	node.Enforcement.SystemReservedCompressible = true
-	missing := NewManager(it.sd, it.cg, ManagerConfig{Capacity: it.cap, Node: node, Pod: DefaultOptions(), SystemReservedCgroup: "/nonexistent-reserved.slice"}, log)
+	missing := New(it.sd, it.cg, Config{Capacity: it.cap, Node: node, Pod: slices.DefaultOptions(), SystemReservedCgroup: "/nonexistent-reserved.slice"}, log)
 	err := missing.Start(ctx)
 	if err == nil || !strings.Contains(err.Error(), `system_reserved_cgroup "/nonexistent-reserved.slice"`) {
 		t.Fatalf("Start with a missing reserved cgroup = %v", err)
@@ -463,13 +464,13 @@ func TestIntegrationReservedCgroups(t *testing.T) {
 		t.Errorf("units created despite the error: %+v", list)
 	}
 
-	m := NewManager(it.sd, it.cg, ManagerConfig{Capacity: it.cap, Node: node, Pod: DefaultOptions(), SystemReservedCgroup: "/system.slice"}, log)
+	m := New(it.sd, it.cg, Config{Capacity: it.cap, Node: node, Pod: slices.DefaultOptions(), SystemReservedCgroup: "/system.slice"}, log)
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		// Give system.slice its default weight back for the tests after this one.
-		_ = it.sd.SetProperties(context.Background(), "system.slice", SliceProperties(ResourceConfig{CPUShares: ptr(uint64(1024))}, it.mode))
+		_ = it.sd.SetProperties(context.Background(), "system.slice", slices.SliceProperties(slices.ResourceConfig{CPUShares: ptr(uint64(1024))}, it.mode))
 	})
 	if it.mode.V2() {
 		assertFile(t, it, "/system.slice", "cpu", "cpu.weight", "4")

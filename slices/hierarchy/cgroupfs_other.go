@@ -1,6 +1,6 @@
 //go:build !linux
 
-package slices
+package hierarchy
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package cluster
+package kubeletserver
 
 import (
 	"context"
@@ -94,7 +94,7 @@ func TestKubeletMetricsEndpoints(t *testing.T) {
 	text := func(s string) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, s) })
 	}
-	srv, err := NewKubeletServer(KubeletServerOptions{NodeName: "node-1", CertDir: filepath.Join(t.TempDir(), "pki"),
+	srv, err := New(Options{NodeName: "node-1", CertDir: filepath.Join(t.TempDir(), "pki"),
 		Tokens: fakeTokens{&fakeReviews{}}, Access: metricsOnlyAccess{},
 		Pods:    func() []v1.Pod { return nil },
 		Summary: func() statsv1alpha1.Summary { return statsv1alpha1.Summary{} },

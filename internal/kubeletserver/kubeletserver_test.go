@@ -1,4 +1,4 @@
-package cluster
+package kubeletserver
 
 import (
 	"context"
@@ -59,9 +59,9 @@ func TestKubeletAttributes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			verb, subs := KubeletAttributes(tc.method, tc.path)
+			verb, subs := Attributes(tc.method, tc.path)
 			if verb != tc.wantVerb || !slices.Equal(subs, tc.wantSubs) {
-				t.Errorf("KubeletAttributes(%s, %s) = %q %v, want %q %v", tc.method, tc.path, verb, subs, tc.wantVerb, tc.wantSubs)
+				t.Errorf("Attributes(%s, %s) = %q %v, want %q %v", tc.method, tc.path, verb, subs, tc.wantVerb, tc.wantSubs)
 			}
 		})
 	}
@@ -148,12 +148,12 @@ func TestKubeletServer(t *testing.T) {
 	reviews := &fakeReviews{}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	pod := v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "u1"}}
-	srv, err := NewKubeletServer(KubeletServerOptions{NodeName: "node-1", CertDir: filepath.Join(dir, "pki"), Hosts: []string{"127.0.0.1"},
+	srv, err := New(Options{NodeName: "node-1", CertDir: filepath.Join(dir, "pki"), Hosts: []string{"127.0.0.1"},
 		ClientCAFile: caFile, Tokens: fakeTokens{reviews}, Access: fakeAccess{reviews}, Clock: clk,
 		Pods: func() []v1.Pod { return []v1.Pod{pod} },
 		Logs: func(_ context.Context, ns, name, container string, opts pods.LogOptions, w io.Writer) error {
 			if ns != "default" || name != "web" || container != "main" {
-				return fmt.Errorf("pod %s/%s container %s: %w", ns, name, container, ErrKubeletNotFound)
+				return fmt.Errorf("pod %s/%s container %s: %w", ns, name, container, ErrNotFound)
 			}
 			_, err := fmt.Fprintf(w, "hello tail=%d follow=%v\n", opts.TailLines, opts.Follow)
 			return err
