@@ -193,6 +193,10 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	} else {
 		manifest.SetNodeName(hostname)
 	}
+	// Static pods get the UIDs the kubelet gives them on this node (or slicelet's earlier ones).
+	if err := manifest.SetUIDScheme(manifest.UIDScheme(cfg.Pods.StaticPodUID)); err != nil {
+		return nil, err
+	}
 	// The pods' events: kept (bounded, and across restarts) for slicectl describe and events,
 	// and logged at debug. A broken events file costs the old events, not the start.
 	d.events = events.NewStore(d.clock, hostname)

@@ -20,9 +20,10 @@ func init() { manifest.SetNodeName(nodeName) }
 // sliceletDecode is slicelet's manifest path (internal/manifest.Read, as the manifest directory
 // reads a file): bounds, strict decode, the API's defaults, namespace, UID, the kubelet's
 // validation and slicelet's own; a file without a pod (ConfigMaps and Secrets only) is refused
-// here, as the kubelet's file source finds no pod in it.
-func sliceletDecode(name string, data []byte) ([]*v1.Pod, error) {
-	m, err := manifest.Read(name, "/etc/slicelet/pods/"+name, data)
+// here, as the kubelet's file source finds no pod in it. path is the file's path, which its
+// pods' UIDs are derived from (the kubelet's file source names it so too).
+func sliceletDecode(name, path string, data []byte) ([]*v1.Pod, error) {
+	m, err := manifest.Read(name, path, data)
 	if err != nil {
 		return nil, err
 	}
