@@ -10,6 +10,7 @@ import (
 	"github.com/slicelet/slicelet/internal/manifest"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -94,6 +95,14 @@ func sliceletFacts(pod *v1.Pod, node nodeSetup) facts {
 		f.set(prefix+"cri_cpu_period", strconv.FormatUint(deref(rc.CPUPeriod), 10))
 		f.set(prefix+"cri_memory", strconv.FormatInt(deref(rc.Memory), 10))
 		f.set(prefix+"cri_oom_score_adj", strconv.Itoa(slices.ContainerOOMScoreAdj(pod, c, node.memoryCapacity)))
+		// The labels and annotations of its first run, which the kubelet reads to adopt it; the
+		// hooks are left out as runtimeFacts leaves them out.
+		hc := c.DeepCopy()
+		if hc.Lifecycle != nil {
+			hc.Lifecycle.PostStart, hc.Lifecycle.PreStop = nil, nil
+		}
+		f.set(prefix+"cri_annotations", mapString(worker.ContainerAnnotations(pod, hc, 0)))
+		f.set(prefix+"cri_labels", mapString(comparableLabels(worker.ContainerLabels(pod, hc))))
 	})
 	d := admission.Admit(pod, admission.NodeState{Allocatable: node.allocatable(), OS: "linux"})
 	f.set("admit", admitString(d.Admit, d.Reason))

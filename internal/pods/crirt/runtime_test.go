@@ -1417,3 +1417,58 @@ func TestRuntimeVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestAdoptKubeletPod: a sandbox and a container the kubelet created for the pod (its labels
+// and annotations, no slicelet mark, the container in its third run) are adopted as they are
+// by a runtime that never ran the pod: nothing is created or started, the container keeps its
+// ID and its restart count; a pod of the kubelet's that slicelet does not run is not listed.
+func TestAdoptKubeletPod(t *testing.T) {
+	e := newEnv(t)
+	pod := fakePod("u1", "", app("main"))
+	kubeletLabels := func(uid string) map[string]string {
+		return map[string]string{worker.LabelPodUID: uid, worker.LabelPodName: "web", worker.LabelPodNamespace: "default"}
+	}
+	ctx := t.Context()
+	var ids []string
+	for _, uid := range []string{"u1", "u9"} {
+		sb, err := e.cri.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{
+			Metadata: &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "default", Uid: uid}, Labels: kubeletLabels(uid)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		labels := kubeletLabels(uid)
+		labels[worker.LabelContainerName] = "main"
+		c, err := e.cri.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, Config: &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: "main", Attempt: 2},
+			Image:    &runtimeapi.ImageSpec{Image: "sha256:app"}, Labels: labels,
+			Annotations: worker.ContainerAnnotations(pod, &pod.Spec.Containers[0], 2)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.cri.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: c.ContainerId}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, c.ContainerId)
+	}
+	calls := map[string]int{}
+	for _, n := range []string{"RunPodSandbox", "CreateContainer", "StartContainer", "StopContainer", "StopPodSandbox"} {
+		calls[n] = e.calls(n)
+	}
+	rt := e.newRuntime(t)
+	if uids, err := rt.PodUIDs(ctx); err != nil || len(uids) != 0 {
+		t.Errorf("PodUIDs = %v, %v: want none (the kubelet's pods are not slicelet's until it runs them)", uids, err)
+	}
+	st, err := rt.SyncPod(ctx, pod, testSlice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, before := range calls {
+		if got := e.calls(n); got != before {
+			t.Errorf("%s called %d times adopting the kubelet's pod", n, got-before)
+		}
+	}
+	cs := st.ContainerStatuses[0]
+	if st.Phase != v1.PodRunning || cs.State.Running == nil || cs.RestartCount != 2 || !strings.HasSuffix(cs.ContainerID, "://"+ids[0]) {
+		t.Errorf("adopted status: phase %s, %+v (want %s running, restart count 2)", st.Phase, cs, ids[0])
+	}
+}
