@@ -190,9 +190,9 @@ func waitSwapPods(t *testing.T, ctx context.Context, a *Agent, prev *swapState) 
 // criContainer is one container as containerd shows it.
 type criContainer struct {
 	ID, UID, Pod, Name, Sandbox string
-	Attempt                uint32
-	State                  runtimeapi.ContainerState
-	PID                    int
+	Attempt                     uint32
+	State                       runtimeapi.ContainerState
+	PID                         int
 }
 
 // criState is every sandbox and container of the node.
@@ -316,36 +316,13 @@ func runSwapInSandbox(t *testing.T) {
 		}
 		t.Skipf("SKIP (prerequisites missing: %v): run make build and make peer-build", missing)
 	}
-	work := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
-	sb, err := BootSandbox(ctx, SandboxOptions{Name: fmt.Sprintf("swaptest-%d", os.Getpid()), WorkDir: work,
-		Binds: []string{bin, filepath.Dir(slicelet)}, Log: t.Output()})
+	err := RunTest(ctx, SandboxOptions{Name: fmt.Sprintf("swaptest-%d", os.Getpid()), WorkDir: t.TempDir(),
+		Binds: []string{bin, filepath.Dir(slicelet)}, Log: t.Output()},
+		"^TestSwapKubeletSlicelet$", []string{swapBinEnv + "=" + bin, swapSliceletEnv + "=" + slicelet}, t.Output())
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer func() {
-		if err := sb.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	inner := filepath.Join(work, "peerrun.test")
-	data, err := os.ReadFile(self)
-	if err == nil {
-		err = os.WriteFile(inner, data, 0o755)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := sb.Command(ctx, "/", inner, "-test.run", "^TestSwapKubeletSlicelet$", "-test.v")
-	cmd.Env = append(cmd.Env, swapBinEnv+"="+bin, swapSliceletEnv+"="+slicelet)
-	cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("inside the sandbox: %v", err)
 	}
 }
 
