@@ -54,7 +54,8 @@ spec:
 // again. Each agent adopts what the other ran: the long-running containers keep their IDs and
 // main PIDs, no sandbox is created and the init container does not run again, and the
 // crash-looping container's restart count carries on from the other agent's (its next run is
-// the next attempt, not a first one). On the host it boots the sandbox and runs itself inside.
+// the next attempt, not a first one). On the host it boots the sandbox (cgroup v1, hybrid) and
+// runs itself inside, then, with SLICELET_VM=1, in the cgroup v2 VM.
 func TestSwapKubeletSlicelet(t *testing.T) {
 	if !systemdtest.Inside() {
 		runSwapInSandbox(t)
@@ -323,6 +324,25 @@ func runSwapInSandbox(t *testing.T) {
 		"^TestSwapKubeletSlicelet$", []string{swapBinEnv + "=" + bin, swapSliceletEnv + "=" + slicelet}, t.Output())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if os.Getenv(systemdtest.VMEnv) != "1" {
+		return
+	}
+	// cgroup v2: the same in the throwaway VM, the two binaries copied in.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := RunVM(ctx, VMOptions{Binary: self, Args: []string{"-test.run", "^TestSwapKubeletSlicelet$", "-test.v"},
+		Env:   []string{swapBinEnv + "=/mnt/io", swapSliceletEnv + "=/mnt/io/slicelet"},
+		Files: map[string]string{"kubelet": filepath.Join(bin, "kubelet"), "slicelet": slicelet},
+		Dir:   t.TempDir(), MemMiB: 1024, Timeout: 14 * time.Minute})
+	t.Logf("in the cgroup v2 VM:\n%s", res.Output)
+	if err != nil {
+		t.Fatalf("cgroup v2 VM: %v; console:\n%s", err, res.Console)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("cgroup v2 VM: exit %d", res.ExitCode)
 	}
 }
 
