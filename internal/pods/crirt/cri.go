@@ -274,6 +274,7 @@ func (r *Runtime) ListContainers(ctx context.Context, podUID string) ([]worker.C
 		out = append(out, worker.Container{
 			ID: c.Id, SandboxID: c.PodSandboxId, PodUID: uid, Name: containerName(c.Labels, c.Metadata),
 			Attempt: c.GetMetadata().GetAttempt(), State: state(c.State), CreatedAt: unixNano(c.CreatedAt), ImageRef: c.ImageRef,
+			Hash: c.Annotations[worker.AnnotationContainerHash],
 		})
 	}
 	return out, nil
@@ -309,6 +310,7 @@ func (r *Runtime) ContainerStatus(ctx context.Context, id string) (worker.Contai
 		Container: worker.Container{
 			ID: s.Id, PodUID: s.Labels[worker.LabelPodUID], Name: containerName(s.Labels, s.Metadata),
 			Attempt: s.GetMetadata().GetAttempt(), State: state(s.State), CreatedAt: unixNano(s.CreatedAt), ImageRef: s.ImageRef,
+			Hash: s.Annotations[worker.AnnotationContainerHash],
 		},
 		StartedAt: unixNano(s.StartedAt),
 	}

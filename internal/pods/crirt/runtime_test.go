@@ -1425,6 +1425,24 @@ func TestRuntimeVersion(t *testing.T) {
 func TestAdoptKubeletPod(t *testing.T) {
 	e := newEnv(t)
 	pod := fakePod("u1", "", app("main"))
+	adoptKubeletPod(t, e, pod, pod)
+}
+
+// TestAdoptKubeletPodChanged: a container the kubelet created from another image (its hash is
+// not the spec's) is restarted as the kubelet restarts it, the restart count going on.
+func TestAdoptKubeletPodChanged(t *testing.T) {
+	e := newEnv(t)
+	pod := fakePod("u1", "", app("main"))
+	was := pod.DeepCopy()
+	was.Spec.Containers[0].Image = "example.com/older:1"
+	adoptKubeletPod(t, e, pod, was)
+}
+
+// adoptKubeletPod runs TestAdoptKubeletPod's check on pod, whose containers the kubelet
+// created from the spec of was: adopted as they are when was is pod, else the changed
+// container is stopped and started again.
+func adoptKubeletPod(t *testing.T, e *env, pod, was *v1.Pod) {
+	changed := was.Spec.Containers[0].Image != pod.Spec.Containers[0].Image
 	kubeletLabels := func(uid string) map[string]string {
 		return map[string]string{worker.LabelPodUID: uid, worker.LabelPodName: "web", worker.LabelPodNamespace: "default"}
 	}
@@ -1441,7 +1459,7 @@ func TestAdoptKubeletPod(t *testing.T) {
 		c, err := e.cri.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, Config: &runtimeapi.ContainerConfig{
 			Metadata: &runtimeapi.ContainerMetadata{Name: "main", Attempt: 2},
 			Image:    &runtimeapi.ImageSpec{Image: "sha256:app"}, Labels: labels,
-			Annotations: worker.ContainerAnnotations(pod, &pod.Spec.Containers[0], 2)}})
+			Annotations: worker.ContainerAnnotations(was, &was.Spec.Containers[0], 2)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1461,6 +1479,18 @@ func TestAdoptKubeletPod(t *testing.T) {
 	st, err := rt.SyncPod(ctx, pod, testSlice)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if changed {
+		if e.calls("StopContainer") == calls["StopContainer"] || e.calls("RunPodSandbox") != calls["RunPodSandbox"] {
+			t.Errorf("changed container: %d stops, %d sandboxes created", e.calls("StopContainer")-calls["StopContainer"], e.calls("RunPodSandbox")-calls["RunPodSandbox"])
+		}
+		if st, err = rt.SyncPod(ctx, pod, testSlice); err != nil {
+			t.Fatal(err)
+		}
+		if cs := st.ContainerStatuses[0]; cs.State.Running == nil || cs.RestartCount != 3 || strings.HasSuffix(cs.ContainerID, "://"+ids[0]) {
+			t.Errorf("changed container after its restart: %+v (want a new run, restart count 3)", cs)
+		}
+		return
 	}
 	for n, before := range calls {
 		if got := e.calls(n); got != before {
