@@ -279,6 +279,13 @@ peer-controlplane-test:
 peer-cluster-test: build
 	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet $(GO) test -count=1 -timeout 60m -v ./clustertest/
 
+# make peer-swap-test [SLICELET_VM=1]: the kubelet replaced by slicelet on a live node and back
+# (hack/peer/peerrun TestSwapKubeletSlicelet, docs/operations.md): container IDs, main PIDs,
+# sandboxes and restart counts carried, on cgroup v1 (hybrid) and, with SLICELET_VM=1, v2.
+.PHONY: peer-swap-test
+peer-swap-test: build
+	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet $(GO) test -count=1 -timeout 40m -v -run '^TestSwapKubeletSlicelet$$' ./peerrun/
+
 # make peer-addons-build: the add-ons a multi-node cluster runs as workloads, built from their Go
 # modules into $(ADDONS_DIR): kube-proxy (k8s.io/kubernetes/cmd/kube-proxy $(PEER_VERSION), hack/peer's
 # module), flanneld (github.com/flannel-io/flannel, hack/peer/addons' module; its udp backend

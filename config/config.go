@@ -219,9 +219,23 @@ type Systemd struct {
 type Pods struct {
 	// ManifestDir holds Pod manifests (YAML or JSON), the kubelet's staticPodPath.
 	ManifestDir string `toml:"manifest_dir"`
+	// StaticPodUID is how a manifest's pod without metadata.uid gets its UID:
+	// StaticPodUIDKubelet or StaticPodUIDMD5.
+	StaticPodUID string `toml:"static_pod_uid"`
 	// Security is the Pod Security Standards level enforced at admission, per pod source.
 	Security PodSecuritySources `toml:"security"`
 }
+
+// Static pod UID schemes ([pods] static_pod_uid).
+const (
+	// StaticPodUIDKubelet is the kubelet's: a hash of the pod, the node's name and the file's
+	// path (pkg/kubelet/config/common.go, applyDefaults), so that the kubelet and slicelet give
+	// the same file on the same node the same UID.
+	StaticPodUIDKubelet = "kubelet"
+	// StaticPodUIDMD5 is slicelet's earlier scheme (an MD5 of the file's path and the defaulted
+	// pod as JSON), kept for nodes whose static pods are running under UIDs it gave them.
+	StaticPodUIDMD5 = "md5"
+)
 
 // Pod Security Standards levels ([pods.security.*] enforce), as the API server's PodSecurity
 // admission names them (k8s.io/pod-security-admission/api).
@@ -419,7 +433,8 @@ func Default() *Config {
 		Runtime: Runtime{Type: RuntimeSystemd, Network: NetworkHost},
 		Systemd: Systemd{JobTimeout: 30 * time.Second},
 		Pods: Pods{
-			ManifestDir: "/etc/slicelet/pods.d",
+			ManifestDir:  "/etc/slicelet/pods.d",
+			StaticPodUID: StaticPodUIDKubelet,
 			// Only root writes the manifest directory; the API's socket group need not be root.
 			Security: PodSecuritySources{
 				File: PodSecurity{Enforce: PodSecurityPrivileged, EnforceVersion: PodSecurityLatest},

@@ -94,6 +94,11 @@ func (l *loader) validate() {
 		l.at(key("systemd", "job_timeout"), "job timeout %v must be positive", c.Systemd.JobTimeout)
 	}
 	l.absolutePath(key("pods", "manifest_dir"), c.Pods.ManifestDir, true)
+	switch c.Pods.StaticPodUID {
+	case StaticPodUIDKubelet, StaticPodUIDMD5:
+	default:
+		l.at(key("pods", "static_pod_uid"), "invalid scheme %q: want %q or %q", c.Pods.StaticPodUID, StaticPodUIDKubelet, StaticPodUIDMD5)
+	}
 	l.validatePodSecurity("file", c.Pods.Security.File)
 	l.validatePodSecurity("api", c.Pods.Security.API)
 	l.absolutePath(key("api", "socket"), c.API.Socket, true)

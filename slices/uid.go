@@ -34,13 +34,13 @@ func ValidateUID(uid string) error {
 	return nil
 }
 
-// PodUID returns the pod's metadata.uid, or, when it is empty, a UID derived from the manifest
-// the way the kubelet does it for static pods (pkg/kubelet/config applyDefaults): an MD5 over the
-// source ("file:<source>") and the pod object. Here the object is hashed in its canonical JSON
-// form (encoding/json sorts map keys), so the same content from the same source always gives the
-// same UID and any change to either gives a new one. The digest is formatted UUID-shaped,
-// 8-4-4-4-12 lower-case hex digits. The kubelet also hashes the node name; slicelet manages one
-// node, so it is left out.
+// PodUID returns the pod's metadata.uid, or, when it is empty, slicelet's earlier static-pod
+// UID (kept for nodes whose pods run under it: [pods] static_pod_uid = "md5"; the kubelet's own
+// scheme is internal/kubevalidation.StaticPodUID): an MD5 over the source ("file:<source>")
+// and the pod object in its canonical JSON form (encoding/json sorts map keys), so the same
+// content from the same source always gives the same UID and any change to either gives a new
+// one. The digest is formatted UUID-shaped, 8-4-4-4-12 lower-case hex digits; the node's name
+// is not hashed.
 func PodUID(pod *v1.Pod, source string) (string, error) {
 	if pod.UID != "" {
 		return string(pod.UID), nil

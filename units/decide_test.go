@@ -42,3 +42,28 @@ func TestDecideExisting(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideExistingKubeletSlice: a slice the kubelet created (its systemd cgroup driver's
+// Description) is adopted, a timer with that Description or another slice's is not.
+func TestDecideExistingKubeletSlice(t *testing.T) {
+	const slice = "kubepods-besteffort-pod0123.slice"
+	st := func(name, desc string) []existingUnit {
+		return []existingUnit{{name: name, status: UnitStatus{Name: name, Description: desc, LoadState: "loaded", ActiveState: "active"}}}
+	}
+	tests := []struct {
+		name, unit, desc string
+		adopt            bool
+	}{
+		{"the kubelet's pod slice", slice, "libcontainer container " + slice, true},
+		{"another slice's description", slice, "libcontainer container kubepods.slice", false},
+		{"not a slice", "a.timer", "libcontainer container a.timer", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := decideExisting(tt.unit, "pod default/web (BestEffort)", st(tt.unit, tt.desc))
+			if d.adopt != tt.adopt || d.adopt == (d.conflict != "") {
+				t.Errorf("decision = %+v, want adopt=%v", d, tt.adopt)
+			}
+		})
+	}
+}

@@ -43,7 +43,8 @@ type auxUnit struct {
 // If a unit of that name already exists (org.freedesktop.systemd1.UnitExists):
 //   - failed or inactive: it is reset-failed and creation is retried once;
 //   - active with the same Description (the Description property in props, or the name when
-//     props has none — slicelet's identity marker): it is adopted, which counts as success,
+//     props has none — slicelet's identity marker), or a slice with the Description the
+//     kubelet gives its slices (KubeletSliceDescription): it is adopted, which counts as success,
 //     and the props SetProperties can change on a live unit (Description and the cgroup
 //     resource settings) are applied to it; creation-only props are left as they are;
 //   - otherwise (another Description, or activating/deactivating): an error wrapping
@@ -197,6 +198,17 @@ type existsDecision struct {
 	conflict string   // non-empty: not ours or busy; the reason
 }
 
+// KubeletSliceDescription is the Description= the kubelet's systemd cgroup driver gives a
+// slice it creates (opencontainers/cgroups systemd, Apply: "libcontainer container <name>"):
+// a node moving from the kubelet to slicelet has its kubepods, QoS and pod slices, which
+// slicelet takes over as its own; "" for a name that is not a slice.
+func KubeletSliceDescription(name string) string {
+	if !strings.HasSuffix(name, SuffixSlice) {
+		return ""
+	}
+	return "libcontainer container " + name
+}
+
 // decideExisting applies the unit-exists contract documented on StartSlice. name is the main
 // unit, want the Description it would get, found the loaded units among the main and the aux
 // units (in that order; units not loaded are absent). An empty reset with no adopt and no
@@ -207,7 +219,7 @@ func decideExisting(name, want string, found []existingUnit) existsDecision {
 			continue
 		}
 		if st := u.status; st.ActiveState == "active" || st.ActiveState == "reloading" {
-			if st.Description != want {
+			if st.Description != want && st.Description != KubeletSliceDescription(name) {
 				return existsDecision{conflict: fmt.Sprintf("exists with description %q, not %q", st.Description, want)}
 			}
 			return existsDecision{adopt: true}

@@ -245,6 +245,11 @@ func newBase(ctx context.Context, o Options) (d *daemon, err error) {
 	} else {
 		manifest.SetNodeName(d.hostname)
 	}
+	// Static pods get the UIDs the kubelet gives them on this node (or slicelet's earlier ones).
+	if err := manifest.SetUIDScheme(manifest.UIDScheme(cfg.Pods.StaticPodUID)); err != nil {
+		d.close()
+		return nil, err
+	}
 	return d, nil
 }
 

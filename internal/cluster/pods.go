@@ -135,7 +135,7 @@ func DeletionGrace(p *v1.Pod) time.Duration {
 
 // MirrorPod is the mirror of static pod in the API (pkg/kubelet/pod/mirror_client.go,
 // CreateMirrorPod): its metadata and spec, the kubernetes.io/config.mirror annotation holding
-// the static pod's UID (slicelet's content hash of the manifest), bound to the node and owned
+// the static pod's UID (the kubelet's hash of the pod, the node's name and the file's path), bound to the node and owned
 // by it (NodeRestriction requires the owner reference).
 func MirrorPod(static *v1.Pod, node string, nodeUID types.UID) *v1.Pod {
 	controller := true

@@ -5,6 +5,9 @@
 package kubevalidation
 
 import (
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,6 +19,7 @@ import (
 	k8sv1 "k8s.io/kubernetes/pkg/apis/core/v1"
 	"k8s.io/kubernetes/pkg/apis/core/validation"
 	"k8s.io/kubernetes/pkg/capabilities"
+	"k8s.io/kubernetes/pkg/util/hash"
 )
 
 func init() {
@@ -55,6 +59,30 @@ func ValidateStaticPod(pod *v1.Pod, nodeName string) field.ErrorList {
 	applyStaticDefaults(&in, nodeName)
 	opts := podutil.GetValidationOptionsFromPodSpecAndMeta(&in.Spec, nil, &in.ObjectMeta, nil)
 	return append(validation.ValidatePodCreate(&in, opts), unknownProjections(&in)...)
+}
+
+// StaticPodUID is the UID the kubelet's file source gives a static pod read from the file path
+// on node nodeName when the manifest names none (pkg/kubelet/config/common.go, applyDefaults):
+// the FNV-128a hash of the pod as the kubelet's decoder hands it over — defaulted
+// (SetDefaults), converted to the API's internal type, its name and namespace as written —
+// printed by pkg/util/hash.DeepHashObject, then "host:<nodeName>" and "file:<path>", as 32
+// lower-case hex digits. path is the file's path as the kubelet names it: its staticPodPath
+// joined with the file's name. pod is the decoded manifest, before slicelet's own defaulting;
+// it is not changed.
+func StaticPodUID(pod *v1.Pod, nodeName, path string) (string, error) {
+	cp := pod.DeepCopy()
+	SetDefaults(cp)
+	var in core.Pod
+	if err := k8sv1.Convert_v1_Pod_To_core_Pod(cp, &in, nil); err != nil {
+		return "", fmt.Errorf("pod %q: conversion for its uid: %w", pod.Name, err)
+	}
+	// The decoder hands over internal objects without apiVersion and kind.
+	in.TypeMeta = metav1.TypeMeta{}
+	h := fnv.New128a()
+	hash.DeepHashObject(h, &in)
+	fmt.Fprintf(h, "host:%s", nodeName)
+	fmt.Fprintf(h, "file:%s", path)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // unknownProjections returns the projected volume sources the file source refuses after

@@ -3,7 +3,7 @@
 // validates a Pod manifest here, the way the kubelet reads a static pod file
 // (pkg/kubelet/config/common.go, tryDecodeSinglePod): a strict decode of typed documents, the
 // API's defaults (pkg/apis/core/v1/defaults.go, as the universal decoder applies them), the
-// static pod's content UID and default namespace (applyDefaults), then validation — the API's
+// static pod's UID and default namespace (applyDefaults), then validation — the API's
 // metadata rules, the static-pod rule that no API object may be referenced, the resource rules
 // slicelet enforces, and the fields slicelet refuses (internal/pods/podfields).
 package manifest

@@ -10,8 +10,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"github.com/slicelet/slicelet/slices"
 )
 
 // DefaultNamespace is the namespace of a manifest that names none (the kubelet's applyDefaults).
@@ -67,11 +65,14 @@ type Manifest struct {
 // manifest (CheckBounds: its size and each document's decoded size, before anything is
 // decoded), then turns it (YAML, possibly multi-document, or JSON) into pods as the kubelet
 // reads a static pod file (pkg/kubelet/config/common.go): Decode, SetDefaults, then
-// applyDefaults — a pod without metadata.uid gets the content-derived UID (slices.PodUID over
-// the defaulted pod and source, before the namespace is filled in, as the kubelet hashes it)
-// and the default namespace — then ValidatePod; ConfigMap and Secret documents are defaulted
-// and validated as the API server does. name is how errors refer to the input; source is what a
-// missing UID is derived from ("api" for API pods, the file's absolute path for files). Every
+// applyDefaults — a pod without metadata.uid gets the kubelet's static-pod UID (the pod as
+// decoded, the node's name and source, the file's path: kubevalidation.StaticPodUID; or
+// slicelet's earlier scheme, SetUIDScheme) and the default namespace — then ValidatePod;
+// ConfigMap and Secret documents are defaulted and validated as the API server does. name is
+// how errors refer to the input; source is the path a missing UID is derived from (a file's
+// path as the manifest directory names it, its absolute directory joined with the file's name,
+// as the kubelet's staticPodPath joined with it; "api" for API pods, whose store gives them
+// UIDs of their own). Every
 // problem is reported, each prefixed with name and, for multi-document input, the document
 // index; on any problem nothing is returned, so a broken file never yields a partial set.
 func Read(name, source string, data []byte) (Manifest, error) {
@@ -167,16 +168,21 @@ func ParseBounded(name, source string, data []byte) ([]*v1.Pod, error) {
 }
 
 // prepare applies to a decoded pod what the kubelet's file source applies before validation:
-// the API's defaults, the content-derived UID when the pod has none (over the defaulted pod
-// and its source, before the namespace is filled in, as the kubelet hashes it) and the default
-// namespace.
+// the API's defaults, the UID when the manifest names none (the kubelet's, over the pod as
+// decoded from the file at path source on this node; or slicelet's earlier scheme, over the
+// defaulted pod: SetUIDScheme) and the default namespace.
 func prepare(pod *v1.Pod, source string) error {
+	uid, err := kubeletUID(pod, source)
+	if err != nil {
+		return err
+	}
 	SetDefaults(pod)
-	if pod.UID == "" {
-		uid, err := slices.PodUID(pod, source)
-		if err != nil {
+	if uid == "" {
+		if uid, err = md5UID(pod, source); err != nil {
 			return err
 		}
+	}
+	if uid != "" {
 		pod.UID = types.UID(uid)
 	}
 	if pod.Namespace == "" {

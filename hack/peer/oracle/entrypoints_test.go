@@ -12,7 +12,7 @@ import (
 // manifest directory, does.
 func TestEntryPointsAgree(t *testing.T) {
 	for _, c := range entrypoints.Load(t, filepath.Join("..", "..", "..", "testdata", "entrypoints")) {
-		pods, err := sliceletDecode(c.File, c.Data)
+		pods, err := sliceletDecode(c.File, c.File, c.Data)
 		var names []string
 		msg := ""
 		if err != nil {

@@ -76,13 +76,18 @@ func (s *errorSink) Error(err error, msg string, kv ...any) {
 // keys must be unique within a batch (the source keys its store by namespace/name). A file
 // whose pod does not come back was refused; the reason is the error the source logged.
 func kubeletDecode(dir string, keys map[string]string) (map[string]kubeletDecoded, error) {
+	return kubeletDecodeOn(dir, nodeName, keys)
+}
+
+// kubeletDecodeOn is kubeletDecode on the node named node.
+func kubeletDecodeOn(dir, node string, keys map[string]string) (map[string]kubeletDecoded, error) {
 	sink := &errorSink{errs: map[string]string{}}
 	logger := logr.New(sink)
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), logger))
 	defer cancel()
 	pc := kubeletconfig.NewPodConfig(&record.FakeRecorder{}, nil)
 	// The period only matters after the first listing, which happens at once.
-	kubeletconfig.NewSourceFile(logger, dir, types.NodeName(nodeName), time.Hour, pc.Channel(ctx, kubetypes.FileSource))
+	kubeletconfig.NewSourceFile(logger, dir, types.NodeName(node), time.Hour, pc.Channel(ctx, kubetypes.FileSource))
 	var update kubetypes.PodUpdate
 	select {
 	case update = <-pc.Updates():
@@ -91,7 +96,7 @@ func kubeletDecode(dir string, keys map[string]string) (map[string]kubeletDecode
 	}
 	byKey := map[string]*v1.Pod{}
 	for _, p := range update.Pods {
-		byKey[p.Namespace+"/"+strings.TrimSuffix(p.Name, "-"+nodeName)] = p
+		byKey[p.Namespace+"/"+strings.TrimSuffix(p.Name, "-"+node)] = p
 	}
 	out := map[string]kubeletDecoded{}
 	for name := range keys {

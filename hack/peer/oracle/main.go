@@ -421,7 +421,8 @@ func (r *runner) run(name string, batch []input) ([][]difference, error) {
 	out := make([][]difference, len(batch))
 	for i, in := range batch {
 		k := kubelet[fmt.Sprintf("%06d.yaml", i)]
-		s := sliceletOutcome(fmt.Sprintf("%06d.yaml", i), in.data, r.node)
+		f := fmt.Sprintf("%06d.yaml", i)
+		s := sliceletOutcome(f, filepath.Join(dir, "manifests", f), in.data, r.node)
 		onlyReached(s.Facts, k.Facts)
 		out[i] = compareOutcomes(s, k)
 		if k.Pod != nil && len(out[i]) > 0 && s.Refused == "" {
@@ -437,14 +438,17 @@ func (r *runner) run(name string, batch []input) ([][]difference, error) {
 	return out, nil
 }
 
-// sliceletOutcome is slicelet's verdict on one manifest. A multi-document manifest is judged
-// by its first pod, the only one the kubelet's file source reads.
-func sliceletOutcome(name string, data []byte, node nodeSetup) outcome {
-	pods, err := sliceletDecode(name, data)
+// sliceletOutcome is slicelet's verdict on one manifest, read from path as the kubelet's side
+// reads it. A multi-document manifest is judged by its first pod, the only one the kubelet's
+// file source reads.
+func sliceletOutcome(name, path string, data []byte, node nodeSetup) outcome {
+	pods, err := sliceletDecode(name, path, data)
 	if err != nil {
 		return outcome{Refused: err.Error()}
 	}
-	return outcome{Facts: sliceletFacts(pods[0], node)}
+	f := sliceletFacts(pods[0], node)
+	f.set("uid", string(pods[0].UID))
+	return outcome{Facts: f}
 }
 
 // refusalDivergences are the errors slicelet refuses a pod with on purpose where the kubelet
@@ -639,6 +643,9 @@ func kubeletBatch(dir string, node nodeSetup) error {
 			continue
 		}
 		f := kubeletFacts(d.pod, node)
+		// The static pod's UID (applyDefaults: the pod, this node's name and the file's path),
+		// which slicelet derives the same way so that a node changing agent keeps its pods.
+		f.set("uid", string(d.pod.UID))
 		state := filepath.Join(dir, "runtime", name)
 		cri, err := runtimeFacts(d.pod, node, state)
 		if err != nil {

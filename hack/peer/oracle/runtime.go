@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
+	kubelettypes "k8s.io/kubelet/pkg/types"
 	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
 	"k8s.io/kubernetes/pkg/kubelet/cm"
 	kubecontainer "k8s.io/kubernetes/pkg/kubelet/container"
@@ -23,6 +25,8 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/kuberuntime"
 	"k8s.io/kubernetes/pkg/kubelet/logs"
 	proberesults "k8s.io/kubernetes/pkg/kubelet/prober/results"
+
+	"github.com/slicelet/slicelet/internal/pods/worker"
 )
 
 type noPodState struct{}
@@ -116,8 +120,19 @@ func runtimeFacts(pod *v1.Pod, node nodeSetup, dir string) (facts, error) {
 		f[prefix+"cri_cpu_period"] = strconv.FormatInt(r.GetCpuPeriod(), 10)
 		f[prefix+"cri_memory"] = strconv.FormatInt(r.GetMemoryLimitInBytes(), 10)
 		f[prefix+"cri_oom_score_adj"] = strconv.FormatInt(r.GetOomScoreAdj(), 10)
+		f[prefix+"cri_annotations"] = mapString(c.Annotations)
+		f[prefix+"cri_labels"] = mapString(comparableLabels(c.Labels))
 	}
 	return f, nil
+}
+
+// comparableLabels are a container's CRI labels less the pod's name (the kubelet names a static
+// pod "<name>-<node>", slicelet keeps its name) and slicelet's own mark.
+func comparableLabels(labels map[string]string) map[string]string {
+	out := maps.Clone(labels)
+	delete(out, kubelettypes.KubernetesPodNameLabel)
+	delete(out, worker.LabelManaged)
+	return out
 }
 
 func isInit(pod *v1.Pod, name string) bool {

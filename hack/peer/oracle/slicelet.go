@@ -13,6 +13,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/pods/devices"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
+	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -23,9 +24,10 @@ func init() { manifest.SetNodeName(nodeName) }
 // sliceletDecode is slicelet's manifest path (internal/manifest.Read, as the manifest directory
 // reads a file): bounds, strict decode, the API's defaults, namespace, UID, the kubelet's
 // validation and slicelet's own; a file without a pod (ConfigMaps and Secrets only) is refused
-// here, as the kubelet's file source finds no pod in it.
-func sliceletDecode(name string, data []byte) ([]*v1.Pod, error) {
-	m, err := manifest.Read(name, "/etc/slicelet/pods/"+name, data)
+// here, as the kubelet's file source finds no pod in it. path is the file's path, which its
+// pods' UIDs are derived from (the kubelet's file source names it so too).
+func sliceletDecode(name, path string, data []byte) ([]*v1.Pod, error) {
+	m, err := manifest.Read(name, path, data)
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +98,14 @@ func sliceletFacts(pod *v1.Pod, node nodeSetup) facts {
 		f.set(prefix+"cri_cpu_period", strconv.FormatUint(deref(rc.CPUPeriod), 10))
 		f.set(prefix+"cri_memory", strconv.FormatInt(deref(rc.Memory), 10))
 		f.set(prefix+"cri_oom_score_adj", strconv.Itoa(slices.ContainerOOMScoreAdj(pod, c, node.memoryCapacity)))
+		// The labels and annotations of its first run, which the kubelet reads to adopt it; the
+		// hooks are left out as runtimeFacts leaves them out.
+		hc := c.DeepCopy()
+		if hc.Lifecycle != nil {
+			hc.Lifecycle.PostStart, hc.Lifecycle.PreStop = nil, nil
+		}
+		f.set(prefix+"cri_annotations", mapString(worker.ContainerAnnotations(pod, hc, 0)))
+		f.set(prefix+"cri_labels", mapString(comparableLabels(worker.ContainerLabels(pod, hc))))
 	})
 	d := admission.Admit(pod, admission.NodeState{Allocatable: node.allocatable(), OS: "linux"})
 	if d.Admit {

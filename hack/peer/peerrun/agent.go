@@ -298,6 +298,16 @@ func (a *Agent) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Halt stops the agent's service and nothing else: its pods keep running in containerd, its
+// cgroups, directory and logs stay, for the next agent to adopt (an agent swapped in place).
+// Neither agent stops its pods when it is stopped.
+func (a *Agent) Halt(ctx context.Context) error {
+	if out, err := exec.CommandContext(ctx, "systemctl", "stop", a.Unit).CombinedOutput(); err != nil {
+		return fmt.Errorf("peerrun: stop %s: %w: %s", a.Unit, err, out)
+	}
+	return nil
+}
+
 // mountsUnder lists the mount points below dir, deepest first.
 func mountsUnder(dir string) []string {
 	data, err := os.ReadFile("/proc/self/mountinfo")

@@ -2,6 +2,7 @@ package peerrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -121,6 +122,28 @@ func RunVM(ctx context.Context, o VMOptions) (vmtest.Result, error) {
 		Binary: o.Binary, Args: o.Args, Env: env, ExtraFiles: o.Files, Dir: o.Dir,
 		Mem: o.MemMiB, SMP: o.CPUs, Timeout: o.Timeout,
 	})
+}
+
+// RunTest boots the sandbox of o, runs the tests of this test binary that match the pattern
+// run inside it (the binary copied into o.WorkDir, -test.v, with env added to [Sandbox.Command]'s
+// environment, its output to out) and stops the sandbox.
+func RunTest(ctx context.Context, o SandboxOptions, run string, env []string, out io.Writer) (err error) {
+	sb, err := BootSandbox(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, sb.Stop()) }()
+	inner, err := CopySelf(o.WorkDir, filepath.Base(os.Args[0]))
+	if err != nil {
+		return err
+	}
+	cmd := sb.Command(ctx, "/", inner, "-test.run", run, "-test.v")
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("peerrun: inside the sandbox: %w", err)
+	}
+	return nil
 }
 
 // CopySelf copies the running executable to dir/name (mode 0755) and returns that path: the

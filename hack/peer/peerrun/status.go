@@ -134,20 +134,9 @@ func stuck(st v1.PodStatus) bool {
 // /pods endpoint on 127.0.0.1:10250 (a standalone kubelet serves its static pods' status
 // there), slicelet's from its API socket.
 func (a *Agent) Statuses(ctx context.Context) (map[PodKey]PodStatus, error) {
-	var pods []v1.Pod
-	switch a.Kind {
-	case Kubelet:
-		list, err := kubeletPods(ctx)
-		if err != nil {
-			return nil, err
-		}
-		pods = list
-	case Slicelet:
-		list, err := api.NewClient(filepath.Join(a.Dir, "api.sock")).ListPods(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("peerrun: slicelet pods: %w", err)
-		}
-		pods = list
+	pods, err := a.Pods(ctx)
+	if err != nil {
+		return nil, err
 	}
 	out := make(map[PodKey]PodStatus, len(pods))
 	for _, p := range pods {
@@ -156,6 +145,19 @@ func (a *Agent) Statuses(ctx context.Context) (map[PodKey]PodStatus, error) {
 			Settled: settledStatus(&p), Running: running(p.Status)}
 	}
 	return out, nil
+}
+
+// Pods returns the pods the agent knows, as it shows them: the kubelet's /pods, slicelet's
+// API.
+func (a *Agent) Pods(ctx context.Context) ([]v1.Pod, error) {
+	if a.Kind == Kubelet {
+		return kubeletPods(ctx)
+	}
+	list, err := api.NewClient(filepath.Join(a.Dir, "api.sock")).ListPods(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("peerrun: slicelet pods: %w", err)
+	}
+	return list, nil
 }
 
 // kubeletPods reads the kubelet's /pods. The server's certificate is the self-signed one the

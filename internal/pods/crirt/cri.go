@@ -16,7 +16,8 @@ import (
 )
 
 // The worker.Runtime calls: each is one CRI call (or two where the kubelet's runtime service
-// makes two), on what slicelet created (worker.LabelManaged). The log layout under LogRoot is
+// makes two), on what slicelet created (worker.LabelManaged) and on what the kubelet created
+// for a pod slicelet runs (managedSelector). The log layout under LogRoot is
 // this runtime's: RunPodSandbox and CreateContainer fill in the log directory and path.
 
 var (
@@ -25,12 +26,16 @@ var (
 	_ worker.SandboxNetwork = (*Runtime)(nil)
 )
 
+// managedSelector selects the sandboxes or containers of the pod uid, or, for "", every one
+// slicelet created (worker.LabelManaged). A pod's own are selected by its UID alone: those the
+// kubelet created for it (a node that moved from the kubelet to slicelet) carry the same
+// labels but slicelet's mark, and are adopted as the pod's; anything of a pod slicelet does
+// not know is never listed, so never touched.
 func managedSelector(uid string) map[string]string {
-	sel := map[string]string{worker.LabelManaged: "true"}
 	if uid != "" {
-		sel[worker.LabelPodUID] = uid
+		return map[string]string{worker.LabelPodUID: uid}
 	}
-	return sel
+	return map[string]string{worker.LabelManaged: "true"}
 }
 
 func unixNano(ns int64) time.Time {
@@ -269,6 +274,7 @@ func (r *Runtime) ListContainers(ctx context.Context, podUID string) ([]worker.C
 		out = append(out, worker.Container{
 			ID: c.Id, SandboxID: c.PodSandboxId, PodUID: uid, Name: containerName(c.Labels, c.Metadata),
 			Attempt: c.GetMetadata().GetAttempt(), State: state(c.State), CreatedAt: unixNano(c.CreatedAt), ImageRef: c.ImageRef,
+			Hash: c.Annotations[worker.AnnotationContainerHash],
 		})
 	}
 	return out, nil
@@ -304,6 +310,7 @@ func (r *Runtime) ContainerStatus(ctx context.Context, id string) (worker.Contai
 		Container: worker.Container{
 			ID: s.Id, PodUID: s.Labels[worker.LabelPodUID], Name: containerName(s.Labels, s.Metadata),
 			Attempt: s.GetMetadata().GetAttempt(), State: state(s.State), CreatedAt: unixNano(s.CreatedAt), ImageRef: s.ImageRef,
+			Hash: s.Annotations[worker.AnnotationContainerHash],
 		},
 		StartedAt: unixNano(s.StartedAt),
 	}

@@ -3,7 +3,7 @@
 // containerd in practice), and the image side of GC (gc.ImageRuntime). It has no lifecycle
 // logic: the pod worker (package worker) builds the sandbox and container configurations and
 // decides what runs; each call here is the CRI call, on what slicelet created (the
-// slicelet.io/managed label).
+// slicelet.io/managed label) and, for a pod slicelet runs, on what the kubelet created for it.
 //
 // # Pods, sandboxes and containers
 //
@@ -11,7 +11,11 @@
 // the slice name, so the runtime puts each container in cri-containerd-<id>.scope under it),
 // and one CRI container per run of each of its containers, with the kubelet's labels and
 // annotations. Everything about a pod is rebuilt from the runtime at every sync, so a restarted
-// slicelet adopts what runs. A pod whose sandbox is no longer ready gets a new one from the
+// slicelet adopts what runs — and so does a slicelet started on a node the kubelet ran: the
+// kubelet's sandboxes and containers carry the same labels (io.kubernetes.pod.uid,
+// io.kubernetes.container.name, the attempt as restart count) less slicelet's mark, and those
+// of a pod slicelet runs (the same UID) are listed as the pod's and kept running. Sandboxes
+// and containers of pods slicelet does not know are listed only when they bear its mark. A pod whose sandbox is no longer ready gets a new one from the
 // worker, as with the kubelet's computePodActions.
 //
 // # Logs

@@ -1417,3 +1417,88 @@ func TestRuntimeVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestAdoptKubeletPod: a sandbox and a container the kubelet created for the pod (its labels
+// and annotations, no slicelet mark, the container in its third run) are adopted as they are
+// by a runtime that never ran the pod: nothing is created or started, the container keeps its
+// ID and its restart count; a pod of the kubelet's that slicelet does not run is not listed.
+func TestAdoptKubeletPod(t *testing.T) {
+	e := newEnv(t)
+	pod := fakePod("u1", "", app("main"))
+	adoptKubeletPod(t, e, pod, pod)
+}
+
+// TestAdoptKubeletPodChanged: a container the kubelet created from another image (its hash is
+// not the spec's) is restarted as the kubelet restarts it, the restart count going on.
+func TestAdoptKubeletPodChanged(t *testing.T) {
+	e := newEnv(t)
+	pod := fakePod("u1", "", app("main"))
+	was := pod.DeepCopy()
+	was.Spec.Containers[0].Image = "example.com/older:1"
+	adoptKubeletPod(t, e, pod, was)
+}
+
+// adoptKubeletPod runs TestAdoptKubeletPod's check on pod, whose containers the kubelet
+// created from the spec of was: adopted as they are when was is pod, else the changed
+// container is stopped and started again.
+func adoptKubeletPod(t *testing.T, e *env, pod, was *v1.Pod) {
+	changed := was.Spec.Containers[0].Image != pod.Spec.Containers[0].Image
+	kubeletLabels := func(uid string) map[string]string {
+		return map[string]string{worker.LabelPodUID: uid, worker.LabelPodName: "web", worker.LabelPodNamespace: "default"}
+	}
+	ctx := t.Context()
+	var ids []string
+	for _, uid := range []string{"u1", "u9"} {
+		sb, err := e.cri.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{
+			Metadata: &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "default", Uid: uid}, Labels: kubeletLabels(uid)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		labels := kubeletLabels(uid)
+		labels[worker.LabelContainerName] = "main"
+		c, err := e.cri.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, Config: &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: "main", Attempt: 2},
+			Image:    &runtimeapi.ImageSpec{Image: "sha256:app"}, Labels: labels,
+			Annotations: worker.ContainerAnnotations(was, &was.Spec.Containers[0], 2)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.cri.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: c.ContainerId}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, c.ContainerId)
+	}
+	calls := map[string]int{}
+	for _, n := range []string{"RunPodSandbox", "CreateContainer", "StartContainer", "StopContainer", "StopPodSandbox"} {
+		calls[n] = e.calls(n)
+	}
+	rt := e.newRuntime(t)
+	if uids, err := rt.PodUIDs(ctx); err != nil || len(uids) != 0 {
+		t.Errorf("PodUIDs = %v, %v: want none (the kubelet's pods are not slicelet's until it runs them)", uids, err)
+	}
+	st, err := rt.SyncPod(ctx, pod, testSlice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed {
+		if e.calls("StopContainer") == calls["StopContainer"] || e.calls("RunPodSandbox") != calls["RunPodSandbox"] {
+			t.Errorf("changed container: %d stops, %d sandboxes created", e.calls("StopContainer")-calls["StopContainer"], e.calls("RunPodSandbox")-calls["RunPodSandbox"])
+		}
+		if st, err = rt.SyncPod(ctx, pod, testSlice); err != nil {
+			t.Fatal(err)
+		}
+		if cs := st.ContainerStatuses[0]; cs.State.Running == nil || cs.RestartCount != 3 || strings.HasSuffix(cs.ContainerID, "://"+ids[0]) {
+			t.Errorf("changed container after its restart: %+v (want a new run, restart count 3)", cs)
+		}
+		return
+	}
+	for n, before := range calls {
+		if got := e.calls(n); got != before {
+			t.Errorf("%s called %d times adopting the kubelet's pod", n, got-before)
+		}
+	}
+	cs := st.ContainerStatuses[0]
+	if st.Phase != v1.PodRunning || cs.State.Running == nil || cs.RestartCount != 2 || !strings.HasSuffix(cs.ContainerID, "://"+ids[0]) {
+		t.Errorf("adopted status: phase %s, %+v (want %s running, restart count 2)", st.Phase, cs, ids[0])
+	}
+}

@@ -125,6 +125,9 @@ type Status struct {
 type Manager struct {
 	clock clock.Clock
 	rep   Reporter
+	// start is when the manager was made: a run started more than restartGrace before it was
+	// running before this agent (a restart of slicelet, or the kubelet's run adopted).
+	start time.Time
 
 	mu   sync.Mutex
 	runs map[string]*probed // by container ID
@@ -137,14 +140,20 @@ type probed struct {
 	cancel  context.CancelFunc
 	has     [3]bool
 	results [3]Result
+	// adopted: the run started before this agent (Manager.start less restartGrace).
+	adopted bool
 }
+
+// restartGrace is how long before the agent's start a run must have started to count as one
+// that was running before it (pkg/kubelet/prober kubeletRestartGracePeriod: 10 s).
+const restartGrace = 10 * time.Second
 
 // NewManager returns a Manager reporting to rep; the real clock when c is nil.
 func NewManager(c clock.Clock, rep Reporter) *Manager {
 	if c == nil {
 		c = clock.RealClock{}
 	}
-	return &Manager{clock: c, rep: rep, runs: map[string]*probed{}}
+	return &Manager{clock: c, rep: rep, start: c.Now(), runs: map[string]*probed{}}
 }
 
 // Ensure starts the probe loops of a running run unless they run already. A run without
@@ -157,8 +166,12 @@ func (m *Manager) Ensure(in Instance) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &probed{in: in, cancel: cancel}
+	p.adopted = !in.StartedAt.IsZero() && in.StartedAt.Before(m.start.Add(-restartGrace))
 	for _, k := range []Kind{Liveness, Readiness, Startup} {
 		p.results[k] = k.initial()
+		if k == Readiness && p.adopted {
+			p.results[k] = Unknown // no verdict yet: status keeps the pod's readiness
+		}
 		if spec := k.Probe(in.Container); spec != nil {
 			p.has[k] = true
 			m.wg.Go(func() { m.loop(ctx, p, k, spec) })
@@ -203,10 +216,20 @@ func (m *Manager) Status(id string) (Status, bool) {
 }
 
 // status is the kubelet's UpdatePodStatus for one run. Call with m.mu held.
+//
+// A run that was running before this agent started and whose readiness probe has not given
+// its first verdict is ready as its pod was (pkg/kubelet/prober/prober_manager.go,
+// setReadyStateOnKubeletRestart: the Ready condition of the pod's last status), so that
+// restarting the agent, or moving the node from the kubelet to slicelet, turns no ready pod
+// NotReady; a new run is not ready until its first success.
 func (p *probed) status() Status {
 	var s Status
 	s.Started = !p.has[Startup] || p.results[Startup] == Success
-	s.Ready = s.Started && (!p.has[Readiness] || p.results[Readiness] == Success)
+	ready := !p.has[Readiness] || p.results[Readiness] == Success
+	if p.adopted && p.has[Readiness] && p.results[Readiness] == Unknown {
+		ready = podReady(p.in.Pod)
+	}
+	s.Ready = s.Started && ready
 	switch {
 	case p.has[Liveness] && p.results[Liveness] == Failure:
 		s.Failed, s.FailedKind = true, Liveness
@@ -214,6 +237,16 @@ func (p *probed) status() Status {
 		s.Failed, s.FailedKind = true, Startup
 	}
 	return s
+}
+
+// podReady reports whether the pod's status has the Ready condition true.
+func podReady(pod *v1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // set records a verdict and reports a change.

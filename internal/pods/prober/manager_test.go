@@ -180,3 +180,53 @@ func TestManagerHoldAndKeep(t *testing.T) {
 		}
 	})
 }
+
+// TestManagerAdoptedRun: a run that was running before the manager started (the agent
+// restarted, or took over the kubelet's node) is ready as its pod was until its readiness
+// probe's first verdict, as the kubelet after a restart; a run started since is not.
+func TestManagerAdoptedRun(t *testing.T) {
+	readyPod := v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}}
+	notReadyPod := v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse}}}
+	tests := []struct {
+		name     string
+		started  time.Duration // relative to the manager's start
+		status   v1.PodStatus
+		codes    []int32
+		before   bool // ready before the first verdict (at 5 s)
+		verdict  bool // ready after it (at 25 s)
+		noProbes bool
+	}{
+		{"adopted, pod ready, probe failing", -time.Minute, readyPod, []int32{1}, true, false, false},
+		{"adopted, pod ready, probe passing", -time.Minute, readyPod, []int32{0}, true, true, false},
+		{"adopted, pod not ready", -time.Minute, notReadyPod, []int32{0}, false, true, false},
+		{"adopted, no status", -time.Minute, v1.PodStatus{}, []int32{0}, false, true, false},
+		{"started within the grace", -5 * time.Second, readyPod, []int32{0}, false, true, false},
+		{"adopted, no readiness probe", -time.Minute, notReadyPod, []int32{0}, true, true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := NewManager(clock.RealClock{}, &recorder{})
+				defer m.Close()
+				start := time.Now()
+				c := &v1.Container{Name: "app", ReadinessProbe: execProbe(0, 10, 2, 3)} // verdicts at 10 s (success) or 20 s (failure)
+				if tc.noProbes {
+					c.ReadinessProbe = nil
+				}
+				in := instance(c, &script{codes: tc.codes}, start.Add(tc.started))
+				in.Pod.Status = tc.status
+				m.Ensure(in)
+				for _, st := range []struct {
+					at   time.Duration
+					want bool
+				}{{5 * time.Second, tc.before}, {25 * time.Second, tc.verdict}} {
+					time.Sleep(time.Until(start.Add(st.at)))
+					synctest.Wait()
+					if got, _ := m.Status("c1"); got.Ready != st.want {
+						t.Fatalf("at %s: ready %v, want %v", st.at, got.Ready, st.want)
+					}
+				}
+			})
+		})
+	}
+}

@@ -87,8 +87,9 @@ const LastGoodDir = "pods/file"
 // anything that is not a regular file (after following symlinks) are ignored.
 //
 // Static pod semantics, as the kubelet's file source: a pod without metadata.uid gets the
-// content-derived UID of slices.PodUID with the file's absolute path as source, so editing a
-// file replaces its pods (new content, new UID) and removing it removes them. Each pod carries
+// kubelet's static-pod UID (internal/manifest: a hash of the pod, the node's name and the file's
+// path, the directory's absolute path joined with the file's name), so editing a file replaces
+// its pods (new content, new UID) and removing it removes them. Each pod carries
 // the annotations kubernetes.io/config.source=file and slicelet.io/origin=<absolute path>.
 //
 // A file that cannot be used (unreadable, larger than MaxFileSize, bad YAML, unknown field,

@@ -11,7 +11,7 @@ import (
 )
 
 // parseManifest is manifest.Parse, the one decoding path (bounds before decoding, strict
-// decode, the API's defaults, content UID, namespace, validation). name prefixes every error
+// decode, the API's defaults, static-pod UID, namespace, validation). name prefixes every error
 // ("<name>: document <i>: <field>: ..." for multi-document input); source is what a missing UID
 // is derived from. On any problem no pod is returned.
 func parseManifest(name, source string, data []byte) ([]*v1.Pod, error) {

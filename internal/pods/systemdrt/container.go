@@ -52,11 +52,11 @@ func (r *Runtime) CreateContainer(ctx context.Context, sandboxID string, config 
 		if e.rec.run(unit) != nil {
 			return fmt.Errorf("container %s: run %d exists already (%s)", name, attempt+1, unit)
 		}
-		grace, _ := worker.GracePeriod(config.GetAnnotations())
+		g := grace(config)
 		rn := &run{
 			ID: unit, SandboxID: sandboxID, Name: name, Attempt: attempt, CreatedAt: r.clock.Now(), Config: data,
 			MemoryLimited: sb.MemoryLimited || config.GetLinux().GetResources().GetMemoryLimitInBytes() > 0,
-			StopSignal:    stopSignalName(config.GetStopSignal()), Grace: grace,
+			StopSignal:    stopSignalName(config.GetStopSignal()), Grace: g,
 		}
 		keep := e.rec.Runs[:0]
 		for _, old := range e.rec.Runs {

@@ -2,7 +2,9 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"path/filepath"
 	stdslices "slices"
@@ -12,6 +14,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/dump"
 
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
@@ -35,7 +38,63 @@ const (
 	AnnotationRestartCount = "io.kubernetes.container.restartCount"
 	// AnnotationGracePeriod is the pod's terminationGracePeriodSeconds.
 	AnnotationGracePeriod = "io.kubernetes.pod.terminationGracePeriod"
+	// AnnotationDeletionGracePeriod is the pod's metadata.deletionGracePeriodSeconds, when set.
+	AnnotationDeletionGracePeriod = "io.kubernetes.pod.deletionGracePeriod"
+	// AnnotationContainerHash is the kubelet's hash of the container (ContainerHash, in hex):
+	// the kubelet restarts a container whose hash is not the one its spec gives.
+	AnnotationContainerHash = "io.kubernetes.container.hash"
+	// AnnotationTerminationMessagePath and AnnotationTerminationMessagePolicy are the
+	// container's terminationMessagePath and terminationMessagePolicy.
+	AnnotationTerminationMessagePath   = "io.kubernetes.container.terminationMessagePath"
+	AnnotationTerminationMessagePolicy = "io.kubernetes.container.terminationMessagePolicy"
+	// AnnotationPreStopHandler is the container's preStop handler, as JSON, when it has one.
+	AnnotationPreStopHandler = "io.kubernetes.container.preStopHandler"
+	// AnnotationPorts is the container's ports, as JSON, when it has any.
+	AnnotationPorts = "io.kubernetes.container.ports"
 )
+
+// ContainerHash is the kubelet's hash of a container (pkg/kubelet/container HashContainer, since
+// Kubernetes 1.31): FNV-32a over k8s.io/utils/dump.ForHash of the JSON of its name and image
+// (pkg/util/hash DeepHashObject). A container created by either agent carries it, so the other
+// sees the container as its spec's and keeps it running.
+func ContainerHash(c *v1.Container) uint64 {
+	j, _ := json.Marshal(map[string]string{"name": c.Name, "image": c.Image}) // cannot fail
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%v", dump.ForHash(j))
+	return uint64(h.Sum32())
+}
+
+// ContainerAnnotations are the annotations of run attempt of container c, the kubelet's
+// (pkg/kubelet/kuberuntime/labels.go, newContainerAnnotations): the container's hash, its
+// restart count, termination message path and policy, the pod's deletion and termination grace
+// periods when set, the preStop handler and the ports as JSON when there are any. The kubelet
+// reads them back to adopt a container (restart count, hash) and to stop one whose pod it no
+// longer knows (grace period, preStop hook); slicelet writes and reads the same.
+func ContainerAnnotations(pod *v1.Pod, c *v1.Container, attempt uint32) map[string]string {
+	a := map[string]string{
+		AnnotationContainerHash:            strconv.FormatUint(ContainerHash(c), 16),
+		AnnotationRestartCount:             strconv.FormatUint(uint64(attempt), 10),
+		AnnotationTerminationMessagePath:   c.TerminationMessagePath,
+		AnnotationTerminationMessagePolicy: string(c.TerminationMessagePolicy),
+	}
+	if g := pod.DeletionGracePeriodSeconds; g != nil {
+		a[AnnotationDeletionGracePeriod] = strconv.FormatInt(*g, 10)
+	}
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		a[AnnotationGracePeriod] = strconv.FormatInt(*g, 10)
+	}
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		if j, err := json.Marshal(c.Lifecycle.PreStop); err == nil {
+			a[AnnotationPreStopHandler] = string(j)
+		}
+	}
+	if len(c.Ports) > 0 {
+		if j, err := json.Marshal(c.Ports); err == nil {
+			a[AnnotationPorts] = string(j)
+		}
+	}
+	return a
+}
 
 // podLabels are the labels of the pod's sandbox and containers.
 func podLabels(pod *v1.Pod) map[string]string {
@@ -45,6 +104,15 @@ func podLabels(pod *v1.Pod) map[string]string {
 		LabelPodNamespace: pod.Namespace,
 		LabelManaged:      "true",
 	}
+}
+
+// ContainerLabels are the labels of container c's runs: the kubelet's (kuberuntime
+// newContainerLabels: the pod's name, namespace and UID, the container's name) and
+// LabelManaged.
+func ContainerLabels(pod *v1.Pod, c *v1.Container) map[string]string {
+	labels := podLabels(pod)
+	labels[LabelContainerName] = c.Name
+	return labels
 }
 
 // GracePeriod reads AnnotationGracePeriod; ok is false when it is missing or malformed.
@@ -333,8 +401,6 @@ func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, i
 		mounts = append(mounts, tm)
 	}
 	sc := w.containerSecurity(pod, c)
-	labels := podLabels(pod)
-	labels[LabelContainerName] = c.Name
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:   &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: attempt},
 		Image:      &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
@@ -344,17 +410,14 @@ func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, i
 		// kuberuntime's generateContainerConfig passes them as they are: the runtime keeps
 		// the container's standard input open (closed after the first attached client with
 		// StdinOnce) and runs it on a terminal with Tty, for kubectl attach and run -it.
-		Stdin:     c.Stdin,
-		StdinOnce: c.StdinOnce,
-		Tty:       c.TTY,
-		Envs:      envs,
-		Mounts:    mounts,
-		Labels:    labels,
-		Annotations: map[string]string{
-			AnnotationRestartCount: strconv.FormatUint(uint64(attempt), 10),
-			AnnotationGracePeriod:  strconv.FormatInt(int64(lifecycle.GracePeriod(pod)/time.Second), 10),
-		},
-		Linux: &runtimeapi.LinuxContainerConfig{Resources: w.containerResources(pod, c), SecurityContext: sc},
+		Stdin:       c.Stdin,
+		StdinOnce:   c.StdinOnce,
+		Tty:         c.TTY,
+		Envs:        envs,
+		Mounts:      mounts,
+		Labels:      ContainerLabels(pod, c),
+		Annotations: ContainerAnnotations(pod, c, attempt),
+		Linux:       &runtimeapi.LinuxContainerConfig{Resources: w.containerResources(pod, c), SecurityContext: sc},
 	}
 	if c.Lifecycle != nil && c.Lifecycle.StopSignal != nil {
 		cfg.StopSignal = runtimeapi.Signal(runtimeapi.Signal_value["SIGNAL_"+string(*c.Lifecycle.StopSignal)])

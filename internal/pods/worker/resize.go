@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -109,6 +110,11 @@ func (w *Worker) restartChanged(ctx context.Context, pod *v1.Pod, e *entry, o *o
 		e.recMu.Lock()
 		cr := e.rec.container(name)
 		changed := cr.ImageOf == v.current.ID && cr.Image != c.Image
+		if cr.ImageOf != v.current.ID && v.current.Hash != "" {
+			// A run this worker has no record of (the kubelet's, adopted): its hash decides,
+			// as the kubelet's containerChanged compares it.
+			changed = v.current.Hash != strconv.FormatUint(ContainerHash(c), 16)
+		}
 		if changed {
 			cr.RestartOf = v.current.ID
 			errs = append(errs, w.saveRecord(uid, e.rec))

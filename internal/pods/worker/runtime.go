@@ -141,6 +141,9 @@ type Container struct {
 	CreatedAt time.Time
 	// ImageRef is the image the container runs; empty without images.
 	ImageRef string
+	// Hash is the run's container hash as created (AnnotationContainerHash: ContainerHash in
+	// hex); empty when the runtime does not keep it.
+	Hash string
 }
 
 // ContainerStatus is one container inspected.
