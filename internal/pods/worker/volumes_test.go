@@ -37,7 +37,7 @@ func TestVolumesBeforeSandbox(t *testing.T) {
 		{name: "directory that is a file", path: file, typ: v1.HostPathDirectory,
 			wantErr: `MountVolume.SetUp failed for volume "host" : hostPath type check failed: ` + file + ` is not a directory, it's a File`},
 		{name: "FileOrCreate without its parent", path: filepath.Join(dir, "parent", "lock"), typ: v1.HostPathFileOrCreate,
-			fix: func(p string) error { return os.Mkdir(filepath.Dir(p), 0o755) },
+			fix:     func(p string) error { return os.Mkdir(filepath.Dir(p), 0o755) },
 			wantErr: `MountVolume.SetUp failed for volume "host" : open ` + filepath.Join(dir, "parent", "lock") + `: no such file or directory`},
 		{name: "DirectoryOrCreate", path: filepath.Join(dir, "made", "here"), typ: v1.HostPathDirectoryOrCreate},
 	}
