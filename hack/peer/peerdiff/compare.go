@@ -251,6 +251,12 @@ var deliberateDivergences = []struct {
 			return d.field == "admitted" && d.slicelet == "no" && d.kubelet == "yes" && e.NotYet != ""
 		},
 	},
+	{
+		"a volume type slicelet has no plugin for (cinder, iscsi, nfs, ...; docs/pod-fields.md) is refused with its path at admission: the kubelet admits the pod and keeps it Pending, its pod cgroup counted in the QoS levels, until a mount its node cannot do (no CSI driver, no storage) succeeds",
+		func(d difference, e entry) bool {
+			return d.field == "admitted" && d.slicelet == "no" && d.kubelet == "yes" && e.NoPlugin != ""
+		},
+	},
 }
 
 // hasExtended reports whether a container of pod names an extended resource.

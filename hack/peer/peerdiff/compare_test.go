@@ -118,6 +118,8 @@ func TestDeliberate(t *testing.T) {
 		{"secret reference the other way round", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: secret}, false},
 		{"extended resource refused by slicelet", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: widget}, true},
 		{"field not implemented yet", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: plain, NotYet: "spec.dnsConfig: Forbidden: pod DNS configuration is not implemented by slicelet yet"}, true},
+		{"volume without a plugin refused by slicelet", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: plain, NoPlugin: "spec.volumes[0].cinder: Forbidden: needs a volume plugin slicelet does not have; use hostPath or emptyDir"}, true},
+		{"volume without a plugin admitted by slicelet alone", difference{field: "admitted", slicelet: "yes", kubelet: "no"}, entry{Pod: plain, NoPlugin: "x"}, false},
 		{"plain refusal is a difference", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: plain}, false},
 		{"a value is never deliberate", difference{field: "cpu.shares", slicelet: "2", kubelet: "3"}, entry{Pod: secret, NotYet: "x"}, false},
 	} {

@@ -44,8 +44,8 @@ type entry struct {
 	// ephemeral-storage (hugepages, extended resources), which the node has none of.
 	Scalar bool `json:"scalar,omitempty"`
 	// ByDesign is set when one agent refuses it by design: it reads a ConfigMap or Secret
-	// (the kubelet refuses such static pods, slicelet serves them) or has a field slicelet
-	// does not implement yet (NotYet).
+	// (the kubelet refuses such static pods, slicelet serves them), has a field slicelet
+	// does not implement yet (NotYet) or a volume slicelet has no plugin for (NoPlugin).
 	ByDesign bool `json:"byDesign,omitempty"`
 	// Objects is set when it reads a ConfigMap or Secret: the corpus has Pod documents only,
 	// so under neither agent does it come up (slicelet waits for the object, the kubelet
@@ -58,6 +58,9 @@ type entry struct {
 	// NotYet lists the fields of the pod slicelet refuses because it does not implement them
 	// yet (internal/pods/podfields), as slicelet reports them.
 	NotYet string `json:"notYet,omitempty"`
+	// NoPlugin lists the volumes of the pod slicelet refuses because it has no plugin for
+	// their type (internal/pods/podfields), as slicelet reports them.
+	NoPlugin string `json:"noPlugin,omitempty"`
 	// Skip, when set, is why the pod is not run (see skipReason).
 	Skip string `json:"skip,omitempty"`
 	// YAML is the rewritten manifest.
@@ -190,10 +193,11 @@ func prepare(entries []entry, applets []string) ([]entry, error) {
 		if err := yaml.Unmarshal(e.YAML, &pod); err == nil {
 			e.Pod = &pod
 			e.Skip = skipReason(&pod)
-			e.NotYet = notYet(e.Key.Name, e.YAML)
+			e.NotYet = refusals(e.Key.Name, e.YAML, podfields.NotYet)
+			e.NoPlugin = refusals(e.Key.Name, e.YAML, podfields.NoPlugin)
 			e.Objects = referencesObjects(&pod)
 			e.NoVolume = offlineVolume(&pod)
-			e.ByDesign = e.NotYet != "" || e.Objects
+			e.ByDesign = e.NotYet != "" || e.NoPlugin != "" || e.Objects
 			requests(&e)
 		}
 		out = append(out, e)
@@ -225,15 +229,16 @@ func offlineVolume(pod *v1.Pod) string {
 	return ""
 }
 
-// notYet returns the refusals slicelet makes of the manifest for fields it does not implement
-// yet: its own decoding (internal/manifest: the API's defaults, validation) and its field
-// registry (internal/pods/podfields).
-func notYet(name string, data []byte) string {
+// refusals returns the refusals slicelet makes of the manifest whose reason contains why (a
+// field it does not implement yet, a volume it has no plugin for): its own decoding
+// (internal/manifest: the API's defaults, validation) and its field registry
+// (internal/pods/podfields).
+func refusals(name string, data []byte, why string) string {
 	pods, err := manifest.Parse(name+".yaml", "/etc/slicelet/pods/"+name+".yaml", data)
 	var out []string
 	if err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
-			if strings.Contains(line, "not implemented by slicelet yet") {
+			if strings.Contains(line, why) {
 				out = append(out, line)
 			}
 		}
@@ -243,7 +248,7 @@ func notYet(name string, data []byte) string {
 		return ""
 	}
 	for _, e := range podfields.Refusals(pods[0]) {
-		if strings.Contains(e.Error(), "not implemented by slicelet yet") {
+		if strings.Contains(e.Error(), why) {
 			out = append(out, e.Error())
 		}
 	}

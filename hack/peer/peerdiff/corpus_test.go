@@ -153,16 +153,22 @@ func TestPrepare(t *testing.T) {
 	if more[0].CPUMilli != 500 || more[0].MemoryBytes != 64<<20 || !more[0].Scalar || more[0].ByDesign {
 		t.Errorf("lim: %d m, %d bytes, scalar %v, by design %v: want 500 m, 64 Mi, true, false", more[0].CPUMilli, more[0].MemoryBytes, more[0].Scalar, more[0].ByDesign)
 	}
-	// A ConfigMap reference and a field slicelet does not implement yet: refused by one agent by design.
+	// A ConfigMap reference, a field slicelet does not implement yet and a volume it has no
+	// plugin for: refused by one agent by design.
 	design, err := prepare([]entry{
 		{Origin: "d.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "cm"}, YAML: []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: cm}\nspec:\n  containers: [{name: a, image: x, envFrom: [{configMapRef: {name: c}}]}]\n")},
 		{Origin: "e.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "dl"}, YAML: []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: dl}\nspec:\n  hostUsers: false\n  containers: [{name: a, image: x}]\n")},
+		{Origin: "f.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "iscsi"}, YAML: []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: iscsi}\nspec:\n  containers: [{name: a, image: x}]\n  volumes: [{name: v, iscsi: {targetPortal: 10.0.0.1, iqn: iqn.2001-04.com.example:t, lun: 0}}]\n")},
 	}, applets)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !design[0].ByDesign || design[0].NotYet != "" || !design[1].ByDesign || !strings.Contains(design[1].NotYet, "spec.hostUsers") {
-		t.Errorf("by design: %v %q, %v %q", design[0].ByDesign, design[0].NotYet, design[1].ByDesign, design[1].NotYet)
+	for i, tc := range []struct{ notYet, noPlugin string }{{"", ""}, {"spec.hostUsers", ""}, {"", "spec.volumes[0].iscsi"}} {
+		e := design[i]
+		if !e.ByDesign || (tc.notYet == "") != (e.NotYet == "") || !strings.Contains(e.NotYet, tc.notYet) ||
+			(tc.noPlugin == "") != (e.NoPlugin == "") || !strings.Contains(e.NoPlugin, tc.noPlugin) {
+			t.Errorf("%s: by design %v, not yet %q, no plugin %q; want true, %q, %q", e.Key.Name, e.ByDesign, e.NotYet, e.NoPlugin, tc.notYet, tc.noPlugin)
+		}
 	}
 }
 

@@ -251,6 +251,7 @@ group = "root"
 address = ""
 [runtime]
 type = "cri"
+network = "cni"
 endpoint = %q
 sandbox_image = %q
 `, filepath.Join(dir, "state"), tomlMap(c.SystemReserved), tomlMap(c.KubeReserved), c.MaxPods, c.PodPidsLimit,

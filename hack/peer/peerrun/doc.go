@@ -25,8 +25,9 @@
 //     failCgroupV1 false, failSwapOn false, --address=127.0.0.1, --node-ip=127.0.0.1, its
 //     healthz on 127.0.0.1, no read-only port, a writable cert and root directory, the
 //     containerRuntimeEndpoint of that containerd;
-//   - [Slicelet]: runtime.type "cri" on the same containerd, its API on a unix socket, no
-//     metrics listener.
+//   - [Slicelet]: runtime.type "cri" on the same containerd, runtime.network "cni" (pods
+//     without hostNetwork on containerd's CNI network, as the kubelet's), its API on a unix
+//     socket, no metrics listener.
 //
 // Both get the node settings of one [NodeConfig] (kube and system reserved, pod pids limit,
 // hard eviction thresholds, max pods), written once as a KubeletConfiguration and once as

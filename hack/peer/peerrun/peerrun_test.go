@@ -44,6 +44,10 @@ func TestAgentConfigs(t *testing.T) {
 	if k.StaticPodPath != s.Pods.ManifestDir || k.ContainerRuntimeEndpoint != s.Runtime.Endpoint || s.Runtime.Type != "cri" {
 		t.Errorf("manifests %q / %q, endpoint %q / %q (%s)", k.StaticPodPath, s.Pods.ManifestDir, k.ContainerRuntimeEndpoint, s.Runtime.Endpoint, s.Runtime.Type)
 	}
+	// Pods without hostNetwork on containerd's CNI network under both agents.
+	if s.Runtime.Network != config.NetworkCNI {
+		t.Errorf("slicelet runtime.network %q, want %q", s.Runtime.Network, config.NetworkCNI)
+	}
 	// Loopback only.
 	if k.Address != "127.0.0.1" || k.HealthzBindAddress != "127.0.0.1" || k.ReadOnlyPort != 0 || s.Metrics.Address != "" {
 		t.Errorf("kubelet address %q, healthz %q, read-only port %d; slicelet metrics %q", k.Address, k.HealthzBindAddress, k.ReadOnlyPort, s.Metrics.Address)

@@ -16,6 +16,7 @@ func TestSettledStatus(t *testing.T) {
 	}
 	run := v1.ContainerState{Running: &v1.ContainerStateRunning{}}
 	ended := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{}}
+	failed := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 1}}
 	wait := func(r string) v1.ContainerState {
 		return v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: r}}
 	}
@@ -25,29 +26,53 @@ func TestSettledStatus(t *testing.T) {
 	initialized := []v1.PodCondition{{Type: v1.PodInitialized, Status: v1.ConditionTrue}}
 	cases := []struct {
 		name   string
+		policy v1.RestartPolicy // "" is Always
 		status v1.PodStatus
 		want   bool
 	}{
-		{"succeeded", v1.PodStatus{Phase: v1.PodSucceeded}, true},
-		{"refused", v1.PodStatus{Phase: v1.PodFailed, Reason: "OutOfcpu"}, true},
-		{"no statuses yet", v1.PodStatus{Phase: v1.PodPending}, false},
-		{"all up", v1.PodStatus{Phase: v1.PodRunning, Conditions: initialized,
+		{"succeeded", "", v1.PodStatus{Phase: v1.PodSucceeded}, true},
+		{"refused", "", v1.PodStatus{Phase: v1.PodFailed, Reason: "OutOfcpu"}, true},
+		{"no statuses yet", "", v1.PodStatus{Phase: v1.PodPending}, false},
+		{"all up", "", v1.PodStatus{Phase: v1.PodRunning, Conditions: initialized,
 			InitContainerStatuses: []v1.ContainerStatus{cs("init", ended), cs("proxy", run)},
 			ContainerStatuses:     []v1.ContainerStatus{cs("a", run), cs("b", wait("CrashLoopBackOff"))}}, true},
-		{"one being created", v1.PodStatus{Phase: v1.PodPending, Conditions: initialized,
+		{"one being created", "", v1.PodStatus{Phase: v1.PodPending, Conditions: initialized,
 			InitContainerStatuses: []v1.ContainerStatus{cs("init", ended), cs("proxy", run)},
 			ContainerStatuses:     []v1.ContainerStatus{cs("a", run), cs("b", wait("ContainerCreating"))}}, false},
-		{"init running", v1.PodStatus{Phase: v1.PodPending,
+		{"init running", "", v1.PodStatus{Phase: v1.PodPending,
 			InitContainerStatuses: []v1.ContainerStatus{cs("init", run), cs("proxy", wait("PodInitializing"))},
 			ContainerStatuses:     []v1.ContainerStatus{cs("a", wait("PodInitializing")), cs("b", wait("PodInitializing"))}}, false},
-		{"init in a crash loop", v1.PodStatus{Phase: v1.PodPending,
+		{"init in a crash loop", "", v1.PodStatus{Phase: v1.PodPending,
 			InitContainerStatuses: []v1.ContainerStatus{cs("init", wait("CrashLoopBackOff")), cs("proxy", wait("PodInitializing"))},
 			ContainerStatuses:     []v1.ContainerStatus{cs("a", wait("PodInitializing")), cs("b", wait("PodInitializing"))}}, true},
-		{"stuck on a missing object", v1.PodStatus{Phase: v1.PodPending,
+		{"stuck on a missing object", "", v1.PodStatus{Phase: v1.PodPending,
 			ContainerStatuses: []v1.ContainerStatus{cs("a", wait("CreateContainerConfigError"))}}, true},
+		// Regular containers that ended: the pod keeps that under Always (they restart) and
+		// OnFailure with a failure; under Never, or OnFailure with every one succeeded, the
+		// pod is being stopped (its sidecar within its grace period) until it is terminal.
+		{"ended, Always", "", v1.PodStatus{Phase: v1.PodRunning, Conditions: initialized,
+			InitContainerStatuses: []v1.ContainerStatus{cs("init", ended), cs("proxy", run)},
+			ContainerStatuses:     []v1.ContainerStatus{cs("a", ended), cs("b", ended)}}, true},
+		{"ended, Never, sidecar being stopped", v1.RestartPolicyNever, v1.PodStatus{Phase: v1.PodRunning, Conditions: initialized,
+			InitContainerStatuses: []v1.ContainerStatus{cs("init", ended), cs("proxy", run)},
+			ContainerStatuses:     []v1.ContainerStatus{cs("a", ended), cs("b", failed)}}, false},
+		{"ended, Never, terminal", v1.RestartPolicyNever, v1.PodStatus{Phase: v1.PodFailed, Conditions: initialized,
+			InitContainerStatuses: []v1.ContainerStatus{cs("init", ended), cs("proxy", ended)},
+			ContainerStatuses:     []v1.ContainerStatus{cs("a", ended), cs("b", failed)}}, true},
+		{"succeeded, OnFailure, sidecar being stopped", v1.RestartPolicyOnFailure, v1.PodStatus{Phase: v1.PodRunning, Conditions: initialized,
+			InitContainerStatuses: []v1.ContainerStatus{cs("init", ended), cs("proxy", run)},
+			ContainerStatuses:     []v1.ContainerStatus{cs("a", ended), cs("b", ended)}}, false},
+		{"one failed, OnFailure", v1.RestartPolicyOnFailure, v1.PodStatus{Phase: v1.PodRunning, Conditions: initialized,
+			InitContainerStatuses: []v1.ContainerStatus{cs("init", ended), cs("proxy", run)},
+			ContainerStatuses:     []v1.ContainerStatus{cs("a", ended), cs("b", failed)}}, true},
+		{"one still running, Never", v1.RestartPolicyNever, v1.PodStatus{Phase: v1.PodRunning, Conditions: initialized,
+			InitContainerStatuses: []v1.ContainerStatus{cs("init", ended), cs("proxy", run)},
+			ContainerStatuses:     []v1.ContainerStatus{cs("a", ended), cs("b", run)}}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			spec := spec
+			spec.RestartPolicy = tc.policy
 			pod := &v1.Pod{Spec: spec, Status: tc.status}
 			if got := settledStatus(pod); got != tc.want {
 				t.Errorf("settled = %v, want %v", got, tc.want)

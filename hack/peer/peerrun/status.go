@@ -44,7 +44,7 @@ func (s PodStatus) Terminal() bool {
 // (a restarting one between runs: a crash loop's cgroups come and go whatever the wait), or
 // waiting in a back-off; before the pod is initialized, the regular init container that holds
 // it backing off. Containers being created (ContainerCreating, PodInitializing, no status
-// yet) are not settled.
+// yet) are not settled, nor is a pod being stopped because it finished (finishing).
 func settledStatus(pod *v1.Pod) bool {
 	st := pod.Status
 	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed || stuck(st) {
@@ -98,7 +98,26 @@ func settledStatus(pod *v1.Pod) bool {
 			return false
 		}
 	}
-	return true
+	return !finishing(pod.Spec.RestartPolicy, pod.Spec.Containers, byName)
+}
+
+// finishing reports whether none of the regular containers will run again — all ended, and
+// the restart policy is Never, or OnFailure and every one succeeded — in a pod not terminal
+// yet: the agent is stopping what still runs (its sidecars, each within its grace period)
+// and then its sandbox (the kubelet's computePodActions kills a pod with nothing to keep
+// running and nothing to start), reporting the pod Running meanwhile. It settles when it
+// is terminal.
+func finishing(policy v1.RestartPolicy, containers []v1.Container, byName map[string]v1.ContainerStatus) bool {
+	if policy != v1.RestartPolicyNever && policy != v1.RestartPolicyOnFailure {
+		return false
+	}
+	for _, c := range containers {
+		t := byName[c.Name].State.Terminated
+		if t == nil || policy == v1.RestartPolicyOnFailure && t.ExitCode != 0 {
+			return false
+		}
+	}
+	return len(containers) > 0
 }
 
 // backOffReasons are the waiting reasons of a container that waits for its next attempt.

@@ -1,10 +1,10 @@
 package lifecycle
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -24,8 +24,8 @@ func EmptyDirs(pod *v1.Pod, path func(name string) string) map[string]string {
 // PrepareVolumes makes the pod's volumes ready on the host and returns the host path of each
 // by name: emptyDir makes an emptyDir volume (the runtime decides where it lives and who owns
 // it) and returns its path; a hostPath volume is checked or created per its type
-// (PrepareHostPath). Other volume types are left out (validation rejects them). An error names
-// the volume.
+// (PrepareHostPath). Other volume types are left out (validation rejects them). An error is a
+// *VolumeError.
 func PrepareVolumes(pod *v1.Pod, emptyDir func(v *v1.Volume) (string, error)) (map[string]string, error) {
 	out := map[string]string{}
 	for i := range pod.Spec.Volumes {
@@ -34,12 +34,12 @@ func PrepareVolumes(pod *v1.Pod, emptyDir func(v *v1.Volume) (string, error)) (m
 		case v.EmptyDir != nil:
 			dir, err := emptyDir(v)
 			if err != nil {
-				return nil, fmt.Errorf("volume %q: %w", v.Name, err)
+				return nil, &VolumeError{Volume: v.Name, Err: err}
 			}
 			out[v.Name] = dir
 		case v.HostPath != nil:
 			if err := PrepareHostPath(v.HostPath); err != nil {
-				return nil, fmt.Errorf("volume %q: hostPath %s: %w", v.Name, v.HostPath.Path, err)
+				return nil, &VolumeError{Volume: v.Name, Err: err}
 			}
 			out[v.Name] = v.HostPath.Path
 		}
@@ -47,46 +47,100 @@ func PrepareVolumes(pod *v1.Pod, emptyDir func(v *v1.Volume) (string, error)) (m
 	return out, nil
 }
 
-// PrepareHostPath checks or creates a hostPath per its type, as the kubelet does:
-// DirectoryOrCreate makes the directory (0755), FileOrCreate an empty file (0644) and its
-// parent directories; the other types must already exist as that kind of file; no type is not
-// checked.
+// VolumeError is a volume that could not be made ready: Err is the kubelet's MountVolume.SetUp
+// error for it.
+type VolumeError struct {
+	Volume string
+	Err    error
+}
+
+func (e *VolumeError) Error() string { return fmt.Sprintf("volume %q: %v", e.Volume, e.Err) }
+
+func (e *VolumeError) Unwrap() error { return e.Err }
+
+// PrepareHostPath checks or creates a hostPath per its type, as the kubelet's hostPath volume
+// plugin does at SetUp (pkg/volume/hostpath/host_path.go checkTypeInternal), with its errors:
+// DirectoryOrCreate makes the directory and its parents (0755) when nothing is there,
+// FileOrCreate an empty file (0644) but not its parent directory (a missing parent fails the
+// mount); then, as for the other types, what is there must be that kind of file. No type is
+// not checked.
 func PrepareHostPath(hp *v1.HostPathVolumeSource) error {
 	t := v1.HostPathUnset
 	if hp.Type != nil {
 		t = *hp.Type
 	}
+	path := hp.Path
+	_, statErr := os.Stat(path)
+	exists := statErr == nil
 	switch t {
-	case v1.HostPathDirectoryOrCreate:
-		return os.MkdirAll(hp.Path, 0o755)
-	case v1.HostPathFileOrCreate:
-		if err := os.MkdirAll(filepath.Dir(hp.Path), 0o755); err != nil {
-			return err
-		}
-		f, err := os.OpenFile(hp.Path, os.O_RDONLY|os.O_CREATE, 0o644)
-		if err != nil {
-			return err
-		}
-		return f.Close()
 	case v1.HostPathUnset:
 		return nil
+	case v1.HostPathDirectoryOrCreate:
+		if !exists {
+			if err := os.MkdirAll(path, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+			return nil
+		}
+		t = v1.HostPathDirectory
+	case v1.HostPathFileOrCreate:
+		if !exists {
+			f, err := os.OpenFile(path, os.O_CREATE, 0o644)
+			if f != nil {
+				f.Close()
+			}
+			if err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+			return nil
+		}
+		t = v1.HostPathFile
 	}
-	fi, err := os.Stat(hp.Path)
-	if err != nil {
-		return err
-	}
-	m := fi.Mode()
-	ok := map[v1.HostPathType]bool{
-		v1.HostPathDirectory: m.IsDir(),
-		v1.HostPathFile:      m.IsRegular(),
-		v1.HostPathSocket:    m&fs.ModeSocket != 0,
-		v1.HostPathCharDev:   m&fs.ModeCharDevice != 0,
-		v1.HostPathBlockDev:  m&fs.ModeDevice != 0 && m&fs.ModeCharDevice == 0,
+	expected, ok := map[v1.HostPathType]string{
+		v1.HostPathDirectory: "directory",
+		v1.HostPathFile:      "file",
+		v1.HostPathSocket:    "socket file",
+		v1.HostPathCharDev:   "character device",
+		v1.HostPathBlockDev:  "block device",
 	}[t]
 	if !ok {
-		return fmt.Errorf("is not a %s", t)
+		return fmt.Errorf("%s is an invalid volume type", t)
+	}
+	got, err := hostFileType(path)
+	switch {
+	case err != nil:
+		return fmt.Errorf("hostPath type check failed, %s is not a %s, unable to determine its type: %w", path, expected, err)
+	case got != string(t):
+		return fmt.Errorf("hostPath type check failed: %s is not a %s, it's a %s", path, expected, got)
 	}
 	return nil
+}
+
+// hostFileType is the kind of file at path, named as the kubelet's hostutil names it
+// (pkg/volume/util/hostutil/hostutil.go getFileType): Directory, File, Socket, CharDevice,
+// BlockDevice.
+func hostFileType(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("path %q does not exist", path)
+	}
+	if err != nil {
+		return "", err
+	}
+	m := fi.Mode()
+	switch {
+	case m.IsDir():
+		return string(v1.HostPathDirectory), nil
+	case m.IsRegular():
+		return string(v1.HostPathFile), nil
+	case m&fs.ModeSocket != 0:
+		return string(v1.HostPathSocket), nil
+	case m&fs.ModeCharDevice != 0:
+		return string(v1.HostPathCharDev), nil
+	case m&fs.ModeDevice != 0:
+		return string(v1.HostPathBlockDev), nil
+	}
+	return "", errors.New("only recognise file, directory, socket, block device and character device")
 }
 
 // MemoryVolumeSize is the size of a memory-backed emptyDir's tmpfs in bytes, as the kubelet's

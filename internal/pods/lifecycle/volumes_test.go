@@ -33,18 +33,24 @@ func TestPrepareHostPath(t *testing.T) {
 		wantReg bool // the path is a regular file afterwards
 	}{
 		{name: "unset: not checked", path: filepath.Join(dir, "missing"), typ: v1.HostPathUnset},
-		{name: "DirectoryOrCreate creates", path: filepath.Join(dir, "a", "b"), typ: v1.HostPathDirectoryOrCreate, wantDir: true},
-		{name: "FileOrCreate creates with parents", path: filepath.Join(dir, "c", "f"), typ: v1.HostPathFileOrCreate, wantReg: true},
+		{name: "DirectoryOrCreate creates with parents", path: filepath.Join(dir, "a", "b"), typ: v1.HostPathDirectoryOrCreate, wantDir: true},
+		{name: "DirectoryOrCreate on a file", path: file, typ: v1.HostPathDirectoryOrCreate, wantErr: "hostPath type check failed: " + file + " is not a directory, it's a File"},
+		{name: "FileOrCreate creates", path: filepath.Join(dir, "new"), typ: v1.HostPathFileOrCreate, wantReg: true},
+		{name: "FileOrCreate makes no parent", path: filepath.Join(dir, "c", "f"), typ: v1.HostPathFileOrCreate, wantErr: "no such file or directory"},
 		{name: "FileOrCreate keeps a file", path: file, typ: v1.HostPathFileOrCreate, wantReg: true},
+		{name: "FileOrCreate on a directory", path: dir, typ: v1.HostPathFileOrCreate, wantErr: "hostPath type check failed: " + dir + " is not a file, it's a Directory"},
 		{name: "Directory", path: dir, typ: v1.HostPathDirectory, wantDir: true},
-		{name: "Directory that is a file", path: file, typ: v1.HostPathDirectory, wantErr: "is not a Directory"},
+		{name: "Directory that is a file", path: file, typ: v1.HostPathDirectory, wantErr: "hostPath type check failed: " + file + " is not a directory, it's a File"},
 		{name: "File", path: file, typ: v1.HostPathFile, wantReg: true},
-		{name: "File that is a directory", path: dir, typ: v1.HostPathFile, wantErr: "is not a File"},
+		{name: "File that is a directory", path: dir, typ: v1.HostPathFile, wantErr: "hostPath type check failed: " + dir + " is not a file, it's a Directory"},
 		{name: "Socket", path: sock, typ: v1.HostPathSocket},
-		{name: "Socket that is a file", path: file, typ: v1.HostPathSocket, wantErr: "is not a Socket"},
+		{name: "Socket that is a file", path: file, typ: v1.HostPathSocket, wantErr: "hostPath type check failed: " + file + " is not a socket file, it's a File"},
+		{name: "missing Socket", path: filepath.Join(dir, "docker.sock"), typ: v1.HostPathSocket,
+			wantErr: "hostPath type check failed, " + filepath.Join(dir, "docker.sock") + " is not a socket file, unable to determine its type: path \"" + filepath.Join(dir, "docker.sock") + "\" does not exist"},
 		{name: "CharDevice", path: "/dev/null", typ: v1.HostPathCharDev},
-		{name: "BlockDevice that is a char device", path: "/dev/null", typ: v1.HostPathBlockDev, wantErr: "is not a BlockDevice"},
-		{name: "missing Directory", path: filepath.Join(dir, "missing"), typ: v1.HostPathDirectory, wantErr: "no such file"},
+		{name: "BlockDevice that is a char device", path: "/dev/null", typ: v1.HostPathBlockDev, wantErr: "hostPath type check failed: /dev/null is not a block device, it's a CharDevice"},
+		{name: "missing Directory", path: filepath.Join(dir, "missing"), typ: v1.HostPathDirectory, wantErr: "unable to determine its type: path"},
+		{name: "unknown type", path: dir, typ: "Fifo", wantErr: "Fifo is an invalid volume type"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -96,7 +102,7 @@ func TestPrepareVolumes(t *testing.T) {
 	}{
 		{"emptyDir fails", v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}, `volume "scratch": disk full`},
 		{"hostPath of the wrong type", v1.Volume{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/dev/null", Type: &dirType}}},
-			`volume "host": hostPath /dev/null: is not a Directory`},
+			`volume "host": hostPath type check failed: /dev/null is not a directory, it's a CharDevice`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

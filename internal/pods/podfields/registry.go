@@ -63,6 +63,14 @@ const (
 	noDRA        = "dynamic resource allocation is " + notYet + ": the node prepares no ResourceClaim (no DRA driver plugins)"
 )
 
+// NotYet is in the reason of every refusal of a field slicelet does not implement yet, NoPlugin
+// in that of every volume type it has no plugin for: a caller (a test harness comparing
+// slicelet with the kubelet) tells these refusals apart by them.
+const (
+	NotYet   = notYet
+	NoPlugin = noPlugin
+)
+
 // containerFields are the entries of a container, relative to it; they apply to containers and
 // init containers alike.
 var containerFields = []Entry{

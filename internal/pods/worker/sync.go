@@ -49,8 +49,9 @@ func (w *Worker) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice
 		objVols, volErr = w.syncObjectVolumes(pod, e)
 	}
 	var (
-		o *observed
-		p lifecycle.Plan
+		o    *observed
+		p    lifecycle.Plan
+		vols map[string]string // every volume's host path, once set up for this sync
 	)
 	for i := 0; ; i++ {
 		var err error
@@ -105,14 +106,17 @@ func (w *Worker) SyncPod(ctx context.Context, pod *v1.Pod, slice slices.PodSlice
 				errs = append(errs, w.stopContainer(ctx, pod, v.current.ContainerStatus, lifecycle.GracePeriod(pod), ""))
 			}
 		}
+		if len(p.Start) > 0 && volErr == nil && vols == nil {
+			vols, volErr = w.setUpVolumes(pod, e, objVols)
+		}
 		if len(p.Start) > 0 && volErr != nil {
-			// The kubelet starts no container until every volume is mounted: the pod waits
-			// in ContainerCreating (FailedMount was reported).
+			// The kubelet makes no sandbox and starts no container until every volume is
+			// mounted: the pod waits in ContainerCreating (FailedMount was reported).
 			w.log.Info("containers wait for their volumes", "pod_uid", uid, "error", volErr)
 			break
 		}
 		if len(p.Start) > 0 {
-			errs = append(errs, w.startAll(ctx, pod, slice, e, o, p.Start, objVols)...)
+			errs = append(errs, w.startAll(ctx, pod, slice, e, o, p.Start, vols)...)
 		}
 		if err := errors.Join(errs...); err != nil {
 			return w.podStatus(o, p), err
@@ -302,11 +306,11 @@ func (w *Worker) runtimeHandler(pod *v1.Pod) (string, error) {
 }
 
 // startAll starts the containers of one plan step (the kubelet's startContainer for each):
-// several at once, as nothing orders the containers of one step. An image that cannot be
-// pulled or a container that cannot be created holds the container back with back-off
-// (ErrImagePull, CreateContainerError); a start failure leaves an exited container
-// (StartError) to which the restart policy applies.
-func (w *Worker) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlice, e *entry, o *observed, acts []lifecycle.StartAction, objVols map[string]string) []error {
+// several at once, as nothing orders the containers of one step, with vols the host paths of
+// the pod's volumes (setUpVolumes). An image that cannot be pulled or a container that cannot
+// be created holds the container back with back-off (ErrImagePull, CreateContainerError); a
+// start failure leaves an exited container (StartError) to which the restart policy applies.
+func (w *Worker) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlice, e *entry, o *observed, acts []lifecycle.StartAction, vols map[string]string) []error {
 	var sbID string
 	var sbCfg *runtimeapi.PodSandboxConfig
 	if o.sandbox != nil {
@@ -331,13 +335,6 @@ func (w *Worker) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlic
 		e.recMu.Lock()
 		e.podIPs = ips
 		e.recMu.Unlock()
-	}
-	vols, err := w.prepareVolumes(pod)
-	if err != nil {
-		return []error{err}
-	}
-	for name, dir := range objVols {
-		vols[name] = dir
 	}
 	// The restart back-off advances for every container that restarts (kubelet: the back-off
 	// entry is updated when the restart is attempted).

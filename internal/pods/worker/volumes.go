@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 
@@ -57,6 +58,36 @@ func (w *Worker) prepareVolumes(pod *v1.Pod) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	return vols, nil
+}
+
+// setUpVolumes makes the pod's emptyDir and hostPath volumes ready (prepareVolumes) and
+// returns every volume's host path, the object volumes (objVols) included, before anything of
+// the pod is made in the runtime: the kubelet's SyncPod waits for every volume to be mounted
+// (pkg/kubelet/kubelet.go, volumeManager.WaitForAttachAndMount) before containerRuntime.SyncPod
+// makes the sandbox, so a pod whose hostPath is missing or of the wrong type has no sandbox.
+// A volume that cannot be set up is reported as FailedMount in the kubelet's words, once per
+// change of its error.
+func (w *Worker) setUpVolumes(pod *v1.Pod, e *entry, objVols map[string]string) (map[string]string, error) {
+	vols, err := w.prepareVolumes(pod)
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+		if ve := (*lifecycle.VolumeError)(nil); errors.As(err, &ve) {
+			msg = fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", ve.Volume, ve.Err)
+		}
+	}
+	e.recMu.Lock()
+	changed := msg != e.setUpErr
+	e.setUpErr = msg
+	e.recMu.Unlock()
+	if changed && msg != "" {
+		w.podEvent(pod, v1.EventTypeWarning, EventFailedMount, "%s", msg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(vols, objVols)
 	return vols, nil
 }
 

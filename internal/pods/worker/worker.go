@@ -144,13 +144,15 @@ type Worker struct {
 type entry struct {
 	mu sync.Mutex // serializes SyncPod, KillPod and Forget of the pod
 
-	// recMu guards rec, waits, backOffSeen and podIPs (short sections; GC takes it without mu).
+	// recMu guards rec, waits, backOffSeen, the mount errors and podIPs (short sections; GC
+	// takes it without mu).
 	recMu       sync.Mutex
 	rec         *podRecord // nil until loaded
 	waits       map[string]*hold
 	backOffSeen map[string]uint32 // container → attempt whose back-off was reported
 	mountErr    string            // why object volumes could not be written at the last sync
 	claims      map[string]string // the node paths of the claims' volumes set up, by volume name
+	setUpErr    string            // why emptyDir and hostPath volumes could not be set up at the last start
 	podIPs      []string          // the IPs of the sandbox the pod's containers start in, off the host's network
 	// finished: the pod finished and what it held was released (releaseFinished); guarded
 	// by mu, not recMu.
