@@ -91,6 +91,9 @@ type Options struct {
 	SliceletDNS bool
 	// NoAddons leaves the add-ons out (the nodes then stay NotReady: no pod network).
 	NoAddons bool
+	// OnFailure, when set, is called with Start's error before Start stops what it started
+	// (a demo holds the cluster there to be looked at).
+	OnFailure func(error)
 }
 
 // Cluster is a running cluster.
@@ -135,6 +138,9 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	c = &Cluster{o: o, began: time.Now()}
 	defer func() {
 		if err != nil {
+			if o.OnFailure != nil {
+				o.OnFailure(err)
+			}
 			err = errors.Join(err, c.Close(context.WithoutCancel(ctx)))
 		}
 	}()
