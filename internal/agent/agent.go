@@ -215,6 +215,9 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	}
 	d.rt = d.prt.worker
 	d.images = d.prt.images != nil
+	if d.prt.network != nil {
+		d.health.Register(networkWarnable)
+	}
 	security, err := admission.ParsePodSecurityLevels(cfg.Pods.Security.BySource())
 	if err != nil {
 		return nil, err
