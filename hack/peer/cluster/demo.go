@@ -187,7 +187,7 @@ func (c *Cluster) Demo(ctx context.Context, out io.Writer) error {
 		if err := c.expect(ctx, out, "Address", "exec", "client", "--", "nslookup", p+".db.default.svc."+Domain); err != nil {
 			return err
 		}
-		if err := c.expect(ctx, out, p, "exec", "client", "--", "wget", "-q", "-T", "5", "-O-", "http://"+p+".db:8080"); err != nil {
+		if err := c.expect(ctx, out, p, fetch("client", "http://"+p+".db:8080")...); err != nil {
 			return err
 		}
 	}
@@ -211,11 +211,18 @@ func (c *Cluster) Demo(ctx context.Context, out io.Writer) error {
 // holds want.
 func (c *Cluster) ExpectServiceByName(ctx context.Context, out io.Writer, client, service, want string) error {
 	for _, url := range []string{"http://" + service, "http://" + service + ".default.svc." + Domain} {
-		if err := c.expect(ctx, out, want, "exec", client, "--", "wget", "-q", "-T", "5", "-O-", url); err != nil {
+		if err := c.expect(ctx, out, want, fetch(client, url)...); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// fetch is kubectl's arguments to GET url from pod client, five seconds at most. The limit is
+// busybox's timeout, not wget -T: Debian's static busybox 1.35 wget dies of SIGSEGV with -T
+// once the transfer is done.
+func fetch(client, url string) []string {
+	return []string{"exec", client, "--", "timeout", "5", "wget", "-q", "-O-", url}
 }
 
 // expect runs kubectl with args until its output contains want, a minute at most (a Service's
