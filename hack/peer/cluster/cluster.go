@@ -533,6 +533,28 @@ func (c *Cluster) KubectlStdin(ctx context.Context, out io.Writer, path string, 
 	return c.kubectl(ctx, out, f, args)
 }
 
+// KubectlTerminal is [Cluster.Kubectl] on a terminal, as a user types kubectl run -it or
+// kubectl attach -it: kubectl runs under script(1), whose pseudo-terminal is its standard
+// input and output, and input is what is typed there.
+func (c *Cluster) KubectlTerminal(ctx context.Context, out io.Writer, input string, args ...string) (string, error) {
+	fmt.Fprintf(out, "$ kubectl %s  # on a terminal, typing %q\n", strings.Join(args, " "), input)
+	line := []string{shellQuote(filepath.Join(c.o.BinDir, "kubectl")), "--kubeconfig", shellQuote(c.CP.AdminKubeconfig())}
+	for _, a := range args {
+		line = append(line, shellQuote(a))
+	}
+	cmd := c.cpBox.Instance().Command(ctx, "script", "--quiet", "--return", "--command", strings.Join(line, " "), "/dev/null")
+	var buf bytes.Buffer
+	cmd.Stdin = strings.NewReader(input)
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(&buf, out), io.MultiWriter(&buf, out)
+	if err := cmd.Run(); err != nil {
+		return buf.String(), fmt.Errorf("kubectl %s (on a terminal): %w", strings.Join(args, " "), err)
+	}
+	return buf.String(), nil
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
 func (c *Cluster) kubectl(ctx context.Context, out io.Writer, stdin io.Reader, args []string) (string, error) {
 	cmd := c.cpBox.Instance().Command(ctx, filepath.Join(c.o.BinDir, "kubectl"), append([]string{"--kubeconfig", c.CP.AdminKubeconfig()}, args...)...)
 	var buf bytes.Buffer

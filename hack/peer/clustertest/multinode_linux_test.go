@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -14,10 +15,12 @@ import (
 )
 
 // addonsEnv names the directory of the add-ons' binaries (make peer-addons-build);
-// nodesEnv the nodes' agents of TestTwoNodesServiceByName (cluster.ParseNodes).
+// nodesEnv the nodes' agents of TestTwoNodesServiceByName (cluster.ParseNodes); prefixEnv,
+// when set, starts its sandboxes' names (clustertest-<pid> otherwise).
 const (
 	addonsEnv = "PEER_ADDONS_DIR"
 	nodesEnv  = "PEER_CLUSTER_NODES"
+	prefixEnv = "PEER_CLUSTER_PREFIX"
 )
 
 // TestMain lets this test binary be a node of the clusters the multi-node tests start: a copy
@@ -32,7 +35,8 @@ func TestMain(m *testing.M) {
 // and network namespace on a shared bridge, with kube-proxy, flannel and CoreDNS running as
 // workloads on them, and checks both ways that a pod on one node reaches by name a Service
 // whose only endpoint is on the other: cluster DNS, kube-proxy's rules and the routed pod
-// network, all three run by the nodes themselves.
+// network, all three run by the nodes themselves. Then kubectl run -it (a terminal) and -i
+// --rm (a container's stdin) on each node: attach through the API server's proxy to the node.
 func TestTwoNodesServiceByName(t *testing.T) {
 	bin, slicelet := prerequisites(t)
 	addons := os.Getenv(addonsEnv)
@@ -66,7 +70,7 @@ func TestTwoNodesServiceByName(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
 	defer cancel()
 	c, err := cluster.Start(ctx, cluster.Options{Work: t.TempDir(), BinDir: bin, Slicelet: slicelet, AddonsDir: addons,
-		Nodes: nodes, Prefix: fmt.Sprintf("clustertest-%d", os.Getpid()), Log: t.Output(), SliceletDNS: true})
+		Nodes: nodes, Prefix: cmp.Or(os.Getenv(prefixEnv), fmt.Sprintf("clustertest-%d", os.Getpid())), Log: t.Output(), SliceletDNS: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +100,13 @@ func TestTwoNodesServiceByName(t *testing.T) {
 		}
 		t.Run(fmt.Sprintf("%s to %s", pair[1], pair[0]), func(t *testing.T) {
 			if err := c.ExpectServiceByName(ctx, t.Output(), client, server, server); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	for _, n := range c.Nodes {
+		t.Run("kubectl run -it and -i on "+n.Spec.Name, func(t *testing.T) {
+			if err := c.ExpectRunInteractive(ctx, t.Output(), n.Spec.Name); err != nil {
 				t.Fatal(err)
 			}
 		})
