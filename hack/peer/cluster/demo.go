@@ -219,11 +219,16 @@ func (c *Cluster) Demo(ctx context.Context, out io.Writer) error {
 // holds want.
 func (c *Cluster) ExpectServiceByName(ctx context.Context, out io.Writer, client, service, want string) error {
 	for _, url := range []string{"http://" + service, "http://" + service + ".default.svc." + Domain} {
-		if err := c.expect(ctx, out, want, fetch(client, url)...); err != nil {
+		if err := c.ExpectFetch(ctx, out, client, url, want); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ExpectFetch checks that pod client (namespace default) GETs url and the answer holds want.
+func (c *Cluster) ExpectFetch(ctx context.Context, out io.Writer, client, url, want string) error {
+	return c.expect(ctx, out, want, fetch(client, url)...)
 }
 
 // ExpectRunInteractive checks kubectl run with the container's standard input on node, both

@@ -103,6 +103,17 @@ func TestTwoNodesServiceByName(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+		t.Run(fmt.Sprintf("%s to the hostPort on %s", pair[1], pair[0]), func(t *testing.T) {
+			ip := ""
+			for _, n := range c.Nodes {
+				if n.Spec.Name == pair[0] {
+					ip = n.IP
+				}
+			}
+			if err := c.ExpectFetch(ctx, t.Output(), client, fmt.Sprintf("http://%s:%d", ip, hostPort), server); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 	for _, n := range c.Nodes {
 		t.Run("kubectl run -it and -i on "+n.Spec.Name, func(t *testing.T) {
@@ -113,8 +124,12 @@ func TestTwoNodesServiceByName(t *testing.T) {
 	}
 }
 
+// hostPort is the servers' host port (the CNI portmap plugin after flannel's bridge).
+const hostPort = 18080
+
 // serverAndClient is an HTTP server answering with its hostname on node server (pod and
-// Service web-<server>) and a client pod on node client (client-<client>).
+// Service web-<server>, its port 8080 also on the node's hostPort) and a client pod on node
+// client (client-<client>).
 func serverAndClient(server, client string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -129,6 +144,7 @@ spec:
     image: %[3]s
     imagePullPolicy: IfNotPresent
     command: [sh, -c, 'mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www']
+    ports: [{containerPort: 8080, hostPort: %[4]d}]
     readinessProbe:
       httpGet: {path: /, port: 8080}
       periodSeconds: 2
@@ -153,5 +169,5 @@ spec:
     image: %[3]s
     imagePullPolicy: IfNotPresent
     command: [sleep, infinity]
-`, server, client, cluster.ToolsImage)
+`, server, client, cluster.ToolsImage, hostPort)
 }
