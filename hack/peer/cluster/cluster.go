@@ -209,7 +209,11 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		}
 	}
 	c.logf("waiting for every node Ready, kube-proxy and flannel on every node, CoreDNS available")
-	return c, c.WaitAddons(ctx)
+	if err := c.WaitAddons(ctx); err != nil {
+		return c, err
+	}
+	c.logf("every node Ready, the add-ons running")
+	return c, nil
 }
 
 // validate checks the options; errors name the field.
