@@ -301,7 +301,9 @@ func (c *Cluster) startNode(ctx context.Context, i int, spec NodeSpec, self stri
 		agent = c.o.Slicelet
 		binds = append(binds, filepath.Dir(c.o.Slicelet))
 	}
-	if n.box, err = peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: c.o.Prefix + "-" + spec.Name, WorkDir: c.o.Work, Binds: binds}); err != nil {
+	// The node's own network settings writable, as on any node: the CNI plugins set some
+	// (portmap: route_localnet on the pods' bridge, for hostPort).
+	if n.box, err = peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: c.o.Prefix + "-" + spec.Name, WorkDir: c.o.Work, Binds: binds, NetSysctls: true}); err != nil {
 		return nil, err
 	}
 	pid := n.box.Instance().InitPID()
