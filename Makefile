@@ -322,6 +322,19 @@ cluster-demo: clusterdemo-build
 	build/clusterdemo -bin $(abspath $(PEER_DIR)) -slicelet $(abspath $(BIN))/slicelet -addons $(abspath $(ADDONS_DIR)) \
 	  -nodes $(NODES) -work $(abspath build/cluster-demo)
 
+# make cluster-test [CLUSTER_NODES=kubelet,slicelet]: TestTwoNodesServiceByName (hack/peer/clustertest)
+# on a cluster of two nodes as make cluster-demo builds it: each way, a pod on one node reaches
+# by name a Service whose endpoint is on the other, then kubectl run -it and -i --rm on each
+# node. The default mixed cluster has each agent as client, server and attach target; NODES of
+# one kind: CLUSTER_NODES=slicelet,slicelet. About 5 minutes on 2 loaded cores, not part of make
+# test (docs/cluster.md, "Several nodes"). Root.
+CLUSTER_NODES ?= kubelet,slicelet
+.PHONY: cluster-test
+cluster-test: build
+	@test -x $(ADDONS_DIR)/kube-proxy -a -x $(ADDONS_DIR)/flanneld -a -x $(ADDONS_DIR)/coredns || $(MAKE) --no-print-directory peer-addons-build
+	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet PEER_ADDONS_DIR=$(abspath $(ADDONS_DIR)) \
+	  PEER_CLUSTER_NODES=$(CLUSTER_NODES) $(GO) test -count=1 -timeout 30m -v -run '^TestTwoNodesServiceByName$$' ./clustertest/
+
 # make cluster-demo-node: the one-node demo (hack/peer/clusterdemo): the control plane and a slicelet
 # node on 127.0.0.1 inside one throwaway systemd sandbox; the node Ready, a Deployment in kubepods
 # slices, a rolling update, kubectl logs, kubectl drain and an eviction under memory pressure.

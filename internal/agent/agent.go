@@ -280,6 +280,9 @@ func (d *daemon) buildPodStack(ctx context.Context, o Options) (err error) {
 	}
 	d.rt = d.prt.worker
 	d.images = d.prt.images != nil
+	if d.prt.network != nil {
+		d.health.Register(networkWarnable)
+	}
 	if d.security, err = admission.ParsePodSecurityLevels(cfg.Pods.Security.BySource()); err != nil {
 		return err
 	}

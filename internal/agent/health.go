@@ -31,6 +31,12 @@ var (
 	// down" Ready reason). A restart of slicelet does not bring containerd back: no watchdog.
 	runtimeWarnable = &health.Warnable{Code: "runtime", Title: "container runtime",
 		Severity: health.SeverityCritical}
+	// networkWarnable is the runtime's pod network (runtime.network "cni"): until the
+	// cluster's CNI agent has written its configuration the runtime reports it not ready, and
+	// the node is not Ready (the kubelet's "container runtime network not ready" reason), so
+	// that the scheduler places no pod needing it there (the node lifecycle's not-ready taint).
+	networkWarnable = &health.Warnable{Code: "network", Title: "pod network",
+		Severity: health.SeverityCritical}
 	// gcImagesWarnable and gcContainersWarnable are repeated garbage collection failures: one
 	// failure is often transient (a runtime restarting); three in a row (3 min of container GC,
 	// 15 min of image GC at the defaults) raise a node condition (the kubelet only records
@@ -121,6 +127,9 @@ func newMonitor(d *daemon, watchdog time.Duration, notify func(string) (bool, er
 			_, err := d.rt.PodUIDs(ctx)
 			return err
 		}},
+	}
+	if d.prt != nil && d.prt.network != nil {
+		m.probes = append(m.probes, probe{networkWarnable, d.prt.network})
 	}
 	return m
 }

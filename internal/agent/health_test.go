@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -162,5 +164,55 @@ func TestConfigProblems(t *testing.T) {
 	p := errors.Join(configProblems(cfg, units.ModeHybrid)...)
 	if p == nil || !strings.Contains(p.Error(), "TieredReservation") || !strings.Contains(p.Error(), "cgroup v1") {
 		t.Errorf("v1: %v", p)
+	}
+}
+
+// TestMonitorProbesNetwork: with the CNI network the monitor probes the runtime's pod network,
+// and while the runtime reports it not ready the node is not Ready, saying why (as a kubelet
+// node before its CNI agent runs); on the host's network there is no such probe.
+func TestMonitorProbesNetwork(t *testing.T) {
+	notReady := errors.New("container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized")
+	netErr := notReady
+	tr := health.New(health.Options{})
+	tr.Register(networkWarnable)
+	for _, w := range eviction.PressureWarnables {
+		tr.SetHealthy(w)
+	}
+	d := &daemon{health: tr, prt: &podRuntime{network: func(context.Context) error { return netErr }}, log: slog.New(slog.DiscardHandler)}
+	mon := newMonitor(d, 0, nil)
+	var check func(context.Context) error
+	for _, p := range mon.probes {
+		if p.w == networkWarnable {
+			check = p.check
+		}
+	}
+	if check == nil {
+		t.Fatal("no pod network probe with runtime.network cni")
+	}
+	ready := func() v1.NodeCondition {
+		for _, c := range nodeConditions(tr.State()) {
+			if c.Type == v1.NodeReady {
+				return c
+			}
+		}
+		t.Fatal("no Ready condition")
+		return v1.NodeCondition{}
+	}
+	mon.probes = []probe{{networkWarnable, check}}
+	mon.probe(t.Context())
+	if r := ready(); r.Status != v1.ConditionFalse || r.Message != "pod network: "+notReady.Error() {
+		t.Errorf("Ready with the network not ready = %+v", r)
+	}
+	netErr = nil
+	mon.probe(t.Context())
+	if r := ready(); r.Status != v1.ConditionTrue {
+		t.Errorf("Ready with the network ready = %+v", r)
+	}
+
+	d.prt.network = nil
+	for _, p := range newMonitor(d, 0, nil).probes {
+		if p.w == networkWarnable {
+			t.Error("a pod network probe on the host's network")
+		}
 	}
 }

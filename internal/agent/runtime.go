@@ -52,6 +52,9 @@ type podRuntime struct {
 	// strictGroups reports whether the runtime applies supplementalGroupsPolicy Strict, for
 	// admission; nil for a runtime that never does (systemd).
 	strictGroups func() bool
+	// network is nil while the runtime reports its pod network ready, else why not; nil
+	// itself when pods use the host's network (runtime.network "host").
+	network func(ctx context.Context) error
 }
 
 // newRuntime builds the configured container runtime and the pod worker over it. The CRI
@@ -111,6 +114,9 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 		pr.imageFsPath = rt.ImageFsMountpoint
 		pr.streamer = rt
 		pr.strictGroups = rt.SupportsSupplementalGroupsPolicy
+		if cfg.Runtime.Network == config.NetworkCNI {
+			pr.network = rt.NetworkReady
+		}
 		pr.storage.Layers = func(ctx context.Context, pod *v1.Pod) (map[string]eviction.DiskUsage, error) {
 			layers, err := rt.WritableLayers(ctx, pod)
 			if err != nil {

@@ -91,6 +91,9 @@ type Options struct {
 	SliceletDNS bool
 	// NoAddons leaves the add-ons out (the nodes then stay NotReady: no pod network).
 	NoAddons bool
+	// OnFailure, when set, is called with Start's error before Start stops what it started
+	// (a demo holds the cluster there to be looked at).
+	OnFailure func(error)
 }
 
 // Cluster is a running cluster.
@@ -135,6 +138,9 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	c = &Cluster{o: o, began: time.Now()}
 	defer func() {
 		if err != nil {
+			if o.OnFailure != nil {
+				o.OnFailure(err)
+			}
 			err = errors.Join(err, c.Close(context.WithoutCancel(ctx)))
 		}
 	}()
@@ -203,7 +209,11 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		}
 	}
 	c.logf("waiting for every node Ready, kube-proxy and flannel on every node, CoreDNS available")
-	return c, c.WaitAddons(ctx)
+	if err := c.WaitAddons(ctx); err != nil {
+		return c, err
+	}
+	c.logf("every node Ready, the add-ons running")
+	return c, nil
 }
 
 // validate checks the options; errors name the field.
@@ -291,7 +301,9 @@ func (c *Cluster) startNode(ctx context.Context, i int, spec NodeSpec, self stri
 		agent = c.o.Slicelet
 		binds = append(binds, filepath.Dir(c.o.Slicelet))
 	}
-	if n.box, err = peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: c.o.Prefix + "-" + spec.Name, WorkDir: c.o.Work, Binds: binds}); err != nil {
+	// The node's own network settings writable, as on any node: the CNI plugins set some
+	// (portmap: route_localnet on the pods' bridge, for hostPort).
+	if n.box, err = peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: c.o.Prefix + "-" + spec.Name, WorkDir: c.o.Work, Binds: binds, NetSysctls: true}); err != nil {
 		return nil, err
 	}
 	pid := n.box.Instance().InitPID()
@@ -526,6 +538,28 @@ func (c *Cluster) KubectlStdin(ctx context.Context, out io.Writer, path string, 
 	fmt.Fprintf(out, "$ kubectl %s < %s\n", strings.Join(args, " "), filepath.Base(path))
 	return c.kubectl(ctx, out, f, args)
 }
+
+// KubectlTerminal is [Cluster.Kubectl] on a terminal, as a user types kubectl run -it or
+// kubectl attach -it: kubectl runs under script(1), whose pseudo-terminal is its standard
+// input and output, and input is what is typed there.
+func (c *Cluster) KubectlTerminal(ctx context.Context, out io.Writer, input string, args ...string) (string, error) {
+	fmt.Fprintf(out, "$ kubectl %s  # on a terminal, typing %q\n", strings.Join(args, " "), input)
+	line := []string{shellQuote(filepath.Join(c.o.BinDir, "kubectl")), "--kubeconfig", shellQuote(c.CP.AdminKubeconfig())}
+	for _, a := range args {
+		line = append(line, shellQuote(a))
+	}
+	cmd := c.cpBox.Instance().Command(ctx, "script", "--quiet", "--return", "--command", strings.Join(line, " "), "/dev/null")
+	var buf bytes.Buffer
+	cmd.Stdin = strings.NewReader(input)
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(&buf, out), io.MultiWriter(&buf, out)
+	if err := cmd.Run(); err != nil {
+		return buf.String(), fmt.Errorf("kubectl %s (on a terminal): %w", strings.Join(args, " "), err)
+	}
+	return buf.String(), nil
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func (c *Cluster) kubectl(ctx context.Context, out io.Writer, stdin io.Reader, args []string) (string, error) {
 	cmd := c.cpBox.Instance().Command(ctx, filepath.Join(c.o.BinDir, "kubectl"), append([]string{"--kubeconfig", c.CP.AdminKubeconfig()}, args...)...)

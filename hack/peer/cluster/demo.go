@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // demoManifest is the demo's workloads, for nodes first and last: a web server pinned to the
@@ -187,7 +190,7 @@ func (c *Cluster) Demo(ctx context.Context, out io.Writer) error {
 		if err := c.expect(ctx, out, "Address", "exec", "client", "--", "nslookup", p+".db.default.svc."+Domain); err != nil {
 			return err
 		}
-		if err := c.expect(ctx, out, p, "exec", "client", "--", "wget", "-q", "-T", "5", "-O-", "http://"+p+".db:8080"); err != nil {
+		if err := c.expect(ctx, out, p, fetch("client", "http://"+p+".db:8080")...); err != nil {
 			return err
 		}
 	}
@@ -203,7 +206,12 @@ func (c *Cluster) Demo(ctx context.Context, out io.Writer) error {
 			return fmt.Errorf("demo: DaemonSet hello: nodes %q, want one pod on %s", strings.Fields(ds), n.Spec.Name)
 		}
 	}
-	return c.expect(ctx, out, "hello from", "logs", "-l", "app=hello", "--prefix")
+	if err := c.expect(ctx, out, "hello from", "logs", "-l", "app=hello", "--prefix"); err != nil {
+		return err
+	}
+
+	step("kubectl run -it and -i --rm on %s: a shell on a terminal, and a container's standard input", last.Spec.Name)
+	return c.ExpectRunInteractive(ctx, out, last.Spec.Name)
 }
 
 // ExpectServiceByName checks that pod client (namespace default) reaches the HTTP Service
@@ -211,11 +219,54 @@ func (c *Cluster) Demo(ctx context.Context, out io.Writer) error {
 // holds want.
 func (c *Cluster) ExpectServiceByName(ctx context.Context, out io.Writer, client, service, want string) error {
 	for _, url := range []string{"http://" + service, "http://" + service + ".default.svc." + Domain} {
-		if err := c.expect(ctx, out, want, "exec", client, "--", "wget", "-q", "-T", "5", "-O-", url); err != nil {
+		if err := c.ExpectFetch(ctx, out, client, url, want); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// ExpectFetch checks that pod client (namespace default) GETs url and the answer holds want.
+func (c *Cluster) ExpectFetch(ctx context.Context, out io.Writer, client, url, want string) error {
+	return c.expect(ctx, out, want, fetch(client, url)...)
+}
+
+// ExpectRunInteractive checks kubectl run with the container's standard input on node, both
+// ways a user does it: -it (on a terminal: a shell answers what is typed) and -i without a
+// terminal (the input reaches the container, whose stdin closes at its end: stdinOnce), each
+// with --rm (the pod deleted once the session ends).
+func (c *Cluster) ExpectRunInteractive(ctx context.Context, out io.Writer, node string) error {
+	overrides := fmt.Sprintf(`{"apiVersion":"v1","spec":{"nodeName":%q,"terminationGracePeriodSeconds":1}}`, node)
+	run := func(name string, mode string, cmd ...string) []string {
+		return append([]string{"run", name, "--image", ToolsImage, "--image-pull-policy", "IfNotPresent", "--restart", "Never",
+			"--rm", mode, "--overrides", overrides, "--"}, cmd...)
+	}
+	tty := "it-" + node
+	got, err := c.KubectlTerminal(ctx, out, "echo answer-$((6*7)) from $(hostname)\nexit\n", run(tty, "-it", "sh")...)
+	if err != nil || !strings.Contains(got, "answer-42 from "+tty) {
+		return fmt.Errorf("kubectl run -it on %s: %q, want the shell's answer-42 from %s (%v)", node, got, tty, err)
+	}
+	in := filepath.Join(c.o.Work, "stdin-"+node)
+	if err := os.WriteFile(in, []byte("abcd1234"), 0o644); err != nil {
+		return err
+	}
+	got, err = c.KubectlStdin(ctx, out, in, run("i-"+node, "-i", "sh", "-c", "cat && echo ' stdin closed'")...)
+	if err != nil || !strings.Contains(got, "abcd1234 stdin closed") {
+		return fmt.Errorf("kubectl run -i on %s: %q, want the input and its end (%v)", node, got, err)
+	}
+	for _, p := range []string{tty, "i-" + node} {
+		if _, err := c.Admin.CoreV1().Pods("default").Get(ctx, p, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("kubectl run --rm on %s: pod %s still there (%v)", node, p, err)
+		}
+	}
+	return nil
+}
+
+// fetch is kubectl's arguments to GET url from pod client, five seconds at most. The limit is
+// busybox's timeout, not wget -T: Debian's static busybox 1.35 wget dies of SIGSEGV with -T
+// once the transfer is done.
+func fetch(client, url string) []string {
+	return []string{"exec", client, "--", "timeout", "5", "wget", "-q", "-O-", url}
 }
 
 // expect runs kubectl with args until its output contains want, a minute at most (a Service's

@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -14,10 +15,12 @@ import (
 )
 
 // addonsEnv names the directory of the add-ons' binaries (make peer-addons-build);
-// nodesEnv the nodes' agents of TestTwoNodesServiceByName (cluster.ParseNodes).
+// nodesEnv the nodes' agents of TestTwoNodesServiceByName (cluster.ParseNodes); prefixEnv,
+// when set, starts its sandboxes' names (clustertest-<pid> otherwise).
 const (
 	addonsEnv = "PEER_ADDONS_DIR"
 	nodesEnv  = "PEER_CLUSTER_NODES"
+	prefixEnv = "PEER_CLUSTER_PREFIX"
 )
 
 // TestMain lets this test binary be a node of the clusters the multi-node tests start: a copy
@@ -32,7 +35,8 @@ func TestMain(m *testing.M) {
 // and network namespace on a shared bridge, with kube-proxy, flannel and CoreDNS running as
 // workloads on them, and checks both ways that a pod on one node reaches by name a Service
 // whose only endpoint is on the other: cluster DNS, kube-proxy's rules and the routed pod
-// network, all three run by the nodes themselves.
+// network, all three run by the nodes themselves. Then kubectl run -it (a terminal) and -i
+// --rm (a container's stdin) on each node: attach through the API server's proxy to the node.
 func TestTwoNodesServiceByName(t *testing.T) {
 	bin, slicelet := prerequisites(t)
 	addons := os.Getenv(addonsEnv)
@@ -66,7 +70,7 @@ func TestTwoNodesServiceByName(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
 	defer cancel()
 	c, err := cluster.Start(ctx, cluster.Options{Work: t.TempDir(), BinDir: bin, Slicelet: slicelet, AddonsDir: addons,
-		Nodes: nodes, Prefix: fmt.Sprintf("clustertest-%d", os.Getpid()), Log: t.Output(), SliceletDNS: true})
+		Nodes: nodes, Prefix: cmp.Or(os.Getenv(prefixEnv), fmt.Sprintf("clustertest-%d", os.Getpid())), Log: t.Output(), SliceletDNS: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,11 +103,33 @@ func TestTwoNodesServiceByName(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+		t.Run(fmt.Sprintf("%s to the hostPort on %s", pair[1], pair[0]), func(t *testing.T) {
+			ip := ""
+			for _, n := range c.Nodes {
+				if n.Spec.Name == pair[0] {
+					ip = n.IP
+				}
+			}
+			if err := c.ExpectFetch(ctx, t.Output(), client, fmt.Sprintf("http://%s:%d", ip, hostPort), server); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	for _, n := range c.Nodes {
+		t.Run("kubectl run -it and -i on "+n.Spec.Name, func(t *testing.T) {
+			if err := c.ExpectRunInteractive(ctx, t.Output(), n.Spec.Name); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 
+// hostPort is the servers' host port (the CNI portmap plugin after flannel's bridge).
+const hostPort = 18080
+
 // serverAndClient is an HTTP server answering with its hostname on node server (pod and
-// Service web-<server>) and a client pod on node client (client-<client>).
+// Service web-<server>, its port 8080 also on the node's hostPort) and a client pod on node
+// client (client-<client>).
 func serverAndClient(server, client string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -118,6 +144,7 @@ spec:
     image: %[3]s
     imagePullPolicy: IfNotPresent
     command: [sh, -c, 'mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www']
+    ports: [{containerPort: 8080, hostPort: %[4]d}]
     readinessProbe:
       httpGet: {path: /, port: 8080}
       periodSeconds: 2
@@ -142,5 +169,5 @@ spec:
     image: %[3]s
     imagePullPolicy: IfNotPresent
     command: [sleep, infinity]
-`, server, client, cluster.ToolsImage)
+`, server, client, cluster.ToolsImage, hostPort)
 }

@@ -35,6 +35,8 @@ type SandboxOptions struct {
 	Binds []string
 	// Log receives the sandbox's progress lines; discarded when nil.
 	Log io.Writer
+	// NetSysctls leaves the sandbox's /proc/sys/net writable (sandbox.Options.NetSysctls).
+	NetSysctls bool
 }
 
 // Sandbox is a booted cgroup v1 (hybrid) sandbox ready for both agents.
@@ -49,7 +51,7 @@ func BootSandbox(ctx context.Context, o SandboxOptions) (*Sandbox, error) {
 		return nil, fmt.Errorf("peerrun: work dir: %w", err)
 	}
 	opts := sandbox.Options{
-		Name: o.Name, Log: o.Log, OverlayRoot: true,
+		Name: o.Name, Log: o.Log, OverlayRoot: true, NetSysctls: o.NetSysctls,
 		Symlinks: []sandbox.Symlink{{Path: "/dev/kmsg", Target: "/dev/console"}},
 	}
 	settings := filepath.Join(o.WorkDir, "kernel-settings")

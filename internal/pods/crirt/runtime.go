@@ -164,6 +164,36 @@ func (r *Runtime) Version(ctx context.Context) (string, error) {
 	return v.RuntimeName + "://" + runtimeVersion(v.RuntimeVersion), nil
 }
 
+// NetworkReady is nil when the runtime reports its pod network ready (the CRI Status call's
+// NetworkReady condition true), else why not in the kubelet's words: "container runtime network
+// not ready: NetworkReady=false reason:NetworkPluginNotReady message:..." (pkg/kubelet/kubelet.go
+// updateRuntimeUp; kubecontainer.RuntimeCondition's String), which the kubelet puts in its
+// Node's Ready condition. A runtime that cannot be asked is the runtime's error, not the
+// network's.
+func (r *Runtime) NetworkReady(ctx context.Context) error {
+	resp, err := call(ctx, r, 0, func(ctx context.Context) (*runtimeapi.StatusResponse, error) {
+		return r.rs.Status(ctx, &runtimeapi.StatusRequest{})
+	})
+	if err != nil {
+		return fmt.Errorf("cri runtime status: %w", err)
+	}
+	return networkCondition(resp.GetStatus())
+}
+
+// networkCondition is NetworkReady's decision on a runtime status.
+func networkCondition(st *runtimeapi.RuntimeStatus) error {
+	for _, c := range st.GetConditions() {
+		if c.Type != runtimeapi.NetworkReady {
+			continue
+		}
+		if c.Status {
+			return nil
+		}
+		return fmt.Errorf("container runtime network not ready: %s=%t reason:%s message:%s", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return errors.New("container runtime network not ready: <nil>")
+}
+
 // runtimeVersion is the runtime's version as the kubelet reports it in nodeInfo: parsed as a
 // semantic version, else as a generic one (so containerd's Debian "1.6.20~ds1" is 1.6.20),
 // printed back (pkg/kubelet/kuberuntime/kuberuntime_manager.go, newRuntimeVersion); as given

@@ -1502,3 +1502,35 @@ func adoptKubeletPod(t *testing.T, e *env, pod, was *v1.Pod) {
 		t.Errorf("adopted status: phase %s, %+v (want %s running, restart count 2)", st.Phase, cs, ids[0])
 	}
 }
+
+// TestNetworkCondition: the runtime status's NetworkReady condition, as the kubelet reads it
+// (pkg/kubelet/kubelet.go updateRuntimeUp): true is ready; false, or missing, is the Ready
+// condition's message of a kubelet node whose CNI agent has not written its configuration yet.
+func TestNetworkCondition(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		st   *runtimeapi.RuntimeStatus
+		want string
+	}{
+		{"ready", &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+			{Type: runtimeapi.RuntimeReady, Status: true}, {Type: runtimeapi.NetworkReady, Status: true}}}, ""},
+		{"no CNI configuration yet (containerd's words)", &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+			{Type: runtimeapi.RuntimeReady, Status: true},
+			{Type: runtimeapi.NetworkReady, Reason: "NetworkPluginNotReady", Message: "Network plugin returns error: cni plugin not initialized"}}},
+			"container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"},
+		{"condition missing", &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{{Type: runtimeapi.RuntimeReady, Status: true}}},
+			"container runtime network not ready: <nil>"},
+		{"no status", nil, "container runtime network not ready: <nil>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := networkCondition(tc.st)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.want {
+				t.Errorf("networkCondition = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -607,3 +607,41 @@ func TestBindsFilesAndSymlinks(t *testing.T) {
 		})
 	}
 }
+
+// TestNetSysctls: with NetSysctls the instance writes its own network namespace's settings
+// (as a CNI plugin does: portmap's route_localnet) while the rest of /proc/sys stays read-only
+// and the machine's settings unchanged; without it /proc/sys/net is read-only too.
+func TestNetSysctls(t *testing.T) {
+	requireSandbox(t)
+	const setting = "/proc/sys/net/ipv4/conf/lo/route_localnet"
+	host, err := os.ReadFile(setting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(inst *Instance, path, value string) error {
+		return inst.Command(context.Background(), "sh", "-c", "echo "+value+" > "+path).Run()
+	}
+	for _, tc := range []struct {
+		name     string
+		writable bool
+	}{{"default", false}, {"NetSysctls", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			inst := startInstance(t, Options{Name: fmt.Sprintf("netsysctl-%d-%t", os.Getpid(), tc.writable), NetSysctls: tc.writable})
+			err := write(inst, setting, "1")
+			if tc.writable != (err == nil) {
+				t.Fatalf("writing %s inside: %v, want it to succeed: %t", setting, err, tc.writable)
+			}
+			if tc.writable {
+				if got := inside(t, inst, "cat", setting); got != "1" {
+					t.Errorf("%s inside after the write: %q", setting, got)
+				}
+			}
+			if err := write(inst, "/proc/sys/kernel/panic", "10"); err == nil {
+				t.Error("/proc/sys/kernel/panic written inside: want read-only")
+			}
+			if now, err := os.ReadFile(setting); err != nil || string(now) != string(host) {
+				t.Errorf("the machine's %s: %q, was %q (%v)", setting, now, host, err)
+			}
+		})
+	}
+}

@@ -68,6 +68,11 @@ type Options struct {
 	// with the instance. Other host mounts (/sys, separate file systems under /) are bound in
 	// read-only, as without the overlay; the state dir and the binds stay the host's.
 	OverlayRoot bool
+	// NetSysctls leaves /proc/sys/net writable inside (the rest of /proc/sys stays read-only):
+	// those settings are the instance's own network namespace's, as systemd-nspawn leaves them
+	// with --private-network. For a node whose CNI plugins set them (portmap's route_localnet
+	// on the pods' bridge).
+	NetSysctls bool
 }
 
 // privateTmpfs are the directories that get a fresh tmpfs inside, with their modes. A missing
@@ -146,6 +151,8 @@ type instanceConfig struct {
 	Symlinks  []Symlink  `json:"symlinks,omitempty"`
 	// OverlayRoot: see [Options.OverlayRoot].
 	OverlayRoot bool `json:"overlay_root,omitempty"`
+	// NetSysctls: see [Options.NetSysctls].
+	NetSysctls bool `json:"net_sysctls,omitempty"`
 }
 
 // cgroupLink is a symbolic link directly under /sys/fs/cgroup on the host (e.g. cpu -> cpu,cpuacct),

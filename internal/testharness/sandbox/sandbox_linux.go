@@ -130,7 +130,7 @@ func launch(o Options, mounts mountPlan) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.OverlayRoot = o.OverlayRoot
+	cfg.OverlayRoot, cfg.NetSysctls = o.OverlayRoot, o.NetSysctls
 	cfg.Binds, cfg.FileBinds, cfg.Symlinks = mounts.binds, mounts.files, mounts.links
 	if adjustConfig != nil {
 		adjustConfig(cfg)

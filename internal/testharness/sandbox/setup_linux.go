@@ -171,6 +171,17 @@ func runInit(stateDir, ptsPath string) error {
 			return err
 		}
 	}
+	if cfg.NetSysctls {
+		// A bind of the instance's own /proc/sys/net, without the read-only flag: the
+		// settings there are those of the network namespace of whoever writes them.
+		if err := unix.Mount("/proc/sys/net", "/proc/sys/net", "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind /proc/sys/net: %w", err)
+		}
+		// The bind copies the read-only flag of /proc/sys's: clear it.
+		if err := unix.MountSetattr(unix.AT_FDCWD, "/proc/sys/net", unix.AT_RECURSIVE, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			return fmt.Errorf("make /proc/sys/net writable: %w", err)
+		}
+	}
 	// Last, so that files can go over the instance's own /proc and /dev.
 	for n, f := range cfg.FileBinds {
 		if err := makeMountPoint(fileTrees[n], f.Target); err != nil {

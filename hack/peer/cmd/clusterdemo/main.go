@@ -40,13 +40,16 @@ func main() {
 	cluster.RunNodeIfInside()
 	var o clusterdemo.Options
 	var single, sliceletDNS bool
-	var nodes, addons string
+	var nodes, addons, prefix string
+	var hold bool
 	flag.StringVar(&o.BinDir, "bin", "", "the control plane's binaries, kubectl and the kubelet (build/peer/v1.37.2)")
 	flag.StringVar(&o.Slicelet, "slicelet", "", "slicelet's binary (bin/slicelet)")
 	flag.StringVar(&o.Work, "work", "", "the run directory (removed at the end)")
 	flag.StringVar(&nodes, "nodes", "slicelet,slicelet", "the nodes' agents, one a node (kubelet or slicelet)")
 	flag.StringVar(&addons, "addons", "", "kube-proxy, flanneld and coredns (make peer-addons-build)")
 	flag.BoolVar(&sliceletDNS, "slicelet-dns", true, "give slicelet nodes the cluster DNS ([cluster] dns_servers, domain)")
+	flag.StringVar(&prefix, "prefix", fmt.Sprintf("cluster-demo-%d", os.Getpid()), "the start of the sandboxes' names (<prefix>-cp, <prefix>-<node>)")
+	flag.BoolVar(&hold, "hold", false, "on failure, keep the cluster running until SIGINT or SIGTERM, to look at it (kubectl in <prefix>-cp, the nodes' journals)")
 	flag.BoolVar(&single, "single", false, "the one-node demo (slicelet and the control plane in one sandbox)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -58,7 +61,7 @@ func main() {
 	case single:
 		err = outside(ctx, o)
 	default:
-		err = multi(ctx, o, nodes, addons, sliceletDNS)
+		err = multi(ctx, o, multiOptions{nodes: nodes, addons: addons, prefix: prefix, sliceletDNS: sliceletDNS, hold: hold})
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "cluster-demo: %v\n", err)
@@ -66,10 +69,17 @@ func main() {
 	}
 }
 
+// multiOptions are the multi-node demo's flags.
+type multiOptions struct {
+	nodes, addons, prefix string
+	sliceletDNS, hold     bool
+}
+
 // multi runs the demo on a cluster of the nodes listed.
-func multi(ctx context.Context, o clusterdemo.Options, nodes, addons string, sliceletDNS bool) (err error) {
+func multi(ctx context.Context, o clusterdemo.Options, m multiOptions) (err error) {
 	began := time.Now()
-	specs, err := cluster.ParseNodes(nodes)
+	addons := m.addons
+	specs, err := cluster.ParseNodes(m.nodes)
 	if err != nil {
 		return err
 	}
@@ -95,7 +105,7 @@ func multi(ctx context.Context, o clusterdemo.Options, nodes, addons string, sli
 		fmt.Printf("cluster-demo took %s\n", time.Since(began).Round(time.Second))
 	}()
 	c, err := cluster.Start(ctx, cluster.Options{Work: o.Work, BinDir: o.BinDir, Slicelet: o.Slicelet, AddonsDir: addons,
-		Nodes: specs, Prefix: fmt.Sprintf("cluster-demo-%d", os.Getpid()), Log: os.Stdout, SliceletDNS: sliceletDNS})
+		Nodes: specs, Prefix: m.prefix, Log: os.Stdout, SliceletDNS: m.sliceletDNS, OnFailure: holder(ctx, m)})
 	if err != nil {
 		return err
 	}
@@ -104,10 +114,26 @@ func multi(ctx context.Context, o clusterdemo.Options, nodes, addons string, sli
 		err = errors.Join(err, c.Close(context.WithoutCancel(ctx)))
 	}()
 	if err := c.Demo(ctx, os.Stdout); err != nil {
+		if hold := holder(ctx, m); hold != nil {
+			hold(err)
+		}
 		return err
 	}
 	fmt.Printf("\n== done: %d nodes ran the pod network, kube-proxy and CoreDNS as workloads; a pod reached a Service by name on another node\n", len(specs))
 	return nil
+}
+
+// holder is what -hold does on a failure: print it and how to look at the cluster, then wait
+// for SIGINT or SIGTERM (ctx's end) before the cluster is stopped. Nil without -hold.
+func holder(ctx context.Context, m multiOptions) func(error) {
+	if !m.hold {
+		return nil
+	}
+	return func(err error) {
+		fmt.Printf("\n== failed: %v\n== holding the cluster until SIGINT or SIGTERM: go run ./hack/sandbox exec %s-cp (kubectl: the control plane's directory), %s-<node> (journalctl)\n",
+			err, m.prefix, m.prefix)
+		<-ctx.Done()
+	}
 }
 
 // outside checks the inputs, boots the sandbox and runs this program inside it.
