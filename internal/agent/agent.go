@@ -179,7 +179,11 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	if d.mcfg, err = cfg.SlicesConfig(capacity, mode.V2()); err != nil {
 		return nil, err
 	}
-	d.mcfg.Clock, d.mcfg.Health = d.clock, d.health
+	// The kubelet's own families (kubelet_*, rest_client_*, storage_operation_*) on /metrics,
+	// fed by the slice manager's operations, the worker's runtime calls and volume setups, the
+	// controller's syncs, the eviction manager and cluster mode's client.
+	kubelet := metrics.NewKubeletFamilies()
+	d.mcfg.Clock, d.mcfg.Health, d.mcfg.Observe = d.clock, d.health, kubelet.CgroupManagerOperation
 	d.mgr = slices.NewManager(d.sd, slices.NewCgroupFS(o.CgroupRoot), d.mcfg, log)
 	d.alloc = slices.NodeAllocatable(capacity, d.mcfg.Node.SystemReserved, d.mcfg.Node.KubeReserved, d.mcfg.Node.HardEviction)
 
@@ -206,9 +210,6 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	ips := nodeIPs(log)
 	// Cluster mode's objects, like its recorder, come once it is built.
 	d.clusterObjects = &lateObjects{}
-	// The kubelet's own families (kubelet_*, rest_client_*) on /metrics, fed by the worker's
-	// runtime calls, the controller's syncs, the eviction manager and cluster mode's client.
-	kubelet := metrics.NewKubeletFamilies()
 	extra := worker.Options{ProbeMetrics: probes, RuntimeMetrics: kubelet, Objects: d.objects, Cluster: d.clusterObjects, NodeName: hostname, NodeIPs: ips, Allocatable: d.alloc}
 	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, recorder, extra, log); err != nil {
 		return nil, err

@@ -52,6 +52,7 @@ type KubeletFamilies struct {
 	cgroupVersion      prometheus.Gauge
 	podStart           prometheus.Histogram
 	podWorker          *prometheus.HistogramVec
+	cgroupManager      *prometheus.HistogramVec
 	plegRelist         prometheus.Histogram
 	plegInterval       prometheus.Histogram
 	plegLastSeen       prometheus.Gauge
@@ -80,6 +81,8 @@ func NewKubeletFamilies() *KubeletFamilies {
 		podWorker: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: kubeletSubsystem, Name: "pod_worker_duration_seconds",
 			Help:    alpha + "Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync",
 			Buckets: prometheus.DefBuckets}, []string{"operation_type"}),
+		cgroupManager: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: kubeletSubsystem, Name: "cgroup_manager_duration_seconds",
+			Help: alpha + "Duration in seconds for cgroup manager operations. Broken down by method.", Buckets: prometheus.DefBuckets}, []string{"operation_type"}),
 		plegRelist: prometheus.NewHistogram(prometheus.HistogramOpts{Subsystem: kubeletSubsystem, Name: "pleg_relist_duration_seconds",
 			Help: alpha + "Duration in seconds for relisting pods in PLEG.", Buckets: prometheus.DefBuckets}),
 		plegInterval: prometheus.NewHistogram(prometheus.HistogramOpts{Subsystem: kubeletSubsystem, Name: "pleg_relist_interval_seconds",
@@ -107,7 +110,7 @@ func NewKubeletFamilies() *KubeletFamilies {
 }
 
 func (k *KubeletFamilies) collectors() []prometheus.Collector {
-	return []prometheus.Collector{k.nodeName, k.cgroupVersion, k.podStart, k.podWorker, k.plegRelist, k.plegInterval, k.plegLastSeen,
+	return []prometheus.Collector{k.nodeName, k.cgroupVersion, k.podStart, k.podWorker, k.cgroupManager, k.plegRelist, k.plegInterval, k.plegLastSeen,
 		k.runtimeOps, k.runtimeOpsDuration, k.runtimeOpsErrors, k.evictions, k.startedPods, k.startedPodsErrors,
 		k.restRequests, k.restLatency}
 }
@@ -148,6 +151,15 @@ func (k *KubeletFamilies) PodWorker(operation string, d time.Duration) {
 		return
 	}
 	k.podWorker.WithLabelValues(operation).Observe(d.Seconds())
+}
+
+// CgroupManagerOperation observes one operation on a cgroup
+// (kubelet_cgroup_manager_duration_seconds): create, update or destroy (slices.Operation*).
+func (k *KubeletFamilies) CgroupManagerOperation(operation string, d time.Duration) {
+	if k == nil {
+		return
+	}
+	k.cgroupManager.WithLabelValues(operation).Observe(d.Seconds())
 }
 
 // Relisted observes one relist of every container (the kubelet's PLEG relist): its

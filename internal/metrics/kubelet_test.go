@@ -29,6 +29,8 @@ func TestKubeletFamilies(t *testing.T) {
 	k.RuntimeOperation("list_containers", 3*time.Millisecond, false)
 	k.RuntimeOperation("start_container", 40*time.Millisecond, true)
 	k.RestRequest("200", "GET", "10.0.0.1:6443")
+	k.CgroupManagerOperation("create", 30*time.Millisecond)
+	k.CgroupManagerOperation("destroy", 2*time.Second)
 	m.Evicted("memory.available")
 
 	want := `
@@ -64,10 +66,40 @@ rest_client_requests_total{code="200",host="10.0.0.1:6443",method="GET"} 1
 # HELP kubelet_pleg_last_seen_seconds [ALPHA] Timestamp in seconds when PLEG was last seen active.
 # TYPE kubelet_pleg_last_seen_seconds gauge
 kubelet_pleg_last_seen_seconds 101.02
+# HELP kubelet_cgroup_manager_duration_seconds [ALPHA] Duration in seconds for cgroup manager operations. Broken down by method.
+# TYPE kubelet_cgroup_manager_duration_seconds histogram
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="0.005"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="0.01"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="0.025"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="0.05"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="0.1"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="0.25"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="0.5"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="1"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="2.5"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="5"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="10"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="+Inf"} 1
+kubelet_cgroup_manager_duration_seconds_sum{operation_type="create"} 0.03
+kubelet_cgroup_manager_duration_seconds_count{operation_type="create"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="0.005"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="0.01"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="0.025"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="0.05"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="0.1"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="0.25"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="0.5"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="1"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="2.5"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="5"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="10"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="+Inf"} 1
+kubelet_cgroup_manager_duration_seconds_sum{operation_type="destroy"} 2
+kubelet_cgroup_manager_duration_seconds_count{operation_type="destroy"} 1
 `
 	names := []string{"kubelet_node_name", "kubelet_cgroup_version", "kubelet_running_pods", "kubelet_running_containers", "kubelet_evictions",
 		"kubelet_started_pods_total", "kubelet_runtime_operations_total", "kubelet_runtime_operations_errors_total", "rest_client_requests_total",
-		"kubelet_pleg_last_seen_seconds"}
+		"kubelet_pleg_last_seen_seconds", "kubelet_cgroup_manager_duration_seconds"}
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
@@ -78,6 +110,7 @@ kubelet_pleg_last_seen_seconds 101.02
 		"kubelet_pod_start_duration_seconds":          {0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600},
 		"kubelet_pleg_relist_duration_seconds":        {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		"kubelet_pleg_relist_interval_seconds":        {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		"kubelet_cgroup_manager_duration_seconds":     {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		"kubelet_runtime_operations_duration_seconds": {0.005, 0.0125, 0.03125, 0.078125, 0.1953125, 0.48828125, 1.220703125, 3.0517578125, 7.62939453125, 19.073486328125, 47.6837158203125, 119.20928955078125, 298.0232238769531, 745.0580596923828},
 	}
 	mfs, err := m.Registry().Gather()

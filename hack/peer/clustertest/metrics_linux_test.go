@@ -19,6 +19,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/slicelet/slicelet/hack/peer/clusterdemo"
@@ -139,8 +140,11 @@ func metricPods() []*v1.Pod {
 		l := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem)}
 		return v1.ResourceRequirements{Requests: l, Limits: l}
 	}
+	// Exec probes that pass, with time to spare on a loaded machine (an exec takes seconds
+	// there).
 	ok := func(period int32) *v1.Probe {
-		return &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"/bin/true"}}}, PeriodSeconds: period}
+		return &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"/bin/true"}}}, PeriodSeconds: period,
+			TimeoutSeconds: 20, FailureThreshold: 10}
 	}
 	loop := []string{"/bin/sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.5; done"}
 	return []*v1.Pod{
@@ -148,8 +152,8 @@ func metricPods() []*v1.Pod {
 			Spec: v1.PodSpec{AutomountServiceAccountToken: ptr.To(false), TerminationGracePeriodSeconds: ptr.To[int64](2),
 				Containers: []v1.Container{{Name: "main", Image: peerrun.TestImage, ImagePullPolicy: v1.PullNever, Command: loop,
 					Resources:     limits("50m", "32Mi"),
-					StartupProbe:  ok(1),
-					LivenessProbe: ok(2), ReadinessProbe: ok(2)}}}},
+					StartupProbe:  ok(2),
+					LivenessProbe: ok(5), ReadinessProbe: ok(5)}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "busy", Namespace: metav1.NamespaceDefault},
 			Spec: v1.PodSpec{AutomountServiceAccountToken: ptr.To(false), TerminationGracePeriodSeconds: ptr.To[int64](2),
 				Volumes: []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}},
@@ -213,7 +217,7 @@ func metricsScenario(t *testing.T, ctx context.Context, c *clusterdemo.Cluster, 
 	}
 	scrapes := map[string]scrape{}
 	var missing string
-	poll(t, ctx, "every endpoint's series there", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
 		missing = ""
 		for _, path := range peermetrics.Endpoints {
 			code, body, err := get(ctx, path)
@@ -233,6 +237,9 @@ func metricsScenario(t *testing.T, ctx context.Context, c *clusterdemo.Cluster, 
 		}
 		return missing == "", nil
 	})
+	if err != nil {
+		t.Fatalf("every endpoint's series there: %v; last: %s", err, missing)
+	}
 	return scrapes
 }
 
