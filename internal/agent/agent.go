@@ -34,6 +34,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods/source"
 	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/podstats"
+	"github.com/slicelet/slicelet/internal/procfs"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/units"
 )
@@ -280,7 +281,11 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	}
 	machine, version := podstats.NewMachineInfo(podstats.MachineOptions{ProcRoot: o.ProcRoot, SysRoot: o.SysRoot, EtcRoot: o.EtcRoot,
 		Cores: int(capacity.CPU / 1000), MemoryBytes: capacity.Memory})
-	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: sdOps, Probes: probes, Pods: d.ctrl, Health: d.health,
+	started, err := procfs.ProcessStart(o.ProcRoot, os.Getpid())
+	if err != nil {
+		log.Warn("process start time not read: /metrics/slis goes without process_start_time_seconds", "error", err)
+	}
+	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: sdOps, Probes: probes, Pods: d.ctrl, Health: d.health, Started: started,
 		Kubelet: kubelet, Cadvisor: &podstats.Cadvisor{Sampler: d.stats, Pods: d.ctrl.Pods, SysRoot: o.SysRoot, Machine: machine, Version: version}})
 
 	col, err := newGCCollector(cfg, d.prt, d.ctrl.GCPodState, d.clock, log)

@@ -63,6 +63,9 @@ type Options struct {
 	Kubelet *KubeletFamilies
 	// Cadvisor is read at every scrape of /metrics/cadvisor; nil serves no such path.
 	Cadvisor CadvisorSource
+	// Started is when the process started (/metrics/slis's process_start_time_seconds); zero
+	// leaves it out.
+	Started time.Time
 	// NoRuntimeCollectors leaves out the Go and process collectors (tests that compare the whole
 	// registry; their values change on every scrape).
 	NoRuntimeCollectors bool
@@ -76,7 +79,10 @@ type Metrics struct {
 	// probes is /metrics/probes (prober_probe_total alone, as the kubelet serves it) and
 	// cadvisor /metrics/cadvisor (nil when there is no source).
 	probes, cadvisor *prometheus.Registry
-	kubelet          *KubeletFamilies
+	// slis is /metrics/slis, fed by HealthHandler's checks.
+	slis         *prometheus.Registry
+	healthchecks *healthchecks
+	kubelet      *KubeletFamilies
 
 	systemdOps          *SystemdOperations
 	admissionRejections *prometheus.CounterVec
@@ -182,6 +188,7 @@ func New(opts Options) *Metrics {
 	if opts.Cadvisor != nil {
 		m.cadvisor = NewCadvisorRegistry(opts.Cadvisor)
 	}
+	m.slis, m.healthchecks = newSLIRegistry(opts.Started)
 	if opts.Health != nil {
 		m.reg.MustRegister(healthCollector{opts.Health})
 	}

@@ -256,3 +256,21 @@ func SwapTotal(root string) (int64, error) {
 	}
 	return int64(*mi.SwapTotalBytes), nil
 }
+
+// ProcessStart is when process pid started: starttime of root/<pid>/stat after the boot time
+// of root/stat, as component-base's process_start_time_seconds reads it.
+func ProcessStart(root string, pid int) (time.Time, error) {
+	proc, err := process(root, pid)
+	if err != nil {
+		return time.Time{}, err
+	}
+	st, err := proc.Stat()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("process %d: %w", pid, err)
+	}
+	secs, err := st.StartTime()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("process %d: start time: %w", pid, err)
+	}
+	return time.Unix(0, int64(secs*float64(time.Second))), nil
+}
