@@ -13,8 +13,11 @@ import (
 // k8s.io/component-base/metrics writes it). slicelet's own slicelet_* families stay beside
 // them.
 
-// alpha is component-base's prefix of an ALPHA metric's help.
-const alpha = "[ALPHA] "
+// alpha and beta are component-base's prefixes of an ALPHA and a BETA metric's help.
+const (
+	alpha = "[ALPHA] "
+	beta  = "[BETA] "
+)
 
 // Kubelet subsystem and label values of the kubelet's families.
 const (

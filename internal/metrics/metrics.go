@@ -76,13 +76,14 @@ type Options struct {
 type Metrics struct {
 	reg    *prometheus.Registry
 	health *health.Tracker
-	// probes is /metrics/probes (prober_probe_total alone, as the kubelet serves it) and
-	// cadvisor /metrics/cadvisor (nil when there is no source).
+	// probes holds the prober's families (on the local /metrics too) and cadvisor
+	// /metrics/cadvisor (nil when there is no source).
 	probes, cadvisor *prometheus.Registry
-	// slis is /metrics/slis, fed by HealthHandler's checks.
-	slis         *prometheus.Registry
-	healthchecks *healthchecks
-	kubelet      *KubeletFamilies
+	// probesEndpoint is /metrics/probes: probes and process_start_time_seconds; slis is
+	// /metrics/slis: the health checks HealthHandler feeds and process_start_time_seconds.
+	probesEndpoint, slis prometheus.Gatherer
+	healthchecks         *healthchecks
+	kubelet              *KubeletFamilies
 
 	systemdOps          *SystemdOperations
 	admissionRejections *prometheus.CounterVec
@@ -174,7 +175,7 @@ func New(opts Options) *Metrics {
 	m.reg.MustRegister(m.systemdOps.h, m.admissionRejections, m.evictions, m.gcRuns, m.gcFreed,
 		m.gcRemoved, buildInfo, &m.signals)
 	if opts.Probes != nil {
-		m.probes.MustRegister(opts.Probes.c)
+		m.probes.MustRegister(opts.Probes.collectors()...)
 	}
 	if opts.Kubelet != nil {
 		m.reg.MustRegister(opts.Kubelet.collectors()...)
@@ -188,7 +189,9 @@ func New(opts Options) *Metrics {
 	if opts.Cadvisor != nil {
 		m.cadvisor = NewCadvisorRegistry(opts.Cadvisor)
 	}
-	m.slis, m.healthchecks = newSLIRegistry(opts.Started)
+	started, slis := startTimeRegistry(opts.Started), prometheus.NewRegistry()
+	m.healthchecks = newHealthchecks(slis)
+	m.probesEndpoint, m.slis = prometheus.Gatherers{m.probes, started}, prometheus.Gatherers{slis, started}
 	if opts.Health != nil {
 		m.reg.MustRegister(healthCollector{opts.Health})
 	}

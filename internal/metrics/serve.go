@@ -51,7 +51,7 @@ func (m *Metrics) Handler(log *slog.Logger) http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", registryHandler(m.Gatherer(), log))
-	mux.Handle("GET /metrics/probes", registryHandler(m.probes, log))
+	mux.Handle("GET /metrics/probes", registryHandler(m.probesEndpoint, log))
 	mux.Handle("GET /metrics/slis", registryHandler(m.slis, log))
 	if m.cadvisor != nil {
 		mux.Handle("GET /metrics/cadvisor", registryHandler(m.cadvisor, log))
@@ -66,7 +66,8 @@ type KubeletEndpoints struct {
 	// Metrics serves /metrics: the registry (the kubelet's families, slicelet's beside them,
 	// Go and process).
 	Metrics http.Handler
-	// Probes serves /metrics/probes (prober_probe_total), SLIs /metrics/slis.
+	// Probes serves /metrics/probes (prober_probe_total, prober_probe_duration_seconds,
+	// process_start_time_seconds), SLIs /metrics/slis.
 	Probes, SLIs http.Handler
 	// Cadvisor serves /metrics/cadvisor; nil without a source.
 	Cadvisor http.Handler
@@ -80,7 +81,7 @@ func (m *Metrics) KubeletHandlers(log *slog.Logger) KubeletEndpoints {
 	if m == nil {
 		return KubeletEndpoints{}
 	}
-	e := KubeletEndpoints{Metrics: registryHandler(m.reg, log), Probes: registryHandler(m.probes, log),
+	e := KubeletEndpoints{Metrics: registryHandler(m.reg, log), Probes: registryHandler(m.probesEndpoint, log),
 		SLIs: registryHandler(m.slis, log), Healthz: m.HealthHandler(false)}
 	if m.cadvisor != nil {
 		e.Cadvisor = registryHandler(m.cadvisor, log)

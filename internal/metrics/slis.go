@@ -29,23 +29,29 @@ type healthchecks struct {
 	total *prometheus.CounterVec
 }
 
-// newSLIRegistry returns /metrics/slis's registry and its health check families; started is
-// the process's start (zero: process_start_time_seconds left out).
-func newSLIRegistry(started time.Time) (*prometheus.Registry, *healthchecks) {
+// newHealthchecks returns the health check families, registered in reg.
+func newHealthchecks(reg prometheus.Registerer) *healthchecks {
 	h := &healthchecks{
 		last: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "kubernetes", Name: "healthcheck",
 			Help: stable + "This metric records the result of a single healthcheck."}, []string{"name", "type"}),
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubernetes", Name: "healthchecks_total",
 			Help: stable + "This metric records the results of all healthcheck."}, []string{"name", "type", "status"}),
 	}
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(h.last, h.total)
+	return h
+}
+
+// startTimeRegistry holds process_start_time_seconds as component-base registers it beside
+// /metrics/probes' and /metrics/slis' families (RegisterProcessStartTime); empty when started
+// is zero.
+func startTimeRegistry(started time.Time) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
 	if !started.IsZero() {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "process_start_time_seconds",
 			Help: alpha + "Start time of the process since unix epoch in seconds."},
 			func() float64 { return float64(started.UnixNano()) / 1e9 }))
 	}
-	return reg, h
+	return reg
 }
 
 // observer records the checks of one endpoint type.
