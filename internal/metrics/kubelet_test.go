@@ -201,3 +201,22 @@ func TestCountRunning(t *testing.T) {
 		})
 	}
 }
+
+// TestGoRuntimeFamilies: /metrics has the Go runtime's every metric, as the kubelet's Go
+// collector registers them (its dashboards' go_goroutines among them).
+func TestGoRuntimeFamilies(t *testing.T) {
+	mfs, err := New(Options{Version: "1"}).Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = true
+	}
+	for _, name := range []string{"go_goroutines", "go_gc_heap_goal_bytes", "go_sched_latencies_seconds", "go_cpu_classes_gc_total_cpu_seconds_total",
+		"process_resident_memory_bytes", "process_start_time_seconds"} {
+		if !got[name] {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+}

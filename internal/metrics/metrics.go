@@ -196,7 +196,10 @@ func New(opts Options) *Metrics {
 		m.reg.MustRegister(healthCollector{opts.Health})
 	}
 	if !opts.NoRuntimeCollectors {
-		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		// The Go runtime's every metric, as the kubelet registers its Go collector
+		// (k8s.io/component-base/metrics/legacyregistry).
+		m.reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll)),
+			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m
 }
