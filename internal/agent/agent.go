@@ -184,6 +184,7 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	// fed by the slice manager's operations, the worker's runtime calls and volume setups, the
 	// controller's syncs, the eviction manager and cluster mode's client.
 	kubelet := metrics.NewKubeletFamilies()
+	kubelet.SetVersion(kubeletVersion(buildinfo.Version), buildinfo.Version)
 	d.mcfg.Clock, d.mcfg.Health, d.mcfg.Observe = d.clock, d.health, kubelet.CgroupManagerOperation
 	d.mgr = slices.NewManager(d.sd, slices.NewCgroupFS(o.CgroupRoot), d.mcfg, log)
 	d.alloc = slices.NodeAllocatable(capacity, d.mcfg.Node.SystemReserved, d.mcfg.Node.KubeReserved, d.mcfg.Node.HardEviction)

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"runtime"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,6 +71,8 @@ type KubeletFamilies struct {
 	restLatency        *prometheus.HistogramVec
 
 	lastRelist time.Time
+	// buildInfo is kubernetes_build_info (SetVersion).
+	buildInfo prometheus.Collector
 }
 
 // NewKubeletFamilies returns the families, not registered yet (New registers them).
@@ -112,10 +116,47 @@ func NewKubeletFamilies() *KubeletFamilies {
 	return k
 }
 
+// buildInfoHelp is component-base's help of kubernetes_build_info
+// (k8s.io/component-base/metrics/prometheus/version).
+const buildInfoHelp = beta + "A metric with a constant '1' value labeled by major, minor, git version, git commit, git tree state, build date, Go version, and compiler from which Kubernetes was built, and platform on which it is running."
+
+// kubernetesBuildInfo is kubernetes_build_info of a node whose kubeletVersion is version
+// ("v1.37.2+slicelet.<slicelet's version>", what the Node reports): major and minor of the
+// Kubernetes release it speaks, git_version the whole, git_commit slicelet's version (dirty
+// when built from a changed tree), and the Go toolchain and platform; the mixin's
+// KubeVersionMismatch compares the nodes' and the control plane's git_version.
+func kubernetesBuildInfo(version, commit string) prometheus.Collector {
+	core, _, _ := strings.Cut(strings.TrimPrefix(version, "v"), "+")
+	major, rest, _ := strings.Cut(core, ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	tree := "clean"
+	if strings.HasSuffix(commit, "-dirty") {
+		tree = "dirty"
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "kubernetes", Name: "build_info", Help: buildInfoHelp,
+		ConstLabels: prometheus.Labels{"major": major, "minor": minor, "git_version": version, "git_commit": commit, "git_tree_state": tree,
+			"build_date": "", "go_version": runtime.Version(), "compiler": runtime.Compiler, "platform": runtime.GOOS + "/" + runtime.GOARCH}})
+	g.Set(1)
+	return g
+}
+
 func (k *KubeletFamilies) collectors() []prometheus.Collector {
-	return []prometheus.Collector{k.nodeName, k.cgroupVersion, k.podStart, k.podWorker, k.cgroupManager, k.plegRelist, k.plegInterval, k.plegLastSeen,
+	out := []prometheus.Collector{k.nodeName, k.cgroupVersion, k.podStart, k.podWorker, k.cgroupManager, k.plegRelist, k.plegInterval, k.plegLastSeen,
 		k.runtimeOps, k.runtimeOpsDuration, k.runtimeOpsErrors, k.evictions, k.startedPods, k.startedPodsErrors,
 		k.restRequests, k.restLatency}
+	if k.buildInfo != nil {
+		out = append(out, k.buildInfo)
+	}
+	return out
+}
+
+// SetVersion gives kubernetes_build_info its labels: version is the node's kubeletVersion,
+// commit slicelet's version. Call it before New registers the families.
+func (k *KubeletFamilies) SetVersion(version, commit string) {
+	if k == nil {
+		return
+	}
+	k.buildInfo = kubernetesBuildInfo(version, commit)
 }
 
 // SetNode sets kubelet_node_name (the node's name, always 1) and kubelet_cgroup_version (1

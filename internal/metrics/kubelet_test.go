@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -218,5 +219,21 @@ func TestGoRuntimeFamilies(t *testing.T) {
 		if !got[name] {
 			t.Errorf("/metrics lacks %s", name)
 		}
+	}
+}
+
+// TestKubernetesBuildInfo: kubernetes_build_info with component-base's name, help and labels,
+// major and minor of the Kubernetes version the node reports.
+func TestKubernetesBuildInfo(t *testing.T) {
+	k := NewKubeletFamilies()
+	k.SetVersion("v1.37.2+slicelet.0.4.0-dirty", "0.4.0-dirty")
+	m := New(Options{NoRuntimeCollectors: true, Kubelet: k})
+	want := `
+# HELP kubernetes_build_info ` + buildInfoHelp + `
+# TYPE kubernetes_build_info gauge
+kubernetes_build_info{build_date="",compiler="` + runtime.Compiler + `",git_commit="0.4.0-dirty",git_tree_state="dirty",git_version="v1.37.2+slicelet.0.4.0-dirty",go_version="` + runtime.Version() + `",major="1",minor="37",platform="` + runtime.GOOS + "/" + runtime.GOARCH + `"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "kubernetes_build_info"); err != nil {
+		t.Error(err)
 	}
 }

@@ -30,6 +30,8 @@ type Family struct {
 	Name string
 	// Type is the exposition's type in lower case (counter, gauge, histogram, summary, untyped).
 	Type string
+	// Help is the family's help, its stability level ("[ALPHA] ") included.
+	Help string
 	// Labels are the label names any of the family's series has, sorted.
 	Labels []string
 	// Buckets are a histogram's upper bounds, as exposed (le), in order.
@@ -53,7 +55,7 @@ func Parse(text []byte) (map[string]Family, error) {
 	}
 	out := make(map[string]Family, len(mfs))
 	for name, mf := range mfs {
-		f := Family{Name: name, Type: strings.ToLower(mf.GetType().String()), Series: len(mf.GetMetric())}
+		f := Family{Name: name, Type: strings.ToLower(mf.GetType().String()), Help: mf.GetHelp(), Series: len(mf.GetMetric())}
 		labels := map[string]bool{}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
@@ -78,6 +80,7 @@ const (
 	TypeDiffers   = "type"
 	LabelsDiffer  = "labels"
 	BucketsDiffer = "buckets"
+	HelpDiffers   = "help"
 	// NotServed: the endpoint answers 200 on one agent and not on the other.
 	NotServed = "endpoint"
 )
@@ -87,7 +90,8 @@ type Difference struct {
 	Endpoint string
 	// Family is the family's name; empty for an endpoint's difference (NotServed).
 	Family string
-	// What is KubeletOnly, SliceletOnly, TypeDiffers, LabelsDiffer, BucketsDiffer or NotServed.
+	// What is KubeletOnly, SliceletOnly, TypeDiffers, LabelsDiffer, BucketsDiffer, HelpDiffers
+	// or NotServed.
 	What string
 	// Kubelet and Slicelet are each side's value for TypeDiffers, LabelsDiffer, BucketsDiffer
 	// and NotServed.
@@ -120,7 +124,10 @@ func Compare(kubelet, slicelet map[string]Scrape, noticed map[string]bool) []Dif
 	for _, path := range paths {
 		k, s := kubelet[path], slicelet[path]
 		if k.Status != s.Status {
-			out = append(out, Difference{Endpoint: path, What: NotServed, Kubelet: strconv.Itoa(k.Status), Slicelet: strconv.Itoa(s.Status)})
+			// A path the monitoring scrapes that answers on one node and not on the other is a
+			// target down there.
+			out = append(out, Difference{Endpoint: path, What: NotServed, Kubelet: strconv.Itoa(k.Status), Slicelet: strconv.Itoa(s.Status),
+				Noticed: noticed[path]})
 		}
 		names := map[string]bool{}
 		for n := range k.Families {
@@ -153,6 +160,10 @@ func Compare(kubelet, slicelet map[string]Scrape, noticed map[string]bool) []Dif
 					d.What, d.Kubelet, d.Slicelet = BucketsDiffer, strings.Join(kf.Buckets, ","), strings.Join(sf.Buckets, ",")
 					out = append(out, d)
 				}
+				if kf.Help != sf.Help {
+					d.What, d.Kubelet, d.Slicelet = HelpDiffers, kf.Help, sf.Help
+					out = append(out, d)
+				}
 			}
 		}
 	}
@@ -170,12 +181,17 @@ func Referenced(names map[string]bool, family string) bool {
 	return false
 }
 
-// identifier is a PromQL metric name (or any word that could be one).
-var identifier = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
+// identifier is a PromQL metric name (or any word that could be one); metricsPath a metrics
+// endpoint's path (a ServiceMonitor's path, a rule's metrics_path).
+var (
+	identifier  = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
+	metricsPath = regexp.MustCompile(`/metrics(/[a-z]+)?\b`)
+)
 
-// MixinNames are the words of the monitoring's rule files and dashboards that could be metric
-// names (containing '_': PromQL's functions and keywords that are single words do not
-// collide). A word that is no metric name costs nothing: only families' names are looked up.
+// MixinNames are the words of the monitoring's rule files, dashboards and scrape configuration
+// that could be metric names (containing '_': PromQL's functions and keywords that are single
+// words do not collide), and the metrics paths they name. A word that is no metric name costs
+// nothing: only families' names and endpoints' paths are looked up.
 func MixinNames(files ...[]byte) map[string]bool {
 	out := map[string]bool{}
 	for _, f := range files {
@@ -183,6 +199,9 @@ func MixinNames(files ...[]byte) map[string]bool {
 			if bytes.IndexByte(w, '_') >= 0 {
 				out[string(w)] = true
 			}
+		}
+		for _, p := range metricsPath.FindAll(f, -1) {
+			out[string(p)] = true
 		}
 	}
 	return out
@@ -230,7 +249,7 @@ type Report struct {
 func Markdown(r Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s, commit %s: `%s`.\n\n", r.Date, r.Commit, r.Command)
-	b.WriteString("| endpoint | kubelet | slicelet | both | kubelet only | slicelet only | type, labels or buckets differ | noticed by the mixin, unexplained |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| endpoint | kubelet | slicelet | both | kubelet only | slicelet only | type, labels, buckets or help differ | noticed by the mixin, unexplained |\n|---|---|---|---|---|---|---|---|\n")
 	all := append(slices.Concat(slices.Collect(maps.Values(r.Explained))...), r.Open...)
 	for _, path := range Endpoints {
 		k, s := r.Kubelet[path], r.Slicelet[path]
@@ -251,18 +270,20 @@ func Markdown(r Report) string {
 		}
 		open := 0
 		for _, d := range r.Open {
-			if d.Endpoint == path && (d.Noticed || d.What == NotServed) {
+			if d.Endpoint == path && d.Noticed {
 				open++
 			}
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %d | %d | %d | %d | %d |\n", path, served(k), served(s), both,
-			count(KubeletOnly), count(SliceletOnly), count(TypeDiffers, LabelsDiffer, BucketsDiffer), open)
+			count(KubeletOnly), count(SliceletOnly), count(TypeDiffers, LabelsDiffer, BucketsDiffer, HelpDiffers), open)
 	}
 	list := func(ds []Difference) {
 		byPath := map[string][]string{}
 		for _, d := range ds {
 			item := "`" + cmp.Or(d.Family, "the endpoint") + "`"
-			if d.What != KubeletOnly && d.What != SliceletOnly {
+			if d.What == HelpDiffers {
+				item += " (help)"
+			} else if d.What != KubeletOnly && d.What != SliceletOnly {
 				item += " (" + d.What
 				if d.Kubelet != "" || d.Slicelet != "" {
 					item += ": kubelet `" + d.Kubelet + "`, slicelet `" + d.Slicelet + "`"

@@ -33,7 +33,7 @@ kubelet_pod_worker_duration_seconds_bucket{operation_type="sync",le="0.01"} 1
 kubelet_pod_worker_duration_seconds_bucket{operation_type="sync",le="+Inf"} 2
 kubelet_pod_worker_duration_seconds_sum{operation_type="sync"} 0.5
 kubelet_pod_worker_duration_seconds_count{operation_type="sync"} 2
-# HELP kubelet_evictions [ALPHA] Cumulative number of pod evictions by eviction signal
+# HELP kubelet_evictions [BETA] Cumulative number of pod evictions by eviction signal
 # TYPE kubelet_evictions counter
 kubelet_evictions{eviction_signal="memory.available"} 1
 # HELP slicelet_up Up.
@@ -65,7 +65,8 @@ func TestParse(t *testing.T) {
 }
 
 func TestCompare(t *testing.T) {
-	noticed := MixinNames([]byte(`expr: sum(rate(kubelet_pod_worker_duration_seconds_bucket[5m])) by (le) and kubelet_running_pods`))
+	noticed := MixinNames([]byte(`expr: sum(rate(kubelet_pod_worker_duration_seconds_bucket[5m])) by (le) and kubelet_running_pods`),
+		[]byte("    path: /metrics/slis\n"))
 	k := map[string]Scrape{
 		"/metrics":      {Status: 200, Families: mustParse(t, kubeletText)},
 		"/metrics/slis": {Status: 200, Families: map[string]Family{}},
@@ -83,12 +84,13 @@ func TestCompare(t *testing.T) {
 		got = append(got, line)
 	}
 	want := []string{
+		"/metrics kubelet_evictions: help: kubelet [ALPHA] Cumulative number of pod evictions by eviction signal, slicelet [BETA] Cumulative number of pod evictions by eviction signal",
 		"/metrics kubelet_pod_worker_duration_seconds: buckets: kubelet 0.005,+Inf, slicelet 0.01,+Inf ★",
 		"/metrics kubelet_running_pods: type: kubelet gauge, slicelet counter ★",
 		"/metrics kubelet_running_pods: labels: kubelet {}, slicelet {node} ★",
 		"/metrics slicelet_up: slicelet only",
 		"/metrics workqueue_depth: kubelet only",
-		"/metrics/slis -: endpoint: kubelet 200, slicelet 404",
+		"/metrics/slis -: endpoint: kubelet 200, slicelet 404 ★",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("differences:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -119,16 +121,20 @@ func TestMarkdown(t *testing.T) {
 	k := map[string]Scrape{"/metrics": {Status: 200, Families: mustParse(t, kubeletText)}, "/metrics/slis": {Status: 200}}
 	s := map[string]Scrape{"/metrics": {Status: 200, Families: mustParse(t, sliceletText)}, "/metrics/slis": {Status: 404}}
 	diffs := Compare(k, s, map[string]bool{"kubelet_running_pods": true})
+	if !slices.ContainsFunc(diffs, func(d Difference) bool { return d.What == HelpDiffers && d.Family == "kubelet_evictions" }) {
+		t.Errorf("no help difference in %v", diffs)
+	}
 	divs := []Divergence{{Pattern: regexp.MustCompile(`: (kubelet|slicelet) only$`), Reason: "internals"}}
 	explained, open := Explain(diffs, divs)
 	md := Markdown(Report{Date: "2026-11-29", Commit: "abc", Command: "make peer-metrics", Kubelet: k, Slicelet: s,
 		Explained: explained, Reasons: []string{"internals"}, Open: open})
 	for _, want := range []string{
 		"2026-11-29, commit abc: `make peer-metrics`.",
-		"| `/metrics` | 4 | 4 | 3 | 1 | 1 | 3 | 2 |",
-		"| `/metrics/slis` | 0 | not served (404) | 0 | 0 | 0 | 0 | 1 |",
+		"| `/metrics` | 4 | 4 | 3 | 1 | 1 | 4 | 2 |",
+		"| `/metrics/slis` | 0 | not served (404) | 0 | 0 | 0 | 0 | 0 |",
 		"- internals\n  - `/metrics`: `slicelet_up`, `workqueue_depth`",
 		"(type: kubelet `gauge`, slicelet `counter`) ★",
+		"`kubelet_evictions` (help)",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
