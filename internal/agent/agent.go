@@ -31,6 +31,7 @@ import (
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/pods/events"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/internal/pods/source"
 	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/podstats"
@@ -212,7 +213,7 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	ips := nodeIPs(log)
 	// Cluster mode's objects, like its recorder, come once it is built.
 	d.clusterObjects = &lateObjects{}
-	extra := worker.Options{ProbeMetrics: probes, RuntimeMetrics: kubelet, Objects: d.objects, Cluster: d.clusterObjects, NodeName: hostname, NodeIPs: ips, Allocatable: d.alloc}
+	extra := worker.Options{ProbeMetrics: probes, RuntimeMetrics: kubelet, VolumeMetrics: kubelet, Objects: d.objects, Cluster: d.clusterObjects, NodeName: hostname, NodeIPs: ips, Allocatable: d.alloc}
 	if d.prt, err = newRuntime(ctx, cfg, d.sd, capacity, d.mcfg, recorder, extra, log); err != nil {
 		return nil, err
 	}
@@ -282,6 +283,9 @@ func newDaemon(ctx context.Context, o Options) (d *daemon, err error) {
 	}
 	machine, version := podstats.NewMachineInfo(podstats.MachineOptions{ProcRoot: o.ProcRoot, SysRoot: o.SysRoot, EtcRoot: o.EtcRoot,
 		Cores: int(capacity.CPU / 1000), MemoryBytes: capacity.Memory})
+	kubelet.SetVolumes(func() (desired, actual map[string]int) {
+		return podVolumes(d.ctrl.Pods()), d.prt.worker.MountedVolumes()
+	})
 	started, err := procfs.ProcessStart(o.ProcRoot, os.Getpid())
 	if err != nil {
 		log.Warn("process start time not read: /metrics/slis goes without process_start_time_seconds", "error", err)
@@ -530,4 +534,21 @@ func memoryLimit(maxPods int32, cluster bool) int64 {
 		limit += clusterMemoryHeadroom
 	}
 	return limit
+}
+
+// podVolumes counts the volumes of the pods that have not finished by plugin
+// (lifecycle.VolumePlugin): the kubelet's desired state of the world.
+func podVolumes(ps []v1.Pod) map[string]int {
+	out := map[string]int{}
+	for i := range ps {
+		if ps[i].Status.Phase == v1.PodSucceeded || ps[i].Status.Phase == v1.PodFailed {
+			continue
+		}
+		for j := range ps[i].Spec.Volumes {
+			if plugin := lifecycle.VolumePlugin(&ps[i].Spec.Volumes[j]); plugin != "" {
+				out[plugin]++
+			}
+		}
+	}
+	return out
 }

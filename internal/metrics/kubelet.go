@@ -42,6 +42,8 @@ const (
 var (
 	// podStartupDurationBuckets are the kubelet's podStartupDurationBuckets.
 	podStartupDurationBuckets = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
+	// storageOperationBuckets are the volume operations' buckets (pkg/volume/util/metrics.go).
+	storageOperationBuckets = []float64{.1, .25, .5, 1, 2.5, 5, 10, 15, 25, 50, 120, 300, 600}
 	// runtimeOperationBuckets are metrics.ExponentialBuckets(.005, 2.5, 14).
 	runtimeOperationBuckets = prometheus.ExponentialBuckets(.005, 2.5, 14)
 	// restClientLatencyBuckets are client-go's request latency buckets as component-base
@@ -67,12 +69,15 @@ type KubeletFamilies struct {
 	evictions          *prometheus.CounterVec
 	startedPods        prometheus.Counter
 	startedPodsErrors  prometheus.Counter
+	storageOps         *prometheus.HistogramVec
 	restRequests       *prometheus.CounterVec
 	restLatency        *prometheus.HistogramVec
 
 	lastRelist time.Time
 	// buildInfo is kubernetes_build_info (SetVersion).
 	buildInfo prometheus.Collector
+	// volumes counts the volumes by plugin, desired and set up (SetVolumes).
+	volumes func() (desired, actual map[string]int)
 }
 
 // NewKubeletFamilies returns the families, not registered yet (New registers them).
@@ -108,6 +113,8 @@ func NewKubeletFamilies() *KubeletFamilies {
 			Help: alpha + "Cumulative number of pods started"}),
 		startedPodsErrors: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: kubeletSubsystem, Name: "started_pods_errors_total",
 			Help: alpha + "Cumulative number of errors when starting pods"}),
+		storageOps: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "storage_operation_duration_seconds",
+			Help: beta + "Storage operation duration", Buckets: storageOperationBuckets}, []string{"volume_plugin", "operation_name", "status", "migrated"}),
 		restRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: restClientSubsystem, Name: "requests_total",
 			Help: alpha + "Number of HTTP requests, partitioned by status code, method, and host."}, []string{"code", "method", "host"}),
 		restLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: restClientSubsystem, Name: "request_duration_seconds",
@@ -143,9 +150,12 @@ func kubernetesBuildInfo(version, commit string) prometheus.Collector {
 func (k *KubeletFamilies) collectors() []prometheus.Collector {
 	out := []prometheus.Collector{k.nodeName, k.cgroupVersion, k.podStart, k.podWorker, k.cgroupManager, k.plegRelist, k.plegInterval, k.plegLastSeen,
 		k.runtimeOps, k.runtimeOpsDuration, k.runtimeOpsErrors, k.evictions, k.startedPods, k.startedPodsErrors,
-		k.restRequests, k.restLatency}
+		k.storageOps, k.restRequests, k.restLatency}
 	if k.buildInfo != nil {
 		out = append(out, k.buildInfo)
+	}
+	if k.volumes != nil {
+		out = append(out, volumeCollector{k.volumes})
 	}
 	return out
 }
@@ -204,6 +214,51 @@ func (k *KubeletFamilies) CgroupManagerOperation(operation string, d time.Durati
 		return
 	}
 	k.cgroupManager.WithLabelValues(operation).Observe(d.Seconds())
+}
+
+// VolumeOperation observes one volume operation (storage_operation_duration_seconds) of the
+// volume plugin: status success or fail-unknown, migrated false (no in-tree volume is migrated
+// to CSI here).
+func (k *KubeletFamilies) VolumeOperation(plugin, operation string, d time.Duration, failed bool) {
+	if k == nil {
+		return
+	}
+	status := "success"
+	if failed {
+		status = "fail-unknown"
+	}
+	k.storageOps.WithLabelValues(plugin, operation, status, "false").Observe(d.Seconds())
+}
+
+// SetVolumes gives volume_manager_total_volumes its source: the pods' volumes by plugin, those
+// the node should have set up (desired_state_of_world) and those it has
+// (actual_state_of_world). Call it before New registers the families.
+func (k *KubeletFamilies) SetVolumes(counts func() (desired, actual map[string]int)) {
+	if k == nil {
+		return
+	}
+	k.volumes = counts
+}
+
+var volumeManagerDesc = prometheus.NewDesc("volume_manager_total_volumes", alpha+"Number of volumes in Volume Manager",
+	[]string{"plugin_name", "state"}, nil)
+
+// volumeCollector exports volume_manager_total_volumes at scrape time.
+type volumeCollector struct {
+	counts func() (desired, actual map[string]int)
+}
+
+// Describe implements prometheus.Collector.
+func (vc volumeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- volumeManagerDesc }
+
+// Collect implements prometheus.Collector.
+func (vc volumeCollector) Collect(ch chan<- prometheus.Metric) {
+	desired, actual := vc.counts()
+	for state, counts := range map[string]map[string]int{"desired_state_of_world": desired, "actual_state_of_world": actual} {
+		for plugin, n := range counts {
+			ch <- prometheus.MustNewConstMetric(volumeManagerDesc, prometheus.GaugeValue, float64(n), plugin, state)
+		}
+	}
 }
 
 // Relisted observes one relist of every container (the kubelet's PLEG relist): its

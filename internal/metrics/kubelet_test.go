@@ -237,3 +237,53 @@ kubernetes_build_info{build_date="",compiler="` + runtime.Compiler + `",git_comm
 		t.Error(err)
 	}
 }
+
+// TestVolumeFamilies: storage_operation_duration_seconds with the kubelet's labels and
+// buckets, volume_manager_total_volumes from the volume source by plugin and state.
+func TestVolumeFamilies(t *testing.T) {
+	k := NewKubeletFamilies()
+	k.SetVolumes(func() (map[string]int, map[string]int) {
+		return map[string]int{"kubernetes.io/empty-dir": 2, "kubernetes.io/configmap": 1}, map[string]int{"kubernetes.io/empty-dir": 1}
+	})
+	m := New(Options{NoRuntimeCollectors: true, Kubelet: k})
+	k.VolumeOperation("kubernetes.io/empty-dir", "volume_mount", 200*time.Millisecond, false)
+	k.VolumeOperation("kubernetes.io/configmap", "volume_mount", time.Second, true)
+	want := `
+# HELP volume_manager_total_volumes [ALPHA] Number of volumes in Volume Manager
+# TYPE volume_manager_total_volumes gauge
+volume_manager_total_volumes{plugin_name="kubernetes.io/configmap",state="desired_state_of_world"} 1
+volume_manager_total_volumes{plugin_name="kubernetes.io/empty-dir",state="actual_state_of_world"} 1
+volume_manager_total_volumes{plugin_name="kubernetes.io/empty-dir",state="desired_state_of_world"} 2
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "volume_manager_total_volumes"); err != nil {
+		t.Error(err)
+	}
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "storage_operation_duration_seconds" {
+			continue
+		}
+		if mf.GetHelp() != "[BETA] Storage operation duration" || len(mf.GetMetric()) != 2 {
+			t.Errorf("storage_operation_duration_seconds: %v", mf)
+		}
+		for _, s := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range s.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			wantStatus := "success"
+			if labels["volume_plugin"] == "kubernetes.io/configmap" {
+				wantStatus = "fail-unknown"
+			}
+			if labels["operation_name"] != "volume_mount" || labels["status"] != wantStatus || labels["migrated"] != "false" ||
+				len(s.GetHistogram().GetBucket()) != len(storageOperationBuckets) {
+				t.Errorf("storage_operation_duration_seconds series %v", s)
+			}
+		}
+		return
+	}
+	t.Error("storage_operation_duration_seconds not exported")
+}

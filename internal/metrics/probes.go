@@ -25,9 +25,13 @@ func NewProbeResults() *ProbeResults {
 			Subsystem: "prober", Name: "probe_total",
 			Help: beta + "Cumulative number of a liveness, readiness or startup probe for a container by result.",
 		}, []string{"probe_type", "result", "container", "pod", "namespace", "pod_uid"}),
+		// No classic buckets: a native histogram with component-base's options
+		// (k8s.io/component-base/metrics/internal NativeHistogramConfig), as the kubelet v1.37
+		// serves it (the text format shows its +Inf bucket alone).
 		d: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Subsystem: "prober", Name: "probe_duration_seconds",
-			Help: alpha + "Duration in seconds for a probe response.", Buckets: prometheus.DefBuckets,
+			Help:                        alpha + "Duration in seconds for a probe response.",
+			NativeHistogramBucketFactor: 1.1, NativeHistogramMaxBucketNumber: 160,
 		}, []string{"probe_type", "container", "pod", "namespace"}),
 	}
 }

@@ -53,8 +53,11 @@ prober_probe_total{container="app",namespace="default",pod="web",pod_uid="u1",pr
 	}
 	rec := httptest.NewRecorder()
 	m.Handler(nil).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics/probes", nil))
+	if strings.Contains(rec.Body.String(), `le="0.05"`) {
+		t.Errorf("/metrics/probes: prober_probe_duration_seconds has classic buckets:\n%s", rec.Body)
+	}
 	for _, line := range []string{
-		`prober_probe_duration_seconds_bucket{container="app",namespace="default",pod="web",probe_type="Liveness",le="0.05"} 1`,
+		`prober_probe_duration_seconds_bucket{container="app",namespace="default",pod="web",probe_type="Liveness",le="+Inf"} 1`,
 		"process_start_time_seconds 1.7e+09",
 	} {
 		if !strings.Contains(rec.Body.String(), line+"\n") {

@@ -30,21 +30,55 @@ func PrepareVolumes(pod *v1.Pod, emptyDir func(v *v1.Volume) (string, error)) (m
 	out := map[string]string{}
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
-		switch {
-		case v.EmptyDir != nil:
-			dir, err := emptyDir(v)
-			if err != nil {
-				return nil, fmt.Errorf("volume %q: %w", v.Name, err)
-			}
-			out[v.Name] = dir
-		case v.HostPath != nil:
-			if err := PrepareHostPath(v.HostPath); err != nil {
-				return nil, fmt.Errorf("volume %q: hostPath %s: %w", v.Name, v.HostPath.Path, err)
-			}
-			out[v.Name] = v.HostPath.Path
+		path, ok, err := PrepareVolume(v, emptyDir)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out[v.Name] = path
 		}
 	}
 	return out, nil
+}
+
+// PrepareVolume is PrepareVolumes of one volume: its host path, and false for a volume it
+// leaves out.
+func PrepareVolume(v *v1.Volume, emptyDir func(v *v1.Volume) (string, error)) (string, bool, error) {
+	switch {
+	case v.EmptyDir != nil:
+		dir, err := emptyDir(v)
+		if err != nil {
+			return "", false, fmt.Errorf("volume %q: %w", v.Name, err)
+		}
+		return dir, true, nil
+	case v.HostPath != nil:
+		if err := PrepareHostPath(v.HostPath); err != nil {
+			return "", false, fmt.Errorf("volume %q: hostPath %s: %w", v.Name, v.HostPath.Path, err)
+		}
+		return v.HostPath.Path, true, nil
+	}
+	return "", false, nil
+}
+
+// VolumePlugin is the name of the kubelet's volume plugin of v (its volume_plugin and
+// plugin_name metric labels): kubernetes.io/empty-dir, host-path, configmap, secret,
+// projected or downward-api; "" for a volume of another type.
+func VolumePlugin(v *v1.Volume) string {
+	switch {
+	case v.EmptyDir != nil:
+		return "kubernetes.io/empty-dir"
+	case v.HostPath != nil:
+		return "kubernetes.io/host-path"
+	case v.ConfigMap != nil:
+		return "kubernetes.io/configmap"
+	case v.Secret != nil:
+		return "kubernetes.io/secret"
+	case v.Projected != nil:
+		return "kubernetes.io/projected"
+	case v.DownwardAPI != nil:
+		return "kubernetes.io/downward-api"
+	}
+	return ""
 }
 
 // PrepareHostPath checks or creates a hostPath per its type, as the kubelet does:

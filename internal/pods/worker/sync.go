@@ -332,7 +332,7 @@ func (w *Worker) startAll(ctx context.Context, pod *v1.Pod, slice slices.PodSlic
 		e.podIPs = ips
 		e.recMu.Unlock()
 	}
-	vols, err := w.prepareVolumes(pod)
+	vols, err := w.prepareVolumes(pod, e)
 	if err != nil {
 		return []error{err}
 	}

@@ -57,6 +57,8 @@ type Options struct {
 	ProbeMetrics ProbeMetrics
 	// RuntimeMetrics counts the runtime's and the image service's calls; none when nil.
 	RuntimeMetrics RuntimeMetrics
+	// VolumeMetrics times the volumes' setups; none when nil.
+	VolumeMetrics VolumeMetrics
 	// Objects gives the ConfigMaps and Secrets pods use in env and volumes (pods.Objects);
 	// with nil every reference is missing.
 	Objects ObjectGetter
@@ -116,6 +118,7 @@ type entry struct {
 	backOffSeen map[string]uint32 // container → attempt whose back-off was reported
 	mountErr    string            // why object volumes could not be written at the last sync
 	podIPs      []string          // the IPs of the sandbox the pod's containers start in, off the host's network
+	mounted     map[string]string // volume → plugin of the volumes set up (MountedVolumes)
 	// finished: the pod finished and what it held was released (releaseFinished); guarded
 	// by mu, not recMu.
 	finished bool
