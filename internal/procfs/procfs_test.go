@@ -199,3 +199,14 @@ func TestProcessStart(t *testing.T) {
 		t.Errorf("ProcessStart of a gone process: %v, want ErrNotExist", err)
 	}
 }
+
+func TestSwapUsed(t *testing.T) {
+	root := writeTree(t, map[string]string{"meminfo": "MemTotal: 16384 kB\nSwapTotal: 4096 kB\nSwapFree: 1024 kB\n"})
+	if got, err := SwapUsed(root); err != nil || got != 3072<<10 {
+		t.Errorf("SwapUsed = %v, %v; want 3 MiB", got, err)
+	}
+	none := writeTree(t, map[string]string{"meminfo": "MemTotal: 16384 kB\n"})
+	if _, err := SwapUsed(none); !errors.Is(err, ErrNoValue) {
+		t.Errorf("SwapUsed without swap lines: %v, want ErrNoValue", err)
+	}
+}
