@@ -342,7 +342,7 @@ func compareScrapes(t *testing.T, dir string, monitoring [][]byte) {
 			"init container that exited and an emptyDir; memory limits) under the kubelet v1.37.2 and under\n" +
 			"slicelet on one control plane and containerd (cgroup v1, the sandbox), every metrics endpoint\n" +
 			"of the kubelet API scraped with the API server's kubelet client certificate, the families\n" +
-			"compared: names, types, label names, buckets. A difference not explained below fails the test.\n\n" + report
+			"compared: names, types, label names, buckets, help. A difference not explained below fails the test.\n\n" + report
 		if err := os.WriteFile(docs, []byte(markdown.ReplaceSection(string(doc), "## peer-metrics", body)), 0o644); err != nil {
 			t.Fatal(err)
 		}
