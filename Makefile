@@ -286,6 +286,17 @@ peer-cluster-test: build
 peer-swap-test: build
 	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet $(GO) test -count=1 -timeout 40m -v -run '^TestSwapKubeletSlicelet$$' ./peerrun/
 
+# make peer-metrics: the same pods under the kubelet and under slicelet (one control plane and
+# containerd in a throwaway systemd sandbox, as peer-cluster-test), every metrics endpoint of the
+# kubelet API scraped and the families compared (names, types, label names, buckets;
+# hack/peer/peermetrics): the scrapes and report.md in build/peer-metrics, the report in
+# docs/peer.md's "## peer-metrics"; fails on a difference without its reason. Root; minutes.
+.PHONY: peer-metrics
+peer-metrics: build
+	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet \
+	  PEER_METRICS_OUT=$(abspath build/peer-metrics) PEER_METRICS_DOCS=$(abspath docs/peer.md) \
+	  $(GO) test -count=1 -timeout 35m -run '^TestMetricsSideBySide$$' -v ./clustertest/
+
 # make peer-addons-build: the add-ons a multi-node cluster runs as workloads, built from their Go
 # modules into $(ADDONS_DIR): kube-proxy (k8s.io/kubernetes/cmd/kube-proxy $(PEER_VERSION), hack/peer's
 # module), flanneld (github.com/flannel-io/flannel, hack/peer/addons' module; its udp backend

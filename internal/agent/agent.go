@@ -32,9 +32,11 @@ import (
 	"github.com/slicelet/slicelet/internal/pods/admission"
 	"github.com/slicelet/slicelet/internal/pods/devices"
 	"github.com/slicelet/slicelet/internal/pods/events"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/internal/pods/source"
 	"github.com/slicelet/slicelet/internal/pods/worker"
 	"github.com/slicelet/slicelet/internal/podstats"
+	"github.com/slicelet/slicelet/internal/procfs"
 	"github.com/slicelet/slicelet/slices"
 	"github.com/slicelet/slicelet/slices/hierarchy"
 	"github.com/slicelet/slicelet/units"
@@ -207,9 +209,11 @@ func newBase(ctx context.Context, o Options) (d *daemon, err error) {
 	if err := slices.ValidateReservation(capacity, slices.SumResources(pre.Node.SystemReserved, pre.Node.KubeReserved, pre.Node.HardEviction)); err != nil {
 		return nil, err
 	}
-	// The kubelet's own families (kubelet_*, rest_client_*) on /metrics, fed by the worker's
-	// runtime calls, the controller's syncs, the eviction manager and cluster mode's client.
+	// The kubelet's own families (kubelet_*, rest_client_*, storage_operation_*) on /metrics,
+	// fed by the slice manager's operations, the worker's runtime calls and volume setups, the
+	// controller's syncs, the eviction manager and cluster mode's client.
 	kubelet := metrics.NewKubeletFamilies()
+	kubelet.SetVersion(kubeletVersion(buildinfo.Version), buildinfo.Version)
 	// Cluster mode's clients read the kubeconfig (a bad one refuses the start) and contact
 	// nobody yet.
 	conn, err := newClusterConn(cfg, kubelet)
@@ -233,7 +237,7 @@ func newBase(ctx context.Context, o Options) (d *daemon, err error) {
 		d.close()
 		return nil, err
 	}
-	d.mcfg.Clock, d.mcfg.Health = d.clock, d.health
+	d.mcfg.Clock, d.mcfg.Health, d.mcfg.Observe = d.clock, d.health, d.kubelet.CgroupManagerOperation
 	d.mgr = hierarchy.New(d.sd, hierarchy.NewCgroupFS(o.CgroupRoot), d.mcfg, log)
 	d.alloc = slices.NodeAllocatable(capacity, d.mcfg.Node.SystemReserved, d.mcfg.Node.KubeReserved, d.mcfg.Node.HardEviction)
 	d.hostname, _ = os.Hostname()
@@ -269,7 +273,7 @@ func (d *daemon) buildPodStack(ctx context.Context, o Options) (err error) {
 		recorder = append(recorder, r)
 	}
 	d.objects = pods.NewObjects()
-	extra := worker.Options{ProbeMetrics: d.probes, RuntimeMetrics: d.kubelet, Objects: d.objects, Cluster: d.conn.objects(),
+	extra := worker.Options{ProbeMetrics: d.probes, RuntimeMetrics: d.kubelet, VolumeMetrics: d.kubelet, Objects: d.objects, Cluster: d.conn.objects(),
 		NodeName: d.hostname, NodeIPs: d.nodeIPs, Allocatable: d.alloc}
 	d.devices = newDevices(cfg, nil, log)
 	if d.devices != nil {
@@ -339,7 +343,14 @@ func (d *daemon) buildObservers(_ context.Context, o Options) error {
 	cfg, log := d.cfg, d.log
 	machine, version := podstats.NewMachineInfo(podstats.MachineOptions{ProcRoot: o.ProcRoot, SysRoot: o.SysRoot, EtcRoot: o.EtcRoot,
 		Cores: int(d.capa.CPU / 1000), MemoryBytes: d.capa.Memory})
-	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: d.sdOps, Probes: d.probes, Pods: d.ctrl, Health: d.health,
+	d.kubelet.SetVolumes(func() (desired, actual map[string]int) {
+		return podVolumes(d.ctrl.Pods()), d.prt.worker.MountedVolumes()
+	})
+	started, err := procfs.ProcessStart(o.ProcRoot, os.Getpid())
+	if err != nil {
+		log.Warn("process start time not read: /metrics/slis goes without process_start_time_seconds", "error", err)
+	}
+	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: d.sdOps, Probes: d.probes, Pods: d.ctrl, Health: d.health, Started: started,
 		Kubelet: d.kubelet, Cadvisor: &podstats.Cadvisor{Sampler: d.stats, Pods: d.ctrl.Pods, SysRoot: o.SysRoot, Machine: machine, Version: version}})
 	col, err := newGCCollector(cfg, d.prt, d.ctrl.GCPodState, d.clock, log)
 	if err != nil {
@@ -603,4 +614,21 @@ func memoryLimit(maxPods int32, cluster bool) int64 {
 		limit += clusterMemoryHeadroom
 	}
 	return limit
+}
+
+// podVolumes counts the volumes of the pods that have not finished by plugin
+// (lifecycle.VolumePlugin): the kubelet's desired state of the world.
+func podVolumes(ps []v1.Pod) map[string]int {
+	out := map[string]int{}
+	for i := range ps {
+		if ps[i].Status.Phase == v1.PodSucceeded || ps[i].Status.Phase == v1.PodFailed {
+			continue
+		}
+		for j := range ps[i].Spec.Volumes {
+			if plugin := lifecycle.VolumePlugin(&ps[i].Spec.Volumes[j]); plugin != "" {
+				out[plugin]++
+			}
+		}
+	}
+	return out
 }

@@ -78,7 +78,7 @@ func newKubeletServer(d *daemon, node string, ips []string, log *slog.Logger) (*
 	if d.prt != nil {
 		streamer = d.prt.streamer
 	}
-	metricsHandler, probesHandler, cadvisorHandler := d.metrics.KubeletHandlers(log.With("component", "kubelet-api"))
+	endpoints := d.metrics.KubeletHandlers(log.With("component", "kubelet-api"))
 	srv, err := kubeletserver.New(kubeletserver.Options{
 		NodeName: node, Address: net.JoinHostPort(cc.NodeIP, strconv.Itoa(cc.KubeletPort)),
 		CertFile: cc.TLSCertFile, KeyFile: cc.TLSPrivateKeyFile, CertDir: filepath.Join(d.cfg.StateDir, kubeletCertDir),
@@ -95,8 +95,8 @@ func newKubeletServer(d *daemon, node string, ips []string, log *slog.Logger) (*
 			n, ok := d.stats.LatestNode()
 			return kubeletserver.Summary(node, boot, n, ok, d.stats.LatestPods(), d.ctrl.Pods())
 		},
-		Metrics: metricsHandler, MetricsProbes: probesHandler, MetricsCadvisor: cadvisorHandler,
-		Healthz: health.Handler(d.health, false), Streamer: streamer, Clock: d.clock, Logger: log.With("component", "kubelet-api"),
+		Metrics: endpoints.Metrics, MetricsProbes: endpoints.Probes, MetricsCadvisor: endpoints.Cadvisor, MetricsSLIs: endpoints.SLIs,
+		Healthz: endpoints.Healthz, Streamer: streamer, Clock: d.clock, Logger: log.With("component", "kubelet-api"),
 	})
 	if err != nil {
 		return nil, err

@@ -66,6 +66,7 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 	wopts := worker.Options{
 		Recorder:       events,
 		ProbeMetrics:   extra.ProbeMetrics,
+		VolumeMetrics:  extra.VolumeMetrics,
 		RuntimeMetrics: extra.RuntimeMetrics,
 		Objects:        extra.Objects,
 		Cluster:        extra.Cluster,

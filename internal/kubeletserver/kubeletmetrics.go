@@ -21,13 +21,18 @@ type resourceMetric struct {
 var (
 	nodeCPUMetric       = resourceMetric{"node_cpu_usage_seconds_total", "[STABLE] Cumulative cpu time consumed by the node in core-seconds", "counter", nil}
 	nodeMemoryMetric    = resourceMetric{"node_memory_working_set_bytes", "[STABLE] Current working set of the node in bytes", "gauge", nil}
+	nodeSwapMetric      = resourceMetric{"node_swap_usage_bytes", "[ALPHA] Current swap usage of the node in bytes. Reported only on non-windows systems", "gauge", nil}
 	containerCPUMetric  = resourceMetric{"container_cpu_usage_seconds_total", "[STABLE] Cumulative cpu time consumed by the container in core-seconds", "counter", []string{"container", "namespace", "pod"}}
 	containerMemMetric  = resourceMetric{"container_memory_working_set_bytes", "[STABLE] Current working set of the container in bytes", "gauge", []string{"container", "namespace", "pod"}}
+	containerSwapMetric = resourceMetric{"container_swap_usage_bytes", "[ALPHA] Current amount of the container swap usage in bytes. Reported only on non-windows systems", "gauge", []string{"container", "namespace", "pod"}}
+	containerSwapLimit  = resourceMetric{"container_swap_limit_bytes", "[ALPHA] Current amount of the container swap limit in bytes. Reported only on non-windows systems", "gauge", []string{"container", "namespace", "pod"}}
 	containerStartTime  = resourceMetric{"container_start_time_seconds", "[STABLE] Start time of the container since unix epoch in seconds", "gauge", []string{"container", "namespace", "pod"}}
 	podCPUMetric        = resourceMetric{"pod_cpu_usage_seconds_total", "[STABLE] Cumulative cpu time consumed by the pod in core-seconds", "counter", []string{"namespace", "pod"}}
 	podMemoryMetric     = resourceMetric{"pod_memory_working_set_bytes", "[STABLE] Current working set of the pod in bytes", "gauge", []string{"namespace", "pod"}}
-	scrapeErrorMetric   = resourceMetric{"scrape_error", "[ALPHA] 1 if there was an error while getting container metrics, 0 otherwise", "gauge", nil}
-	resourceMetricOrder = []resourceMetric{containerCPUMetric, containerMemMetric, containerStartTime, nodeCPUMetric, nodeMemoryMetric, podCPUMetric, podMemoryMetric, scrapeErrorMetric}
+	podSwapMetric       = resourceMetric{"pod_swap_usage_bytes", "[ALPHA] Current amount of the pod swap usage in bytes. Reported only on non-windows systems", "gauge", []string{"namespace", "pod"}}
+	scrapeErrorMetric   = resourceMetric{"resource_scrape_error", "[STABLE] 1 if there was an error while getting container metrics, 0 otherwise", "gauge", nil}
+	resourceMetricOrder = []resourceMetric{containerCPUMetric, containerMemMetric, containerStartTime, containerSwapLimit, containerSwapMetric,
+		nodeCPUMetric, nodeMemoryMetric, nodeSwapMetric, podCPUMetric, podMemoryMetric, podSwapMetric, scrapeErrorMetric}
 )
 
 // sample is one line of a family: label values in the family's order, the value, and the
@@ -43,8 +48,9 @@ var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 
 // WriteResourceMetrics writes the kubelet's /metrics/resource made of a stats summary, in the
 // Prometheus text exposition format (version 0.0.4) with each sample's time, as the kubelet's
-// collector does: CPU in core-seconds (cumulative), working set in bytes, the containers'
-// start times, and scrape_error 0.
+// collector does: CPU in core-seconds (cumulative), working set and swap in bytes (a
+// container's swap limit: what is left of it plus what it uses), the containers' start times,
+// and resource_scrape_error 0 (the kubelet v1.37 hides the deprecated scrape_error).
 func WriteResourceMetrics(w io.Writer, s statsv1alpha1.Summary) error {
 	families := map[string][]sample{}
 	add := func(m resourceMetric, v float64, at time.Time, labels ...string) {
@@ -56,6 +62,9 @@ func WriteResourceMetrics(w io.Writer, s statsv1alpha1.Summary) error {
 	if m := s.Node.Memory; m != nil && m.WorkingSetBytes != nil {
 		add(nodeMemoryMetric, float64(*m.WorkingSetBytes), m.Time.Time)
 	}
+	if sw := s.Node.Swap; sw != nil && sw.SwapUsageBytes != nil {
+		add(nodeSwapMetric, float64(*sw.SwapUsageBytes), sw.Time.Time)
+	}
 	for _, p := range s.Pods {
 		ns, pod := p.PodRef.Namespace, p.PodRef.Name
 		if c := p.CPU; c != nil && c.UsageCoreNanoSeconds != nil {
@@ -63,6 +72,9 @@ func WriteResourceMetrics(w io.Writer, s statsv1alpha1.Summary) error {
 		}
 		if m := p.Memory; m != nil && m.WorkingSetBytes != nil {
 			add(podMemoryMetric, float64(*m.WorkingSetBytes), m.Time.Time, ns, pod)
+		}
+		if sw := p.Swap; sw != nil && sw.SwapUsageBytes != nil {
+			add(podSwapMetric, float64(*sw.SwapUsageBytes), sw.Time.Time, ns, pod)
 		}
 		for _, c := range p.Containers {
 			if !c.StartTime.IsZero() {
@@ -73,6 +85,16 @@ func WriteResourceMetrics(w io.Writer, s statsv1alpha1.Summary) error {
 			}
 			if m := c.Memory; m != nil && m.WorkingSetBytes != nil {
 				add(containerMemMetric, float64(*m.WorkingSetBytes), m.Time.Time, c.Name, ns, pod)
+			}
+			if sw := c.Swap; sw != nil {
+				var used float64
+				if sw.SwapUsageBytes != nil {
+					used = float64(*sw.SwapUsageBytes)
+					add(containerSwapMetric, used, sw.Time.Time, c.Name, ns, pod)
+				}
+				if sw.SwapAvailableBytes != nil {
+					add(containerSwapLimit, float64(*sw.SwapAvailableBytes)+used, sw.Time.Time, c.Name, ns, pod)
+				}
 			}
 		}
 	}

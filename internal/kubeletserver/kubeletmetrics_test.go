@@ -25,19 +25,22 @@ func TestWriteResourceMetrics(t *testing.T) {
 	mem := func(b uint64) *statsv1alpha1.MemoryStats {
 		return &statsv1alpha1.MemoryStats{Time: metav1.NewTime(at), WorkingSetBytes: u(b)}
 	}
+	swap := func(used uint64, left *uint64) *statsv1alpha1.SwapStats {
+		return &statsv1alpha1.SwapStats{Time: metav1.NewTime(at), SwapUsageBytes: u(used), SwapAvailableBytes: left}
+	}
 	tests := []struct {
 		name string
 		in   statsv1alpha1.Summary
 		want string
 	}{
-		{name: "nothing sampled: scrape_error alone", want: `# HELP scrape_error [ALPHA] 1 if there was an error while getting container metrics, 0 otherwise
-# TYPE scrape_error gauge
-scrape_error 0
+		{name: "nothing sampled: resource_scrape_error alone", want: `# HELP resource_scrape_error [STABLE] 1 if there was an error while getting container metrics, 0 otherwise
+# TYPE resource_scrape_error gauge
+resource_scrape_error 0
 `},
 		{name: "node, pod and container", in: statsv1alpha1.Summary{
-			Node: statsv1alpha1.NodeStats{NodeName: "n", CPU: cpu(1500e6), Memory: mem(2048)},
-			Pods: []statsv1alpha1.PodStats{{PodRef: statsv1alpha1.PodReference{Namespace: "default", Name: "web"}, CPU: cpu(2e9), Memory: mem(100),
-				Containers: []statsv1alpha1.ContainerStats{{Name: "app", StartTime: metav1.NewTime(at.Add(-time.Minute)), CPU: cpu(1e9), Memory: mem(90)}}}},
+			Node: statsv1alpha1.NodeStats{NodeName: "n", CPU: cpu(1500e6), Memory: mem(2048), Swap: swap(4096, nil)},
+			Pods: []statsv1alpha1.PodStats{{PodRef: statsv1alpha1.PodReference{Namespace: "default", Name: "web"}, CPU: cpu(2e9), Memory: mem(100), Swap: swap(10, nil),
+				Containers: []statsv1alpha1.ContainerStats{{Name: "app", StartTime: metav1.NewTime(at.Add(-time.Minute)), CPU: cpu(1e9), Memory: mem(90), Swap: swap(10, u(30))}}}},
 		}, want: `# HELP container_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the container in core-seconds
 # TYPE container_cpu_usage_seconds_total counter
 container_cpu_usage_seconds_total{container="app",namespace="default",pod="web"} 1 1700000000000
@@ -47,21 +50,33 @@ container_memory_working_set_bytes{container="app",namespace="default",pod="web"
 # HELP container_start_time_seconds [STABLE] Start time of the container since unix epoch in seconds
 # TYPE container_start_time_seconds gauge
 container_start_time_seconds{container="app",namespace="default",pod="web"} 1.69999994e+09 1699999940000
+# HELP container_swap_limit_bytes [ALPHA] Current amount of the container swap limit in bytes. Reported only on non-windows systems
+# TYPE container_swap_limit_bytes gauge
+container_swap_limit_bytes{container="app",namespace="default",pod="web"} 40 1700000000000
+# HELP container_swap_usage_bytes [ALPHA] Current amount of the container swap usage in bytes. Reported only on non-windows systems
+# TYPE container_swap_usage_bytes gauge
+container_swap_usage_bytes{container="app",namespace="default",pod="web"} 10 1700000000000
 # HELP node_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the node in core-seconds
 # TYPE node_cpu_usage_seconds_total counter
 node_cpu_usage_seconds_total 1.5 1700000000000
 # HELP node_memory_working_set_bytes [STABLE] Current working set of the node in bytes
 # TYPE node_memory_working_set_bytes gauge
 node_memory_working_set_bytes 2048 1700000000000
+# HELP node_swap_usage_bytes [ALPHA] Current swap usage of the node in bytes. Reported only on non-windows systems
+# TYPE node_swap_usage_bytes gauge
+node_swap_usage_bytes 4096 1700000000000
 # HELP pod_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the pod in core-seconds
 # TYPE pod_cpu_usage_seconds_total counter
 pod_cpu_usage_seconds_total{namespace="default",pod="web"} 2 1700000000000
 # HELP pod_memory_working_set_bytes [STABLE] Current working set of the pod in bytes
 # TYPE pod_memory_working_set_bytes gauge
 pod_memory_working_set_bytes{namespace="default",pod="web"} 100 1700000000000
-# HELP scrape_error [ALPHA] 1 if there was an error while getting container metrics, 0 otherwise
-# TYPE scrape_error gauge
-scrape_error 0
+# HELP pod_swap_usage_bytes [ALPHA] Current amount of the pod swap usage in bytes. Reported only on non-windows systems
+# TYPE pod_swap_usage_bytes gauge
+pod_swap_usage_bytes{namespace="default",pod="web"} 10 1700000000000
+# HELP resource_scrape_error [STABLE] 1 if there was an error while getting container metrics, 0 otherwise
+# TYPE resource_scrape_error gauge
+resource_scrape_error 0
 `},
 	}
 	for _, tc := range tests {

@@ -76,9 +76,10 @@ type Options struct {
 	Clock   clock.Clock
 	Logger  *slog.Logger
 
-	// Metrics, MetricsProbes and MetricsCadvisor serve /metrics, /metrics/probes and
-	// /metrics/cadvisor (authorized as nodes/metrics); a nil one is not served.
-	Metrics, MetricsProbes, MetricsCadvisor http.Handler
+	// Metrics, MetricsProbes, MetricsCadvisor and MetricsSLIs serve /metrics, /metrics/probes,
+	// /metrics/cadvisor and /metrics/slis (authorized as nodes/metrics); a nil one is not
+	// served.
+	Metrics, MetricsProbes, MetricsCadvisor, MetricsSLIs http.Handler
 
 	// Streamer is the runtime's streaming (/exec, /attach, /portForward, /run); nil: the
 	// runtime has none, and those endpoints say so.
@@ -228,7 +229,8 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /pods/{$}", timed(http.HandlerFunc(s.pods)))
 	mux.Handle("GET /stats/summary", timed(http.HandlerFunc(s.summary)))
 	mux.Handle("GET /metrics/resource", timed(http.HandlerFunc(s.resourceMetrics)))
-	for path, h := range map[string]http.Handler{"/metrics": s.o.Metrics, "/metrics/probes": s.o.MetricsProbes, "/metrics/cadvisor": s.o.MetricsCadvisor} {
+	for path, h := range map[string]http.Handler{"/metrics": s.o.Metrics, "/metrics/probes": s.o.MetricsProbes, "/metrics/cadvisor": s.o.MetricsCadvisor,
+		"/metrics/slis": s.o.MetricsSLIs} {
 		if h != nil {
 			mux.Handle("GET "+path, timed(h))
 		}

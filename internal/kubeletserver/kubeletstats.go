@@ -14,8 +14,8 @@ import (
 // Summary is the kubelet's stats summary (k8s.io/kubelet/pkg/apis/stats/v1alpha1, what
 // metrics-server reads from /stats/summary) made of the samples the pod stats sampler already
 // keeps: CPU as usageCoreNanoSeconds (cumulative) and usageNanoCores (between the last two
-// samples), memory as workingSetBytes, usageBytes and rssBytes, for the node, each pod and
-// each container. pods give the start times (status.startTime, each container's running
+// samples), memory as workingSetBytes, usageBytes and rssBytes, swap as swapUsageBytes (and
+// swapAvailableBytes under a swap limit), for the node, each pod and each container. pods give the start times (status.startTime, each container's running
 // startedAt). What slicelet does not sample (filesystems, network, page faults) is left out
 // rather than invented.
 func Summary(nodeName string, bootTime time.Time, node podstats.Latest[podstats.Usage], nodeOK bool, samples []podstats.PodLatest, pods []v1.Pod) statsv1alpha1.Summary {
@@ -23,6 +23,7 @@ func Summary(nodeName string, bootTime time.Time, node podstats.Latest[podstats.
 	if nodeOK {
 		out.Node.CPU = cpuStats(node.At, node.Usage.CPU, node.NanoCores)
 		out.Node.Memory = memoryStats(node.At, node.Usage)
+		out.Node.Swap = swapStats(node.At, node.Usage)
 	}
 	byUID := make(map[types.UID]*v1.Pod, len(pods))
 	for i := range pods {
@@ -30,7 +31,7 @@ func Summary(nodeName string, bootTime time.Time, node podstats.Latest[podstats.
 	}
 	for _, s := range samples {
 		ps := statsv1alpha1.PodStats{PodRef: statsv1alpha1.PodReference{Name: s.Name, Namespace: s.Namespace, UID: string(s.UID)},
-			CPU: cpuStats(s.At, s.Usage.CPU, s.NanoCores), Memory: memoryStats(s.At, s.Usage.Usage),
+			CPU: cpuStats(s.At, s.Usage.CPU, s.NanoCores), Memory: memoryStats(s.At, s.Usage.Usage), Swap: swapStats(s.At, s.Usage.Usage),
 			Containers: []statsv1alpha1.ContainerStats{}}
 		started := map[string]metav1.Time{}
 		if p := byUID[s.UID]; p != nil {
@@ -49,7 +50,7 @@ func Summary(nodeName string, bootTime time.Time, node podstats.Latest[podstats.
 				nano = &n
 			}
 			ps.Containers = append(ps.Containers, statsv1alpha1.ContainerStats{Name: c.Name, StartTime: started[c.Name],
-				CPU: cpuStats(s.At, c.CPU, nano), Memory: memoryStats(s.At, c.Usage)})
+				CPU: cpuStats(s.At, c.CPU, nano), Memory: memoryStats(s.At, c.Usage), Swap: swapStats(s.At, c.Usage)})
 		}
 		out.Pods = append(out.Pods, ps)
 	}
@@ -65,4 +66,16 @@ func memoryStats(at time.Time, u podstats.Usage) *statsv1alpha1.MemoryStats {
 	count := func(n int64) *uint64 { v := uint64(max(n, 0)); return &v }
 	return &statsv1alpha1.MemoryStats{Time: metav1.NewTime(at), WorkingSetBytes: count(u.MemoryWorkingSet),
 		UsageBytes: count(u.MemoryUsage), RSSBytes: count(u.MemoryRSS)}
+}
+
+// swapStats is a cgroup's swap as cAdvisor's summary reports it (pkg/kubelet/stats
+// cadvisorInfoToSwapStats): the swap used and, under a swap limit, what is left of it.
+func swapStats(at time.Time, u podstats.Usage) *statsv1alpha1.SwapStats {
+	used := uint64(max(u.Stats.Swap, 0))
+	out := &statsv1alpha1.SwapStats{Time: metav1.NewTime(at), SwapUsageBytes: &used}
+	if u.Stats.SwapLimit > 0 {
+		left := uint64(max(u.Stats.SwapLimit-u.Stats.Swap, 0))
+		out.SwapAvailableBytes = &left
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/podstats"
 )
 
@@ -17,7 +18,8 @@ func TestKubeletSummary(t *testing.T) {
 	node := podstats.Latest[podstats.Usage]{At: at, Usage: podstats.Usage{MemoryWorkingSet: 1 << 30, CPU: 90 * time.Second}, NanoCores: &nano}
 	samples := []podstats.PodLatest{{Namespace: "default", Name: "web", UID: "u1", Latest: podstats.Latest[podstats.PodUsage]{At: at,
 		Usage: podstats.PodUsage{Usage: podstats.Usage{MemoryWorkingSet: 64 << 20, CPU: 3 * time.Second},
-			Containers: []podstats.ContainerUsage{{Name: "app", Usage: podstats.Usage{MemoryWorkingSet: 60 << 20, MemoryUsage: 70 << 20, MemoryRSS: 50 << 20, CPU: 2 * time.Second}}}},
+			Containers: []podstats.ContainerUsage{{Name: "app", Usage: podstats.Usage{MemoryWorkingSet: 60 << 20, MemoryUsage: 70 << 20, MemoryRSS: 50 << 20, CPU: 2 * time.Second,
+				Stats: eviction.CgroupStats{Swap: 1 << 20, SwapLimit: 5 << 20}}}}},
 		ContainerNanoCores: map[string]uint64{"app": 1e8}}}}
 	started := metav1.NewTime(at.Add(-time.Minute))
 	pods := []v1.Pod{{ObjectMeta: metav1.ObjectMeta{UID: "u1"}, Status: v1.PodStatus{StartTime: &started,
@@ -37,6 +39,9 @@ func TestKubeletSummary(t *testing.T) {
 		{name: "container stats", ok: len(s.Pods[0].Containers) == 1 && *s.Pods[0].Containers[0].CPU.UsageNanoCores == 1e8 &&
 			*s.Pods[0].Containers[0].Memory.WorkingSetBytes == 60<<20 && s.Pods[0].Containers[0].StartTime.Equal(&started)},
 		{name: "container memory usage and rss", ok: *s.Pods[0].Containers[0].Memory.UsageBytes == 70<<20 && *s.Pods[0].Containers[0].Memory.RSSBytes == 50<<20},
+		{name: "container swap used and left under its limit", ok: *s.Pods[0].Containers[0].Swap.SwapUsageBytes == 1<<20 && *s.Pods[0].Containers[0].Swap.SwapAvailableBytes == 4<<20},
+		{name: "pod swap without a limit: nothing available reported", ok: *s.Pods[0].Swap.SwapUsageBytes == 0 && s.Pods[0].Swap.SwapAvailableBytes == nil},
+		{name: "node swap", ok: s.Node.Swap != nil && *s.Node.Swap.SwapUsageBytes == 0 && s.Node.Swap.Time.Time.Equal(at)},
 		{name: "what is not sampled is left out", ok: s.Pods[0].Memory.PageFaults == nil && s.Pods[0].Network == nil && s.Node.Fs == nil},
 	}
 	for _, tc := range tests {

@@ -95,11 +95,10 @@ machine_memory_bytes{boot_id="b",machine_id="m",system_uuid="U"} 8.589934592e+09
 			}
 		}
 	}
-	_, _, cadvisor := m.KubeletHandlers(nil)
-	if cadvisor == nil {
+	if m.KubeletHandlers(nil).Cadvisor == nil {
 		t.Fatal("the kubelet API has no /metrics/cadvisor handler")
 	}
-	if _, _, none := New(Options{NoRuntimeCollectors: true}).KubeletHandlers(nil); none != nil {
+	if New(Options{NoRuntimeCollectors: true}).KubeletHandlers(nil).Cadvisor != nil {
 		t.Error("a /metrics/cadvisor handler without a source")
 	}
 }

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"runtime"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,8 +15,11 @@ import (
 // k8s.io/component-base/metrics writes it). slicelet's own slicelet_* families stay beside
 // them.
 
-// alpha is component-base's prefix of an ALPHA metric's help.
-const alpha = "[ALPHA] "
+// alpha and beta are component-base's prefixes of an ALPHA and a BETA metric's help.
+const (
+	alpha = "[ALPHA] "
+	beta  = "[BETA] "
+)
 
 // Kubelet subsystem and label values of the kubelet's families.
 const (
@@ -37,6 +42,8 @@ const (
 var (
 	// podStartupDurationBuckets are the kubelet's podStartupDurationBuckets.
 	podStartupDurationBuckets = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
+	// storageOperationBuckets are the volume operations' buckets (pkg/volume/util/metrics.go).
+	storageOperationBuckets = []float64{.1, .25, .5, 1, 2.5, 5, 10, 15, 25, 50, 120, 300, 600}
 	// runtimeOperationBuckets are metrics.ExponentialBuckets(.005, 2.5, 14).
 	runtimeOperationBuckets = prometheus.ExponentialBuckets(.005, 2.5, 14)
 	// restClientLatencyBuckets are client-go's request latency buckets as component-base
@@ -52,6 +59,7 @@ type KubeletFamilies struct {
 	cgroupVersion      prometheus.Gauge
 	podStart           prometheus.Histogram
 	podWorker          *prometheus.HistogramVec
+	cgroupManager      *prometheus.HistogramVec
 	plegRelist         prometheus.Histogram
 	plegInterval       prometheus.Histogram
 	plegLastSeen       prometheus.Gauge
@@ -61,10 +69,15 @@ type KubeletFamilies struct {
 	evictions          *prometheus.CounterVec
 	startedPods        prometheus.Counter
 	startedPodsErrors  prometheus.Counter
+	storageOps         *prometheus.HistogramVec
 	restRequests       *prometheus.CounterVec
 	restLatency        *prometheus.HistogramVec
 
 	lastRelist time.Time
+	// buildInfo is kubernetes_build_info (SetVersion).
+	buildInfo prometheus.Collector
+	// volumes counts the volumes by plugin, desired and set up (SetVolumes).
+	volumes func() (desired, actual map[string]int)
 }
 
 // NewKubeletFamilies returns the families, not registered yet (New registers them).
@@ -80,6 +93,8 @@ func NewKubeletFamilies() *KubeletFamilies {
 		podWorker: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: kubeletSubsystem, Name: "pod_worker_duration_seconds",
 			Help:    alpha + "Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync",
 			Buckets: prometheus.DefBuckets}, []string{"operation_type"}),
+		cgroupManager: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: kubeletSubsystem, Name: "cgroup_manager_duration_seconds",
+			Help: alpha + "Duration in seconds for cgroup manager operations. Broken down by method.", Buckets: prometheus.DefBuckets}, []string{"operation_type"}),
 		plegRelist: prometheus.NewHistogram(prometheus.HistogramOpts{Subsystem: kubeletSubsystem, Name: "pleg_relist_duration_seconds",
 			Help: alpha + "Duration in seconds for relisting pods in PLEG.", Buckets: prometheus.DefBuckets}),
 		plegInterval: prometheus.NewHistogram(prometheus.HistogramOpts{Subsystem: kubeletSubsystem, Name: "pleg_relist_interval_seconds",
@@ -98,6 +113,8 @@ func NewKubeletFamilies() *KubeletFamilies {
 			Help: alpha + "Cumulative number of pods started"}),
 		startedPodsErrors: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: kubeletSubsystem, Name: "started_pods_errors_total",
 			Help: alpha + "Cumulative number of errors when starting pods"}),
+		storageOps: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "storage_operation_duration_seconds",
+			Help: beta + "Storage operation duration", Buckets: storageOperationBuckets}, []string{"volume_plugin", "operation_name", "status", "migrated"}),
 		restRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: restClientSubsystem, Name: "requests_total",
 			Help: alpha + "Number of HTTP requests, partitioned by status code, method, and host."}, []string{"code", "method", "host"}),
 		restLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: restClientSubsystem, Name: "request_duration_seconds",
@@ -106,10 +123,50 @@ func NewKubeletFamilies() *KubeletFamilies {
 	return k
 }
 
+// buildInfoHelp is component-base's help of kubernetes_build_info
+// (k8s.io/component-base/metrics/prometheus/version).
+const buildInfoHelp = beta + "A metric with a constant '1' value labeled by major, minor, git version, git commit, git tree state, build date, Go version, and compiler from which Kubernetes was built, and platform on which it is running."
+
+// kubernetesBuildInfo is kubernetes_build_info of a node whose kubeletVersion is version
+// ("v1.37.2+slicelet.<slicelet's version>", what the Node reports): major and minor of the
+// Kubernetes release it speaks, git_version the whole, git_commit slicelet's version (dirty
+// when built from a changed tree), and the Go toolchain and platform; the mixin's
+// KubeVersionMismatch compares the nodes' and the control plane's git_version.
+func kubernetesBuildInfo(version, commit string) prometheus.Collector {
+	core, _, _ := strings.Cut(strings.TrimPrefix(version, "v"), "+")
+	major, rest, _ := strings.Cut(core, ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	tree := "clean"
+	if strings.HasSuffix(commit, "-dirty") {
+		tree = "dirty"
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "kubernetes", Name: "build_info", Help: buildInfoHelp,
+		ConstLabels: prometheus.Labels{"major": major, "minor": minor, "git_version": version, "git_commit": commit, "git_tree_state": tree,
+			"build_date": "", "go_version": runtime.Version(), "compiler": runtime.Compiler, "platform": runtime.GOOS + "/" + runtime.GOARCH}})
+	g.Set(1)
+	return g
+}
+
 func (k *KubeletFamilies) collectors() []prometheus.Collector {
-	return []prometheus.Collector{k.nodeName, k.cgroupVersion, k.podStart, k.podWorker, k.plegRelist, k.plegInterval, k.plegLastSeen,
+	out := []prometheus.Collector{k.nodeName, k.cgroupVersion, k.podStart, k.podWorker, k.cgroupManager, k.plegRelist, k.plegInterval, k.plegLastSeen,
 		k.runtimeOps, k.runtimeOpsDuration, k.runtimeOpsErrors, k.evictions, k.startedPods, k.startedPodsErrors,
-		k.restRequests, k.restLatency}
+		k.storageOps, k.restRequests, k.restLatency}
+	if k.buildInfo != nil {
+		out = append(out, k.buildInfo)
+	}
+	if k.volumes != nil {
+		out = append(out, volumeCollector{k.volumes})
+	}
+	return out
+}
+
+// SetVersion gives kubernetes_build_info its labels: version is the node's kubeletVersion,
+// commit slicelet's version. Call it before New registers the families.
+func (k *KubeletFamilies) SetVersion(version, commit string) {
+	if k == nil {
+		return
+	}
+	k.buildInfo = kubernetesBuildInfo(version, commit)
 }
 
 // SetNode sets kubelet_node_name (the node's name, always 1) and kubelet_cgroup_version (1
@@ -148,6 +205,60 @@ func (k *KubeletFamilies) PodWorker(operation string, d time.Duration) {
 		return
 	}
 	k.podWorker.WithLabelValues(operation).Observe(d.Seconds())
+}
+
+// CgroupManagerOperation observes one operation on a cgroup
+// (kubelet_cgroup_manager_duration_seconds): create, update or destroy (slices.Operation*).
+func (k *KubeletFamilies) CgroupManagerOperation(operation string, d time.Duration) {
+	if k == nil {
+		return
+	}
+	k.cgroupManager.WithLabelValues(operation).Observe(d.Seconds())
+}
+
+// VolumeOperation observes one volume operation (storage_operation_duration_seconds) of the
+// volume plugin: status success or fail-unknown, migrated false (no in-tree volume is migrated
+// to CSI here).
+func (k *KubeletFamilies) VolumeOperation(plugin, operation string, d time.Duration, failed bool) {
+	if k == nil {
+		return
+	}
+	status := "success"
+	if failed {
+		status = "fail-unknown"
+	}
+	k.storageOps.WithLabelValues(plugin, operation, status, "false").Observe(d.Seconds())
+}
+
+// SetVolumes gives volume_manager_total_volumes its source: the pods' volumes by plugin, those
+// the node should have set up (desired_state_of_world) and those it has
+// (actual_state_of_world). Call it before New registers the families.
+func (k *KubeletFamilies) SetVolumes(counts func() (desired, actual map[string]int)) {
+	if k == nil {
+		return
+	}
+	k.volumes = counts
+}
+
+var volumeManagerDesc = prometheus.NewDesc("volume_manager_total_volumes", alpha+"Number of volumes in Volume Manager",
+	[]string{"plugin_name", "state"}, nil)
+
+// volumeCollector exports volume_manager_total_volumes at scrape time.
+type volumeCollector struct {
+	counts func() (desired, actual map[string]int)
+}
+
+// Describe implements prometheus.Collector.
+func (vc volumeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- volumeManagerDesc }
+
+// Collect implements prometheus.Collector.
+func (vc volumeCollector) Collect(ch chan<- prometheus.Metric) {
+	desired, actual := vc.counts()
+	for state, counts := range map[string]map[string]int{"desired_state_of_world": desired, "actual_state_of_world": actual} {
+		for plugin, n := range counts {
+			ch <- prometheus.MustNewConstMetric(volumeManagerDesc, prometheus.GaugeValue, float64(n), plugin, state)
+		}
+	}
 }
 
 // Relisted observes one relist of every container (the kubelet's PLEG relist): its

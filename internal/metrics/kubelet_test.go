@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,8 @@ func TestKubeletFamilies(t *testing.T) {
 	k.RuntimeOperation("list_containers", 3*time.Millisecond, false)
 	k.RuntimeOperation("start_container", 40*time.Millisecond, true)
 	k.RestRequest("200", "GET", "10.0.0.1:6443")
+	k.CgroupManagerOperation("create", 30*time.Millisecond)
+	k.CgroupManagerOperation("destroy", 2*time.Second)
 	m.Evicted("memory.available")
 
 	want := `
@@ -64,10 +67,40 @@ rest_client_requests_total{code="200",host="10.0.0.1:6443",method="GET"} 1
 # HELP kubelet_pleg_last_seen_seconds [ALPHA] Timestamp in seconds when PLEG was last seen active.
 # TYPE kubelet_pleg_last_seen_seconds gauge
 kubelet_pleg_last_seen_seconds 101.02
+# HELP kubelet_cgroup_manager_duration_seconds [ALPHA] Duration in seconds for cgroup manager operations. Broken down by method.
+# TYPE kubelet_cgroup_manager_duration_seconds histogram
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="0.005"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="0.01"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="0.025"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="0.05"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="0.1"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="0.25"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="0.5"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="1"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="2.5"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="5"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="10"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="create",le="+Inf"} 1
+kubelet_cgroup_manager_duration_seconds_sum{operation_type="create"} 0.03
+kubelet_cgroup_manager_duration_seconds_count{operation_type="create"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="0.005"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="0.01"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="0.025"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="0.05"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="0.1"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="0.25"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="0.5"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="1"} 0
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="2.5"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="5"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="10"} 1
+kubelet_cgroup_manager_duration_seconds_bucket{operation_type="destroy",le="+Inf"} 1
+kubelet_cgroup_manager_duration_seconds_sum{operation_type="destroy"} 2
+kubelet_cgroup_manager_duration_seconds_count{operation_type="destroy"} 1
 `
 	names := []string{"kubelet_node_name", "kubelet_cgroup_version", "kubelet_running_pods", "kubelet_running_containers", "kubelet_evictions",
 		"kubelet_started_pods_total", "kubelet_runtime_operations_total", "kubelet_runtime_operations_errors_total", "rest_client_requests_total",
-		"kubelet_pleg_last_seen_seconds"}
+		"kubelet_pleg_last_seen_seconds", "kubelet_cgroup_manager_duration_seconds"}
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
@@ -78,6 +111,7 @@ kubelet_pleg_last_seen_seconds 101.02
 		"kubelet_pod_start_duration_seconds":          {0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600},
 		"kubelet_pleg_relist_duration_seconds":        {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		"kubelet_pleg_relist_interval_seconds":        {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		"kubelet_cgroup_manager_duration_seconds":     {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		"kubelet_runtime_operations_duration_seconds": {0.005, 0.0125, 0.03125, 0.078125, 0.1953125, 0.48828125, 1.220703125, 3.0517578125, 7.62939453125, 19.073486328125, 47.6837158203125, 119.20928955078125, 298.0232238769531, 745.0580596923828},
 	}
 	mfs, err := m.Registry().Gather()
@@ -167,4 +201,89 @@ func TestCountRunning(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGoRuntimeFamilies: /metrics has the Go runtime's every metric, as the kubelet's Go
+// collector registers them (its dashboards' go_goroutines among them).
+func TestGoRuntimeFamilies(t *testing.T) {
+	mfs, err := New(Options{Version: "1"}).Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = true
+	}
+	for _, name := range []string{"go_goroutines", "go_gc_heap_goal_bytes", "go_sched_latencies_seconds", "go_cpu_classes_gc_total_cpu_seconds_total",
+		"process_resident_memory_bytes", "process_start_time_seconds"} {
+		if !got[name] {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+}
+
+// TestKubernetesBuildInfo: kubernetes_build_info with component-base's name, help and labels,
+// major and minor of the Kubernetes version the node reports.
+func TestKubernetesBuildInfo(t *testing.T) {
+	k := NewKubeletFamilies()
+	k.SetVersion("v1.37.2+slicelet.0.4.0-dirty", "0.4.0-dirty")
+	m := New(Options{NoRuntimeCollectors: true, Kubelet: k})
+	want := `
+# HELP kubernetes_build_info ` + buildInfoHelp + `
+# TYPE kubernetes_build_info gauge
+kubernetes_build_info{build_date="",compiler="` + runtime.Compiler + `",git_commit="0.4.0-dirty",git_tree_state="dirty",git_version="v1.37.2+slicelet.0.4.0-dirty",go_version="` + runtime.Version() + `",major="1",minor="37",platform="` + runtime.GOOS + "/" + runtime.GOARCH + `"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "kubernetes_build_info"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestVolumeFamilies: storage_operation_duration_seconds with the kubelet's labels and
+// buckets, volume_manager_total_volumes from the volume source by plugin and state.
+func TestVolumeFamilies(t *testing.T) {
+	k := NewKubeletFamilies()
+	k.SetVolumes(func() (map[string]int, map[string]int) {
+		return map[string]int{"kubernetes.io/empty-dir": 2, "kubernetes.io/configmap": 1}, map[string]int{"kubernetes.io/empty-dir": 1}
+	})
+	m := New(Options{NoRuntimeCollectors: true, Kubelet: k})
+	k.VolumeOperation("kubernetes.io/empty-dir", "volume_mount", 200*time.Millisecond, false)
+	k.VolumeOperation("kubernetes.io/configmap", "volume_mount", time.Second, true)
+	want := `
+# HELP volume_manager_total_volumes [ALPHA] Number of volumes in Volume Manager
+# TYPE volume_manager_total_volumes gauge
+volume_manager_total_volumes{plugin_name="kubernetes.io/configmap",state="desired_state_of_world"} 1
+volume_manager_total_volumes{plugin_name="kubernetes.io/empty-dir",state="actual_state_of_world"} 1
+volume_manager_total_volumes{plugin_name="kubernetes.io/empty-dir",state="desired_state_of_world"} 2
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "volume_manager_total_volumes"); err != nil {
+		t.Error(err)
+	}
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "storage_operation_duration_seconds" {
+			continue
+		}
+		if mf.GetHelp() != "[BETA] Storage operation duration" || len(mf.GetMetric()) != 2 {
+			t.Errorf("storage_operation_duration_seconds: %v", mf)
+		}
+		for _, s := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range s.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			wantStatus := "success"
+			if labels["volume_plugin"] == "kubernetes.io/configmap" {
+				wantStatus = "fail-unknown"
+			}
+			if labels["operation_name"] != "volume_mount" || labels["status"] != wantStatus || labels["migrated"] != "false" ||
+				len(s.GetHistogram().GetBucket()) != len(storageOperationBuckets) {
+				t.Errorf("storage_operation_duration_seconds series %v", s)
+			}
+		}
+		return
+	}
+	t.Error("storage_operation_duration_seconds not exported")
 }

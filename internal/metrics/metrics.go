@@ -63,6 +63,9 @@ type Options struct {
 	Kubelet *KubeletFamilies
 	// Cadvisor is read at every scrape of /metrics/cadvisor; nil serves no such path.
 	Cadvisor CadvisorSource
+	// Started is when the process started (/metrics/slis's process_start_time_seconds); zero
+	// leaves it out.
+	Started time.Time
 	// NoRuntimeCollectors leaves out the Go and process collectors (tests that compare the whole
 	// registry; their values change on every scrape).
 	NoRuntimeCollectors bool
@@ -73,10 +76,14 @@ type Options struct {
 type Metrics struct {
 	reg    *prometheus.Registry
 	health *health.Tracker
-	// probes is /metrics/probes (prober_probe_total alone, as the kubelet serves it) and
-	// cadvisor /metrics/cadvisor (nil when there is no source).
+	// probes holds the prober's families (on the local /metrics too) and cadvisor
+	// /metrics/cadvisor (nil when there is no source).
 	probes, cadvisor *prometheus.Registry
-	kubelet          *KubeletFamilies
+	// probesEndpoint is /metrics/probes: probes and process_start_time_seconds; slis is
+	// /metrics/slis: the health checks HealthHandler feeds and process_start_time_seconds.
+	probesEndpoint, slis prometheus.Gatherer
+	healthchecks         *healthchecks
+	kubelet              *KubeletFamilies
 
 	systemdOps          *SystemdOperations
 	admissionRejections *prometheus.CounterVec
@@ -168,7 +175,7 @@ func New(opts Options) *Metrics {
 	m.reg.MustRegister(m.systemdOps.h, m.admissionRejections, m.evictions, m.gcRuns, m.gcFreed,
 		m.gcRemoved, buildInfo, &m.signals)
 	if opts.Probes != nil {
-		m.probes.MustRegister(opts.Probes.c)
+		m.probes.MustRegister(opts.Probes.collectors()...)
 	}
 	if opts.Kubelet != nil {
 		m.reg.MustRegister(opts.Kubelet.collectors()...)
@@ -182,11 +189,17 @@ func New(opts Options) *Metrics {
 	if opts.Cadvisor != nil {
 		m.cadvisor = NewCadvisorRegistry(opts.Cadvisor)
 	}
+	started, slis := startTimeRegistry(opts.Started), prometheus.NewRegistry()
+	m.healthchecks = newHealthchecks(slis)
+	m.probesEndpoint, m.slis = prometheus.Gatherers{m.probes, started}, prometheus.Gatherers{slis, started}
 	if opts.Health != nil {
 		m.reg.MustRegister(healthCollector{opts.Health})
 	}
 	if !opts.NoRuntimeCollectors {
-		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		// The Go runtime's every metric, as the kubelet registers its Go collector
+		// (k8s.io/component-base/metrics/legacyregistry).
+		m.reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll)),
+			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m
 }

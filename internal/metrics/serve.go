@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/unixsock"
 )
 
@@ -43,37 +42,51 @@ func ParseAddress(address string) (network, addr string, err error) {
 }
 
 // Handler serves /metrics (the registry and prober_probe_total in the Prometheus text or
-// OpenMetrics format, as the scraper asks), the kubelet's /metrics/probes and
-// /metrics/cadvisor (when built with a source), /healthz and /readyz (health.Handler). Gathering errors are logged to log and the rest of the
-// metrics still served.
+// OpenMetrics format, as the scraper asks), the kubelet's /metrics/probes, /metrics/slis and
+// /metrics/cadvisor (when built with a source), /healthz and /readyz (HealthHandler).
+// Gathering errors are logged to log and the rest of the metrics still served.
 func (m *Metrics) Handler(log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", registryHandler(m.Gatherer(), log))
-	mux.Handle("GET /metrics/probes", registryHandler(m.probes, log))
+	mux.Handle("GET /metrics/probes", registryHandler(m.probesEndpoint, log))
+	mux.Handle("GET /metrics/slis", registryHandler(m.slis, log))
 	if m.cadvisor != nil {
 		mux.Handle("GET /metrics/cadvisor", registryHandler(m.cadvisor, log))
 	}
-	mux.Handle("GET /healthz", health.Handler(m.health, false))
-	mux.Handle("GET /readyz", health.Handler(m.health, true))
+	mux.Handle("GET /healthz", m.HealthHandler(false))
+	mux.Handle("GET /readyz", m.HealthHandler(true))
 	return mux
 }
 
-// KubeletHandlers are the kubelet API's metrics endpoints, as the kubelet serves them:
-// /metrics (the registry: the kubelet's families, slicelet's beside them, Go and process),
-// /metrics/probes (prober_probe_total) and /metrics/cadvisor (nil without a source); all nil
-// on a nil *Metrics.
-func (m *Metrics) KubeletHandlers(log *slog.Logger) (metrics, probes, cadvisor http.Handler) {
+// KubeletEndpoints are the kubelet API's handlers of metrics and health.
+type KubeletEndpoints struct {
+	// Metrics serves /metrics: the registry (the kubelet's families, slicelet's beside them,
+	// Go and process).
+	Metrics http.Handler
+	// Probes serves /metrics/probes (prober_probe_total, prober_probe_duration_seconds,
+	// process_start_time_seconds), SLIs /metrics/slis.
+	Probes, SLIs http.Handler
+	// Cadvisor serves /metrics/cadvisor; nil without a source.
+	Cadvisor http.Handler
+	// Healthz answers /healthz (HealthHandler), its checks recorded on /metrics/slis.
+	Healthz http.Handler
+}
+
+// KubeletHandlers are the kubelet API's metrics and health endpoints, as the kubelet serves
+// them; all nil on a nil *Metrics.
+func (m *Metrics) KubeletHandlers(log *slog.Logger) KubeletEndpoints {
 	if m == nil {
-		return nil, nil, nil
+		return KubeletEndpoints{}
 	}
-	metrics, probes = registryHandler(m.reg, log), registryHandler(m.probes, log)
+	e := KubeletEndpoints{Metrics: registryHandler(m.reg, log), Probes: registryHandler(m.probesEndpoint, log),
+		SLIs: registryHandler(m.slis, log), Healthz: m.HealthHandler(false)}
 	if m.cadvisor != nil {
-		cadvisor = registryHandler(m.cadvisor, log)
+		e.Cadvisor = registryHandler(m.cadvisor, log)
 	}
-	return metrics, probes, cadvisor
+	return e
 }
 
 // Server serves a Metrics' Handler on one listener. Create it with Listen.

@@ -118,8 +118,9 @@ func NewReader(cgroupRoot, procRoot string, mode units.Mode, namer Namer) *Reade
 }
 
 // ReadNode reads the node's usage: the root cgroup's working set (the one memory.available is
-// computed from) and CPU time; where the root cgroup does not account CPU (no cpu.stat in a
-// cgroup v2 root), the CPU time the kernel counts in <procRoot>/stat.
+// computed from), CPU time and the swap in use (<procRoot>/meminfo); where the root cgroup
+// does not account CPU (no cpu.stat in a cgroup v2 root), the CPU time the kernel counts in
+// <procRoot>/stat.
 func (r *Reader) ReadNode() (Usage, error) {
 	m, err := eviction.ReadCgroupMemory(r.root, r.mode, "/")
 	if err != nil {
@@ -132,7 +133,12 @@ func (r *Reader) ReadNode() (Usage, error) {
 	if err != nil {
 		return Usage{}, err
 	}
-	return Usage{MemoryWorkingSet: m.WorkingSet, MemoryUsage: m.Usage, MemoryRSS: m.RSS, CPU: cpu}, nil
+	u := Usage{MemoryWorkingSet: m.WorkingSet, MemoryUsage: m.Usage, MemoryRSS: m.RSS, CPU: cpu}
+	// The node's swap in use is the machine's (the root cgroup counts none of its own on v2).
+	if swap, err := procfs.SwapUsed(r.proc); err == nil {
+		u.Stats.Swap = swap
+	}
+	return u, nil
 }
 
 // procCPU is the CPU time the node has used, from procRoot/stat: user, nice, system, irq,

@@ -174,7 +174,9 @@ func TestReadNode(t *testing.T) {
 		want podstats.Usage
 	}{
 		{"v1", units.ModeHybrid, podstats.Usage{MemoryWorkingSet: 5 << 30, MemoryUsage: 6 << 30, MemoryRSS: 5 << 30, CPU: 900 * time.Second}},
-		{"v2", units.ModeUnified, podstats.Usage{MemoryWorkingSet: 5 << 30, MemoryUsage: 6 << 30, MemoryRSS: 4 << 30, CPU: 806 * time.Second}},
+		// v2's proc has a meminfo: 1 GiB of its 2 GiB of swap in use.
+		{"v2", units.ModeUnified, podstats.Usage{MemoryWorkingSet: 5 << 30, MemoryUsage: 6 << 30, MemoryRSS: 4 << 30, CPU: 806 * time.Second,
+			Stats: eviction.CgroupStats{Swap: 1 << 30}}},
 	} {
 		r := podstats.NewReader(filepath.Join("testdata", tt.tree, "cgroup"), filepath.Join("testdata", tt.tree, "proc"), tt.mode, nil)
 		got, err := r.ReadNode()

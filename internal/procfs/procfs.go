@@ -256,3 +256,38 @@ func SwapTotal(root string) (int64, error) {
 	}
 	return int64(*mi.SwapTotalBytes), nil
 }
+
+// SwapUsed is the swap in use of root/meminfo, SwapTotal − SwapFree, in bytes: the node's
+// swap usage (node_swap_usage_bytes).
+func SwapUsed(root string) (int64, error) {
+	p, err := open(root, "meminfo")
+	if err != nil {
+		return 0, err
+	}
+	mi, err := p.Meminfo()
+	if err != nil {
+		return 0, err
+	}
+	if mi.SwapTotalBytes == nil || mi.SwapFreeBytes == nil {
+		return 0, fmt.Errorf("%s: SwapTotal, SwapFree: %w", filepath.Join(root, "meminfo"), ErrNoValue)
+	}
+	return int64(*mi.SwapTotalBytes) - int64(*mi.SwapFreeBytes), nil
+}
+
+// ProcessStart is when process pid started: starttime of root/<pid>/stat after the boot time
+// of root/stat, as component-base's process_start_time_seconds reads it.
+func ProcessStart(root string, pid int) (time.Time, error) {
+	proc, err := process(root, pid)
+	if err != nil {
+		return time.Time{}, err
+	}
+	st, err := proc.Stat()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("process %d: %w", pid, err)
+	}
+	secs, err := st.StartTime()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("process %d: start time: %w", pid, err)
+	}
+	return time.Unix(0, int64(secs*float64(time.Second))), nil
+}

@@ -184,3 +184,29 @@ func TestProcessOOMAndCaps(t *testing.T) {
 		})
 	}
 }
+
+func TestProcessStart(t *testing.T) {
+	root := writeTree(t, map[string]string{
+		"stat":    "cpu  100 20 30 5000 400 6 7 8 0 0\nintr 0\nctxt 0\nbtime 1700000000\nprocesses 1\nprocs_running 1\nprocs_blocked 0\n",
+		"42/stat": "42 (slicelet) S 1 42 42 0 -1 4194560 91 0 0 0 150 50 0 0 20 0 1 0 1234 8192 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+	})
+	// starttime 1234 ticks (USER_HZ 100) after the boot.
+	want := time.Unix(1700000012, 340_000_000)
+	if got, err := ProcessStart(root, 42); err != nil || got.Sub(want).Abs() > time.Millisecond {
+		t.Errorf("ProcessStart = %v, %v; want %v", got, err, want)
+	}
+	if _, err := ProcessStart(root, 43); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ProcessStart of a gone process: %v, want ErrNotExist", err)
+	}
+}
+
+func TestSwapUsed(t *testing.T) {
+	root := writeTree(t, map[string]string{"meminfo": "MemTotal: 16384 kB\nSwapTotal: 4096 kB\nSwapFree: 1024 kB\n"})
+	if got, err := SwapUsed(root); err != nil || got != 3072<<10 {
+		t.Errorf("SwapUsed = %v, %v; want 3 MiB", got, err)
+	}
+	none := writeTree(t, map[string]string{"meminfo": "MemTotal: 16384 kB\n"})
+	if _, err := SwapUsed(none); !errors.Is(err, ErrNoValue) {
+		t.Errorf("SwapUsed without swap lines: %v, want ErrNoValue", err)
+	}
+}

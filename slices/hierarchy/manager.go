@@ -72,6 +72,26 @@ type Config struct {
 	Clock clock.WithTicker
 	// Health receives node allocatable enforcement and QoS reconcile failures; nil for none.
 	Health *health.Tracker
+	// Observe, when set, receives the duration of each operation on a slice, as the kubelet's
+	// cgroup manager times its own (pkg/kubelet/cm/cgroup_manager_linux.go): OperationCreate
+	// (a slice started), OperationUpdate (resources set on a live one: a pod's, a QoS slice's,
+	// kubepods.slice's), OperationDestroy (a pod's slice torn down), failed or not.
+	Observe func(operation string, d time.Duration)
+}
+
+// The operations Config.Observe receives: the kubelet's operation_type values of
+// kubelet_cgroup_manager_duration_seconds.
+const (
+	OperationCreate  = "create"
+	OperationUpdate  = "update"
+	OperationDestroy = "destroy"
+)
+
+// observe reports an operation begun at start to the configured observer.
+func (m *Manager) observe(operation string, start time.Time) {
+	if m.cfg.Observe != nil {
+		m.cfg.Observe(operation, m.clock.Since(start))
+	}
 }
 
 // podEntry is a pod's slice as the Manager knows it, with the pod it was made for.
@@ -275,6 +295,7 @@ func reservedUnit(cgroup string) (unit, cgroupPath string) {
 // startSlice creates (or adopts) a slice with its base and resource properties and writes the
 // cgroupfs-only knobs.
 func (m *Manager) startSlice(ctx context.Context, unit, description, parent string, rc slices.ResourceConfig) error {
+	defer m.observe(OperationCreate, m.clock.Now())
 	props := append(slices.BaseSliceProperties(description, parent, m.mode), slices.SliceProperties(rc, m.mode)...)
 	if err := m.sd.StartSlice(ctx, unit, props); err != nil {
 		return fmt.Errorf("slice %s: %w", unit, err)
@@ -291,6 +312,7 @@ func (m *Manager) startSlice(ctx context.Context, unit, description, parent stri
 
 // apply sets rc on a live unit and writes its cgroupfs-only knobs.
 func (m *Manager) apply(ctx context.Context, unit, cgroupPath string, rc slices.ResourceConfig) error {
+	defer m.observe(OperationUpdate, m.clock.Now())
 	props := slices.SliceProperties(rc, m.mode)
 	if len(props) > 0 {
 		if err := m.sd.SetProperties(ctx, unit, props); err != nil {
@@ -613,6 +635,7 @@ func (m *Manager) findPodSlice(ctx context.Context, uid string) (string, error) 
 }
 
 func (m *Manager) destroySlice(ctx context.Context, unit, cgPath string) error {
+	defer m.observe(OperationDestroy, m.clock.Now())
 	// CPU to the minimum first, so leftovers stop competing while the stop runs (the kubelet's
 	// ReduceCPULimits). Written to cgroupfs, not through SetUnitProperties: the slice is about to
 	// go, and a D-Bus round trip here made teardown ≈1.8× the cost of a bare StopUnit

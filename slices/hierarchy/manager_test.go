@@ -3,6 +3,7 @@ package hierarchy
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/slicelet/slicelet/internal/testharness/unitstest"
 	"github.com/slicelet/slicelet/slices"
@@ -519,4 +521,66 @@ func TestManagerAdoptsExistingSliceOnRestart(t *testing.T) {
 	if orphans, _ := m2.Orphans(ctx); len(orphans) != 0 {
 		t.Errorf("orphans after adoption: %v", orphans)
 	}
+}
+
+// TestManagerObservesOperations: each slice operation reaches ManagerConfig.Observe with its
+// kind and duration, as the kubelet's cgroup manager times create, update and destroy.
+func TestManagerObservesOperations(t *testing.T) {
+	cg := newFakeCgroupfs()
+	clk := testingclock.NewFakeClock(time.Unix(1_700_000_000, 0))
+	sd := &slowSystemd{syncingFake: &syncingFake{Fake: unitstest.New(units.ModeUnified), cg: cg}}
+	type op struct {
+		name string
+		d    time.Duration
+	}
+	var got []op
+	m := NewManager(sd, cg, ManagerConfig{Capacity: testCapacity(), Node: testNodeConfig(), Pod: DefaultOptions(), Clock: clk,
+		Observe: func(name string, d time.Duration) { got = append(got, op{name, d}) }}, nil)
+	ctx := t.Context()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	// Each call to systemd takes 3 s of the fake clock.
+	sd.step = func() { clk.Step(3 * time.Second) }
+	if _, err := m.EnsurePod(ctx, burstablePod("abc-1", "100m")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.EnsurePod(ctx, burstablePod("abc-1", "200m")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DestroyPod(ctx, "abc-1"); err != nil {
+		t.Fatal(err)
+	}
+	want := []op{{OperationCreate, 3 * time.Second}, {OperationUpdate, 3 * time.Second}, {OperationDestroy, 3 * time.Second}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("operations %v, want %v", got, want)
+	}
+}
+
+// slowSystemd calls step before each start, property change and stop.
+type slowSystemd struct {
+	*syncingFake
+	step func()
+}
+
+func (s *slowSystemd) tick() {
+	if s.step != nil {
+		s.step()
+	}
+}
+
+func (s *slowSystemd) StartSlice(ctx context.Context, name string, props []units.Property) error {
+	s.tick()
+	return s.syncingFake.StartSlice(ctx, name, props)
+}
+
+func (s *slowSystemd) SetProperties(ctx context.Context, name string, props []units.Property) error {
+	s.tick()
+	return s.syncingFake.SetProperties(ctx, name, props)
+}
+
+func (s *slowSystemd) Stop(ctx context.Context, name string) error {
+	s.tick()
+	return s.syncingFake.Stop(ctx, name)
 }

@@ -114,6 +114,12 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if c.node, err = peerrun.StartNode(ctx, peerrun.NodeOptions{Dir: filepath.Join(o.Work, "node"), Logf: o.Logf}); err != nil {
 		return c, err
 	}
+	// The kubelet's cAdvisor reads the containers' labels (pod, namespace, container, image on
+	// /metrics/cadvisor) from containerd at its default address, which it has no flag for: the
+	// address links to the node's containerd, as on a node where containerd is installed.
+	if err := linkContainerd(c.node.Containerd.Socket); err != nil {
+		return c, err
+	}
 	if c.CP, err = controlplane.Start(ctx, controlplane.Config{Dir: filepath.Join(o.Work, "cp"), BinDir: o.BinDir, Nodes: []string{NodeName},
 		Scheduler: true, ControllerManager: true, Log: o.Log}); err != nil {
 		return c, err
@@ -187,6 +193,24 @@ func (c *Cluster) StopAgent(ctx context.Context) error {
 		err = errors.Join(err, derr)
 	}
 	return err
+}
+
+// defaultContainerd is containerd's default address, where cAdvisor looks for it
+// (github.com/google/cadvisor/lib/container/containerd, flag -containerd).
+const defaultContainerd = "/run/containerd/containerd.sock"
+
+// linkContainerd links defaultContainerd to socket unless something is there already.
+func linkContainerd(socket string) error {
+	if _, err := os.Lstat(defaultContainerd); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(defaultContainerd), 0o711); err != nil {
+		return fmt.Errorf("clusterdemo: %w", err)
+	}
+	if err := os.Symlink(socket, defaultContainerd); err != nil {
+		return fmt.Errorf("clusterdemo: %w", err)
+	}
+	return nil
 }
 
 // memTotal is MemTotal of /proc/meminfo, in bytes.

@@ -25,19 +25,22 @@ func runInSandbox(t *testing.T, run string) {
 	runInSandboxFor(t, run, 8*time.Minute)
 }
 
-// runInSandboxFor is runInSandbox with a limit of its own.
-func runInSandboxFor(t *testing.T, run string, limit time.Duration) {
+// runInSandboxFor is runInSandbox with a limit of its own; it returns the work directory
+// (the test's, removed when it ends), where the run inside may leave what it made.
+// CLUSTERTEST_SANDBOX_PREFIX prefixes the sandbox's name (one per person sharing a machine).
+func runInSandboxFor(t *testing.T, run string, limit time.Duration) string {
 	t.Helper()
 	bin, slicelet := prerequisites(t)
 	work := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
-	err := peerrun.RunTest(ctx, peerrun.SandboxOptions{Name: fmt.Sprintf("clustertest-%d", os.Getpid()), WorkDir: work,
+	err := peerrun.RunTest(ctx, peerrun.SandboxOptions{Name: fmt.Sprintf("%sclustertest-%d", os.Getenv("CLUSTERTEST_SANDBOX_PREFIX"), os.Getpid()), WorkDir: work,
 		Binds: []string{bin, filepath.Dir(slicelet)}, Log: t.Output()},
 		run, []string{workEnv + "=" + work, binEnv + "=" + bin, sliceletEnv + "=" + slicelet}, t.Output())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return work
 }
 
 // clusterNode is a slicelet node in cluster mode beside a fresh control plane, inside the

@@ -69,27 +69,7 @@ func TestNodeBehaviourSideBySide(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 38*time.Minute)
 	defer cancel()
-	// The node's address is not loopback (the kubelet refuses a loopback --node-ip and then
-	// reports no addresses): one on lo of the sandbox's own network namespace.
-	const nodeIP = "10.251.0.2"
-	if out, err := exec.CommandContext(ctx, "ip", "address", "add", nodeIP+"/32", "dev", "lo").CombinedOutput(); err != nil {
-		t.Fatalf("ip address add %s: %v: %s", nodeIP, err, out)
-	}
-	c, err := clusterdemo.Start(ctx, clusterdemo.Options{Work: os.Getenv(workEnv), BinDir: os.Getenv(binEnv), Slicelet: os.Getenv(sliceletEnv),
-		Out: t.Output(), Log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), Logf: t.Logf,
-		Kind: peerrun.Kubelet, NodeIP: nodeIP, PodNetwork: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stopCtx := context.WithoutCancel(ctx)
-		if t.Failed() {
-			t.Logf("the node's journal:\n%s", c.Journal(stopCtx, 120))
-		}
-		if err := c.Close(stopCtx); err != nil {
-			t.Error(err)
-		}
-	})
+	c := startSideBySide(t, ctx)
 	got := map[peerrun.Kind]facts{}
 	for i, k := range []peerrun.Kind{peerrun.Kubelet, peerrun.Slicelet} {
 		if i > 0 {
@@ -118,6 +98,37 @@ func TestNodeBehaviourSideBySide(t *testing.T) {
 		t.Errorf("differs: %s", d)
 	}
 	t.Logf("%d facts compared, %d deliberate differences, %d unexplained", len(got[peerrun.Kubelet]), len(covered), len(rest))
+}
+
+// sideBySideNodeIP is the node's address in the side-by-side tests: not loopback (the kubelet
+// refuses a loopback --node-ip and then reports no addresses), on lo of the sandbox's own
+// network namespace.
+const sideBySideNodeIP = "10.251.0.2"
+
+// startSideBySide starts the control plane and the kubelet as the node on sideBySideNodeIP,
+// its pods in containerd's CNI network (clusterdemo); the node's journal is logged if the
+// test fails, and everything stops when it ends.
+func startSideBySide(t *testing.T, ctx context.Context) *clusterdemo.Cluster {
+	t.Helper()
+	if out, err := exec.CommandContext(ctx, "ip", "address", "add", sideBySideNodeIP+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		t.Fatalf("ip address add %s: %v: %s", sideBySideNodeIP, err, out)
+	}
+	c, err := clusterdemo.Start(ctx, clusterdemo.Options{Work: os.Getenv(workEnv), BinDir: os.Getenv(binEnv), Slicelet: os.Getenv(sliceletEnv),
+		Out: t.Output(), Log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), Logf: t.Logf,
+		Kind: peerrun.Kubelet, NodeIP: sideBySideNodeIP, PodNetwork: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stopCtx := context.WithoutCancel(ctx)
+		if t.Failed() {
+			t.Logf("the node's journal:\n%s", c.Journal(stopCtx, 120))
+		}
+		if err := c.Close(stopCtx); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
 }
 
 // clearNamespace removes what a turn left in the default namespace: the Deployment (its

@@ -30,18 +30,12 @@ func PrepareVolumes(pod *v1.Pod, emptyDir func(v *v1.Volume) (string, error)) (m
 	out := map[string]string{}
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
-		switch {
-		case v.EmptyDir != nil:
-			dir, err := emptyDir(v)
-			if err != nil {
-				return nil, &VolumeError{Volume: v.Name, Err: err}
-			}
-			out[v.Name] = dir
-		case v.HostPath != nil:
-			if err := PrepareHostPath(v.HostPath); err != nil {
-				return nil, &VolumeError{Volume: v.Name, Err: err}
-			}
-			out[v.Name] = v.HostPath.Path
+		path, ok, err := PrepareVolume(v, emptyDir)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out[v.Name] = path
 		}
 	}
 	return out, nil
@@ -57,6 +51,46 @@ type VolumeError struct {
 func (e *VolumeError) Error() string { return fmt.Sprintf("volume %q: %v", e.Volume, e.Err) }
 
 func (e *VolumeError) Unwrap() error { return e.Err }
+
+// PrepareVolume is PrepareVolumes of one volume: its host path, and false for a volume it
+// leaves out; an error is a *VolumeError.
+func PrepareVolume(v *v1.Volume, emptyDir func(v *v1.Volume) (string, error)) (string, bool, error) {
+	switch {
+	case v.EmptyDir != nil:
+		dir, err := emptyDir(v)
+		if err != nil {
+			return "", false, &VolumeError{Volume: v.Name, Err: err}
+		}
+		return dir, true, nil
+	case v.HostPath != nil:
+		if err := PrepareHostPath(v.HostPath); err != nil {
+			return "", false, &VolumeError{Volume: v.Name, Err: err}
+		}
+		return v.HostPath.Path, true, nil
+	}
+	return "", false, nil
+}
+
+// VolumePlugin is the name of the kubelet's volume plugin of v (its volume_plugin and
+// plugin_name metric labels): kubernetes.io/empty-dir, host-path, configmap, secret,
+// projected or downward-api; "" for a volume of another type.
+func VolumePlugin(v *v1.Volume) string {
+	switch {
+	case v.EmptyDir != nil:
+		return "kubernetes.io/empty-dir"
+	case v.HostPath != nil:
+		return "kubernetes.io/host-path"
+	case v.ConfigMap != nil:
+		return "kubernetes.io/configmap"
+	case v.Secret != nil:
+		return "kubernetes.io/secret"
+	case v.Projected != nil:
+		return "kubernetes.io/projected"
+	case v.DownwardAPI != nil:
+		return "kubernetes.io/downward-api"
+	}
+	return ""
+}
 
 // PrepareHostPath checks or creates a hostPath per its type, as the kubelet's hostPath volume
 // plugin does at SetUp (pkg/volume/hostpath/host_path.go checkTypeInternal), with its errors:

@@ -98,9 +98,9 @@ type Instance struct {
 
 // Reporter receives what the probes find.
 type Reporter interface {
-	// Probed is called after each probe that ran (result Unknown with err when it could not
-	// run): for events and metrics.
-	Probed(in *Instance, kind Kind, result Result, output string, err error)
+	// Probed is called after each probe that ran, with how long it took (result Unknown with
+	// err when it could not run): for events and metrics.
+	Probed(in *Instance, kind Kind, result Result, output string, took time.Duration, err error)
 	// Changed is called when a verdict of a run of the pod changed (started, ready, or a
 	// liveness or startup failure): the pod needs a sync.
 	Changed(podUID string)
@@ -297,11 +297,12 @@ func (m *Manager) loop(ctx context.Context, p *probed, k Kind, spec *v1.Probe) {
 			return
 		}
 		if run && !hold {
+			start := m.clock.Now()
 			res, out, err := Run(ctx, &spec.ProbeHandler, t)
 			if ctx.Err() != nil {
 				return
 			}
-			m.rep.Probed(&p.in, k, res, out, err)
+			m.rep.Probed(&p.in, k, res, out, m.clock.Since(start), err)
 			if err == nil {
 				if res == Warning {
 					res = Success

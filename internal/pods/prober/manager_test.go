@@ -36,7 +36,7 @@ type recorder struct {
 	changes int
 }
 
-func (r *recorder) Probed(_ *Instance, k Kind, res Result, out string, _ error) {
+func (r *recorder) Probed(_ *Instance, k Kind, res Result, out string, _ time.Duration, _ error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.probes = append(r.probes, k.String()+":"+res.String())

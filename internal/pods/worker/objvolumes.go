@@ -213,15 +213,18 @@ func (w *Worker) syncObjectVolumes(pod *v1.Pod, e *entry) (map[string]string, er
 			continue
 		}
 		dir := w.emptyDirPath(string(pod.UID), v.Name)
+		start := w.clock.Now()
 		payload, err := w.volumePayload(pod, v)
+		var wrote bool
 		if err == nil {
-			var wrote bool
 			wrote, err = writePayload(dir, payload, gid, w.clock.Now())
 			if wrote {
 				// Keys only: Secret values are never logged.
 				w.log.Debug("volume written", "pod_uid", string(pod.UID), "volume", v.Name, "files", len(payload))
 			}
 		}
+		// Written at every sync (the kubelet's remount); timed when its files changed.
+		w.volumeSetUp(e, v, start, wrote || !w.mountedVolume(e, v.Name), err)
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", v.Name, err))
 			continue

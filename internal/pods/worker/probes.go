@@ -20,11 +20,11 @@ const (
 	EventProbeWarning = "ProbeWarning"
 )
 
-// ProbeMetrics counts probe results: the kubelet's prober_probe_total, labelled probe_type
-// (Liveness, Readiness, Startup), result (successful, failed, unknown), container, pod,
-// namespace, pod_uid.
+// ProbeMetrics counts probe results and times them: the kubelet's prober_probe_total, labelled
+// probe_type (Liveness, Readiness, Startup), result (successful, failed, unknown), container,
+// pod, namespace, pod_uid, and prober_probe_duration_seconds.
 type ProbeMetrics interface {
-	ProbeResult(probeType, result, container, pod, namespace, podUID string)
+	ProbeResult(probeType, result, container, pod, namespace, podUID string, took time.Duration)
 }
 
 // SandboxNetwork is implemented by runtimes whose sandboxes have a network of their own (the CRI
@@ -42,7 +42,7 @@ type probeReporter struct{ w *Worker }
 
 // Probed records the kubelet's prober events (pkg/kubelet/prober/prober.go probe): Unhealthy
 // for a failure or an error, ProbeWarning for a warning; and counts the result.
-func (r probeReporter) Probed(in *prober.Instance, kind prober.Kind, res prober.Result, out string, err error) {
+func (r probeReporter) Probed(in *prober.Instance, kind prober.Kind, res prober.Result, out string, took time.Duration, err error) {
 	w, pod, c := r.w, in.Pod, in.Container.Name
 	switch {
 	case err != nil:
@@ -55,7 +55,7 @@ func (r probeReporter) Probed(in *prober.Instance, kind prober.Kind, res prober.
 		w.containerEvent(pod, c, v1.EventTypeWarning, EventProbeWarning, "%s probe warning: %s", kind, out)
 	}
 	if m := w.opts.ProbeMetrics; m != nil {
-		m.ProbeResult(kind.String(), res.String(), c, pod.Name, pod.Namespace, string(pod.UID))
+		m.ProbeResult(kind.String(), res.String(), c, pod.Name, pod.Namespace, string(pod.UID), took)
 	}
 }
 

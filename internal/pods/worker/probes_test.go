@@ -148,7 +148,7 @@ type probeCounts struct {
 	n  map[string]int
 }
 
-func (p *probeCounts) ProbeResult(probeType, result, container, _, _, _ string) {
+func (p *probeCounts) ProbeResult(probeType, result, container, _, _, _ string, _ time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.n[probeType+"/"+result+"/"+container]++

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -36,8 +37,8 @@ func (w *Worker) EmptyDirs(pod *v1.Pod) map[string]string {
 // images, as the kubelet's (pkg/volume/emptydir setupDir), and with an fsGroup owned by that
 // group with setgid (SetVolumeOwnership); the systemd runtime's host commands get 0750, owned
 // by the fsGroup (2770) or by the one user of the containers that mount it (ownEmptyDir).
-func (w *Worker) prepareVolumes(pod *v1.Pod) (map[string]string, error) {
-	vols, err := lifecycle.PrepareVolumes(pod, func(v *v1.Volume) (string, error) {
+func (w *Worker) prepareVolumes(pod *v1.Pod, e *entry) (map[string]string, error) {
+	emptyDir := func(v *v1.Volume) (string, error) {
 		dir := w.emptyDirPath(string(pod.UID), v.Name)
 		if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
 			return "", err
@@ -54,9 +55,22 @@ func (w *Worker) prepareVolumes(pod *v1.Pod) (map[string]string, error) {
 			return dir, openEmptyDir(pod, dir)
 		}
 		return dir, ownEmptyDir(pod, v.Name, dir, w.defaultUser())
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	vols := map[string]string{}
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		start := w.clock.Now()
+		path, ok, err := lifecycle.PrepareVolume(v, emptyDir)
+		if !ok && err == nil {
+			continue
+		}
+		// A volume is set up once for the pod (the kubelet's MountVolume.SetUp); later syncs
+		// find it ready.
+		w.volumeSetUp(e, v, start, err == nil && !w.mountedVolume(e, v.Name), err)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		vols[v.Name] = path
 	}
 	return vols, nil
 }
@@ -69,7 +83,7 @@ func (w *Worker) prepareVolumes(pod *v1.Pod) (map[string]string, error) {
 // A volume that cannot be set up is reported as FailedMount in the kubelet's words, once per
 // change of its error.
 func (w *Worker) setUpVolumes(pod *v1.Pod, e *entry, objVols map[string]string) (map[string]string, error) {
-	vols, err := w.prepareVolumes(pod)
+	vols, err := w.prepareVolumes(pod, e)
 	msg := ""
 	if err != nil {
 		msg = err.Error()
@@ -89,6 +103,61 @@ func (w *Worker) setUpVolumes(pod *v1.Pod, e *entry, objVols map[string]string) 
 	}
 	maps.Copy(vols, objVols)
 	return vols, nil
+}
+
+// VolumeMetrics times volume operations: the kubelet's storage_operation_duration_seconds
+// by volume plugin (lifecycle.VolumePlugin), operation and outcome.
+type VolumeMetrics interface {
+	VolumeOperation(plugin, operation string, d time.Duration, failed bool)
+}
+
+// volumeMount is the kubelet's operation name of a volume's setup (MountVolume.SetUp).
+const volumeMount = "volume_mount"
+
+// mountedVolume reports whether the pod's volume name is set up.
+func (w *Worker) mountedVolume(e *entry, name string) bool {
+	e.recMu.Lock()
+	defer e.recMu.Unlock()
+	_, ok := e.mounted[name]
+	return ok
+}
+
+// volumeSetUp records a setup of the pod's volume v begun at start: a success marks it set
+// up; a failure, or a success that did something (count), is timed into VolumeMetrics.
+func (w *Worker) volumeSetUp(e *entry, v *v1.Volume, start time.Time, count bool, err error) {
+	plugin := lifecycle.VolumePlugin(v)
+	if m := w.opts.VolumeMetrics; m != nil && (count || err != nil) {
+		m.VolumeOperation(plugin, volumeMount, w.clock.Since(start), err != nil)
+	}
+	if err != nil {
+		return
+	}
+	e.recMu.Lock()
+	if e.mounted == nil {
+		e.mounted = map[string]string{}
+	}
+	e.mounted[v.Name] = plugin
+	e.recMu.Unlock()
+}
+
+// MountedVolumes counts the volumes set up for the pods, by plugin (the kubelet's actual
+// state of the world).
+func (w *Worker) MountedVolumes() map[string]int {
+	w.mu.Lock()
+	entries := make([]*entry, 0, len(w.pods))
+	for _, e := range w.pods {
+		entries = append(entries, e)
+	}
+	w.mu.Unlock()
+	out := map[string]int{}
+	for _, e := range entries {
+		e.recMu.Lock()
+		for _, plugin := range e.mounted {
+			out[plugin]++
+		}
+		e.recMu.Unlock()
+	}
+	return out
 }
 
 // Mounter mounts and unmounts the tmpfs of memory-backed emptyDir volumes (the OS boundary of
@@ -131,6 +200,14 @@ func (w *Worker) releaseVolumes(uid string) error {
 	}
 	if err := os.RemoveAll(filepath.Join(w.podDir(uid), "volumes")); err != nil {
 		return fmt.Errorf("volumes: %w", err)
+	}
+	w.mu.Lock()
+	e := w.pods[uid]
+	w.mu.Unlock()
+	if e != nil {
+		e.recMu.Lock()
+		e.mounted = nil
+		e.recMu.Unlock()
 	}
 	return nil
 }

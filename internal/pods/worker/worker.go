@@ -57,6 +57,8 @@ type Options struct {
 	ProbeMetrics ProbeMetrics
 	// RuntimeMetrics counts the runtime's and the image service's calls; none when nil.
 	RuntimeMetrics RuntimeMetrics
+	// VolumeMetrics times the volumes' setups; none when nil.
+	VolumeMetrics VolumeMetrics
 	// Objects gives the ConfigMaps and Secrets pods use in env and volumes (pods.Objects);
 	// with nil every reference is missing.
 	Objects ObjectGetter
@@ -154,6 +156,7 @@ type entry struct {
 	claims      map[string]string // the node paths of the claims' volumes set up, by volume name
 	setUpErr    string            // why emptyDir and hostPath volumes could not be set up at the last start
 	podIPs      []string          // the IPs of the sandbox the pod's containers start in, off the host's network
+	mounted     map[string]string // volume → plugin of the volumes set up (MountedVolumes)
 	// finished: the pod finished and what it held was released (releaseFinished); guarded
 	// by mu, not recMu.
 	finished bool
