@@ -534,7 +534,7 @@ func TestManagerObservesOperations(t *testing.T) {
 		d    time.Duration
 	}
 	var got []op
-	m := NewManager(sd, cg, ManagerConfig{Capacity: testCapacity(), Node: testNodeConfig(), Pod: DefaultOptions(), Clock: clk,
+	m := New(sd, cg, Config{Capacity: testCapacity(), Node: testNodeConfig(), Pod: slices.DefaultOptions(), Clock: clk,
 		Observe: func(name string, d time.Duration) { got = append(got, op{name, d}) }}, nil)
 	ctx := t.Context()
 	if err := m.Start(ctx); err != nil {
