@@ -7,9 +7,9 @@ import (
 
 func TestDeliberateDivergence(t *testing.T) {
 	const (
-		rbd      = `a.yaml: spec.volumes[0].rbd: Forbidden: needs a volume plugin slicelet does not have; use hostPath or emptyDir`
-		bogus    = `a.yaml: spec.initContainers[0].resources.limits.kubernetes.io/bogus: Invalid value: "kubernetes.io/bogus": slicelet can only enforce limits on cpu, memory, ephemeral-storage, hugepages-<size> and extended resources (a device plugin's devices)`
-		genuine  = `a.yaml: spec.containers[0].ports[0].containerPort: Invalid value: 0: must be between 1 and 65535, inclusive`
+		rbd     = `a.yaml: spec.volumes[0].rbd: Forbidden: needs a volume plugin slicelet does not have; use hostPath or emptyDir`
+		bogus   = `a.yaml: spec.initContainers[0].resources.limits.kubernetes.io/bogus: Invalid value: "kubernetes.io/bogus": slicelet can only enforce limits on cpu, memory, ephemeral-storage, hugepages-<size> and extended resources (a device plugin's devices)`
+		genuine = `a.yaml: spec.containers[0].ports[0].containerPort: Invalid value: 0: must be between 1 and 65535, inclusive`
 	)
 	refused := func(refusal string) difference {
 		return difference{field: "accepted", slicelet: "no (" + oneLine(refusal) + ")", kubelet: "yes", refusal: refusal}
