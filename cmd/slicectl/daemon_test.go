@@ -215,7 +215,7 @@ func TestApplyAndDelete(t *testing.T) {
 		{name: "delete nothing", args: []string{"delete"}, code: exitUsage, errOut: []string{"delete: what to delete: delete pod NAME"}},
 		{name: "delete without name", args: []string{"delete", "pod"}, code: exitUsage, errOut: []string{"delete pod: NAME is required"}},
 	})
-	if _, ok := f.pods["default/static"]; !ok {
+	if _, ok := f.Pods["default/static"]; !ok {
 		t.Error("the file pod was deleted")
 	}
 }
@@ -251,9 +251,9 @@ func TestLogs(t *testing.T) {
 	} {
 		t.Run("options reach the daemon: "+tc.name, func(t *testing.T) {
 			code, _, errOut := runCLI(t, append([]string{"logs", "web", "--socket", sock}, tc.args...)...)
-			f.mu.Lock()
-			got := f.lastLogs
-			f.mu.Unlock()
+			f.Mu.Lock()
+			got := f.LastLogs
+			f.Mu.Unlock()
 			if code != 0 || got != tc.want {
 				t.Errorf("exit %d (%s), daemon got %q, want %q", code, errOut, got, tc.want)
 			}
@@ -262,9 +262,9 @@ func TestLogs(t *testing.T) {
 	t.Run("--since is a time before now", func(t *testing.T) {
 		before := time.Now()
 		code, _, errOut := runCLI(t, "logs", "web", "--since", "1h", "--socket", sock)
-		f.mu.Lock()
-		got := f.lastLogs
-		f.mu.Unlock()
+		f.Mu.Lock()
+		got := f.LastLogs
+		f.Mu.Unlock()
 		_, s, _ := strings.Cut(got, "since=")
 		s, _, _ = strings.Cut(s, " ")
 		at, err := time.Parse(time.RFC3339Nano, s)

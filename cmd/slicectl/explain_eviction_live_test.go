@@ -39,7 +39,7 @@ func liveDecision() eviction.Explanation {
 // mix, and a daemon that is not running is exit code 3.
 func TestExplainEvictionLive(t *testing.T) {
 	f := newFakeDaemon()
-	f.evictionX = liveDecision()
+	f.Eviction = liveDecision()
 	sock := startDaemon(t, f)
 	idle := startDaemon(t, newFakeDaemon()) // no cycle yet: the zero explanation
 	obs := writeFile(t, t.TempDir(), "episode.yaml", evictionEpisode)

@@ -15,17 +15,19 @@ import (
 func TestGC(t *testing.T) {
 	f := newFakeDaemon()
 	failed := "Failed to garbage collect required amount of images. Attempted to free 300 bytes, but only found 100 bytes eligible to free."
-	f.imageGC = gc.ImageResult{Kind: gc.KindImages, Duration: gc.Duration(1500 * time.Millisecond), ImageFs: &gc.ImageFsInfo{ImageFs: gc.ImageFs{CapacityBytes: 1 << 30, AvailableBytes: 100 << 20}},
+	f.ImageGC = gc.ImageResult{Kind: gc.KindImages, Duration: gc.Duration(1500 * time.Millisecond), ImageFs: &gc.ImageFsInfo{ImageFs: gc.ImageFs{CapacityBytes: 1 << 30, AvailableBytes: 100 << 20}},
 		UsagePercent: 91, AmountToFree: 300 << 20,
 		Remove:  []gc.ImageRemoval{{ID: "sha256:big", SizeBytes: 256 << 20, Reason: gc.ReasonSpace}, {ID: "sha256:gone", SizeBytes: 8 << 20, Reason: gc.ReasonAge}},
 		Removed: []string{"sha256:big"}, Failed: []gc.Failure{{ID: "sha256:gone", Op: "remove-image", Error: "image is busy"}},
 		PlannedFreedBytes: 264 << 20, RemovedBytes: 256 << 20, Measured: true, FreedBytes: 250 << 20, UsagePercentAfter: 66}
-	f.containerGC = gc.ContainerResult{Kind: gc.KindContainers, AllSourcesReady: true, DeletedPods: []string{"uid-1"},
+	f.ContainerGC = gc.ContainerResult{Kind: gc.KindContainers, AllSourcesReady: true, DeletedPods: []string{"uid-1"},
 		Remove:  []gc.ContainerRemoval{{ID: "c1", PodUID: "uid-1", Name: "app", Reason: gc.ReasonPodDeleted}},
 		Removed: []string{"c1"}, RemovedLogDirs: []string{"/var/log/pods/default_web_uid-1"}}
 	sock := startDaemon(t, f)
-	okImages := startDaemon(t, &fakeDaemon{imageGC: gc.ImageResult{Kind: gc.KindImages, Skipped: gc.SkipNoImageFs}})
-	f.imageGC.Error = &failed
+	idle := newBareDaemon()
+	idle.ImageGC = gc.ImageResult{Kind: gc.KindImages, Skipped: gc.SkipNoImageFs}
+	okImages := startDaemon(t, idle)
+	f.ImageGC.Error = &failed
 
 	for _, tc := range []struct {
 		name   string
@@ -73,8 +75,8 @@ func TestGC(t *testing.T) {
 			}
 		})
 	}
-	if want := []string{"images run", "images dry", "containers run", "containers run"}; !reflect.DeepEqual(f.gcCalls, want) {
-		t.Errorf("daemon saw %q, want %q", f.gcCalls, want)
+	if want := []string{"images run", "images dry", "containers run", "containers run"}; !reflect.DeepEqual(f.GCCalls, want) {
+		t.Errorf("daemon saw %q, want %q", f.GCCalls, want)
 	}
 	_, out, _ := runCLI(t, "gc", "images", "-o", "json", "--socket", sock)
 	var back gc.ImageResult

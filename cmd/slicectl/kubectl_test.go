@@ -109,20 +109,20 @@ func TestManifestInputs(t *testing.T) {
 			}
 		})
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	for _, gone := range []string{"default/l1", "default/deep", "default/web", "kube-system/dns"} {
-		if _, ok := f.pods[gone]; ok {
+		if _, ok := f.Pods[gone]; ok {
 			t.Errorf("%s was not deleted", gone)
 		}
 	}
 	for _, kept := range []string{"default/in2", "default/static"} {
-		if _, ok := f.pods[kept]; !ok {
+		if _, ok := f.Pods[kept]; !ok {
 			t.Errorf("%s is gone", kept)
 		}
 	}
-	if strings.Join(f.graces, ",") != "default/in1 5s" {
-		t.Errorf("graces the daemon got: %v, want default/in1 5s", f.graces)
+	if strings.Join(f.Graces, ",") != "default/in1 5s" {
+		t.Errorf("graces the daemon got: %v, want default/in1 5s", f.Graces)
 	}
 }
 

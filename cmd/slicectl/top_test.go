@@ -21,7 +21,7 @@ func TestTop(t *testing.T) {
 	f := newFakeDaemon()
 	sock := startDaemon(t, f)
 	window := metav1.Duration{Duration: 10 * time.Second}
-	f.podMetrics = []metricsv1beta1.PodMetrics{
+	f.PodMetricsList = []metricsv1beta1.PodMetrics{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}, Window: window, Containers: []metricsv1beta1.ContainerMetrics{
 			{Name: "app", Usage: cpuMem("12m", "80Mi")}, {Name: "hog", Usage: cpuMem("1", "600Mi")}}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "static"}, Window: window, Containers: []metricsv1beta1.ContainerMetrics{
@@ -57,7 +57,7 @@ func TestTop(t *testing.T) {
 		{name: "unknown resource", args: []string{"top", "deployments"}, code: exitUsage, errOut: []string{`unknown resource "deployments"`}},
 	})
 
-	f.nodeMetrics = []metricsv1beta1.NodeMetrics{{ObjectMeta: metav1.ObjectMeta{Name: "node1"}, Window: window, Usage: cpuMem("950m", "7380Mi")}}
+	f.NodeMetricsList = []metricsv1beta1.NodeMetrics{{ObjectMeta: metav1.ObjectMeta{Name: "node1"}, Window: window, Usage: cpuMem("950m", "7380Mi")}}
 	runCases(t, sock, []cliCase{
 		// Allocatable of the fake node: 3800m cpu, 14760Mi memory.
 		{name: "node", args: []string{"top", "node"}, golden: true, out: []string{
@@ -77,9 +77,9 @@ func TestTopPodsNewPods(t *testing.T) {
 	if code != exitFailure || !strings.HasPrefix(errOut, "slicectl: Metrics not available for pod default/") || !strings.Contains(errOut, ", age: 3h0m") {
 		t.Errorf("old pods without metrics: exit %d, %q", code, errOut)
 	}
-	for k, p := range f.pods {
+	for k, p := range f.Pods {
 		p.CreationTimestamp = metav1.NewTime(time.Now())
-		f.pods[k] = p
+		f.Pods[k] = p
 	}
 	code, _, errOut = runCLI(t, "top", "pods", "--socket", sock)
 	if code != exitFailure || errOut != "slicectl: metrics not available yet\n" {

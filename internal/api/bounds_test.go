@@ -46,8 +46,8 @@ func TestManifestBounds(t *testing.T) {
 			t.Logf("answered in %v", time.Since(start))
 		})
 	}
-	if len(f.pods) != 0 {
-		t.Errorf("the backend stored %d pods", len(f.pods))
+	if len(f.Pods) != 0 {
+		t.Errorf("the backend stored %d pods", len(f.Pods))
 	}
 }
 
@@ -88,7 +88,7 @@ func TestManifestTurns(t *testing.T) {
 	if w := req(ctx); w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "waiting for a turn") {
 		t.Fatalf("with every turn taken: %d %s, want 503", w.Code, w.Body)
 	}
-	if len(f.pods) != 0 {
+	if len(f.Pods) != 0 {
 		t.Fatalf("the backend saw a request without a turn")
 	}
 	<-s.manifests
@@ -116,7 +116,7 @@ func TestStorageErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs strings.Builder
 			f := newFakeBackend()
-			f.err = fmt.Errorf("pod default/web: write /var/lib/slicelet/pods/api/default_web.json: %w", tc.errno)
+			f.Err = fmt.Errorf("pod default/web: write /var/lib/slicelet/pods/api/default_web.json: %w", tc.errno)
 			_, c := startServerLogging(t, f, 0, slog.New(slog.NewTextHandler(&logs, nil)))
 			code, body := rawRequest(t, c, "POST", "/v1/pods", strings.NewReader(webManifest))
 			if code != tc.code || !strings.Contains(body, tc.want) {

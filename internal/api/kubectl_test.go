@@ -34,9 +34,9 @@ func labelled(name, ns, phase string, labels map[string]string) v1.Pod {
 
 func TestListSelectors(t *testing.T) {
 	f := newFakeBackend()
-	f.add(labelled("web", "default", "Running", map[string]string{"app": "web", "tier": "front"}))
-	f.add(labelled("db", "default", "Pending", map[string]string{"app": "db"}))
-	f.add(labelled("dns", "kube-system", "Running", nil))
+	f.Add(labelled("web", "default", "Running", map[string]string{"app": "web", "tier": "front"}))
+	f.Add(labelled("db", "default", "Pending", map[string]string{"app": "db"}))
+	f.Add(labelled("dns", "kube-system", "Running", nil))
 	_, c := startServer(t, f, 0)
 	for _, tc := range []struct {
 		name       string
@@ -91,8 +91,8 @@ func TestListSelectors(t *testing.T) {
 // watch's next round; a watch from a resource version skips what it has seen.
 func TestWatchPods(t *testing.T) {
 	f := newFakeBackend()
-	f.add(labelled("web", "default", "Pending", map[string]string{"app": "web"}))
-	f.add(labelled("other", "default", "Pending", nil))
+	f.Add(labelled("web", "default", "Pending", map[string]string{"app": "web"}))
+	f.Add(labelled("other", "default", "Pending", nil))
 	fc := clocktesting.NewFakeClock(time.Unix(0, 0))
 	_, c := startServerWith(t, f, 0, Options{Clock: fc})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -132,8 +132,8 @@ func TestWatchPods(t *testing.T) {
 	if b := next(watch.Bookmark, ""); b.Pod.Annotations[InitialEventsEndAnnotation] != "true" {
 		t.Errorf("bookmark without %s: %v", InitialEventsEndAnnotation, b.Pod.Annotations)
 	}
-	f.add(labelled("web", "default", "Running", map[string]string{"app": "web"}))
-	f.add(labelled("other", "default", "Running", nil)) // not selected: no event
+	f.Add(labelled("web", "default", "Running", map[string]string{"app": "web"}))
+	f.Add(labelled("other", "default", "Running", nil)) // not selected: no event
 	round()
 	mod := next(watch.Modified, "Running")
 	if mod.Pod.ResourceVersion == added.Pod.ResourceVersion {
@@ -154,7 +154,7 @@ func TestWatchPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.add(labelled("late", "default", "Pending", nil))
+	f.Add(labelled("late", "default", "Pending", nil))
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
 	var got []string
@@ -261,7 +261,7 @@ func TestWatchPodsNotified(t *testing.T) {
 		t.Fatalf("first event %s, want the initial BOOKMARK", e.Type)
 	}
 	// The watch took the notification channel before the list it sent the bookmark after.
-	b.add(labelled("web", "default", "Pending", nil))
+	b.Add(labelled("web", "default", "Pending", nil))
 	b.Notify()
 	if e := <-events; e.Type != watch.Added || e.Pod.Name != "web" {
 		t.Errorf("after the notification: %s %s", e.Type, e.Pod.Name)
@@ -289,7 +289,7 @@ func TestBroadcast(t *testing.T) {
 
 func TestDeletePodGrace(t *testing.T) {
 	f := newFakeBackend()
-	f.add(labelled("web", "default", "Running", nil))
+	f.Add(labelled("web", "default", "Running", nil))
 	_, c := startServer(t, f, 0)
 	if err := c.DeletePodGrace(context.Background(), "default", "web", time.Second); statusOf(err) != 400 || !strings.Contains(err.Error(), "own grace period only") {
 		t.Errorf("grace without a GracefulDeleter: %v, want 400", err)

@@ -80,7 +80,7 @@ func TestPeerCredentials(t *testing.T) {
 	}
 
 	f := newFakeBackend()
-	f.add(filePod("a", "/x/a.yaml"))
+	f.Add(filePod("a", "/x/a.yaml"))
 	s, err := NewServer(f, Options{
 		Socket:      filepath.Join(dir, "s.sock"),
 		Group:       testGroup,

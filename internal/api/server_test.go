@@ -80,8 +80,8 @@ func TestHealth(t *testing.T) {
 
 func TestListAndGetPods(t *testing.T) {
 	f := newFakeBackend()
-	f.add(filePod("a", "/etc/slicelet/pods.d/a.yaml"))
-	f.add(filePod("b", "/etc/slicelet/pods.d/b.yaml"))
+	f.Add(filePod("a", "/etc/slicelet/pods.d/a.yaml"))
+	f.Add(filePod("b", "/etc/slicelet/pods.d/b.yaml"))
 	_, c := startServer(t, f, 0)
 	ctx := context.Background()
 
@@ -131,7 +131,7 @@ func TestListAndGetPods(t *testing.T) {
 
 func TestApplyPod(t *testing.T) {
 	f := newFakeBackend()
-	f.add(filePod("static", "/etc/slicelet/pods.d/static.yaml"))
+	f.Add(filePod("static", "/etc/slicelet/pods.d/static.yaml"))
 	_, c := startServer(t, f, 0)
 	ctx := context.Background()
 
@@ -198,7 +198,7 @@ func TestApplyPod(t *testing.T) {
 
 func TestDeletePod(t *testing.T) {
 	f := newFakeBackend()
-	f.add(filePod("static", "/etc/slicelet/pods.d/static.yaml"))
+	f.Add(filePod("static", "/etc/slicelet/pods.d/static.yaml"))
 	_, c := startServer(t, f, 0)
 	ctx := context.Background()
 	if _, err := c.ApplyPod(ctx, []byte(webManifest)); err != nil {
@@ -231,8 +231,8 @@ func TestDeletePod(t *testing.T) {
 
 func TestLogs(t *testing.T) {
 	f := newFakeBackend()
-	f.logs["default/web/app"] = "one\ntwo\nthree\n"
-	f.logs["default/web/quiet"] = ""
+	f.LogText["default/web/app"] = "one\ntwo\nthree\n"
+	f.LogText["default/web/quiet"] = ""
 	_, c := startServer(t, f, 0)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -260,9 +260,9 @@ func TestLogs(t *testing.T) {
 			if err != nil || out.String() != tc.want {
 				t.Fatalf("Logs = %q, %v; want %q", out.String(), err, tc.want)
 			}
-			f.mu.Lock()
-			got := f.lastLogOpts
-			f.mu.Unlock()
+			f.Mu.Lock()
+			got := f.LastLogOpts
+			f.Mu.Unlock()
 			if got != tc.opts {
 				t.Errorf("backend got options %+v, want %+v", got, tc.opts)
 			}
@@ -311,7 +311,7 @@ func TestLogsFollow(t *testing.T) {
 	f := newFakeBackend()
 	step := make(chan struct{})
 	backendDone := make(chan error, 1)
-	f.follow = func(ctx context.Context, w io.Writer) error {
+	f.Follow = func(ctx context.Context, w io.Writer) error {
 		io.WriteString(w, "first\n")
 		<-step // the client has read "first": it was flushed, not buffered
 		io.WriteString(w, "second\n")
@@ -352,7 +352,7 @@ func TestLogsFollow(t *testing.T) {
 
 func TestLogsErrorAfterOutput(t *testing.T) {
 	f := newFakeBackend()
-	f.follow = func(_ context.Context, w io.Writer) error {
+	f.Follow = func(_ context.Context, w io.Writer) error {
 		io.WriteString(w, "partial\n")
 		return errors.New("journal: cursor lost")
 	}
@@ -366,10 +366,10 @@ func TestLogsErrorAfterOutput(t *testing.T) {
 
 func TestNode(t *testing.T) {
 	f := newFakeBackend()
-	f.add(filePod("a", "/x/a.yaml"))
+	f.Add(filePod("a", "/x/a.yaml"))
 	rejected := filePod("r", "/x/r.yaml")
 	rejected.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: "OutOfcpu", Message: "Pod was rejected: insufficient cpu"}
-	f.add(rejected)
+	f.Add(rejected)
 	_, c := startServer(t, f, 0)
 	n, err := c.Node(context.Background())
 	if err != nil {
@@ -428,15 +428,15 @@ func TestCollect(t *testing.T) {
 	if err != nil || ctr.DryRun || len(ctr.Removed) != 2 {
 		t.Errorf("CollectContainers = %+v, %v", ctr, err)
 	}
-	if want := []string{"images dry", "containers run"}; !reflect.DeepEqual(f.gcCalls, want) {
-		t.Errorf("backend calls = %q, want %q", f.gcCalls, want)
+	if want := []string{"images dry", "containers run"}; !reflect.DeepEqual(f.GCCalls, want) {
+		t.Errorf("backend calls = %q, want %q", f.GCCalls, want)
 	}
 }
 
 // TestBackendErrors: an unclassified backend error is a 500 with its message on every route.
 func TestBackendErrors(t *testing.T) {
 	f := newFakeBackend()
-	f.err = errBoom
+	f.Err = errBoom
 	_, c := startServer(t, f, 0)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -637,7 +637,7 @@ func TestApplyPodSecurity(t *testing.T) {
 	}
 
 	res, err := c.ApplyPodDryRun(ctx, []byte(webManifest))
-	if err != nil || !res.DryRun || res.Action != ActionCreated || !f.lastDryRun {
+	if err != nil || !res.DryRun || res.Action != ActionCreated || !f.LastDryRun {
 		t.Fatalf("dry run: %+v, %v", res, err)
 	}
 	if _, err := c.GetPod(ctx, "default", "web"); !errors.Is(err, ErrNotFound) {
