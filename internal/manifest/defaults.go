@@ -20,6 +20,11 @@ import (
 // init-container requests are defaulted from their limits.
 func SetDefaults(pod *v1.Pod) {
 	spec := &pod.Spec
+	// SetDefaults_Pod: a negative termination grace period is 1 s (on a Pod, not a PodSpec).
+	if g := spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		one := int64(1)
+		spec.TerminationGracePeriodSeconds = &one
+	}
 	// SetDefaults_Pod: a resource with a limit and no request gets request = limit, for
 	// containers and init containers (not ephemeral containers, which have no resources).
 	for _, list := range [][]v1.Container{spec.Containers, spec.InitContainers} {

@@ -46,6 +46,11 @@ func TestSetDefaults(t *testing.T) {
 				t.Errorf("spec = %+v", s)
 			}
 		}},
+		{"a negative grace period is 1 s", pod(func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](-1) }), func(t *testing.T, p *v1.Pod) {
+			if g := *p.Spec.TerminationGracePeriodSeconds; g != 1 {
+				t.Errorf("terminationGracePeriodSeconds = %d, want 1", g)
+			}
+		}},
 		{"container requests from limits", pod(func(p *v1.Pod) {
 			p.Spec.Containers[0].Resources = v1.ResourceRequirements{Limits: rl("cpu", "500m", "memory", "128Mi"), Requests: rl("cpu", "100m")}
 		}), func(t *testing.T, p *v1.Pod) {
