@@ -22,9 +22,10 @@ import (
 	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 )
 
-// monitoringDir is kube-prometheus' rendered kubernetes-mixin (its rules, its kubelet
-// ServiceMonitor and its dashboards), beside the repository.
-const monitoringDir = "../../../shared/monitoring/kube-prometheus"
+// monitoringDir holds kube-prometheus' rendered kubernetes-mixin rules (its manifests'
+// kubernetesControlPlane-prometheusRule.yaml, Apache-2.0), in the package directory so that the
+// test reads them inside the sandbox wherever the repository lives.
+const monitoringDir = "testdata/kube-prometheus"
 
 // prometheusBinary is $PROMETHEUS, else prometheus on PATH (Debian's prometheus package).
 func prometheusBinary(t *testing.T) string {
