@@ -291,10 +291,14 @@ peer-swap-test: build
 # kubelet API scraped and the families compared (names, types, label names, buckets;
 # hack/peer/peermetrics): the scrapes and report.md in build/peer-metrics, the report in
 # docs/peer.md's "## peer-metrics"; fails on a difference without its reason. Root; minutes.
+# KUBE_PROMETHEUS: kube-prometheus' rendered manifests (the kubernetes-mixin's rules, its kubelet
+# ServiceMonitor, its dashboards) that peer-metrics judges the differences by.
+KUBE_PROMETHEUS ?= ../shared/monitoring/kube-prometheus
 .PHONY: peer-metrics
 peer-metrics: build
 	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet \
 	  PEER_METRICS_OUT=$(abspath build/peer-metrics) PEER_METRICS_DOCS=$(abspath docs/peer.md) \
+	  PEER_METRICS_MIXIN=$(abspath $(KUBE_PROMETHEUS)) \
 	  $(GO) test -count=1 -timeout 35m -run '^TestMetricsSideBySide$$' -v ./clustertest/
 
 # make peer-addons-build: the add-ons a multi-node cluster runs as workloads, built from their Go

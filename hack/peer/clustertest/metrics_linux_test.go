@@ -243,16 +243,20 @@ func clearMetricsPods(t *testing.T, ctx context.Context, c *clusterdemo.Cluster)
 	})
 }
 
-// monitoringDir is kube-prometheus' rendered kubernetes-mixin: its rules, its kubelet
-// ServiceMonitor and its dashboards, beside the repository.
-const monitoringDir = "../../../../shared/monitoring/kube-prometheus"
+// monitoringDirEnv names the directory of kube-prometheus' rendered kubernetes-mixin (its
+// rules, its kubelet ServiceMonitor and its dashboards, as kube-prometheus' manifests/ hold
+// them); make peer-metrics sets it from KUBE_PROMETHEUS.
+const monitoringDirEnv = "PEER_METRICS_MIXIN"
 
 // mixinFiles are the monitoring's rule files and dashboards; without them the test skips, or
 // fails with CI=true.
 func mixinFiles(t *testing.T) [][]byte {
 	t.Helper()
+	monitoringDir := os.Getenv(monitoringDirEnv)
 	paths, err := filepath.Glob(filepath.Join(monitoringDir, "*.yaml"))
-	if err == nil && len(paths) == 0 {
+	if monitoringDir == "" {
+		err = fmt.Errorf("%s is not set", monitoringDirEnv)
+	} else if err == nil && len(paths) == 0 {
 		err = fmt.Errorf("no rules or dashboards in %s", monitoringDir)
 	}
 	var out [][]byte
