@@ -96,24 +96,8 @@ func value(m *dto.Metric) float64 {
 // machine_cpu_cores and machine_memory_bytes. Both cgroup versions (SLICELET_VM=1 for v2).
 func TestIntegrationMonitoring(t *testing.T) {
 	port := freePort(t)
-	d := newDaemonEnv(t, "[eviction]\nmonitoring_interval = \"1s\"\n")
-	cfg, err := os.ReadFile(d.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg = []byte(strings.Replace(string(cfg), "[metrics]\naddress = \"\"", fmt.Sprintf("[metrics]\naddress = \"127.0.0.1:%d\"", port), 1))
-	if err := os.WriteFile(d.cfgPath, cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	d := monitoredAgent(t, "slicelet-monitoring-it.service", port)
 	sd, ctx := d.sd, t.Context()
-	unit := "slicelet-monitoring-it.service"
-	t.Cleanup(func() {
-		_ = sd.Stop(context.Background(), unit)
-		for _, s := range []string{"kubepods-burstable.slice", "kubepods-besteffort.slice", "kubepods.slice"} {
-			_ = sd.Stop(context.Background(), s)
-		}
-	})
-	agentService(t, sd, unit, d.cfgPath)
 	client := api.NewClient(d.sock)
 	manifest := `apiVersion: v1
 kind: Pod
@@ -233,4 +217,27 @@ func readWorkingSetFiles(t *testing.T, root string, mode units.Mode, cgroup stri
 		}
 	}
 	return usage, inactive
+}
+
+// monitoredAgent starts slicelet as unit with its metrics endpoint on 127.0.0.1:port and the
+// pods sampled every second; the unit and the kubepods slices are stopped when the test ends.
+func monitoredAgent(t *testing.T, unit string, port int) *daemonEnv {
+	t.Helper()
+	d := newDaemonEnv(t, "[eviction]\nmonitoring_interval = \"1s\"\n")
+	cfg, err := os.ReadFile(d.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = []byte(strings.Replace(string(cfg), "[metrics]\naddress = \"\"", fmt.Sprintf("[metrics]\naddress = \"127.0.0.1:%d\"", port), 1))
+	if err := os.WriteFile(d.cfgPath, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = d.sd.Stop(context.Background(), unit)
+		for _, s := range []string{"kubepods-burstable.slice", "kubepods-besteffort.slice", "kubepods.slice"} {
+			_ = d.sd.Stop(context.Background(), s)
+		}
+	})
+	agentService(t, d.sd, unit, d.cfgPath)
+	return d
 }

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -110,29 +109,13 @@ func promQuery(t *testing.T, base, q string) []map[string]any {
 // the container rules' records, the kubelet PLEG quantiles and CPUThrottlingHigh's expression
 // return series for slicelet's pod.
 func TestIntegrationPrometheusMixin(t *testing.T) {
-	// The rules are read from beside the repository, which the VM does not carry; the cgroup
-	// numbers the rules read are TestIntegrationMonitoring's, which runs in the VM too.
-	systemdtest.SandboxOnly(t, systemdtest.Require(t), "the kubernetes-mixin's rules are beside the repository, not in the VM; TestIntegrationMonitoring checks the same families on cgroup v2")
+	// Prometheus with the mixin's rules runs once, in the hybrid sandbox; the cgroup numbers the
+	// rules read are TestIntegrationMonitoring's, which runs in the VM too.
+	systemdtest.SandboxOnly(t, systemdtest.Require(t), "Prometheus with the kubernetes-mixin's rules runs on the hybrid layout only; TestIntegrationMonitoring checks the same families on cgroup v2")
 	prom := prometheusBinary(t)
 	port, promPort := freePort(t), freePort(t)
-	d := newDaemonEnv(t, "[eviction]\nmonitoring_interval = \"1s\"\n")
-	cfg, err := os.ReadFile(d.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg = []byte(strings.Replace(string(cfg), "[metrics]\naddress = \"\"", fmt.Sprintf("[metrics]\naddress = \"127.0.0.1:%d\"", port), 1))
-	if err := os.WriteFile(d.cfgPath, cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sd, ctx := d.sd, t.Context()
-	unit := "slicelet-prometheus-it.service"
-	t.Cleanup(func() {
-		_ = sd.Stop(context.Background(), unit)
-		for _, s := range []string{"kubepods-burstable.slice", "kubepods-besteffort.slice", "kubepods.slice"} {
-			_ = sd.Stop(context.Background(), s)
-		}
-	})
-	agentService(t, sd, unit, d.cfgPath)
+	d := monitoredAgent(t, "slicelet-prometheus-it.service", port)
+	ctx := t.Context()
 	client := api.NewClient(d.sock)
 	if _, err := client.ApplyPod(ctx, []byte(`apiVersion: v1
 kind: Pod
@@ -148,6 +131,7 @@ spec:
 	}
 	var pod v1.Pod
 	waitFor(t, 60*time.Second, "busy running", func() bool {
+		var err error
 		pod, err = client.GetPod(ctx, "default", "busy")
 		return err == nil && pod.Status.Phase == v1.PodRunning
 	})
