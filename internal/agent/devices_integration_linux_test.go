@@ -48,6 +48,9 @@ func sampleDevicePlugin(t *testing.T) string {
 // watches for the registration socket), the pod keeps running with its device (the
 // checkpoint), and the next pod gets the other device.
 func TestIntegrationDevicePlugin(t *testing.T) {
+	// The VM gets no host binaries (Options.Files), and the sample plugin's devices are file
+	// mounts: nothing in registration, allocation or the checkpoint depends on the cgroup layout.
+	systemdtest.SandboxOnly(t, systemdtest.Require(t), "the sample device plugin is a host binary the VM does not get, and its devices are mounts, the same on both layouts")
 	// The plugin's own mount namespace hides /var/lib, where the sandbox's files are: it runs
 	// from a copy.
 	plugin := filepath.Join(t.TempDir(), "sample-device-plugin")
