@@ -272,7 +272,7 @@ func newExplainCmd(c *cli) *cobra.Command {
 		}
 		f := s.Flags()
 		f.StringVar(&o.cgroupMode, "cgroup-mode", "", "cgroup mode to explain for: v1 or v2 (default: this machine's)")
-		f.StringVar(&o.capacity, "capacity", "", "node capacity, e.g. cpu=4,memory=16Gi,pids=4194304 (default: this machine's)")
+		f.StringVar(&o.capacity, "capacity", "", "node capacity, e.g. cpu=4,memory=16Gi,pids=4194304, extended resources too (nvidia.com/gpu=2) (default: this machine's)")
 		f.StringArrayVarP(&o.files, "filename", "f", nil, "pod manifest (YAML or JSON), directory or - for the standard input; repeatable")
 		f.BoolVarP(&o.recursive, "recursive", "R", false, "read the directories of -f recursively")
 		f.BoolVar(&o.online, "online", false, "ask the running slicelet")

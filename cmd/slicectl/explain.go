@@ -165,6 +165,9 @@ func modeOfProperties(props map[string]any) units.Mode {
 type env struct {
 	cfg      *config.Config
 	capacity slices.Capacity
+	// extended are the extended resources --capacity gives (nvidia.com/gpu=8): on a node they
+	// come from device plugins, all allocatable.
+	extended v1.ResourceList
 	mode     units.Mode
 	mcfg     hierarchy.Config
 }
@@ -193,7 +196,7 @@ func loadEnv(o explainOptions) (env, error) {
 		return e, usageErr("--cgroup-mode %q: must be v1 or v2", o.cgroupMode)
 	}
 	if o.capacity != "" {
-		if e.capacity, err = parseCapacity(o.capacity); err != nil {
+		if e.capacity, e.extended, err = parseCapacity(o.capacity); err != nil {
 			return e, err
 		}
 	} else if e.capacity, err = slices.ReadCapacity("/proc", "/sys", ""); err != nil {
@@ -203,22 +206,28 @@ func loadEnv(o explainOptions) (env, error) {
 	return e, err
 }
 
-// parseCapacity parses "cpu=4,memory=16Gi,pids=4194304,ephemeral-storage=100Gi,hugepages-2Mi=1Gi".
-// Missing cpu or memory is an error; pids defaults to the kernel default 4194304.
-func parseCapacity(s string) (slices.Capacity, error) {
+// parseCapacity parses "cpu=4,memory=16Gi,pids=4194304,ephemeral-storage=100Gi,hugepages-2Mi=1Gi",
+// and extended resources ("nvidia.com/gpu=8", domain-qualified names outside kubernetes.io,
+// whole numbers), which it returns apart. Missing cpu or memory is an error; pids defaults to
+// the kernel default 4194304.
+func parseCapacity(s string) (slices.Capacity, v1.ResourceList, error) {
 	c := slices.Capacity{Pids: 4194304, HugePages: map[int64]int64{}}
+	var extended v1.ResourceList
 	seen := map[string]bool{}
 	for _, item := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(item), "=")
 		if !ok || k == "" || v == "" {
-			return c, usageErr("--capacity %q: %q is not name=quantity", s, item)
+			return c, nil, usageErr("--capacity %q: %q is not name=quantity", s, item)
 		}
 		q, err := resource.ParseQuantity(v)
 		if err != nil {
-			return c, usageErr("--capacity %s=%s: %v", k, v, err)
+			return c, nil, usageErr("--capacity %s=%s: %v", k, v, err)
 		}
 		if q.Sign() < 0 {
-			return c, usageErr("--capacity %s=%s: must not be negative", k, v)
+			return c, nil, usageErr("--capacity %s=%s: must not be negative", k, v)
+		}
+		if seen[k] {
+			return c, nil, usageErr("--capacity %s: given twice", k)
 		}
 		seen[k] = true
 		switch {
@@ -233,19 +242,28 @@ func parseCapacity(s string) (slices.Capacity, error) {
 		case strings.HasPrefix(k, v1.ResourceHugePagesPrefix):
 			size, err := slices.HugePageSizeFromResourceName(v1.ResourceName(k))
 			if err != nil {
-				return c, usageErr("--capacity %s: %v", k, err)
+				return c, nil, usageErr("--capacity %s: %v", k, err)
 			}
 			c.HugePages[size] = q.Value()
+		case slices.IsExtendedResourceName(v1.ResourceName(k)):
+			// Devices are counted whole (the API's validation of extended resources).
+			if q.MilliValue()%1000 != 0 {
+				return c, nil, usageErr("--capacity %s=%s: an extended resource is a whole number", k, v)
+			}
+			if extended == nil {
+				extended = v1.ResourceList{}
+			}
+			extended[v1.ResourceName(k)] = q
 		default:
-			return c, usageErr("--capacity %s: unknown resource (cpu, memory, pids, ephemeral-storage, hugepages-<size>)", k)
+			return c, nil, usageErr("--capacity %s: unknown resource (cpu, memory, pids, ephemeral-storage, hugepages-<size>, or an extended resource such as example.com/dongle)", k)
 		}
 	}
 	for _, need := range []string{"cpu", "memory"} {
 		if !seen[need] {
-			return c, usageErr("--capacity %q: %s is required", s, need)
+			return c, nil, usageErr("--capacity %q: %s is required", s, need)
 		}
 	}
-	return c, nil
+	return c, extended, nil
 }
 
 // explainPod explains every pod of the -f input offline as the node the configuration makes
@@ -292,8 +310,12 @@ func explainPod(o explainOptions, stdout io.Writer) error {
 	if e.cfg.Cluster.Enabled {
 		origin, as = podfields.APIServer, "API pod, cluster mode"
 	}
+	allocatable := admission.WithMaxPods(slices.NodeAllocatable(e.capacity, e.mcfg.Node.SystemReserved, e.mcfg.Node.KubeReserved, e.mcfg.Node.HardEviction), e.cfg.Node.MaxPods)
+	for name, q := range e.extended {
+		allocatable[name] = q.DeepCopy()
+	}
 	node := admission.NodeState{
-		Allocatable:     admission.WithMaxPods(slices.NodeAllocatable(e.capacity, e.mcfg.Node.SystemReserved, e.mcfg.Node.KubeReserved, e.mcfg.Node.HardEviction), e.cfg.Node.MaxPods),
+		Allocatable:     allocatable,
 		PriorityClasses: e.cfg.Eviction.PriorityClasses,
 	}
 	var out []slices.PodExplanation

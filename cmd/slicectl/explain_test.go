@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -194,6 +195,9 @@ func TestExplainBadInput(t *testing.T) {
 		{"bad mode", []string{"explain", "pod", "-f", good, "--config", cfg, "--cgroup-mode", "v3"}, exitUsage, `--cgroup-mode "v3"`},
 		{"bad capacity", []string{"explain", "node", "--config", cfg, "--capacity", "cpu=four"}, exitUsage, "--capacity cpu=four"},
 		{"capacity without memory", []string{"explain", "node", "--config", cfg, "--capacity", "cpu=4"}, exitUsage, "memory is required"},
+		{"capacity given twice", []string{"explain", "node", "--config", cfg, "--capacity", "cpu=4,memory=1Gi,cpu=2"}, exitUsage, "--capacity cpu: given twice"},
+		{"fractional device", []string{"explain", "node", "--config", cfg, "--capacity", "cpu=4,memory=1Gi,nvidia.com/gpu=500m"}, exitUsage, "an extended resource is a whole number"},
+		{"unknown capacity", []string{"explain", "node", "--config", cfg, "--capacity", "cpu=4,memory=1Gi,gpu=1"}, exitUsage, "--capacity gpu: unknown resource"},
 		{"bad output", []string{"explain", "node", "--config", cfg, "-o", "yaml"}, exitUsage, `-o "yaml"`},
 		{"negative limit", []string{"explain", "pod", "-f", badField, "--config", cfg, "--capacity", "cpu=1,memory=1Gi"}, exitFailure, "spec.containers[0].resources.limits[memory]"},
 		{"unknown field", []string{"explain", "pod", "-f", unknown, "--config", cfg, "--capacity", "cpu=1,memory=1Gi"}, exitFailure, `unknown field "spec.bogus"`},
@@ -263,13 +267,21 @@ spec:
   containers:
   - {name: db, image: postgres, resources: {requests: {cpu: "3"}}, volumeMounts: [{name: data, mountPath: /data}]}
 `)
+	gpu := writeFile(t, dir, "gpu.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: train, uid: 11111111-aaaa-bbbb-cccc-000000000012}
+spec:
+  containers:
+  - {name: train, image: trainer, resources: {limits: {nvidia.com/gpu: "2"}}}
+`)
 	for _, tc := range []struct {
-		name   string
-		config string
-		files  []string
-		code   int
-		want   []string // in this order in the output
-		never  string
+		name     string
+		config   string
+		capacity string
+		files    []string
+		code     int
+		want     []string // in this order in the output
+		never    string
 	}{
 		{name: "cluster mode: the API pod's fields are fine, its own network namespace allows the sysctl", config: clusterCfg, files: []string{apiPod},
 			want: []string{"Validation (API pod, cluster mode):\n  valid", "Runtime cri:\n  can run this pod", "Admission:\n  admitted against"}},
@@ -279,9 +291,14 @@ spec:
 		{name: "cluster mode: a volume the node cannot mount, and the capacity the first pod took", config: clusterCfg, files: []string{apiPod, claim}, code: exitFailure,
 			want: []string{"admitted against", "spec.volumes[0].csi: Forbidden: needs a volume plugin slicelet does not have",
 				"refused against", "OutOfcpu"}, never: "static pods may not"},
+		{name: "cluster mode: extended resources of the capacity given, each pod taking its devices", config: clusterCfg, capacity: "cpu=4,memory=16Gi,nvidia.com/gpu=3", files: []string{gpu, gpu},
+			code: 0, want: []string{"admitted against", "refused against", "OutOfnvidia.com/gpu"}},
+		{name: "cluster mode: an extended resource the capacity does not list is not admission's to refuse (the kubelet's removeMissingExtendedResources)", config: clusterCfg, files: []string{gpu},
+			want: []string{"admitted against"}, never: "OutOfnvidia.com/gpu"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := []string{"explain", "pod", "--config", tc.config, "--cgroup-mode", "v2", "--capacity", "cpu=4,memory=16Gi"}
+			capacity := cmp.Or(tc.capacity, "cpu=4,memory=16Gi")
+			args := []string{"explain", "pod", "--config", tc.config, "--cgroup-mode", "v2", "--capacity", capacity}
 			for _, f := range tc.files {
 				args = append(args, "-f", f)
 			}
