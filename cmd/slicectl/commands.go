@@ -243,7 +243,8 @@ explain pod is offline unless --online: it computes what slicelet would create f
 configuration, the manifests and the node's capacity (read from this machine unless --capacity
 is given, e.g. --capacity cpu=4,memory=16Gi,pids=4194304), and what the node the configuration
 makes would decide at every stage, each said even when an earlier one refuses: validation (of a
-static pod, or with [cluster] enabled of a pod from the API server), Pod Security, the runtime
+static pod, or with [cluster] enabled what the API server refuses at create and then what the
+node refuses of a pod from it), Pod Security, the runtime
 on runtime.network, admission against that capacity (each pod of the input counting against
 the next). A pod that fails validation makes it exit 1. With --online the running slicelet
 explains the manifests with its own configuration, capacity and cgroup mode.

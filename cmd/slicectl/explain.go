@@ -516,11 +516,12 @@ func printNode(w io.Writer, x slices.NodeExplanation, mode units.Mode, pods int)
 
 // validateAs is the validation the node the configuration makes applies to pod: a static
 // pod's is the kubelet's file source's and slicelet's own (manifest.ValidatePod); an API pod
-// in cluster mode was validated by the API server, so only slicelet's own refusals apply, with
-// the reasons that hold on a cluster node.
+// in cluster mode is first the API server's (kubevalidation.ValidateCreate: a pod it refuses
+// never reaches the node), then slicelet's own refusals with the reasons that hold on a
+// cluster node, a problem both report once.
 func validateAs(pod *v1.Pod, origin podfields.Origin) field.ErrorList {
 	if origin == podfields.Manifest {
 		return manifest.ValidatePod(pod)
 	}
-	return podfields.ForOrigin(manifest.Validate(pod), pod, origin)
+	return manifest.ValidateAPIPod(pod, origin)
 }

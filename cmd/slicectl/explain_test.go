@@ -240,8 +240,8 @@ func TestExplainPodRuntimeVerdict(t *testing.T) {
 }
 
 // TestExplainPodAsTheNode: offline, explain models the node its configuration makes: a static
-// pod's validation, or with [cluster] enabled what the node checks of a pod from the API
-// server; runtime.network; every stage for every pod, whatever an earlier one says; admission
+// pod's validation, or with [cluster] enabled what the API server refuses at create and what
+// the node checks of a pod from it; runtime.network; every stage for every pod, whatever an earlier one says; admission
 // against the capacity given, each input pod counting against the next.
 func TestExplainPodAsTheNode(t *testing.T) {
 	dir := t.TempDir()
@@ -274,6 +274,14 @@ spec:
   containers:
   - {name: train, image: trainer, resources: {limits: {nvidia.com/gpu: "2"}}}
 `)
+	// A StatefulSet's template as a bare pod: the mount names a volume only the controller adds.
+	undeclared := writeFile(t, dir, "undeclared.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: db-0, uid: 11111111-aaaa-bbbb-cccc-000000000013}
+spec:
+  containers:
+  - {name: db, image: postgres, volumeMounts: [{name: data, mountPath: /data}]}
+`)
 	for _, tc := range []struct {
 		name     string
 		config   string
@@ -291,6 +299,8 @@ spec:
 		{name: "cluster mode: a volume the node cannot mount, and the capacity the first pod took", config: clusterCfg, files: []string{apiPod, claim}, code: exitFailure,
 			want: []string{"admitted against", "spec.volumes[0].csi: Forbidden: needs a volume plugin slicelet does not have",
 				"refused against", "OutOfcpu"}, never: "static pods may not"},
+		{name: "cluster mode: what the API server refuses at create is a problem of the pod", config: clusterCfg, files: []string{undeclared}, code: exitFailure,
+			want: []string{"Validation (API pod, cluster mode):", `spec.containers[0].volumeMounts[0].name: Not found: "data"`, "Runtime cri:"}},
 		{name: "cluster mode: extended resources of the capacity given, each pod taking its devices", config: clusterCfg, capacity: "cpu=4,memory=16Gi,nvidia.com/gpu=3", files: []string{gpu, gpu},
 			code: 0, want: []string{"admitted against", "refused against", "OutOfnvidia.com/gpu"}},
 		{name: "cluster mode: an extended resource the capacity does not list is not admission's to refuse (the kubelet's removeMissingExtendedResources)", config: clusterCfg, files: []string{gpu},

@@ -61,6 +61,22 @@ func ValidateStaticPod(pod *v1.Pod, nodeName string) field.ErrorList {
 	return append(validation.ValidatePodCreate(&in, opts), unknownProjections(&in)...)
 }
 
+// ValidateCreate returns the problems the API server finds when a client creates pod: a copy
+// is defaulted (SetDefaults), converted to the API's internal type and checked by
+// ValidatePodCreate with the options GetValidationOptionsFromPodSpecAndMeta derives from it —
+// the strategy's validation (pkg/registry/core/pod/strategy.go, Validate), before admission
+// plugins and with the default feature gates of this Kubernetes version. pod is not changed.
+func ValidateCreate(pod *v1.Pod) field.ErrorList {
+	cp := pod.DeepCopy()
+	SetDefaults(cp)
+	var in core.Pod
+	if err := k8sv1.Convert_v1_Pod_To_core_Pod(cp, &in, nil); err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
+	}
+	opts := podutil.GetValidationOptionsFromPodSpecAndMeta(&in.Spec, nil, &in.ObjectMeta, nil)
+	return validation.ValidatePodCreate(&in, opts)
+}
+
 // StaticPodUID is the UID the kubelet's file source gives a static pod read from the file path
 // on node nodeName when the manifest names none (pkg/kubelet/config/common.go, applyDefaults):
 // the FNV-128a hash of the pod as the kubelet's decoder hands it over — defaulted

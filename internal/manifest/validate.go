@@ -22,17 +22,32 @@ import (
 // (Validate: the fields it does not implement, what it cannot enforce), a problem both report
 // once.
 func ValidatePod(pod *v1.Pod) field.ErrorList {
-	errs := ValidateAsKubelet(pod)
-	seen := make(map[string]bool, len(errs))
-	for _, e := range errs {
+	return withOwn(ValidateAsKubelet(pod), Validate(pod))
+}
+
+// ValidateAPIPod is the verdict explain gives a pod that would come from the API server to a
+// cluster node: first what the API server refuses when the pod is created
+// (kubevalidation.ValidateCreate, in a stable order), since such a pod never reaches the node,
+// then slicelet's own refusals with the reasons that hold for a pod of origin o
+// (podfields.ForOrigin), a problem both report once.
+func ValidateAPIPod(pod *v1.Pod, o podfields.Origin) field.ErrorList {
+	errs := kubevalidation.ValidateCreate(pod)
+	stdslices.SortStableFunc(errs, func(a, b *field.Error) int { return cmp.Compare(a.Error(), b.Error()) })
+	return withOwn(errs, podfields.ForOrigin(Validate(pod), pod, o))
+}
+
+// withOwn appends to the API's problems slicelet's own, less those the API already reported.
+func withOwn(api, own field.ErrorList) field.ErrorList {
+	seen := make(map[string]bool, len(api))
+	for _, e := range api {
 		seen[e.Error()] = true
 	}
-	for _, e := range Validate(pod) {
+	for _, e := range own {
 		if !seen[e.Error()] {
-			errs = append(errs, e)
+			api = append(api, e)
 		}
 	}
-	return errs
+	return api
 }
 
 // nodeName is the node static pods are validated on (SetNodeName).
