@@ -233,6 +233,14 @@ REAL_CORPORA ?= ../shared/pods-real,../shared/workloads
 peer-diff-real:
 	$(MAKE) peer-diff CORPUS='$(REAL_CORPORA)' CGROUPS='$(CGROUPS)'
 
+# make workloads-explain [WORKLOADS=DIR]: every pod of the workload corpus explained offline, each
+# on its own, as a cluster node with the cri runtime on a CNI network takes it (hack/workloads,
+# slicectl explain pod): the pods some stage refuses, with why, and the counts. docs/cluster.md.
+WORKLOADS ?= ../shared/workloads/pods
+.PHONY: workloads-explain
+workloads-explain: build
+	$(GO) run ./hack/workloads -slicectl $(BIN)/slicectl $(WORKLOADS)
+
 # make peer-diff-check: what CI runs when build/peer is not cached: peer-diff's own tests (corpus
 # preparation, batching, comparison) and the prepared corpus through slicelet alone in the
 # sandbox: every pod slicelet admits must come up with the local image (no pull, no crash).
