@@ -58,6 +58,9 @@ type CgroupStats struct {
 
 	// Threads and ThreadsMax are pids.current and pids.max (0 for no limit).
 	Threads, ThreadsMax int64
+	// HasThreads says pids.current was read (the pids controller is there): Threads is then
+	// the process count the eviction manager ranks on (ReadPodProcesses').
+	HasThreads bool
 	// NoCPUAccounting says CPU, CPUUser and CPUSystem were not read: the v1 cgroup has no
 	// cpuacct.usage (a cpuacct hierarchy mounted apart from cpu, where systemd does not create
 	// units' cgroups), so the caller measures CPU another way.
@@ -164,7 +167,11 @@ func readStatsV2(root, cgroupPath string) (CgroupStats, error) {
 			errs = append(errs, err)
 		}
 	}
-	read(&s.Threads, "pids.current")
+	if v, err := readUint(filepath.Join(dir, "pids.current")); err == nil {
+		s.Threads, s.HasThreads = v, true
+	} else if !errors.Is(err, ErrUnavailable) {
+		errs = append(errs, err)
+	}
 	read(&s.ThreadsMax, "pids.max")
 	s.ThreadsMax = max(s.ThreadsMax, 0)
 	io, err := readIOStat(filepath.Join(dir, "io.stat"))
@@ -241,7 +248,7 @@ func readStatsV1(root string, mode units.Mode, cgroupPath string) (CgroupStats, 
 		}
 	}
 	if pids, err := controllerDir(root, mode, "pids", cgroupPath); err == nil {
-		read(&s.Threads, pids, "pids.current")
+		s.HasThreads = read(&s.Threads, pids, "pids.current")
 		read(&s.ThreadsMax, pids, "pids.max")
 		s.ThreadsMax = max(s.ThreadsMax, 0)
 	}
