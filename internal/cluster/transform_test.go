@@ -126,7 +126,7 @@ func fullAPIPod(t testing.TB, i int) *v1.Pod {
 			RestartPolicy: v1.RestartPolicyAlways, DNSPolicy: v1.DNSClusterFirst, SchedulerName: "default-scheduler", TerminationGracePeriodSeconds: &grace,
 			Tolerations: []v1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute}}},
 		Status: v1.PodStatus{Phase: v1.PodRunning, HostIP: "192.0.2.10", PodIP: fmt.Sprintf("10.88.%d.%d", i/250, i%250+2), StartTime: &start, QOSClass: v1.PodQOSBurstable,
-			Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: start}, {Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: start}},
+			Conditions:        []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: start}, {Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: start}},
 			ContainerStatuses: []v1.ContainerStatus{status("app"), status("sidecar")}},
 	}
 	withManagedFields(t, pod, "kube-controller-manager", "slicelet")
