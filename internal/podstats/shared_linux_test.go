@@ -356,3 +356,63 @@ func BenchmarkIdleInterval(b *testing.B) {
 		}
 	}
 }
+
+// countingNamer is sharedNamer counting its calls by pod name.
+type countingNamer struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *countingNamer) ContainerCgroups(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]podstats.ContainerCgroup, error) {
+	c.mu.Lock()
+	c.calls[pod.Name]++
+	c.mu.Unlock()
+	return sharedNamer(ctx, pod, dirs)
+}
+
+// TestNamerAskedWhenTheCgroupsChange: the sampler asks the Namer (the CRI runtime's asks the
+// runtime) about a pod's child cgroups once while they stay the same directories, again when
+// one appears (a restarted container's), and forgets pods no longer active.
+func TestNamerAskedWhenTheCgroupsChange(t *testing.T) {
+	nd := newNode(t, units.ModeUnified, 3)
+	namer := &countingNamer{calls: map[string]int{}}
+	s, err := podstats.NewSampler(podstats.SamplerOptions{Reader: podstats.NewReader(nd.root, "/nonexistent", nd.mode, namer), Pods: nd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(step, want string) {
+		t.Helper()
+		namer.mu.Lock()
+		got := fmt.Sprint(namer.calls)
+		namer.mu.Unlock()
+		if got != want {
+			t.Errorf("%s: namer asked %s, want %s", step, got, want)
+		}
+	}
+	for range 3 {
+		s.Sample(t.Context())
+	}
+	check("three samples", "map[pod-0000:1 pod-0001:1 pod-0002:1]")
+
+	// pod-0000's app restarted: a new scope next to the old one.
+	dir := filepath.Join(nd.root, nd.pods[0].CgroupPath, "cri-containerd-a9999.scope")
+	for f, v := range map[string]string{"memory.current": "1048576\n", "memory.stat": "inactive_file 0\nanon 1048576\n", "cpu.stat": "usage_usec 1\n", "pids.current": "1\n"} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Sample(t.Context())
+	s.Sample(t.Context())
+	check("a new container cgroup", "map[pod-0000:2 pod-0001:1 pod-0002:1]")
+
+	// pod-0002 goes and comes back (the same UID): asked again.
+	all := nd.pods
+	nd.pods = all[:2]
+	s.Sample(t.Context())
+	nd.pods = all
+	s.Sample(t.Context())
+	check("a pod gone and back", "map[pod-0000:2 pod-0001:1 pod-0002:2]")
+}
