@@ -74,7 +74,7 @@ func withManagedFields(t testing.TB, obj metav1.Object, creator, statusWriter st
 		raw, _ := json.Marshal(fields)
 		ts := metav1.NewTime(time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC))
 		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-			Time: &ts, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}, Subresource: sub}
+			Time: &ts, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(raw)), Subresource: sub}
 	}
 	meta, _ := m["metadata"].(map[string]any)
 	spec := map[string]any{"f:spec": fieldsV1(m["spec"])}
