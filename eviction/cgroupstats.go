@@ -58,6 +58,9 @@ type CgroupStats struct {
 
 	// Threads and ThreadsMax are pids.current and pids.max (0 for no limit).
 	Threads, ThreadsMax int64
+	// HasThreads says pids.current was read (the pids controller is there): Threads is then
+	// the process count the eviction manager ranks on (ReadPodProcesses').
+	HasThreads bool
 	// NoCPUAccounting says CPU, CPUUser and CPUSystem were not read: the v1 cgroup has no
 	// cpuacct.usage (a cpuacct hierarchy mounted apart from cpu, where systemd does not create
 	// units' cgroups), so the caller measures CPU another way.
@@ -72,6 +75,14 @@ type DeviceIO struct {
 	Major, Minor                         uint64
 	ReadBytes, WriteBytes, Reads, Writes int64
 }
+
+// The keys of memory.stat read, on v2 and v1: a kernel's memory.stat has some 40 to 50 lines,
+// and only the keys asked for are kept (a key kept is a string allocated, for each cgroup of
+// each pod at each sample).
+var (
+	statKeysV2 = []string{"anon", "file", "inactive_file", "file_mapped", "pgfault", "pgmajfault"}
+	statKeysV1 = []string{"total_inactive_file", "total_rss", "total_cache", "total_mapped_file", "total_swap", "pgfault", "pgmajfault"}
+)
 
 // userHZ is the unit of cpuacct.stat: USER_HZ, 100 on every Linux architecture slicelet
 // runs on.
@@ -107,7 +118,7 @@ func limit(v int64) int64 {
 func readStatsV2(root, cgroupPath string) (CgroupStats, error) {
 	var s CgroupStats
 	dir := filepath.Join(root, cgroupPath)
-	stat, err := readKeyValues(filepath.Join(dir, "memory.stat"))
+	stat, err := readKeyValues(filepath.Join(dir, "memory.stat"), statKeysV2...)
 	if err != nil {
 		return s, fmt.Errorf("memory of %s: %w", cgroupPath, err)
 	}
@@ -132,7 +143,7 @@ func readStatsV2(root, cgroupPath string) (CgroupStats, error) {
 	}
 	read(&s.Swap, "memory.swap.current")
 	read(&s.MaxUsage, "memory.peak")
-	if ev, err := readKeyValues(filepath.Join(dir, "memory.events")); err == nil {
+	if ev, err := readKeyValues(filepath.Join(dir, "memory.events"), "max", "oom_kill"); err == nil {
 		s.Failcnt, s.OOMKills = ev["max"], ev["oom_kill"]
 	} else if !errors.Is(err, ErrUnavailable) {
 		errs = append(errs, err)
@@ -143,7 +154,7 @@ func readStatsV2(root, cgroupPath string) (CgroupStats, error) {
 		s.SwapLimit = limit(s.SwapLimit)
 		read(&s.MemoryReservation, "memory.min")
 	}
-	if cpu, err := readKeyValues(filepath.Join(dir, "cpu.stat")); err == nil {
+	if cpu, err := readKeyValues(filepath.Join(dir, "cpu.stat"), "usage_usec", "user_usec", "system_usec", "nr_periods", "nr_throttled", "throttled_usec"); err == nil {
 		s.CPU = time.Duration(cpu["usage_usec"]) * time.Microsecond
 		s.CPUUser = time.Duration(cpu["user_usec"]) * time.Microsecond
 		s.CPUSystem = time.Duration(cpu["system_usec"]) * time.Microsecond
@@ -164,7 +175,11 @@ func readStatsV2(root, cgroupPath string) (CgroupStats, error) {
 			errs = append(errs, err)
 		}
 	}
-	read(&s.Threads, "pids.current")
+	if v, err := readUint(filepath.Join(dir, "pids.current")); err == nil {
+		s.Threads, s.HasThreads = v, true
+	} else if !errors.Is(err, ErrUnavailable) {
+		errs = append(errs, err)
+	}
 	read(&s.ThreadsMax, "pids.max")
 	s.ThreadsMax = max(s.ThreadsMax, 0)
 	io, err := readIOStat(filepath.Join(dir, "io.stat"))
@@ -184,7 +199,7 @@ func readStatsV1(root string, mode units.Mode, cgroupPath string) (CgroupStats, 
 	if err != nil {
 		return s, err
 	}
-	stat, err := readKeyValues(filepath.Join(mem, "memory.stat"))
+	stat, err := readKeyValues(filepath.Join(mem, "memory.stat"), statKeysV1...)
 	if err != nil {
 		return s, fmt.Errorf("memory of %s: %w", cgroupPath, err)
 	}
@@ -222,13 +237,13 @@ func readStatsV1(root string, mode units.Mode, cgroupPath string) (CgroupStats, 
 	s.NoCPUAccounting = true
 	if acct, err := controllerDir(root, mode, "cpuacct", cgroupPath); err == nil && read((*int64)(&s.CPU), acct, "cpuacct.usage") {
 		s.NoCPUAccounting = false
-		if st, err := readKeyValues(filepath.Join(acct, "cpuacct.stat")); err == nil {
+		if st, err := readKeyValues(filepath.Join(acct, "cpuacct.stat"), "user", "system"); err == nil {
 			s.CPUUser = time.Duration(st["user"]) * time.Second / userHZ
 			s.CPUSystem = time.Duration(st["system"]) * time.Second / userHZ
 		}
 	}
 	if cpu, err := controllerDir(root, mode, "cpu", cgroupPath); err == nil {
-		if st, err := readKeyValues(filepath.Join(cpu, "cpu.stat")); err == nil {
+		if st, err := readKeyValues(filepath.Join(cpu, "cpu.stat"), "nr_periods", "nr_throttled", "throttled_time"); err == nil {
 			s.Periods, s.ThrottledPeriods = st["nr_periods"], st["nr_throttled"]
 			s.ThrottledTime = time.Duration(st["throttled_time"])
 		}
@@ -241,7 +256,7 @@ func readStatsV1(root string, mode units.Mode, cgroupPath string) (CgroupStats, 
 		}
 	}
 	if pids, err := controllerDir(root, mode, "pids", cgroupPath); err == nil {
-		read(&s.Threads, pids, "pids.current")
+		s.HasThreads = read(&s.Threads, pids, "pids.current")
 		read(&s.ThreadsMax, pids, "pids.max")
 		s.ThreadsMax = max(s.ThreadsMax, 0)
 	}

@@ -2,9 +2,11 @@ package eviction
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,8 +66,8 @@ func TestReadCgroupStats(t *testing.T) {
 				CPU:           5 * time.Second, CPUUser: 3 * time.Second, CPUSystem: 2 * time.Second,
 				Periods: 100, ThrottledPeriods: 10, ThrottledTime: 500 * time.Millisecond,
 				CPUShares: 998, CPUQuota: 50000, CPUPeriod: 100000, HasCPUSpec: true,
-				Threads: 4,
-				IO:      []DeviceIO{{Major: 8, Minor: 0, ReadBytes: 4096, WriteBytes: 8192, Reads: 1, Writes: 2}},
+				Threads: 4, HasThreads: true,
+				IO: []DeviceIO{{Major: 8, Minor: 0, ReadBytes: 4096, WriteBytes: 8192, Reads: 1, Writes: 2}},
 			},
 		},
 		{
@@ -97,7 +99,7 @@ func TestReadCgroupStats(t *testing.T) {
 				CPU: 5 * time.Second, CPUUser: 3 * time.Second, CPUSystem: 2 * time.Second,
 				Periods: 100, ThrottledPeriods: 10, ThrottledTime: 500 * time.Millisecond,
 				CPUShares: 1024, CPUPeriod: 100000, HasCPUSpec: true,
-				Threads: 4, ThreadsMax: 1024,
+				Threads: 4, ThreadsMax: 1024, HasThreads: true,
 				IO: []DeviceIO{{Major: 8, Minor: 0, ReadBytes: 4096, WriteBytes: 8192, Reads: 1, Writes: 2}},
 			},
 		},
@@ -126,5 +128,44 @@ func TestReadCgroupStats(t *testing.T) {
 				t.Errorf("a cgroup that is gone: %v, want ErrUnavailable", err)
 			}
 		})
+	}
+}
+
+// TestReadCgroupStatsAllocatesOnlyForWhatItReads: a kernel's memory.stat has some 50 lines
+// (6.x, v2) of which the stats read six; the lines not read allocate nothing, so reading a
+// full memory.stat allocates what reading one with only those six lines does.
+func TestReadCgroupStatsAllocatesOnlyForWhatItReads(t *testing.T) {
+	full := ""
+	for i, k := range strings.Fields(`anon file kernel kernel_stack pagetables sec_pagetables percpu sock vmalloc shmem
+		zswap zswapped file_mapped file_dirty file_writeback swapcached anon_thp file_thp shmem_thp inactive_anon
+		active_anon inactive_file active_file unevictable slab_reclaimable slab_unreclaimable slab
+		workingset_refault_anon workingset_refault_file workingset_activate_anon workingset_activate_file
+		workingset_restore_anon workingset_restore_file workingset_nodereclaim pgscan pgsteal pgscan_kswapd
+		pgscan_direct pgsteal_kswapd pgsteal_direct pgfault pgmajfault pgrefill pgactivate pgdeactivate
+		pglazyfree pglazyfreed zswpin zswpout thp_fault_alloc thp_collapse_alloc`) {
+		full += fmt.Sprintf("%s %d\n", k, 4096*(i+1))
+	}
+	allocs := map[string]float64{}
+	for name, stat := range map[string]string{"full": full, "read keys only": "anon 4096\nfile 8192\nfile_mapped 53248\ninactive_file 90112\npgfault 163840\npgmajfault 167936\n"} {
+		root := t.TempDir()
+		dir := filepath.Join(root, "pod.slice")
+		for f, v := range map[string]string{"memory.stat": stat, "memory.current": "1000000\n", "cpu.stat": "usage_usec 1\nuser_usec 1\nsystem_usec 0\nnr_periods 0\nnr_throttled 0\nthrottled_usec 0\nnr_bursts 0\nburst_usec 0\n",
+			"memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n", "pids.current": "3\n"} {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), []byte(v), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		allocs[name] = testing.AllocsPerRun(50, func() {
+			if _, err := ReadCgroupStats(root, units.ModeUnified, "/pod.slice"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	t.Logf("allocations per ReadCgroupStats: %v", allocs)
+	if allocs["full"] != allocs["read keys only"] {
+		t.Errorf("a full memory.stat costs %v allocations, one with the keys read %v: the lines not read allocate", allocs["full"], allocs["read keys only"])
 	}
 }

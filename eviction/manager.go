@@ -124,6 +124,14 @@ type ManagerOptions struct {
 	// and annotations. nil, or an error for a pod, leaves the pod's containers unmeasured (the
 	// message names none).
 	ContainerMemory func(ctx context.Context, p ActivePod) ([]ContainerUsage, error)
+	// Sampled, when set, gives the pods' cgroup usage from the samples another reader of the
+	// same cgroups takes every monitoring interval (the stats sampler), so that a cycle that
+	// acts on nothing reads no pod cgroup: the pods' usage matters to a decision only when it
+	// evicts (ranking, message). A cycle whose decision on the samples would evict or reclaim
+	// reads every pod now (PodUsage, ContainerMemory) and decides again on that, so what is
+	// acted on is always read at the cycle, as without samples. A pod without a sample taken
+	// within SampledMaxAge is read at the cycle.
+	Sampled SampledUsage
 	// Storage measures each active pod's local storage (emptyDir volumes, container writable
 	// layers and logs; NewFSStorage) for local-storage limit eviction and the ranking under
 	// disk pressure. Run measures every active pod once per monitoring interval in a goroutine
@@ -133,6 +141,21 @@ type ManagerOptions struct {
 	Storage PodStorage
 	// Metrics, if set, counts evictions by signal and shows the node conditions.
 	Metrics Metrics
+}
+
+// SampledMaxAge is the oldest sample (in monitoring intervals) a cycle takes from
+// ManagerOptions.Sampled: a sampler that samples once per interval always has one that fresh,
+// whatever the phase of its ticker against the manager's.
+const SampledMaxAge = 1.5
+
+// SampledUsage gives pods' usage from samples of their cgroups taken by another reader
+// (internal/podstats.Sampler).
+type SampledUsage interface {
+	// SampledPodUsage returns the pod's memory working set, process count and containers'
+	// working sets (Name and Memory, in ContainerMemory's order) from its last sample of
+	// p.CgroupPath, if that was taken at or after since; ok is false otherwise (no sample, an
+	// older one, another cgroup, a sample without the process count).
+	SampledPodUsage(p ActivePod, since time.Time) (u PodUsage, ok bool)
 }
 
 // Metrics is what the manager reports to the metrics registry (*metrics.Metrics). The node
@@ -371,14 +394,21 @@ func (m *Manager) Synchronize(ctx context.Context) []string {
 	obs, missing := m.o.Observe(now)
 	m.noteUnavailable(missing)
 	active := m.o.Pods.ActivePods()
-	stats := make([]PodStats, 0, len(active))
-	for _, p := range active {
-		stats = append(stats, PodStats{Pod: p.Pod, Usage: m.podUsage(ctx, p)})
-	}
+	sampled := m.o.Sampled != nil
+	stats := m.podStats(ctx, active, now, sampled)
 	m.forgetStorage(active)
 
+	// Only Synchronize changes the state, from the loop's goroutine.
 	m.mu.Lock()
-	d, next := Decide(m.state, m.o.Config, obs, stats, now)
+	state := m.state
+	m.mu.Unlock()
+	d, next := Decide(state, m.o.Config, obs, stats, now)
+	if sampled && (d.Reclaim != "" || len(d.LocalStorage) > 0) {
+		// Acting: decide again on every pod read now (Decide is pure: the same state in).
+		stats = m.podStats(ctx, active, now, false)
+		d, next = Decide(state, m.o.Config, obs, stats, now)
+	}
+	m.mu.Lock()
 	m.state = next
 	m.lastDec = d
 	m.lastDecAt = now

@@ -3,6 +3,7 @@ package eviction
 import (
 	"context"
 	"slices"
+	"time"
 )
 
 // storageResult is one pod's last storage measurement.
@@ -69,7 +70,44 @@ func (m *Manager) measurePod(ctx context.Context, p ActivePod) storageResult {
 // measured yet. A pod whose storage cannot be measured keeps its memory and process numbers
 // and has no storage stats.
 func (m *Manager) podUsage(ctx context.Context, p ActivePod) *PodUsage {
-	u := m.withContainerMemory(ctx, p, m.o.PodUsage(p))
+	return m.withStorage(ctx, p, m.withContainerMemory(ctx, p, m.o.PodUsage(p)))
+}
+
+// podStats is every active pod with its usage (podUsage). With sampled, a pod's cgroup usage
+// is its sample from ManagerOptions.Sampled when one is at most SampledMaxAge intervals old at
+// now, and is read otherwise.
+func (m *Manager) podStats(ctx context.Context, active []ActivePod, now time.Time, sampled bool) []PodStats {
+	since := now.Add(-time.Duration(SampledMaxAge * float64(m.interval)))
+	stats := make([]PodStats, 0, len(active))
+	for _, p := range active {
+		var u *PodUsage
+		if s, ok := m.sampledUsage(p, since, sampled); ok {
+			u = m.withStorage(ctx, p, &s)
+		} else {
+			u = m.podUsage(ctx, p)
+		}
+		stats = append(stats, PodStats{Pod: p.Pod, Usage: u})
+	}
+	return stats
+}
+
+// sampledUsage is the pod's usage from its sample taken at or after since, as readPodUsage and
+// withContainerMemory would read it; ok is false without such a sample (or with sampled false).
+func (m *Manager) sampledUsage(p ActivePod, since time.Time, sampled bool) (PodUsage, bool) {
+	if !sampled || p.CgroupPath == "" {
+		return PodUsage{}, false
+	}
+	u, ok := m.o.Sampled.SampledPodUsage(p, since)
+	if !ok {
+		return PodUsage{}, false
+	}
+	u.NoStorageStats = m.o.Storage == nil
+	return u, true
+}
+
+// withStorage is u with the pod's local storage when a PodStorage is set: the last
+// measurement, or one made now for a pod not measured yet.
+func (m *Manager) withStorage(ctx context.Context, p ActivePod, u *PodUsage) *PodUsage {
 	if u == nil || m.o.Storage == nil {
 		return u
 	}

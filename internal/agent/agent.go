@@ -328,9 +328,10 @@ func (d *daemon) buildPodStack(ctx context.Context, o Options) (err error) {
 		Evictions:   pods.NewEvictionRecords(filepath.Join(cfg.StateDir, pods.EvictionsDir)),
 		Recorder:    recorder,
 	})
-	// Per-container usage, read from the pods' cgroups: the eviction message names the
-	// containers over their requests; the sampler serves `slicectl top`, the stats summary
-	// and cAdvisor's families on /metrics/cadvisor (from the same samples).
+	// Per-container usage, read from the pods' cgroups once per interval by the sampler, the
+	// one reader: its samples serve `slicectl top`, the stats summary, cAdvisor's families on
+	// /metrics/cadvisor and the eviction manager's cycles (which read the pods again only to
+	// act on them: the eviction message names the containers over their requests).
 	d.statsReader = podstats.NewReader(o.CgroupRoot, o.ProcRoot, d.mode, d.prt.namer)
 	d.stats, err = podstats.NewSampler(podstats.SamplerOptions{Reader: d.statsReader, Pods: d.ctrl,
 		Interval: cfg.Eviction.MonitoringInterval, Logger: log.With("component", "podstats")})
@@ -364,7 +365,7 @@ func (d *daemon) buildObservers(_ context.Context, o Options) error {
 		Controller: d.ctrl, Logger: log, Metrics: d.metrics, Health: d.health, Clock: d.clock,
 		BeforeCycle: o.evictionBeforeCycle, Reclaim: d.gc.Reclaim,
 		Storage: d.prt.storage, ImageFsPath: d.prt.imageFsPath,
-		ContainerMemory: d.statsReader.ContainerMemory})
+		ContainerMemory: d.statsReader.ContainerMemory, Sampled: d.stats})
 	return err
 }
 

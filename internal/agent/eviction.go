@@ -47,6 +47,10 @@ type evictionOptions struct {
 	// ContainerMemory reads each container's working set for the eviction message; nil for
 	// none.
 	ContainerMemory func(ctx context.Context, p eviction.ActivePod) ([]eviction.ContainerUsage, error)
+	// Sampled gives the pods' usage from the stats sampler's samples, so that an idle cycle
+	// reads no pod cgroup (the sampler's read is the interval's one); nil reads every pod at
+	// every cycle.
+	Sampled eviction.SampledUsage
 }
 
 // newEvictionManager builds the eviction manager from the configuration, with its PSI and
@@ -90,6 +94,7 @@ func newEvictionManager(o evictionOptions) (*eviction.Manager, error) {
 	m, err := eviction.NewManager(eviction.ManagerOptions{
 		Storage:            storage,
 		ContainerMemory:    o.ContainerMemory,
+		Sampled:            o.Sampled,
 		Config:             ecfg,
 		Sources:            src,
 		Pods:               o.Controller,

@@ -313,7 +313,7 @@ func selectedListWatch[L runtime.Object](sel string, list func(context.Context, 
 func (a *Member) nodeInformer() cache.SharedIndexInformer {
 	client := a.o.Clients.Nodes
 	lw := selectedListWatch(fields.OneTermEqualSelector("metadata.name", a.o.NodeName).String(), client.List, client.Watch)
-	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.Node{}, cache.SharedIndexInformerOptions{ObjectDescription: "node " + a.o.NodeName})
+	inf := newInformer(lw, &v1.Node{}, "node "+a.o.NodeName, stripNode)
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		a.log.Debug("node watch failed", "error", err)
 	})
@@ -326,7 +326,7 @@ func (a *Member) nodeInformer() cache.SharedIndexInformer {
 func (a *Member) podInformer() cache.SharedIndexInformer {
 	client := a.o.Clients.Pods(metav1.NamespaceAll)
 	lw := selectedListWatch(fields.OneTermEqualSelector("spec.nodeName", a.o.NodeName).String(), client.List, client.Watch)
-	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.Pod{}, cache.SharedIndexInformerOptions{ObjectDescription: "pods bound to " + a.o.NodeName})
+	inf := newInformer(lw, &v1.Pod{}, "pods bound to "+a.o.NodeName, stripPod)
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, r *cache.Reflector, err error) {
 		a.mu.Lock()
 		a.watchRV = r.LastSyncResourceVersion()
@@ -425,7 +425,8 @@ func (a *Member) currentNode() *v1.Node {
 
 // Node is the Node admission matches the pods' node selectors, affinity and taints against
 // (the kubelet's predicate handler's node, pkg/kubelet/kubelet_getters.go getNodeAnyWay): as
-// the node informer has it, else as last read or written, else the Node as it registers.
+// the node informer has it (its name, labels and spec: stripNode), else as last read or
+// written, else the Node as it registers.
 func (a *Member) Node() *v1.Node {
 	a.mu.Lock()
 	store := a.nodeStore

@@ -48,7 +48,7 @@ func (s *serviceEnv) informer(client ServiceClient) cache.SharedIndexInformer {
 			return client.Watch(ctx, opts)
 		},
 	}
-	inf := cache.NewSharedIndexInformerWithOptions(lw, &v1.Service{}, cache.SharedIndexInformerOptions{ObjectDescription: "services"})
+	inf := newInformer(lw, &v1.Service{}, "services", stripService)
 	s.mu.Lock()
 	s.store, s.hasSynced = inf.GetStore(), inf.HasSynced
 	s.mu.Unlock()

@@ -4,7 +4,10 @@ import (
 	"sort"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/slicelet/slicelet/eviction"
 )
 
 // Latest is the last sample of one thing, with the CPU rate between its last two samples
@@ -91,4 +94,30 @@ func (s *Sampler) LatestPods() []PodLatest {
 		return out[i].Name < out[j].Name
 	})
 	return out
+}
+
+// SampledPodUsage is the pod's last sample as the eviction manager reads a pod
+// (eviction.SampledUsage): its working set, its process count (pids.current) and its
+// containers' working sets, in ReadPod's order. ok is false when the pod has no sample of
+// p.CgroupPath taken at or after since, or its sample has no process count (no pids
+// controller: the manager counts the processes itself).
+func (s *Sampler) SampledPodUsage(p eviction.ActivePod, since time.Time) (eviction.PodUsage, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.pods[p.Pod.UID]
+	if !ok || h.last == nil || h.last.at.Before(since) {
+		return eviction.PodUsage{}, false
+	}
+	u := &h.last.usage
+	if u.Cgroup != p.CgroupPath || !u.Stats.HasThreads {
+		return eviction.PodUsage{}, false
+	}
+	out := eviction.PodUsage{Memory: *resource.NewQuantity(u.MemoryWorkingSet, resource.BinarySI), Processes: u.Stats.Threads}
+	if len(u.Containers) > 0 {
+		out.Containers = make([]eviction.ContainerUsage, len(u.Containers))
+		for i, c := range u.Containers {
+			out.Containers[i] = eviction.ContainerUsage{Name: c.Name, Memory: resource.NewQuantity(c.MemoryWorkingSet, resource.BinarySI)}
+		}
+	}
+	return out, true
 }

@@ -22,12 +22,15 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/procfs"
@@ -107,6 +110,18 @@ type Reader struct {
 	proc  string
 	mode  units.Mode
 	namer Namer
+
+	mu    sync.Mutex
+	names map[types.UID]podNames // the namer's last answer for each pod
+}
+
+// podNames is what the Namer said of a pod's child cgroups. The same directories are the same
+// containers and instances (a directory name carries its container's ID or unit instance,
+// which never change), so the answer holds while the pod's child cgroups are those: the CRI
+// runtime's namer asks the runtime, which costs a call per pod per sample otherwise.
+type podNames struct {
+	dirs  []string
+	names map[string]ContainerCgroup
 }
 
 // NewReader returns a reader of the cgroup tree at cgroupRoot (normally /sys/fs/cgroup) in
@@ -343,7 +358,7 @@ func (r *Reader) readPod(ctx context.Context, pod *v1.Pod, podCgroup string, rea
 	if len(dirs) == 0 {
 		return out, nil
 	}
-	names, err := r.namer.ContainerCgroups(ctx, pod, dirs)
+	names, err := r.containerCgroups(ctx, pod, dirs)
 	if err != nil {
 		return PodUsage{}, fmt.Errorf("pod %s/%s: containers' cgroups: %w", pod.Namespace, pod.Name, err)
 	}
@@ -373,6 +388,41 @@ func (r *Reader) readPod(ctx context.Context, pod *v1.Pod, podCgroup string, rea
 		}
 	}
 	return out, nil
+}
+
+// containerCgroups is the Namer's answer for the pod's child cgroups dirs: the last one while
+// they are the same directories (podNames), else asked now and kept. The map returned is
+// shared: callers only read it.
+func (r *Reader) containerCgroups(ctx context.Context, pod *v1.Pod, dirs []string) (map[string]ContainerCgroup, error) {
+	r.mu.Lock()
+	last, ok := r.names[pod.UID]
+	r.mu.Unlock()
+	if ok && slices.Equal(last.dirs, dirs) {
+		return last.names, nil
+	}
+	names, err := r.namer.ContainerCgroups(ctx, pod, dirs)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.names == nil {
+		r.names = map[types.UID]podNames{}
+	}
+	r.names[pod.UID] = podNames{dirs: slices.Clone(dirs), names: names}
+	r.mu.Unlock()
+	return names, nil
+}
+
+// Retain forgets the containers' names of the pods keep does not hold (the Sampler calls it
+// with the active pods after each sample).
+func (r *Reader) Retain(keep map[types.UID]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid := range r.names {
+		if !keep[uid] {
+			delete(r.names, uid)
+		}
+	}
 }
 
 // children lists the child cgroups of cgroupPath: in the unified tree on cgroup v2, in the

@@ -30,6 +30,12 @@ type PodReader interface {
 	ReadNode() (Usage, error)
 }
 
+// retainer is a PodReader that keeps something per pod (*Reader: its containers' names) and
+// is told which pods are still active.
+type retainer interface {
+	Retain(keep map[types.UID]bool)
+}
+
 // PodLister lists the active pods with their cgroups (internal/pods.Controller).
 type PodLister interface {
 	ActivePods() []eviction.ActivePod
@@ -165,6 +171,9 @@ func (s *Sampler) Sample(ctx context.Context) {
 		if !keep[uid] {
 			delete(s.pods, uid)
 		}
+	}
+	if r, ok := s.o.Reader.(retainer); ok {
+		r.Retain(keep)
 	}
 	if nodeErr == nil {
 		s.node.add(sample[Usage]{at: now, usage: node})

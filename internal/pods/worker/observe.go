@@ -167,7 +167,7 @@ func (w *Worker) list(ctx context.Context, uid string) ([]Sandbox, []Container, 
 // e.mu held.
 func (w *Worker) observe(ctx context.Context, pod *v1.Pod, e *entry, act, killed bool) (*observed, error) {
 	uid := string(pod.UID)
-	sbs, ctrs, err := w.list(ctx, uid)
+	sbs, ctrs, err := w.listPod(ctx, uid)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -127,9 +128,23 @@ func (w *Worker) sandboxIPs(ctx context.Context, pod *v1.Pod, sandboxID string) 
 	if !ok || sandboxID == "" {
 		return nil
 	}
+	w.mu.Lock()
+	ips, ok := w.ips[sandboxID]
+	w.mu.Unlock()
+	if ok {
+		return slices.Clone(ips)
+	}
 	ips, err := sn.PodSandboxIPs(ctx, sandboxID)
 	if err != nil {
 		w.log.Warn("pod sandbox IPs unknown", "pod_uid", string(pod.UID), "sandbox_id", sandboxID, "error", err)
+		return ips
+	}
+	if len(ips) > 0 {
+		// A sandbox keeps its network, and so its IPs, for its life: they are asked once,
+		// not at every sync (the relist forgets a sandbox no longer listed).
+		w.mu.Lock()
+		w.ips[sandboxID] = slices.Clone(ips)
+		w.mu.Unlock()
 	}
 	return ips
 }

@@ -21,18 +21,12 @@ import (
 // reports it).
 func (w *Worker) Relist(ctx context.Context, podList []*v1.Pod) (pods.Relisted, error) {
 	var res pods.Relisted
-	sbs, ctrs, err := w.list(ctx, "")
+	sbs, ctrs, sbsOf, ctrsOf, err := w.relistAll(ctx)
 	if err != nil {
 		return res, err
 	}
-	sbsOf := map[string][]Sandbox{}
-	for _, sb := range sbs {
-		sbsOf[sb.PodUID] = append(sbsOf[sb.PodUID], sb)
-	}
-	ctrsOf := map[string][]Container{}
 	listed := make(map[string]bool, len(ctrs))
 	for _, c := range ctrs {
-		ctrsOf[c.PodUID] = append(ctrsOf[c.PodUID], c)
 		listed[c.ID] = true
 	}
 
@@ -90,6 +84,17 @@ func (w *Worker) Relist(ctx context.Context, podList []*v1.Pod) (pods.Relisted, 
 	for id := range w.status {
 		if !listed[id] {
 			delete(w.status, id)
+		}
+	}
+	if len(w.ips) > 0 {
+		sandboxes := make(map[string]bool, len(sbs))
+		for _, sb := range sbs {
+			sandboxes[sb.ID] = true
+		}
+		for id := range w.ips {
+			if !sandboxes[id] {
+				delete(w.ips, id)
+			}
 		}
 	}
 	for uid, e := range w.pods {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -134,12 +135,19 @@ type Worker struct {
 	events  EventRecorder
 	probes  *prober.Manager
 
+	// changes counts the calls through rt that change sandboxes or containers; listing is
+	// the last relist's listing while it serves syncs (listPod).
+	changes changes
+	listing atomic.Pointer[listing]
+
 	mu     sync.Mutex
 	pods   map[string]*entry
 	status map[string]ContainerStatus // inspected containers by ID, while their state holds
 	// termination are the termination messages of exited containers by ID, read once, kept
 	// as long as their status is.
 	termination map[string]string
+	// ips are the IPs of ready sandboxes by ID (sandboxIPs), while they are listed.
+	ips map[string][]string
 }
 
 // entry is the worker's in-memory side of one pod.
@@ -218,10 +226,11 @@ func New(opts Options) (*Worker, error) {
 		}
 	}
 	w := &Worker{
-		opts: opts, rt: opts.Runtime, backend: backend, log: opts.Logger, clock: opts.Clock,
+		opts: opts, backend: backend, log: opts.Logger, clock: opts.Clock,
 		backoff: opts.Backoff.WithDefaults(), events: opts.Recorder,
-		pods: map[string]*entry{}, status: map[string]ContainerStatus{}, termination: map[string]string{},
+		pods: map[string]*entry{}, status: map[string]ContainerStatus{}, termination: map[string]string{}, ips: map[string][]string{},
 	}
+	w.rt = changingRuntime{Runtime: opts.Runtime, c: &w.changes}
 	w.probes = prober.NewManager(opts.Clock, probeReporter{w})
 	return w, nil
 }
