@@ -64,7 +64,8 @@ func inside(ctx context.Context, o options) error {
 	}
 	defer node.Close()
 	cfg := peerrun.DefaultNodeConfig()
-	alloc := nodeAllocatable(cfg)
+	cpus, mem := thisMachine()
+	alloc := nodeAllocatable(cfg, cpus, mem)
 	bs := batches(entries, alloc, o.batchPods)
 	logf("peerdiff %s: %d pods in %d batches (allocatable for batching: %dm cpu, %d MiB)", o.inside, len(entries), len(bs), alloc.CPUMilli, alloc.MemoryBytes>>20)
 	out := filepath.Join(o.work, o.inside, resultFile)
@@ -132,11 +133,17 @@ func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerr
 		return peerrun.Snapshot{}, nil, err
 	}
 	w.Want = want
+	t0 := time.Now()
 	complete, statuses, werr := a.Wait(ctx, w)
+	t1 := time.Now()
 	snap, rerr := readSettled(ctx, a, w.Settle)
 	snap.Statuses = statuses
+	t2 := time.Now()
 	_ = os.WriteFile(filepath.Join(logDir, fmt.Sprintf("batch-%d-%s.log", n+1, kind)), []byte(a.Journal(ctx, 5000)), 0o644)
+	t3 := time.Now()
 	serr := a.Stop(ctx)
+	node.Logf("batch %d %s: wait %s, read %s, journal %s, stop %s", n+1, kind, t1.Sub(t0).Round(time.Second),
+		t2.Sub(t1).Round(time.Second), t3.Sub(t2).Round(time.Second), time.Since(t3).Round(time.Second))
 	return snap, complete, errors.Join(werr, rerr, serr)
 }
 

@@ -371,7 +371,11 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[P
 	lastChange, last := start, ""
 	var statuses map[PodKey]PodStatus
 	var answered time.Time
+	// A progress line every progressEvery: a batch under emulation takes many minutes, and
+	// a hung or slow one must show how far it got and how long one poll takes.
+	nextProgress := start.Add(progressEvery)
 	for {
+		pollStart := time.Now()
 		nodeState, err := a.observe(ctx, rs, h)
 		if err != nil {
 			return nil, statuses, err
@@ -405,6 +409,12 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[P
 			}
 		}
 		listed := len(o.Want) - unknown
+		if now.After(nextProgress) {
+			nextProgress = now.Add(progressEvery)
+			a.node.logf("peerrun: %s: %s: %d of %d pods settled, %d not listed, %d sandboxes ready; last change %s ago; poll %s",
+				a.Unit, now.Sub(start).Round(time.Second), listed-len(unsettled), len(o.Want), unknown, len(nodeState.ready),
+				now.Sub(lastChange).Round(time.Second), now.Sub(pollStart).Round(time.Millisecond))
+		}
 		switch {
 		case len(unsettled) == 0 && unknown == 0,
 			len(unsettled) == 0 && quiet && (listed > 0 || !answered.IsZero() && now.Sub(answered) >= o.Startup):
@@ -425,6 +435,9 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[P
 		}
 	}
 }
+
+// progressEvery is how often [Agent.Wait] logs its progress.
+const progressEvery = time.Minute
 
 // nodePods is what containerd and the cgroups show of the agent's pods at one poll.
 type nodePods struct {

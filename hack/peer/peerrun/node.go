@@ -95,6 +95,9 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	return n, nil
 }
 
+// Logf writes a progress line to NodeOptions.Logf.
+func (n *Node) Logf(format string, args ...any) { n.logf(format, args...) }
+
 // Close stops containerd and everything it runs.
 func (n *Node) Close() error { return n.Containerd.Stop() }
 
