@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -55,9 +57,26 @@ func inside(ctx context.Context, o options) error {
 	if err := json.Unmarshal(data, &entries); err != nil {
 		return fmt.Errorf("%s: %w", corpusFile, err)
 	}
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+	// In the VM the lines also go to the serial console, which the host has whatever the
+	// guest's shared directories do (the output file is on one of them): a run that hangs
+	// shows there how far it got.
+	var console io.Writer = io.Discard
+	if o.inside == "v2" {
+		if f, err := os.OpenFile("/dev/console", os.O_WRONLY|syscall.O_NOCTTY, 0); err == nil {
+			defer f.Close()
+			console = f
+		}
 	}
+	logf := func(format string, args ...any) {
+		line := fmt.Sprintf("%s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+		// The console first: a write to the output file waits on 9p, for minutes when the
+		// guest is busy.
+		fmt.Fprint(console, "peerdiff: "+line)
+		fmt.Fprint(os.Stderr, line)
+	}
+	mctx, stopMonitor := context.WithCancel(ctx)
+	defer stopMonitor()
+	go monitor(mctx, logf)
 	node, err := peerrun.StartNode(ctx, peerrun.NodeOptions{Dir: nodeDir, Logf: logf})
 	if err != nil {
 		return err
@@ -71,6 +90,19 @@ func inside(ctx context.Context, o options) error {
 	out := filepath.Join(o.work, o.inside, resultFile)
 	var results []batchResult
 	binaries := map[peerrun.Kind]string{peerrun.Kubelet: o.kubelet, peerrun.Slicelet: o.slicelet}
+	if o.inside == "v2" {
+		// The VM's copies are on 9p without a cache (/mnt/io): an agent run from there is paged
+		// in over 9p and, under emulation, stalls on its page faults. Run copies in the guest's
+		// own memory.
+		for kind, b := range binaries {
+			if b == "" || !strings.Contains(o.agents, string(kind)) {
+				continue
+			}
+			if binaries[kind], err = copyBinary(b, filepath.Join(nodeDir, "bin")); err != nil {
+				return err
+			}
+		}
+	}
 	for i, b := range bs {
 		r := batchResult{Snapshot: map[peerrun.Kind]snapshot{}, Complete: map[peerrun.Kind][]string{}, Took: map[peerrun.Kind]string{}, Errors: map[peerrun.Kind]string{}}
 		want := map[peerrun.PodKey][]string{}
@@ -113,6 +145,22 @@ func inside(ctx context.Context, o options) error {
 		}
 	}
 	return nil
+}
+
+// copyBinary copies the executable at path into dir and returns the copy's path.
+func copyBinary(path, dir string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("agent binary: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("agent binary: %w", err)
+	}
+	dst := filepath.Join(dir, filepath.Base(path))
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		return "", fmt.Errorf("agent binary: %w", err)
+	}
+	return dst, nil
 }
 
 // runBatch writes the batch's manifests, runs kind on them until its pods are up, reads the
