@@ -355,10 +355,11 @@ const guestBinDir = "/run/vmtest-bin"
 // binary from the io dir into guestBinDir and runs it there, in workDir (the
 // io dir if empty), with env added to the runner's environment.
 //
-// Why a copy: the io dir is 9p with cache=none, and a program run from it
-// is paged in over 9p; under emulation, with agents and shims being started
-// beside it, its page faults could wait on 9p for minutes, which stopped
-// the whole program (its garbage collector waits for every thread).
+// Why a copy: the io dir is 9p with cache=none (what the guest writes must
+// be on the host at once), so a program run from it is paged in over 9p, a
+// fault being a round trip that waits behind the guest's other 9p traffic
+// (every exec of containerd's shims and runc reads /usr over 9p as well);
+// from the guest's memory it is paged in at once.
 func runScript(binary, workDir string, args, env []string) string {
 	if workDir == "" {
 		workDir = guestIODir
