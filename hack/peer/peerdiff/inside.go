@@ -119,12 +119,15 @@ func inside(ctx context.Context, o options) error {
 				continue
 			}
 			t0 := time.Now()
-			snap, complete, err := runBatch(ctx, filepath.Join(o.work, o.inside), node, kind, binaries[kind], cfg, i, b.pods, want, waits(o.inside))
+			snap, complete, cgroupErrors, err := runBatch(ctx, filepath.Join(o.work, o.inside), node, kind, binaries[kind], cfg, i, b.pods, want, waits(o.inside))
 			if err != nil {
 				r.Errors[kind] = err.Error()
 				logf("batch %d %s: %v", i+1, kind, err)
 			}
 			r.Snapshot[kind] = toJSON(snap)
+			if kind == peerrun.Kubelet {
+				r.KubeletCgroupErrors = cgroupErrors
+			}
 			for k := range complete {
 				r.Complete[kind] = append(r.Complete[kind], k.String())
 			}
@@ -165,20 +168,20 @@ func copyBinary(path, dir string) (string, error) {
 
 // runBatch writes the batch's manifests, runs kind on them until its pods are up, reads the
 // cgroups and stops the agent, leaving the node clean.
-func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerrun.Kind, binary string, cfg peerrun.NodeConfig, n int, b []entry, want map[peerrun.PodKey][]string, w peerrun.WaitOptions) (peerrun.Snapshot, map[peerrun.PodKey]bool, error) {
+func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerrun.Kind, binary string, cfg peerrun.NodeConfig, n int, b []entry, want map[peerrun.PodKey][]string, w peerrun.WaitOptions) (peerrun.Snapshot, map[peerrun.PodKey]bool, []string, error) {
 	dir := filepath.Join(nodeDir, fmt.Sprintf("manifests-%d-%s", n, kind))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return peerrun.Snapshot{}, nil, err
+		return peerrun.Snapshot{}, nil, nil, err
 	}
 	defer os.RemoveAll(dir)
 	for i, e := range b {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%03d.yaml", i)), e.YAML, 0o644); err != nil {
-			return peerrun.Snapshot{}, nil, err
+			return peerrun.Snapshot{}, nil, nil, err
 		}
 	}
 	a, err := node.StartAgent(ctx, peerrun.AgentOptions{Kind: kind, Binary: binary, ManifestDir: dir, Config: cfg})
 	if err != nil {
-		return peerrun.Snapshot{}, nil, err
+		return peerrun.Snapshot{}, nil, nil, err
 	}
 	w.Want = want
 	t0 := time.Now()
@@ -187,12 +190,17 @@ func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerr
 	snap, rerr := readSettled(ctx, a, w.Settle)
 	snap.Statuses = statuses
 	t2 := time.Now()
-	_ = os.WriteFile(filepath.Join(logDir, fmt.Sprintf("batch-%d-%s.log", n+1, kind)), []byte(a.Journal(ctx, 5000)), 0o644)
+	journal := a.Journal(ctx, 5000)
+	_ = os.WriteFile(filepath.Join(logDir, fmt.Sprintf("batch-%d-%s.log", n+1, kind)), []byte(journal), 0o644)
+	var cgroupErrors []string
+	if kind == peerrun.Kubelet {
+		cgroupErrors = kubeletCgroupErrors(journal)
+	}
 	t3 := time.Now()
 	serr := a.Stop(ctx)
 	node.Logf("batch %d %s: wait %s, read %s, journal %s, stop %s", n+1, kind, t1.Sub(t0).Round(time.Second),
 		t2.Sub(t1).Round(time.Second), t3.Sub(t2).Round(time.Second), time.Since(t3).Round(time.Second))
-	return snap, complete, errors.Join(werr, rerr, serr)
+	return snap, complete, cgroupErrors, errors.Join(werr, rerr, serr)
 }
 
 // readSettled reads the agent's cgroups until two readings half a second apart agree, at most

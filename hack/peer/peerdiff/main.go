@@ -104,6 +104,10 @@ type batchResult struct {
 	Complete map[peerrun.Kind][]string `json:"complete"`
 	Took     map[peerrun.Kind]string   `json:"took"`
 	Errors   map[peerrun.Kind]string   `json:"errors,omitempty"`
+	// KubeletCgroupErrors are the errors of the kubelet's cgroup manager in its journal
+	// (kubeletCgroupErrors): the kubelet logs a failed Set and goes on, leaving the cgroup
+	// at systemd's defaults, so the batch does not show the kubelet's rules where it failed.
+	KubeletCgroupErrors []string `json:"kubeletCgroupErrors,omitempty"`
 }
 
 // snapshot is peerrun.Snapshot with string keys (JSON).
