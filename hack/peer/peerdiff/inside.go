@@ -37,12 +37,13 @@ func quantity(s string, milli bool) int64 {
 	return q.Value()
 }
 
-// waits are the settle and limit of a batch: the VM emulates its CPU, several times slower.
+// waits are the settle, limit and poll of a batch: the VM emulates its CPU, several times
+// slower, and polls less often there to leave it to the agents.
 // A batch waits for its pods to settle (peerrun.Agent.Wait), so the limit only bounds a batch
 // whose pods do not: on a loaded machine an agent takes minutes to start 30 pods.
 func waits(version string) peerrun.WaitOptions {
 	if version == "v2" {
-		return peerrun.WaitOptions{Settle: 15 * time.Second, Startup: time.Minute, Limit: 15 * time.Minute}
+		return peerrun.WaitOptions{Settle: 15 * time.Second, Startup: time.Minute, Limit: 15 * time.Minute, Poll: 2 * time.Second}
 	}
 	return peerrun.WaitOptions{Settle: 6 * time.Second, Startup: 5 * time.Second, Limit: 5 * time.Minute}
 }
