@@ -65,7 +65,7 @@ func main() {
 	flag.StringVar(&o.cgroups, "cgroups", "v1,v2", "cgroup versions to run: v1 (sandbox), v2 (VM)")
 	flag.StringVar(&o.agents, "agents", "kubelet,slicelet", "agents to run; slicelet alone checks that every pod it admits comes up with the test image (no comparison)")
 	flag.IntVar(&o.vmMem, "vm-mem", 8192, "the VM's memory in MiB (pods only touch a little of it; more makes fewer, larger batches)")
-	flag.IntVar(&o.vmCPUs, "vm-cpus", 8, "the VM's CPUs (emulated: more than the host's cores only makes batches larger)")
+	flag.IntVar(&o.vmCPUs, "vm-cpus", runtime.NumCPU(), "the VM's CPUs (emulated; more than this machine's cores makes batches larger, but 8 on 2 busy cores stalled the guest for minutes: docs/peer.md)")
 	flag.BoolVar(&o.compareOnly, "compare-only", false, "compare the results already in -work (of an earlier or unfinished run) without running anything")
 	flag.IntVar(&o.batchPods, "batch-pods", 30, "most pods in one batch")
 	flag.BoolVar(&o.prepareOnly, "prepare-only", false, "prepare the corpus, print its batches and exit: for this machine, or for the VM (-vm-cpus, -vm-mem) when -cgroups starts with v2")
