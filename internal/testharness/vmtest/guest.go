@@ -347,9 +347,10 @@ func qemuArgs(s qemuSpec) []string {
 	return args
 }
 
-// guestBinDir is where the runner copies the binary before it runs it: the
-// guest's own memory, not the io dir.
-const guestBinDir = "/run/vmtest-bin"
+// guestBinDir is where the runner copies the binary before it runs it: on
+// the guest's root tmpfs (half its memory; /run is systemd's smaller tmpfs),
+// not the io dir.
+const guestBinDir = "/var/lib/vmtest-bin"
 
 // runScript is the per-run script the runner executes: it copies the test
 // binary from the io dir into guestBinDir and runs it there, in workDir (the
