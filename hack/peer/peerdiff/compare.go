@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
@@ -146,6 +147,10 @@ func compareRun(version string, entries []entry, results []batchResult) []differ
 			if msg := r.Errors[kind]; msg != "" {
 				out = append(out, difference{version: version, origin: batch, pod: "-", level: "run", field: string(kind), slicelet: "error", kubelet: fmt.Sprintf("%q", oneLine(msg))})
 			}
+		}
+		// The reference failed to apply values: what it left there is not its rules.
+		for _, msg := range r.KubeletCgroupErrors {
+			out = append(out, difference{version: version, origin: batch, pod: "-", level: "run", field: "kubelet cgroup manager", slicelet: "-", kubelet: fmt.Sprintf("%q", oneLine(msg))})
 		}
 		levels := slices.Sorted(maps.Keys(s.Node))
 		if r.Misfits {
@@ -291,4 +296,18 @@ func referencesObjects(pod *v1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// kubeletCgroupErrors returns the error lines of the kubelet's cgroup manager in its journal
+// (klog's "E" lines from pkg/kubelet/cm/cgroup_manager_linux.go: a failed Create, Update or
+// Set of a pod or QoS cgroup, which the kubelet logs and does not retry until the pod's next
+// sync, if ever).
+func kubeletCgroupErrors(journal string) []string {
+	var out []string
+	for _, line := range strings.Split(journal, "\n") {
+		if strings.HasPrefix(line, "E") && strings.Contains(line, " cgroup_manager_linux.go:") {
+			out = append(out, line)
+		}
+	}
+	return out
 }

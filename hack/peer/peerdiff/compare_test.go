@@ -66,6 +66,12 @@ func TestCompareRun(t *testing.T) {
 				"v1 batch-1 - burstable created: slicelet=no kubelet=yes",
 				"v1 batch-1 - kubepods pids.max: slicelet=(absent) kubelet=max",
 			}},
+		{name: "the kubelet's cgroup manager failed", results: func() []batchResult {
+			rs := run(nil, nil, node, node)
+			rs[0].KubeletCgroupErrors = []string{`E1129 02:37:21.641436   16561 cgroup_manager_linux.go:408] "Unhandled Error" err="cgroup manager.Set failed: The maximum number of pending replies per connection has been reached"`}
+			return rs
+		}(),
+			want: []string{`v1 batch-1 - run kubelet cgroup manager: slicelet=- kubelet="E1129 02:37:21.641436   16561 cgroup_manager_linux.go:408] \"Unhandled Error\" err=\"cgroup manager.Set failed: The maximum number of pending replies per connection has been reached\""`}},
 		{name: "misfit batches compare no node levels", results: misfits(run(nil, nil, node, map[string]peerrun.Values{"kubepods": {"cpu.shares": "1"}}))},
 		{name: "exited containers are not compared", results: run(
 			map[string]peerrun.Pod{"default/web": {Ready: true, QOS: "BestEffort", Containers: map[string]peerrun.Container{"i": {State: "CONTAINER_EXITED"}}}},
@@ -169,5 +175,19 @@ func TestCheckAloneSkipsWhatCannotStart(t *testing.T) {
 	var out strings.Builder
 	if n := checkAlone(&out, "v1", entries, results); n != 0 {
 		t.Errorf("%d pods not up, want none:\n%s", n, out.String())
+	}
+}
+
+func TestKubeletCgroupErrors(t *testing.T) {
+	journal := strings.Join([]string{
+		`I1129 02:37:21.508786   16561 generic.go:406] "Generic (PLEG): container finished"`,
+		`E1129 02:37:21.641436   16561 cgroup_manager_linux.go:408] "Unhandled Error" err="cgroup manager.Set failed: The maximum number of pending replies per connection has been reached" logger="UnhandledError"`,
+		`E1129 02:37:21.641531   16561 kubelet_node_status.go:721] "Failed to set some node status fields"`,
+		`I1129 02:37:22.000000   16561 cgroup_manager_linux.go:300] "an info line of the cgroup manager"`,
+	}, "\n")
+	got := kubeletCgroupErrors(journal)
+	want := []string{`E1129 02:37:21.641436   16561 cgroup_manager_linux.go:408] "Unhandled Error" err="cgroup manager.Set failed: The maximum number of pending replies per connection has been reached" logger="UnhandledError"`}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("kubeletCgroupErrors = %q, want %q", got, want)
 	}
 }

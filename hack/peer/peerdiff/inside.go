@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -35,12 +37,13 @@ func quantity(s string, milli bool) int64 {
 	return q.Value()
 }
 
-// waits are the settle and limit of a batch: the VM emulates its CPU, several times slower.
+// waits are the settle, limit and poll of a batch: the VM emulates its CPU, several times
+// slower, and polls less often there to leave it to the agents.
 // A batch waits for its pods to settle (peerrun.Agent.Wait), so the limit only bounds a batch
 // whose pods do not: on a loaded machine an agent takes minutes to start 30 pods.
 func waits(version string) peerrun.WaitOptions {
 	if version == "v2" {
-		return peerrun.WaitOptions{Settle: 15 * time.Second, Startup: time.Minute, Limit: 15 * time.Minute}
+		return peerrun.WaitOptions{Settle: 15 * time.Second, Startup: time.Minute, Limit: 15 * time.Minute, Poll: 2 * time.Second}
 	}
 	return peerrun.WaitOptions{Settle: 6 * time.Second, Startup: 5 * time.Second, Limit: 5 * time.Minute}
 }
@@ -55,21 +58,52 @@ func inside(ctx context.Context, o options) error {
 	if err := json.Unmarshal(data, &entries); err != nil {
 		return fmt.Errorf("%s: %w", corpusFile, err)
 	}
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+	// In the VM the lines also go to the serial console, which the host has whatever the
+	// guest's shared directories do (the output file is on one of them): a run that hangs
+	// shows there how far it got.
+	var console io.Writer = io.Discard
+	if o.inside == "v2" {
+		if f, err := os.OpenFile("/dev/console", os.O_WRONLY|syscall.O_NOCTTY, 0); err == nil {
+			defer f.Close()
+			console = f
+		}
 	}
+	logf := func(format string, args ...any) {
+		line := fmt.Sprintf("%s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+		// The console first: a write to the output file waits on 9p, for minutes when the
+		// guest is busy.
+		fmt.Fprint(console, "peerdiff: "+line)
+		fmt.Fprint(os.Stderr, line)
+	}
+	mctx, stopMonitor := context.WithCancel(ctx)
+	defer stopMonitor()
+	go monitor(mctx, logf)
 	node, err := peerrun.StartNode(ctx, peerrun.NodeOptions{Dir: nodeDir, Logf: logf})
 	if err != nil {
 		return err
 	}
 	defer node.Close()
 	cfg := peerrun.DefaultNodeConfig()
-	alloc := nodeAllocatable(cfg)
+	cpus, mem := thisMachine()
+	alloc := nodeAllocatable(cfg, cpus, mem)
 	bs := batches(entries, alloc, o.batchPods)
 	logf("peerdiff %s: %d pods in %d batches (allocatable for batching: %dm cpu, %d MiB)", o.inside, len(entries), len(bs), alloc.CPUMilli, alloc.MemoryBytes>>20)
 	out := filepath.Join(o.work, o.inside, resultFile)
 	var results []batchResult
 	binaries := map[peerrun.Kind]string{peerrun.Kubelet: o.kubelet, peerrun.Slicelet: o.slicelet}
+	if o.inside == "v2" {
+		// The VM's copies are on 9p without a cache (/mnt/io): an agent run from there is paged
+		// in over 9p and, under emulation, stalls on its page faults. Run copies in the guest's
+		// own memory.
+		for kind, b := range binaries {
+			if b == "" || !strings.Contains(o.agents, string(kind)) {
+				continue
+			}
+			if binaries[kind], err = copyBinary(b, filepath.Join(nodeDir, "bin")); err != nil {
+				return err
+			}
+		}
+	}
 	for i, b := range bs {
 		r := batchResult{Snapshot: map[peerrun.Kind]snapshot{}, Complete: map[peerrun.Kind][]string{}, Took: map[peerrun.Kind]string{}, Errors: map[peerrun.Kind]string{}}
 		want := map[peerrun.PodKey][]string{}
@@ -86,12 +120,15 @@ func inside(ctx context.Context, o options) error {
 				continue
 			}
 			t0 := time.Now()
-			snap, complete, err := runBatch(ctx, filepath.Join(o.work, o.inside), node, kind, binaries[kind], cfg, i, b.pods, want, waits(o.inside))
+			snap, complete, cgroupErrors, err := runBatch(ctx, filepath.Join(o.work, o.inside), node, kind, binaries[kind], cfg, i, b.pods, want, waits(o.inside))
 			if err != nil {
 				r.Errors[kind] = err.Error()
 				logf("batch %d %s: %v", i+1, kind, err)
 			}
 			r.Snapshot[kind] = toJSON(snap)
+			if kind == peerrun.Kubelet {
+				r.KubeletCgroupErrors = cgroupErrors
+			}
 			for k := range complete {
 				r.Complete[kind] = append(r.Complete[kind], k.String())
 			}
@@ -114,30 +151,57 @@ func inside(ctx context.Context, o options) error {
 	return nil
 }
 
+// copyBinary copies the executable at path into dir and returns the copy's path.
+func copyBinary(path, dir string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("agent binary: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("agent binary: %w", err)
+	}
+	dst := filepath.Join(dir, filepath.Base(path))
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		return "", fmt.Errorf("agent binary: %w", err)
+	}
+	return dst, nil
+}
+
 // runBatch writes the batch's manifests, runs kind on them until its pods are up, reads the
 // cgroups and stops the agent, leaving the node clean.
-func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerrun.Kind, binary string, cfg peerrun.NodeConfig, n int, b []entry, want map[peerrun.PodKey][]string, w peerrun.WaitOptions) (peerrun.Snapshot, map[peerrun.PodKey]bool, error) {
+func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerrun.Kind, binary string, cfg peerrun.NodeConfig, n int, b []entry, want map[peerrun.PodKey][]string, w peerrun.WaitOptions) (peerrun.Snapshot, map[peerrun.PodKey]bool, []string, error) {
 	dir := filepath.Join(nodeDir, fmt.Sprintf("manifests-%d-%s", n, kind))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return peerrun.Snapshot{}, nil, err
+		return peerrun.Snapshot{}, nil, nil, err
 	}
 	defer os.RemoveAll(dir)
 	for i, e := range b {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%03d.yaml", i)), e.YAML, 0o644); err != nil {
-			return peerrun.Snapshot{}, nil, err
+			return peerrun.Snapshot{}, nil, nil, err
 		}
 	}
 	a, err := node.StartAgent(ctx, peerrun.AgentOptions{Kind: kind, Binary: binary, ManifestDir: dir, Config: cfg})
 	if err != nil {
-		return peerrun.Snapshot{}, nil, err
+		return peerrun.Snapshot{}, nil, nil, err
 	}
 	w.Want = want
+	t0 := time.Now()
 	complete, statuses, werr := a.Wait(ctx, w)
+	t1 := time.Now()
 	snap, rerr := readSettled(ctx, a, w.Settle)
 	snap.Statuses = statuses
-	_ = os.WriteFile(filepath.Join(logDir, fmt.Sprintf("batch-%d-%s.log", n+1, kind)), []byte(a.Journal(ctx, 5000)), 0o644)
+	t2 := time.Now()
+	journal := a.Journal(ctx, 5000)
+	_ = os.WriteFile(filepath.Join(logDir, fmt.Sprintf("batch-%d-%s.log", n+1, kind)), []byte(journal), 0o644)
+	var cgroupErrors []string
+	if kind == peerrun.Kubelet {
+		cgroupErrors = kubeletCgroupErrors(journal)
+	}
+	t3 := time.Now()
 	serr := a.Stop(ctx)
-	return snap, complete, errors.Join(werr, rerr, serr)
+	node.Logf("batch %d %s: wait %s, read %s, journal %s, stop %s", n+1, kind, t1.Sub(t0).Round(time.Second),
+		t2.Sub(t1).Round(time.Second), t3.Sub(t2).Round(time.Second), time.Since(t3).Round(time.Second))
+	return snap, complete, cgroupErrors, errors.Join(werr, rerr, serr)
 }
 
 // readSettled reads the agent's cgroups until two readings half a second apart agree, at most

@@ -65,10 +65,10 @@ func main() {
 	flag.StringVar(&o.cgroups, "cgroups", "v1,v2", "cgroup versions to run: v1 (sandbox), v2 (VM)")
 	flag.StringVar(&o.agents, "agents", "kubelet,slicelet", "agents to run; slicelet alone checks that every pod it admits comes up with the test image (no comparison)")
 	flag.IntVar(&o.vmMem, "vm-mem", 8192, "the VM's memory in MiB (pods only touch a little of it; more makes fewer, larger batches)")
-	flag.IntVar(&o.vmCPUs, "vm-cpus", 8, "the VM's CPUs (emulated: more than the host's cores only makes batches larger)")
+	flag.IntVar(&o.vmCPUs, "vm-cpus", runtime.NumCPU(), "the VM's CPUs (emulated; more than this machine's cores makes batches larger, but 8 on 2 busy cores stalled the guest for minutes: docs/peer.md)")
 	flag.BoolVar(&o.compareOnly, "compare-only", false, "compare the results already in -work (of an earlier or unfinished run) without running anything")
 	flag.IntVar(&o.batchPods, "batch-pods", 30, "most pods in one batch")
-	flag.BoolVar(&o.prepareOnly, "prepare-only", false, "prepare the corpus, print its batches for this machine and exit")
+	flag.BoolVar(&o.prepareOnly, "prepare-only", false, "prepare the corpus, print its batches and exit: for this machine, or for the VM (-vm-cpus, -vm-mem) when -cgroups starts with v2")
 	flag.StringVar(&o.inside, "inside", "", "internal: run the batches inside the sandbox or VM, for this cgroup version")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -104,6 +104,10 @@ type batchResult struct {
 	Complete map[peerrun.Kind][]string `json:"complete"`
 	Took     map[peerrun.Kind]string   `json:"took"`
 	Errors   map[peerrun.Kind]string   `json:"errors,omitempty"`
+	// KubeletCgroupErrors are the errors of the kubelet's cgroup manager in its journal
+	// (kubeletCgroupErrors): the kubelet logs a failed Set and goes on, leaving the cgroup
+	// at systemd's defaults, so the batch does not show the kubelet's rules where it failed.
+	KubeletCgroupErrors []string `json:"kubeletCgroupErrors,omitempty"`
 }
 
 // snapshot is peerrun.Snapshot with string keys (JSON).
@@ -132,7 +136,13 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		return 0, err
 	}
 	if o.prepareOnly {
-		bs := batches(entries, nodeAllocatable(peerrun.DefaultNodeConfig()), o.batchPods)
+		// The batches of the first cgroup version asked for: the VM's own CPUs and memory on v2.
+		cpus, mem := thisMachine()
+		if v, _, _ := strings.Cut(o.cgroups, ","); strings.TrimSpace(v) == "v2" {
+			// The guest's MemTotal is its memory less what its kernel keeps (about 2%).
+			cpus, mem = o.vmCPUs, int64(o.vmMem)<<20*98/100
+		}
+		bs := batches(entries, nodeAllocatable(peerrun.DefaultNodeConfig(), cpus, mem), o.batchPods)
 		for i, b := range bs {
 			var names []string
 			for _, e := range b.pods {
@@ -144,7 +154,7 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 			}
 			fmt.Fprintf(stdout, "batch %d%s: %d pods: %s\n", i+1, kind, len(b.pods), strings.Join(names, " "))
 		}
-		fmt.Fprintf(stdout, "peer-diff: %d manifests, %d batches on this machine\n", len(entries), len(bs))
+		fmt.Fprintf(stdout, "peer-diff: %d manifests, %d batches on %d CPUs, %d MiB\n", len(entries), len(bs), cpus, mem>>20)
 		return 0, nil
 	}
 	work, err := filepath.Abs(o.work)
@@ -431,10 +441,21 @@ func readResults(path string) ([]batchResult, error) {
 	return out, nil
 }
 
-// nodeAllocatable is what pods get on this machine under c (capacity minus reservations and
-// the hard memory eviction threshold), with a tenth kept back for rounding and for what runs
-// beside the pods.
-func nodeAllocatable(c peerrun.NodeConfig) allocatable {
+// nodeAllocatable is what pods get on a machine of cpus CPUs and memTotal bytes of memory
+// under c (capacity minus reservations and the hard memory eviction threshold), with a tenth
+// kept back for rounding and for what runs beside the pods.
+func nodeAllocatable(c peerrun.NodeConfig, cpus int, memTotal int64) allocatable {
+	cpu := int64(cpus) * 1000
+	for _, r := range []map[string]string{c.SystemReserved, c.KubeReserved} {
+		cpu -= quantity(r["cpu"], true)
+		memTotal -= quantity(r["memory"], false)
+	}
+	memTotal -= quantity(c.EvictionHard["memory.available"], false)
+	return allocatable{CPUMilli: cpu * 9 / 10, MemoryBytes: memTotal * 9 / 10, Pods: c.MaxPods}
+}
+
+// thisMachine is the CPUs and memory (MemTotal, bytes) of the machine this program runs on.
+func thisMachine() (int, int64) {
 	memTotal := int64(0)
 	if f, err := os.Open("/proc/meminfo"); err == nil {
 		s := bufio.NewScanner(f)
@@ -446,11 +467,5 @@ func nodeAllocatable(c peerrun.NodeConfig) allocatable {
 		}
 		f.Close()
 	}
-	cpu := int64(runtime.NumCPU()) * 1000
-	for _, r := range []map[string]string{c.SystemReserved, c.KubeReserved} {
-		cpu -= quantity(r["cpu"], true)
-		memTotal -= quantity(r["memory"], false)
-	}
-	memTotal -= quantity(c.EvictionHard["memory.available"], false)
-	return allocatable{CPUMilli: cpu * 9 / 10, MemoryBytes: memTotal * 9 / 10, Pods: c.MaxPods}
+	return runtime.NumCPU(), memTotal
 }

@@ -346,6 +346,10 @@ type WaitOptions struct {
 	// Startup is how long after the agent first answers it may list none of Want's pods
 	// before the pods it does not list count as never listed.
 	Startup time.Duration
+	// Poll is the time between two polls (half a second when zero). A poll lists
+	// containerd's sandboxes and containers and asks the agent for its pods, which under
+	// emulation costs the node's CPUs what the agents need.
+	Poll time.Duration
 }
 
 // Wait polls the agent and containerd until every pod of o.Want is settled on both sides —
@@ -371,7 +375,12 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[P
 	lastChange, last := start, ""
 	var statuses map[PodKey]PodStatus
 	var answered time.Time
+	// A progress line every progressEvery: a batch under emulation takes many minutes, and
+	// a hung or slow one must show how far it got and how long one poll takes.
+	nextProgress := start.Add(progressEvery)
+	var nextActive time.Time
 	for {
+		pollStart := time.Now()
 		nodeState, err := a.observe(ctx, rs, h)
 		if err != nil {
 			return nil, statuses, err
@@ -405,6 +414,12 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[P
 			}
 		}
 		listed := len(o.Want) - unknown
+		if now.After(nextProgress) {
+			nextProgress = now.Add(progressEvery)
+			a.node.logf("peerrun: %s: %s: %d of %d pods settled, %d not listed, %d sandboxes ready; last change %s ago; poll %s",
+				a.Unit, now.Sub(start).Round(time.Second), listed-len(unsettled), len(o.Want), unknown, len(nodeState.ready),
+				now.Sub(lastChange).Round(time.Second), now.Sub(pollStart).Round(time.Millisecond))
+		}
 		switch {
 		case len(unsettled) == 0 && unknown == 0,
 			len(unsettled) == 0 && quiet && (listed > 0 || !answered.IsZero() && now.Sub(answered) >= o.Startup):
@@ -415,16 +430,27 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[P
 				a.Unit, o.Limit, unknown, len(unsettled), strings.Join(unsettled, "; "), now.Sub(lastChange).Round(time.Second))
 			return nodeState.complete(o.Want), statuses, nil
 		}
-		if ok, journal := a.Active(ctx); !ok {
-			return nodeState.complete(o.Want), statuses, fmt.Errorf("peerrun: %s stopped: %s", a.Unit, journal)
+		// Whether the agent still runs (a systemctl process) is asked every activeEvery.
+		if now.After(nextActive) {
+			nextActive = now.Add(activeEvery)
+			if ok, journal := a.Active(ctx); !ok {
+				return nodeState.complete(o.Want), statuses, fmt.Errorf("peerrun: %s stopped: %s", a.Unit, journal)
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return nodeState.complete(o.Want), statuses, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(cmp.Or(o.Poll, 500*time.Millisecond)):
 		}
 	}
 }
+
+// progressEvery is how often [Agent.Wait] logs its progress, activeEvery how often it checks
+// that the agent's service still runs.
+const (
+	progressEvery = time.Minute
+	activeEvery   = 5 * time.Second
+)
 
 // nodePods is what containerd and the cgroups show of the agent's pods at one poll.
 type nodePods struct {

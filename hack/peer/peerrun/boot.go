@@ -107,7 +107,9 @@ type VMOptions struct {
 	// MemMiB is the guest's memory (containerd's shims take about 13 MiB per running pod).
 	MemMiB int
 	// CPUs is the guest's CPU count (zero: vmtest's default). Emulated CPUs beyond the host's
-	// cores cost nothing but give a larger allocatable, so fewer batches of pods.
+	// cores give a larger allocatable (fewer batches of pods) but, on a busy host, stalled the
+	// guest: each is a host thread, and the guest's kernel waits on CPUs (IPIs, locks) whose
+	// thread the host has not scheduled (docs/peer.md).
 	CPUs int
 	// Timeout bounds the whole run.
 	Timeout time.Duration

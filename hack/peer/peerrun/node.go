@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -75,6 +76,9 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	if out, err := exec.CommandContext(ctx, "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
 		o.Logf("peerrun: ip link set lo up: %v: %s", err, out)
 	}
+	if err := raiseBusReplyLimit(ctx); err != nil {
+		return nil, err
+	}
 	c, err := critest.StartContainerd(critest.Options{Logf: o.Logf, CNIBridge: o.CNIBridge, CNIConfDir: o.CNIConfDir})
 	if err != nil {
 		return nil, err
@@ -94,6 +98,57 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	}
 	return n, nil
 }
+
+// busReplyLimit is the system bus's max_replies_per_connection on the node: dbus-daemon's
+// default for the system bus is 128 (the session bus's configuration sets 50000).
+const busReplyLimit = 50000
+
+// busLimitsConf is the system bus configuration that raises the limit.
+var busLimitsConf = fmt.Sprintf(`<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <limit name="max_replies_per_connection">%d</limit>
+</busconfig>
+`, busReplyLimit)
+
+// raiseBusReplyLimit raises the system bus's limit of method calls one connection may have
+// waiting for a reply to busReplyLimit (a file in /etc/dbus-1/system.d, then ReloadConfig).
+//
+// Why: the kubelet's cgroup manager talks to systemd over one system-bus connection from
+// every pod worker at once, and at a batch's start (30 static pods synced together, systemd
+// slowed by a loaded machine or by emulation) more than 128 of its calls can wait for systemd.
+// The bus then refuses the next call ("The maximum number of pending replies per connection
+// has been reached"); the kubelet's Create of a pod cgroup only logs a failed Set
+// (pkg/kubelet/cm/cgroup_manager_linux.go) and leaves that pod slice at systemd's defaults for
+// good, so the node no longer shows the kubelet's rules. A node's load is not what peer-diff
+// compares.
+//
+// Only on a root that is the node's own — the sandbox's overlay or the VM's tmpfs — never on
+// the machine's /etc.
+func raiseBusReplyLimit(ctx context.Context) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs("/etc", &st); err != nil {
+		return fmt.Errorf("peerrun: /etc: %w", err)
+	}
+	if st.Type != unix.OVERLAYFS_SUPER_MAGIC && st.Type != unix.TMPFS_MAGIC {
+		return fmt.Errorf("peerrun: /etc is not the sandbox's overlay or the VM's tmpfs (file system 0x%x): the system bus's limits are not raised there", st.Type)
+	}
+	dir := "/etc/dbus-1/system.d"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("peerrun: system bus config: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "peer-node-limits.conf"), []byte(busLimitsConf), 0o644); err != nil {
+		return fmt.Errorf("peerrun: system bus config: %w", err)
+	}
+	out, err := exec.CommandContext(ctx, "busctl", "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "ReloadConfig").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("peerrun: system bus ReloadConfig: %w: %s", err, out)
+	}
+	return nil
+}
+
+// Logf writes a progress line to NodeOptions.Logf.
+func (n *Node) Logf(format string, args ...any) { n.logf(format, args...) }
 
 // Close stops containerd and everything it runs.
 func (n *Node) Close() error { return n.Containerd.Stop() }

@@ -179,18 +179,21 @@ func (a *Agent) Pods(ctx context.Context) ([]v1.Pod, error) {
 	return list, nil
 }
 
+// kubeletClient reads the kubelet's /pods, keeping its connection between polls: a TLS
+// handshake at every poll is a cost of its own under emulation.
+var kubeletClient = &http.Client{
+	Timeout:   5 * time.Second,
+	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // the kubelet's own self-signed certificate on 127.0.0.1
+}
+
 // kubeletPods reads the kubelet's /pods. The server's certificate is the self-signed one the
 // kubelet made at start in its cert dir, on loopback: not verified.
 func kubeletPods(ctx context.Context) ([]v1.Pod, error) {
-	client := &http.Client{
-		Timeout:   5 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // the kubelet's own self-signed certificate on 127.0.0.1
-	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://127.0.0.1:10250/pods", nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := client.Do(req)
+	resp, err := kubeletClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("peerrun: kubelet pods: %w", err)
 	}

@@ -224,12 +224,14 @@ func TestRunScript(t *testing.T) {
 	tests := []struct {
 		name, dir, want string
 	}{
-		{name: "in the io dir", want: "#!/bin/sh\ncd /mnt/io || exit 125\nexport HOME=/root TMPDIR=/tmp\n" +
+		{name: "in the io dir", want: "#!/bin/sh\nmkdir -p /var/lib/vmtest-bin && cp /mnt/io/units.test /var/lib/vmtest-bin/units.test || exit 125\n" +
+			"cd /mnt/io || exit 125\nexport HOME=/root TMPDIR=/tmp\n" +
 			"export SLICELET_SYSTEMDTEST=vm\nexport 'X=a b'\n" +
-			"exec /mnt/io/units.test -test.v '-test.run=^TestSlice$|Timer'\n"},
-		{name: "in the package dir", dir: "/work/my repo/units", want: "#!/bin/sh\ncd '/work/my repo/units' || exit 125\nexport HOME=/root TMPDIR=/tmp\n" +
+			"exec /var/lib/vmtest-bin/units.test -test.v '-test.run=^TestSlice$|Timer'\n"},
+		{name: "in the package dir", dir: "/work/my repo/units", want: "#!/bin/sh\nmkdir -p /var/lib/vmtest-bin && cp /mnt/io/units.test /var/lib/vmtest-bin/units.test || exit 125\n" +
+			"cd '/work/my repo/units' || exit 125\nexport HOME=/root TMPDIR=/tmp\n" +
 			"export SLICELET_SYSTEMDTEST=vm\nexport 'X=a b'\n" +
-			"exec /mnt/io/units.test -test.v '-test.run=^TestSlice$|Timer'\n"},
+			"exec /var/lib/vmtest-bin/units.test -test.v '-test.run=^TestSlice$|Timer'\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
