@@ -26,7 +26,7 @@ const (
 
 // swapManifests are the static pods of the swap: one with an init container, a sidecar and a
 // main container that run for good, and one crash-looping container, each of whose runs
-// appends a line to its emptyDir volume.
+// appends "run <lines it found>" to a file of its emptyDir volume as it ends.
 var swapManifests = map[string]string{
 	"swap.yaml": `apiVersion: v1
 kind: Pod
@@ -50,7 +50,7 @@ spec:
   - name: crash
     image: ` + TestImage + `
     imagePullPolicy: Never
-    command: [/bin/sh, -c, "echo run >> /runs/log; echo crashing; sleep 2; exit 1"]
+    command: [/bin/sh, -c, "echo crashing; sleep 2; touch /runs/log; echo run $(wc -l < /runs/log) >> /runs/log; exit 1"]
     volumeMounts: [{name: runs, mountPath: /runs}]
 `,
 }
@@ -366,8 +366,10 @@ func checkAdoptedBackoff(t *testing.T, before, after criState) {
 }
 
 // checkRunsLogged: crash's emptyDir, where the kubelet keeps it (<root>/pods/<uid>/volumes/
-// kubernetes.io~empty-dir/runs), has a line of every run that ended, whichever agent ran it: both
-// agents mount the same directory.
+// kubernetes.io~empty-dir/runs), holds "run 0", "run 1", ... up to the last run that ended,
+// whichever agent ran each: every run found the lines of the runs before it, so both agents
+// mounted the same directory (a run in another directory would write "run 0" there, and leave
+// a gap here).
 func checkRunsLogged(t *testing.T, when, kubeletRoot string, s criState) {
 	t.Helper()
 	var uid string
@@ -390,10 +392,14 @@ func checkRunsLogged(t *testing.T, when, kubeletRoot string, s criState) {
 		t.Errorf("%s: crash's emptyDir in the kubelet's layout: %v", when, err)
 		return
 	}
-	lines := strings.Count(string(b), "\n")
-	t.Logf("%s: %s has %d runs, runs 0 to %d ended", when, log, lines, ended)
-	if lines < ended+1 {
-		t.Errorf("%s: %s has %d lines, want one for each of runs 0 to %d: a run wrote elsewhere", when, log, lines, ended)
+	// A run writes just before it exits: one still running may have written too.
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	t.Logf("%s: %s: %q; runs 0 to %d ended", when, log, lines, ended)
+	for i := 0; i <= ended; i++ {
+		if want := fmt.Sprintf("run %d", i); i >= len(lines) || lines[i] != want {
+			t.Errorf("%s: %s: %q, want \"run 0\" to %q in order: a run wrote elsewhere", when, log, lines, fmt.Sprintf("run %d", ended))
+			return
+		}
 	}
 }
 
