@@ -135,10 +135,13 @@ package:
 # warnings fail; overrides only with a reason), systemd-analyze verify and the unit's security
 # exposure (<= 4.0), and config check of the packaged configuration (packaging/check.sh); then
 # the install test (packaging/installtest, root): dpkg -i, start, a pod, journal, status, stop
-# and purge of the .deb inside a throwaway systemd with an overlay root, nothing left after.
+# and purge of the .deb inside a throwaway systemd with an overlay root, nothing left after;
+# and the upgrade test: pods running, the package upgraded to the next build and downgraded
+# back, slicelet restarted each time and no pod (SLICELET_UPGRADE_FROM=<an earlier release's
+# .deb> upgrades from that one; else dist's package rebuilt under the next revision).
 package-check: package
 	packaging/check.sh
-	SLICELET_INSTALL_TEST=1 $(GO) test ./packaging/installtest/ -count=1 -v
+	SLICELET_INSTALL_TEST=1 $(GO) test ./packaging/installtest/ -count=1 -timeout 30m -v
 
 # make mixin-check: slicelet's monitoring mixin (packaging/mixin): promtool check rules and
 # promtool test rules (the unit tests of each alert), and every metric its alerts and dashboard

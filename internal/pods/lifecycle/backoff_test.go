@@ -17,11 +17,7 @@ func TestBackoff(t *testing.T) {
 	finished := t0
 	var waits []time.Duration
 	for range 8 {
-		until, wait := b.Until(delay, updated, finished, finished)
-		w := time.Duration(0)
-		if wait {
-			w = until.Sub(finished)
-		}
+		w := waitAt(b, delay, updated, finished, finished)
 		waits = append(waits, w)
 		delay, updated = b.Next(delay, updated, finished)
 		finished = finished.Add(w + time.Second)
@@ -97,11 +93,7 @@ func TestBackoffAdopted(t *testing.T) {
 				if run == adoptAfter {
 					delay, updated = b.Adopted(uint32(run), started)
 				}
-				until, wait := b.Until(delay, updated, finished, finished)
-				w := time.Duration(0)
-				if wait {
-					w = until.Sub(finished)
-				}
+				w := waitAt(b, delay, updated, finished, finished)
 				waits = append(waits, w)
 				delay, updated = b.Next(delay, updated, finished)
 				started = finished.Add(w)
@@ -132,14 +124,17 @@ func TestBackoffAdopted(t *testing.T) {
 			if delay != c.wantDelay {
 				t.Errorf("Adopted delay = %v, want %v", delay, c.wantDelay)
 			}
-			until, wait := b.Until(delay, updated, c.finished, c.finished.Add(time.Second))
-			got := time.Duration(0)
-			if wait {
-				got = until.Sub(c.finished.Add(time.Second))
-			}
-			if got != c.wantWaitFor {
+			if got := waitAt(b, delay, updated, c.finished, c.finished.Add(time.Second)); got != c.wantWaitFor {
 				t.Errorf("wait after the exit = %v, want %v", got, c.wantWaitFor)
 			}
 		})
 	}
+}
+
+// waitAt is how long a restart of a run that finished at finished waits at now (0: at once).
+func waitAt(b Backoff, delay time.Duration, updated, finished, now time.Time) time.Duration {
+	if until, wait := b.Until(delay, updated, finished, now); wait {
+		return until.Sub(now)
+	}
+	return 0
 }
