@@ -284,10 +284,14 @@ peer-cluster-test: build
 
 # make peer-swap-test [SLICELET_VM=1]: the kubelet replaced by slicelet on a live node and back
 # (hack/peer/peerrun TestSwapKubeletSlicelet, docs/operations.md): container IDs, main PIDs,
-# sandboxes and restart counts carried, on cgroup v1 (hybrid) and, with SLICELET_VM=1, v2.
+# sandboxes and restart counts carried, on cgroup v1 (hybrid) and, with SLICELET_VM=1, v2; then
+# the same on a node of a control plane (hack/peer/clustertest TestSwapUnderControlPlane: a
+# Deployment, a DaemonSet and a static pod; the same pods, containers and mirror pod, and the
+# Node and every pod Ready at every look).
 .PHONY: peer-swap-test
 peer-swap-test: build
 	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet $(GO) test -count=1 -timeout 40m -v -run '^TestSwapKubeletSlicelet$$' ./peerrun/
+	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet $(GO) test -count=1 -timeout 40m -v -run '^TestSwapUnderControlPlane$$' ./clustertest/
 
 # make peer-metrics: the same pods under the kubelet and under slicelet (one control plane and
 # containerd in a throwaway systemd sandbox, as peer-cluster-test), every metrics endpoint of the
