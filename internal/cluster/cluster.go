@@ -794,14 +794,16 @@ func (a *Member) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 	return errors.Join(errs...)
 }
 
-// NotSyncedYet reports whether local is the status the controller gives an admitted pod before
-// its first sync (the phase Pending alone) while the API shows the pod started on the node: a
-// node that changed agent, whose new agent has not adopted the pod's containers yet. The
-// kubelet writes a pod's status only once its sync generated one; writing this would turn a
-// Running pod Pending, not Ready, for a moment.
+// NotSyncedYet reports whether local is a status of a pod whose containers the node has not
+// seen yet (Pending without container statuses: the controller's status of an admitted pod
+// before its first sync, or of a sync that stopped before the runtime was read; a synced
+// status has one per container) while the API shows the pod started on the node: a node that
+// changed agent, whose new agent has not adopted the pod's containers yet. The kubelet writes
+// a pod's status only once its sync generated one; writing this would turn a Running pod
+// Pending, not Ready, for a moment.
 func NotSyncedYet(local, api v1.PodStatus) bool {
-	return local.Phase == v1.PodPending && local.StartTime == nil && len(local.Conditions) == 0 &&
-		len(local.ContainerStatuses) == 0 && len(local.InitContainerStatuses) == 0 && api.StartTime != nil
+	return local.Phase == v1.PodPending && len(local.ContainerStatuses) == 0 && len(local.InitContainerStatuses) == 0 &&
+		api.StartTime != nil
 }
 
 // patchStatus writes the pod's status when it differs from the API's and from what was last

@@ -43,6 +43,8 @@ func TestNotSyncedYet(t *testing.T) {
 	}{
 		{"admitted, not synced, the API shows it started: held", v1.PodStatus{Phase: v1.PodPending}, running, true},
 		{"admitted, not synced, a new pod: written", v1.PodStatus{Phase: v1.PodPending}, v1.PodStatus{Phase: v1.PodPending}, false},
+		{"a sync that did not read the runtime, the API shows it started: held", v1.PodStatus{Phase: v1.PodPending, StartTime: &started,
+			Conditions: []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue}}}, running, true},
 		{"synced Pending (creating): written", v1.PodStatus{Phase: v1.PodPending, StartTime: &started,
 			ContainerStatuses: []v1.ContainerStatus{{Name: "main"}}}, running, false},
 		{"synced Running: written", running, running, false},

@@ -3,9 +3,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -48,25 +46,7 @@ func TestSwapUnderControlPlane(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 28*time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "ip", "address", "add", sideBySideNodeIP+"/32", "dev", "lo").CombinedOutput(); err != nil {
-		t.Fatalf("ip address add %s: %v: %s", sideBySideNodeIP, err, out)
-	}
-	work := os.Getenv(workEnv)
-	c, err := clusterdemo.Start(ctx, clusterdemo.Options{Work: work, BinDir: os.Getenv(binEnv), Slicelet: os.Getenv(sliceletEnv),
-		Out: t.Output(), Log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), Logf: t.Logf,
-		Kind: peerrun.Kubelet, NodeIP: sideBySideNodeIP, PodNetwork: true, KubeletRootDir: filepath.Join(work, "kubelet-root")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopCtx := context.WithoutCancel(ctx)
-	defer func() {
-		if t.Failed() {
-			t.Logf("the node's journal:\n%s", c.Journal(stopCtx, 150))
-		}
-		if err := c.Close(stopCtx); err != nil {
-			t.Error(err)
-		}
-	}()
+	c := startSideBySide(t, ctx, filepath.Join(os.Getenv(workEnv), "kubelet-root"))
 	if _, err := c.WaitNodeReady(ctx); err != nil {
 		t.Fatal(err)
 	}
