@@ -38,7 +38,9 @@ spec:
 // containerd, manifest directory, the kubelet's root directory) — and back. Through both swaps
 // the API sees the same pods (UIDs), the same containers (IDs) and restart counts, the same
 // mirror pod object, every pod Running and Ready and the Node Ready at every look (every
-// 500 ms), and the Node's Ready condition written by the new agent.
+// 500 ms), and the Node's Ready condition written by the new agent. It fails in some runs:
+// the cluster pods show Pending at one look right after slicelet's adoption
+// (docs/operations.md, "Moving a node from the kubelet to slicelet, and back").
 func TestSwapUnderControlPlane(t *testing.T) {
 	if !systemdtest.Inside() {
 		runInSandboxFor(t, "^TestSwapUnderControlPlane$", 30*time.Minute)
@@ -88,6 +90,15 @@ func TestSwapUnderControlPlane(t *testing.T) {
 		reason string
 	}{{peerrun.Slicelet, "SliceletReady"}, {peerrun.Kubelet, "KubeletReady"}} {
 		began := time.Now()
+		if prev := c.Agent; prev != nil {
+			// The journal of an agent handed over from, when the test fails (the node's, logged
+			// then, is the last agent's).
+			defer func() {
+				if t.Failed() {
+					t.Logf("%s's journal:\n%s", prev.Kind, prev.Journal(context.WithoutCancel(ctx), 200))
+				}
+			}()
+		}
 		if err := c.HandOver(ctx, to.kind); err != nil {
 			t.Fatal(err)
 		}
