@@ -135,10 +135,13 @@ package:
 # warnings fail; overrides only with a reason), systemd-analyze verify and the unit's security
 # exposure (<= 4.0), and config check of the packaged configuration (packaging/check.sh); then
 # the install test (packaging/installtest, root): dpkg -i, start, a pod, journal, status, stop
-# and purge of the .deb inside a throwaway systemd with an overlay root, nothing left after.
+# and purge of the .deb inside a throwaway systemd with an overlay root, nothing left after;
+# and the upgrade test: pods running, the package upgraded to the next build and downgraded
+# back, slicelet restarted each time and no pod (SLICELET_UPGRADE_FROM=<an earlier release's
+# .deb> upgrades from that one; else dist's package rebuilt under the next revision).
 package-check: package
 	packaging/check.sh
-	SLICELET_INSTALL_TEST=1 $(GO) test ./packaging/installtest/ -count=1 -v
+	SLICELET_INSTALL_TEST=1 $(GO) test ./packaging/installtest/ -count=1 -timeout 30m -v
 
 # make mixin-check: slicelet's monitoring mixin (packaging/mixin): promtool check rules and
 # promtool test rules (the unit tests of each alert), and every metric its alerts and dashboard
@@ -289,10 +292,14 @@ peer-cluster-test: build
 
 # make peer-swap-test [SLICELET_VM=1]: the kubelet replaced by slicelet on a live node and back
 # (hack/peer/peerrun TestSwapKubeletSlicelet, docs/operations.md): container IDs, main PIDs,
-# sandboxes and restart counts carried, on cgroup v1 (hybrid) and, with SLICELET_VM=1, v2.
+# sandboxes and restart counts carried, on cgroup v1 (hybrid) and, with SLICELET_VM=1, v2; then
+# the same on a node of a control plane (hack/peer/clustertest TestSwapUnderControlPlane: a
+# Deployment, a DaemonSet and a static pod; the same pods, containers and mirror pod, and the
+# Node and every pod Ready at every look).
 .PHONY: peer-swap-test
 peer-swap-test: build
 	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet $(GO) test -count=1 -timeout 40m -v -run '^TestSwapKubeletSlicelet$$' ./peerrun/
+	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet $(GO) test -count=1 -timeout 40m -v -run '^TestSwapUnderControlPlane$$' ./clustertest/
 
 # make peer-metrics: the same pods under the kubelet and under slicelet (one control plane and
 # containerd in a throwaway systemd sandbox, as peer-cluster-test), every metrics endpoint of the

@@ -222,6 +222,12 @@ type Pods struct {
 	// StaticPodUID is how a manifest's pod without metadata.uid gets its UID:
 	// StaticPodUIDKubelet or StaticPodUIDMD5.
 	StaticPodUID string `toml:"static_pod_uid"`
+	// KubeletRootDir is the kubelet's root directory (its --root-dir, /var/lib/kubelet) on a
+	// node that moves between the kubelet and slicelet: the pods' emptyDir, configMap, secret,
+	// projected and downwardAPI volumes live in <kubelet_root_dir>/pods/<uid>/volumes in the
+	// kubelet's layout, so either agent finds what the other left. Empty keeps them in
+	// <state_dir>/pods.
+	KubeletRootDir string `toml:"kubelet_root_dir"`
 	// Security is the Pod Security Standards level enforced at admission, per pod source.
 	Security PodSecuritySources `toml:"security"`
 }

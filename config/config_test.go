@@ -341,6 +341,14 @@ func TestBadInput(t *testing.T) {
 			},
 		},
 		{
+			name: "kubelet root dir: relative, and without the CRI runtime",
+			toml: "[pods]\nkubelet_root_dir = \"var/lib/kubelet\"\n",
+			want: []string{
+				`f.toml:2:1: pods.kubelet_root_dir: path "var/lib/kubelet" must be absolute`,
+				`f.toml:2:1: pods.kubelet_root_dir: the kubelet's volume layout needs runtime.type = "cri" (the kubelet runs no pods of the systemd runtime)`,
+			},
+		},
+		{
 			name: "cfs period out of range",
 			toml: "[cgroups]\ncpu_cfs_quota_period = \"2s\"\n",
 			want: []string{"f.toml:2:1: cgroups.cpu_cfs_quota_period: period 2s must be between 1ms and 1s"},

@@ -94,6 +94,10 @@ func (l *loader) validate() {
 		l.at(key("systemd", "job_timeout"), "job timeout %v must be positive", c.Systemd.JobTimeout)
 	}
 	l.absolutePath(key("pods", "manifest_dir"), c.Pods.ManifestDir, true)
+	l.absolutePath(key("pods", "kubelet_root_dir"), c.Pods.KubeletRootDir, false)
+	if c.Pods.KubeletRootDir != "" && c.Runtime.Type != RuntimeCRI {
+		l.at(key("pods", "kubelet_root_dir"), "the kubelet's volume layout needs runtime.type = %q (the kubelet runs no pods of the systemd runtime)", RuntimeCRI)
+	}
 	switch c.Pods.StaticPodUID {
 	case StaticPodUIDKubelet, StaticPodUIDMD5:
 	default:

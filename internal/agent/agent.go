@@ -106,6 +106,9 @@ type daemon struct {
 	alloc    v1.ResourceList
 	mgr      *hierarchy.Manager
 	hostname string
+	// nodeName is the node's name: cluster mode's node_name, else the host name lower-cased
+	// (the kubelet's nodeutil.GetHostname).
+	nodeName string
 	nodeIPs  []string
 	// The metrics the parts below feed before the registry that serves them is built:
 	// systemd's operations, the probes' results, the kubelet's own families.
@@ -242,13 +245,13 @@ func newBase(ctx context.Context, o Options) (d *daemon, err error) {
 	d.alloc = slices.NodeAllocatable(capacity, d.mcfg.Node.SystemReserved, d.mcfg.Node.KubeReserved, d.mcfg.Node.HardEviction)
 	d.hostname, _ = os.Hostname()
 	d.nodeIPs = nodeIPs(log)
-	// Static pods are validated as the kubelet validates them on this node: under the name of
-	// their mirror pod, "<name>-<node>" (the host name, or cluster mode's node_name).
+	d.nodeName = strings.ToLower(d.hostname)
 	if cfg.Cluster.Enabled && cfg.Cluster.NodeName != "" {
-		manifest.SetNodeName(cfg.Cluster.NodeName)
-	} else {
-		manifest.SetNodeName(d.hostname)
+		d.nodeName = cfg.Cluster.NodeName
 	}
+	// Static pods are validated as the kubelet validates them on this node: under the name of
+	// their mirror pod, "<name>-<node>".
+	manifest.SetNodeName(d.nodeName)
 	// Static pods get the UIDs the kubelet gives them on this node (or slicelet's earlier ones).
 	if err := manifest.SetUIDScheme(manifest.UIDScheme(cfg.Pods.StaticPodUID)); err != nil {
 		d.close()
@@ -312,10 +315,7 @@ func (d *daemon) buildPodStack(ctx context.Context, o Options) (err error) {
 		admitter.ForPod = d.devices.AdmissionAllocatable
 		allocator = deviceAllocator{d.devices}
 	}
-	nodeName := cfg.Cluster.NodeName
-	if nodeName == "" {
-		nodeName = strings.ToLower(d.hostname)
-	}
+	nodeName := d.nodeName
 	cgroupVersion := 1
 	if d.mode.V2() {
 		cgroupVersion = 2
@@ -387,7 +387,8 @@ func (d *daemon) buildFrontEnds(context.Context, Options) (err error) {
 	if d.objStore, err = source.OpenObjectStore(cfg.StateDir, d.objects, log.With("source", pods.SourceAPI)); err != nil {
 		return fmt.Errorf("api object store: %w", err)
 	}
-	if d.dir, err = source.NewManifestDir(source.ManifestDirOptions{Dir: cfg.Pods.ManifestDir, StateDir: cfg.StateDir, Log: log.With("source", pods.SourceFile), Objects: d.objects}); err != nil {
+	if d.dir, err = source.NewManifestDir(source.ManifestDirOptions{Dir: cfg.Pods.ManifestDir, StateDir: cfg.StateDir, Log: log.With("source", pods.SourceFile), Objects: d.objects,
+		NodeName: d.staticPodNode()}); err != nil {
 		return fmt.Errorf("manifest directory: %w", err)
 	}
 	back := &backend{ctrl: d.ctrl, store: d.store, objStore: d.objStore, objects: d.objects, rt: d.rt, mcfg: d.mcfg, mode: d.mode, maxPods: cfg.Node.MaxPods,
@@ -632,4 +633,14 @@ func podVolumes(ps []v1.Pod) map[string]int {
 		}
 	}
 	return out
+}
+
+// staticPodNode is the node the manifest directory names its pods after in cluster mode,
+// "<name>-<node>" as the kubelet names static pods and so their mirror pods; "" stand-alone,
+// where a manifest's pod keeps its name.
+func (d *daemon) staticPodNode() string {
+	if d.cfg.Cluster.Enabled {
+		return d.nodeName
+	}
+	return ""
 }

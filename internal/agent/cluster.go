@@ -106,10 +106,7 @@ func newCluster(d *daemon) (clusterMode, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	name := cc.NodeName
-	if name == "" {
-		name = strings.ToLower(d.hostname)
-	}
+	name := d.nodeName
 	ips := d.nodeIPs
 	if cc.NodeIP != "" {
 		ips = []string{cc.NodeIP}
@@ -152,10 +149,12 @@ func newCluster(d *daemon) (clusterMode, error) {
 		capacity[v1.ResourcePods] = maxPods
 		alloc := withDevices(d.alloc, d.devices, true)
 		alloc[v1.ResourcePods] = maxPods
+		st := withoutWarnable(d.health.State(), cluster.Warnable)
 		return cluster.NodeInputs{Name: name, Hostname: name, OS: goruntime.GOOS, Arch: goruntime.GOARCH,
 			Labels: cc.Labels, Taints: taints, Capacity: capacity, Allocatable: alloc,
-			Conditions:  nodeConditions(withoutWarnable(d.health.State(), cluster.Warnable)),
-			InternalIPs: ips, Info: withRuntimeVersion(info, versionOf()), KubeletPort: kubeletPort}
+			Conditions:  nodeConditions(st),
+			InternalIPs: ips, Info: withRuntimeVersion(info, versionOf()), KubeletPort: kubeletPort,
+			Settling: settling(st)}
 	}
 	log.Info("cluster mode", "node", name, "kubeconfig", cc.Kubeconfig)
 	member := cluster.New(cluster.Options{Clients: d.conn.clients, NodeName: name, Node: inputs, Controller: d.ctrl,

@@ -293,6 +293,17 @@ func conditionMessage(ws health.WarnableState) string {
 	}
 }
 
+// settling reports whether a critical warnable has not reported yet: the node's readiness is
+// not known (cluster.NodeInputs.Settling).
+func settling(st health.State) bool {
+	for _, ws := range st.NotReady() {
+		if ws.Status == health.StatusUnknown {
+			return true
+		}
+	}
+	return false
+}
+
 // readyCondition is Ready: false while a critical warnable is not healthy (naming them),
 // true otherwise, with the warnings that have no condition of their own in its message.
 func readyCondition(st health.State, warnings []health.WarnableState) v1.NodeCondition {

@@ -111,6 +111,9 @@ func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capa
 		}
 		wopts.Runtime, wopts.Images = rt, rt
 		wopts.StateDir, wopts.Logger = filepath.Join(cfg.StateDir, "runtime-cri"), log.With("runtime", "cri")
+		if cfg.Pods.KubeletRootDir != "" {
+			wopts.KubeletPodsDir = filepath.Join(cfg.Pods.KubeletRootDir, "pods")
+		}
 		pr.images, pr.close, pr.namer, pr.version = rt, rt.Close, rt, rt.Version
 		pr.imageFsPath = rt.ImageFsMountpoint
 		pr.streamer = rt

@@ -46,6 +46,12 @@ const (
 	NodeStatusUpdateFrequency = 10 * time.Second
 	// NodeStatusReportFrequency is how often an unchanged node status is sent anyway.
 	NodeStatusReportFrequency = 5 * time.Minute
+	// StartupStatusHold bounds how long after the start a Node the API shows Ready keeps that
+	// status while the node's state is not known yet (NodeInputs.Settling): the kubelet's
+	// first status update waits for its runtime's first status check (fastStatusUpdateOnce,
+	// then every nodeStatusUpdateFrequency), so a node changing agent, or an agent restarting,
+	// is not NotReady for a moment.
+	StartupStatusHold = 30 * time.Second
 	// LeaseDuration is the node Lease's leaseDurationSeconds.
 	LeaseDuration = 40 * time.Second
 	// LeaseRenewInterval is a quarter of the duration (the kubelet's renewIntervalFraction).
@@ -129,6 +135,8 @@ type Member struct {
 	log      *slog.Logger
 	clock    clock.WithTicker
 
+	started time.Time // when New made it: StartupStatusHold counts from there
+
 	mu         sync.Mutex
 	node       *v1.Node // the Node as last read or written; nil until registered
 	lastReport time.Time
@@ -206,7 +214,7 @@ func New(o Options) *Member {
 	if o.Events == nil {
 		o.Events = NewEvents()
 	}
-	return &Member{o: o, validate: ValidateAPIPod(o.Validate), log: o.Logger, clock: o.Clock,
+	return &Member{o: o, validate: ValidateAPIPod(o.Validate), log: o.Logger, clock: o.Clock, started: o.Clock.Now(),
 		errs: map[string]error{}, graced: map[types.UID]bool{}, sent: map[types.UID]v1.PodStatus{}, verdicts: map[types.UID]verdict{}, versions: map[types.UID]podVersion{},
 		objects: o.Objects, events: o.Events, kick: make(chan struct{}, 1)}
 }
@@ -547,6 +555,22 @@ func (a *Member) statusLoop(ctx context.Context) {
 	}
 }
 
+// HoldStatus reports whether a node status round is skipped: the node's state is not known yet
+// (settling: a critical component has not reported since the start) while the API shows the
+// Node Ready, for at most StartupStatusHold after the start (since). Writing it would show a
+// node that changed agent, or whose agent restarted, NotReady for a moment, pods and all.
+func HoldStatus(settling bool, api *v1.NodeStatus, since time.Duration) bool {
+	if !settling || since >= StartupStatusHold {
+		return false
+	}
+	for _, c := range api.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // nodeReady reports whether the Node as last read or written is Ready.
 func (a *Member) nodeReady() bool {
 	n := a.currentNode()
@@ -573,7 +597,11 @@ func (a *Member) syncNodeStatus(ctx context.Context) error {
 		node = got
 	}
 	now := a.clock.Now()
-	status := NodeStatus(a.o.Node(), &node.Status, now)
+	in := a.o.Node()
+	if HoldStatus(in.Settling, &node.Status, now.Sub(a.started)) {
+		return nil
+	}
+	status := NodeStatus(in, &node.Status, now)
 	a.events.nodeConditionEvents(a.o.NodeName, status.Conditions)
 	a.mu.Lock()
 	due := now.Sub(a.lastReport) >= NodeStatusReportFrequency
@@ -767,9 +795,24 @@ func (a *Member) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 	return errors.Join(errs...)
 }
 
+// NotSyncedYet reports whether local is a status of a pod whose containers the node has not
+// seen yet (Pending without container statuses: the controller's status of an admitted pod
+// before its first sync, or of a sync that stopped before the runtime was read; a synced
+// status has one per container) while the API shows the pod started on the node: a node that
+// changed agent, whose new agent has not adopted the pod's containers yet. The kubelet writes
+// a pod's status only once its sync generated one; writing this would turn a Running pod
+// Pending, not Ready, for a moment.
+func NotSyncedYet(local, api v1.PodStatus) bool {
+	return local.Phase == v1.PodPending && len(local.ContainerStatuses) == 0 && len(local.InitContainerStatuses) == 0 &&
+		api.StartTime != nil
+}
+
 // patchStatus writes the pod's status when it differs from the API's and from what was last
 // written (pkg/kubelet/status/status_manager.go, syncPod: only on change).
 func (a *Member) patchStatus(ctx context.Context, api *v1.Pod, local v1.PodStatus, ips []string, now time.Time) error {
+	if NotSyncedYet(local, api.Status) {
+		return nil
+	}
 	want := APIPodStatus(api, local, ips, a.o.HostNetwork || api.Spec.HostNetwork, now)
 	uid := string(api.UID)
 	if IsMirrorPod(api) {

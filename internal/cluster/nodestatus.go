@@ -37,6 +37,9 @@ type NodeInputs struct {
 	// KubeletPort is the kubelet API's port (status.daemonEndpoints.kubeletEndpoint): the API
 	// server proxies logs, exec and stats there. 0: the kubelet API is off.
 	KubeletPort int32
+	// Settling is set while a critical health component has not reported since the start:
+	// the node's readiness is not known yet (HoldStatus).
+	Settling bool
 }
 
 // nodeLabels are the well-known labels plus the configured ones (the kubelet's initialNode:

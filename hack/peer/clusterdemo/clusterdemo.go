@@ -76,6 +76,10 @@ type Options struct {
 	// PodNetwork runs slicelet's pods in containerd's CNI network (runtime.network = "cni"),
 	// as the kubelet runs them, instead of the node's network (docs/cluster.md, Networking).
 	PodNetwork bool
+	// KubeletRootDir, when set, is the kubelet's --root-dir in every turn of the kubelet and
+	// slicelet's [pods] kubelet_root_dir: the node can change agent in place, each finding the
+	// pods' volumes where the other left them.
+	KubeletRootDir string
 }
 
 // Cluster is the running control plane and slicelet node.
@@ -156,16 +160,37 @@ func (c *Cluster) StartAgent(ctx context.Context, k peerrun.Kind) (err error) {
 		if c.o.PodNetwork {
 			ao.SliceletDropIn += "[runtime]\nnetwork = \"cni\"\n"
 		}
+		if c.o.KubeletRootDir != "" {
+			ao.SliceletDropIn += fmt.Sprintf("[pods]\nkubelet_root_dir = %q\n", c.o.KubeletRootDir)
+		}
 	case peerrun.Kubelet:
 		ao.Binary = cmp.Or(c.o.Kubelet, filepath.Join(c.o.BinDir, "kubelet"))
 		// The same credentials and address (a later --node-ip wins over peerrun's 127.0.0.1);
 		// peerrun's kubelet serves its API on 127.0.0.1:10250.
 		ao.ExtraArgs = []string{"--kubeconfig=" + c.CP.NodeKubeconfig(NodeName), "--node-ip=" + nodeIP}
+		if c.o.KubeletRootDir != "" {
+			ao.ExtraArgs = append(ao.ExtraArgs, "--root-dir="+c.o.KubeletRootDir)
+		}
 	default:
 		return fmt.Errorf("clusterdemo: agent kind %q: want slicelet or kubelet", k)
 	}
 	c.Agent, err = c.node.StartAgent(ctx, ao)
 	return err
+}
+
+// ManifestDir is the node's static pod directory, both agents'.
+func (c *Cluster) ManifestDir() string { return c.manifests }
+
+// HandOver stops the node's agent without touching its pods, its Node or its Lease, and starts
+// the agent of kind k in its place: the node changing agent in place.
+func (c *Cluster) HandOver(ctx context.Context, k peerrun.Kind) error {
+	if c.Agent != nil {
+		if err := c.Agent.Halt(ctx); err != nil {
+			return err
+		}
+		c.Agent = nil
+	}
+	return c.StartAgent(ctx, k)
 }
 
 // StopAgent stops the node's agent (removing every pod it left on containerd) and deletes

@@ -168,7 +168,9 @@ func inside(t *testing.T, work, bin, slicelet string) {
 		return apierrors.IsNotFound(err), nil
 	})
 
-	// A manifest pod appears as a mirror pod, created with the node's credentials.
+	// A manifest pod appears as a mirror pod, created with the node's credentials, named as the
+	// kubelet names a static pod: "<name>-<node>".
+	mirrorName := "static-web-" + nodeName
 	static := fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: static-web, namespace: default}
@@ -184,7 +186,7 @@ spec:
 		t.Fatal(err)
 	}
 	poll(t, ctx, "mirror pod Running", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		p, err := admin.CoreV1().Pods("default").Get(ctx, "static-web", metav1.GetOptions{})
+		p, err := admin.CoreV1().Pods("default").Get(ctx, mirrorName, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
@@ -195,7 +197,7 @@ spec:
 		t.Fatal(err)
 	}
 	poll(t, ctx, "mirror pod gone with its manifest", time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := admin.CoreV1().Pods("default").Get(ctx, "static-web", metav1.GetOptions{})
+		_, err := admin.CoreV1().Pods("default").Get(ctx, mirrorName, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	// The API server hangs (SIGSTOP) for a while: the pods keep running, slicelet says so in

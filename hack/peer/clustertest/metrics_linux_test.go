@@ -56,7 +56,7 @@ func TestMetricsSideBySide(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 28*time.Minute)
 	defer cancel()
 	// The kubelet's API listens on 127.0.0.1 (peerrun), slicelet's on the node's address.
-	c := startSideBySide(t, ctx)
+	c := startSideBySide(t, ctx, "")
 	work := os.Getenv(workEnv)
 	crt, key := c.CP.CertFiles("apiserver-kubelet-client")
 	cert, err := tls.LoadX509KeyPair(crt, key)

@@ -69,7 +69,7 @@ func TestNodeBehaviourSideBySide(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 38*time.Minute)
 	defer cancel()
-	c := startSideBySide(t, ctx)
+	c := startSideBySide(t, ctx, "")
 	got := map[peerrun.Kind]facts{}
 	for i, k := range []peerrun.Kind{peerrun.Kubelet, peerrun.Slicelet} {
 		if i > 0 {
@@ -106,16 +106,16 @@ func TestNodeBehaviourSideBySide(t *testing.T) {
 const sideBySideNodeIP = "10.251.0.2"
 
 // startSideBySide starts the control plane and the kubelet as the node on sideBySideNodeIP,
-// its pods in containerd's CNI network (clusterdemo); the node's journal is logged if the
-// test fails, and everything stops when it ends.
-func startSideBySide(t *testing.T, ctx context.Context) *clusterdemo.Cluster {
+// its pods in containerd's CNI network (clusterdemo; kubeletRoot is its KubeletRootDir, "" for
+// none); the node's journal is logged if the test fails, and everything stops when it ends.
+func startSideBySide(t *testing.T, ctx context.Context, kubeletRoot string) *clusterdemo.Cluster {
 	t.Helper()
 	if out, err := exec.CommandContext(ctx, "ip", "address", "add", sideBySideNodeIP+"/32", "dev", "lo").CombinedOutput(); err != nil {
 		t.Fatalf("ip address add %s: %v: %s", sideBySideNodeIP, err, out)
 	}
 	c, err := clusterdemo.Start(ctx, clusterdemo.Options{Work: os.Getenv(workEnv), BinDir: os.Getenv(binEnv), Slicelet: os.Getenv(sliceletEnv),
 		Out: t.Output(), Log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), Logf: t.Logf,
-		Kind: peerrun.Kubelet, NodeIP: sideBySideNodeIP, PodNetwork: true})
+		Kind: peerrun.Kubelet, NodeIP: sideBySideNodeIP, PodNetwork: true, KubeletRootDir: kubeletRoot})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -110,7 +111,8 @@ type Agent struct {
 	// Dir holds its configuration and state.
 	Dir  string
 	node *Node
-	// nodeName is the kubelet's node name, the suffix of its static pods' names.
+	// nodeName is the suffix of its static pods' names ("<name>-<node>"): the kubelet's node
+	// name; slicelet's in cluster mode, "" stand-alone (where a static pod keeps its name).
 	nodeName string
 }
 
@@ -123,6 +125,9 @@ func (n *Node) StartAgent(ctx context.Context, o AgentOptions) (*Agent, error) {
 	n.runs++
 	a := &Agent{Kind: o.Kind, Unit: fmt.Sprintf("peer-%s-%d.service", o.Kind, n.runs), Dir: filepath.Join(n.Dir, fmt.Sprintf("%s-%d", o.Kind, n.runs)), node: n,
 		nodeName: cmp.Or(o.NodeName, NodeName)}
+	if o.Kind == Slicelet {
+		a.nodeName = sliceletClusterNode(o.SliceletTOML)
+	}
 	if err := os.MkdirAll(a.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("peerrun: agent dir: %w", err)
 	}
@@ -538,10 +543,30 @@ func (a *Agent) observe(ctx context.Context, rs runtimeapi.RuntimeServiceClient,
 	return n, nil
 }
 
-// key is the manifest's name of a pod: the kubelet names a static pod <name>-<node name>.
+// key is the manifest's name of a pod: the kubelet, and slicelet in cluster mode, name a
+// static pod <name>-<node name>.
 func (a *Agent) key(namespace, name string) PodKey {
-	if a.Kind == Kubelet {
+	if a.nodeName != "" {
 		name = strings.TrimSuffix(name, "-"+a.nodeName)
 	}
 	return PodKey{Namespace: namespace, Name: name}
+}
+
+// sliceletClusterNode is the node name of slicelet's [cluster] table in toml when it enables
+// cluster mode (node_name, else the host name lower-cased); "" when it does not.
+func sliceletClusterNode(text string) string {
+	var c struct {
+		Cluster struct {
+			Enabled  bool   `toml:"enabled"`
+			NodeName string `toml:"node_name"`
+		} `toml:"cluster"`
+	}
+	if _, err := toml.Decode(text, &c); err != nil || !c.Cluster.Enabled {
+		return ""
+	}
+	if c.Cluster.NodeName != "" {
+		return c.Cluster.NodeName
+	}
+	host, _ := os.Hostname()
+	return strings.ToLower(host)
 }

@@ -25,7 +25,8 @@ const (
 )
 
 // swapManifests are the static pods of the swap: one with an init container, a sidecar and a
-// main container that run for good, and one crash-looping container.
+// main container that run for good, and one crash-looping container, each of whose runs
+// appends "run <lines it found>" to a file of its emptyDir volume as it ends.
 var swapManifests = map[string]string{
 	"swap.yaml": `apiVersion: v1
 kind: Pod
@@ -43,8 +44,14 @@ kind: Pod
 metadata: {name: crash, namespace: default}
 spec:
   terminationGracePeriodSeconds: 2
+  volumes:
+  - {name: runs, emptyDir: {}}
   containers:
-  - {name: crash, image: ` + TestImage + `, imagePullPolicy: Never, command: [/bin/sh, -c, "echo crashing; sleep 2; exit 1"]}
+  - name: crash
+    image: ` + TestImage + `
+    imagePullPolicy: Never
+    command: [/bin/sh, -c, "echo crashing; sleep 2; touch /runs/log; echo run $(wc -l < /runs/log) >> /runs/log; exit 1"]
+    volumeMounts: [{name: runs, mountPath: /runs}]
 `,
 }
 
@@ -55,7 +62,11 @@ spec:
 // main PIDs, no sandbox is created and the init container does not run again, and the
 // crash-looping container's restart count carries on from the other agent's (its next run is
 // the next attempt, not a first one). On the host it boots the sandbox (cgroup v1, hybrid) and
-// runs itself inside, then, with SLICELET_VM=1, in the cgroup v2 VM.
+// runs itself inside, then, with SLICELET_VM=1, in the cgroup v2 VM. slicelet keeps the pods'
+// volumes in the kubelet's layout ([pods] kubelet_root_dir): crash's emptyDir holds a line of
+// every run, under either agent. slicelet takes the crash loop over with the kubelet's back-off:
+// its first run of crash starts no sooner after the previous run ended than the kubelet would
+// have started it (lifecycle.Backoff.Adopted).
 func TestSwapKubeletSlicelet(t *testing.T) {
 	if !systemdtest.Inside() {
 		runSwapInSandbox(t)
@@ -108,7 +119,8 @@ func TestSwapKubeletSlicelet(t *testing.T) {
 	}
 	journal(kubelet)
 
-	sl, err := node.StartAgent(ctx, AgentOptions{Kind: Slicelet, Binary: slicelet, ManifestDir: manifests})
+	sl, err := node.StartAgent(ctx, AgentOptions{Kind: Slicelet, Binary: slicelet, ManifestDir: manifests,
+		SliceletDropIn: fmt.Sprintf("[pods]\nkubelet_root_dir = %q\n", kubeletRoot)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +128,8 @@ func TestSwapKubeletSlicelet(t *testing.T) {
 	afterSlicelet := criSnapshot(t, ctx, node)
 	t.Logf("under slicelet: %s", afterSlicelet)
 	checkAdopted(t, "kubelet → slicelet", before, afterSlicelet)
+	checkAdoptedBackoff(t, before, afterSlicelet)
+	checkRunsLogged(t, "under slicelet", kubeletRoot, afterSlicelet)
 	journal(sl)
 	if err := sl.Halt(ctx); err != nil {
 		t.Fatal(err)
@@ -126,6 +140,7 @@ func TestSwapKubeletSlicelet(t *testing.T) {
 	afterKubelet := criSnapshot(t, ctx, node)
 	t.Logf("under the kubelet again: %s", afterKubelet)
 	checkAdopted(t, "slicelet → kubelet", afterSlicelet, afterKubelet)
+	checkRunsLogged(t, "under the kubelet again", kubeletRoot, afterKubelet)
 	journal(kubelet)
 	_ = kubelet.Halt(stopCtx)
 }
@@ -194,6 +209,8 @@ type criContainer struct {
 	Attempt                     uint32
 	State                       runtimeapi.ContainerState
 	PID                         int
+	// StartedAt and FinishedAt are the run's (zero when it did not start or end).
+	StartedAt, FinishedAt time.Time
 }
 
 // criState is every sandbox and container of the node.
@@ -236,11 +253,18 @@ func criSnapshot(t *testing.T, ctx context.Context, n *Node) criState {
 	for _, c := range ctrs.Containers {
 		cc := criContainer{ID: c.Id, UID: c.Labels[worker.LabelPodUID], Pod: c.Labels[worker.LabelPodName], Name: c.Labels[worker.LabelContainerName], Sandbox: c.PodSandboxId,
 			Attempt: c.GetMetadata().GetAttempt(), State: c.State}
-		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
-			st, err := rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id, Verbose: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+		running := c.State == runtimeapi.ContainerState_CONTAINER_RUNNING
+		st, err := rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id, Verbose: running})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at := st.GetStatus().GetStartedAt(); at > 0 {
+			cc.StartedAt = time.Unix(0, at)
+		}
+		if at := st.GetStatus().GetFinishedAt(); at > 0 {
+			cc.FinishedAt = time.Unix(0, at)
+		}
+		if running {
 			var info struct {
 				PID int `json:"pid"`
 			}
@@ -290,6 +314,91 @@ func checkAdopted(t *testing.T, swap string, before, after criState) {
 			t.Errorf("%s: container %s/%s (%s) is gone", swap, c.Pod, c.Name, id)
 		case n.State != runtimeapi.ContainerState_CONTAINER_RUNNING || n.PID != c.PID || n.Attempt != c.Attempt:
 			t.Errorf("%s: container %s/%s (%s): %s pid %d attempt %d, was running pid %d attempt %d", swap, c.Pod, c.Name, id, n.State, n.PID, n.Attempt, c.PID, c.Attempt)
+		}
+	}
+}
+
+// checkAdoptedBackoff: slicelet's first run of the crash-looping container started no sooner
+// after the run before it ended than the kubelet's back-off for that run: run n ≥ 1 was started
+// under 10 s·2^(n-1) (at most 5 min), and the next waits that long after it ended. A new
+// agent that started the crash loop over would restart it at once.
+func checkAdoptedBackoff(t *testing.T, before, after criState) {
+	t.Helper()
+	known := map[string]bool{}
+	for _, c := range before.containers {
+		known[c.ID] = true
+	}
+	runs := map[uint32]criContainer{}
+	var first *criContainer
+	for _, c := range slices.Concat(before.containers, after.containers) {
+		if !strings.HasPrefix(c.Pod, "crash") {
+			continue
+		}
+		runs[c.Attempt] = c
+		if !known[c.ID] && (first == nil || c.Attempt < first.Attempt) {
+			cc := c
+			first = &cc
+		}
+	}
+	if first == nil {
+		t.Errorf("kubelet → slicelet: no run of crash started under slicelet")
+		return
+	}
+	prev, ok := runs[first.Attempt-1]
+	if first.Attempt == 0 || !ok || prev.FinishedAt.IsZero() || first.StartedAt.IsZero() {
+		t.Errorf("kubelet → slicelet: crash's first run under slicelet is attempt %d; the run before it not found ended (%+v)", first.Attempt, prev)
+		return
+	}
+	want := time.Duration(0)
+	if prev.Attempt > 0 {
+		want = 10 * time.Second
+		for i := uint32(1); i < prev.Attempt && want < 5*time.Minute; i++ {
+			want *= 2
+		}
+		want = min(want, 5*time.Minute)
+	}
+	// The runtime's times are the container's own; one second for their resolution.
+	gap := first.StartedAt.Sub(prev.FinishedAt)
+	t.Logf("kubelet → slicelet: crash run %d ended, run %d started %s later (the kubelet's back-off: %s)", prev.Attempt, first.Attempt, gap.Round(time.Millisecond), want)
+	if gap < want-time.Second {
+		t.Errorf("kubelet → slicelet: crash run %d started %s after run %d ended, want the kubelet's back-off %s", first.Attempt, gap, prev.Attempt, want)
+	}
+}
+
+// checkRunsLogged: crash's emptyDir, where the kubelet keeps it (<root>/pods/<uid>/volumes/
+// kubernetes.io~empty-dir/runs), holds "run 0", "run 1", ... up to the last run that ended,
+// whichever agent ran each: every run found the lines of the runs before it, so both agents
+// mounted the same directory (a run in another directory would write "run 0" there, and leave
+// a gap here).
+func checkRunsLogged(t *testing.T, when, kubeletRoot string, s criState) {
+	t.Helper()
+	var uid string
+	ended := -1
+	for _, c := range s.containers {
+		if strings.HasPrefix(c.Pod, "crash") {
+			uid = c.UID
+			if c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+				ended = max(ended, int(c.Attempt))
+			}
+		}
+	}
+	if uid == "" || ended < 0 {
+		t.Errorf("%s: no ended run of crash: %s", when, s)
+		return
+	}
+	log := filepath.Join(kubeletRoot, "pods", uid, "volumes", "kubernetes.io~empty-dir", "runs", "log")
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Errorf("%s: crash's emptyDir in the kubelet's layout: %v", when, err)
+		return
+	}
+	// A run writes just before it exits: one still running may have written too.
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	t.Logf("%s: %s: %q; runs 0 to %d ended", when, log, lines, ended)
+	for i := 0; i <= ended; i++ {
+		if want := fmt.Sprintf("run %d", i); i >= len(lines) || lines[i] != want {
+			t.Errorf("%s: %s: %q, want \"run 0\" to %q in order: a run wrote elsewhere", when, log, lines, fmt.Sprintf("run %d", ended))
+			return
 		}
 	}
 }

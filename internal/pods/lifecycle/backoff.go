@@ -65,3 +65,22 @@ func (b Backoff) Next(delay time.Duration, updated, finished time.Time) (time.Du
 	}
 	return min(2*delay, b.Max), finished
 }
+
+// Adopted returns the entry of a container whose run attempt (its restart count, the CRI
+// attempt) started at started without an entry of this agent's: run by another agent (the
+// kubelet, before the node changed agent) or with its record lost. It is the entry the kubelet
+// would hold had it run them all: no entry for a first run (a restart at once), then each
+// restart advanced it before starting the next run, so run n ≥ 1 was started under
+// Initial·2^(n-1), at most Max, advanced when it started. A crash loop taken over keeps its
+// back-off instead of starting over at once and at Initial; a run that lasted longer than
+// ResetAfter finds the entry expired, as the kubelet's would be.
+func (b Backoff) Adopted(attempt uint32, started time.Time) (time.Duration, time.Time) {
+	if attempt == 0 || started.IsZero() {
+		return 0, time.Time{}
+	}
+	delay := b.Initial
+	for i := uint32(1); i < attempt && delay < b.Max; i++ {
+		delay *= 2
+	}
+	return min(delay, b.Max), started
+}

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -16,11 +17,7 @@ func TestBackoff(t *testing.T) {
 	finished := t0
 	var waits []time.Duration
 	for range 8 {
-		until, wait := b.Until(delay, updated, finished, finished)
-		w := time.Duration(0)
-		if wait {
-			w = until.Sub(finished)
-		}
+		w := waitAt(b, delay, updated, finished, finished)
 		waits = append(waits, w)
 		delay, updated = b.Next(delay, updated, finished)
 		finished = finished.Add(w + time.Second)
@@ -77,4 +74,67 @@ func TestBackoffWithDefaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A crash loop taken over from another agent after each of its runs (the kubelet's, with no
+// entry of this agent's) continues the kubelet's sequence of delays, as if one agent had run it
+// all; an adopted run that lasted past ResetAfter restarts at once.
+func TestBackoffAdopted(t *testing.T) {
+	b := DefaultBackoff()
+	want := []time.Duration{0, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 300 * time.Second, 300 * time.Second}
+	for adoptAfter := range len(want) {
+		t.Run(fmt.Sprintf("adopted after run %d", adoptAfter), func(t *testing.T) {
+			var delay time.Duration
+			var updated time.Time
+			started := t0
+			var waits []time.Duration
+			for run := range len(want) {
+				finished := started.Add(time.Second) // each run crashes 1 s after its start
+				if run == adoptAfter {
+					delay, updated = b.Adopted(uint32(run), started)
+				}
+				w := waitAt(b, delay, updated, finished, finished)
+				waits = append(waits, w)
+				delay, updated = b.Next(delay, updated, finished)
+				started = finished.Add(w)
+			}
+			if !reflect.DeepEqual(waits, want) {
+				t.Errorf("waits %v, want %v", waits, want)
+			}
+		})
+	}
+
+	cases := []struct {
+		name        string
+		attempt     uint32
+		started     time.Time
+		finished    time.Time
+		wantDelay   time.Duration
+		wantWaitFor time.Duration
+	}{
+		{"first run: restart at once", 0, t0, t0.Add(time.Second), 0, 0},
+		{"run 3 crashed at once: 40 s", 3, t0, t0.Add(time.Second), 40 * time.Second, 39 * time.Second},
+		{"run 40: capped, no overflow", 40, t0, t0.Add(time.Second), 300 * time.Second, 299 * time.Second},
+		{"run 5 ran 11 minutes: expired, at once", 5, t0, t0.Add(11 * time.Minute), 160 * time.Second, 0},
+		{"no start time: no entry", 5, time.Time{}, t0, 0, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			delay, updated := b.Adopted(c.attempt, c.started)
+			if delay != c.wantDelay {
+				t.Errorf("Adopted delay = %v, want %v", delay, c.wantDelay)
+			}
+			if got := waitAt(b, delay, updated, c.finished, c.finished.Add(time.Second)); got != c.wantWaitFor {
+				t.Errorf("wait after the exit = %v, want %v", got, c.wantWaitFor)
+			}
+		})
+	}
+}
+
+// waitAt is how long a restart of a run that finished at finished waits at now (0: at once).
+func waitAt(b Backoff, delay time.Duration, updated, finished, now time.Time) time.Duration {
+	if until, wait := b.Until(delay, updated, finished, now); wait {
+		return until.Sub(now)
+	}
+	return 0
 }

@@ -75,6 +75,13 @@ type ManifestDirOptions struct {
 	// Objects receives the ConfigMaps and Secrets of the manifests (source "file") after
 	// every scan; nil ignores them.
 	Objects *pods.Objects
+	// NodeName, when set, names each pod as the kubelet names a static pod on that node:
+	// "<name>-<node>", the node lower-cased (pkg/kubelet/config/common.go, generatePodName), the
+	// name of its mirror pod. Cluster mode sets it, so the static pods, their mirrors, CRI
+	// labels and log directories are the kubelet's and a node changing agent keeps them.
+	// Empty keeps the manifest's name (stand-alone). The UID does not change with it: the
+	// kubelet hashes the pod as decoded, before the name.
+	NodeName string
 }
 
 // LastGoodDir is where the last good manifests are kept, relative to the state directory.
@@ -114,6 +121,8 @@ type ManifestDir struct {
 	lastGoodDir string
 	saved       map[string][]byte
 	objects     *pods.Objects
+	// nodeName is ManifestDirOptions.NodeName, lower-cased.
+	nodeName string
 }
 
 // lastGood is one kept manifest, as stored in LastGoodDir.
@@ -177,6 +186,7 @@ func NewManifestDir(opts ManifestDirOptions) (*ManifestDir, error) {
 		newWatcher:  newInotifyWatcher,
 		files:       map[string]*fileState{},
 		objects:     opts.Objects,
+		nodeName:    strings.ToLower(opts.NodeName),
 	}
 	if m.maxFileSize <= 0 {
 		m.maxFileSize = DefaultMaxFileSize
@@ -252,6 +262,22 @@ func (m *ManifestDir) keepLastGood(path string, data []byte) {
 	m.saved[path] = bytes.Clone(data)
 }
 
+// static is a pod of the manifest at path as the source hands it on: annotated with its
+// source and origin and, on a named node, named as the kubelet names a static pod.
+func (m *ManifestDir) static(pod *v1.Pod, path string) *v1.Pod {
+	if m.nodeName != "" {
+		pod.Name = StaticPodName(pod.Name, m.nodeName)
+	}
+	return annotate(pod, pods.SourceFile, path)
+}
+
+// StaticPodName is the name the kubelet gives a static pod named name in its manifest on node
+// nodeName (pkg/kubelet/config/common.go, generatePodName): "<name>-<node>", the node
+// lower-cased.
+func StaticPodName(name, nodeName string) string {
+	return name + "-" + strings.ToLower(nodeName)
+}
+
 // forgetLastGood drops the kept manifest of a file that is gone.
 func (m *ManifestDir) forgetLastGood(path string) {
 	if _, ok := m.saved[path]; !ok {
@@ -282,7 +308,7 @@ func (m *ManifestDir) restoreLastGood(path string, st *fileState) {
 	}
 	st.objects = objs
 	for _, pod := range list {
-		st.pods = append(st.pods, annotate(pod, pods.SourceFile, path))
+		st.pods = append(st.pods, m.static(pod, path))
 	}
 	m.log.Warn("manifest broken at start, running its last good version", "origin", path, "pods", len(list))
 }
@@ -477,7 +503,7 @@ func (m *ManifestDir) scanFiles(entries []fs.DirEntry) {
 		st.objects = objs
 		st.pods = make([]*v1.Pod, 0, len(list))
 		for _, pod := range list {
-			st.pods = append(st.pods, annotate(pod, pods.SourceFile, path))
+			st.pods = append(st.pods, m.static(pod, path))
 		}
 	}
 	for path := range m.files {

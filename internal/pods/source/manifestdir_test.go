@@ -397,3 +397,39 @@ func aliasBomb() string {
 	return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bomb\n  annotations: {a: &s \"" + strings.Repeat("x", 100<<10) + "\"}\n" +
 		"spec:\n  containers:\n  - name: c\n    args: [*s" + strings.Repeat(",*s", 20000) + "]\n"
 }
+
+// On a named node (cluster mode) a manifest's pods are named as the kubelet names static pods,
+// "<name>-<node>" with the node lower-cased, and keep the UID they have without the name: the
+// kubelet hashes the pod before naming it. Stand-alone they keep the manifest's name.
+func TestManifestDirStaticPodNames(t *testing.T) {
+	tests := []struct {
+		name, node string
+		want       []string
+	}{
+		{"stand-alone keeps the name", "", []string{"default/a@a.yaml", "kube-system/b@b.yaml"}},
+		{"cluster node", "node-1", []string{"default/a-node-1@a.yaml", "kube-system/b-node-1@b.yaml"}},
+		{"node name lower-cased", "Node-1", []string{"default/a-node-1@a.yaml", "kube-system/b-node-1@b.yaml"}},
+	}
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"a.yaml": podYAML("a"), "b.yaml": strings.Replace(podYAML("b"), "name: b\n", "name: b\n  namespace: kube-system\n", 1)})
+	uids := map[string]string{}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := NewManifestDir(ManifestDirOptions{Dir: dir, NodeName: tc.node})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := m.Scan()
+			if got := names(s); strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Fatalf("pods %v, want %v (problems %+v)", got, tc.want, s.Problems)
+			}
+			for _, d := range s.Pods {
+				origin := filepath.Base(d.Origin)
+				if was, ok := uids[origin]; ok && was != string(d.Pod.UID) {
+					t.Errorf("%s: uid %s, was %s under another name", origin, d.Pod.UID, was)
+				}
+				uids[origin] = string(d.Pod.UID)
+			}
+		})
+	}
+}

@@ -110,7 +110,7 @@ func TestClusterPodObjects(t *testing.T) {
 		{"kube-api-access-x1", "ca.crt", "PEM"},
 		{"kube-api-access-x1", "namespace", "default"},
 	} {
-		if got, _ := readVolumeFile(t, w.emptyDirPath("cl-1", tc.vol), tc.file); got != tc.want {
+		if got, _ := readVolumeFile(t, w.volumePath("cl-1", emptyDirPlugin, tc.vol), tc.file); got != tc.want {
 			t.Errorf("%s/%s = %q, want %q", tc.vol, tc.file, got, tc.want)
 		}
 	}
@@ -121,7 +121,7 @@ func TestClusterPodObjects(t *testing.T) {
 	local := testPod("lo-1", "", "app")
 	local.Spec.Volumes = pod.Spec.Volumes[:1]
 	mustSync(t, w, local)
-	if got, _ := readVolumeFile(t, w.emptyDirPath("lo-1", "config"), "mode"); got != "fast" {
+	if got, _ := readVolumeFile(t, w.volumePath("lo-1", emptyDirPlugin, "config"), "mode"); got != "fast" {
 		t.Errorf("manifest pod's config/mode = %q, want the local store's fast", got)
 	}
 }

@@ -70,7 +70,7 @@ func TestFinishedPodReleasesItsSandbox(t *testing.T) {
 				pod.Spec.InitContainers = append(pod.Spec.InitContainers, v1.Container{Name: "proxy", Command: []string{"/bin/sleep", "1"}, RestartPolicy: &always})
 			}
 			pod.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
-			dir := w.emptyDirPath("fin-1", "scratch")
+			dir := w.volumePath("fin-1", emptyDirPlugin, "scratch")
 			mustSync(t, w, pod)
 			if _, err := os.Stat(dir); err != nil {
 				t.Fatalf("emptyDir not prepared: %v", err)

@@ -180,7 +180,7 @@ func TestObjectVolumes(t *testing.T) {
 	if !running(st) {
 		t.Fatalf("not running: %+v", st)
 	}
-	vol := func(name string) string { return w.emptyDirPath("vol-1", name) }
+	vol := func(name string) string { return w.volumePath("vol-1", emptyDirPlugin, name) }
 	for _, tc := range []struct {
 		vol, file, data string
 		mode            os.FileMode

@@ -212,7 +212,7 @@ func (w *Worker) syncObjectVolumes(pod *v1.Pod, e *entry) (map[string]string, er
 		if !isObjectVolume(v) {
 			continue
 		}
-		dir := w.emptyDirPath(string(pod.UID), v.Name)
+		dir := w.volumePath(string(pod.UID), lifecycle.VolumePlugin(v), v.Name)
 		start := w.clock.Now()
 		payload, err := w.volumePayload(pod, v)
 		var wrote bool

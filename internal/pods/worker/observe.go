@@ -421,6 +421,21 @@ func (w *Worker) instanceView(in *instance) *lifecycle.Instance {
 	}
 }
 
+// backoffEntry is the restart back-off entry of a container whose current run is cur: the
+// record's, or, when the record has none or cur is a later run than the record's entry was
+// advanced for, and cur ended, the one the kubelet would hold for it (lifecycle.Backoff.Adopted:
+// its runs were another agent's, the kubelet's while the node had changed agent, or the record
+// was lost), so a crash loop taken over keeps its back-off.
+func (w *Worker) backoffEntry(cr *containerRecord, cur *instance) (time.Duration, time.Time) {
+	if cr != nil && !cr.BackoffUpdated.IsZero() && (cur == nil || cr.BackoffAttempt == 0 || cur.Attempt <= cr.BackoffAttempt) {
+		return cr.Backoff, cr.BackoffUpdated
+	}
+	if cur == nil || cur.State != StateExited {
+		return 0, time.Time{}
+	}
+	return w.backoff.Adopted(cur.Attempt, cur.StartedAt)
+}
+
 // view is the observed pod as lifecycle sees it. For the decisions (decisions set), a stale
 // init container shows as its next run, not created yet, so that Decide starts it in order
 // under the next number; for the status it shows its last run, as the kubelet keeps showing the
@@ -430,8 +445,9 @@ func (w *Worker) view(o *observed, decisions bool) *lifecycle.Pod {
 		Containers: make(map[string]*lifecycle.Container, len(o.byName))}
 	for name, v := range o.byName {
 		c := &lifecycle.Container{State: v.current.state(), Current: w.instanceView(v.current), Hold: o.holds[name]}
-		if cr := o.rec.Containers[name]; cr != nil {
-			c.Backoff, c.BackoffUpdated = cr.Backoff, cr.BackoffUpdated
+		cr := o.rec.Containers[name]
+		c.Backoff, c.BackoffUpdated = w.backoffEntry(cr, v.current)
+		if cr != nil {
 			c.DefinitionChanged = cr.RestartOf != "" && cr.RestartOf == v.current.ID
 		}
 		if p := v.previous; p != nil && p.State == StateExited {

@@ -41,6 +41,10 @@ type containerRecord struct {
 	// (flowcontrol.Backoff): the current delay and the exit time it was last advanced for.
 	Backoff        time.Duration `json:"backoff,omitempty"`
 	BackoffUpdated time.Time     `json:"backoffUpdated,omitzero"`
+	// BackoffAttempt is the run (CRI attempt) the entry was advanced to start: a later run
+	// was started by another agent (the node changed agent and back), whose restarts the
+	// entry missed. 0 in records written before it was kept.
+	BackoffAttempt uint32 `json:"backoffAttempt,omitempty"`
 	// Last is the latest run seen ended.
 	Last *lastInstance `json:"last,omitempty"`
 	// ResourcesOf is the run whose cgroup configuration is Resources (resourcesKey): what it

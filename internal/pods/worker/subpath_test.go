@@ -43,7 +43,7 @@ func TestSubPathMounts(t *testing.T) {
 			pod.Spec.Volumes = []v1.Volume{{Name: "work", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
 			pod.Spec.Containers[0].Env = tt.env
 			pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "work", MountPath: "/sub", SubPathExpr: tt.expr}, {Name: "work", MountPath: "/all"}}
-			vol := w.emptyDirPath("sp-1", "work")
+			vol := w.volumePath("sp-1", emptyDirPlugin, "work")
 			if tt.link != "" {
 				if err := os.MkdirAll(filepath.Join(vol, "inner"), 0o750); err != nil {
 					t.Fatal(err)

@@ -363,7 +363,9 @@ func (w *Worker) advanceBackoff(e *entry, pod *v1.Pod, o *observed, acts []lifec
 			continue
 		}
 		cr := e.rec.container(a.Container)
-		cr.Backoff, cr.BackoffUpdated = w.backoff.Next(cr.Backoff, cr.BackoffUpdated, v.current.FinishedAt)
+		delay, updated := w.backoffEntry(cr, v.current)
+		cr.Backoff, cr.BackoffUpdated = w.backoff.Next(delay, updated, v.current.FinishedAt)
+		cr.BackoffAttempt = v.current.Attempt + 1
 		changed = true
 	}
 	if !changed {

@@ -59,7 +59,7 @@ func TestMemoryVolume(t *testing.T) {
 	}
 	mustSync(t, w, pod)
 	mustSync(t, w, pod)
-	want := map[string]int64{w.emptyDirPath("mv-1", "mem"): 256 << 20}
+	want := map[string]int64{w.volumePath("mv-1", emptyDirPlugin, "mem"): 256 << 20}
 	if !maps.Equal(m.mounted, want) || m.mounts != 1 {
 		t.Errorf("mounted %v (%d mounts), want %v once", m.mounted, m.mounts, want)
 	}
@@ -95,7 +95,7 @@ func TestEmptyDirMode(t *testing.T) {
 			pod.Spec.Volumes = []v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
 			pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "v", MountPath: "/v"}}
 			mustSync(t, w, pod)
-			fi, err := os.Stat(w.emptyDirPath("em-1", "v"))
+			fi, err := os.Stat(w.volumePath("em-1", emptyDirPlugin, "v"))
 			if err != nil || fi.Mode() != tt.want {
 				t.Errorf("mode %v, %v; want %v", fi.Mode(), err, tt.want)
 			}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -15,11 +16,42 @@ import (
 	"github.com/slicelet/slicelet/slices"
 )
 
-// emptyDirPath is where an emptyDir volume lives: StateDir/pods/<uid>/volumes/<name>. Names
-// are DNS labels (validated), so they are single path elements.
-func (w *Worker) emptyDirPath(uid, name string) string {
-	return filepath.Join(w.podDir(uid), "volumes", name)
+// volumePath is where a pod's emptyDir or object volume (configMap, secret, projected,
+// downwardAPI) of plugin (lifecycle.VolumePlugin) lives: StateDir/pods/<uid>/volumes/<name>;
+// with KubeletPodsDir, the kubelet's <pods dir>/<uid>/volumes/<plugin, "/" escaped as
+// "~">/<name> (pkg/kubelet/kubelet_getters.go getPodVolumeDir, utilstrings.EscapeQualifiedName),
+// so the kubelet and slicelet find each other's volumes when the node changes agent — but a
+// volume already set up in slicelet's own layout stays there for the pod's life. Names are DNS
+// labels (validated), so they are single path elements.
+func (w *Worker) volumePath(uid, plugin, name string) string {
+	own := filepath.Join(w.podDir(uid), "volumes", name)
+	if w.opts.KubeletPodsDir == "" {
+		return own
+	}
+	if _, err := os.Lstat(own); err == nil {
+		return own
+	}
+	return filepath.Join(w.opts.KubeletPodsDir, uid, "volumes", strings.ReplaceAll(plugin, "/", "~"), name)
 }
+
+// volumeDirs are the directories a pod's volumes live in: slicelet's own and, with
+// KubeletPodsDir, the kubelet's (one directory per plugin).
+func (w *Worker) volumeDirs(uid string) []string {
+	dirs := []string{filepath.Join(w.podDir(uid), "volumes")}
+	if w.opts.KubeletPodsDir == "" {
+		return dirs
+	}
+	plugins, _ := os.ReadDir(filepath.Join(w.opts.KubeletPodsDir, uid, "volumes"))
+	for _, p := range plugins {
+		if p.IsDir() {
+			dirs = append(dirs, filepath.Join(w.opts.KubeletPodsDir, uid, "volumes", p.Name()))
+		}
+	}
+	return dirs
+}
+
+// emptyDirPlugin is lifecycle.VolumePlugin of an emptyDir volume.
+const emptyDirPlugin = "kubernetes.io/empty-dir"
 
 // EmptyDirs returns the pod's emptyDir volumes by name with where they live, for
 // ephemeral-storage accounting; nil for a pod whose UID is not valid (slices.ValidateUID).
@@ -28,7 +60,7 @@ func (w *Worker) EmptyDirs(pod *v1.Pod) map[string]string {
 	if slices.ValidateUID(uid) != nil {
 		return nil
 	}
-	return lifecycle.EmptyDirs(pod, func(name string) string { return w.emptyDirPath(uid, name) })
+	return lifecycle.EmptyDirs(pod, func(name string) string { return w.volumePath(uid, emptyDirPlugin, name) })
 }
 
 // prepareVolumes creates the pod's emptyDir directories and the hostPath directories and
@@ -39,7 +71,7 @@ func (w *Worker) EmptyDirs(pod *v1.Pod) map[string]string {
 // by the fsGroup (2770) or by the one user of the containers that mount it (ownEmptyDir).
 func (w *Worker) prepareVolumes(pod *v1.Pod, e *entry) (map[string]string, error) {
 	emptyDir := func(v *v1.Volume) (string, error) {
-		dir := w.emptyDirPath(string(pod.UID), v.Name)
+		dir := w.volumePath(string(pod.UID), emptyDirPlugin, v.Name)
 		if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
 			return "", err
 		}
@@ -198,8 +230,8 @@ func (w *Worker) releaseVolumes(uid string) error {
 	if err := w.unmountVolumes(uid); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(filepath.Join(w.podDir(uid), "volumes")); err != nil {
-		return fmt.Errorf("volumes: %w", err)
+	if err := w.removeVolumes(uid); err != nil {
+		return err
 	}
 	w.mu.Lock()
 	e := w.pods[uid]
@@ -212,10 +244,38 @@ func (w *Worker) releaseVolumes(uid string) error {
 	return nil
 }
 
+// removeVolumes removes the pod's volume directories (unmounted first: unmountVolumes); in
+// the kubelet's layout, the pod's directory there too once nothing else is left in it.
+func (w *Worker) removeVolumes(uid string) error {
+	if err := os.RemoveAll(filepath.Join(w.podDir(uid), "volumes")); err != nil {
+		return fmt.Errorf("volumes: %w", err)
+	}
+	if w.opts.KubeletPodsDir == "" {
+		return nil
+	}
+	pod := filepath.Join(w.opts.KubeletPodsDir, uid)
+	if err := os.RemoveAll(filepath.Join(pod, "volumes")); err != nil {
+		return fmt.Errorf("volumes: %w", err)
+	}
+	if err := os.Remove(pod); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		w.log.Debug("kubelet pod directory kept", "pod_uid", uid, "err", err)
+	}
+	return nil
+}
+
 // unmountVolumes unmounts whatever is mounted on the pod's volume directories (the tmpfs of
 // its memory-backed emptyDirs) before they are removed.
 func (w *Worker) unmountVolumes(uid string) error {
-	dir := filepath.Join(w.podDir(uid), "volumes")
+	for _, dir := range w.volumeDirs(uid) {
+		if err := w.unmountIn(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unmountIn unmounts whatever is mounted on the entries of dir.
+func (w *Worker) unmountIn(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

@@ -34,6 +34,11 @@ type Options struct {
 	Recorder EventRecorder
 	// StateDir holds the pods' records and emptyDir volumes (StateDir/pods/<uid>). Required.
 	StateDir string
+	// KubeletPodsDir, when set, is the kubelet's pods directory (<root-dir>/pods,
+	// /var/lib/kubelet/pods): the pods' emptyDir and object volumes live there in the
+	// kubelet's layout (volumePath), where a kubelet taking over the node finds them, and
+	// where slicelet finds the kubelet's. Empty keeps them in StateDir.
+	KubeletPodsDir string
 	// Logger gets state changes; discarded when nil.
 	Logger *slog.Logger
 	// Clock; the real clock when nil.
@@ -441,6 +446,9 @@ func (w *Worker) Forget(ctx context.Context, uid string) error {
 		return fmt.Errorf("pod %s: %w", uid, err)
 	}
 	if err := w.unmountVolumes(uid); err != nil {
+		return fmt.Errorf("pod %s: %w", uid, err)
+	}
+	if err := w.removeVolumes(uid); err != nil {
 		return fmt.Errorf("pod %s: %w", uid, err)
 	}
 	if err := os.RemoveAll(w.podDir(uid)); err != nil {

@@ -273,3 +273,52 @@ func TestValidateProbes(t *testing.T) {
 		t.Errorf("Validate(a valid liveness probe) = %v", errs)
 	}
 }
+
+// TestBackoffAdoptedCrashLoop: a crash loop that another agent ran (the kubelet, before the node
+// changed agent: this worker has no record of it) keeps the kubelet's back-off: run 3 ended
+// just now, so the next run waits 40 s, as under the agent that ran it, then 80 s; it is not
+// restarted at once and at 10 s as a crash loop seen for the first time. Handed back, the first
+// agent does not take up its own stale entry either.
+func TestBackoffAdoptedCrashLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeRT()
+		other, _ := newTestWorker(t, f, t.TempDir())
+		pod := testPod("bo-1", v1.RestartPolicyAlways, "app")
+		mustSync(t, other, pod)
+		for _, wait := range []time.Duration{0, 10 * time.Second, 20 * time.Second} {
+			f.exit("bo-1", "app", 1, lifecycle.ReasonError)
+			time.Sleep(wait)
+			if st := mustSync(t, other, pod); !running(st) {
+				t.Fatalf("the other agent did not restart after %s: %+v", wait, st.ContainerStatuses)
+			}
+		}
+		f.exit("bo-1", "app", 1, lifecycle.ReasonError) // run 3 ends under the other agent
+
+		w, _ := newTestWorker(t, f, t.TempDir()) // the node changed agent
+		waiting := func(want string) {
+			t.Helper()
+			st := mustSync(t, w, pod)
+			cs := st.ContainerStatuses[0]
+			if cs.State.Waiting == nil || cs.State.Waiting.Reason != lifecycle.ReasonCrashLoopBackOff || !strings.HasPrefix(cs.State.Waiting.Message, want) {
+				t.Fatalf("state %+v restart count %d, want CrashLoopBackOff %q", cs.State, cs.RestartCount, want)
+			}
+		}
+		waiting("back-off 40s ")
+		time.Sleep(39 * time.Second)
+		waiting("back-off 40s ")
+		time.Sleep(time.Second)
+		st := mustSync(t, w, pod)
+		if !running(st) || st.ContainerStatuses[0].RestartCount != 4 {
+			t.Fatalf("after 40 s: %+v, want run 4 running", st.ContainerStatuses)
+		}
+		f.exit("bo-1", "app", 1, lifecycle.ReasonError)
+		waiting("back-off 1m20s ")
+
+		// Back to the first agent: its record's entry was advanced for run 3, and run 4 is
+		// not its own, so it too waits 80 s rather than its stale 40 s.
+		st = mustSync(t, other, pod)
+		if cs := st.ContainerStatuses[0]; cs.State.Waiting == nil || !strings.HasPrefix(cs.State.Waiting.Message, "back-off 1m20s ") {
+			t.Fatalf("back under the first agent: %+v, want back-off 1m20s", cs.State)
+		}
+	})
+}
