@@ -425,12 +425,18 @@ func (w *Worker) instanceView(in *instance) *lifecycle.Instance {
 // record's, or, when the record has none or cur is a later run than the record's entry was
 // advanced for, and cur ended, the one the kubelet would hold for it (lifecycle.Backoff.Adopted:
 // its runs were another agent's, the kubelet's while the node had changed agent, or the record
-// was lost), so a crash loop taken over keeps its back-off.
+// was lost), so a crash loop taken over keeps its back-off; a run this worker stopped for a
+// changed definition has none.
 func (w *Worker) backoffEntry(cr *containerRecord, cur *instance) (time.Duration, time.Time) {
 	if cr != nil && !cr.BackoffUpdated.IsZero() && (cur == nil || cr.BackoffAttempt == 0 || cur.Attempt <= cr.BackoffAttempt) {
 		return cr.Backoff, cr.BackoffUpdated
 	}
 	if cur == nil || cur.State != StateExited {
+		return 0, time.Time{}
+	}
+	if cr != nil && cr.RestartOf != "" && cr.RestartOf == cur.ID {
+		// This worker stopped the run for a changed definition: the kubelet starts the new
+		// run in the same sync, with no back-off (computePodActions).
 		return 0, time.Time{}
 	}
 	return w.backoff.Adopted(cur.Attempt, cur.StartedAt)
