@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/slicelet/slicelet/internal/testharness/critest"
@@ -31,6 +33,15 @@ const (
 	NonewprivsImage = "registry.k8s.io/e2e-test-images/nonewprivs:1.4"
 )
 
+// The Update Demo images (kubectl's Conformance specs scale and roll a replication controller
+// from one to the other and read each pod's data.json through the API server's pods/proxy):
+// test/images/kitten and test/images/nautilus, each agnhost's image with its html directory's
+// files at / and `agnhost test-webserver` (which serves / on port 80) as its command.
+const (
+	KittenImage   = "registry.k8s.io/e2e-test-images/kitten:1.8"
+	NautilusImage = "registry.k8s.io/e2e-test-images/nautilus:1.8"
+)
+
 // curlScript is the agnhost image's curl: a GET of its URL arguments printed to stdout, which
 // is all the specs ask of it.
 const curlScript = "#!/bin/sh\nexec wget -q -O- \"$@\"\n"
@@ -43,6 +54,16 @@ const curlScript = "#!/bin/sh\nexec wget -q -O- \"$@\"\n"
 // nonewprivs's image (test/images/nonewprivs/Dockerfile) holds its nnp binary setuid root in
 // /usr/local/bin.
 func Images(busybox, agnhost, nnp string, applets []string) []critest.Image {
+	return images(busybox, agnhost, nnp, applets, "")
+}
+
+// ClusterImages are [Images] and, from imagesSrc (test/images of the k8s.io/kubernetes module),
+// the Update Demo images kitten and nautilus, built as their Dockerfiles build them.
+func ClusterImages(busybox, agnhost, nnp string, applets []string, imagesSrc string) []critest.Image {
+	return images(busybox, agnhost, nnp, applets, imagesSrc)
+}
+
+func images(busybox, agnhost, nnp string, applets []string, imagesSrc string) []critest.Image {
 	passwd := "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n" +
 		"user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n"
 	group := "root:x:0:\nnogroup:x:65534:\nuser-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n"
@@ -55,7 +76,7 @@ func Images(busybox, agnhost, nnp string, applets []string) []critest.Image {
 			Files: []critest.File{{Path: "agnhost", Source: agnhost}, {Path: "agnhost-2", Link: "agnhost"},
 				{Path: "usr/bin/curl", Data: []byte(curlScript)}}, Entrypoint: entrypoint, Cmd: cmd}
 	}
-	return []critest.Image{
+	out := []critest.Image{
 		{Name: BusyboxImage, Busybox: busybox, Applets: applets, Cmd: []string{"sh"}},
 		{Name: NginxImage, Busybox: busybox, Applets: applets, Cmd: []string{"httpd", "-f", "-p", "80", "-h", "/tmp"}},
 		withAgnhost(AgnhostImage, []string{"/agnhost"}, []string{"pause"}),
@@ -64,6 +85,16 @@ func Images(busybox, agnhost, nnp string, applets []string) []critest.Image {
 		{Name: NonewprivsImage, Busybox: busybox, Applets: applets, Cmd: []string{"nnp"},
 			Files: []critest.File{{Path: "usr/local/bin/nnp", Source: nnp, Mode: 0o4755}}},
 	}
+	if imagesSrc != "" {
+		for _, u := range []struct{ name, dir, jpg string }{{KittenImage, "kitten", "kitten.jpg"}, {NautilusImage, "nautilus", "nautilus.jpg"}} {
+			img := withAgnhost(u.name, []string{"/agnhost"}, []string{"test-webserver"})
+			html := filepath.Join(imagesSrc, u.dir, "html")
+			img.Files = append(slices.Clone(img.Files), critest.File{Path: u.jpg, Source: filepath.Join(html, u.jpg)},
+				critest.File{Path: "data.json", Source: filepath.Join(html, "data.json")})
+			out = append(out, img)
+		}
+	}
+	return out
 }
 
 // BusyboxApplets lists the applets the static busybox at path provides (`busybox --list`).
