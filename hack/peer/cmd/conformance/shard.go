@@ -98,7 +98,7 @@ func runShard(ctx context.Context, o options, s shardOptions) (err error) {
 		return err
 	}
 	defer log.Close()
-	args := []string{"-p", "--procs=" + strconv.Itoa(o.Procs), "--timeout=" + o.Timeout.String(), "--no-color", "--poll-progress-after=10m",
+	args := []string{"-p", "--procs=" + strconv.Itoa(o.Procs), "--timeout=" + o.Timeout.String(), "--no-color", "--silence-skips", "--poll-progress-after=10m",
 		"--focus=" + focus}
 	if o.Skip != "" {
 		args = append(args, "--skip="+o.Skip)
