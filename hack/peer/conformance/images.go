@@ -57,10 +57,41 @@ func Images(busybox, agnhost, nnp string, applets []string) []critest.Image {
 	return images(busybox, agnhost, nnp, applets, "")
 }
 
+// GlibcDNSTestingImage is imageutils.GlibcDnsTesting (test/images/glibc-dns-testing: Debian
+// with dnsutils and coredns), which the DNS specs query from beside agnhost.
+const GlibcDNSTestingImage = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1"
+
+// ClusterTools are what the multi-node specs run in agnhost's image (alpine's curl, nc and
+// bind-tools' dig) and in glibc-dns-testing's (dnsutils' dig, glibc's getent): the machine's
+// curl, netcat-openbsd's nc, dig and getent, each with the libraries it needs (Files), and
+// coredns (glibc-dns-testing's /coredns).
+type ClusterTools struct {
+	Files   []critest.File
+	CoreDNS string
+}
+
+// nsswitch is Debian's /etc/nsswitch.conf hosts line (getent hosts reads /etc/hosts, then DNS).
+const nsswitch = "hosts: files dns\n"
+
 // ClusterImages are [Images] and, from imagesSrc (test/images of the k8s.io/kubernetes module),
-// the Update Demo images kitten and nautilus, built as their Dockerfiles build them.
-func ClusterImages(busybox, agnhost, nnp string, applets []string, imagesSrc string) []critest.Image {
-	return images(busybox, agnhost, nnp, applets, imagesSrc)
+// the Update Demo images kitten and nautilus, built as their Dockerfiles build them; with tools,
+// every agnhost-based image holds them (its real curl instead of the wget script) and
+// glibc-dns-testing is built.
+func ClusterImages(busybox, agnhost, nnp string, applets []string, imagesSrc string, tools *ClusterTools) []critest.Image {
+	out := images(busybox, agnhost, nnp, applets, imagesSrc)
+	if tools == nil {
+		return out
+	}
+	extra := append(slices.Clone(tools.Files), critest.File{Path: "etc/nsswitch.conf", Data: []byte(nsswitch), Mode: 0o644})
+	for i, img := range out {
+		if len(img.Entrypoint) == 0 || img.Entrypoint[0] != "/agnhost" {
+			continue
+		}
+		files := slices.DeleteFunc(slices.Clone(img.Files), func(f critest.File) bool { return f.Path == "usr/bin/curl" })
+		out[i].Files = append(files, extra...)
+	}
+	return append(out, critest.Image{Name: GlibcDNSTestingImage, Busybox: busybox, Applets: applets, Cmd: []string{"sh"},
+		Files: append(slices.Clone(extra), critest.File{Path: "coredns", Source: tools.CoreDNS})})
 }
 
 func images(busybox, agnhost, nnp string, applets []string, imagesSrc string) []critest.Image {

@@ -91,7 +91,8 @@ type ShardRun struct {
 	Started  time.Time `json:"started"`
 	Duration string    `json:"duration"`
 	Procs    int       `json:"procs"`
-	// Commit is slicelet's commit (git describe --always --dirty).
+	// Commit is the tree's commit (git describe --always --dirty): slicelet's on slicelet
+	// nodes, the harness's on all.
 	Commit string `json:"commit"`
 	// Error is why the suite did not finish as it should (ginkgo's exit, a timeout), when it
 	// did not.
@@ -253,7 +254,7 @@ func ShardSection(runs []ShardRun, notes []Note, intro string) string {
 		}
 	}
 	b.WriteString("\nThe runs (the newest of each shard and cluster kind):\n\n" +
-		"| SIGs | cluster | nodes | started (UTC) | slicelet commit | duration | procs | selected | suite error |\n|---|---|---|---|---|---|---|---|---|\n")
+		"| SIGs | cluster | nodes | started (UTC) | commit | duration | procs | selected | suite error |\n|---|---|---|---|---|---|---|---|---|\n")
 	var shown []ShardRun
 	for _, r := range runs {
 		for _, sig := range r.SIGs {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slicelet/slicelet/internal/testharness/critest"
 )
 
 func TestShardFocus(t *testing.T) {
@@ -131,6 +133,68 @@ func TestShardNotesCompile(t *testing.T) {
 	for _, n := range ShardNotes {
 		if _, err := regexp.Compile(n.Pattern); err != nil || n.Why == "" {
 			t.Errorf("note %q: %v (why %q)", n.Pattern, err, n.Why)
+		}
+	}
+}
+
+// TestClusterImages: the multi-node images: kitten and nautilus on agnhost's base serving their
+// data.json, every agnhost-based image with the tools (the real curl instead of the wget
+// script), and glibc-dns-testing with them and coredns.
+func TestClusterImages(t *testing.T) {
+	tools := &ClusterTools{Files: []critest.File{{Path: "usr/bin/curl", Source: "/usr/bin/curl"}, {Path: "usr/bin/dig", Source: "/usr/bin/dig"}},
+		CoreDNS: "/addons/coredns"}
+	imgs := ClusterImages("/bin/busybox", "/peer/agnhost", "/peer/nnp", []string{"sh"}, "/k8s/test/images", tools)
+	byName := map[string]critest.Image{}
+	for _, img := range imgs {
+		byName[img.Name] = img
+	}
+	has := func(img critest.Image, path string) (critest.File, int) {
+		n, found := 0, critest.File{}
+		for _, f := range img.Files {
+			if f.Path == path {
+				n++
+				found = f
+			}
+		}
+		return found, n
+	}
+	for _, name := range []string{AgnhostImage, AgnhostPrevImage, PauseImage, KittenImage, NautilusImage} {
+		img, ok := byName[name]
+		if !ok {
+			t.Fatalf("no image %s", name)
+		}
+		if f, n := has(img, "usr/bin/curl"); n != 1 || f.Source != "/usr/bin/curl" {
+			t.Errorf("%s: usr/bin/curl %d times (%+v), want the machine's once", name, n, f)
+		}
+		if _, n := has(img, "usr/bin/dig"); n != 1 {
+			t.Errorf("%s: no dig", name)
+		}
+	}
+	if f, n := has(byName[KittenImage], "data.json"); n != 1 || f.Source != "/k8s/test/images/kitten/html/data.json" {
+		t.Errorf("kitten's data.json: %+v", f)
+	}
+	if got := byName[NautilusImage].Cmd; !reflect.DeepEqual(got, []string{"test-webserver"}) {
+		t.Errorf("nautilus's command %v, want test-webserver", got)
+	}
+	g, ok := byName[GlibcDNSTestingImage]
+	if !ok {
+		t.Fatal("no glibc-dns-testing image")
+	}
+	if f, n := has(g, "coredns"); n != 1 || f.Source != "/addons/coredns" {
+		t.Errorf("glibc-dns-testing's coredns: %+v", f)
+	}
+	if _, n := has(byName[BusyboxImage], "usr/bin/dig"); n != 0 {
+		t.Error("the busybox image got the tools")
+	}
+	// Without tools: the one-node images, the wget script as curl.
+	for _, img := range ClusterImages("/bin/busybox", "/peer/agnhost", "/peer/nnp", nil, "", nil) {
+		if img.Name == AgnhostImage {
+			if f, _ := has(img, "usr/bin/curl"); string(f.Data) != curlScript {
+				t.Errorf("agnhost's curl without tools: %+v", f)
+			}
+		}
+		if img.Name == KittenImage || img.Name == GlibcDNSTestingImage {
+			t.Errorf("%s without its sources", img.Name)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/slicelet/slicelet/hack/peer/cluster"
 	"github.com/slicelet/slicelet/hack/peer/conformance"
 	"github.com/slicelet/slicelet/hack/peer/markdown"
+	"github.com/slicelet/slicelet/internal/testharness/critest"
 )
 
 // ShardHeading is docs/cluster.md's section the shard report is written to.
@@ -68,13 +69,17 @@ func runShard(ctx context.Context, o options, s shardOptions) (err error) {
 	if err != nil {
 		return err
 	}
+	tools, err := hostTools(s.addons)
+	if err != nil {
+		return err
+	}
 	logf := func(format string, args ...any) {
 		fmt.Printf("== %s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
 	logf("shard %s on nodes %s (focus %s)", strings.Join(sigs, ","), s.nodes, focus)
 	c, err := cluster.Start(ctx, cluster.Options{Work: o.Work, BinDir: o.BinDir, Slicelet: o.Slicelet, AddonsDir: s.addons,
 		Nodes: specs, Prefix: s.prefix, Log: os.Stdout, SliceletDNS: true,
-		ExtraImages: conformance.ClusterImages(o.Busybox, o.Agnhost, o.Nonewprivs, applets, s.imagesSrc)})
+		ExtraImages: conformance.ClusterImages(o.Busybox, o.Agnhost, o.Nonewprivs, applets, s.imagesSrc, tools)})
 	if err != nil {
 		return err
 	}
@@ -140,6 +145,32 @@ func runShard(ctx context.Context, o options, s shardOptions) (err error) {
 	return nil
 }
 
+// toolBinaries are the machine's programs the images get (apt-get install curl netcat-openbsd
+// bind9-dnsutils; getent is libc-bin's).
+var toolBinaries = []string{"/usr/bin/curl", "/usr/bin/nc", "/usr/bin/dig", "/usr/bin/getent"}
+
+// hostTools are toolBinaries with their libraries, and coredns from the add-ons directory.
+func hostTools(addons string) (*conformance.ClusterTools, error) {
+	var paths []string
+	for _, b := range toolBinaries {
+		p, err := filepath.EvalSymlinks(b)
+		if err != nil {
+			return nil, fmt.Errorf("%w (apt-get install curl netcat-openbsd bind9-dnsutils)", err)
+		}
+		paths = append(paths, p)
+	}
+	files, err := cluster.ELFFiles(paths)
+	if err != nil {
+		return nil, err
+	}
+	for i, b := range toolBinaries {
+		if paths[i] != b {
+			files = append(files, critest.File{Path: strings.TrimPrefix(b, "/"), Link: paths[i]})
+		}
+	}
+	return &conformance.ClusterTools{Files: files, CoreDNS: filepath.Join(addons, cluster.CoreDNSBinary)}, nil
+}
+
 // shardIntro opens the docs section.
 const shardIntro = "`make peer-conformance SHARD=<SIGs> NODES=<agents>` (hack/peer/cmd/conformance, hack/peer/conformance/shard.go) " +
 	"starts a cluster as `make cluster-demo` does (hack/peer/cluster: the control plane in a throwaway systemd sandbox, each node in " +
@@ -147,9 +178,10 @@ const shardIntro = "`make peer-conformance SHARD=<SIGs> NODES=<agents>` (hack/pe
 	"as workloads; every image built locally) with the e2e suite's images imported into every node, and runs e2e.test " +
 	"(`k8s.io/kubernetes/test/e2e` v1.37.2) with ginkgo in the control plane's namespace: `--focus='\\[(SIGs)\\].*\\[Conformance\\]'`, " +
 	"nothing skipped, `--provider=skeleton`. Each run's results are recorded in docs/conformance/<cluster>_<SIGs>.json " +
-	"(every spec's status and first failure line, the nodes' versions, start, duration, slicelet's commit); this section is " +
+	"(every spec's status and first failure line, the nodes' versions, start, duration, the tree's commit: slicelet's and the harness's); this section is " +
 	"rendered from those files (`make conformance-report`), the newest run of each SIG and cluster kind counting. A kubelet " +
-	"cluster has only kubelet v1.37.2 nodes, a slicelet cluster only slicelet nodes. The machine: 2 cores shared with other work, " +
+	"cluster has only kubelet v1.37.2 nodes, a slicelet cluster only slicelet nodes. sig-node's specs run on one node in " +
+	"`make peer-conformance` without SHARD (\"Node conformance\" above). The machine: 2 cores shared with other work, " +
 	"cgroup v1 hybrid, Debian's containerd 1.6.\n"
 
 // renderShards rewrites docs' shard section from the results directory.
