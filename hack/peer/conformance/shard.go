@@ -268,7 +268,11 @@ func ShardSection(runs []ShardRun, notes []Note, intro string) string {
 		return cmp.Or(cmp.Compare(strings.Join(a.SIGs, ","), strings.Join(b.SIGs, ",")), cmp.Compare(slices.Index(Kinds, a.Kind()), slices.Index(Kinds, b.Kind())))
 	})
 	for _, r := range shown {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d | %d | %s |\n", strings.Join(r.SIGs, ", "), r.Kind(), strings.Join(r.Nodes, ","),
+		nodes := strings.Join(r.Nodes, ",")
+		if vs := slices.Compact(slices.Sorted(maps.Values(r.NodeVersions))); len(vs) > 0 {
+			nodes += " (`" + strings.Join(vs, "`, `") + "`)"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d | %d | %s |\n", strings.Join(r.SIGs, ", "), r.Kind(), nodes,
 			r.Started.UTC().Format("2006-01-02 15:04"), cell(r.Commit), r.Duration, r.Procs, Count(r.Specs).Selected, cmp.Or(cell(r.Error), "—"))
 	}
 	var diffs, fails []string
@@ -301,13 +305,17 @@ func ShardSection(runs []ShardRun, notes []Note, intro string) string {
 			}
 		}
 	}
-	fmt.Fprintf(&b, "\nSpecs whose result differs between the kubelet cluster and the slicelet cluster (%d):\n\n", len(diffs))
+	fmt.Fprintf(&b, "\nSpecs whose result differs between the kubelet cluster and the slicelet cluster (%d)", len(diffs))
 	if len(diffs) > 0 {
-		b.WriteString("| spec | kubelet cluster | slicelet cluster | cause |\n|---|---|---|---|\n" + strings.Join(diffs, ""))
+		b.WriteString(":\n\n| spec | kubelet cluster | slicelet cluster | cause |\n|---|---|---|---|\n" + strings.Join(diffs, ""))
+	} else {
+		b.WriteString(".\n")
 	}
-	fmt.Fprintf(&b, "\nSpecs that failed, per cluster (%d):\n\n", len(fails))
+	fmt.Fprintf(&b, "\nSpecs that failed, per cluster (%d)", len(fails))
 	if len(fails) > 0 {
-		b.WriteString("| spec | cluster | status | cause |\n|---|---|---|---|\n" + strings.Join(fails, ""))
+		b.WriteString(":\n\n| spec | cluster | status | cause |\n|---|---|---|---|\n" + strings.Join(fails, ""))
+	} else {
+		b.WriteString(".\n")
 	}
 	return b.String()
 }

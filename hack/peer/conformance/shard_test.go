@@ -71,7 +71,8 @@ func TestShardSection(t *testing.T) {
 	old := ShardRun{Nodes: []string{"slicelet", "slicelet"}, SIGs: []string{"sig-cli"}, Started: day.Add(-time.Hour), Duration: "1m0s",
 		Procs: 2, Commit: "old", Specs: Results{specCLI1: {Status: "failed", Message: "old failure"}}}
 	slicelet := ShardRun{Nodes: []string{"slicelet", "slicelet"}, SIGs: []string{"sig-architecture", "sig-cli"}, Started: day.Add(time.Hour),
-		Duration: "25m0s", Procs: 2, Commit: "abc123", Specs: Results{
+		NodeVersions: map[string]string{"slicelet-1": "v1.37.2+slicelet.abc123", "slicelet-2": "v1.37.2+slicelet.abc123"},
+		Duration:     "25m0s", Procs: 2, Commit: "abc123", Specs: Results{
 			specArch: {Status: "passed"}, specCLI1: {Status: "passed"},
 			specCLI2: {Status: "failed", Message: "Timed out after 300s. data.json"}}}
 	mixed := ShardRun{Nodes: []string{"kubelet", "slicelet"}, SIGs: []string{"sig-scheduling"}, Started: day, Duration: "9m0s", Procs: 1,
@@ -86,6 +87,7 @@ func TestShardSection(t *testing.T) {
 		{"scheduling on the mixed cluster only", "| sig-scheduling | 11 | not run | not run | 1 / 0 / 1 / 0 | — |"},
 		{"a SIG never run", "| sig-network | 47 | not run | not run | not run | — |"},
 		{"the kubelet run", "| sig-architecture, sig-cli | kubelet | kubelet,kubelet | 2026-11-29 05:00 | abc123 | 20m0s | 2 | 3 | — |"},
+		{"the nodes' versions", "| sig-architecture, sig-cli | slicelet | slicelet,slicelet (`v1.37.2+slicelet.abc123`) | 2026-11-29 06:00 |"},
 		{"the mixed run with its error", "| sig-scheduling | mixed | kubelet,slicelet | 2026-11-29 05:00 | abc123 | 9m0s | 1 | 1 | exit status 1 |"},
 		{"one difference", "differs between the kubelet cluster and the slicelet cluster (1):"},
 		{"the difference with its note", "| " + specCLI2 + " | passed | failed | the data.json cause |"},
