@@ -68,6 +68,11 @@ const GlibcDNSTestingImage = "registry.k8s.io/e2e-test-images/glibc-dns-testing:
 type ClusterTools struct {
 	Files   []critest.File
 	CoreDNS string
+	// Shell is the image path of a POSIX shell among Files (Debian's dash) that becomes the
+	// images' /bin/sh: Debian's static busybox runs its own applets before PATH (its ash is
+	// built "standalone"), so under busybox's sh `nc` would be busybox's, without the -v, -t
+	// and -u the specs pass.
+	Shell string
 }
 
 // nsswitch is Debian's /etc/nsswitch.conf hosts line (getent hosts reads /etc/hosts, then DNS).
@@ -83,14 +88,20 @@ func ClusterImages(busybox, agnhost, nnp string, applets []string, imagesSrc str
 		return out
 	}
 	extra := append(slices.Clone(tools.Files), critest.File{Path: "etc/nsswitch.conf", Data: []byte(nsswitch), Mode: 0o644})
+	shellApplets := applets
+	if tools.Shell != "" {
+		shellApplets = slices.DeleteFunc(slices.Clone(applets), func(a string) bool { return a == "sh" })
+		extra = append(extra, critest.File{Path: "bin/sh", Link: tools.Shell})
+	}
 	for i, img := range out {
 		if len(img.Entrypoint) == 0 || img.Entrypoint[0] != "/agnhost" {
 			continue
 		}
 		files := slices.DeleteFunc(slices.Clone(img.Files), func(f critest.File) bool { return f.Path == "usr/bin/curl" })
 		out[i].Files = append(files, extra...)
+		out[i].Applets = shellApplets
 	}
-	return append(out, critest.Image{Name: GlibcDNSTestingImage, Busybox: busybox, Applets: applets, Cmd: []string{"sh"},
+	return append(out, critest.Image{Name: GlibcDNSTestingImage, Busybox: busybox, Applets: shellApplets, Cmd: []string{"sh"},
 		Files: append(slices.Clone(extra), critest.File{Path: "coredns", Source: tools.CoreDNS})})
 }
 

@@ -143,9 +143,9 @@ func TestShardNotesCompile(t *testing.T) {
 // data.json, every agnhost-based image with the tools (the real curl instead of the wget
 // script), and glibc-dns-testing with them and coredns.
 func TestClusterImages(t *testing.T) {
-	tools := &ClusterTools{Files: []critest.File{{Path: "usr/bin/curl", Source: "/usr/bin/curl"}, {Path: "usr/bin/dig", Source: "/usr/bin/dig"}},
-		CoreDNS: "/addons/coredns"}
-	imgs := ClusterImages("/bin/busybox", "/peer/agnhost", "/peer/nnp", []string{"sh"}, "/k8s/test/images", tools)
+	tools := &ClusterTools{Files: []critest.File{{Path: "usr/bin/curl", Source: "/usr/bin/curl"}, {Path: "usr/bin/dig", Source: "/usr/bin/dig"},
+		{Path: "usr/bin/dash", Source: "/usr/bin/dash"}}, CoreDNS: "/addons/coredns", Shell: "/usr/bin/dash"}
+	imgs := ClusterImages("/bin/busybox", "/peer/agnhost", "/peer/nnp", []string{"sh", "nc", "wget"}, "/k8s/test/images", tools)
 	byName := map[string]critest.Image{}
 	for _, img := range imgs {
 		byName[img.Name] = img
@@ -171,6 +171,10 @@ func TestClusterImages(t *testing.T) {
 		if _, n := has(img, "usr/bin/dig"); n != 1 {
 			t.Errorf("%s: no dig", name)
 		}
+		// /bin/sh is the shell of the tools, not busybox's (whose ash would run its own nc).
+		if f, n := has(img, "bin/sh"); n != 1 || f.Link != "/usr/bin/dash" || !reflect.DeepEqual(img.Applets, []string{"nc", "wget"}) {
+			t.Errorf("%s: bin/sh %+v (%d), applets %v; want a link to /usr/bin/dash and busybox without sh", name, f, n, img.Applets)
+		}
 	}
 	if f, n := has(byName[KittenImage], "data.json"); n != 1 || f.Source != "/k8s/test/images/kitten/html/data.json" {
 		t.Errorf("kitten's data.json: %+v", f)
@@ -185,7 +189,7 @@ func TestClusterImages(t *testing.T) {
 	if f, n := has(g, "coredns"); n != 1 || f.Source != "/addons/coredns" {
 		t.Errorf("glibc-dns-testing's coredns: %+v", f)
 	}
-	if _, n := has(byName[BusyboxImage], "usr/bin/dig"); n != 0 {
+	if _, n := has(byName[BusyboxImage], "usr/bin/dig"); n != 0 || !reflect.DeepEqual(byName[BusyboxImage].Applets, []string{"sh", "nc", "wget"}) {
 		t.Error("the busybox image got the tools")
 	}
 	// Without tools: the one-node images, the wget script as curl.

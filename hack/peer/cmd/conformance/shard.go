@@ -146,8 +146,11 @@ func runShard(ctx context.Context, o options, s shardOptions) (err error) {
 }
 
 // toolBinaries are the machine's programs the images get (apt-get install curl netcat-openbsd
-// bind9-dnsutils; getent is libc-bin's).
-var toolBinaries = []string{"/usr/bin/curl", "/usr/bin/nc", "/usr/bin/dig", "/usr/bin/getent"}
+// bind9-dnsutils dash; getent is libc-bin's).
+var toolBinaries = []string{"/usr/bin/curl", "/usr/bin/nc", "/usr/bin/dig", "/usr/bin/getent", shell}
+
+// shell is Debian's dash, the images' /bin/sh (conformance.ClusterTools.Shell).
+const shell = "/usr/bin/dash"
 
 // hostTools are toolBinaries with their libraries, and coredns from the add-ons directory.
 func hostTools(addons string) (*conformance.ClusterTools, error) {
@@ -155,7 +158,7 @@ func hostTools(addons string) (*conformance.ClusterTools, error) {
 	for _, b := range toolBinaries {
 		p, err := filepath.EvalSymlinks(b)
 		if err != nil {
-			return nil, fmt.Errorf("%w (apt-get install curl netcat-openbsd bind9-dnsutils)", err)
+			return nil, fmt.Errorf("%w (apt-get install curl netcat-openbsd bind9-dnsutils dash)", err)
 		}
 		paths = append(paths, p)
 	}
@@ -168,7 +171,7 @@ func hostTools(addons string) (*conformance.ClusterTools, error) {
 			files = append(files, critest.File{Path: strings.TrimPrefix(b, "/"), Link: paths[i]})
 		}
 	}
-	return &conformance.ClusterTools{Files: files, CoreDNS: filepath.Join(addons, cluster.CoreDNSBinary)}, nil
+	return &conformance.ClusterTools{Files: files, CoreDNS: filepath.Join(addons, cluster.CoreDNSBinary), Shell: shell}, nil
 }
 
 // shardIntro opens the docs section.
