@@ -80,7 +80,8 @@ const nsswitch = "hosts: files dns\n"
 
 // ClusterImages are [Images] and, from imagesSrc (test/images of the k8s.io/kubernetes module),
 // the Update Demo images kitten and nautilus, built as their Dockerfiles build them; with tools,
-// every agnhost-based image holds them (its real curl instead of the wget script) and
+// every agnhost-based image holds them (its real curl instead of the wget script), coredns and
+// porter's localhost.crt and localhost.key, as agnhost's Dockerfile has them, and
 // glibc-dns-testing is built.
 func ClusterImages(busybox, agnhost, nnp string, applets []string, imagesSrc string, tools *ClusterTools) []critest.Image {
 	out := images(busybox, agnhost, nnp, applets, imagesSrc)
@@ -98,6 +99,14 @@ func ClusterImages(busybox, agnhost, nnp string, applets []string, imagesSrc str
 			continue
 		}
 		files := slices.DeleteFunc(slices.Clone(img.Files), func(f critest.File) bool { return f.Path == "usr/bin/curl" })
+		// As agnhost's Dockerfile: /coredns, and porter's certificate (its TLS ports, which
+		// the proxy specs reach through the API server).
+		files = append(files, critest.File{Path: "coredns", Source: tools.CoreDNS})
+		if imagesSrc != "" {
+			porter := filepath.Join(imagesSrc, "agnhost", "porter")
+			files = append(files, critest.File{Path: "localhost.crt", Source: filepath.Join(porter, "localhost.crt"), Mode: 0o644},
+				critest.File{Path: "localhost.key", Source: filepath.Join(porter, "localhost.key"), Mode: 0o644})
+		}
 		out[i].Files = append(files, extra...)
 		out[i].Applets = shellApplets
 	}

@@ -176,6 +176,12 @@ func TestClusterImages(t *testing.T) {
 			t.Errorf("%s: bin/sh %+v (%d), applets %v; want a link to /usr/bin/dash and busybox without sh", name, f, n, img.Applets)
 		}
 	}
+	if f, n := has(byName[AgnhostImage], "localhost.crt"); n != 1 || f.Source != "/k8s/test/images/agnhost/porter/localhost.crt" {
+		t.Errorf("agnhost's localhost.crt: %+v", f)
+	}
+	if f, n := has(byName[AgnhostImage], "coredns"); n != 1 || f.Source != "/addons/coredns" {
+		t.Errorf("agnhost's coredns: %+v", f)
+	}
 	if f, n := has(byName[KittenImage], "data.json"); n != 1 || f.Source != "/k8s/test/images/kitten/html/data.json" {
 		t.Errorf("kitten's data.json: %+v", f)
 	}
