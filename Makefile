@@ -377,14 +377,42 @@ cluster-demo-node: clusterdemo-build
 # (hack/peer/conformance); images built locally, never pulled. Writes build/conformance/report.md
 # (every spec) and the "## Node conformance" section of docs/cluster.md; the JUnit reports and
 # logs stay in build/conformance/run/reports. Root; about 35 minutes on 2 loaded cores.
-CONFORMANCE_PROCS ?= 5
-.PHONY: peer-conformance
-peer-conformance: build
+#
+# make peer-conformance SHARD=sig-cli[,sig-scheduling...] [NODES=kubelet,kubelet] [CONFORMANCE_PROCS=2]
+# [SHARD_TIMEOUT=100m]: those SIGs' [Conformance] specs, nothing skipped, on a multi-node cluster
+# as make cluster-demo builds it (NODES: kubelet, slicelet, or mixed), the e2e images imported
+# into every node; ginkgo runs in the control plane's namespace, bounded by SHARD_TIMEOUT, and
+# the cluster is torn down at the end. The results (every spec) go to
+# docs/conformance/<cluster>_<SIGs>.json, and docs/cluster.md's "## Conformance on several
+# nodes" is rendered from all of them (make conformance-report does only that); ginkgo's output
+# and the JUnit report stay in build/shard/reports (a short path: the nodes' unix sockets live
+# under it). Root.
+CONFORMANCE_PROCS ?= $(if $(SHARD),2,5)
+SHARD_TIMEOUT ?= 100m
+# SHARD_PREFIX: the start of the sandboxes' names (conformance-<pid> when empty).
+SHARD_PREFIX ?=
+comma := ,
+.PHONY: peer-conformance conformance-report conformance-runner
+conformance-runner:
+	cd hack/peer && $(GO) build -o $(abspath build)/conformance-runner ./cmd/conformance
+
+peer-conformance: build conformance-runner
 	@test -x $(PEER_DIR)/e2e.test -a -x $(PEER_DIR)/ginkgo -a -x $(PEER_DIR)/agnhost -a -x $(PEER_DIR)/nonewprivs \
 	  -a -x $(PEER_DIR)/kubelet \
 	  || $(MAKE) --no-print-directory peer-build
-	cd hack/peer && $(GO) build -o $(abspath build)/conformance-runner ./cmd/conformance
+ifeq ($(SHARD),)
 	build/conformance-runner -bin $(abspath $(PEER_DIR)) -ginkgo $(abspath $(PEER_DIR))/ginkgo -agnhost $(abspath $(PEER_DIR))/agnhost \
 	  -nonewprivs $(abspath $(PEER_DIR))/nonewprivs \
 	  -slicelet $(abspath $(BIN))/slicelet -work $(abspath build/conformance/run) -procs $(CONFORMANCE_PROCS) \
 	  -report build/conformance/report.md -docs docs/cluster.md
+else
+	@test -x $(ADDONS_DIR)/kube-proxy -a -x $(ADDONS_DIR)/flanneld -a -x $(ADDONS_DIR)/coredns || $(MAKE) --no-print-directory peer-addons-build
+	build/conformance-runner -shard $(SHARD) -nodes $(NODES) -bin $(abspath $(PEER_DIR)) -agnhost $(abspath $(PEER_DIR))/agnhost \
+	  -nonewprivs $(abspath $(PEER_DIR))/nonewprivs -slicelet $(abspath $(BIN))/slicelet -addons $(abspath $(ADDONS_DIR)) \
+	  -images-src "$$(cd hack/peer && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images" \
+	  -work $(abspath build/shard) -procs $(CONFORMANCE_PROCS) -timeout $(SHARD_TIMEOUT) \
+	  -commit "$$(git describe --always --dirty)" $(if $(SHARD_PREFIX),-prefix $(SHARD_PREFIX)) -results docs/conformance -docs docs/cluster.md
+endif
+
+conformance-report: conformance-runner
+	build/conformance-runner -render-only -results docs/conformance -docs docs/cluster.md

@@ -7,6 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slicelet/slicelet/slices"
 )
 
 // The well-known node labels the kubelet sets (k8s.io/api/core/v1 well_known_labels.go).
@@ -93,10 +95,11 @@ func InitialNode(in NodeInputs, now time.Time) *v1.Node {
 // their transition time kept from old while the status is unchanged. Conditions in old that
 // slicelet does not report (another component's) are kept.
 func NodeStatus(in NodeInputs, old *v1.NodeStatus, now time.Time) v1.NodeStatus {
-	st := v1.NodeStatus{
-		Capacity:    in.Capacity.DeepCopy(),
-		Allocatable: in.Allocatable.DeepCopy(),
-		NodeInfo:    in.Info,
+	st := v1.NodeStatus{NodeInfo: in.Info}
+	if old != nil {
+		st.Capacity, st.Allocatable = Resources(in.Capacity, in.Allocatable, old.Capacity, old.Allocatable)
+	} else {
+		st.Capacity, st.Allocatable = Resources(in.Capacity, in.Allocatable, nil, nil)
 	}
 	for _, ip := range in.InternalIPs {
 		st.Addresses = append(st.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip})
@@ -131,6 +134,44 @@ func NodeStatus(in NodeInputs, old *v1.NodeStatus, now time.Time) v1.NodeStatus 
 		}
 	}
 	return st
+}
+
+// Resources are the capacity and allocatable the node reports, the kubelet's way
+// (pkg/kubelet/nodestatus/setters.go MachineInfo, which never blindly overwrites the capacity,
+// "in case opaque resources are being advertised"): the reported capacity is the old one with
+// the node's own resources (capacity) set over it, so a resource someone else advertised in the
+// Node's status (an extended resource patched in by an operator or a test) is kept; the
+// allocatable is the old one without the extended resources no longer in the capacity, with the
+// node's own allocatable over it and, for a resource of the capacity the node does not compute,
+// its capacity (the kubelet subtracts reservations from the node's own resources only).
+func Resources(capacity, allocatable, oldCapacity, oldAllocatable v1.ResourceList) (v1.ResourceList, v1.ResourceList) {
+	capOut := oldCapacity.DeepCopy()
+	if capOut == nil {
+		capOut = v1.ResourceList{}
+	}
+	for k, v := range capacity {
+		capOut[k] = v.DeepCopy()
+	}
+	allocOut := oldAllocatable.DeepCopy()
+	if allocOut == nil {
+		allocOut = v1.ResourceList{}
+	}
+	for k := range allocOut {
+		if _, ok := capOut[k]; !ok && slices.IsExtendedResourceName(k) {
+			delete(allocOut, k)
+		}
+	}
+	for k, v := range capOut {
+		if a, ok := allocatable[k]; ok {
+			allocOut[k] = a.DeepCopy()
+		} else {
+			allocOut[k] = v.DeepCopy()
+		}
+	}
+	for k, v := range allocatable {
+		allocOut[k] = v.DeepCopy()
+	}
+	return capOut, allocOut
 }
 
 // NodeStatusChanged reports whether new differs from old other than in the conditions'

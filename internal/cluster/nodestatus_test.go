@@ -5,6 +5,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -185,5 +186,59 @@ func TestMissingLabels(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestResources: the reported capacity and allocatable, the kubelet's way (MachineInfo in
+// pkg/kubelet/nodestatus/setters.go): the node's own resources over the old status, a resource
+// someone else advertised kept.
+func TestResources(t *testing.T) {
+	q := resource.MustParse
+	own := v1.ResourceList{v1.ResourceCPU: q("4"), v1.ResourceMemory: q("8Gi"), v1.ResourcePods: q("110")}
+	ownAlloc := v1.ResourceList{v1.ResourceCPU: q("3500m"), v1.ResourceMemory: q("7Gi"), v1.ResourcePods: q("110")}
+	tests := []struct {
+		name               string
+		oldCap, oldAlloc   v1.ResourceList
+		wantCap, wantAlloc v1.ResourceList
+	}{
+		{name: "first status: the node's own", wantCap: own, wantAlloc: ownAlloc},
+		{name: "an extended resource patched into the status (the e2e suite's AddExtendedResource) is kept",
+			oldCap:    v1.ResourceList{v1.ResourceCPU: q("4"), "scheduling.k8s.io/foo": q("5")},
+			oldAlloc:  v1.ResourceList{v1.ResourceCPU: q("3500m"), "scheduling.k8s.io/foo": q("5")},
+			wantCap:   v1.ResourceList{v1.ResourceCPU: q("4"), v1.ResourceMemory: q("8Gi"), v1.ResourcePods: q("110"), "scheduling.k8s.io/foo": q("5")},
+			wantAlloc: v1.ResourceList{v1.ResourceCPU: q("3500m"), v1.ResourceMemory: q("7Gi"), v1.ResourcePods: q("110"), "scheduling.k8s.io/foo": q("5")}},
+		{name: "in capacity only: allocatable follows the capacity",
+			oldCap:    v1.ResourceList{"example.com/dongle": q("3")},
+			wantCap:   v1.ResourceList{v1.ResourceCPU: q("4"), v1.ResourceMemory: q("8Gi"), v1.ResourcePods: q("110"), "example.com/dongle": q("3")},
+			wantAlloc: v1.ResourceList{v1.ResourceCPU: q("3500m"), v1.ResourceMemory: q("7Gi"), v1.ResourcePods: q("110"), "example.com/dongle": q("3")}},
+		{name: "an extended resource removed from the capacity leaves the allocatable",
+			oldAlloc:  v1.ResourceList{"scheduling.k8s.io/foo": q("5")},
+			wantCap:   own,
+			wantAlloc: ownAlloc},
+		{name: "the node's own values win over the old ones",
+			oldCap:    v1.ResourceList{v1.ResourceCPU: q("2")},
+			oldAlloc:  v1.ResourceList{v1.ResourceCPU: q("1")},
+			wantCap:   own,
+			wantAlloc: ownAlloc},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, a := Resources(own, ownAlloc, tc.oldCap, tc.oldAlloc)
+			if !apiequality.Semantic.DeepEqual(c, tc.wantCap) || !apiequality.Semantic.DeepEqual(a, tc.wantAlloc) {
+				t.Errorf("capacity %v allocatable %v, want %v and %v", c, a, tc.wantCap, tc.wantAlloc)
+			}
+		})
+	}
+	// Through NodeStatus: the next status after the patch keeps the resource, so the patch
+	// computed from the old status does not remove it.
+	in := testInputs()
+	old := NodeStatus(in, nil, t0)
+	old.Capacity["scheduling.k8s.io/foo"], old.Allocatable["scheduling.k8s.io/foo"] = q("5"), q("5")
+	st := NodeStatus(in, &old, t0.Add(time.Second))
+	if got := st.Allocatable["scheduling.k8s.io/foo"]; got.Cmp(q("5")) != 0 {
+		t.Errorf("allocatable scheduling.k8s.io/foo = %v, want 5 kept", got.String())
+	}
+	if NodeStatusChanged(old, st) {
+		t.Errorf("status changed: %v to %v", old, st)
 	}
 }

@@ -42,6 +42,7 @@ import (
 
 	"github.com/slicelet/slicelet/hack/peer/controlplane"
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
+	"github.com/slicelet/slicelet/internal/testharness/critest"
 )
 
 // NodeSpec is one node: its name (its system:node credentials) and its agent.
@@ -91,6 +92,12 @@ type Options struct {
 	SliceletDNS bool
 	// NoAddons leaves the add-ons out (the nodes then stay NotReady: no pod network).
 	NoAddons bool
+	// ExtraImages are imported into every node beside the add-ons' (the e2e suite's images,
+	// built locally).
+	ExtraImages []critest.Image
+	// Binds are more host paths bound into the control plane's sandbox (what runs there:
+	// e2e.test, the ginkgo CLI).
+	Binds []string
 	// OnFailure, when set, is called with Start's error before Start stops what it started
 	// (a demo holds the cluster there to be looked at).
 	OnFailure func(error)
@@ -152,7 +159,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return c, err
 	}
 	c.logf("booting the control plane's sandbox %s-cp: a network namespace with the bridge %s (%s)", o.Prefix, BridgeName, NodeNetwork)
-	if c.cpBox, err = peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: o.Prefix + "-cp", WorkDir: o.Work, Binds: []string{o.BinDir}}); err != nil {
+	if c.cpBox, err = peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: o.Prefix + "-cp", WorkDir: o.Work, Binds: append([]string{o.BinDir}, o.Binds...)}); err != nil {
 		return c, err
 	}
 	if err := c.runNet(ctx, bridgeSteps(), nil); err != nil {
@@ -177,6 +184,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err != nil {
 		return c, err
 	}
+	inputs.Extra = o.ExtraImages
 	c.logf("building the add-ons' images from %s (kube-proxy, flannel, coredns; never pulled)", o.AddonsDir)
 	images, err := WriteImages(ctx, inputs, filepath.Join(o.Work, "images"))
 	if err != nil {
@@ -198,6 +206,9 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	}
 	c.logf("every node's agent runs; waiting for the Nodes to register")
 	if err := c.waitRegistered(ctx); err != nil {
+		return c, err
+	}
+	if err := c.routePodCIDRs(ctx); err != nil {
 		return c, err
 	}
 	if o.NoAddons {
@@ -390,6 +401,33 @@ func (c *Cluster) waitRegistered(ctx context.Context) error {
 	})
 }
 
+// routePodCIDRs routes each node's pod CIDR (kube-controller-manager allocates it when the Node
+// registers) to the node's address in the control plane's namespace, as the pod network's agent
+// does on a kubeadm control-plane node: the API server reaches pods for pods/proxy,
+// services/proxy, admission webhooks and aggregated APIs.
+func (c *Cluster) routePodCIDRs(ctx context.Context) error {
+	cidrs := map[string]string{}
+	err := c.poll(ctx, "pod CIDRs allocated", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		for _, n := range c.Nodes {
+			node, err := c.Admin.CoreV1().Nodes().Get(ctx, n.Spec.Name, metav1.GetOptions{})
+			if err != nil || node.Spec.PodCIDR == "" {
+				return false, nil
+			}
+			cidrs[n.Spec.Name] = node.Spec.PodCIDR
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	var steps []netStep
+	for _, n := range c.Nodes {
+		steps = append(steps, podRouteStep(cidrs[n.Spec.Name], n.IP))
+	}
+	c.logf("pod CIDRs routed to their nodes in the control plane's namespace: %v", cidrs)
+	return c.runNet(ctx, steps, nil)
+}
+
 // poll waits for cond, at most limit, failing early when a node's program ended.
 func (c *Cluster) poll(ctx context.Context, what string, limit time.Duration, cond func(ctx context.Context) (bool, error)) error {
 	err := wait.PollUntilContextTimeout(ctx, time.Second, limit, true, func(ctx context.Context) (bool, error) {
@@ -570,6 +608,12 @@ func (c *Cluster) kubectl(ctx context.Context, out io.Writer, stdin io.Reader, a
 		return buf.String(), fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
 	}
 	return buf.String(), nil
+}
+
+// Command runs name in the control plane's sandbox (its network namespace: the API server's
+// address, the nodes and their pods are reachable there).
+func (c *Cluster) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return c.cpBox.Instance().Command(ctx, name, args...)
 }
 
 // Close stops every node (its agent, the pods it left and containerd, then its sandbox), the

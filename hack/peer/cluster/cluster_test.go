@@ -102,6 +102,15 @@ func TestNodeSteps(t *testing.T) {
 	}
 }
 
+// TestPodRouteStep: a node's pod CIDR is routed to its address in the control plane's
+// namespace (the API server reaching pods).
+func TestPodRouteStep(t *testing.T) {
+	s := podRouteStep("10.244.1.0/24", "10.250.0.3")
+	if got, want := strings.Join(s.Argv, " "), "ip route replace 10.244.1.0/24 via 10.250.0.3"; s.In != "" || got != want {
+		t.Errorf("step %q in %q, want %q in the control plane's namespace", got, s.In, want)
+	}
+}
+
 // TestAddons: every add-on manifest renders and decodes strictly into API objects; the
 // DaemonSets and the Deployment run the images built here, never pulled when present; the
 // kube-dns Service has the cluster DNS address.

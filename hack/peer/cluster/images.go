@@ -145,6 +145,8 @@ type ImageOptions struct {
 	// Busybox is the static busybox of every image's base layer; Applets its applets.
 	Busybox string
 	Applets []string
+	// Extra are more images, written as they are.
+	Extra []critest.Image
 }
 
 // Images are the add-ons' images and the tools image, built from the binaries of
@@ -183,7 +185,7 @@ func Images(ctx context.Context, o ImageOptions) ([]critest.Image, error) {
 	dns.Entrypoint = []string{"/coredns"}
 	tools := base(ToolsImage, nil)
 	tools.Cmd = []string{"sh"}
-	return []critest.Image{kp, fl, dns, tools}, nil
+	return append([]critest.Image{kp, fl, dns, tools}, o.Extra...), nil
 }
 
 // WriteImages writes [Images] as OCI archives into dir, once for every node to import, and

@@ -84,3 +84,8 @@ func nodeSteps(name string, i, pid int) ([]netStep, error) {
 		{name, []string{"sh", "-c", "f=/proc/sys/net/bridge/bridge-nf-call-iptables; [ ! -e $f ] || echo 1 > $f"}},
 	}, nil
 }
+
+// podRouteStep routes a node's pod CIDR to its address, in the control plane's namespace.
+func podRouteStep(podCIDR, nodeIP string) netStep {
+	return netStep{"", []string{"ip", "route", "replace", podCIDR, "via", nodeIP}}
+}

@@ -20,9 +20,9 @@ const maxReport = 64 << 20
 // Result is one spec's outcome on one node.
 type Result struct {
 	// Status is ginkgo's state: passed, failed, skipped, timedout, panicked, interrupted, aborted.
-	Status string
+	Status string `json:"status"`
 	// Message is the failure's (or skip's) first line.
-	Message string
+	Message string `json:"message,omitempty"`
 }
 
 // NotRun is the status of a spec one node's report does not list.
@@ -128,6 +128,16 @@ func firstLine(texts ...string) string {
 		}
 	}
 	return ""
+}
+
+// SuiteFailed tells whether a suite-level node failed (then specs may not have run as they should).
+func (rs Results) SuiteFailed() bool {
+	for name := range rs {
+		if strings.HasPrefix(name, SuitePrefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // Counts are a node's totals.

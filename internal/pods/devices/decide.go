@@ -58,13 +58,18 @@ func (r *Resource) expired(now time.Time) bool {
 // Capacity is the node's capacity and allocatable of the device plugins' resources (the
 // kubelet's GetCapacity): capacity counts every device, allocatable the healthy ones; a
 // resource whose plugin went away counts none of them once it is gone (its devices were marked
-// unhealthy) and is dropped (listed in deleted) after StopGracePeriod.
+// unhealthy) and is dropped (listed in deleted) after StopGracePeriod, reported that once with
+// capacity and allocatable 0: the kubelet sets a removed device plugin's capacity to 0 and keeps
+// it in the Node's status (pkg/kubelet/nodestatus/setters.go MachineInfo), which keeps the
+// resources it does not compute itself.
 func Capacity(resources map[string]*Resource, now time.Time) (capacity, allocatable v1.ResourceList, deleted []string) {
 	capacity, allocatable = v1.ResourceList{}, v1.ResourceList{}
 	for _, name := range stdslices.Sorted(maps.Keys(resources)) {
 		r := resources[name]
 		if r.expired(now) {
 			deleted = append(deleted, name)
+			capacity[v1.ResourceName(name)] = *resource.NewQuantity(0, resource.DecimalSI)
+			allocatable[v1.ResourceName(name)] = *resource.NewQuantity(0, resource.DecimalSI)
 			continue
 		}
 		healthy := int64(len(r.healthy()))

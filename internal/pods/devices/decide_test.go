@@ -37,10 +37,10 @@ func TestCapacity(t *testing.T) {
 		{"known from the checkpoint only: zero until the plugin registers again",
 			map[string]*Resource{"example.com/gpu": {Devices: map[string]*pluginapi.Device{}, Stopped: now}},
 			map[string]int64{"example.com/gpu": 0}, map[string]int64{"example.com/gpu": 0}, nil},
-		{"a plugin gone longer than the grace period: dropped",
+		{"a plugin gone longer than the grace period: dropped, reported once at zero",
 			map[string]*Resource{"example.com/gpu": {Devices: devs(pluginapi.Healthy), Stopped: now.Add(-StopGracePeriod - time.Second)},
 				"example.com/nic": {Devices: devs(pluginapi.Healthy)}},
-			map[string]int64{"example.com/nic": 1}, map[string]int64{"example.com/nic": 1}, []string{"example.com/gpu"}},
+			map[string]int64{"example.com/nic": 1, "example.com/gpu": 0}, map[string]int64{"example.com/nic": 1, "example.com/gpu": 0}, []string{"example.com/gpu"}},
 		{"no plugin", map[string]*Resource{}, map[string]int64{}, map[string]int64{}, nil},
 	}
 	for _, tt := range tests {

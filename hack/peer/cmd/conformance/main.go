@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/slicelet/slicelet/hack/peer/cluster"
 	"github.com/slicelet/slicelet/hack/peer/conformance"
 	"github.com/slicelet/slicelet/hack/peer/markdown"
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
@@ -35,9 +36,12 @@ type options struct {
 	conformance.Options
 	agents, report, docs, status string
 	compareOnly                  bool
+	shardOptions
+	renderOnly bool
 }
 
 func main() {
+	cluster.RunNodeIfInside()
 	var o options
 	flag.StringVar(&o.BinDir, "bin", "", "the kubelet, the control plane's binaries, kubectl and e2e.test (build/peer/v1.37.2)")
 	flag.StringVar(&o.Ginkgo, "ginkgo", "", "the ginkgo CLI (build/peer/v1.37.2/ginkgo)")
@@ -55,7 +59,23 @@ func main() {
 	flag.StringVar(&o.docs, "docs", "", "the document whose \"## Node conformance\" section is rewritten; none when empty")
 	flag.StringVar(&o.status, "status", "", "a file listing the specs failing on the slicelet node; none when empty")
 	flag.BoolVar(&o.compareOnly, "compare-only", false, "only compare the reports in -work")
+	flag.StringVar(&o.shard, "shard", "", "run these SIGs' [Conformance] specs (comma-separated: sig-network,sig-cli) on a multi-node cluster (-nodes) instead of the one-node sig-node run")
+	flag.StringVar(&o.nodes, "nodes", "kubelet,kubelet", "the multi-node cluster's nodes, one agent a node (kubelet or slicelet)")
+	flag.StringVar(&o.addons, "addons", "", "kube-proxy, flanneld and coredns (make peer-addons-build), for -shard")
+	flag.StringVar(&o.imagesSrc, "images-src", "", "test/images of the k8s.io/kubernetes module (the Update Demo images' files), for -shard")
+	flag.StringVar(&o.results, "results", "", "the directory of the shards' results (docs/conformance), for -shard and -render-only")
+	flag.StringVar(&o.commit, "commit", "", "slicelet's commit, recorded with a shard's results")
+	flag.StringVar(&o.prefix, "prefix", fmt.Sprintf("conformance-%d", os.Getpid()), "the start of a shard cluster's sandbox names")
+	flag.BoolVar(&o.renderOnly, "render-only", false, "only rewrite -docs' shard section from -results")
 	flag.Parse()
+	if o.shard != "" {
+		// A shard runs every spec of its SIGs: the one-node run's skips are not its.
+		set := false
+		flag.Visit(func(f *flag.Flag) { set = set || f.Name == "skip" })
+		if !set {
+			o.Skip = ""
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	for _, a := range strings.Split(o.agents, ",") {
@@ -66,6 +86,13 @@ func main() {
 	case systemdtest.Inside():
 		o.Out = os.Stdout
 		err = conformance.Run(ctx, o.Options)
+	case o.renderOnly:
+		err = renderShards(o.results, o.docs)
+	case o.shard != "":
+		err = runShard(ctx, o, o.shardOptions)
+		if o.docs != "" && o.results != "" {
+			err = errors.Join(err, renderShards(o.results, o.docs))
+		}
 	case o.compareOnly:
 		err = compare(o)
 	default:

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slicelet/slicelet/hack/peer/cluster"
+	"github.com/slicelet/slicelet/hack/peer/conformance"
+	"github.com/slicelet/slicelet/hack/peer/markdown"
+	"github.com/slicelet/slicelet/internal/testharness/critest"
+)
+
+// ShardHeading is docs/cluster.md's section the shard report is written to.
+const ShardHeading = "## Conformance on several nodes"
+
+// shardOptions are the shard mode's flags.
+type shardOptions struct {
+	shard, nodes, addons, imagesSrc, results, commit, prefix string
+}
+
+// runShard starts a cluster of the nodes listed (hack/peer/cluster: the add-ons as workloads,
+// the e2e images imported into every node), runs the shard's [Conformance] specs with ginkgo
+// in the control plane's sandbox, stops the cluster, and records the results in the results
+// directory.
+func runShard(ctx context.Context, o options, s shardOptions) (err error) {
+	focus, sigs, err := conformance.ShardFocus(s.shard)
+	if err != nil {
+		return err
+	}
+	specs, err := cluster.ParseNodes(s.nodes)
+	if err != nil {
+		return err
+	}
+	if len(specs) < 2 {
+		return fmt.Errorf("-nodes %q: the Conformance suite needs at least two nodes", s.nodes)
+	}
+	for _, p := range []*string{&o.BinDir, &o.Agnhost, &o.Nonewprivs, &o.Slicelet, &o.Work, &s.addons, &s.results} {
+		if *p == "" {
+			return errors.New("-bin, -agnhost, -nonewprivs, -slicelet, -addons, -results and -work are required")
+		}
+		if *p, err = filepath.Abs(*p); err != nil {
+			return err
+		}
+	}
+	for _, p := range []*string{&o.BinDir, &o.Agnhost, &o.Nonewprivs, &o.Slicelet, &s.addons} {
+		if *p, err = filepath.EvalSymlinks(*p); err != nil {
+			return fmt.Errorf("%w (make build peer-build peer-addons-build)", err)
+		}
+	}
+	for _, f := range []string{"e2e.test", "ginkgo", "kubectl"} {
+		if _, err := os.Stat(filepath.Join(o.BinDir, f)); err != nil {
+			return fmt.Errorf("%w (make peer-build)", err)
+		}
+	}
+	if err := os.RemoveAll(o.Work); err != nil {
+		return err
+	}
+	applets, err := conformance.BusyboxApplets(ctx, o.Busybox)
+	if err != nil {
+		return err
+	}
+	tools, err := hostTools(s.addons)
+	if err != nil {
+		return err
+	}
+	logf := func(format string, args ...any) {
+		fmt.Printf("== %s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	logf("shard %s on nodes %s (focus %s)", strings.Join(sigs, ","), s.nodes, focus)
+	c, err := cluster.Start(ctx, cluster.Options{Work: o.Work, BinDir: o.BinDir, Slicelet: o.Slicelet, AddonsDir: s.addons,
+		Nodes: specs, Prefix: s.prefix, Log: os.Stdout, SliceletDNS: true,
+		ExtraImages: conformance.ClusterImages(o.Busybox, o.Agnhost, o.Nonewprivs, applets, s.imagesSrc, tools)})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		logf("stopping the cluster (nodes, control plane, sandboxes %s-*)", s.prefix)
+		err = errors.Join(err, c.Close(context.WithoutCancel(ctx)))
+	}()
+	run := conformance.ShardRun{SIGs: sigs, Focus: focus, Skip: o.Skip, Procs: o.Procs, Commit: s.commit, NodeVersions: map[string]string{}}
+	for _, n := range specs {
+		run.Nodes = append(run.Nodes, string(n.Kind))
+		if node, err := c.Admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
+			run.NodeVersions[n.Name] = node.Status.NodeInfo.KubeletVersion
+		}
+	}
+	reports := filepath.Join(o.Work, "reports")
+	if err := os.MkdirAll(reports, 0o755); err != nil {
+		return err
+	}
+	log, err := os.Create(filepath.Join(reports, "e2e.log"))
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	args := []string{"-p", "--procs=" + strconv.Itoa(o.Procs), "--timeout=" + o.Timeout.String(), "--no-color", "--silence-skips", "--poll-progress-after=10m",
+		"--focus=" + focus}
+	if o.Skip != "" {
+		args = append(args, "--skip="+o.Skip)
+	}
+	args = append(args, filepath.Join(o.BinDir, "e2e.test"), "--",
+		"--kubeconfig="+c.CP.AdminKubeconfig(), "--provider=skeleton", "--kubectl-path="+filepath.Join(o.BinDir, "kubectl"),
+		"--report-dir="+reports, "--e2e-verify-service-account=false", "--dump-logs-on-failure=false", "--disable-log-dump")
+	logf("every node Ready; ginkgo %s (output in %s)", strings.Join(args, " "), log.Name())
+	// The suite's own --timeout bounds it; the context (ginkgo's timeout and a margin for its
+	// reports) bounds it if ginkgo itself hangs.
+	runCtx, cancel := context.WithTimeout(ctx, o.Timeout+10*time.Minute)
+	defer cancel()
+	cmd := c.Command(runCtx, filepath.Join(o.BinDir, "ginkgo"), args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.WaitDelay = time.Minute
+	run.Started = time.Now().UTC()
+	runErr := cmd.Run()
+	run.Duration = time.Since(run.Started).Round(time.Second).String()
+	logf("the suite took %s (%v)", run.Duration, cmp.Or[any](runErr, "all passed"))
+	focusRe, err := regexp.Compile(focus)
+	if err != nil {
+		return err
+	}
+	rs, err := conformance.ReadJUnit(filepath.Join(reports, "junit_01.xml"), focusRe)
+	if err != nil {
+		return fmt.Errorf("no JUnit report after ginkgo (%v): %w; see %s", runErr, err, log.Name())
+	}
+	run.Specs = rs
+	if runErr != nil && rs.SuiteFailed() {
+		run.Error = runErr.Error()
+	}
+	cnt := conformance.Count(rs)
+	logf("%s cluster, %s: %d selected, %d ran, %d passed, %d failed, %d skipped", run.Kind(), strings.Join(sigs, ","), cnt.Selected, cnt.Ran, cnt.Passed, cnt.Failed, cnt.Skipped)
+	path, err := conformance.WriteRun(s.results, run)
+	if err != nil {
+		return err
+	}
+	logf("results: %s", path)
+	return nil
+}
+
+// toolBinaries are the machine's programs the images get (apt-get install curl netcat-openbsd
+// bind9-dnsutils dash; getent is libc-bin's).
+var toolBinaries = []string{"/usr/bin/curl", "/usr/bin/nc", "/usr/bin/dig", "/usr/bin/getent", shell}
+
+// shell is Debian's dash, the images' /bin/sh (conformance.ClusterTools.Shell).
+const shell = "/usr/bin/dash"
+
+// hostTools are toolBinaries with their libraries, and coredns from the add-ons directory.
+func hostTools(addons string) (*conformance.ClusterTools, error) {
+	var paths []string
+	for _, b := range toolBinaries {
+		p, err := filepath.EvalSymlinks(b)
+		if err != nil {
+			return nil, fmt.Errorf("%w (apt-get install curl netcat-openbsd bind9-dnsutils dash)", err)
+		}
+		paths = append(paths, p)
+	}
+	files, err := cluster.ELFFiles(paths)
+	if err != nil {
+		return nil, err
+	}
+	for i, b := range toolBinaries {
+		if paths[i] != b {
+			files = append(files, critest.File{Path: strings.TrimPrefix(b, "/"), Link: paths[i]})
+		}
+	}
+	return &conformance.ClusterTools{Files: files, CoreDNS: filepath.Join(addons, cluster.CoreDNSBinary), Shell: shell}, nil
+}
+
+// shardIntro opens the docs section.
+const shardIntro = "`make peer-conformance SHARD=<SIGs> NODES=<agents>` (hack/peer/cmd/conformance, hack/peer/conformance/shard.go) " +
+	"starts a cluster as `make cluster-demo` does (hack/peer/cluster: the control plane in a throwaway systemd sandbox, each node in " +
+	"its own with its own containerd and network namespace on a shared bridge; flannel host-gw, kube-proxy iptables and CoreDNS " +
+	"as workloads; every image built locally) with the e2e suite's images imported into every node, and runs e2e.test " +
+	"(`k8s.io/kubernetes/test/e2e` v1.37.2) with ginkgo in the control plane's namespace: `--focus='\\[(SIGs)\\].*\\[Conformance\\]'`, " +
+	"nothing skipped, `--provider=skeleton`. Each run's results are recorded in docs/conformance/<cluster>_<SIGs>.json " +
+	"(every spec's status and first failure line, the nodes' versions, start, duration, the tree's commit: slicelet's and the harness's); this section is " +
+	"rendered from those files (`make conformance-report`), the newest run of each SIG and cluster kind counting. A kubelet " +
+	"cluster has only kubelet v1.37.2 nodes, a slicelet cluster only slicelet nodes. sig-node's specs run on one node in " +
+	"`make peer-conformance` without SHARD (\"Node conformance\" above). The machine: 2 cores shared with other work, " +
+	"cgroup v1 hybrid, Debian's containerd 1.6.\n"
+
+// renderShards rewrites docs' shard section from the results directory.
+func renderShards(results, docs string) error {
+	runs, err := conformance.ReadRuns(results)
+	if err != nil {
+		return err
+	}
+	doc, err := os.ReadFile(docs)
+	if err != nil {
+		return err
+	}
+	section := conformance.ShardSection(runs, conformance.ShardNotes, shardIntro)
+	text := string(doc)
+	if !strings.Contains(text, "\n"+ShardHeading+"\n") {
+		// A new section goes after the node conformance section's reading notes.
+		anchor := "\n## Benchmarks\n"
+		if i := strings.Index(text, anchor); i >= 0 {
+			text = text[:i+1] + ShardHeading + "\n\n" + text[i+1:]
+		} else {
+			text += "\n" + ShardHeading + "\n\n"
+		}
+	}
+	return os.WriteFile(docs, []byte(markdown.ReplaceSection(text, ShardHeading, section)), 0o644)
+}

@@ -1,0 +1,333 @@
+package conformance
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// SIGSpecs are the Conformance suite's SIGs with the number of [Conformance] specs each has
+// in v1.37.2 (test/conformance/testdata/conformance.yaml: 462 in all), in the order of the
+// table docs/cluster.md shows.
+var SIGSpecs = []struct {
+	SIG   string
+	Specs int
+}{
+	{"sig-architecture", 1}, {"sig-instrumentation", 4}, {"sig-scheduling", 11}, {"sig-cli", 17},
+	{"sig-auth", 27}, {"sig-network", 47}, {"sig-apps", 60}, {"sig-storage", 91},
+	{"sig-api-machinery", 100}, {"sig-node", 104},
+}
+
+// ShardFocus is the ginkgo --focus of a shard: the [Conformance] specs of the SIGs listed
+// (comma-separated, "sig-network" or "network"), and the SIGs' canonical names.
+func ShardFocus(list string) (string, []string, error) {
+	var sigs []string
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !strings.HasPrefix(s, "sig-") {
+			s = "sig-" + s
+		}
+		if !slices.ContainsFunc(SIGSpecs, func(e struct {
+			SIG   string
+			Specs int
+		}) bool {
+			return e.SIG == s
+		}) {
+			return "", nil, fmt.Errorf("shard %q: SIG %q is none of the Conformance suite's (%s)", list, s, strings.Join(sigNames(), ", "))
+		}
+		if !slices.Contains(sigs, s) {
+			sigs = append(sigs, s)
+		}
+	}
+	if len(sigs) == 0 {
+		return "", nil, fmt.Errorf("shard %q: no SIG", list)
+	}
+	return `\[(` + strings.Join(sigs, "|") + `)\].*\[Conformance\]`, sigs, nil
+}
+
+func sigNames() []string {
+	out := make([]string, len(SIGSpecs))
+	for i, e := range SIGSpecs {
+		out[i] = e.SIG
+	}
+	return out
+}
+
+// ClusterKind names a cluster by its nodes' agents: "kubelet" or "slicelet" when all nodes run
+// that agent, "mixed" otherwise.
+func ClusterKind(nodes []string) string {
+	kinds := slices.Compact(slices.Sorted(slices.Values(nodes)))
+	if len(kinds) == 1 {
+		return kinds[0]
+	}
+	return "mixed"
+}
+
+// ShardRun is one shard's run on one multi-node cluster: what make peer-conformance SHARD=...
+// records (docs/conformance/*.json) and the report is rendered from.
+type ShardRun struct {
+	// Nodes are the nodes' agents in order ("kubelet", "slicelet").
+	Nodes []string `json:"nodes"`
+	// NodeVersions are the Nodes' nodeInfo.kubeletVersion, by node name.
+	NodeVersions map[string]string `json:"node_versions,omitempty"`
+	// SIGs are the shard's SIGs; Focus and Skip its ginkgo expressions (Skip empty: nothing
+	// is skipped by the runner).
+	SIGs  []string `json:"sigs"`
+	Focus string   `json:"focus"`
+	Skip  string   `json:"skip,omitempty"`
+	// Started is when the suite started; Duration how long it ran (time.Duration's text);
+	// Procs ginkgo's parallel processes.
+	Started  time.Time `json:"started"`
+	Duration string    `json:"duration"`
+	Procs    int       `json:"procs"`
+	// Commit is the tree's commit (git describe --always --dirty): slicelet's on slicelet
+	// nodes, the harness's on all.
+	Commit string `json:"commit"`
+	// Error is why the suite did not finish as it should (ginkgo's exit, a timeout), when it
+	// did not.
+	Error string `json:"error,omitempty"`
+	// Specs are the results of the focused specs (and failed suite-level nodes, SuitePrefix).
+	Specs Results `json:"specs"`
+}
+
+// Kind is the run's [ClusterKind].
+func (r ShardRun) Kind() string { return ClusterKind(r.Nodes) }
+
+// FileName is the run's file name in the results directory: one per cluster kind and shard,
+// a newer run of the same shard on the same kind replacing the older.
+func (r ShardRun) FileName() string {
+	return r.Kind() + "_" + strings.Join(r.SIGs, "+") + ".json"
+}
+
+// maxRunFile bounds a results file read.
+const maxRunFile = 16 << 20
+
+// ReadRuns reads every *.json of dir as a ShardRun, sorted by file name.
+func ReadRuns(dir string) ([]ShardRun, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(paths)
+	var runs []ShardRun
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		data, err := io.ReadAll(io.LimitReader(f, maxRunFile+1))
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		if len(data) > maxRunFile {
+			return nil, fmt.Errorf("%s: larger than %d bytes", p, maxRunFile)
+		}
+		var r ShardRun
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		if len(r.Nodes) == 0 || len(r.SIGs) == 0 {
+			return nil, fmt.Errorf("%s: no nodes or no SIGs", p)
+		}
+		runs = append(runs, r)
+	}
+	return runs, nil
+}
+
+// WriteRun writes run into dir as its FileName.
+func WriteRun(dir string, run ShardRun) (string, error) {
+	data, err := json.MarshalIndent(run, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, run.FileName())
+	return path, os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// Kinds are the cluster kinds the report shows, in its columns' order.
+var Kinds = []string{"kubelet", "slicelet", "mixed"}
+
+// sigOf is the SIG a spec's text starts with ("[sig-cli] Kubectl ..." is sig-cli's), "" for
+// none.
+func sigOf(spec string) string {
+	if !strings.HasPrefix(spec, "[sig-") {
+		return ""
+	}
+	if i := strings.Index(spec, "]"); i > 0 {
+		return spec[1:i]
+	}
+	return ""
+}
+
+// sigResults are a run's results of one SIG's specs.
+func sigResults(r ShardRun, sig string) Results {
+	out := Results{}
+	for name, res := range r.Specs {
+		if sigOf(name) == sig {
+			out[name] = res
+		}
+	}
+	return out
+}
+
+// latest is, for each SIG and cluster kind, the newest run that covered the SIG.
+func latest(runs []ShardRun) map[string]map[string]ShardRun {
+	out := map[string]map[string]ShardRun{}
+	for _, r := range runs {
+		for _, sig := range r.SIGs {
+			if out[sig] == nil {
+				out[sig] = map[string]ShardRun{}
+			}
+			if old, ok := out[sig][r.Kind()]; !ok || r.Started.After(old.Started) {
+				out[sig][r.Kind()] = r
+			}
+		}
+	}
+	return out
+}
+
+// Note is a cause found for a spec's failure (a regular expression of its text), shown beside
+// it in the report.
+type Note struct {
+	Pattern, Why string
+}
+
+// noteFor is the first note whose pattern matches spec, "" for none.
+func noteFor(notes []Note, spec string) string {
+	for _, n := range notes {
+		if regexp.MustCompile(n.Pattern).MatchString(spec) {
+			return n.Why
+		}
+	}
+	return ""
+}
+
+// ShardSection renders the runs as the body of docs/cluster.md's conformance-by-SIG section:
+// intro, then per SIG and cluster kind ran / passed / failed / skipped of the newest run, each
+// run's nodes, date, commit and duration, every spec whose result differs between the kubelet
+// and the slicelet cluster, and every spec failing on a cluster, with the notes' causes.
+func ShardSection(runs []ShardRun, notes []Note, intro string) string {
+	var b strings.Builder
+	b.WriteString(intro)
+	by := latest(runs)
+	b.WriteString("\n| SIG | specs |")
+	for _, k := range Kinds {
+		fmt.Fprintf(&b, " %s cluster: ran / passed / failed / skipped |", k)
+	}
+	b.WriteString(" differences, kubelet vs slicelet |\n|---|---|")
+	for range Kinds {
+		b.WriteString("---|")
+	}
+	b.WriteString("---|\n")
+	for _, e := range SIGSpecs {
+		fmt.Fprintf(&b, "| %s | %d |", e.SIG, e.Specs)
+		for _, k := range Kinds {
+			r, ok := by[e.SIG][k]
+			if !ok {
+				b.WriteString(" not run |")
+				continue
+			}
+			c := Count(sigResults(r, e.SIG))
+			fmt.Fprintf(&b, " %d / %d / %d / %d |", c.Ran, c.Passed, c.Failed, c.Skipped)
+		}
+		kr, kok := by[e.SIG]["kubelet"]
+		sr, sok := by[e.SIG]["slicelet"]
+		if kok && sok {
+			fmt.Fprintf(&b, " %d |\n", len(differences(sigResults(kr, e.SIG), sigResults(sr, e.SIG))))
+		} else {
+			b.WriteString(" — |\n")
+		}
+	}
+	b.WriteString("\nThe runs (the newest of each shard and cluster kind):\n\n" +
+		"| SIGs | cluster | nodes | started (UTC) | commit | duration | procs | selected | suite error |\n|---|---|---|---|---|---|---|---|---|\n")
+	var shown []ShardRun
+	for _, r := range runs {
+		for _, sig := range r.SIGs {
+			if l := by[sig][r.Kind()]; l.Started.Equal(r.Started) && l.FileName() == r.FileName() {
+				shown = append(shown, r)
+				break
+			}
+		}
+	}
+	slices.SortStableFunc(shown, func(a, b ShardRun) int {
+		return cmp.Or(cmp.Compare(strings.Join(a.SIGs, ","), strings.Join(b.SIGs, ",")), cmp.Compare(slices.Index(Kinds, a.Kind()), slices.Index(Kinds, b.Kind())))
+	})
+	for _, r := range shown {
+		nodes := strings.Join(r.Nodes, ",")
+		if vs := slices.Compact(slices.Sorted(maps.Values(r.NodeVersions))); len(vs) > 0 {
+			nodes += " (`" + strings.Join(vs, "`, `") + "`)"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d | %d | %s |\n", strings.Join(r.SIGs, ", "), r.Kind(), nodes,
+			r.Started.UTC().Format("2006-01-02 15:04"), cell(r.Commit), r.Duration, r.Procs, Count(r.Specs).Selected, cmp.Or(cell(r.Error), "—"))
+	}
+	var diffs, fails []string
+	for _, e := range SIGSpecs {
+		kr, kok := by[e.SIG]["kubelet"]
+		sr, sok := by[e.SIG]["slicelet"]
+		if kok && sok {
+			for _, row := range differences(sigResults(kr, e.SIG), sigResults(sr, e.SIG)) {
+				diffs = append(diffs, fmt.Sprintf("| %s | %s | %s | %s |\n", cell(row.Spec), row.Kubelet.Status, row.Slicelet.Status,
+					cell(cmp.Or(noteFor(notes, row.Spec), strings.Trim(row.Kubelet.Message+"; "+row.Slicelet.Message, "; ")))))
+			}
+		}
+		for _, k := range Kinds {
+			r, ok := by[e.SIG][k]
+			if !ok {
+				continue
+			}
+			rs := sigResults(r, e.SIG)
+			for _, name := range slices.Sorted(maps.Keys(rs)) {
+				if res := rs[name]; res.Failed() {
+					fails = append(fails, fmt.Sprintf("| %s | %s | %s | %s |\n", cell(name), k, res.Status, cell(cmp.Or(noteFor(notes, name), res.Message))))
+				}
+			}
+		}
+	}
+	for _, r := range shown {
+		for _, name := range slices.Sorted(maps.Keys(r.Specs)) {
+			if strings.HasPrefix(name, SuitePrefix) {
+				fails = append(fails, fmt.Sprintf("| %s (%s) | %s | %s | %s |\n", cell(name), strings.Join(r.SIGs, ","), r.Kind(), r.Specs[name].Status, cell(r.Specs[name].Message)))
+			}
+		}
+	}
+	fmt.Fprintf(&b, "\nSpecs whose result differs between the kubelet cluster and the slicelet cluster (%d)", len(diffs))
+	if len(diffs) > 0 {
+		b.WriteString(":\n\n| spec | kubelet cluster | slicelet cluster | cause |\n|---|---|---|---|\n" + strings.Join(diffs, ""))
+	} else {
+		b.WriteString(".\n")
+	}
+	fmt.Fprintf(&b, "\nSpecs that failed, per cluster (%d)", len(fails))
+	if len(fails) > 0 {
+		b.WriteString(":\n\n| spec | cluster | status | cause |\n|---|---|---|---|\n" + strings.Join(fails, ""))
+	} else {
+		b.WriteString(".\n")
+	}
+	return b.String()
+}
+
+// differences are the specs whose status differs between the two results, a spec one side
+// lacks counting as "not run" there.
+func differences(kubelet, slicelet Results) []Row {
+	var out []Row
+	for _, r := range All(kubelet, slicelet) {
+		if r.Kubelet.Status != r.Slicelet.Status {
+			out = append(out, r)
+		}
+	}
+	return out
+}
