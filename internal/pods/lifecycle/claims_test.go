@@ -65,8 +65,9 @@ func TestClaimVolumes(t *testing.T) {
 			"error processing PVC default/data-0: found PV object pv-1 but its pv.Spec.ClaimRef.UID other does not point to claim.UID claim-uid"},
 		{"a block volume in volumeMounts", pvcVol, bound, nil, func() *v1.PersistentVolume { p := pv(hostPath); p.Spec.VolumeMode = &block; return p }(), nil, "", false,
 			"volume data has volumeMode Block, but is specified in volumeMounts"},
+		{"a CSI volume: its driver publishes it, the caller's path", roVol, bound, nil, pv(v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "d", VolumeHandle: "h"}}), nil, "", true, ""},
 		{"a volume slicelet has no plugin for", pvcVol, bound, nil, pv(v1.PersistentVolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}}), nil, "", false,
-			"persistent volume pv-1: slicelet mounts hostPath and local persistent volumes only"},
+			"persistent volume pv-1: slicelet mounts hostPath, local and CSI persistent volumes only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

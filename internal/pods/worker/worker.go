@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/csi"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/internal/pods/prober"
 	"github.com/slicelet/slicelet/slices"
@@ -87,6 +88,18 @@ type Options struct {
 	// Devices gives a container's run what its device plugins answered for its devices
 	// (internal/pods/devices); nil: no device plugin.
 	Devices Devices
+	// CSI sets up and tears down the cluster pods' CSI volumes (internal/pods/csi); nil: a
+	// CSI volume waits with FailedMount, as on a node where its driver never registers.
+	CSI CSIVolumes
+}
+
+// CSIVolumes is the CSI volume plugin as the worker sees it.
+type CSIVolumes interface {
+	// SetUp stages and publishes the CSI volume vol of pod and returns its path on the node.
+	SetUp(ctx context.Context, pod *v1.Pod, vol csi.Volume) (string, error)
+	// TearDown unpublishes (and unstages when unused) every CSI volume of the pod uid; what
+	// it cannot tear down is an error, left for a later try.
+	TearDown(ctx context.Context, uid string) error
 }
 
 // Devices is the device manager as the worker sees it.
