@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
@@ -125,6 +124,7 @@ type daemon struct {
 	// devices is the device manager (device plugins, the PodResources API); nil when the
 	// plugin directory cannot hold its socket.
 	devices  *devices.Manager
+	csi      *csiPlugin
 	security map[string]admission.PodSecurity
 	ctrl     *pods.Controller
 	stats    *podstats.Sampler
@@ -279,6 +279,9 @@ func (d *daemon) buildPodStack(ctx context.Context, o Options) (err error) {
 	if d.devices != nil {
 		extra.Devices = deviceRunOptions{d.devices}
 	}
+	if d.csi = newCSI(d, log); d.csi != nil {
+		extra.CSI = d.csi.m
+	}
 	if d.prt, err = newRuntime(ctx, cfg, d.sd, d.capa, d.mcfg, recorder, extra, log); err != nil {
 		return err
 	}
@@ -312,10 +315,7 @@ func (d *daemon) buildPodStack(ctx context.Context, o Options) (err error) {
 		admitter.ForPod = d.devices.AdmissionAllocatable
 		allocator = deviceAllocator{d.devices}
 	}
-	nodeName := cfg.Cluster.NodeName
-	if nodeName == "" {
-		nodeName = strings.ToLower(d.hostname)
-	}
+	nodeName := d.nodeName()
 	cgroupVersion := 1
 	if d.mode.V2() {
 		cgroupVersion = 2
@@ -462,6 +462,7 @@ func (d *daemon) run(ctx context.Context) error {
 	defer stopDevices()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	d.csi.start(runCtx, log)
 	var wg sync.WaitGroup
 	wg.Go(func() { d.mgr.Run(runCtx) })
 	wg.Go(func() { d.ctrl.Run(runCtx) })

@@ -106,10 +106,7 @@ func newCluster(d *daemon) (clusterMode, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	name := cc.NodeName
-	if name == "" {
-		name = strings.ToLower(d.hostname)
-	}
+	name := d.nodeName()
 	ips := d.nodeIPs
 	if cc.NodeIP != "" {
 		ips = []string{cc.NodeIP}
