@@ -175,8 +175,8 @@ type Objects struct {
 // NewObjects returns the API-backed objects of clients, on clk.
 func NewObjects(clients Clients, clk clock.PassiveClock) *Objects {
 	o := &Objects{
-		tokens:   newTokenManager(clients.ServiceAccounts, clk),
-		services: &serviceEnv{},
+		tokens:      newTokenManager(clients.ServiceAccounts, clk),
+		services:    &serviceEnv{},
 		claims:      clients.PersistentVolumeClaims,
 		volumes:     clients.PersistentVolumes,
 		attachments: clients.VolumeAttachments,
