@@ -282,6 +282,12 @@ func (d *daemon) buildPodStack(ctx context.Context, o Options) (err error) {
 	if d.csi = newCSI(d, log); d.csi != nil {
 		extra.CSI = d.csi.m
 	}
+	extra.NodeLabels = func() map[string]string {
+		if n := d.clusterNode(); n != nil {
+			return n.Labels
+		}
+		return nil
+	}
 	if d.prt, err = newRuntime(ctx, cfg, d.sd, d.capa, d.mcfg, recorder, extra, log); err != nil {
 		return err
 	}

@@ -1,24 +1,16 @@
+//go:build !nocluster
+
 package agent
 
 import (
 	"context"
 	"log/slog"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/slicelet/slicelet/internal/cluster"
 	"github.com/slicelet/slicelet/internal/pods/csi"
 )
-
-// nodeName is the Node's name: [cluster] node_name, else the host name lower-cased (the
-// kubelet's default from os.Hostname).
-func (d *daemon) nodeName() string {
-	if n := d.cfg.Cluster.NodeName; n != "" {
-		return n
-	}
-	return strings.ToLower(d.hostname)
-}
 
 // csiPlugin is cluster mode's CSI volume plugin: the drivers' registrations and the pods' CSI
 // volumes, and the CSINode object the drivers are recorded in.

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/storage/ephemeral"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
 )
 
 // pvcProtectionFinalizer keeps a claim in use from going away (the kubelet's
@@ -87,4 +88,15 @@ func ClaimedVolume(pod *v1.Pod, v *v1.Volume, claim string, pvc *v1.PersistentVo
 		return "", readOnly, nil
 	}
 	return "", false, fmt.Errorf("persistent volume %s: slicelet mounts hostPath, local and CSI persistent volumes only: it has no in-tree volume plugin for this one", name)
+}
+
+// VolumeNodeAffinity refuses to mount a persistent volume whose node affinity the node's labels
+// do not match, in the kubelet's words: the kubelet checks it when it mounts the volume, not
+// at admission (pkg/volume/util/operationexecutor: checkNodeAffinity before NewMounter, with
+// the scheduler's helper), so such a pod waits in ContainerCreating with FailedMount.
+func VolumeNodeAffinity(pv *v1.PersistentVolume, nodeLabels map[string]string) error {
+	if err := volumehelpers.CheckNodeAffinity(pv, nodeLabels); err != nil {
+		return fmt.Errorf("MountVolume.NodeAffinity check failed for volume %q : %w", pv.Name, err)
+	}
+	return nil
 }

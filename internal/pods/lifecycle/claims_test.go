@@ -97,3 +97,32 @@ func TestClaimVolumes(t *testing.T) {
 		})
 	}
 }
+
+func TestVolumeNodeAffinity(t *testing.T) {
+	affinity := func(values ...string) *v1.PersistentVolume {
+		return &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "local-pv"}, Spec: v1.PersistentVolumeSpec{
+			NodeAffinity: &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+				MatchExpressions: []v1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: v1.NodeSelectorOpIn, Values: values}},
+			}}}},
+		}}
+	}
+	for _, tc := range []struct {
+		name   string
+		pv     *v1.PersistentVolume
+		labels map[string]string
+		want   string
+	}{
+		{"no affinity", &v1.PersistentVolume{}, nil, ""},
+		{"this node", affinity("node-a"), map[string]string{"kubernetes.io/hostname": "node-a"}, ""},
+		{"another node", affinity("node-b"), map[string]string{"kubernetes.io/hostname": "node-a"},
+			`MountVolume.NodeAffinity check failed for volume "local-pv" : no matching NodeSelectorTerms`},
+		{"no labels known yet", affinity("node-a"), nil, `MountVolume.NodeAffinity check failed for volume "local-pv" : no matching NodeSelectorTerms`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := VolumeNodeAffinity(tc.pv, tc.labels)
+			if (err == nil) != (tc.want == "") || (err != nil && err.Error() != tc.want) {
+				t.Errorf("= %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -261,9 +261,10 @@ func (w *Worker) syncObjectVolumes(pod *v1.Pod, e *entry) (map[string]string, er
 }
 
 // claimVolume is the node path of the volume bound to claim, the claim of cluster pod's volume
-// v (the kubelet's volume manager, for hostPath and local persistent volumes): the claim and
-// its volume are read from the API server until the volume is set up (a hostPath volume's
-// type checked, or its directory created), then the path is kept for the pod's life.
+// v (the kubelet's volume manager, for hostPath, local and CSI persistent volumes): the claim
+// and its volume are read from the API server until the volume is set up (its node affinity
+// matched against the Node's labels, a hostPath volume's type checked or its directory
+// created, a CSI volume published), then the path is kept for the pod's life.
 func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) (string, error) {
 	e.recMu.Lock()
 	path, ok := e.claims[v.Name]
@@ -282,6 +283,13 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 	pv, err := w.opts.Cluster.PersistentVolume(pvName)
 	path, readOnly, err := lifecycle.ClaimedVolume(pod, v, claim, pvc, pv, err)
 	if err != nil {
+		return "", err
+	}
+	var labels map[string]string
+	if w.opts.NodeLabels != nil {
+		labels = w.opts.NodeLabels()
+	}
+	if err := lifecycle.VolumeNodeAffinity(pv, labels); err != nil {
 		return "", err
 	}
 	if vol, ok := csi.FromPod(pod, v, pv, readOnly); ok {

@@ -68,6 +68,9 @@ type Options struct {
 	Cluster ClusterObjects
 	// NodeName is spec.nodeName in the Downward API for pods that have none.
 	NodeName string
+	// NodeLabels are the registered Node's labels, which a persistent volume's node affinity
+	// must match before it is mounted; nil: none known (such a volume waits).
+	NodeLabels func() map[string]string
 	// Allocatable is the node's allocatable, the Downward API's value of limits a container
 	// does not set (the kubelet's defaultPodLimitsForDownwardAPI).
 	Allocatable v1.ResourceList
