@@ -38,9 +38,6 @@ func newCSI(d *daemon, log *slog.Logger) *csiPlugin {
 	})}
 }
 
-// csiInitRetryMax bounds the wait between attempts to create the CSINode at start.
-const csiInitRetryMax = time.Minute
-
 // start watches the registration directory (a failure is logged: the node runs without CSI
 // drivers) and creates the node's CSINode once the Node exists, retrying until it does.
 func (p *csiPlugin) start(ctx context.Context, log *slog.Logger) {
@@ -50,20 +47,7 @@ func (p *csiPlugin) start(ctx context.Context, log *slog.Logger) {
 	if err := p.m.Start(ctx); err != nil {
 		log.Error("csi drivers off", "error", err)
 	}
-	go func() {
-		for wait := time.Second; ; wait = min(2*wait, csiInitRetryMax) {
-			err := p.nodes.Initialize(ctx)
-			if err == nil {
-				return
-			}
-			log.Warn("CSINode not created yet", "error", err, "retry_in", wait)
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	go csi.Retry(ctx, func() error { return p.nodes.Initialize(ctx) }, func(err error, wait time.Duration) {
+		log.Warn("CSINode not created yet", "error", err, "retry_in", wait)
+	})
 }

@@ -81,6 +81,25 @@ const (
 	retryMax   = 2 * time.Minute
 )
 
+// Retry calls try until it succeeds or ctx ends, telling failed of each failure and of the
+// wait before the next try: a second, doubling up to two minutes.
+func Retry(ctx context.Context, try func() error, failed func(err error, wait time.Duration)) {
+	for wait := retryFirst; ; wait = min(2*wait, retryMax) {
+		err := try()
+		if err == nil {
+			return
+		}
+		failed(err, wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // socketAdded registers the plugin behind a new registration socket, in the background (a
 // plugin that does not answer holds nothing else up), trying again until it registers or its
 // socket goes. A socket created again replaces the earlier attempts.
@@ -109,25 +128,16 @@ func (m *Manager) socketAdded(ctx context.Context, path string) {
 			m.mu.Unlock()
 			cancel()
 		}()
-		for wait := retryFirst; ; wait = min(2*wait, retryMax) {
-			rctx, rcancel := context.WithTimeout(ctx, registrationTimeout)
-			err := m.register(rctx, path)
-			rcancel()
-			if err == nil {
-				return
-			}
-			m.log.Error("plugin registration failed", "socket", path, "error", err, "retry_in", wait)
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
+		Retry(ctx, func() error {
 			if cur, err := os.Lstat(path); err != nil || !os.SameFile(cur, st) {
-				return
+				return nil // the socket went, or is another one now
 			}
-		}
+			rctx, rcancel := context.WithTimeout(ctx, registrationTimeout)
+			defer rcancel()
+			return m.register(rctx, path)
+		}, func(err error, wait time.Duration) {
+			m.log.Error("plugin registration failed", "socket", path, "error", err, "retry_in", wait)
+		})
 	}()
 }
 
