@@ -194,11 +194,12 @@ func (f *fakeAPI) Secret(namespace, name string) (*v1.Secret, error) {
 
 // env is a node's directories, a running mock driver registered with a Manager.
 type env struct {
-	m      *Manager
-	driver *ephemeralNode
-	api    *fakeAPI
-	node   *fakeNodeInfo
-	root   string
+	m         *Manager
+	registrar *registrar
+	driver    *ephemeralNode
+	api       *fakeAPI
+	node      *fakeNodeInfo
+	root      string
 }
 
 func newEnv(t *testing.T, cfg service.Config) *env {
@@ -226,6 +227,7 @@ func newEnv(t *testing.T, cfg service.Config) *env {
 	if s := waitStatus(t, r); !s.PluginRegistered {
 		t.Fatalf("mock driver not registered: %s", s.Error)
 	}
+	e.registrar = r
 	return e
 }
 
@@ -508,5 +510,24 @@ func TestTearDownKeepsWhatItCannotTearDown(t *testing.T) {
 	}
 	if !errors.Is(func() error { _, err := loadVolData(filepath.Dir(path)); return err }(), nil) {
 		t.Errorf("vol_data.json removed")
+	}
+
+	// slicelet starts again: the registrar's socket is found at start, and the volume, read
+	// from its vol_data.json, is unpublished and unstaged.
+	m2 := New(e.m.opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer m2.Stop()
+	if err := m2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := waitStatus(t, e.registrar); !s.PluginRegistered {
+		t.Fatalf("not registered again: %s", s.Error)
+	}
+	if err := m2.TearDown(ctx, "uid-a"); err != nil {
+		t.Fatalf("teardown after the restart: %v", err)
+	}
+	if exists(filepath.Dir(path)) || exists(filepath.Dir(DeviceMountPath(e.m.opts.PluginsDir, mockDriver, "1"))) {
+		t.Errorf("volume left after the teardown that followed the restart")
 	}
 }
