@@ -112,3 +112,11 @@ func TestPublishContext(t *testing.T) {
 		})
 	}
 }
+
+func TestPathElement(t *testing.T) {
+	for name, ok := range map[string]bool{"pv-1": true, "hostpath.csi.k8s.io": true, "": false, ".": false, "..": false, "a/b": false, "../x": false, "a\x00": false} {
+		if err := pathElement(name); (err == nil) != ok {
+			t.Errorf("pathElement(%q) = %v", name, err)
+		}
+	}
+}

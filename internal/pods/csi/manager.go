@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,6 +79,36 @@ type Manager struct {
 	mu      sync.Mutex
 	drivers map[string]*driver
 	pending map[string]context.CancelFunc // registrations under way, by socket
+	volumes map[string]*volumeLock        // one operation at a time on a volume, by driver and handle
+}
+
+// volumeLock serializes the operations on one volume (the kubelet's nestedpendingoperations):
+// a pod's teardown deciding to unstage does not race another pod's stage and publish.
+type volumeLock struct {
+	mu    sync.Mutex
+	users int
+}
+
+// lockVolume takes the volume's lock; the returned function releases it.
+func (m *Manager) lockVolume(driver, handle string) func() {
+	key := driver + "\x00" + handle
+	m.mu.Lock()
+	l := m.volumes[key]
+	if l == nil {
+		l = &volumeLock{}
+		m.volumes[key] = l
+	}
+	l.users++
+	m.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		m.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(m.volumes, key)
+		}
+		m.mu.Unlock()
+	}
 }
 
 // New returns a Manager; Start watches the registration directory.
@@ -86,7 +117,7 @@ func New(opts Options) *Manager {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{opts: opts, log: log, drivers: map[string]*driver{}, pending: map[string]context.CancelFunc{}}
+	return &Manager{opts: opts, log: log, drivers: map[string]*driver{}, pending: map[string]context.CancelFunc{}, volumes: map[string]*volumeLock{}}
 }
 
 // Drivers are the names of the registered drivers.
@@ -158,6 +189,11 @@ func (m *Manager) secret(ref *v1.SecretReference) (map[string]string, error) {
 // policy says so (and the driver does not apply it itself). Calls are idempotent, as the CSI
 // spec requires of drivers: a pod synced again, or after a restart, publishes again.
 func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (string, error) {
+	for _, name := range []string{vol.Driver, vol.SpecName} {
+		if err := pathElement(name); err != nil {
+			return "", err
+		}
+	}
 	node, err := m.nodeClient(vol.Driver)
 	if err != nil {
 		return "", err
@@ -187,6 +223,7 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (string, e
 		mountGroup = fmt.Sprint(*fsGroup)
 	}
 	capability := volumeCapability(vol.FSType, vol.MountOptions, accessMode(vol.AccessModes), mountGroup)
+	defer m.lockVolume(vol.Driver, vol.Handle)()
 
 	var publishContext map[string]string
 	staging := ""
@@ -322,10 +359,14 @@ func (m *Manager) unpublish(ctx context.Context, uid, volDir string) error {
 		return err
 	}
 	name, handle := data[keyDriverName], data[keyVolHandle]
+	if err := pathElement(name); err != nil {
+		return err
+	}
 	node, err := m.nodeClient(name)
 	if err != nil {
 		return err
 	}
+	defer m.lockVolume(name, handle)()
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	target := filepath.Join(volDir, mountDir)
@@ -390,4 +431,13 @@ func (m *Manager) published(name, handle string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// pathElement refuses a name that is not one element of a path (a driver's or a volume's name
+// names a directory; the API validates both, this holds whatever a vol_data.json says).
+func pathElement(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("name %q cannot name a directory", name)
+	}
+	return nil
 }

@@ -314,7 +314,7 @@ func TestRegistration(t *testing.T) {
 	if got := e.m.Drivers(); len(got) != 0 {
 		t.Errorf("drivers after deregistration = %v", got)
 	}
-	_, err := e.m.SetUp(context.Background(), testPod("1", nil), Volume{Driver: mockDriver, Mode: storagev1.VolumeLifecyclePersistent})
+	_, err := e.m.SetUp(context.Background(), testPod("1", nil), Volume{Driver: mockDriver, SpecName: "pv", Mode: storagev1.VolumeLifecyclePersistent})
 	if err == nil || err.Error() != "driver name io.kubernetes.storage.mock not found in the list of registered CSI drivers" {
 		t.Errorf("set up on a deregistered driver: %v", err)
 	}
