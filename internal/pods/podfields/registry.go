@@ -191,7 +191,7 @@ var podFields = []Entry{
 	{Path: "spec.volumes[*].azureFile", Handling: Refused, Note: noPlugin},
 	{Path: "spec.volumes[*].cephfs", Handling: Refused, Note: noPlugin},
 	{Path: "spec.volumes[*].cinder", Handling: Refused, Note: noPlugin},
-	{Path: "spec.volumes[*].csi", Handling: Refused, Note: "an inline CSI volume needs its driver's CSIDriver object (the Ephemeral lifecycle mode) from an API server, which a stand-alone node has none of; slicelet publishes CSI volumes for the pods of cluster mode's API server only",
+	{Path: "spec.volumes[*].csi", Handling: Refused, Note: noPlugin + " (the CSI plugin serves cluster mode's API server pods only: an inline CSI volume needs its driver's CSIDriver object, its Ephemeral lifecycle mode, from an API server)",
 		ClusterHandling: Implemented, Cluster: "published by the registered CSI driver when its CSIDriver object declares the Ephemeral mode (NodePublishVolume at pods/<uid>/volumes/kubernetes.io~csi/<volume>/mount, the handle csi-<sha256(pod UID, volume)>, the pod's information when podInfoOnMount), unpublished when the pod is done (internal/pods/csi); until then the pod waits in ContainerCreating with FailedMount"},
 	{Path: "spec.volumes[*].fc", Handling: Refused, Note: noPlugin},
 	{Path: "spec.volumes[*].flexVolume", Handling: Refused, Note: noPlugin},
