@@ -89,6 +89,8 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' ; git ls-files --others --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	@# The daemon without cluster mode (make build TAGS='grpcnotrace nocluster') must build too.
+	$(GO) vet -tags 'grpcnotrace nocluster' ./cmd/... ./internal/agent/...
 	$(GO) tool staticcheck $(PKGS)
 	@# hack/peer is a module of its own: the same checks there, with the product module's staticcheck.
 	cd hack/peer && $(GO) vet ./...

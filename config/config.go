@@ -94,6 +94,8 @@ type Config struct {
 	Metrics Metrics `toml:"metrics"`
 	// Devices is where device plugins register and where the PodResources API is served.
 	Devices Devices `toml:"devices"`
+	// CSI is where CSI node plugins register and where their volumes are staged and published.
+	CSI CSI `toml:"csi"`
 	// Cluster is cluster mode: the node joins a Kubernetes API server (off by default).
 	Cluster Cluster `toml:"cluster"`
 	// Log is the logger's level and format.
@@ -316,6 +318,24 @@ func (c *Config) PodResourcesSocket() string {
 		return c.Devices.PodResourcesSocket
 	}
 	return filepath.Join(c.StateDir, "pod-resources", "kubelet.sock")
+}
+
+// CSI is the CSI volume plugin's directories, as the kubelet's under its root directory:
+// <root_dir>/plugins_registry (drivers' registrars put their registration sockets there),
+// <root_dir>/plugins (staging paths, kubernetes.io/csi/<driver>/<sha256(handle)>/globalmount)
+// and <root_dir>/pods (publish paths, <uid>/volumes/kubernetes.io~csi/<volume>/mount).
+type CSI struct {
+	// RootDir is the kubelet's --root-dir for CSI drivers (/var/lib/kubelet). Empty means
+	// state_dir.
+	RootDir string `toml:"root_dir"`
+}
+
+// CSIRootDir is csi.root_dir, defaulted.
+func (c *Config) CSIRootDir() string {
+	if c.CSI.RootDir != "" {
+		return c.CSI.RootDir
+	}
+	return c.StateDir
 }
 
 // Metrics is the Prometheus endpoint.

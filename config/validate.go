@@ -135,6 +135,7 @@ func (l *loader) validate() {
 	if p := c.Devices.PodResourcesSocket; len(p) > 107 {
 		l.at(key("devices", "pod_resources_socket"), "socket %q is longer than 107 bytes", p)
 	}
+	l.absolutePath(key("csi", "root_dir"), c.CSI.RootDir, false)
 	l.validateCluster()
 	if level := strings.ToLower(c.Log.Level); level != "" && level != "warning" && !slices.Contains(LogLevels, level) {
 		l.at(key("log", "level"), "invalid log level %q: want debug, info, warn or error", c.Log.Level)

@@ -263,7 +263,7 @@ spec:
 kind: Pod
 metadata: {name: db, uid: 11111111-aaaa-bbbb-cccc-000000000011}
 spec:
-  volumes: [{name: data, csi: {driver: csi.example.com}}]
+  volumes: [{name: data, nfs: {server: nfs.example.com, path: /export}}]
   containers:
   - {name: db, image: postgres, resources: {requests: {cpu: "3"}}, volumeMounts: [{name: data, mountPath: /data}]}
 `)
@@ -297,7 +297,7 @@ spec:
 			want: []string{"Validation (static pod):", "spec.nodeSelector: Forbidden", "spec.serviceAccountName: Forbidden: static pods may not reference serviceaccounts",
 				"Runtime cri:", "spec.securityContext.sysctls", "Admission:"}},
 		{name: "cluster mode: a volume the node cannot mount, and the capacity the first pod took", config: clusterCfg, files: []string{apiPod, claim}, code: exitFailure,
-			want: []string{"admitted against", "spec.volumes[0].csi: Forbidden: needs a volume plugin slicelet does not have",
+			want: []string{"admitted against", "spec.volumes[0].nfs: Forbidden: needs a volume plugin slicelet does not have",
 				"refused against", "OutOfcpu"}, never: "static pods may not"},
 		{name: "cluster mode: what the API server refuses at create is a problem of the pod", config: clusterCfg, files: []string{undeclared}, code: exitFailure,
 			want: []string{"Validation (API pod, cluster mode):", `spec.containers[0].volumeMounts[0].name: Not found: "data"`, "Runtime cri:"}},

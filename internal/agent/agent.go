@@ -128,6 +128,7 @@ type daemon struct {
 	// devices is the device manager (device plugins, the PodResources API); nil when the
 	// plugin directory cannot hold its socket.
 	devices  *devices.Manager
+	csi      *csiPlugin
 	security map[string]admission.PodSecurity
 	ctrl     *pods.Controller
 	stats    *podstats.Sampler
@@ -281,6 +282,15 @@ func (d *daemon) buildPodStack(ctx context.Context, o Options) (err error) {
 	d.devices = newDevices(cfg, nil, log)
 	if d.devices != nil {
 		extra.Devices = deviceRunOptions{d.devices}
+	}
+	if d.csi = newCSI(d, log); d.csi != nil {
+		extra.CSI = d.csi.m
+	}
+	extra.NodeLabels = func() map[string]string {
+		if n := d.clusterNode(); n != nil {
+			return n.Labels
+		}
+		return nil
 	}
 	if d.prt, err = newRuntime(ctx, cfg, d.sd, d.capa, d.mcfg, recorder, extra, log); err != nil {
 		return err
@@ -464,6 +474,7 @@ func (d *daemon) run(ctx context.Context) error {
 	defer stopDevices()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	d.csi.start(runCtx, log)
 	var wg sync.WaitGroup
 	wg.Go(func() { d.mgr.Run(runCtx) })
 	wg.Go(func() { d.ctrl.Run(runCtx) })

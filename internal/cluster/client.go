@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -76,6 +77,11 @@ type Clients struct {
 	// (objects.go); nil ones find none.
 	PersistentVolumeClaims func(namespace string) PersistentVolumeClaimClient
 	PersistentVolumes      PersistentVolumeClient
+	// CSIDrivers, VolumeAttachments and CSINodes serve the CSI volume plugin (csinode.go,
+	// objects.go); nil ones find none.
+	CSIDrivers        CSIDriverClient
+	VolumeAttachments VolumeAttachmentClient
+	CSINodes          CSINodeClient
 }
 
 // NewClients builds the clients from a kubeconfig file: client-go's REST client (what the
@@ -103,6 +109,10 @@ func NewClients(kubeconfig string) (Clients, error) {
 	}
 	// node.k8s.io/v1 for the pods' RuntimeClasses.
 	if err := nodev1.AddToScheme(scheme); err != nil {
+		return Clients{}, err
+	}
+	// storage.k8s.io/v1 for the CSI volume plugin: CSIDrivers, VolumeAttachments, CSINode.
+	if err := storagev1.AddToScheme(scheme); err != nil {
 		return Clients{}, err
 	}
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
@@ -153,6 +163,16 @@ func NewClients(kubeconfig string) (Clients, error) {
 	}
 	clients.RuntimeClasses = &typed[*nodev1.RuntimeClass, *nodev1.RuntimeClassList]{rest: node, params: params, resource: "runtimeclasses",
 		obj: func() *nodev1.RuntimeClass { return &nodev1.RuntimeClass{} }}
+	storage, err := restFor("/apis", storagev1.SchemeGroupVersion)
+	if err != nil {
+		return Clients{}, err
+	}
+	clients.CSIDrivers = &typed[*storagev1.CSIDriver, *storagev1.CSIDriverList]{rest: storage, params: params, resource: "csidrivers",
+		obj: func() *storagev1.CSIDriver { return &storagev1.CSIDriver{} }}
+	clients.VolumeAttachments = &typed[*storagev1.VolumeAttachment, *storagev1.VolumeAttachmentList]{rest: storage, params: params, resource: "volumeattachments",
+		obj: func() *storagev1.VolumeAttachment { return &storagev1.VolumeAttachment{} }}
+	clients.CSINodes = &typed[*storagev1.CSINode, *storagev1.CSINodeList]{rest: storage, params: params, resource: "csinodes",
+		obj: func() *storagev1.CSINode { return &storagev1.CSINode{} }}
 	return clients, nil
 }
 

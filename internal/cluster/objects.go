@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -37,6 +38,16 @@ type PersistentVolumeClaimClient interface {
 // bound to.
 type PersistentVolumeClient interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.PersistentVolume, error)
+}
+
+// CSIDriverClient reads the CSIDriver objects of the drivers the node's pods use.
+type CSIDriverClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*storagev1.CSIDriver, error)
+}
+
+// VolumeAttachmentClient reads the attachments of the node's CSI volumes.
+type VolumeAttachmentClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*storagev1.VolumeAttachment, error)
 }
 
 // SecretClient is the node's access to the Secrets of one namespace, as ConfigMapClient.
@@ -157,16 +168,25 @@ type Objects struct {
 	services       *serviceEnv
 	claims         func(namespace string) PersistentVolumeClaimClient
 	volumes        PersistentVolumeClient
+	csiDrivers     *objectCache[*storagev1.CSIDriver]
+	attachments    VolumeAttachmentClient
 }
 
 // NewObjects returns the API-backed objects of clients, on clk.
 func NewObjects(clients Clients, clk clock.PassiveClock) *Objects {
 	o := &Objects{
-		tokens:   newTokenManager(clients.ServiceAccounts, clk),
-		services: &serviceEnv{},
-		claims:   clients.PersistentVolumeClaims,
-		volumes:  clients.PersistentVolumes,
+		tokens:      newTokenManager(clients.ServiceAccounts, clk),
+		services:    &serviceEnv{},
+		claims:      clients.PersistentVolumeClaims,
+		volumes:     clients.PersistentVolumes,
+		attachments: clients.VolumeAttachments,
 	}
+	o.csiDrivers = newObjectCache(clk, func(ctx context.Context, _, name string) (*storagev1.CSIDriver, error) {
+		if clients.CSIDrivers == nil {
+			return nil, apierrors.NewNotFound(storagev1.Resource("csidrivers"), name)
+		}
+		return clients.CSIDrivers.Get(ctx, name, metav1.GetOptions{})
+	})
 	o.configMaps = newObjectCache(clk, func(ctx context.Context, ns, name string) (*v1.ConfigMap, error) {
 		if clients.ConfigMaps == nil {
 			return nil, apierrors.NewNotFound(v1.Resource("configmap"), name)
@@ -231,6 +251,23 @@ func (o *Objects) PersistentVolume(name string) (*v1.PersistentVolume, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
 	defer cancel()
 	return o.volumes.Get(ctx, name, metav1.GetOptions{})
+}
+
+// CSIDriver returns the CSIDriver object of a CSI driver (cached as ConfigMaps are: the
+// kubelet's CSIDriver lister), or the API's error (NotFound when the driver has none).
+func (o *Objects) CSIDriver(name string) (*storagev1.CSIDriver, error) {
+	return o.csiDrivers.get("", name)
+}
+
+// VolumeAttachment reads the VolumeAttachment name from the API server, uncached: a volume
+// waits on it until the external attacher has attached it.
+func (o *Objects) VolumeAttachment(name string) (*storagev1.VolumeAttachment, error) {
+	if o.attachments == nil {
+		return nil, apierrors.NewNotFound(storagev1.Resource("volumeattachments"), name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+	defer cancel()
+	return o.attachments.Get(ctx, name, metav1.GetOptions{})
 }
 
 // Secret returns the Secret namespace/name, or the API's error.

@@ -106,18 +106,21 @@ func TestValidateAPIPod(t *testing.T) {
 				{Name: "scratch", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{}}}}
 		}},
 		{name: "a volume the node cannot mount", mutate: func(p *v1.Pod) {
-			p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "x"}}}}
+			p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "nfs", Path: "/"}}}}
 			p.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "data", DevicePath: "/dev/x"}}
-		}, want: []string{"spec.volumes[0].csi: Forbidden: needs a volume plugin slicelet does not have",
-			"spec.containers[0].volumeDevices: Forbidden: raw block devices come from persistent volumes"}, never: "static pods"},
+		}, want: []string{"spec.volumes[0].nfs: Forbidden: needs a volume plugin slicelet does not have",
+			"spec.containers[0].volumeDevices: Forbidden: raw block volumes (volumeMode: Block) are not implemented by slicelet yet"}, never: "static pods"},
+		{name: "an inline CSI volume: its driver publishes it", mutate: func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "x"}}}}
+		}},
 		{name: "pull secrets and resource claims", mutate: func(p *v1.Pod) {
 			p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "regcred"}}
 			p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu"}}
 		}, want: []string{"spec.imagePullSecrets: Forbidden: pulling images with credentials", "spec.resourceClaims: Forbidden: dynamic resource allocation"}, never: "static pods"},
 		{name: "other problems stay", mutate: func(p *v1.Pod) {
 			p.Spec.Containers[0].Name = "Not_A_Name"
-			p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "x"}}}}
-		}, want: []string{"spec.containers[0].name", "spec.volumes[0].csi: Forbidden: needs a volume plugin"}},
+			p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "nfs", Path: "/"}}}}
+		}, want: []string{"spec.containers[0].name", "spec.volumes[0].nfs: Forbidden: needs a volume plugin"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -118,8 +118,9 @@ var confined = []struct {
 	// container configurations): the worker and its two backends use them; gRPC stays crirt's.
 	{"k8s.io/cri-api/", []string{"internal/pods/worker", "internal/pods/crirt", "internal/pods/systemdrt"}},
 	// gRPC probes speak the gRPC health protocol (internal/pods/prober).
-	// The device plugin and PodResources APIs are gRPC over unix sockets (internal/pods/devices).
-	{"google.golang.org/grpc", []string{"internal/pods/crirt", "internal/pods/prober", "internal/pods/devices"}},
+	// The device plugin and PodResources APIs (internal/pods/devices), CSI and plugin
+	// registration (internal/pods/csi) are gRPC over unix sockets.
+	{"google.golang.org/grpc", []string{"internal/pods/crirt", "internal/pods/prober", "internal/pods/devices", "internal/pods/csi"}},
 	{"github.com/lmittmann/tint", []string{"internal/logging"}},
 	// k8s.io/kubernetes is large and not meant as a library: one small adapter calls it.
 	// The device manager's checkpoint is the kubelet's own format and checksum

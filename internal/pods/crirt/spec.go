@@ -72,15 +72,16 @@ func validatePod(pod *v1.Pod, strictGroups, appArmor func() bool) field.ErrorLis
 		case v.EmptyDir != nil:
 		case v.ConfigMap != nil, v.Secret != nil, v.Projected != nil, v.DownwardAPI != nil:
 			// Written by the pod worker into a directory of its own, mounted read-only.
-		case v.PersistentVolumeClaim != nil, v.Ephemeral != nil:
-			// A claim's volume: the pod worker finds its node path through the API server
-			// (cluster mode; the pod sources refuse claims elsewhere) and mounts it as a hostPath.
+		case v.PersistentVolumeClaim != nil, v.Ephemeral != nil, v.CSI != nil:
+			// A claim's volume or an inline CSI volume: the pod worker sets it up through the
+			// API server and the CSI driver (cluster mode; the pod sources refuse them
+			// elsewhere) and mounts it as a hostPath.
 		case v.HostPath != nil:
 			if !filepath.IsAbs(v.HostPath.Path) {
 				errs = append(errs, field.Invalid(p.Child("hostPath", "path"), v.HostPath.Path, "must be an absolute path"))
 			}
 		default:
-			errs = append(errs, field.NotSupported(p, v.Name, []string{"emptyDir", "hostPath", "configMap", "secret", "projected", "downwardAPI", "persistentVolumeClaim", "ephemeral"}))
+			errs = append(errs, field.NotSupported(p, v.Name, []string{"emptyDir", "hostPath", "configMap", "secret", "projected", "downwardAPI", "persistentVolumeClaim", "ephemeral", "csi"}))
 		}
 		volumes[v.Name] = true
 	}

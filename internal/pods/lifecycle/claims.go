@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-helpers/storage/ephemeral"
+	volumehelpers "k8s.io/component-helpers/storage/volume"
 )
 
 // pvcProtectionFinalizer keeps a claim in use from going away (the kubelet's
@@ -61,7 +62,8 @@ func BoundVolume(pod *v1.Pod, v *v1.Volume, claim string, pvc *v1.PersistentVolu
 // is on the node, and whether it is mounted read-only: the kubelet's getPVSpec checks (the
 // volume bound to this claim), then the volume's mode (a block volume is not mounted as a
 // directory), then its source: hostPath and local volumes are directories (or files) of the
-// node; slicelet has no plugin for the other kinds.
+// node; a CSI volume's path is where its driver publishes it (internal/pods/csi), "" here;
+// slicelet has no plugin for the other kinds.
 func ClaimedVolume(pod *v1.Pod, v *v1.Volume, claim string, pvc *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, err error) (path string, readOnly bool, _ error) {
 	name := pvc.Spec.VolumeName
 	if err != nil || pv == nil {
@@ -82,6 +84,19 @@ func ClaimedVolume(pod *v1.Pod, v *v1.Volume, claim string, pvc *v1.PersistentVo
 		return src.HostPath.Path, readOnly, nil
 	case src.Local != nil:
 		return src.Local.Path, readOnly, nil
+	case src.CSI != nil:
+		return "", readOnly, nil
 	}
-	return "", false, fmt.Errorf("persistent volume %s: slicelet mounts hostPath and local persistent volumes only: it has no CSI driver or in-tree volume plugin for this one", name)
+	return "", false, fmt.Errorf("persistent volume %s: slicelet mounts hostPath, local and CSI persistent volumes only: it has no in-tree volume plugin for this one", name)
+}
+
+// VolumeNodeAffinity refuses to mount a persistent volume whose node affinity the node's labels
+// do not match, in the kubelet's words: the kubelet checks it when it mounts the volume, not
+// at admission (pkg/volume/util/operationexecutor: checkNodeAffinity before NewMounter, with
+// the scheduler's helper), so such a pod waits in ContainerCreating with FailedMount.
+func VolumeNodeAffinity(pv *v1.PersistentVolume, nodeLabels map[string]string) error {
+	if err := volumehelpers.CheckNodeAffinity(pv, nodeLabels); err != nil {
+		return fmt.Errorf("MountVolume.NodeAffinity check failed for volume %q : %w", pv.Name, err)
+	}
+	return nil
 }

@@ -65,8 +65,9 @@ func TestClaimVolumes(t *testing.T) {
 			"error processing PVC default/data-0: found PV object pv-1 but its pv.Spec.ClaimRef.UID other does not point to claim.UID claim-uid"},
 		{"a block volume in volumeMounts", pvcVol, bound, nil, func() *v1.PersistentVolume { p := pv(hostPath); p.Spec.VolumeMode = &block; return p }(), nil, "", false,
 			"volume data has volumeMode Block, but is specified in volumeMounts"},
+		{"a CSI volume: its driver publishes it, the caller's path", roVol, bound, nil, pv(v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "d", VolumeHandle: "h"}}), nil, "", true, ""},
 		{"a volume slicelet has no plugin for", pvcVol, bound, nil, pv(v1.PersistentVolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}}), nil, "", false,
-			"persistent volume pv-1: slicelet mounts hostPath and local persistent volumes only"},
+			"persistent volume pv-1: slicelet mounts hostPath, local and CSI persistent volumes only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,6 +93,35 @@ func TestClaimVolumes(t *testing.T) {
 			}
 			if err != nil || path != tt.wantPath || ro != tt.wantRO {
 				t.Errorf("got %q ro=%v %v, want %q ro=%v", path, ro, err, tt.wantPath, tt.wantRO)
+			}
+		})
+	}
+}
+
+func TestVolumeNodeAffinity(t *testing.T) {
+	affinity := func(values ...string) *v1.PersistentVolume {
+		return &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "local-pv"}, Spec: v1.PersistentVolumeSpec{
+			NodeAffinity: &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+				MatchExpressions: []v1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: v1.NodeSelectorOpIn, Values: values}},
+			}}}},
+		}}
+	}
+	for _, tc := range []struct {
+		name   string
+		pv     *v1.PersistentVolume
+		labels map[string]string
+		want   string
+	}{
+		{"no affinity", &v1.PersistentVolume{}, nil, ""},
+		{"this node", affinity("node-a"), map[string]string{"kubernetes.io/hostname": "node-a"}, ""},
+		{"another node", affinity("node-b"), map[string]string{"kubernetes.io/hostname": "node-a"},
+			`MountVolume.NodeAffinity check failed for volume "local-pv" : no matching NodeSelectorTerms`},
+		{"no labels known yet", affinity("node-a"), nil, `MountVolume.NodeAffinity check failed for volume "local-pv" : no matching NodeSelectorTerms`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := VolumeNodeAffinity(tc.pv, tc.labels)
+			if (err == nil) != (tc.want == "") || (err != nil && err.Error() != tc.want) {
+				t.Errorf("= %v, want %q", err, tc.want)
 			}
 		})
 	}

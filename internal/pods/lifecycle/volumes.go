@@ -73,7 +73,7 @@ func PrepareVolume(v *v1.Volume, emptyDir func(v *v1.Volume) (string, error)) (s
 
 // VolumePlugin is the name of the kubelet's volume plugin of v (its volume_plugin and
 // plugin_name metric labels): kubernetes.io/empty-dir, host-path, configmap, secret,
-// projected or downward-api; "" for a volume of another type.
+// projected, downward-api or csi (an inline csi volume); "" for a volume of another type.
 func VolumePlugin(v *v1.Volume) string {
 	switch {
 	case v.EmptyDir != nil:
@@ -88,6 +88,8 @@ func VolumePlugin(v *v1.Volume) string {
 		return "kubernetes.io/projected"
 	case v.DownwardAPI != nil:
 		return "kubernetes.io/downward-api"
+	case v.CSI != nil:
+		return "kubernetes.io/csi"
 	}
 	return ""
 }

@@ -59,7 +59,7 @@ const (
 	noClaimBinder     = "a persistent volume claim is bound to its volume by an API server's controllers, and a stand-alone node has no API server; a static pod may not reference one on a cluster node either (static pods may not reference persistentvolumeclaims, pkg/kubelet/config/common.go)"
 	claimAlternatives = "mount the node's storage with a hostPath volume (type Directory, or DirectoryOrCreate), what a local PersistentVolume would give the pod (docs/operations.md#storage)"
 	// claimVolumes is what cluster mode does with a claim.
-	claimVolumes = "the claim and the volume bound to it read from the API server (what the Node authorizer lets a node read) until bound, the pod waiting in ContainerCreating with FailedMount and the kubelet's words meanwhile (\"error processing PVC default/data: PVC is not bound\"); a hostPath or local persistent volume is mounted from its node path (a hostPath's type checked or its directory created), read-only when the claim says so (lifecycle/claims.go, worker/objvolumes.go); a volume of another kind waits with FailedMount: slicelet has no CSI driver or other volume plugin"
+	claimVolumes = "the claim and the volume bound to it read from the API server (what the Node authorizer lets a node read) until bound, the pod waiting in ContainerCreating with FailedMount and the kubelet's words meanwhile (\"error processing PVC default/data: PVC is not bound\"); a persistent volume's node affinity is matched against the Node's labels before it is mounted, as the kubelet does at mount time, not at admission (\"MountVolume.NodeAffinity check failed ... : no matching NodeSelectorTerms\", the pod waiting); a hostPath or local persistent volume is mounted from its node path (a hostPath's type checked or its directory created), read-only when the claim says so (lifecycle/claims.go, worker/objvolumes.go); a CSI persistent volume is staged and published by its registered CSI driver at the kubelet's paths (internal/pods/csi: NodeStageVolume, NodePublishVolume, the VolumeAttachment waited for when the driver attaches); a volume of another kind waits with FailedMount: slicelet has no in-tree volume plugin"
 	noDRA        = "dynamic resource allocation is " + notYet + ": the node prepares no ResourceClaim (no DRA driver plugins)"
 )
 
@@ -113,7 +113,7 @@ var containerFields = []Entry{
 	{Path: "volumeMounts[*].mountPropagation", Handling: Implemented, Note: "CRI mount propagation as the kubelet's translateMountPropagation (None private, HostToContainer rslave, Bidirectional rshared; worker/network.go); Bidirectional only in privileged containers, as the API validates it (internal/manifest); the systemd runtime: HostToContainer is what systemd gives every mount of a service (its namespace is a slave of the host's; so does None there), Bidirectional refused (systemdrt/validate.go)"},
 	{Path: "volumeMounts[*].bindMountOptions", Handling: Refused, Note: "bind mount options are " + notYet},
 	{Path: "volumeDevices", Handling: Refused, Note: "raw block devices come from persistent volume claims: " + noClaimBinder,
-		Cluster: "raw block devices come from persistent volumes, which slicelet cannot attach or map: it has no CSI driver or in-tree volume plugin"},
+		Cluster: "raw block volumes (volumeMode: Block) are " + notYet + ": the CSI plugin stages and publishes filesystem volumes only (internal/pods/csi)"},
 	{Path: "terminationMessagePath", Handling: Implemented, Note: "the cri runtime: an empty 0666 file per run mounted there, read (at most 4 KiB) into the terminated state's message (worker/termination.go, kuberuntime_container.go); the systemd runtime mounts none and reports no message"},
 	{Path: "terminationMessagePolicy", Handling: Implemented, Note: "FallbackToLogsOnError: a failed run's last 80 log lines, at most 2 KiB, when its file is empty (lifecycle/termination.go)"},
 	{Path: "securityContext.runAsUser", Handling: Implemented, Note: "User= (systemdrt/props.go), CRI run_as_user"},
@@ -191,7 +191,8 @@ var podFields = []Entry{
 	{Path: "spec.volumes[*].azureFile", Handling: Refused, Note: noPlugin},
 	{Path: "spec.volumes[*].cephfs", Handling: Refused, Note: noPlugin},
 	{Path: "spec.volumes[*].cinder", Handling: Refused, Note: noPlugin},
-	{Path: "spec.volumes[*].csi", Handling: Refused, Note: noPlugin},
+	{Path: "spec.volumes[*].csi", Handling: Refused, Note: noPlugin + " (the CSI plugin serves cluster mode's API server pods only: an inline CSI volume needs its driver's CSIDriver object, its Ephemeral lifecycle mode, from an API server)",
+		ClusterHandling: Implemented, Cluster: "published by the registered CSI driver when its CSIDriver object declares the Ephemeral mode (NodePublishVolume at pods/<uid>/volumes/kubernetes.io~csi/<volume>/mount, the handle csi-<sha256(pod UID, volume)>, the pod's information when podInfoOnMount), unpublished when the pod is done (internal/pods/csi); until then the pod waits in ContainerCreating with FailedMount"},
 	{Path: "spec.volumes[*].fc", Handling: Refused, Note: noPlugin},
 	{Path: "spec.volumes[*].flexVolume", Handling: Refused, Note: noPlugin},
 	{Path: "spec.volumes[*].flocker", Handling: Refused, Note: noPlugin},

@@ -162,9 +162,12 @@ func TestRefusalsFromAPIServer(t *testing.T) {
 		{"persistent volume claim: its volume from the API server", func(p *v1.Pod) {
 			p.Spec.Volumes = []v1.Volume{{Name: "d", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
 		}, nil},
-		{"an inline CSI volume: the node has no driver", func(p *v1.Pod) {
+		{"an inline CSI volume: published by its registered driver", func(p *v1.Pod) {
 			p.Spec.Volumes = []v1.Volume{{Name: "d", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "x"}}}}
-		}, []string{"spec.volumes[0].csi: Forbidden: needs a volume plugin slicelet does not have"}},
+		}, nil},
+		{"a raw block device: not yet", func(p *v1.Pod) {
+			p.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "d", DevicePath: "/dev/xvda"}}
+		}, []string{"spec.containers[0].volumeDevices: Forbidden: raw block volumes (volumeMode: Block) are not implemented by slicelet yet"}},
 		{"resource claims", func(p *v1.Pod) { p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu"}} },
 			[]string{"spec.resourceClaims: Forbidden: dynamic resource allocation is not implemented"}},
 		{"image pull secrets", func(p *v1.Pod) { p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "regcred"}} },

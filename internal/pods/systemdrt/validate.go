@@ -414,9 +414,10 @@ func validateVolumes(p *field.Path, vols []v1.Volume) (map[string]bool, field.Er
 			}
 		case v.ConfigMap != nil, v.Secret != nil, v.Projected != nil, v.DownwardAPI != nil:
 			// Written by the pod worker into a directory of its own, bind-mounted read-only.
-		case v.PersistentVolumeClaim != nil, v.Ephemeral != nil:
-			// A claim's volume: the pod worker finds its node path through the API server
-			// (cluster mode; the pod sources refuse claims elsewhere) and bind-mounts it.
+		case v.PersistentVolumeClaim != nil, v.Ephemeral != nil, v.CSI != nil:
+			// A claim's volume or an inline CSI volume: the pod worker sets it up through the
+			// API server and the CSI driver (cluster mode; the pod sources refuse them
+			// elsewhere) and bind-mounts it.
 		case v.HostPath != nil:
 			hp := vp.Child("hostPath")
 			if msg := checkAbsPath(v.HostPath.Path); msg != "" {
@@ -428,7 +429,7 @@ func validateVolumes(p *field.Path, vols []v1.Volume) (map[string]bool, field.Er
 				errs = append(errs, field.NotSupported(hp.Child("type"), string(*t), hostPathTypeNames()))
 			}
 		default:
-			errs = append(errs, field.Invalid(vp, v.Name, "only emptyDir, hostPath, configMap, secret, projected, downwardAPI, persistentVolumeClaim and ephemeral volumes are supported by the systemd runtime"))
+			errs = append(errs, field.Invalid(vp, v.Name, "only emptyDir, hostPath, configMap, secret, projected, downwardAPI, persistentVolumeClaim, ephemeral and csi volumes are supported by the systemd runtime"))
 		}
 		if nameOK {
 			names[v.Name] = true

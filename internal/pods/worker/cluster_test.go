@@ -321,3 +321,40 @@ func TestClusterPodClaim(t *testing.T) {
 		}
 	})
 }
+
+// TestClusterPodLocalVolumeAffinity: a local persistent volume whose node affinity names
+// another node is not mounted (FailedMount, the kubelet's NodeAffinity words) and the pod
+// waits; once the Node's labels match, it runs.
+func TestClusterPodLocalVolumeAffinity(t *testing.T) {
+	f := newFakeRT()
+	dir := t.TempDir()
+	cl := &fakeCluster{
+		claims: map[string]*v1.PersistentVolumeClaim{"default/data-0": {ObjectMeta: metav1.ObjectMeta{Name: "data-0", Namespace: "default", UID: "claim-uid"},
+			Spec: v1.PersistentVolumeClaimSpec{VolumeName: "local-pv"}, Status: v1.PersistentVolumeClaimStatus{Phase: v1.ClaimBound}}},
+		volumes: map[string]*v1.PersistentVolume{"local-pv": {ObjectMeta: metav1.ObjectMeta{Name: "local-pv"},
+			Spec: v1.PersistentVolumeSpec{ClaimRef: &v1.ObjectReference{UID: "claim-uid"},
+				PersistentVolumeSource: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: dir}},
+				NodeAffinity: &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+					MatchExpressions: []v1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: v1.NodeSelectorOpIn, Values: []string{"node-b"}}},
+				}}}}}}},
+	}
+	labels := map[string]string{"kubernetes.io/hostname": "node-a"}
+	w, events := newTestWorkerWith(t, f, "", func(o *Options) {
+		o.Cluster = cl
+		o.NodeLabels = func() map[string]string { return labels }
+	})
+	pod := clusterPod("aff-1")
+	pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data-0"}}}}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	if st := mustSync(t, w, pod); running(st) || f.callsTo("CreateContainer") != 0 {
+		t.Fatalf("a pod whose local volume is another node's started: %+v", st)
+	}
+	want := `Warning FailedMount Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[data], failed to process volumes=[data]: MountVolume.NodeAffinity check failed for volume "local-pv" : no matching NodeSelectorTerms`
+	if got := drain(events); !slices.Contains(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	labels = map[string]string{"kubernetes.io/hostname": "node-b"}
+	if st := mustSync(t, w, pod); !running(st) {
+		t.Fatalf("not running once the node matches: %+v", st)
+	}
+}

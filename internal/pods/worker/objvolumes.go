@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/kubectl/pkg/util/fieldpath"
 
+	"github.com/slicelet/slicelet/internal/pods/csi"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 )
 
@@ -29,11 +31,13 @@ func isObjectVolume(v *v1.Volume) bool {
 }
 
 // readOnlyVolume reports whether the pod's volume of that name is mounted read-only whatever
-// the mount says (the kubelet's configmap, secret, projected and downwardAPI plugins).
+// the mount says (the kubelet's configmap, secret, projected and downwardAPI plugins, a
+// read-only claim or inline csi volume).
 func readOnlyVolume(pod *v1.Pod, name string) bool {
 	for i := range pod.Spec.Volumes {
 		if v := &pod.Spec.Volumes[i]; v.Name == name {
-			return isObjectVolume(v) || (v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly)
+			return isObjectVolume(v) || (v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly) ||
+				(v.CSI != nil && v.CSI.ReadOnly != nil && *v.CSI.ReadOnly)
 		}
 	}
 	return false
@@ -209,6 +213,15 @@ func (w *Worker) syncObjectVolumes(pod *v1.Pod, e *entry) (map[string]string, er
 			out[v.Name] = path
 			continue
 		}
+		if v.CSI != nil && fromCluster(pod) {
+			path, err := w.inlineCSIVolume(pod, v, e)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", v.Name, err))
+				continue
+			}
+			out[v.Name] = path
+			continue
+		}
 		if !isObjectVolume(v) {
 			continue
 		}
@@ -248,9 +261,10 @@ func (w *Worker) syncObjectVolumes(pod *v1.Pod, e *entry) (map[string]string, er
 }
 
 // claimVolume is the node path of the volume bound to claim, the claim of cluster pod's volume
-// v (the kubelet's volume manager, for hostPath and local persistent volumes): the claim and
-// its volume are read from the API server until the volume is set up (a hostPath volume's
-// type checked, or its directory created), then the path is kept for the pod's life.
+// v (the kubelet's volume manager, for hostPath, local and CSI persistent volumes): the claim
+// and its volume are read from the API server until the volume is set up (its node affinity
+// matched against the Node's labels, a hostPath volume's type checked or its directory
+// created, a CSI volume published), then the path is kept for the pod's life.
 func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) (string, error) {
 	e.recMu.Lock()
 	path, ok := e.claims[v.Name]
@@ -267,11 +281,23 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 		return "", err
 	}
 	pv, err := w.opts.Cluster.PersistentVolume(pvName)
-	path, _, err = lifecycle.ClaimedVolume(pod, v, claim, pvc, pv, err)
+	path, readOnly, err := lifecycle.ClaimedVolume(pod, v, claim, pvc, pv, err)
 	if err != nil {
 		return "", err
 	}
-	if hp := pv.Spec.HostPath; hp != nil {
+	var labels map[string]string
+	if w.opts.NodeLabels != nil {
+		labels = w.opts.NodeLabels()
+	}
+	if err := lifecycle.VolumeNodeAffinity(pv, labels); err != nil {
+		return "", err
+	}
+	if vol, ok := csi.FromPod(pod, v, pv, readOnly); ok {
+		path, err = w.csiSetUp(pod, vol)
+		if err != nil {
+			return "", fmt.Errorf("MountVolume.SetUp failed for volume %q : %w", pvName, err)
+		}
+	} else if hp := pv.Spec.HostPath; hp != nil {
 		if err := lifecycle.PrepareHostPath(&v1.HostPathVolumeSource{Path: hp.Path, Type: hp.Type}); err != nil {
 			return "", fmt.Errorf("MountVolume.SetUp failed for volume %q : hostPath %s: %w", pvName, hp.Path, err)
 		}
@@ -287,6 +313,40 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 	e.recMu.Unlock()
 	w.log.Info("claim's volume set up", "pod_uid", string(pod.UID), "volume", v.Name, "claim", claim, "persistent_volume", pvName, "path", path)
 	return path, nil
+}
+
+// inlineCSIVolume is the node path of cluster pod's inline csi volume v, published once for
+// the pod's life (the kubelet's CSI plugin in its Ephemeral mode).
+func (w *Worker) inlineCSIVolume(pod *v1.Pod, v *v1.Volume, e *entry) (string, error) {
+	e.recMu.Lock()
+	path, ok := e.claims[v.Name]
+	e.recMu.Unlock()
+	if ok {
+		return path, nil
+	}
+	vol, _ := csi.FromPod(pod, v, nil, false)
+	start := w.clock.Now()
+	path, err := w.csiSetUp(pod, vol)
+	w.volumeSetUp(e, v, start, true, err)
+	if err != nil {
+		return "", err
+	}
+	e.recMu.Lock()
+	if e.claims == nil {
+		e.claims = map[string]string{}
+	}
+	e.claims[v.Name] = path
+	e.recMu.Unlock()
+	return path, nil
+}
+
+// csiSetUp sets the CSI volume vol of pod up through the CSI plugin; without one its driver
+// is as unknown as on a kubelet node where it never registered.
+func (w *Worker) csiSetUp(pod *v1.Pod, vol csi.Volume) (string, error) {
+	if w.opts.CSI == nil {
+		return "", fmt.Errorf("driver name %s not found in the list of registered CSI drivers", vol.Driver)
+	}
+	return w.opts.CSI.SetUp(context.Background(), pod, vol)
 }
 
 // validateObjectVolumes checks the object volumes the worker writes: the sources it handles

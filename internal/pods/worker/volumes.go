@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -263,9 +264,16 @@ func (w *Worker) removeVolumes(uid string) error {
 	return nil
 }
 
-// unmountVolumes unmounts whatever is mounted on the pod's volume directories (the tmpfs of
-// its memory-backed emptyDirs) before they are removed.
+// unmountVolumes unmounts whatever is mounted on the pod's volume directories before they
+// are removed: its CSI volumes unpublished (and unstaged when no other pod uses them), the
+// tmpfs of its memory-backed emptyDirs unmounted. A CSI volume that cannot be torn down
+// keeps everything in place, to be tried again.
 func (w *Worker) unmountVolumes(uid string) error {
+	if w.opts.CSI != nil {
+		if err := w.opts.CSI.TearDown(context.Background(), uid); err != nil {
+			return fmt.Errorf("csi volumes: %w", err)
+		}
+	}
 	for _, dir := range w.volumeDirs(uid) {
 		if err := w.unmountIn(dir); err != nil {
 			return err

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/csi"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/internal/pods/prober"
 	"github.com/slicelet/slicelet/slices"
@@ -73,6 +74,9 @@ type Options struct {
 	Cluster ClusterObjects
 	// NodeName is spec.nodeName in the Downward API for pods that have none.
 	NodeName string
+	// NodeLabels are the registered Node's labels, which a persistent volume's node affinity
+	// must match before it is mounted; nil: none known (such a volume waits).
+	NodeLabels func() map[string]string
 	// Allocatable is the node's allocatable, the Downward API's value of limits a container
 	// does not set (the kubelet's defaultPodLimitsForDownwardAPI).
 	Allocatable v1.ResourceList
@@ -93,6 +97,18 @@ type Options struct {
 	// Devices gives a container's run what its device plugins answered for its devices
 	// (internal/pods/devices); nil: no device plugin.
 	Devices Devices
+	// CSI sets up and tears down the cluster pods' CSI volumes (internal/pods/csi); nil: a
+	// CSI volume waits with FailedMount, as on a node where its driver never registers.
+	CSI CSIVolumes
+}
+
+// CSIVolumes is the CSI volume plugin as the worker sees it.
+type CSIVolumes interface {
+	// SetUp stages and publishes the CSI volume vol of pod and returns its path on the node.
+	SetUp(ctx context.Context, pod *v1.Pod, vol csi.Volume) (string, error)
+	// TearDown unpublishes (and unstages when unused) every CSI volume of the pod uid; what
+	// it cannot tear down is an error, left for a later try.
+	TearDown(ctx context.Context, uid string) error
 }
 
 // Devices is the device manager as the worker sees it.

@@ -1,0 +1,121 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slicelet/slicelet/internal/pods/csi"
+)
+
+// fakeCSI is the CSI plugin as the worker sees it: it publishes each volume at a directory of
+// its own and records the calls.
+type fakeCSI struct {
+	dir      string
+	setUps   []csi.Volume
+	tearDown []string
+	setUpErr error
+	downErr  error
+}
+
+func (f *fakeCSI) SetUp(_ context.Context, pod *v1.Pod, vol csi.Volume) (string, error) {
+	f.setUps = append(f.setUps, vol)
+	if f.setUpErr != nil {
+		return "", f.setUpErr
+	}
+	p := filepath.Join(f.dir, string(pod.UID), vol.SpecName)
+	return p, os.MkdirAll(p, 0o750)
+}
+
+func (f *fakeCSI) TearDown(_ context.Context, uid string) error {
+	f.tearDown = append(f.tearDown, uid)
+	return f.downErr
+}
+
+// TestClusterPodCSI: a cluster pod's CSI volumes — a claim bound to a CSI persistent volume
+// and an inline csi volume — are set up once through the CSI plugin and mounted from the
+// paths it returns (the inline one read-only as it says); a failure waits with FailedMount
+// and starts nothing; the pod's end tears them down, and a teardown that fails keeps the
+// pod's volumes.
+func TestClusterPodCSI(t *testing.T) {
+	f := newFakeRT()
+	cl := &fakeCluster{
+		claims: map[string]*v1.PersistentVolumeClaim{"default/data-0": {ObjectMeta: metav1.ObjectMeta{Name: "data-0", Namespace: "default", UID: "claim-uid"},
+			Spec: v1.PersistentVolumeClaimSpec{VolumeName: "pv-1"}, Status: v1.PersistentVolumeClaimStatus{Phase: v1.ClaimBound}}},
+		volumes: map[string]*v1.PersistentVolume{"pv-1": {ObjectMeta: metav1.ObjectMeta{Name: "pv-1"},
+			Spec: v1.PersistentVolumeSpec{ClaimRef: &v1.ObjectReference{UID: "claim-uid"},
+				PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "hostpath.csi.k8s.io", VolumeHandle: "vol-1"}}}}},
+	}
+	plugin := &fakeCSI{dir: t.TempDir(), setUpErr: errors.New("driver name hostpath.csi.k8s.io not found in the list of registered CSI drivers")}
+	w, events := newTestWorkerWith(t, f, "", func(o *Options) { o.Cluster, o.CSI = cl, plugin })
+	pod := clusterPod("csi-1")
+	pod.Spec.Volumes = []v1.Volume{
+		{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data-0"}}},
+		{Name: "scratch", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "hostpath.csi.k8s.io", ReadOnly: ptr(true)}}},
+	}
+	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "scratch", MountPath: "/scratch"}}
+
+	st := mustSync(t, w, pod)
+	if running(st) || f.callsTo("CreateContainer") != 0 {
+		t.Fatalf("a pod whose CSI driver is not registered started: %+v", st)
+	}
+	want := []string{
+		`Warning FailedMount Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[data], failed to process volumes=[data]: MountVolume.SetUp failed for volume "pv-1" : driver name hostpath.csi.k8s.io not found in the list of registered CSI drivers`,
+		`Warning FailedMount MountVolume.SetUp failed for volume "scratch" : driver name hostpath.csi.k8s.io not found in the list of registered CSI drivers`,
+	}
+	if got := drain(events); !slices.Equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+
+	plugin.setUpErr, plugin.setUps = nil, nil
+	if st := mustSync(t, w, pod); !running(st) {
+		t.Fatalf("not running once the driver is there: %+v", st)
+	}
+	if len(plugin.setUps) != 2 || plugin.setUps[0].SpecName != "pv-1" || plugin.setUps[0].Handle != "vol-1" ||
+		plugin.setUps[1].SpecName != "scratch" || plugin.setUps[1].Handle != csi.EphemeralHandle("csi-1", "scratch") {
+		t.Errorf("set ups %+v", plugin.setUps)
+	}
+	mounts := map[string]bool{}
+	for _, m := range f.onlyConfig(t).Mounts {
+		mounts[m.ContainerPath+"="+m.HostPath] = m.Readonly
+	}
+	for path, ro := range map[string]bool{
+		"/data=" + filepath.Join(plugin.dir, "csi-1", "pv-1"):       false,
+		"/scratch=" + filepath.Join(plugin.dir, "csi-1", "scratch"): true,
+	} {
+		if got, ok := mounts[path]; !ok || got != ro {
+			t.Errorf("mounts %v: want %s read-only %v", mounts, path, ro)
+		}
+	}
+	mustSync(t, w, pod)
+	if len(plugin.setUps) != 2 {
+		t.Errorf("volumes set up again at a later sync: %d set ups", len(plugin.setUps))
+	}
+
+	plugin.downErr = errors.New("rpc error: NodeUnpublishVolume of volume vol-1: busy")
+	if err := os.MkdirAll(w.volumePath("csi-1", emptyDirPlugin, "other"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.KillPod(t.Context(), pod, 0); err == nil {
+		t.Errorf("KillPod hid a failed CSI teardown")
+	}
+	if _, err := os.Stat(w.volumePath("csi-1", emptyDirPlugin, "other")); err != nil {
+		t.Errorf("the pod's volumes were removed though its CSI volumes are still published: %v", err)
+	}
+	plugin.downErr = nil
+	if _, err := w.KillPod(t.Context(), pod, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(plugin.tearDown, []string{"csi-1", "csi-1"}) {
+		t.Errorf("teardowns %q", plugin.tearDown)
+	}
+	if _, err := os.Stat(filepath.Dir(w.volumePath("csi-1", emptyDirPlugin, "other"))); !os.IsNotExist(err) {
+		t.Errorf("the pod's volumes are left after its teardown: %v", err)
+	}
+}
