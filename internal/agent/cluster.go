@@ -220,4 +220,3 @@ func osImage(path string) string {
 	}
 	return "Linux"
 }
-
