@@ -11,9 +11,7 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -124,7 +122,7 @@ func explain(slicectl, config, capacity, file string) (verdict, error) {
 	runErr := cmd.Run()
 	var x explanation
 	if err := json.Unmarshal(out.Bytes(), &x); err != nil {
-		return verdict{}, fmt.Errorf("%s: %w", file, cmp.Or(errors.Join(runErr, errors.New(strings.TrimSpace(errOut.String()))), err))
+		return verdict{}, fmt.Errorf("%s: no explanation (%w; slicectl: %v): %s", file, err, runErr, strings.TrimSpace(errOut.String()))
 	}
 	v := verdict{file: file}
 	switch {

@@ -32,8 +32,14 @@ func ValidatePod(pod *v1.Pod) field.ErrorList {
 // (podfields.ForOrigin), a problem both report once.
 func ValidateAPIPod(pod *v1.Pod, o podfields.Origin) field.ErrorList {
 	errs := kubevalidation.ValidateCreate(pod)
-	stdslices.SortStableFunc(errs, func(a, b *field.Error) int { return cmp.Compare(a.Error(), b.Error()) })
+	sortByText(errs)
 	return withOwn(errs, podfields.ForOrigin(Validate(pod), pod, o))
+}
+
+// sortByText orders errs by their text, stably: the API iterates maps (labels, annotations,
+// resource lists), so its order is not.
+func sortByText(errs field.ErrorList) {
+	stdslices.SortStableFunc(errs, func(a, b *field.Error) int { return cmp.Compare(a.Error(), b.Error()) })
 }
 
 // withOwn appends to the API's problems slicelet's own, less those the API already reported.
@@ -91,7 +97,7 @@ func ValidateAsKubelet(pod *v1.Pod) field.ErrorList {
 		}
 		errs = append(errs, e)
 	}
-	stdslices.SortStableFunc(errs, func(a, b *field.Error) int { return cmp.Compare(a.Error(), b.Error()) })
+	sortByText(errs)
 	return errs
 }
 
