@@ -63,6 +63,14 @@ func TestParseRefusals(t *testing.T) {
 			[]string{`f.yaml: spec.volumes[0].projected.sources[1]: Required value: unknown source for projected volume "proj0"`}},
 		{"static pod: an unknown projection beside a configMap one", podHead + "spec:\n  volumes: [{name: p, projected: {sources: [{configMap: {name: c}}, {}]}}]\n  containers: [{name: a}]\n",
 			[]string{`f.yaml: spec.volumes[0].projected.sources[1]: Required value: unknown source for projected volume "p"`}},
+		// Accepted by the kubelet's file source, then never started by its pod worker.
+		{"marked for deletion", podHead + "  deletionTimestamp: \"2024-01-01T00:00:00Z\"\nspec:\n  containers: [{name: a}]\n",
+			[]string{"f.yaml: metadata.deletionTimestamp: Forbidden: a pod marked for deletion is never started"}},
+		{"terminal phase Succeeded", podHead + "spec:\n  containers: [{name: a}]\nstatus: {phase: Succeeded}\n",
+			[]string{"f.yaml: status.phase: Forbidden: a pod in a terminal phase (Succeeded, Failed) is never started"}},
+		{"terminal phase Failed after an API rule", podHead + "spec:\n  containers: [{name: a, image: x, imagePullPolicy: Sometimes}]\nstatus: {phase: Failed}\n",
+			[]string{`f.yaml: spec.containers[0].imagePullPolicy: Unsupported value: "Sometimes"`, "f.yaml: status.phase: Forbidden: a pod in a terminal phase"}},
+		{"a running pod's status is no refusal", podHead + "spec:\n  containers: [{name: a}]\nstatus: {phase: Running}\n", nil},
 		{"multi-document: each named", podHead + "spec:\n  containers: [{name: a}]\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: s}\n",
 			[]string{"f.yaml: document 1: kind Secret is not a Pod"}},
 	}

@@ -155,7 +155,7 @@ var podFields = []Entry{
 	{Path: "metadata.resourceVersion", Handling: NoEffect, Note: apiServerOwned},
 	{Path: "metadata.generation", Handling: NoEffect, Note: apiServerOwned},
 	{Path: "metadata.creationTimestamp", Handling: NoEffect, Note: apiServerOwned},
-	{Path: "metadata.deletionTimestamp", Handling: NoEffect, Note: apiServerOwned + "; a static pod is deleted by removing its source",
+	{Path: "metadata.deletionTimestamp", Handling: Refused, Note: "a pod marked for deletion is never started: the kubelet's pod worker tears it down at its first sync (pkg/kubelet/pod_workers.go UpdatePod); a static pod is deleted by removing its source, so remove the field",
 		ClusterHandling: Implemented, Cluster: "the API server's graceful deletion: the node stops the pod within metadata.deletionGracePeriodSeconds, then deletes it for good (internal/cluster/pods.go, as the kubelet's status manager)"},
 	{Path: "metadata.deletionGracePeriodSeconds", Handling: NoEffect, Note: apiServerOwned},
 	{Path: "metadata.ownerReferences", Handling: NoEffect, Note: "garbage collection of API objects is the API server's"},
@@ -272,6 +272,9 @@ var podFields = []Entry{
 	{Path: "spec.resources.claims", Handling: Refused, Note: staticPrefix + "resourceclaims (pkg/kubelet/config/common.go)", Cluster: noDRA},
 	{Path: "spec.evictionResponders", Handling: NoEffect, Note: "API-initiated eviction (EvictionRequest) is the API server's"},
 	{Path: "status", Handling: NoEffect, Note: "a pod's status is what slicelet observes; a manifest's status is replaced (status.qosClass is validated, then recomputed)"},
+	{Path: "status.phase", Handling: Refused, Note: "a pod in a terminal phase (Succeeded, Failed) is never started: the kubelet's pod worker tears it down at its first sync (pkg/kubelet/pod_workers.go UpdatePod); remove the pod's status. Any other phase is replaced by what slicelet observes",
+		Allowed:         func(p *v1.Pod) bool { return p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed },
+		ClusterHandling: Implemented, Cluster: "the node's report of the pod (status manager); a pod the API server holds in a terminal phase is not started again (internal/cluster/pods.go, as the kubelet's filterOutInactivePods)"},
 }
 
 // allDefaultProcMount reports whether no container asks for a procMount other than Default.
