@@ -15,6 +15,7 @@ import (
 	"github.com/slicelet/slicelet/internal/api"
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/source"
+	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 	"github.com/slicelet/slicelet/slices/hierarchy"
 	"github.com/slicelet/slicelet/units"
 )
@@ -25,6 +26,7 @@ import (
 // listed Unknown with the problem and the node condition APIPodStoreProblem is true, until a
 // delete through the API resolves it (then its units go).
 func TestIntegrationStoredPodsSurviveDamage(t *testing.T) {
+	systemdtest.SandboxOnly(t, systemdtest.Require(t), "the API pod store and its damage do not depend on the cgroup layout")
 	d := newDaemonEnv(t, "")
 	ctx := t.Context()
 	cg := hierarchy.NewCgroupFS(d.env.CgroupRoot)

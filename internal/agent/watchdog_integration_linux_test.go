@@ -42,6 +42,7 @@ func stallEvictionFromEnv() func() {
 // pod's container unit keeps running throughout (same invocation, same main PID), and the new
 // slicelet adopts the pod (the API lists it once, Running, with the same UID).
 func TestIntegrationWatchdogRestartsStalledLoop(t *testing.T) {
+	systemdtest.SandboxOnly(t, systemdtest.Require(t), "systemd's watchdog and the adoption after it do not depend on the cgroup layout")
 	// A 1 s monitoring interval keeps the loop's health bound (3 intervals + grace + cleanup
 	// wait) as short as it gets.
 	d := newDaemonEnv(t, "[eviction]\nmonitoring_interval = \"1s\"")

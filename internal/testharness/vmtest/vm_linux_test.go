@@ -151,7 +151,8 @@ func TestVMFailingBinary(t *testing.T) {
 
 func TestVMHungGuestTimeout(t *testing.T) {
 	requireVM(t)
-	const timeout = 30 * time.Second
+	// The guard fires whatever the guest has reached; the test checks the timeout's report.
+	const timeout = 15 * time.Second
 	res, err := runGuest(t, Options{
 		Binary:  guestBinary(t),
 		Args:    []string{"-test.v", "-test.run=^TestGuestHangs$"},
