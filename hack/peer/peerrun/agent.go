@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -314,23 +315,6 @@ func (a *Agent) Halt(ctx context.Context) error {
 	return nil
 }
 
-// mountsUnder lists the mount points below dir, deepest first.
-func mountsUnder(dir string) []string {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			out = append(out, f[4])
-		}
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(out)))
-	return out
-}
-
 // PodKey names a pod as its manifest does.
 type PodKey struct{ Namespace, Name string }
 
@@ -569,4 +553,20 @@ func sliceletClusterNode(text string) string {
 	}
 	host, _ := os.Hostname()
 	return strings.ToLower(host)
+}
+
+// mountsUnder lists the mount points strictly below dir, deepest first.
+func mountsUnder(dir string) []string {
+	infos, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, m := range infos {
+		if m.Mountpoint != dir {
+			out = append(out, m.Mountpoint)
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(out)))
+	return out
 }

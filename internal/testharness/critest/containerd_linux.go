@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -432,7 +433,7 @@ func (c *Containerd) Stop() error {
 		errs = append(errs, err)
 	}
 	// Mounts the shims and snapshotter left (rootfs, shm) must go before the directory.
-	for _, m := range mountsUnder(c.Dir) {
+	for _, m := range MountsUnder(c.Dir) {
 		if m != c.Root {
 			_ = unix.Unmount(m, unix.MNT_DETACH)
 		}
@@ -514,17 +515,17 @@ func (c *Containerd) LogTail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// mountsUnder lists the mount points below dir, deepest first.
-func mountsUnder(dir string) []string {
-	data, err := os.ReadFile("/proc/self/mountinfo")
+// MountsUnder lists the mount points strictly below dir, deepest first (the order to unmount
+// them in).
+func MountsUnder(dir string) []string {
+	infos, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
 	if err != nil {
 		return nil
 	}
 	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			out = append(out, f[4])
+	for _, m := range infos {
+		if m.Mountpoint != dir {
+			out = append(out, m.Mountpoint)
 		}
 	}
 	sort.Sort(sort.Reverse(sort.StringSlice(out)))

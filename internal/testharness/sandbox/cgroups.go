@@ -6,8 +6,9 @@ import (
 	"io"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // cgroupRoot is where cgroup hierarchies are mounted, on the host and inside the sandbox.
@@ -27,64 +28,27 @@ type mountEntry struct {
 	SuperOptions []string
 }
 
-// parseMountinfo parses the format documented in proc(5).
+// parseMountinfo parses the format documented in proc(5), with moby's parser (the one runc and
+// containerd use: octal escapes undone, optional fields skipped).
 func parseMountinfo(r io.Reader) ([]mountEntry, error) {
-	var out []mountEntry
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if line == "" {
-			continue
-		}
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
-			return nil, fmt.Errorf("mountinfo line %d: no separator in %q", n, line)
-		}
-		f := strings.Fields(pre)
-		g := strings.Fields(post)
-		if len(f) < 6 || len(g) < 3 {
-			return nil, fmt.Errorf("mountinfo line %d: too few fields in %q", n, line)
-		}
-		id, err1 := strconv.Atoi(f[0])
-		parent, err2 := strconv.Atoi(f[1])
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("mountinfo line %d: bad mount ids in %q", n, line)
-		}
-		out = append(out, mountEntry{
-			ID:           id,
-			ParentID:     parent,
-			Root:         unescapeMount(f[3]),
-			MountPoint:   unescapeMount(f[4]),
-			MountOptions: strings.Split(f[5], ","),
-			FSType:       g[0],
-			Source:       unescapeMount(g[1]),
-			SuperOptions: strings.Split(g[2], ","),
-		})
-	}
-	if err := sc.Err(); err != nil {
+	infos, err := mountinfo.GetMountsFromReader(r, nil)
+	if err != nil {
 		return nil, fmt.Errorf("mountinfo: %w", err)
 	}
+	out := make([]mountEntry, 0, len(infos))
+	for _, m := range infos {
+		out = append(out, mountEntry{
+			ID:           m.ID,
+			ParentID:     m.Parent,
+			Root:         m.Root,
+			MountPoint:   m.Mountpoint,
+			MountOptions: strings.Split(m.Options, ","),
+			FSType:       m.FSType,
+			Source:       m.Source,
+			SuperOptions: strings.Split(m.VFSOptions, ","),
+		})
+	}
 	return out, nil
-}
-
-// unescapeMount undoes the octal escapes (\040 for space, ...) the kernel uses in mountinfo.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // procCgroup is one line of /proc/<pid>/cgroup.

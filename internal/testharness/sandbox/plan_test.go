@@ -62,7 +62,7 @@ func TestParseMountinfoErrors(t *testing.T) {
 	tests := []struct{ name, in string }{
 		{"no separator", "1 2 0:1 / / rw ext4 x rw\n"},
 		{"short", "1 2 - ext4\n"},
-		{"bad id", "x 2 0:1 / / rw - ext4 /dev/x rw\n"},
+		{"bad major:minor", "1 2 0-1 / / rw - ext4 /dev/x rw\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
