@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -18,10 +19,17 @@ type difference struct {
 	slicelet, kubelet                  string
 	// deliberate is why slicelet differs on purpose (docs/peer.md); empty for a real difference.
 	deliberate string
+	// unsettled says why what the agents left could not be compared: a pod (or, for the
+	// node's levels, a pod of the batch) had not settled under an agent when its wait limit
+	// passed. Not a difference: the run does not say whether there is one.
+	unsettled string
 }
 
 func (d difference) line() string {
 	s := fmt.Sprintf("%s %s %s %s %s: slicelet=%s kubelet=%s", d.version, d.origin, d.pod, d.level, d.field, d.slicelet, d.kubelet)
+	if d.unsettled != "" {
+		return "not settled: " + s + " (" + d.unsettled + ")"
+	}
 	if d.deliberate != "" {
 		return "deliberate: " + s + " (" + d.deliberate + ")"
 	}
@@ -142,7 +150,24 @@ func compareRun(version string, entries []entry, results []batchResult) []differ
 	var out []difference
 	for i, r := range results {
 		s, k := r.Snapshot[peerrun.Slicelet], r.Snapshot[peerrun.Kubelet]
-		batch := fmt.Sprintf("batch-%d", i+1)
+		batch := fmt.Sprintf("batch-%d", cmp.Or(r.Batch, i+1))
+		// unsettledOf says which agent had not settled key ("" when both had).
+		unsettledOf := func(key string) string {
+			var out []string
+			for _, kind := range []peerrun.Kind{peerrun.Slicelet, peerrun.Kubelet} {
+				if why, ok := r.Unsettled[kind][key]; ok {
+					out = append(out, fmt.Sprintf("%s: %s", kind, why))
+				}
+			}
+			return strings.Join(out, "; ")
+		}
+		// The node's levels sum the pods': with a pod not settled they are not comparable.
+		nodeUnsettled := ""
+		for _, kind := range []peerrun.Kind{peerrun.Slicelet, peerrun.Kubelet} {
+			if n := len(r.Unsettled[kind]); n > 0 {
+				nodeUnsettled = strings.TrimPrefix(nodeUnsettled+fmt.Sprintf("; %d pods or levels not settled under %s", n, kind), "; ")
+			}
+		}
 		for _, kind := range []peerrun.Kind{peerrun.Slicelet, peerrun.Kubelet} {
 			if msg := r.Errors[kind]; msg != "" {
 				out = append(out, difference{version: version, origin: batch, pod: "-", level: "run", field: string(kind), slicelet: "error", kubelet: fmt.Sprintf("%q", oneLine(msg))})
@@ -165,7 +190,7 @@ func compareRun(version string, entries []entry, results []batchResult) []differ
 		for _, l := range slices.Compact(levels) {
 			sv, sok := s.Node[l]
 			kv, kok := k.Node[l]
-			base := difference{version: version, origin: batch, pod: "-", level: l}
+			base := difference{version: version, origin: batch, pod: "-", level: l, unsettled: nodeUnsettled}
 			if sok != kok {
 				d := base
 				d.field, d.slicelet, d.kubelet = "created", yesNo(sok), yesNo(kok)
@@ -199,6 +224,13 @@ func compareRun(version string, entries []entry, results []batchResult) []differ
 				diffs = append(diffs, d)
 			case sok:
 				diffs = comparePod(base, sp, kp)
+			}
+			if why := unsettledOf(key.String()); why != "" {
+				// One line for the pod, whether or not its readings differ.
+				d := base
+				d.level, d.field, d.slicelet, d.kubelet, d.unsettled = "pod", "settled", yesNo(r.Unsettled[peerrun.Slicelet][key.String()] == ""), yesNo(r.Unsettled[peerrun.Kubelet][key.String()] == ""), why
+				out = append(out, d)
+				continue
 			}
 			for _, d := range diffs {
 				d.deliberate = deliberate(d, e)
