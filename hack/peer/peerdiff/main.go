@@ -53,6 +53,7 @@ type options struct {
 	vmMem, vmCPUs, batchPods                         int
 	prepareOnly, compareOnly                         bool
 	shard                                            shard
+	sandboxName                                      string
 }
 
 func main() {
@@ -71,6 +72,7 @@ func main() {
 	flag.IntVar(&o.batchPods, "batch-pods", 30, "most pods in one batch")
 	flag.BoolVar(&o.prepareOnly, "prepare-only", false, "prepare the corpus, print its batches and exit: for this machine, or for the VM (-vm-cpus, -vm-mem) when -cgroups starts with v2")
 	flag.StringVar(&o.inside, "inside", "", "internal: run the batches inside the sandbox or VM, for this cgroup version")
+	flag.StringVar(&o.sandboxName, "sandbox-name", fmt.Sprintf("peerdiff-%d", os.Getpid()), "the v1 sandbox's name (unique on the machine)")
 	shardFlag := flag.String("shard", "", "i/n: run only the i-th of n contiguous ranges of each version's batches, keeping the other shards' results in -work; the report compares every batch whose shard has run (docs/peer.md)")
 	flag.Parse()
 	var err error
@@ -234,7 +236,7 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		}
 		switch v {
 		case "v1":
-			err = runSandbox(ctx, work, binaryDirs(kubelet, slicelet), append(args, "-kubelet", kubelet, "-slicelet", slicelet), stderr)
+			err = runSandbox(ctx, o.sandboxName, work, binaryDirs(kubelet, slicelet), append(args, "-kubelet", kubelet, "-slicelet", slicelet), stderr)
 		case "v2":
 			err = runVM(ctx, self, work, kubelet, slicelet, args, o.vmMem, o.vmCPUs, stderr)
 		default:
@@ -425,8 +427,8 @@ func binaryDirs(binaries ...string) []string {
 }
 
 // runSandbox boots the v1 sandbox with binds and runs peerdiff inside; its output goes to stderr.
-func runSandbox(ctx context.Context, work string, binds, args []string, stderr io.Writer) error {
-	sb, err := peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: fmt.Sprintf("peerdiff-%d", os.Getpid()), WorkDir: work, Binds: binds, Log: stderr})
+func runSandbox(ctx context.Context, name, work string, binds, args []string, stderr io.Writer) error {
+	sb, err := peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: name, WorkDir: work, Binds: binds, Log: stderr})
 	if err != nil {
 		return err
 	}
