@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
@@ -300,8 +301,9 @@ var nodeLevels = peerrun.PodKey{Name: "-"}
 
 // startsHere reports whether an agent that admits e can start it on this node, so that a batch
 // waits for it: it reads no ConfigMap or Secret (the corpus has none), every volume can be set
-// up offline, and every hostPath volume whose type asks for an existing path has one (the
-// kubelet waits for the mount otherwise, with no sandbox, until the path appears).
+// up offline, and every hostPath volume can be mounted (hostPathMountable on this node's
+// filesystem): the kubelet's volume manager retries a failed mount with no sandbox until it
+// succeeds (FailedMount), and the pod waits in ContainerCreating for good.
 func startsHere(e entry) bool {
 	if e.Objects || e.NoVolume != "" {
 		return false
@@ -311,16 +313,54 @@ func startsHere(e entry) bool {
 		return true // refused by both: decided at once
 	}
 	for _, v := range pod.Spec.Volumes {
-		hp := v.HostPath
-		if hp == nil || hp.Type == nil {
-			continue
-		}
-		switch *hp.Type {
-		case v1.HostPathDirectory, v1.HostPathFile, v1.HostPathSocket, v1.HostPathCharDev, v1.HostPathBlockDev:
-			if _, err := os.Stat(hp.Path); err != nil {
-				return false
-			}
+		if hp := v.HostPath; hp != nil && !hostPathMountable(hp, osPaths{}) {
+			return false
 		}
 	}
 	return true
+}
+
+// paths is what hostPathMountable asks of the node's filesystem.
+type paths interface {
+	// exists reports whether path exists.
+	exists(path string) bool
+	// writable reports whether a file can be made in the existing directory dir (false on
+	// a read-only mount, such as the VM's /usr, shared from the host).
+	writable(dir string) bool
+}
+
+// osPaths is this node's filesystem.
+type osPaths struct{}
+
+func (osPaths) exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func (osPaths) writable(dir string) bool { return unix.Access(dir, unix.W_OK) == nil }
+
+// hostPathMountable reports whether the kubelet's hostPath plugin can set hp up on the node
+// (pkg/volume/hostpath/host_path.go, checkType): a type that asks for an existing path needs
+// it; DirectoryOrCreate makes the missing directories (MkdirAll), so the nearest existing
+// ancestor must be writable; FileOrCreate makes the file but not its parent, which must
+// exist and be writable. No type, no check: the runtime's bind mount decides (a missing
+// source fails the container, CreateContainerError, which settles).
+func hostPathMountable(hp *v1.HostPathVolumeSource, fs paths) bool {
+	if hp.Type == nil || fs.exists(hp.Path) {
+		return true
+	}
+	switch *hp.Type {
+	case v1.HostPathDirectoryOrCreate:
+		dir := filepath.Clean(hp.Path)
+		for dir != "/" && !fs.exists(dir) {
+			dir = filepath.Dir(dir)
+		}
+		return fs.writable(dir)
+	case v1.HostPathFileOrCreate:
+		parent := filepath.Dir(filepath.Clean(hp.Path))
+		return fs.exists(parent) && fs.writable(parent)
+	case v1.HostPathUnset:
+		return true
+	}
+	return false // Directory, File, Socket, CharDevice, BlockDevice: the path must exist
 }
