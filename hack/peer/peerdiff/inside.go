@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,11 +43,14 @@ func quantity(s string, milli bool) int64 {
 // slower, and polls less often there to leave it to the agents.
 // A batch waits for its pods to settle (peerrun.Agent.Wait), so the limit only bounds a batch
 // whose pods do not: on a loaded machine an agent takes minutes to start 30 pods.
-func waits(version string) peerrun.WaitOptions {
+// A limit of zero is the version's default.
+func waits(version string, limit time.Duration) peerrun.WaitOptions {
+	w := peerrun.WaitOptions{Settle: 6 * time.Second, Startup: 5 * time.Second, Limit: 5 * time.Minute}
 	if version == "v2" {
-		return peerrun.WaitOptions{Settle: 15 * time.Second, Startup: time.Minute, Limit: 15 * time.Minute, Poll: 2 * time.Second}
+		w = peerrun.WaitOptions{Settle: 15 * time.Second, Startup: time.Minute, Limit: 15 * time.Minute, Poll: 2 * time.Second}
 	}
-	return peerrun.WaitOptions{Settle: 6 * time.Second, Startup: 5 * time.Second, Limit: 5 * time.Minute}
+	w.Limit = cmp.Or(limit, w.Limit)
+	return w
 }
 
 // inside runs every batch under the kubelet, then slicelet, and writes what each left.
@@ -125,7 +129,7 @@ func inside(ctx context.Context, o options) error {
 				continue
 			}
 			t0 := time.Now()
-			snap, wr, cgroupErrors, err := runBatch(ctx, filepath.Join(o.work, o.inside), node, kind, binaries[kind], cfg, i, b.pods, want, waits(o.inside))
+			snap, wr, cgroupErrors, err := runBatch(ctx, filepath.Join(o.work, o.inside), node, kind, binaries[kind], cfg, i, b.pods, want, waits(o.inside, o.waitLimit))
 			if err != nil {
 				r.Errors[kind] = err.Error()
 				logf("batch %d %s: %v", i+1, kind, err)

@@ -54,6 +54,7 @@ type options struct {
 	prepareOnly, compareOnly                         bool
 	shard                                            shard
 	sandboxName                                      string
+	waitLimit                                        time.Duration
 }
 
 func main() {
@@ -73,6 +74,7 @@ func main() {
 	flag.BoolVar(&o.prepareOnly, "prepare-only", false, "prepare the corpus, print its batches and exit: for this machine, or for the VM (-vm-cpus, -vm-mem) when -cgroups starts with v2")
 	flag.StringVar(&o.inside, "inside", "", "internal: run the batches inside the sandbox or VM, for this cgroup version")
 	flag.StringVar(&o.sandboxName, "sandbox-name", fmt.Sprintf("peerdiff-%d", os.Getpid()), "the v1 sandbox's name (unique on the machine)")
+	flag.DurationVar(&o.waitLimit, "wait-limit", 0, "how long a batch waits for its pods to settle under each agent before reporting those that did not as not settled (0: 5m on v1, 15m on v2; under emulation the guest's clock, which on a busy machine runs at a third of the host's)")
 	shardFlag := flag.String("shard", "", "i/n: run only the i-th of n contiguous ranges of each version's batches, keeping the other shards' results in -work; the report compares every batch whose shard has run (docs/peer.md)")
 	flag.Parse()
 	var err error
@@ -230,7 +232,7 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return 0, err
 		}
-		args := []string{"-inside", v, "-work", work, "-batch-pods", strconv.Itoa(o.batchPods), "-agents", o.agents, "-shard", o.shard.String()}
+		args := []string{"-inside", v, "-work", work, "-batch-pods", strconv.Itoa(o.batchPods), "-agents", o.agents, "-shard", o.shard.String(), "-wait-limit", o.waitLimit.String()}
 		if err := o.shard.clear(dir); err != nil {
 			return 0, err
 		}

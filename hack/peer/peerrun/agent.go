@@ -426,9 +426,15 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (WaitResult, error) {
 		listed := len(o.Want) - unknown
 		if now.After(nextProgress) {
 			nextProgress = now.Add(progressEvery)
-			a.node.logf("peerrun: %s: %s: %d of %d pods settled, %d not listed, %d sandboxes ready; last change %s ago; poll %s",
+			waiting := ""
+			if len(unsettled) > 0 && len(unsettled) <= progressNames {
+				// The last few, by name: which pod a slow batch waits on, and at what.
+				slices.Sort(unsettled)
+				waiting = "; waiting for " + strings.Join(unsettled, "; ")
+			}
+			a.node.logf("peerrun: %s: %s: %d of %d pods settled, %d not listed, %d sandboxes ready; last change %s ago; poll %s%s",
 				a.Unit, now.Sub(start).Round(time.Second), listed-len(unsettled), len(o.Want), unknown, len(nodeState.ready),
-				now.Sub(lastChange).Round(time.Second), now.Sub(pollStart).Round(time.Millisecond))
+				now.Sub(lastChange).Round(time.Second), now.Sub(pollStart).Round(time.Millisecond), waiting)
 		}
 		switch {
 		case len(unsettled) == 0 && unknown == 0,
@@ -469,9 +475,11 @@ type WaitResult struct {
 	Took time.Duration
 }
 
-// progressEvery is how often [Agent.Wait] logs its progress, activeEvery how often it checks
-// that the agent's service still runs.
+// progressEvery is how often [Agent.Wait] logs its progress (naming the unsettled pods when
+// no more than progressNames are left), activeEvery how often it checks that the agent's
+// service still runs.
 const (
+	progressNames = 5
 	progressEvery = time.Minute
 	activeEvery   = 5 * time.Second
 )
