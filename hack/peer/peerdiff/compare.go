@@ -232,6 +232,14 @@ func compareRun(version string, entries []entry, results []batchResult) []differ
 				out = append(out, d)
 				continue
 			}
+			if len(diffs) > 0 && sok && kok && e.Pod != nil {
+				if why := caughtApart(e.Pod.Spec.RestartPolicy, sst, kst); why != "" {
+					d := base
+					d.level, d.field, d.slicelet, d.kubelet, d.unsettled = "pod", "phase", string(sst.Phase), string(kst.Phase), why
+					out = append(out, d)
+					continue
+				}
+			}
 			for _, d := range diffs {
 				d.deliberate = deliberate(d, e)
 				out = append(out, d)
@@ -239,6 +247,25 @@ func compareRun(version string, entries []entry, results []batchResult) []differ
 		}
 	}
 	return out
+}
+
+// caughtApart says why two settled statuses of a pod that runs to completion (restartPolicy
+// Never or OnFailure) are one run read at two points, not two behaviours: under one agent its
+// containers still ran when the batch was read, under the other it had finished (a `sleep 30`
+// outlives a fast batch and not a slow one). "" otherwise: a pod finished under one agent
+// whose containers no longer run under the other is compared (its sandbox must be stopped).
+func caughtApart(policy v1.RestartPolicy, s, k peerrun.PodStatus) string {
+	if policy != v1.RestartPolicyNever && policy != v1.RestartPolicyOnFailure {
+		return ""
+	}
+	still := func(st peerrun.PodStatus) bool { return st.Phase == v1.PodRunning && len(st.Running) > 0 }
+	switch {
+	case still(s) && k.Terminal():
+		return fmt.Sprintf("runs to completion: %s under the kubelet, its containers %v still running under slicelet when read", k.Phase, s.Running)
+	case still(k) && s.Terminal():
+		return fmt.Sprintf("runs to completion: %s under slicelet, its containers %v still running under the kubelet when read", s.Phase, k.Running)
+	}
+	return ""
 }
 
 func oneLine(s string) string {
@@ -273,27 +300,33 @@ var deliberateDivergences = []struct {
 	{
 		"a static pod asking for an extended resource no device plugin of the node provides is refused at admission (UnexpectedAdmissionError, \"cannot allocate unregistered device\"), not run without the device (the kubelet admits a pod short of an extended resource its node never had)",
 		func(d difference, e entry) bool {
-			return d.field == "admitted" && d.slicelet == "no" && d.kubelet == "yes" && e.Pod != nil && hasExtended(e.Pod)
+			return d.field == "admitted" && refused(d.slicelet) && d.kubelet == "yes" && e.Pod != nil && hasExtended(e.Pod)
 		},
 	},
 	{
 		"ConfigMaps and Secrets are served to pods from slicelet's own sources (the manifest directory and the API): the kubelet refuses static pods that reference them",
 		func(d difference, e entry) bool {
-			return d.field == "admitted" && d.slicelet == "yes" && d.kubelet == "no" && e.Pod != nil && referencesObjects(e.Pod)
+			return d.field == "admitted" && d.slicelet == "yes" && refused(d.kubelet) && e.Pod != nil && referencesObjects(e.Pod)
 		},
 	},
 	{
 		"a field slicelet does not implement yet is refused with its path (docs/pod-fields.md), never accepted and ignored: the kubelet implements it",
 		func(d difference, e entry) bool {
-			return d.field == "admitted" && d.slicelet == "no" && d.kubelet == "yes" && e.NotYet != ""
+			return d.field == "admitted" && refused(d.slicelet) && d.kubelet == "yes" && e.NotYet != ""
 		},
 	},
 	{
 		"a volume type slicelet has no plugin for (cinder, iscsi, nfs, ...; docs/pod-fields.md) is refused with its path at admission: the kubelet admits the pod and keeps it Pending, its pod cgroup counted in the QoS levels, until a mount its node cannot do (no CSI driver, no storage) succeeds",
 		func(d difference, e entry) bool {
-			return d.field == "admitted" && d.slicelet == "no" && d.kubelet == "yes" && e.NoPlugin != ""
+			return d.field == "admitted" && refused(d.slicelet) && d.kubelet == "yes" && e.NoPlugin != ""
 		},
 	},
+}
+
+// refused reports whether an admitted value (admitted) says no, with or without the
+// agent's reason.
+func refused(admittedValue string) bool {
+	return admittedValue == "no" || strings.HasPrefix(admittedValue, "no (")
 }
 
 // hasExtended reports whether a container of pod names an extended resource.

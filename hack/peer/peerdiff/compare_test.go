@@ -21,7 +21,7 @@ func withStatuses(rs []batchResult, s, k map[string]peerrun.PodStatus) []batchRe
 
 func TestCompareRun(t *testing.T) {
 	key := peerrun.PodKey{Namespace: "default", Name: "web"}
-	entries := []entry{{Origin: "web.yaml", Key: key}}
+	entries := []entry{{Origin: "web.yaml", Key: key, Pod: &v1.Pod{Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyNever}}}}
 	pod := func(qos, shares, adj string, containers ...string) peerrun.Pod {
 		p := peerrun.Pod{Ready: true, Cgroup: "kubepods.slice/pod.slice", QOS: qos, Values: peerrun.Values{"cpu.shares": shares}, Containers: map[string]peerrun.Container{}}
 		for _, c := range containers {
@@ -91,6 +91,14 @@ func TestCompareRun(t *testing.T) {
 				"not settled: v1 batch-1 - kubepods cpu.shares: slicelet=1894 kubelet=1000 (1 pods or levels not settled under kubelet)",
 				"not settled: v1 web.yaml default/web pod settled: slicelet=yes kubelet=no (kubelet: status Pending not settled, running [a])",
 			}},
+		{name: "a pod that runs to completion read running under one, finished under the other", results: withStatuses(run(
+			map[string]peerrun.Pod{"default/web": pod("Burstable", "102", "999", "a")}, map[string]peerrun.Pod{"default/web": {}}, node, node),
+			map[string]peerrun.PodStatus{"default/web": {Phase: "Running", Settled: true, Running: []string{"a"}}}, map[string]peerrun.PodStatus{"default/web": {Phase: "Succeeded", Settled: true}}),
+			want: []string{"not settled: v1 web.yaml default/web pod phase: slicelet=Running kubelet=Succeeded (runs to completion: Succeeded under the kubelet, its containers [a] still running under slicelet when read)"}},
+		{name: "a finished pod's sandbox kept with its containers ended is a difference", results: withStatuses(run(
+			map[string]peerrun.Pod{"default/web": pod("Burstable", "102", "999")}, map[string]peerrun.Pod{"default/web": {}}, node, node),
+			map[string]peerrun.PodStatus{"default/web": {Phase: "Succeeded", Settled: true}}, map[string]peerrun.PodStatus{"default/web": {Phase: "Succeeded", Settled: true}}),
+			want: []string{"v1 web.yaml default/web pod sandbox ready: slicelet=yes kubelet=no", "v1 web.yaml default/web pod pod slice: slicelet=yes kubelet=no"}},
 		{name: "a settled batch with a numbered batch", results: func() []batchResult {
 			rs := run(nil, nil, node, map[string]peerrun.Values{"kubepods": {"cpu.shares": "1"}})
 			rs[0].Batch, rs[0].Batches = 7, 9
@@ -205,6 +213,8 @@ func TestDeliberate(t *testing.T) {
 		{"secret reference admitted by slicelet alone", difference{field: "admitted", slicelet: "yes", kubelet: "no"}, entry{Pod: secret}, true},
 		{"secret reference the other way round", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: secret}, false},
 		{"extended resource refused by slicelet", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: widget}, true},
+		{"extended resource refused by slicelet, its reason shown", difference{field: "admitted", slicelet: "no (Failed UnexpectedAdmissionError: Allocate failed due to cannot allocate unregistered device example.com/widget, which is unexpected)", kubelet: "yes"}, entry{Pod: widget}, true},
+		{"secret reference refused by the kubelet, its reason shown", difference{field: "admitted", slicelet: "yes", kubelet: "no (Failed Rejected: static pods may not reference secrets)"}, entry{Pod: secret}, true},
 		{"field not implemented yet", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: plain, NotYet: "spec.dnsConfig: Forbidden: pod DNS configuration is not implemented by slicelet yet"}, true},
 		{"volume without a plugin refused by slicelet", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: plain, NoPlugin: "spec.volumes[0].cinder: Forbidden: needs a volume plugin slicelet does not have; use hostPath or emptyDir"}, true},
 		{"volume without a plugin admitted by slicelet alone", difference{field: "admitted", slicelet: "yes", kubelet: "no"}, entry{Pod: plain, NoPlugin: "x"}, false},

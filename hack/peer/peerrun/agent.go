@@ -415,7 +415,11 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (WaitResult, error) {
 			switch {
 			case !ok:
 				unknown++
-				pending[k] = "not listed by the agent"
+				// A pod the agent does not list once it has answered for o.Startup is one
+				// it refused at decode: decided, whatever else the wait is held by.
+				if answered.IsZero() || time.Since(answered) < o.Startup {
+					pending[k] = "not listed by the agent"
+				}
 			case nodeState.settled(k, st):
 			default:
 				why := nodeState.unsettledWhy(k, st)
