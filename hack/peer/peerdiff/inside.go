@@ -115,12 +115,15 @@ func inside(ctx context.Context, o options) error {
 		b := bs[i]
 		r := batchResult{Batch: i + 1, Batches: len(bs), Snapshot: map[peerrun.Kind]snapshot{}, Complete: map[peerrun.Kind][]string{},
 			Took: map[peerrun.Kind]string{}, Errors: map[peerrun.Kind]string{}, Unsettled: map[peerrun.Kind]map[string]string{}}
-		want := map[peerrun.PodKey][]string{}
+		want, finish := map[peerrun.PodKey][]string{}, map[peerrun.PodKey]bool{}
 		r.Misfits = b.misfits
 		for _, e := range b.pods {
 			r.Keys = append(r.Keys, e.Key)
 			if startsHere(e) {
 				want[e.Key] = e.Containers
+				if runsToCompletion(e) {
+					finish[e.Key] = true
+				}
 				r.Waited = append(r.Waited, e.Key)
 			}
 		}
@@ -129,7 +132,7 @@ func inside(ctx context.Context, o options) error {
 				continue
 			}
 			t0 := time.Now()
-			snap, wr, cgroupErrors, err := runBatch(ctx, filepath.Join(o.work, o.inside), node, kind, binaries[kind], cfg, i, b.pods, want, waits(o.inside, o.waitLimit))
+			snap, wr, cgroupErrors, err := runBatch(ctx, filepath.Join(o.work, o.inside), node, kind, binaries[kind], cfg, i, b.pods, want, finish, waits(o.inside, o.waitLimit))
 			if err != nil {
 				r.Errors[kind] = err.Error()
 				logf("batch %d %s: %v", i+1, kind, err)
@@ -184,7 +187,7 @@ func copyBinary(path, dir string) (string, error) {
 
 // runBatch writes the batch's manifests, runs kind on them until its pods are up, reads the
 // cgroups and stops the agent, leaving the node clean.
-func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerrun.Kind, binary string, cfg peerrun.NodeConfig, n int, b []entry, want map[peerrun.PodKey][]string, w peerrun.WaitOptions) (peerrun.Snapshot, peerrun.WaitResult, []string, error) {
+func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerrun.Kind, binary string, cfg peerrun.NodeConfig, n int, b []entry, want map[peerrun.PodKey][]string, finish map[peerrun.PodKey]bool, w peerrun.WaitOptions) (peerrun.Snapshot, peerrun.WaitResult, []string, error) {
 	dir := filepath.Join(nodeDir, fmt.Sprintf("manifests-%d-%s", n, kind))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return peerrun.Snapshot{}, peerrun.WaitResult{}, nil, err
@@ -199,7 +202,7 @@ func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerr
 	if err != nil {
 		return peerrun.Snapshot{}, peerrun.WaitResult{}, nil, err
 	}
-	w.Want = want
+	w.Want, w.Finish = want, finish
 	t0 := time.Now()
 	wr, werr := a.Wait(ctx, w)
 	t1 := time.Now()
@@ -318,6 +321,26 @@ func startsHere(e entry) bool {
 	}
 	for _, v := range pod.Spec.Volumes {
 		if hp := v.HostPath; hp != nil && !hostPathMountable(hp, osPaths{}) {
+			return false
+		}
+	}
+	return true
+}
+
+// runsToCompletion reports whether e, as prepared, is a pod that ends by itself: its
+// restartPolicy is Never or OnFailure and every regular container kept its own command (a
+// program the test image has), none runs the `sleep infinity` that stands in for a program
+// it has not.
+func runsToCompletion(e entry) bool {
+	var pod v1.Pod
+	if yaml.Unmarshal(e.YAML, &pod) != nil || len(pod.Spec.Containers) == 0 {
+		return false
+	}
+	if p := pod.Spec.RestartPolicy; p != v1.RestartPolicyNever && p != v1.RestartPolicyOnFailure {
+		return false
+	}
+	for _, c := range pod.Spec.Containers {
+		if slices.Equal(c.Command, sleepForever) {
 			return false
 		}
 	}

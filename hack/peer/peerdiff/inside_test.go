@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // fakePaths is a filesystem of existing paths, with the directories that can be written.
@@ -41,6 +42,37 @@ func TestHostPathMountable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := hostPathMountable(&tc.hp, fs); got != tc.want {
 				t.Errorf("hostPathMountable(%s %v) = %v, want %v", tc.hp.Path, tc.hp.Type, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRunsToCompletion: a batch waits for a pod that ends by itself to end, so that both
+// agents are read with it finished; a pod whose program the test image lacks sleeps forever.
+func TestRunsToCompletion(t *testing.T) {
+	applets := []string{"sh", "sleep", "true"}
+	for _, tc := range []struct {
+		name, yaml string
+		want       bool
+	}{
+		{"a job's command, Never", "spec: {restartPolicy: Never, containers: [{name: a, command: [sh, -c, 'sleep 30']}]}", true},
+		{"a job's command, OnFailure", "spec: {restartPolicy: OnFailure, containers: [{name: a, args: [/bin/sh, -c, 'exit 0']}]}", true},
+		{"Always", "spec: {containers: [{name: a, command: [sh, -c, 'sleep 30']}]}", false},
+		{"a program the image lacks", "spec: {restartPolicy: Never, containers: [{name: a, command: [nginx]}]}", false},
+		{"one of two lacks its program", "spec: {restartPolicy: Never, containers: [{name: a, command: [sh]}, {name: b, command: [redis-server]}]}", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var doc map[string]any
+			if err := yaml.Unmarshal([]byte(tc.yaml), &doc); err != nil {
+				t.Fatal(err)
+			}
+			rewrite(doc, applets)
+			out, err := yaml.Marshal(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := runsToCompletion(entry{YAML: out}); got != tc.want {
+				t.Errorf("runsToCompletion(%s) = %v, want %v", out, got, tc.want)
 			}
 		})
 	}

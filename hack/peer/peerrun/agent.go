@@ -344,6 +344,11 @@ func (k PodKey) Compare(o PodKey) int { return strings.Compare(k.String(), o.Str
 type WaitOptions struct {
 	// Want maps each pod expected to come up or be refused to its regular container names.
 	Want map[PodKey][]string
+	// Finish are the pods of Want expected to run to completion (restartPolicy Never or
+	// OnFailure, every regular container running a command that may end): while a
+	// container runs they are not settled, so that both agents are read with them finished
+	// (or, OnFailure, between two failed runs).
+	Finish map[PodKey]bool
 	// Settle: a pod of Want the agent never lists (its manifest does not decode for it)
 	// counts as decided once every pod it lists is settled and nothing changed for that
 	// long. Limit bounds the wait.
@@ -420,7 +425,10 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (WaitResult, error) {
 				if answered.IsZero() || time.Since(answered) < o.Startup {
 					pending[k] = "not listed by the agent"
 				}
+			case nodeState.settled(k, st) && (!o.Finish[k] || len(st.Running) == 0):
 			case nodeState.settled(k, st):
+				pending[k] = fmt.Sprintf("status %s, runs to completion and has not finished", st.Phase)
+				unsettled = append(unsettled, fmt.Sprintf("%s (%s)", k, pending[k]))
 			default:
 				why := nodeState.unsettledWhy(k, st)
 				pending[k] = why
