@@ -206,7 +206,15 @@ func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerr
 	t0 := time.Now()
 	wr, werr := a.Wait(ctx, w)
 	t1 := time.Now()
-	snap, changing, rerr := readSettled(ctx, a, w.Settle)
+	notBefore := time.Time{}
+	if kind == peerrun.Kubelet && finishedAny(wr.Statuses) {
+		// The kubelet lowers its QoS levels for a pod that ended at its next periodic QoS
+		// update (pkg/kubelet/cm/qos_container_manager_linux.go, UpdateCgroups every
+		// periodicQOSCgroupUpdateInterval, a minute), not when the pod ends: the levels are
+		// read once one has passed since the pods settled, with a margin.
+		notBefore = t1.Add(kubeletQOSUpdate)
+	}
+	snap, changing, rerr := readSettled(ctx, a, w.Settle, notBefore)
 	snap.Statuses = wr.Statuses
 	for _, k := range changing {
 		if wr.Unsettled == nil {
@@ -230,12 +238,19 @@ func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerr
 	return snap, wr, cgroupErrors, errors.Join(werr, rerr, serr)
 }
 
-// readSettled reads the agent's cgroups until two readings half a second apart agree, at most
-// for limit: values an agent writes just after its pods came up (the QoS levels, updated
+// readSettled reads the agent's cgroups, from notBefore, until two readings half a second
+// apart agree, at most for limit: values an agent writes just after its pods came up (the QoS levels, updated
 // after a pod slice is made) are read once written. A crash loop's container scopes come and
 // go; with one, the last reading is taken at limit, and the pods that changed between the
 // last two readings (the node's levels as "-") are returned.
-func readSettled(ctx context.Context, a *peerrun.Agent, limit time.Duration) (peerrun.Snapshot, []peerrun.PodKey, error) {
+func readSettled(ctx context.Context, a *peerrun.Agent, limit time.Duration, notBefore time.Time) (peerrun.Snapshot, []peerrun.PodKey, error) {
+	if d := time.Until(notBefore); d > 0 {
+		select {
+		case <-ctx.Done():
+			return peerrun.Snapshot{}, nil, ctx.Err()
+		case <-time.After(d):
+		}
+	}
 	deadline := time.Now().Add(limit)
 	prev, err := a.Read(ctx)
 	var changing []peerrun.PodKey
@@ -255,6 +270,21 @@ func readSettled(ctx context.Context, a *peerrun.Agent, limit time.Duration) (pe
 		prev = cur
 	}
 	return prev, changing, err
+}
+
+// kubeletQOSUpdate is how long after its pods settled the kubelet's QoS levels are read when
+// one of them ended: its periodic QoS update's interval (a minute) and a margin.
+const kubeletQOSUpdate = 65 * time.Second
+
+// finishedAny reports whether a pod of statuses ran and ended (Succeeded, or Failed without
+// an admission reason: a refused pod never counted in the QoS levels).
+func finishedAny(statuses map[peerrun.PodKey]peerrun.PodStatus) bool {
+	for _, st := range statuses {
+		if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed && st.Reason == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // changedCgroups lists what differs between two readings as peer-diff compares them: the

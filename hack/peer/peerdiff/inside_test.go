@@ -5,6 +5,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/slicelet/slicelet/hack/peer/peerrun"
 )
 
 // fakePaths is a filesystem of existing paths, with the directories that can be written.
@@ -73,6 +75,28 @@ func TestRunsToCompletion(t *testing.T) {
 			}
 			if got := runsToCompletion(entry{YAML: out}); got != tc.want {
 				t.Errorf("runsToCompletion(%s) = %v, want %v", out, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFinishedAny: the kubelet's QoS levels are read a minute late only when a pod of the
+// batch ran and ended; a refused pod was never counted there.
+func TestFinishedAny(t *testing.T) {
+	k := peerrun.PodKey{Name: "p"}
+	for _, tc := range []struct {
+		name string
+		st   peerrun.PodStatus
+		want bool
+	}{
+		{"running", peerrun.PodStatus{Phase: v1.PodRunning}, false},
+		{"succeeded", peerrun.PodStatus{Phase: v1.PodSucceeded}, true},
+		{"its containers failed", peerrun.PodStatus{Phase: v1.PodFailed}, true},
+		{"refused at admission", peerrun.PodStatus{Phase: v1.PodFailed, Reason: "OutOfcpu"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := finishedAny(map[peerrun.PodKey]peerrun.PodStatus{k: tc.st}); got != tc.want {
+				t.Errorf("finishedAny = %v, want %v", got, tc.want)
 			}
 		})
 	}
