@@ -226,7 +226,13 @@ peer-build:
 # (kubepods, QoS, pod, container), then "peer-diff: N manifests, D differences (v1), E
 # differences (v2)"; exit 1 on any difference. docs/peer.md.
 # PEER_SEED: peer-diff's generator seed, one number (oracle-diff's SEED may name several).
+# SHARD=i/n: run only the i-th of n contiguous ranges of the batches, keeping the other shards'
+# results in PEER_WORK; each shard's report compares every batch run so far, and
+# `build/peerdiff -compare-only -work PEER_WORK -corpus ... -n ...` prints the combined one
+# (the v2 VM on a busy 2-core machine takes hours for the real corpora: docs/peer.md).
 PEER_SEED ?= 1
+PEER_WORK ?= build/peer-diff
+SHARD ?=
 PEER_N  ?= $(if $(filter command line,$(origin CORPUS)),0,40)
 CGROUPS ?= v1,v2
 .PHONY: peer-diff peer-diff-check peerdiff-build
@@ -235,10 +241,11 @@ peerdiff-build:
 
 peer-diff: build peerdiff-build
 	@[ -x $(PEER_DIR)/kubelet ] || { echo "peer-diff: $(PEER_DIR)/kubelet missing: make peer-build"; exit 2; }
-	./build/peerdiff -corpus '$(CORPUS)' -n $(PEER_N) -seed $(PEER_SEED) -cgroups $(CGROUPS) -kubelet $(PEER_DIR)/kubelet -slicelet $(BIN)/slicelet
+	./build/peerdiff -corpus '$(CORPUS)' -n $(PEER_N) -seed $(PEER_SEED) -cgroups $(CGROUPS) -work '$(PEER_WORK)' -shard '$(SHARD)' -kubelet $(PEER_DIR)/kubelet -slicelet $(BIN)/slicelet
 
-# make peer-diff-real [CGROUPS=v1]: peer-diff over the real corpora (Pod manifests and the pods
-# of workloads from public repositories, REAL_CORPORA), no generated pods. docs/peer.md.
+# make peer-diff-real [CGROUPS=v1] [SHARD=i/n] [PEER_WORK=dir]: peer-diff over the real corpora
+# (Pod manifests and the pods of workloads from public repositories, REAL_CORPORA), no
+# generated pods. docs/peer.md.
 REAL_CORPORA ?= ../shared/pods-real,../shared/workloads
 .PHONY: peer-diff-real
 peer-diff-real:

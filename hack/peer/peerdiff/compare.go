@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -18,10 +19,17 @@ type difference struct {
 	slicelet, kubelet                  string
 	// deliberate is why slicelet differs on purpose (docs/peer.md); empty for a real difference.
 	deliberate string
+	// unsettled says why what the agents left could not be compared: a pod (or, for the
+	// node's levels, a pod of the batch) had not settled under an agent when its wait limit
+	// passed. Not a difference: the run does not say whether there is one.
+	unsettled string
 }
 
 func (d difference) line() string {
 	s := fmt.Sprintf("%s %s %s %s %s: slicelet=%s kubelet=%s", d.version, d.origin, d.pod, d.level, d.field, d.slicelet, d.kubelet)
+	if d.unsettled != "" {
+		return "not settled: " + s + " (" + d.unsettled + ")"
+	}
 	if d.deliberate != "" {
 		return "deliberate: " + s + " (" + d.deliberate + ")"
 	}
@@ -142,7 +150,24 @@ func compareRun(version string, entries []entry, results []batchResult) []differ
 	var out []difference
 	for i, r := range results {
 		s, k := r.Snapshot[peerrun.Slicelet], r.Snapshot[peerrun.Kubelet]
-		batch := fmt.Sprintf("batch-%d", i+1)
+		batch := fmt.Sprintf("batch-%d", cmp.Or(r.Batch, i+1))
+		// unsettledOf says which agent had not settled key ("" when both had).
+		unsettledOf := func(key string) string {
+			var out []string
+			for _, kind := range []peerrun.Kind{peerrun.Slicelet, peerrun.Kubelet} {
+				if why, ok := r.Unsettled[kind][key]; ok {
+					out = append(out, fmt.Sprintf("%s: %s", kind, why))
+				}
+			}
+			return strings.Join(out, "; ")
+		}
+		// The node's levels sum the pods': with a pod not settled they are not comparable.
+		nodeUnsettled := ""
+		for _, kind := range []peerrun.Kind{peerrun.Slicelet, peerrun.Kubelet} {
+			if n := len(r.Unsettled[kind]); n > 0 {
+				nodeUnsettled = strings.TrimPrefix(nodeUnsettled+fmt.Sprintf("; %d pods or levels not settled under %s", n, kind), "; ")
+			}
+		}
 		for _, kind := range []peerrun.Kind{peerrun.Slicelet, peerrun.Kubelet} {
 			if msg := r.Errors[kind]; msg != "" {
 				out = append(out, difference{version: version, origin: batch, pod: "-", level: "run", field: string(kind), slicelet: "error", kubelet: fmt.Sprintf("%q", oneLine(msg))})
@@ -165,7 +190,7 @@ func compareRun(version string, entries []entry, results []batchResult) []differ
 		for _, l := range slices.Compact(levels) {
 			sv, sok := s.Node[l]
 			kv, kok := k.Node[l]
-			base := difference{version: version, origin: batch, pod: "-", level: l}
+			base := difference{version: version, origin: batch, pod: "-", level: l, unsettled: nodeUnsettled}
 			if sok != kok {
 				d := base
 				d.field, d.slicelet, d.kubelet = "created", yesNo(sok), yesNo(kok)
@@ -200,6 +225,21 @@ func compareRun(version string, entries []entry, results []batchResult) []differ
 			case sok:
 				diffs = comparePod(base, sp, kp)
 			}
+			if why := unsettledOf(key.String()); why != "" {
+				// One line for the pod, whether or not its readings differ.
+				d := base
+				d.level, d.field, d.slicelet, d.kubelet, d.unsettled = "pod", "settled", yesNo(r.Unsettled[peerrun.Slicelet][key.String()] == ""), yesNo(r.Unsettled[peerrun.Kubelet][key.String()] == ""), why
+				out = append(out, d)
+				continue
+			}
+			if len(diffs) > 0 && sok && kok && e.Pod != nil {
+				if why := caughtApart(e.Pod.Spec.RestartPolicy, sst, kst); why != "" {
+					d := base
+					d.level, d.field, d.slicelet, d.kubelet, d.unsettled = "pod", "phase", string(sst.Phase), string(kst.Phase), why
+					out = append(out, d)
+					continue
+				}
+			}
 			for _, d := range diffs {
 				d.deliberate = deliberate(d, e)
 				out = append(out, d)
@@ -207,6 +247,25 @@ func compareRun(version string, entries []entry, results []batchResult) []differ
 		}
 	}
 	return out
+}
+
+// caughtApart says why two settled statuses of a pod that runs to completion (restartPolicy
+// Never or OnFailure) are one run read at two points, not two behaviours: under one agent its
+// containers still ran when the batch was read, under the other it had finished (a `sleep 30`
+// outlives a fast batch and not a slow one). "" otherwise: a pod finished under one agent
+// whose containers no longer run under the other is compared (its sandbox must be stopped).
+func caughtApart(policy v1.RestartPolicy, s, k peerrun.PodStatus) string {
+	if policy != v1.RestartPolicyNever && policy != v1.RestartPolicyOnFailure {
+		return ""
+	}
+	still := func(st peerrun.PodStatus) bool { return st.Phase == v1.PodRunning && len(st.Running) > 0 }
+	switch {
+	case still(s) && k.Terminal():
+		return fmt.Sprintf("runs to completion: %s under the kubelet, its containers %v still running under slicelet when read", k.Phase, s.Running)
+	case still(k) && s.Terminal():
+		return fmt.Sprintf("runs to completion: %s under slicelet, its containers %v still running under the kubelet when read", s.Phase, k.Running)
+	}
+	return ""
 }
 
 func oneLine(s string) string {
@@ -241,27 +300,33 @@ var deliberateDivergences = []struct {
 	{
 		"a static pod asking for an extended resource no device plugin of the node provides is refused at admission (UnexpectedAdmissionError, \"cannot allocate unregistered device\"), not run without the device (the kubelet admits a pod short of an extended resource its node never had)",
 		func(d difference, e entry) bool {
-			return d.field == "admitted" && d.slicelet == "no" && d.kubelet == "yes" && e.Pod != nil && hasExtended(e.Pod)
+			return d.field == "admitted" && refused(d.slicelet) && d.kubelet == "yes" && e.Pod != nil && hasExtended(e.Pod)
 		},
 	},
 	{
 		"ConfigMaps and Secrets are served to pods from slicelet's own sources (the manifest directory and the API): the kubelet refuses static pods that reference them",
 		func(d difference, e entry) bool {
-			return d.field == "admitted" && d.slicelet == "yes" && d.kubelet == "no" && e.Pod != nil && referencesObjects(e.Pod)
+			return d.field == "admitted" && d.slicelet == "yes" && refused(d.kubelet) && e.Pod != nil && referencesObjects(e.Pod)
 		},
 	},
 	{
 		"a field slicelet does not implement yet is refused with its path (docs/pod-fields.md), never accepted and ignored: the kubelet implements it",
 		func(d difference, e entry) bool {
-			return d.field == "admitted" && d.slicelet == "no" && d.kubelet == "yes" && e.NotYet != ""
+			return d.field == "admitted" && refused(d.slicelet) && d.kubelet == "yes" && e.NotYet != ""
 		},
 	},
 	{
 		"a volume type slicelet has no plugin for (cinder, iscsi, nfs, ...; docs/pod-fields.md) is refused with its path at admission: the kubelet admits the pod and keeps it Pending, its pod cgroup counted in the QoS levels, until a mount its node cannot do (no CSI driver, no storage) succeeds",
 		func(d difference, e entry) bool {
-			return d.field == "admitted" && d.slicelet == "no" && d.kubelet == "yes" && e.NoPlugin != ""
+			return d.field == "admitted" && refused(d.slicelet) && d.kubelet == "yes" && e.NoPlugin != ""
 		},
 	},
+}
+
+// refused reports whether an admitted value (admitted) says no, with or without the
+// agent's reason.
+func refused(admittedValue string) bool {
+	return admittedValue == "no" || strings.HasPrefix(admittedValue, "no (")
 }
 
 // hasExtended reports whether a container of pod names an extended resource.

@@ -21,7 +21,7 @@ func withStatuses(rs []batchResult, s, k map[string]peerrun.PodStatus) []batchRe
 
 func TestCompareRun(t *testing.T) {
 	key := peerrun.PodKey{Namespace: "default", Name: "web"}
-	entries := []entry{{Origin: "web.yaml", Key: key}}
+	entries := []entry{{Origin: "web.yaml", Key: key, Pod: &v1.Pod{Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyNever}}}}
 	pod := func(qos, shares, adj string, containers ...string) peerrun.Pod {
 		p := peerrun.Pod{Ready: true, Cgroup: "kubepods.slice/pod.slice", QOS: qos, Values: peerrun.Values{"cpu.shares": shares}, Containers: map[string]peerrun.Container{}}
 		for _, c := range containers {
@@ -84,6 +84,27 @@ func TestCompareRun(t *testing.T) {
 				"v1 web.yaml default/web pod sandbox ready: slicelet=yes kubelet=no",
 				"v1 web.yaml default/web pod pod slice: slicelet=yes kubelet=no",
 			}},
+		{name: "a pod not settled under the kubelet is not compared", results: unsettled(run(
+			map[string]peerrun.Pod{"default/web": pod("Burstable", "102", "999", "a", "b")}, map[string]peerrun.Pod{"default/web": pod("Burstable", "2", "1", "a")},
+			node, map[string]peerrun.Values{"kubepods": {"cpu.shares": "1000"}}), peerrun.Kubelet, "default/web", "status Pending not settled, running [a]"),
+			want: []string{
+				"not settled: v1 batch-1 - kubepods cpu.shares: slicelet=1894 kubelet=1000 (1 pods or levels not settled under kubelet)",
+				"not settled: v1 web.yaml default/web pod settled: slicelet=yes kubelet=no (kubelet: status Pending not settled, running [a])",
+			}},
+		{name: "a pod that runs to completion read running under one, finished under the other", results: withStatuses(run(
+			map[string]peerrun.Pod{"default/web": pod("Burstable", "102", "999", "a")}, map[string]peerrun.Pod{"default/web": {}}, node, node),
+			map[string]peerrun.PodStatus{"default/web": {Phase: "Running", Settled: true, Running: []string{"a"}}}, map[string]peerrun.PodStatus{"default/web": {Phase: "Succeeded", Settled: true}}),
+			want: []string{"not settled: v1 web.yaml default/web pod phase: slicelet=Running kubelet=Succeeded (runs to completion: Succeeded under the kubelet, its containers [a] still running under slicelet when read)"}},
+		{name: "a finished pod's sandbox kept with its containers ended is a difference", results: withStatuses(run(
+			map[string]peerrun.Pod{"default/web": pod("Burstable", "102", "999")}, map[string]peerrun.Pod{"default/web": {}}, node, node),
+			map[string]peerrun.PodStatus{"default/web": {Phase: "Succeeded", Settled: true}}, map[string]peerrun.PodStatus{"default/web": {Phase: "Succeeded", Settled: true}}),
+			want: []string{"v1 web.yaml default/web pod sandbox ready: slicelet=yes kubelet=no", "v1 web.yaml default/web pod pod slice: slicelet=yes kubelet=no"}},
+		{name: "a settled batch with a numbered batch", results: func() []batchResult {
+			rs := run(nil, nil, node, map[string]peerrun.Values{"kubepods": {"cpu.shares": "1"}})
+			rs[0].Batch, rs[0].Batches = 7, 9
+			return rs
+		}(),
+			want: []string{"v1 batch-7 - kubepods cpu.shares: slicelet=1894 kubelet=1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
@@ -92,6 +113,75 @@ func TestCompareRun(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+}
+
+// unsettled marks pod key of the first batch not settled under kind.
+func unsettled(rs []batchResult, kind peerrun.Kind, key, why string) []batchResult {
+	rs[0].Unsettled = map[peerrun.Kind]map[string]string{kind: {key: why}}
+	return rs
+}
+
+// TestSummary: a difference, a pod not settled or a batch not run each fail the run; the
+// last line says which.
+func TestSummary(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		counts   map[string]int
+		versions []string
+		want     string
+		code     int
+	}{
+		{name: "clean", counts: map[string]int{}, versions: []string{"v1", "v2"}, want: "peer-diff: 9 manifests, 0 differences (v1), 0 differences (v2)\n"},
+		{name: "v2 not run", counts: map[string]int{}, versions: []string{"v1"}, want: "peer-diff: 9 manifests, 0 differences (v1), - differences (v2)\n"},
+		{name: "a difference", counts: map[string]int{"v2": 2}, versions: []string{"v2"}, want: "peer-diff: 9 manifests, - differences (v1), 2 differences (v2)\n", code: 1},
+		{name: "not settled", counts: map[string]int{"v2 not settled": 3}, versions: []string{"v2"},
+			want: "peer-diff: 9 manifests, - differences (v1), 0 differences (v2); incomplete: 3 not settled (v2)\n", code: 1},
+		{name: "shards missing", counts: map[string]int{"v2 missing": 1}, versions: []string{"v2"},
+			want: "peer-diff: 9 manifests, - differences (v1), 0 differences (v2); incomplete: batches not run (v2)\n", code: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out strings.Builder
+			if code := summary(&out, 9, tc.counts, tc.versions); code != tc.code || out.String() != tc.want {
+				t.Errorf("summary: %q, exit %d; want %q, exit %d", out.String(), code, tc.want, tc.code)
+			}
+		})
+	}
+}
+
+// TestChangedCgroups: what readSettled waits on is what compareRun compares; a crash loop's
+// container, running at one reading and not at the next, does not hold it.
+func TestChangedCgroups(t *testing.T) {
+	key := peerrun.PodKey{Namespace: "default", Name: "web"}
+	running := peerrun.Container{State: "CONTAINER_RUNNING", Values: peerrun.Values{"cpu.max": "5000 100000"}, OOMScoreAdj: "999"}
+	exited := peerrun.Container{State: "CONTAINER_EXITED"}
+	pod := func(vals peerrun.Values, cs map[string]peerrun.Container) peerrun.Snapshot {
+		return peerrun.Snapshot{Node: map[string]peerrun.Values{"kubepods": {"cpu.weight": "77"}}, Pods: map[peerrun.PodKey]peerrun.Pod{key: {Ready: true, Cgroup: "p", Values: vals, Containers: cs}}}
+	}
+	base := peerrun.Values{"cpu.weight": "2"}
+	for _, tc := range []struct {
+		name string
+		a, b peerrun.Snapshot
+		want []peerrun.PodKey
+	}{
+		{name: "same", a: pod(base, map[string]peerrun.Container{"a": running}), b: pod(base, map[string]peerrun.Container{"a": running})},
+		{name: "a crash loop's container between runs", a: pod(base, map[string]peerrun.Container{"a": running}), b: pod(base, map[string]peerrun.Container{"a": exited})},
+		{name: "a container's value written late", a: pod(base, map[string]peerrun.Container{"a": {State: "CONTAINER_RUNNING", Values: peerrun.Values{"cpu.max": "max 100000"}, OOMScoreAdj: "1"}}),
+			b: pod(base, map[string]peerrun.Container{"a": running}), want: []peerrun.PodKey{key}},
+		{name: "a container created", a: pod(base, map[string]peerrun.Container{"a": running}), b: pod(base, map[string]peerrun.Container{"a": running, "b": running}), want: []peerrun.PodKey{key}},
+		{name: "the pod slice's value", a: pod(base, nil), b: pod(peerrun.Values{"cpu.weight": "100"}, nil), want: []peerrun.PodKey{key}},
+		{name: "a pod appears", a: peerrun.Snapshot{Node: pod(base, nil).Node}, b: pod(base, nil), want: []peerrun.PodKey{key}},
+		{name: "the node's levels", a: pod(base, nil), b: func() peerrun.Snapshot {
+			s := pod(base, nil)
+			s.Node = map[string]peerrun.Values{"kubepods": {"cpu.weight": "78"}}
+			return s
+		}(), want: []peerrun.PodKey{nodeLevels}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := changedCgroups(tc.a, tc.b); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("changedCgroups = %v, want %v", got, tc.want)
 			}
 		})
 	}
@@ -123,6 +213,8 @@ func TestDeliberate(t *testing.T) {
 		{"secret reference admitted by slicelet alone", difference{field: "admitted", slicelet: "yes", kubelet: "no"}, entry{Pod: secret}, true},
 		{"secret reference the other way round", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: secret}, false},
 		{"extended resource refused by slicelet", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: widget}, true},
+		{"extended resource refused by slicelet, its reason shown", difference{field: "admitted", slicelet: "no (Failed UnexpectedAdmissionError: Allocate failed due to cannot allocate unregistered device example.com/widget, which is unexpected)", kubelet: "yes"}, entry{Pod: widget}, true},
+		{"secret reference refused by the kubelet, its reason shown", difference{field: "admitted", slicelet: "yes", kubelet: "no (Failed Rejected: static pods may not reference secrets)"}, entry{Pod: secret}, true},
 		{"field not implemented yet", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: plain, NotYet: "spec.dnsConfig: Forbidden: pod DNS configuration is not implemented by slicelet yet"}, true},
 		{"volume without a plugin refused by slicelet", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: plain, NoPlugin: "spec.volumes[0].cinder: Forbidden: needs a volume plugin slicelet does not have; use hostPath or emptyDir"}, true},
 		{"volume without a plugin admitted by slicelet alone", difference{field: "admitted", slicelet: "yes", kubelet: "no"}, entry{Pod: plain, NoPlugin: "x"}, false},

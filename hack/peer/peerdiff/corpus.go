@@ -290,6 +290,9 @@ var (
 	hookFields  = []string{"postStart", "preStop"}
 )
 
+// sleepForever is the command of a container whose program the test image does not have.
+var sleepForever = []string{"/bin/sleep", "infinity"}
+
 // rewrite makes a Pod document run on the node with the test image alone: every container's
 // image becomes [peerrun.TestImage] with imagePullPolicy IfNotPresent; an init container that
 // is not a sidecar runs `true` (offline, what it waits for or fetches is not there, and the pod
@@ -314,7 +317,7 @@ func rewrite(doc map[string]any, applets []string) {
 			argv := append(stringList(c["command"]), stringList(c["args"])...)
 			if exits || len(argv) == 0 || !isApplet(argv[0], applets) {
 				delete(c, "args")
-				c["command"] = []any{"/bin/sleep", "infinity"}
+				c["command"] = []any{sleepForever[0], sleepForever[1]}
 				if exits {
 					c["command"] = []any{"/bin/true"}
 				}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
@@ -41,11 +43,14 @@ func quantity(s string, milli bool) int64 {
 // slower, and polls less often there to leave it to the agents.
 // A batch waits for its pods to settle (peerrun.Agent.Wait), so the limit only bounds a batch
 // whose pods do not: on a loaded machine an agent takes minutes to start 30 pods.
-func waits(version string) peerrun.WaitOptions {
+// A limit of zero is the version's default.
+func waits(version string, limit time.Duration) peerrun.WaitOptions {
+	w := peerrun.WaitOptions{Settle: 6 * time.Second, Startup: 5 * time.Second, Limit: 5 * time.Minute}
 	if version == "v2" {
-		return peerrun.WaitOptions{Settle: 15 * time.Second, Startup: time.Minute, Limit: 15 * time.Minute, Poll: 2 * time.Second}
+		w = peerrun.WaitOptions{Settle: 15 * time.Second, Startup: time.Minute, Limit: 15 * time.Minute, Poll: 2 * time.Second}
 	}
-	return peerrun.WaitOptions{Settle: 6 * time.Second, Startup: 5 * time.Second, Limit: 5 * time.Minute}
+	w.Limit = cmp.Or(limit, w.Limit)
+	return w
 }
 
 // inside runs every batch under the kubelet, then slicelet, and writes what each left.
@@ -87,8 +92,10 @@ func inside(ctx context.Context, o options) error {
 	cpus, mem := thisMachine()
 	alloc := nodeAllocatable(cfg, cpus, mem)
 	bs := batches(entries, alloc, o.batchPods)
-	logf("peerdiff %s: %d pods in %d batches (allocatable for batching: %dm cpu, %d MiB)", o.inside, len(entries), len(bs), alloc.CPUMilli, alloc.MemoryBytes>>20)
-	out := filepath.Join(o.work, o.inside, resultFile)
+	lo, hi := o.shard.batches(len(bs))
+	logf("peerdiff %s: %d pods in %d batches (allocatable for batching: %dm cpu, %d MiB); shard %s: batches %d to %d",
+		o.inside, len(entries), len(bs), alloc.CPUMilli, alloc.MemoryBytes>>20, o.shard, lo+1, hi)
+	out := filepath.Join(o.work, o.inside, o.shard.resultFile())
 	var results []batchResult
 	binaries := map[peerrun.Kind]string{peerrun.Kubelet: o.kubelet, peerrun.Slicelet: o.slicelet}
 	if o.inside == "v2" {
@@ -104,14 +111,19 @@ func inside(ctx context.Context, o options) error {
 			}
 		}
 	}
-	for i, b := range bs {
-		r := batchResult{Snapshot: map[peerrun.Kind]snapshot{}, Complete: map[peerrun.Kind][]string{}, Took: map[peerrun.Kind]string{}, Errors: map[peerrun.Kind]string{}}
-		want := map[peerrun.PodKey][]string{}
+	for i := lo; i < hi; i++ {
+		b := bs[i]
+		r := batchResult{Batch: i + 1, Batches: len(bs), Snapshot: map[peerrun.Kind]snapshot{}, Complete: map[peerrun.Kind][]string{},
+			Took: map[peerrun.Kind]string{}, Errors: map[peerrun.Kind]string{}, Unsettled: map[peerrun.Kind]map[string]string{}}
+		want, finish := map[peerrun.PodKey][]string{}, map[peerrun.PodKey]bool{}
 		r.Misfits = b.misfits
 		for _, e := range b.pods {
 			r.Keys = append(r.Keys, e.Key)
 			if startsHere(e) {
 				want[e.Key] = e.Containers
+				if runsToCompletion(e) {
+					finish[e.Key] = true
+				}
 				r.Waited = append(r.Waited, e.Key)
 			}
 		}
@@ -120,7 +132,7 @@ func inside(ctx context.Context, o options) error {
 				continue
 			}
 			t0 := time.Now()
-			snap, complete, cgroupErrors, err := runBatch(ctx, filepath.Join(o.work, o.inside), node, kind, binaries[kind], cfg, i, b.pods, want, waits(o.inside))
+			snap, wr, cgroupErrors, err := runBatch(ctx, filepath.Join(o.work, o.inside), node, kind, binaries[kind], cfg, i, b.pods, want, finish, waits(o.inside, o.waitLimit))
 			if err != nil {
 				r.Errors[kind] = err.Error()
 				logf("batch %d %s: %v", i+1, kind, err)
@@ -129,12 +141,18 @@ func inside(ctx context.Context, o options) error {
 			if kind == peerrun.Kubelet {
 				r.KubeletCgroupErrors = cgroupErrors
 			}
-			for k := range complete {
+			for k := range wr.Complete {
 				r.Complete[kind] = append(r.Complete[kind], k.String())
+			}
+			for k, why := range wr.Unsettled {
+				if r.Unsettled[kind] == nil {
+					r.Unsettled[kind] = map[string]string{}
+				}
+				r.Unsettled[kind][k.String()] = why
 			}
 			slices.Sort(r.Complete[kind])
 			r.Took[kind] = time.Since(t0).Round(time.Millisecond).String()
-			logf("batch %d/%d %s: %d pods, %d complete, %d sandboxes, %s", i+1, len(bs), kind, len(b.pods), len(complete), len(snap.Pods), r.Took[kind])
+			logf("batch %d/%d %s: %d pods, %d complete, %d sandboxes, %d not settled, %s", i+1, len(bs), kind, len(b.pods), len(wr.Complete), len(snap.Pods), len(wr.Unsettled), r.Took[kind])
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -169,27 +187,43 @@ func copyBinary(path, dir string) (string, error) {
 
 // runBatch writes the batch's manifests, runs kind on them until its pods are up, reads the
 // cgroups and stops the agent, leaving the node clean.
-func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerrun.Kind, binary string, cfg peerrun.NodeConfig, n int, b []entry, want map[peerrun.PodKey][]string, w peerrun.WaitOptions) (peerrun.Snapshot, map[peerrun.PodKey]bool, []string, error) {
+func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerrun.Kind, binary string, cfg peerrun.NodeConfig, n int, b []entry, want map[peerrun.PodKey][]string, finish map[peerrun.PodKey]bool, w peerrun.WaitOptions) (peerrun.Snapshot, peerrun.WaitResult, []string, error) {
 	dir := filepath.Join(nodeDir, fmt.Sprintf("manifests-%d-%s", n, kind))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return peerrun.Snapshot{}, nil, nil, err
+		return peerrun.Snapshot{}, peerrun.WaitResult{}, nil, err
 	}
 	defer os.RemoveAll(dir)
 	for i, e := range b {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%03d.yaml", i)), e.YAML, 0o644); err != nil {
-			return peerrun.Snapshot{}, nil, nil, err
+			return peerrun.Snapshot{}, peerrun.WaitResult{}, nil, err
 		}
 	}
 	a, err := node.StartAgent(ctx, peerrun.AgentOptions{Kind: kind, Binary: binary, ManifestDir: dir, Config: cfg})
 	if err != nil {
-		return peerrun.Snapshot{}, nil, nil, err
+		return peerrun.Snapshot{}, peerrun.WaitResult{}, nil, err
 	}
-	w.Want = want
+	w.Want, w.Finish = want, finish
 	t0 := time.Now()
-	complete, statuses, werr := a.Wait(ctx, w)
+	wr, werr := a.Wait(ctx, w)
 	t1 := time.Now()
-	snap, rerr := readSettled(ctx, a, w.Settle)
-	snap.Statuses = statuses
+	notBefore := time.Time{}
+	if kind == peerrun.Kubelet && finishedAny(wr.Statuses) {
+		// The kubelet lowers its QoS levels for a pod that ended at its next periodic QoS
+		// update (pkg/kubelet/cm/qos_container_manager_linux.go, UpdateCgroups every
+		// periodicQOSCgroupUpdateInterval, a minute), not when the pod ends: the levels are
+		// read once one has passed since the pods settled, with a margin.
+		notBefore = t1.Add(kubeletQOSUpdate)
+	}
+	snap, changing, rerr := readSettled(ctx, a, w.Settle, notBefore)
+	snap.Statuses = wr.Statuses
+	for _, k := range changing {
+		if wr.Unsettled == nil {
+			wr.Unsettled = map[peerrun.PodKey]string{}
+		}
+		if _, ok := wr.Unsettled[k]; !ok {
+			wr.Unsettled[k] = fmt.Sprintf("its cgroups still changed between two readings %s after the wait", w.Settle)
+		}
+	}
 	t2 := time.Now()
 	journal := a.Journal(ctx, 5000)
 	_ = os.WriteFile(filepath.Join(logDir, fmt.Sprintf("batch-%d-%s.log", n+1, kind)), []byte(journal), 0o644)
@@ -201,57 +235,112 @@ func runBatch(ctx context.Context, logDir string, node *peerrun.Node, kind peerr
 	serr := a.Stop(ctx)
 	node.Logf("batch %d %s: wait %s, read %s, journal %s, stop %s", n+1, kind, t1.Sub(t0).Round(time.Second),
 		t2.Sub(t1).Round(time.Second), t3.Sub(t2).Round(time.Second), time.Since(t3).Round(time.Second))
-	return snap, complete, cgroupErrors, errors.Join(werr, rerr, serr)
+	return snap, wr, cgroupErrors, errors.Join(werr, rerr, serr)
 }
 
-// readSettled reads the agent's cgroups until two readings half a second apart agree, at most
-// for limit: values an agent writes just after its pods came up (the QoS levels, updated
+// readSettled reads the agent's cgroups, from notBefore, until two readings half a second
+// apart agree, at most for limit: values an agent writes just after its pods came up (the QoS levels, updated
 // after a pod slice is made) are read once written. A crash loop's container scopes come and
-// go; with one, the last reading is taken at limit.
-func readSettled(ctx context.Context, a *peerrun.Agent, limit time.Duration) (peerrun.Snapshot, error) {
+// go; with one, the last reading is taken at limit, and the pods that changed between the
+// last two readings (the node's levels as "-") are returned.
+func readSettled(ctx context.Context, a *peerrun.Agent, limit time.Duration, notBefore time.Time) (peerrun.Snapshot, []peerrun.PodKey, error) {
+	if d := time.Until(notBefore); d > 0 {
+		select {
+		case <-ctx.Done():
+			return peerrun.Snapshot{}, nil, ctx.Err()
+		case <-time.After(d):
+		}
+	}
 	deadline := time.Now().Add(limit)
 	prev, err := a.Read(ctx)
+	var changing []peerrun.PodKey
 	for err == nil && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
-			return prev, ctx.Err()
+			return prev, nil, ctx.Err()
 		case <-time.After(500 * time.Millisecond):
 		}
 		var cur peerrun.Snapshot
 		if cur, err = a.Read(ctx); err != nil {
 			break
 		}
-		if sameCgroups(prev, cur) {
-			return cur, nil
+		if changing = changedCgroups(prev, cur); len(changing) == 0 {
+			return cur, nil, nil
 		}
 		prev = cur
 	}
-	return prev, err
+	return prev, changing, err
 }
 
-// sameCgroups reports whether two readings hold the same levels, pods and values (container
-// states aside).
-func sameCgroups(a, b peerrun.Snapshot) bool {
-	strip := func(s peerrun.Snapshot) peerrun.Snapshot {
-		out := peerrun.Snapshot{Node: s.Node, Pods: map[peerrun.PodKey]peerrun.Pod{}}
-		for k, p := range s.Pods {
-			cs := map[string]peerrun.Container{}
-			for n, c := range p.Containers {
-				c.State = ""
-				cs[n] = c
-			}
-			p.Containers = cs
-			out.Pods[k] = p
+// kubeletQOSUpdate is how long after its pods settled the kubelet's QoS levels are read when
+// one of them ended: its periodic QoS update's interval (a minute) and a margin.
+const kubeletQOSUpdate = 65 * time.Second
+
+// finishedAny reports whether a pod of statuses ran and ended (Succeeded, or Failed without
+// an admission reason: a refused pod never counted in the QoS levels).
+func finishedAny(statuses map[peerrun.PodKey]peerrun.PodStatus) bool {
+	for _, st := range statuses {
+		if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed && st.Reason == "" {
+			return true
 		}
-		return out
 	}
-	return reflect.DeepEqual(strip(a), strip(b))
+	return false
 }
+
+// changedCgroups lists what differs between two readings as peer-diff compares them: the
+// pods whose sandbox, QoS, pod slice, values or set of containers differ, or the values of a
+// container running at both readings (a crash loop's container, running at one reading and
+// not at the other, is compared only where both agents show it running); nodeLevels when the
+// node's levels differ.
+func changedCgroups(a, b peerrun.Snapshot) []peerrun.PodKey {
+	var out []peerrun.PodKey
+	if !reflect.DeepEqual(a.Node, b.Node) {
+		out = append(out, nodeLevels)
+	}
+	keys := map[peerrun.PodKey]bool{}
+	for k := range a.Pods {
+		keys[k] = true
+	}
+	for k := range b.Pods {
+		keys[k] = true
+	}
+	for k := range keys {
+		pa, oka := a.Pods[k]
+		pb, okb := b.Pods[k]
+		if oka != okb || !samePod(pa, pb) {
+			out = append(out, k)
+		}
+	}
+	slices.SortFunc(out, peerrun.PodKey.Compare)
+	return out
+}
+
+// samePod reports whether two readings of a pod agree (changedCgroups).
+func samePod(a, b peerrun.Pod) bool {
+	if a.UID != b.UID || a.Ready != b.Ready || a.QOS != b.QOS || a.Cgroup != b.Cgroup || !reflect.DeepEqual(a.Values, b.Values) ||
+		len(a.Containers) != len(b.Containers) {
+		return false
+	}
+	for n, ca := range a.Containers {
+		cb, ok := b.Containers[n]
+		if !ok {
+			return false
+		}
+		if ca.Values != nil && cb.Values != nil && (!reflect.DeepEqual(ca.Values, cb.Values) || ca.OOMScoreAdj != cb.OOMScoreAdj) {
+			return false
+		}
+	}
+	return true
+}
+
+// nodeLevels is the key under which the node's levels (kubepods, QoS) are reported unsettled.
+var nodeLevels = peerrun.PodKey{Name: "-"}
 
 // startsHere reports whether an agent that admits e can start it on this node, so that a batch
 // waits for it: it reads no ConfigMap or Secret (the corpus has none), every volume can be set
-// up offline, and every hostPath volume whose type asks for an existing path has one (the
-// kubelet waits for the mount otherwise, with no sandbox, until the path appears).
+// up offline, and every hostPath volume can be mounted (hostPathMountable on this node's
+// filesystem): the kubelet's volume manager retries a failed mount with no sandbox until it
+// succeeds (FailedMount), and the pod waits in ContainerCreating for good.
 func startsHere(e entry) bool {
 	if e.Objects || e.NoVolume != "" {
 		return false
@@ -261,16 +350,74 @@ func startsHere(e entry) bool {
 		return true // refused by both: decided at once
 	}
 	for _, v := range pod.Spec.Volumes {
-		hp := v.HostPath
-		if hp == nil || hp.Type == nil {
-			continue
-		}
-		switch *hp.Type {
-		case v1.HostPathDirectory, v1.HostPathFile, v1.HostPathSocket, v1.HostPathCharDev, v1.HostPathBlockDev:
-			if _, err := os.Stat(hp.Path); err != nil {
-				return false
-			}
+		if hp := v.HostPath; hp != nil && !hostPathMountable(hp, osPaths{}) {
+			return false
 		}
 	}
 	return true
+}
+
+// runsToCompletion reports whether e, as prepared, is a pod that ends by itself: its
+// restartPolicy is Never or OnFailure and every regular container kept its own command (a
+// program the test image has), none runs the `sleep infinity` that stands in for a program
+// it has not.
+func runsToCompletion(e entry) bool {
+	var pod v1.Pod
+	if yaml.Unmarshal(e.YAML, &pod) != nil || len(pod.Spec.Containers) == 0 {
+		return false
+	}
+	if p := pod.Spec.RestartPolicy; p != v1.RestartPolicyNever && p != v1.RestartPolicyOnFailure {
+		return false
+	}
+	for _, c := range pod.Spec.Containers {
+		if slices.Equal(c.Command, sleepForever) {
+			return false
+		}
+	}
+	return true
+}
+
+// paths is what hostPathMountable asks of the node's filesystem.
+type paths interface {
+	// exists reports whether path exists.
+	exists(path string) bool
+	// writable reports whether a file can be made in the existing directory dir (false on
+	// a read-only mount, such as the VM's /usr, shared from the host).
+	writable(dir string) bool
+}
+
+// osPaths is this node's filesystem.
+type osPaths struct{}
+
+func (osPaths) exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func (osPaths) writable(dir string) bool { return unix.Access(dir, unix.W_OK) == nil }
+
+// hostPathMountable reports whether the kubelet's hostPath plugin can set hp up on the node
+// (pkg/volume/hostpath/host_path.go, checkType): a type that asks for an existing path needs
+// it; DirectoryOrCreate makes the missing directories (MkdirAll), so the nearest existing
+// ancestor must be writable; FileOrCreate makes the file but not its parent, which must
+// exist and be writable. No type, no check: the runtime's bind mount decides (a missing
+// source fails the container, CreateContainerError, which settles).
+func hostPathMountable(hp *v1.HostPathVolumeSource, fs paths) bool {
+	if hp.Type == nil || fs.exists(hp.Path) {
+		return true
+	}
+	switch *hp.Type {
+	case v1.HostPathDirectoryOrCreate:
+		dir := filepath.Clean(hp.Path)
+		for dir != "/" && !fs.exists(dir) {
+			dir = filepath.Dir(dir)
+		}
+		return fs.writable(dir)
+	case v1.HostPathFileOrCreate:
+		parent := filepath.Dir(filepath.Clean(hp.Path))
+		return fs.exists(parent) && fs.writable(parent)
+	case v1.HostPathUnset:
+		return true
+	}
+	return false // Directory, File, Socket, CharDevice, BlockDevice: the path must exist
 }

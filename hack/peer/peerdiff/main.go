@@ -52,6 +52,9 @@ type options struct {
 	inside                                           string
 	vmMem, vmCPUs, batchPods                         int
 	prepareOnly, compareOnly                         bool
+	shard                                            shard
+	sandboxName                                      string
+	waitLimit                                        time.Duration
 }
 
 func main() {
@@ -70,10 +73,17 @@ func main() {
 	flag.IntVar(&o.batchPods, "batch-pods", 30, "most pods in one batch")
 	flag.BoolVar(&o.prepareOnly, "prepare-only", false, "prepare the corpus, print its batches and exit: for this machine, or for the VM (-vm-cpus, -vm-mem) when -cgroups starts with v2")
 	flag.StringVar(&o.inside, "inside", "", "internal: run the batches inside the sandbox or VM, for this cgroup version")
+	flag.StringVar(&o.sandboxName, "sandbox-name", fmt.Sprintf("peerdiff-%d", os.Getpid()), "the v1 sandbox's name (unique on the machine)")
+	flag.DurationVar(&o.waitLimit, "wait-limit", 0, "how long a batch waits for its pods to settle under each agent before reporting those that did not as not settled (0: 5m on v1, 15m on v2; under emulation the guest's clock, which on a busy machine runs at a third of the host's)")
+	shardFlag := flag.String("shard", "", "i/n: run only the i-th of n contiguous ranges of each version's batches, keeping the other shards' results in -work; the report compares every batch whose shard has run (docs/peer.md)")
 	flag.Parse()
+	var err error
+	if o.shard, err = parseShard(*shardFlag); err != nil {
+		fmt.Fprintln(os.Stderr, "peerdiff:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	var err error
 	code := 0
 	if o.inside != "" {
 		err = inside(ctx, o)
@@ -95,7 +105,10 @@ const (
 
 // batchResult is what one batch left under each agent.
 type batchResult struct {
-	Keys []peerrun.PodKey `json:"keys"`
+	// Batch is the batch's number (from 1) of Batches in its cgroup version.
+	Batch   int              `json:"batch,omitempty"`
+	Batches int              `json:"batches,omitempty"`
+	Keys    []peerrun.PodKey `json:"keys"`
 	// Waited are the keys of the pods that can come up on the node (startsHere), which the
 	// batch waited for.
 	Waited   []peerrun.PodKey          `json:"waited,omitempty"`
@@ -108,6 +121,10 @@ type batchResult struct {
 	// (kubeletCgroupErrors): the kubelet logs a failed Set and goes on, leaving the cgroup
 	// at systemd's defaults, so the batch does not show the kubelet's rules where it failed.
 	KubeletCgroupErrors []string `json:"kubeletCgroupErrors,omitempty"`
+	// Unsettled are, per agent, the pods (by key; "-" for the node's levels) that had not
+	// settled when the batch's wait limit passed, or whose cgroups were still changing when
+	// read, with what they waited for: not compared, reported as not settled.
+	Unsettled map[peerrun.Kind]map[string]string `json:"unsettled,omitempty"`
 }
 
 // snapshot is peerrun.Snapshot with string keys (JSON).
@@ -164,8 +181,11 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 	if o.compareOnly {
 		return compareOnly(stdout, work, o.cgroups)
 	}
-	if err := os.RemoveAll(work); err != nil {
-		return 0, err
+	// A shard keeps the other shards' results; a whole run starts from nothing.
+	if o.shard.n == 0 {
+		if err := os.RemoveAll(work); err != nil {
+			return 0, err
+		}
 	}
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return 0, err
@@ -212,10 +232,13 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return 0, err
 		}
-		args := []string{"-inside", v, "-work", work, "-batch-pods", strconv.Itoa(o.batchPods), "-agents", o.agents}
+		args := []string{"-inside", v, "-work", work, "-batch-pods", strconv.Itoa(o.batchPods), "-agents", o.agents, "-shard", o.shard.String(), "-wait-limit", o.waitLimit.String()}
+		if err := o.shard.clear(dir); err != nil {
+			return 0, err
+		}
 		switch v {
 		case "v1":
-			err = runSandbox(ctx, work, binaryDirs(kubelet, slicelet), append(args, "-kubelet", kubelet, "-slicelet", slicelet), stderr)
+			err = runSandbox(ctx, o.sandboxName, work, binaryDirs(kubelet, slicelet), append(args, "-kubelet", kubelet, "-slicelet", slicelet), stderr)
 		case "v2":
 			err = runVM(ctx, self, work, kubelet, slicelet, args, o.vmMem, o.vmCPUs, stderr)
 		default:
@@ -224,36 +247,66 @@ func host(ctx context.Context, o options, stdout, stderr io.Writer) (int, error)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", v, err)
 		}
-		results, err := readResults(filepath.Join(dir, resultFile))
+		results, note, err := readAllResults(dir)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", v, err)
+		}
+		if note != "" {
+			fmt.Fprintf(stdout, "%s: %s\n", v, note)
+			counts[v+" missing"]++
 		}
 		if o.agents == string(peerrun.Slicelet) {
 			counts[v] = checkAlone(stdout, v, entries, results)
 			versions = append(versions, v)
 			continue
 		}
-		diffs := compareRun(v, entries, results)
-		for _, d := range diffs {
-			fmt.Fprintln(stdout, d.line())
-			if d.deliberate == "" {
-				counts[v]++
-			}
-		}
-		fmt.Fprintf(stderr, "peerdiff: %s: %d batches in %s\n", v, len(results), time.Since(t0).Round(time.Second))
+		countDiffs(stdout, v, compareRun(v, entries, results), counts)
+		fmt.Fprintf(stderr, "peerdiff: %s: shard %s: %d batches compared, run in %s\n", v, o.shard, len(results), time.Since(t0).Round(time.Second))
 		versions = append(versions, v)
 	}
 	if o.agents == string(peerrun.Slicelet) {
 		fmt.Fprintf(stdout, "peer-diff-check: %d manifests through slicelet alone, %s not up (v1), %s not up (v2)\n", len(entries), countOf(counts, versions, "v1"), countOf(counts, versions, "v2"))
 		return min(1, counts["v1"]+counts["v2"]), nil
 	}
-	fmt.Fprintf(stdout, "peer-diff: %d manifests, %s differences (v1), %s differences (v2)\n", len(entries), countOf(counts, versions, "v1"), countOf(counts, versions, "v2"))
-	for _, v := range versions {
-		if counts[v] > 0 {
-			return 1, nil
+	return summary(stdout, len(entries), counts, versions), nil
+}
+
+// countDiffs prints the differences of version v and counts them in counts: v's real ones,
+// "v not settled" for the pods and levels not compared.
+func countDiffs(w io.Writer, v string, diffs []difference, counts map[string]int) {
+	for _, d := range diffs {
+		fmt.Fprintln(w, d.line())
+		switch {
+		case d.unsettled != "":
+			counts[v+" not settled"]++
+		case d.deliberate == "":
+			counts[v]++
 		}
 	}
-	return 0, nil
+}
+
+// summary prints the last line and returns the exit code: 1 when a version has a difference,
+// a pod or level not settled (the run does not say whether they differ) or batches not run.
+func summary(w io.Writer, manifests int, counts map[string]int, versions []string) int {
+	var incomplete []string
+	code := 0
+	for _, v := range versions {
+		if n := counts[v+" not settled"]; n > 0 {
+			incomplete = append(incomplete, fmt.Sprintf("%d not settled (%s)", n, v))
+		}
+		if counts[v+" missing"] > 0 {
+			incomplete = append(incomplete, fmt.Sprintf("batches not run (%s)", v))
+		}
+		if counts[v] > 0 || counts[v+" not settled"] > 0 || counts[v+" missing"] > 0 {
+			code = 1
+		}
+	}
+	tail := ""
+	if len(incomplete) > 0 {
+		tail = "; incomplete: " + strings.Join(incomplete, ", ")
+	}
+	fmt.Fprintf(w, "peer-diff: %d manifests, %s differences (v1), %s differences (v2)%s\n", manifests, countOf(counts, versions, "v1"), countOf(counts, versions, "v2"), tail)
+	return code
 }
 
 // compareOnly compares the results an earlier (or unfinished) run left in work.
@@ -276,24 +329,20 @@ func compareOnly(stdout io.Writer, work, cgroups string) (int, error) {
 	counts := map[string]int{}
 	var versions []string
 	for _, v := range strings.Split(cgroups, ",") {
-		results, err := readResults(filepath.Join(work, v, resultFile))
+		v = strings.TrimSpace(v)
+		results, note, err := readAllResults(filepath.Join(work, v))
 		if err != nil {
 			continue
 		}
-		for _, d := range compareRun(v, entries, results) {
-			fmt.Fprintln(stdout, d.line())
-			if d.deliberate == "" {
-				counts[v]++
-			}
+		if note != "" {
+			fmt.Fprintf(stdout, "%s: %s\n", v, note)
+			counts[v+" missing"]++
 		}
+		countDiffs(stdout, v, compareRun(v, entries, results), counts)
 		fmt.Fprintf(stdout, "%s: %d batches compared\n", v, len(results))
 		versions = append(versions, v)
 	}
-	fmt.Fprintf(stdout, "peer-diff: %d manifests, %s differences (v1), %s differences (v2)\n", len(entries), countOf(counts, versions, "v1"), countOf(counts, versions, "v2"))
-	if counts["v1"]+counts["v2"] > 0 {
-		return 1, nil
-	}
-	return 0, nil
+	return summary(stdout, len(entries), counts, versions), nil
 }
 
 // countOf is the count of version v as printed: "-" when v did not run.
@@ -380,8 +429,8 @@ func binaryDirs(binaries ...string) []string {
 }
 
 // runSandbox boots the v1 sandbox with binds and runs peerdiff inside; its output goes to stderr.
-func runSandbox(ctx context.Context, work string, binds, args []string, stderr io.Writer) error {
-	sb, err := peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: fmt.Sprintf("peerdiff-%d", os.Getpid()), WorkDir: work, Binds: binds, Log: stderr})
+func runSandbox(ctx context.Context, name, work string, binds, args []string, stderr io.Writer) error {
+	sb, err := peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: name, WorkDir: work, Binds: binds, Log: stderr})
 	if err != nil {
 		return err
 	}

@@ -328,6 +328,11 @@ func (k PodKey) Compare(o PodKey) int { return strings.Compare(k.String(), o.Str
 type WaitOptions struct {
 	// Want maps each pod expected to come up or be refused to its regular container names.
 	Want map[PodKey][]string
+	// Finish are the pods of Want expected to run to completion (restartPolicy Never or
+	// OnFailure, every regular container running a command that may end): while a
+	// container runs they are not settled, so that both agents are read with them finished
+	// (or, OnFailure, between two failed runs).
+	Finish map[PodKey]bool
 	// Settle: a pod of Want the agent never lists (its manifest does not decode for it)
 	// counts as decided once every pod it lists is settled and nothing changed for that
 	// long. Limit bounds the wait.
@@ -348,17 +353,18 @@ type WaitOptions struct {
 // or o.Limit passed. o.Want holds only pods that can come up on the node: a pod waiting for a
 // volume the node never gets would hold the wait until o.Limit. A pod the agent does not list (it did not decode) is waited for until
 // every listed pod settled and nothing changed for o.Settle, and at least o.Startup after the
-// agent first answered when it lists none. It returns the pods whose regular containers all
-// run and the agent's last statuses.
-func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[PodKey]PodStatus, error) {
+// agent first answered when it lists none. A pod of o.Want still unsettled (or not listed)
+// when o.Limit passes is in the result's Unsettled: what the node shows of it is not what the
+// agent makes of it, and comparing it would report the machine's slowness as a difference.
+func (a *Agent) Wait(ctx context.Context, o WaitOptions) (WaitResult, error) {
 	rs, done, err := a.node.cri()
 	if err != nil {
-		return nil, nil, err
+		return WaitResult{}, err
 	}
 	defer done()
 	h, err := newHierarchy("/sys/fs/cgroup", a.node.CgroupV2)
 	if err != nil {
-		return nil, nil, err
+		return WaitResult{}, err
 	}
 	start := time.Now()
 	lastChange, last := start, ""
@@ -372,7 +378,7 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[P
 		pollStart := time.Now()
 		nodeState, err := a.observe(ctx, rs, h)
 		if err != nil {
-			return nil, statuses, err
+			return WaitResult{Statuses: statuses}, err
 		}
 		// The agent may not be serving yet: then the statuses of the last poll stay.
 		if st, err := a.Statuses(ctx); err == nil {
@@ -391,52 +397,85 @@ func (a *Agent) Wait(ctx context.Context, o WaitOptions) (map[PodKey]bool, map[P
 		}
 		quiet := now.Sub(lastChange) >= o.Settle
 		var unsettled []string
+		pending := map[PodKey]string{}
 		unknown := 0
 		for k := range o.Want {
 			st, ok := statuses[k]
 			switch {
 			case !ok:
 				unknown++
+				// A pod the agent does not list once it has answered for o.Startup is one
+				// it refused at decode: decided, whatever else the wait is held by.
+				if answered.IsZero() || time.Since(answered) < o.Startup {
+					pending[k] = "not listed by the agent"
+				}
+			case nodeState.settled(k, st) && (!o.Finish[k] || len(st.Running) == 0):
 			case nodeState.settled(k, st):
+				pending[k] = fmt.Sprintf("status %s, runs to completion and has not finished", st.Phase)
+				unsettled = append(unsettled, fmt.Sprintf("%s (%s)", k, pending[k]))
 			default:
-				unsettled = append(unsettled, fmt.Sprintf("%s (%s, settled %v, running %v)", k, st.Phase, st.Settled, st.Running))
+				why := nodeState.unsettledWhy(k, st)
+				pending[k] = why
+				unsettled = append(unsettled, fmt.Sprintf("%s (%s)", k, why))
 			}
 		}
 		listed := len(o.Want) - unknown
 		if now.After(nextProgress) {
 			nextProgress = now.Add(progressEvery)
-			a.node.logf("peerrun: %s: %s: %d of %d pods settled, %d not listed, %d sandboxes ready; last change %s ago; poll %s",
+			waiting := ""
+			if len(unsettled) > 0 && len(unsettled) <= progressNames {
+				// The last few, by name: which pod a slow batch waits on, and at what.
+				slices.Sort(unsettled)
+				waiting = "; waiting for " + strings.Join(unsettled, "; ")
+			}
+			a.node.logf("peerrun: %s: %s: %d of %d pods settled, %d not listed, %d sandboxes ready; last change %s ago; poll %s%s",
 				a.Unit, now.Sub(start).Round(time.Second), listed-len(unsettled), len(o.Want), unknown, len(nodeState.ready),
-				now.Sub(lastChange).Round(time.Second), now.Sub(pollStart).Round(time.Millisecond))
+				now.Sub(lastChange).Round(time.Second), now.Sub(pollStart).Round(time.Millisecond), waiting)
 		}
 		switch {
 		case len(unsettled) == 0 && unknown == 0,
 			len(unsettled) == 0 && quiet && (listed > 0 || !answered.IsZero() && now.Sub(answered) >= o.Startup):
-			return nodeState.complete(o.Want), statuses, nil
+			return WaitResult{Complete: nodeState.complete(o.Want), Statuses: statuses, Took: now.Sub(start)}, nil
 		case now.Sub(start) >= o.Limit:
 			slices.Sort(unsettled)
 			a.node.logf("peerrun: %s: wait limit %s reached: %d pods not listed, %d not settled: %s; last change %s ago",
 				a.Unit, o.Limit, unknown, len(unsettled), strings.Join(unsettled, "; "), now.Sub(lastChange).Round(time.Second))
-			return nodeState.complete(o.Want), statuses, nil
+			return WaitResult{Complete: nodeState.complete(o.Want), Statuses: statuses, Unsettled: pending, Took: now.Sub(start)}, nil
 		}
 		// Whether the agent still runs (a systemctl process) is asked every activeEvery.
 		if now.After(nextActive) {
 			nextActive = now.Add(activeEvery)
 			if ok, journal := a.Active(ctx); !ok {
-				return nodeState.complete(o.Want), statuses, fmt.Errorf("peerrun: %s stopped: %s", a.Unit, journal)
+				return WaitResult{Complete: nodeState.complete(o.Want), Statuses: statuses, Unsettled: pending, Took: now.Sub(start)},
+					fmt.Errorf("peerrun: %s stopped: %s", a.Unit, journal)
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return nodeState.complete(o.Want), statuses, ctx.Err()
+			return WaitResult{Complete: nodeState.complete(o.Want), Statuses: statuses, Unsettled: pending, Took: now.Sub(start)}, ctx.Err()
 		case <-time.After(cmp.Or(o.Poll, 500*time.Millisecond)):
 		}
 	}
 }
 
-// progressEvery is how often [Agent.Wait] logs its progress, activeEvery how often it checks
-// that the agent's service still runs.
+// WaitResult is what [Agent.Wait] saw last.
+type WaitResult struct {
+	// Complete are the pods of Want whose regular containers all run in their ready sandbox.
+	Complete map[PodKey]bool
+	// Statuses are the agent's last statuses.
+	Statuses map[PodKey]PodStatus
+	// Unsettled are the pods of Want that had not settled (or that the agent had not listed)
+	// when the wait ended before they all did, each with what it was still waiting for.
+	Unsettled map[PodKey]string
+	// Took is how long the wait took.
+	Took time.Duration
+}
+
+// progressEvery is how often [Agent.Wait] logs its progress (naming the unsettled pods when
+// no more than progressNames are left), activeEvery how often it checks that the agent's
+// service still runs.
 const (
+	progressNames = 5
 	progressEvery = time.Minute
 	activeEvery   = 5 * time.Second
 )
@@ -472,6 +511,26 @@ func (n nodePods) settled(k PodKey, st PodStatus) bool {
 		}
 	}
 	return true
+}
+
+// unsettledWhy says what pod k, whose status st is not settled on the node, still waits for.
+func (n nodePods) unsettledWhy(k PodKey, st PodStatus) string {
+	running, ready := n.ready[k]
+	switch {
+	case !st.Settled:
+		return fmt.Sprintf("status %s not settled, running %v", cmp.Or(string(st.Phase), "-"), st.Running)
+	case st.Terminal() && (ready || n.slices[k]):
+		return fmt.Sprintf("%s, but its sandbox ready %v and pod slice %v remain", st.Phase, ready, n.slices[k])
+	case !st.Terminal() && !ready:
+		return fmt.Sprintf("status %s, but no ready sandbox", st.Phase)
+	}
+	var missing []string
+	for _, c := range st.Running {
+		if !running[c] {
+			missing = append(missing, c)
+		}
+	}
+	return fmt.Sprintf("status %s, containers %v not running in its sandbox yet", st.Phase, missing)
 }
 
 // complete returns the pods of want whose regular containers all run in their ready sandbox.

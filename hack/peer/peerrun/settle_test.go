@@ -109,3 +109,30 @@ func TestNodeSettled(t *testing.T) {
 		})
 	}
 }
+
+// TestUnsettledWhy: a pod still unsettled at the wait's limit is reported with what it waits
+// for, so a "not settled" line says which side was slow and at what.
+func TestUnsettledWhy(t *testing.T) {
+	k := PodKey{Namespace: "default", Name: "p"}
+	cases := []struct {
+		name string
+		node nodePods
+		st   PodStatus
+		want string
+	}{
+		{"status not settled", nodePods{}, PodStatus{Phase: v1.PodPending}, "status Pending not settled, running []"},
+		{"no status phase yet", nodePods{}, PodStatus{}, "status - not settled, running []"},
+		{"finished, slice left", nodePods{slices: map[PodKey]bool{k: true}}, PodStatus{Phase: v1.PodSucceeded, Settled: true},
+			"Succeeded, but its sandbox ready false and pod slice true remain"},
+		{"running, no sandbox", nodePods{}, PodStatus{Phase: v1.PodRunning, Settled: true, Running: []string{"a"}}, "status Running, but no ready sandbox"},
+		{"a container not running on the node yet", nodePods{ready: map[PodKey]map[string]bool{k: {"a": true}}},
+			PodStatus{Phase: v1.PodRunning, Settled: true, Running: []string{"a", "b"}}, "status Running, containers [b] not running in its sandbox yet"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.node.unsettledWhy(k, tc.st); got != tc.want {
+				t.Errorf("unsettledWhy = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
