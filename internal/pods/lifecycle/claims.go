@@ -90,6 +90,21 @@ func ClaimedVolume(pod *v1.Pod, v *v1.Volume, claim string, pvc *v1.PersistentVo
 	return "", false, fmt.Errorf("persistent volume %s: slicelet mounts hostPath, local and CSI persistent volumes only: it has no in-tree volume plugin for this one", name)
 }
 
+// PersistentVolumePlugin is the name of the kubelet's volume plugin of a persistent volume
+// slicelet mounts (its volume_plugin metric label, and what decides how its stats are
+// measured): kubernetes.io/host-path, local-volume or csi; "" for another source.
+func PersistentVolumePlugin(pv *v1.PersistentVolume) string {
+	switch src := pv.Spec.PersistentVolumeSource; {
+	case src.HostPath != nil:
+		return "kubernetes.io/host-path"
+	case src.Local != nil:
+		return "kubernetes.io/local-volume"
+	case src.CSI != nil:
+		return "kubernetes.io/csi"
+	}
+	return ""
+}
+
 // VolumeNodeAffinity refuses to mount a persistent volume whose node affinity the node's labels
 // do not match, in the kubelet's words: the kubelet checks it when it mounts the volume, not
 // at admission (pkg/volume/util/operationexecutor: checkNodeAffinity before NewMounter, with

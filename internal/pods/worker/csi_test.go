@@ -97,6 +97,13 @@ func TestClusterPodCSI(t *testing.T) {
 	if len(plugin.setUps) != 2 {
 		t.Errorf("volumes set up again at a later sync: %d set ups", len(plugin.setUps))
 	}
+	wantStats := []StatsVolume{
+		{Name: "data", Plugin: "kubernetes.io/csi", Path: filepath.Join(plugin.dir, "csi-1", "pv-1"), Claim: "data-0"},
+		{Name: "scratch", Plugin: "kubernetes.io/csi", Path: filepath.Join(plugin.dir, "csi-1", "scratch")},
+	}
+	if got := w.StatsVolumes(pod); !slices.Equal(got, wantStats) {
+		t.Errorf("stats volumes %+v, want %+v", got, wantStats)
+	}
 
 	plugin.downErr = errors.New("rpc error: NodeUnpublishVolume of volume vol-1: busy")
 	if err := os.MkdirAll(w.volumePath("csi-1", emptyDirPlugin, "other"), 0o750); err != nil {
@@ -117,5 +124,8 @@ func TestClusterPodCSI(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Dir(w.volumePath("csi-1", emptyDirPlugin, "other"))); !os.IsNotExist(err) {
 		t.Errorf("the pod's volumes are left after its teardown: %v", err)
+	}
+	if got := w.StatsVolumes(pod); len(got) != 0 {
+		t.Errorf("stats volumes after the teardown %+v, want none", got)
 	}
 }

@@ -267,10 +267,10 @@ func (w *Worker) syncObjectVolumes(pod *v1.Pod, e *entry) (map[string]string, er
 // created, a CSI volume published), then the path is kept for the pod's life.
 func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) (string, error) {
 	e.recMu.Lock()
-	path, ok := e.claims[v.Name]
+	c, ok := e.claims[v.Name]
 	e.recMu.Unlock()
 	if ok {
-		return path, nil
+		return c.path, nil
 	}
 	if w.opts.Cluster == nil {
 		return "", fmt.Errorf("error processing PVC %s/%s: no API server", pod.Namespace, claim)
@@ -305,12 +305,7 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 		// A local volume's path is the administrator's: it must be there.
 		return "", fmt.Errorf("MountVolume.NewMounter initialization failed for volume %q : path %q does not exist", pvName, path)
 	}
-	e.recMu.Lock()
-	if e.claims == nil {
-		e.claims = map[string]string{}
-	}
-	e.claims[v.Name] = path
-	e.recMu.Unlock()
+	w.keepClaimed(e, v.Name, claimed{path: path, plugin: lifecycle.PersistentVolumePlugin(pv), claim: claim})
 	w.log.Info("claim's volume set up", "pod_uid", string(pod.UID), "volume", v.Name, "claim", claim, "persistent_volume", pvName, "path", path)
 	return path, nil
 }
@@ -319,10 +314,10 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 // the pod's life (the kubelet's CSI plugin in its Ephemeral mode).
 func (w *Worker) inlineCSIVolume(pod *v1.Pod, v *v1.Volume, e *entry) (string, error) {
 	e.recMu.Lock()
-	path, ok := e.claims[v.Name]
+	c, ok := e.claims[v.Name]
 	e.recMu.Unlock()
 	if ok {
-		return path, nil
+		return c.path, nil
 	}
 	vol, _ := csi.FromPod(pod, v, nil, false)
 	start := w.clock.Now()
@@ -331,13 +326,24 @@ func (w *Worker) inlineCSIVolume(pod *v1.Pod, v *v1.Volume, e *entry) (string, e
 	if err != nil {
 		return "", err
 	}
-	e.recMu.Lock()
-	if e.claims == nil {
-		e.claims = map[string]string{}
-	}
-	e.claims[v.Name] = path
-	e.recMu.Unlock()
+	w.keepClaimed(e, v.Name, claimed{path: path, plugin: lifecycle.VolumePlugin(v)})
 	return path, nil
+}
+
+// claimed is a claim's volume or an inline csi volume set up for a pod: its node path, the
+// kubelet's volume plugin behind it (a claim's: its persistent volume's) and the claim.
+type claimed struct {
+	path, plugin, claim string
+}
+
+// keepClaimed records that the pod's volume name is set up as c, for the pod's life.
+func (w *Worker) keepClaimed(e *entry, name string, c claimed) {
+	e.recMu.Lock()
+	defer e.recMu.Unlock()
+	if e.claims == nil {
+		e.claims = map[string]claimed{}
+	}
+	e.claims[name] = c
 }
 
 // csiSetUp sets the CSI volume vol of pod up through the CSI plugin; without one its driver

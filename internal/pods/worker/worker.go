@@ -182,7 +182,7 @@ type entry struct {
 	waits       map[string]*hold
 	backOffSeen map[string]uint32 // container → attempt whose back-off was reported
 	mountErr    string            // why object volumes could not be written at the last sync
-	claims      map[string]string // the node paths of the claims' volumes set up, by volume name
+	claims      map[string]claimed // the claims' and inline csi volumes set up, by volume name
 	setUpErr    string            // why emptyDir and hostPath volumes could not be set up at the last start
 	podIPs      []string          // the IPs of the sandbox the pod's containers start in, off the host's network
 	mounted     map[string]string // volume → plugin of the volumes set up (MountedVolumes)
