@@ -325,6 +325,9 @@ func (m *Manager) stage(ctx context.Context, node csipb.NodeClient, vol Volume, 
 // still mounted) is an error and is kept, to be tried again: the volume's data is never
 // removed.
 func (m *Manager) TearDown(ctx context.Context, uid string) error {
+	if err := m.tearDownBlock(ctx, uid); err != nil {
+		return err
+	}
 	dir := podVolumesDir(m.opts.PodsDir, uid)
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
