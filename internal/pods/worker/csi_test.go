@@ -33,6 +33,14 @@ func (f *fakeCSI) SetUp(_ context.Context, pod *v1.Pod, vol csi.Volume) (string,
 	return p, os.MkdirAll(p, 0o750)
 }
 
+func (f *fakeCSI) SetUpBlock(_ context.Context, pod *v1.Pod, vol csi.Volume) (string, error) {
+	f.setUps = append(f.setUps, vol)
+	if f.setUpErr != nil {
+		return "", f.setUpErr
+	}
+	return filepath.Join(f.dir, string(pod.UID), "devices", vol.SpecName), nil
+}
+
 func (f *fakeCSI) TearDown(_ context.Context, uid string) error {
 	f.tearDown = append(f.tearDown, uid)
 	return f.downErr
@@ -127,5 +135,65 @@ func TestClusterPodCSI(t *testing.T) {
 	}
 	if got := w.StatsVolumes(pod); len(got) != 0 {
 		t.Errorf("stats volumes after the teardown %+v, want none", got)
+	}
+}
+
+// TestClusterPodBlockVolume: a claim bound to a Block persistent volume is mapped through the
+// CSI plugin's block mapper and reaches the container as a CRI device at its devicePath
+// ("mrw"; "r" for a read-only claim); a hostPath volume in Block mode, which has no block
+// mapper, keeps the pod waiting with FailedMount.
+func TestClusterPodBlockVolume(t *testing.T) {
+	block := v1.PersistentVolumeBlock
+	pv := func(src v1.PersistentVolumeSource) *v1.PersistentVolume {
+		return &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1"},
+			Spec: v1.PersistentVolumeSpec{VolumeMode: &block, ClaimRef: &v1.ObjectReference{UID: "claim-uid"}, PersistentVolumeSource: src}}
+	}
+	for _, tc := range []struct {
+		name     string
+		src      v1.PersistentVolumeSource
+		readOnly bool
+		perm     string
+		wantErr  string
+	}{
+		{name: "csi", src: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "hostpath.csi.k8s.io", VolumeHandle: "vol-1"}}, perm: "mrw"},
+		{name: "csi, read-only claim", src: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "hostpath.csi.k8s.io", VolumeHandle: "vol-1"}}, readOnly: true, perm: "r"},
+		{name: "hostPath", src: v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/dev/loop0"}},
+			wantErr: `MapVolume.MapPodDevice failed for volume "pv-1" : persistent volume pv-1: only local and CSI volumes can be block devices (volumeMode Block)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeRT()
+			cl := &fakeCluster{
+				claims: map[string]*v1.PersistentVolumeClaim{"default/disk-0": {ObjectMeta: metav1.ObjectMeta{Name: "disk-0", Namespace: "default", UID: "claim-uid"},
+					Spec: v1.PersistentVolumeClaimSpec{VolumeName: "pv-1"}, Status: v1.PersistentVolumeClaimStatus{Phase: v1.ClaimBound}}},
+				volumes: map[string]*v1.PersistentVolume{"pv-1": pv(tc.src)},
+			}
+			plugin := &fakeCSI{dir: t.TempDir()}
+			w, events := newTestWorkerWith(t, f, "", func(o *Options) { o.Cluster, o.CSI = cl, plugin })
+			pod := clusterPod("blk-1")
+			pod.Spec.Volumes = []v1.Volume{{Name: "disk", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "disk-0", ReadOnly: tc.readOnly}}}}
+			pod.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "disk", DevicePath: "/dev/xvda"}}
+			st := mustSync(t, w, pod)
+			if tc.wantErr != "" {
+				want := "Warning FailedMount Unable to attach or mount volumes: unmounted volumes=[disk], unattached volumes=[disk], failed to process volumes=[disk]: " + tc.wantErr
+				if got := drain(events); running(st) || !slices.Contains(got, want) {
+					t.Errorf("running %v, events %q; want waiting with %q", running(st), got, want)
+				}
+				return
+			}
+			if !running(st) {
+				t.Fatalf("not running: %+v", st)
+			}
+			if len(plugin.setUps) != 1 || plugin.setUps[0].Handle != "vol-1" || plugin.setUps[0].ReadOnly != tc.readOnly {
+				t.Errorf("set ups %+v", plugin.setUps)
+			}
+			cfg := f.onlyConfig(t)
+			want := filepath.Join(plugin.dir, "blk-1", "devices", "pv-1")
+			if len(cfg.Devices) != 1 || cfg.Devices[0].ContainerPath != "/dev/xvda" || cfg.Devices[0].HostPath != want || cfg.Devices[0].Permissions != tc.perm {
+				t.Errorf("devices %v, want %s at /dev/xvda %q", cfg.Devices, want, tc.perm)
+			}
+			if got := w.StatsVolumes(pod); len(got) != 0 {
+				t.Errorf("a block volume listed for filesystem stats: %+v", got)
+			}
+		})
 	}
 }

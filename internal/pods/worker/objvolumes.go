@@ -292,10 +292,22 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 	if err := lifecycle.VolumeNodeAffinity(pv, labels); err != nil {
 		return "", err
 	}
-	if vol, ok := csi.FromPod(pod, v, pv, readOnly); ok {
+	block := lifecycle.VolumeMode(pv) == v1.PersistentVolumeBlock
+	if vol, ok := csi.FromPod(pod, v, pv, readOnly); ok && block {
+		if w.opts.CSI == nil {
+			return "", fmt.Errorf("MapVolume.SetUpDevice failed for volume %q : driver name %s not found in the list of registered CSI drivers", pvName, vol.Driver)
+		}
+		if path, err = w.opts.CSI.SetUpBlock(context.Background(), pod, vol); err != nil {
+			return "", fmt.Errorf("MapVolume.SetUpDevice failed for volume %q : %w", pvName, err)
+		}
+	} else if ok {
 		path, err = w.csiSetUp(pod, vol)
 		if err != nil {
 			return "", fmt.Errorf("MountVolume.SetUp failed for volume %q : %w", pvName, err)
+		}
+	} else if block {
+		if err := lifecycle.BlockDevice(pv, path); err != nil {
+			return "", fmt.Errorf("MapVolume.MapPodDevice failed for volume %q : %w", pvName, err)
 		}
 	} else if hp := pv.Spec.HostPath; hp != nil {
 		if err := lifecycle.PrepareHostPath(&v1.HostPathVolumeSource{Path: hp.Path, Type: hp.Type}); err != nil {
@@ -305,7 +317,7 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 		// A local volume's path is the administrator's: it must be there.
 		return "", fmt.Errorf("MountVolume.NewMounter initialization failed for volume %q : path %q does not exist", pvName, path)
 	}
-	w.keepClaimed(e, v.Name, claimed{path: path, plugin: lifecycle.PersistentVolumePlugin(pv), claim: claim})
+	w.keepClaimed(e, v.Name, claimed{path: path, plugin: lifecycle.PersistentVolumePlugin(pv), claim: claim, block: block})
 	w.log.Info("claim's volume set up", "pod_uid", string(pod.UID), "volume", v.Name, "claim", claim, "persistent_volume", pvName, "path", path)
 	return path, nil
 }
@@ -330,10 +342,12 @@ func (w *Worker) inlineCSIVolume(pod *v1.Pod, v *v1.Volume, e *entry) (string, e
 	return path, nil
 }
 
-// claimed is a claim's volume or an inline csi volume set up for a pod: its node path, the
-// kubelet's volume plugin behind it (a claim's: its persistent volume's) and the claim.
+// claimed is a claim's volume or an inline csi volume set up for a pod: its node path (a
+// block volume's: the device the containers get), the kubelet's volume plugin behind it (a
+// claim's: its persistent volume's), the claim, and whether it is a raw block volume.
 type claimed struct {
 	path, plugin, claim string
+	block               bool
 }
 
 // keepClaimed records that the pod's volume name is set up as c, for the pod's life.

@@ -285,6 +285,9 @@ func (w *Worker) StatsVolumes(pod *v1.Pod) []StatsVolume {
 		sv := StatsVolume{Name: v.Name, LocalEphemeral: v.GitRepo != nil || v.ConfigMap != nil ||
 			(v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault)}
 		if c, ok := claims[v.Name]; ok {
+			if c.block {
+				continue // a device: the kubelet's block metrics are not reported here
+			}
 			sv.Plugin, sv.Path, sv.Claim = c.plugin, c.path, c.claim
 		} else if plugin, ok := mounted[v.Name]; ok {
 			sv.Plugin, sv.Path = plugin, w.volumePath(uid, plugin, v.Name)
