@@ -98,16 +98,9 @@ func (m *Manager) SetUpBlock(ctx context.Context, pod *v1.Pod, vol Volume) (stri
 	capability := blockCapability(accessMode(vol.AccessModes))
 	defer m.lockVolume(vol.Driver, vol.Handle)()
 
-	var publishContext map[string]string
-	if pol.AttachRequired {
-		if m.opts.API == nil {
-			return "", fmt.Errorf("driver %s requires attaching volumes, and without an API server no VolumeAttachment can attach one", vol.Driver)
-		}
-		name := AttachmentName(vol.Handle, vol.Driver, m.opts.NodeName)
-		va, err := m.opts.API.VolumeAttachment(name)
-		if publishContext, err = PublishContext(name, va, err); err != nil {
-			return "", err
-		}
+	publishContext, err := m.publishContext(vol, pol)
+	if err != nil {
+		return "", err
 	}
 	dataDir := blockDataDir(m.opts.PluginsDir, vol.SpecName)
 	if err := os.MkdirAll(dataDir, 0o750); err != nil {
@@ -216,11 +209,7 @@ func (m *Manager) unmapBlock(ctx context.Context, uid, spec string) error {
 	if err != nil {
 		return err
 	}
-	name, handle := data[keyDriverName], data[keyVolHandle]
-	if err := pathElement(name); err != nil {
-		return err
-	}
-	node, err := m.nodeClient(name)
+	name, handle, node, err := m.dataNode(data)
 	if err != nil {
 		return err
 	}

@@ -228,15 +228,8 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (string, e
 	var publishContext map[string]string
 	staging := ""
 	if vol.Mode == storagev1.VolumeLifecyclePersistent {
-		if pol.AttachRequired {
-			if m.opts.API == nil {
-				return "", fmt.Errorf("driver %s requires attaching volumes, and without an API server no VolumeAttachment can attach one", vol.Driver)
-			}
-			name := AttachmentName(vol.Handle, vol.Driver, m.opts.NodeName)
-			va, err := m.opts.API.VolumeAttachment(name)
-			if publishContext, err = PublishContext(name, va, err); err != nil {
-				return "", err
-			}
+		if publishContext, err = m.publishContext(vol, pol); err != nil {
+			return "", err
 		}
 		if caps.stageUnstage {
 			staging = DeviceMountPath(m.opts.PluginsDir, vol.Driver, vol.Handle)
@@ -361,11 +354,7 @@ func (m *Manager) unpublish(ctx context.Context, uid, volDir string) error {
 	if err != nil {
 		return err
 	}
-	name, handle := data[keyDriverName], data[keyVolHandle]
-	if err := pathElement(name); err != nil {
-		return err
-	}
-	node, err := m.nodeClient(name)
+	name, handle, node, err := m.dataNode(data)
 	if err != nil {
 		return err
 	}
@@ -434,6 +423,34 @@ func (m *Manager) published(name, handle string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// publishContext is what a persistent volume's VolumeAttachment gives its stage and
+// publish, when its driver attaches volumes: the attachment's metadata once it is attached.
+func (m *Manager) publishContext(vol Volume, pol Policy) (map[string]string, error) {
+	if !pol.AttachRequired {
+		return nil, nil
+	}
+	if m.opts.API == nil {
+		return nil, fmt.Errorf("driver %s requires attaching volumes, and without an API server no VolumeAttachment can attach one", vol.Driver)
+	}
+	name := AttachmentName(vol.Handle, vol.Driver, m.opts.NodeName)
+	va, err := m.opts.API.VolumeAttachment(name)
+	return PublishContext(name, va, err)
+}
+
+// dataNode is the driver and the volume handle a vol_data.json names, with the driver's node
+// service.
+func (m *Manager) dataNode(data map[string]string) (name, handle string, _ csipb.NodeClient, _ error) {
+	name, handle = data[keyDriverName], data[keyVolHandle]
+	if err := pathElement(name); err != nil {
+		return "", "", nil, err
+	}
+	node, err := m.nodeClient(name)
+	if err != nil {
+		return "", "", nil, err
+	}
+	return name, handle, node, nil
 }
 
 // pathElement refuses a name that is not one element of a path (a driver's or a volume's name
