@@ -86,9 +86,6 @@ func (m *Manager) SetUpBlock(ctx context.Context, pod *v1.Pod, vol Volume) (stri
 	if err != nil {
 		return "", err
 	}
-	if len(pol.TokenAudiences) > 0 {
-		return "", fmt.Errorf("driver %s asks for service account tokens (CSIDriver tokenRequests), which slicelet does not pass to CSI drivers yet", vol.Driver)
-	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	caps, err := nodeCapabilities(ctx, node)
@@ -141,6 +138,9 @@ func (m *Manager) SetUpBlock(ctx context.Context, pod *v1.Pod, vol Volume) (stri
 	attrs := vol.Attributes
 	if pol.PodInfoOnMount {
 		attrs = mergeMap(attrs, PodInfo(pod, vol.Mode))
+	}
+	if attrs, secrets, err = m.addTokens(pod, pol, attrs, secrets); err != nil {
+		return "", err
 	}
 	if _, err := node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: vol.Handle, PublishContext: publishContext,
 		StagingTargetPath: staging, TargetPath: publish, VolumeCapability: capability, Readonly: vol.ReadOnly,

@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -57,7 +59,11 @@ type Options struct {
 	API API
 	// NodeInfo records the drivers in the node's objects; nil without an API server.
 	NodeInfo NodeInfo
-	Logger   *slog.Logger
+	// Tokens gives a pod's service account token for an audience (the API server's when
+	// empty) and a lifetime (nil: the API server's default), bound to the pod, for drivers
+	// whose CSIDriver has tokenRequests; nil without an API server.
+	Tokens func(pod *v1.Pod, audience string, expirationSeconds *int64) (authenticationv1.TokenRequestStatus, error)
+	Logger *slog.Logger
 }
 
 // driver is a registered CSI node plugin.
@@ -205,9 +211,6 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (string, e
 	if err := pol.CheckMode(vol.Driver, vol.Mode); err != nil {
 		return "", err
 	}
-	if len(pol.TokenAudiences) > 0 {
-		return "", fmt.Errorf("driver %s asks for service account tokens (CSIDriver tokenRequests), which slicelet does not pass to CSI drivers yet", vol.Driver)
-	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	caps, err := nodeCapabilities(ctx, node)
@@ -251,6 +254,9 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (string, e
 	attrs := vol.Attributes
 	if pol.PodInfoOnMount {
 		attrs = mergeMap(attrs, PodInfo(pod, vol.Mode))
+	}
+	if attrs, secrets, err = m.addTokens(pod, pol, attrs, secrets); err != nil {
+		return "", err
 	}
 	if err := saveVolData(parent, map[string]string{
 		keySpecVolID:    vol.SpecName,
@@ -423,6 +429,40 @@ func (m *Manager) published(name, handle string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// tokensKey is the volume context (or secrets) key of the pod's service account tokens
+// (csi_mounter.go podServiceAccountTokenAttrs).
+const tokensKey = "csi.storage.k8s.io/serviceAccount.tokens"
+
+// addTokens adds the service account tokens the driver's CSIDriver asks for to a publish's
+// volume context, or to its secrets when the CSIDriver says serviceAccountTokenInSecrets: a
+// JSON object of each audience's TokenRequest status (token, expirationTimestamp), the
+// kubelet's podServiceAccountTokenAttrs. The maps given are not modified.
+func (m *Manager) addTokens(pod *v1.Pod, pol Policy, attrs, secrets map[string]string) (map[string]string, map[string]string, error) {
+	if len(pol.TokenRequests) == 0 {
+		return attrs, secrets, nil
+	}
+	if m.opts.Tokens == nil {
+		return nil, nil, errors.New("service account tokens for the driver: no API server")
+	}
+	out := make(map[string]authenticationv1.TokenRequestStatus, len(pol.TokenRequests))
+	for _, tr := range pol.TokenRequests {
+		st, err := m.opts.Tokens(pod, tr.Audience, tr.ExpirationSeconds)
+		if err != nil {
+			return nil, nil, fmt.Errorf("service account token for audience %q: %w", tr.Audience, err)
+		}
+		out[tr.Audience] = st
+	}
+	tokens, err := json.Marshal(out)
+	if err != nil {
+		return nil, nil, err
+	}
+	add := map[string]string{tokensKey: string(tokens)}
+	if pol.TokensInSecrets {
+		return attrs, mergeMap(secrets, add), nil
+	}
+	return mergeMap(attrs, add), secrets, nil
 }
 
 // publishContext is what a persistent volume's VolumeAttachment gives its stage and

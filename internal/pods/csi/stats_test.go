@@ -3,12 +3,17 @@ package csi
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/test/e2e/storage/drivers/csi-test/mock/service"
 	"k8s.io/utils/ptr"
 )
@@ -82,5 +87,68 @@ func TestVolumeStats(t *testing.T) {
 	e.driver.noStats.Store(true)
 	if _, _, err := e.m.VolumeStats(ctx, path); !errors.Is(err, ErrStatsNotSupported) {
 		t.Errorf("stats without the capability: %v, want ErrStatsNotSupported", err)
+	}
+}
+
+// TestTokenRequests: a driver whose CSIDriver has tokenRequests gets the pod's service
+// account token of each audience, with its expiry, as the kubelet gives it: a JSON object by
+// audience in the volume context, or in the secrets with serviceAccountTokenInSecrets; a token
+// that cannot be had keeps the volume from being published.
+func TestTokenRequests(t *testing.T) {
+	e := newEnv(t, service.Config{DisableAttach: true})
+	exp := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	var asked []string
+	e.m.opts.Tokens = func(pod *v1.Pod, audience string, seconds *int64) (authenticationv1.TokenRequestStatus, error) {
+		if audience == "refused" {
+			return authenticationv1.TokenRequestStatus{}, errors.New("serviceaccounts \"sa\" is forbidden")
+		}
+		asked = append(asked, fmt.Sprintf("%s/%s %q %v", pod.Namespace, pod.Spec.ServiceAccountName, audience, ptr.Deref(seconds, 0)))
+		return authenticationv1.TokenRequestStatus{Token: "tok-" + audience, ExpirationTimestamp: metav1.NewTime(exp)}, nil
+	}
+	driver := func(inSecrets bool, reqs ...storagev1.TokenRequest) {
+		e.api.drivers = map[string]*storagev1.CSIDriver{mockDriver: {Spec: storagev1.CSIDriverSpec{PodInfoOnMount: ptr.To(true),
+			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecycleEphemeral},
+			TokenRequests:        reqs, ServiceAccountTokenInSecrets: ptr.To(inSecrets)}}}
+	}
+	ctx := context.Background()
+	pod := testPod("t", nil)
+	vol, _ := FromPod(pod, &v1.Volume{Name: "secrets", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: mockDriver}}}, nil, false)
+	const wantTokens = `{"":{"token":"tok-","expirationTimestamp":"2026-11-29T09:00:00Z"},"vault":{"token":"tok-vault","expirationTimestamp":"2026-11-29T09:00:00Z"}}`
+
+	driver(false, storagev1.TokenRequest{Audience: "vault", ExpirationSeconds: ptr.To[int64](600)}, storagev1.TokenRequest{})
+	path, err := e.m.SetUp(ctx, pod, vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.driver.mu.Lock()
+	req := e.driver.published[path]
+	e.driver.mu.Unlock()
+	if got := req.GetVolumeContext()[tokensKey]; got != wantTokens || len(req.GetSecrets()) != 0 {
+		t.Errorf("volume context tokens %s, secrets %v; want %s in the volume context", got, req.GetSecrets(), wantTokens)
+	}
+	if want := []string{`ns/sa "vault" 600`, `ns/sa "" 0`}; !slices.Equal(asked, want) {
+		t.Errorf("tokens asked %q, want %q", asked, want)
+	}
+	if err := e.m.TearDown(ctx, "uid-t"); err != nil {
+		t.Fatal(err)
+	}
+
+	driver(true, storagev1.TokenRequest{Audience: "vault", ExpirationSeconds: ptr.To[int64](600)}, storagev1.TokenRequest{})
+	if path, err = e.m.SetUp(ctx, pod, vol); err != nil {
+		t.Fatal(err)
+	}
+	e.driver.mu.Lock()
+	req = e.driver.published[path]
+	e.driver.mu.Unlock()
+	if got := req.GetSecrets()[tokensKey]; got != wantTokens || req.GetVolumeContext()[tokensKey] != "" {
+		t.Errorf("secrets tokens %s, volume context %v; want %s in the secrets", got, req.GetVolumeContext(), wantTokens)
+	}
+	if err := e.m.TearDown(ctx, "uid-t"); err != nil {
+		t.Fatal(err)
+	}
+
+	driver(false, storagev1.TokenRequest{Audience: "refused"})
+	if _, err := e.m.SetUp(ctx, pod, vol); err == nil || !strings.Contains(err.Error(), `service account token for audience "refused": serviceaccounts "sa" is forbidden`) {
+		t.Errorf("a token refused: %v", err)
 	}
 }
