@@ -87,6 +87,9 @@ type Policy struct {
 	// TokensInSecrets: the tokens go to NodePublishVolume's secrets, not its volume context
 	// (serviceAccountTokenInSecrets).
 	TokensInSecrets bool
+	// RequiresRepublish: the driver wants NodePublishVolume again periodically
+	// (requiresRepublish), to refresh what it was given (tokens).
+	RequiresRepublish bool
 	// NoObject is set when the driver has no CSIDriver object.
 	NoObject bool
 }
@@ -115,6 +118,7 @@ func PolicyOf(d *storagev1.CSIDriver) Policy {
 	}
 	p.TokenRequests = d.Spec.TokenRequests
 	p.TokensInSecrets = d.Spec.ServiceAccountTokenInSecrets != nil && *d.Spec.ServiceAccountTokenInSecrets
+	p.RequiresRepublish = d.Spec.RequiresRepublish != nil && *d.Spec.RequiresRepublish
 	return p
 }
 

@@ -137,6 +137,13 @@ func (m *Manager) Drivers() []string {
 	return out
 }
 
+// RequiresRepublish reports whether the driver's CSIDriver asks for its volumes to be
+// published again periodically (requiresRepublish); false when it cannot be read.
+func (m *Manager) RequiresRepublish(driver string) bool {
+	pol, err := m.policy(driver)
+	return err == nil && pol.RequiresRepublish
+}
+
 // errNotRegistered is the kubelet's word for a driver it does not know (csi_client.go).
 func errNotRegistered(name string) error {
 	return fmt.Errorf("driver name %s not found in the list of registered CSI drivers", name)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,11 +19,12 @@ import (
 // fakeCSI is the CSI plugin as the worker sees it: it publishes each volume at a directory of
 // its own and records the calls.
 type fakeCSI struct {
-	dir      string
-	setUps   []csi.Volume
-	tearDown []string
-	setUpErr error
-	downErr  error
+	dir       string
+	setUps    []csi.Volume
+	tearDown  []string
+	setUpErr  error
+	downErr   error
+	republish bool
 }
 
 func (f *fakeCSI) SetUp(_ context.Context, pod *v1.Pod, vol csi.Volume) (string, error) {
@@ -40,6 +43,8 @@ func (f *fakeCSI) SetUpBlock(_ context.Context, pod *v1.Pod, vol csi.Volume) (st
 	}
 	return filepath.Join(f.dir, string(pod.UID), "devices", vol.SpecName), nil
 }
+
+func (f *fakeCSI) RequiresRepublish(string) bool { return f.republish }
 
 func (f *fakeCSI) TearDown(_ context.Context, uid string) error {
 	f.tearDown = append(f.tearDown, uid)
@@ -196,4 +201,48 @@ func TestClusterPodBlockVolume(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCSIRepublish: a CSI volume whose driver requires republishing is published again at a
+// sync once republishPeriod passed, not before; a failed republish is a FailedMount event and
+// the pod keeps running; a driver that does not ask is published once.
+func TestCSIRepublish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeRT()
+		plugin := &fakeCSI{dir: t.TempDir(), republish: true}
+		w, events := newTestWorkerWith(t, f, "", func(o *Options) { o.Cluster, o.CSI = &fakeCluster{}, plugin })
+		pod := clusterPod("rep-1")
+		pod.Spec.Volumes = []v1.Volume{{Name: "secrets", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "secrets-store.csi.k8s.io"}}}}
+		pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "secrets", MountPath: "/mnt/secrets"}}
+		if st := mustSync(t, w, pod); !running(st) {
+			t.Fatalf("not running: %+v", st)
+		}
+		time.Sleep(republishPeriod - time.Second)
+		mustSync(t, w, pod)
+		if len(plugin.setUps) != 1 {
+			t.Errorf("published %d times before the period, want 1", len(plugin.setUps))
+		}
+		time.Sleep(time.Second)
+		mustSync(t, w, pod)
+		if len(plugin.setUps) != 2 {
+			t.Errorf("published %d times after the period, want 2", len(plugin.setUps))
+		}
+		drain(events)
+		plugin.setUpErr = errors.New("rpc error: NodePublishVolume: unavailable")
+		time.Sleep(republishPeriod)
+		if st := mustSync(t, w, pod); !running(st) {
+			t.Errorf("a failed republish stopped the pod: %+v", st)
+		}
+		want := `Warning FailedMount MountVolume.SetUp failed for volume "secrets" : rpc error: NodePublishVolume: unavailable`
+		if got := drain(events); !slices.Contains(got, want) {
+			t.Errorf("events %q, want %q", got, want)
+		}
+		plugin.setUpErr, plugin.republish = nil, false
+		n := len(plugin.setUps)
+		time.Sleep(republishPeriod)
+		mustSync(t, w, pod)
+		if len(plugin.setUps) != n {
+			t.Errorf("published again for a driver that does not ask")
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -270,6 +271,7 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 	c, ok := e.claims[v.Name]
 	e.recMu.Unlock()
 	if ok {
+		w.republish(pod, e, v.Name, c)
 		return c.path, nil
 	}
 	if w.opts.Cluster == nil {
@@ -317,7 +319,11 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 		// A local volume's path is the administrator's: it must be there.
 		return "", fmt.Errorf("MountVolume.NewMounter initialization failed for volume %q : path %q does not exist", pvName, path)
 	}
-	w.keepClaimed(e, v.Name, claimed{path: path, plugin: lifecycle.PersistentVolumePlugin(pv), claim: claim, block: block})
+	c = claimed{path: path, plugin: lifecycle.PersistentVolumePlugin(pv), claim: claim, block: block}
+	if vol, ok := csi.FromPod(pod, v, pv, readOnly); ok {
+		c.csi, c.published = &vol, w.clock.Now()
+	}
+	w.keepClaimed(e, v.Name, c)
 	w.log.Info("claim's volume set up", "pod_uid", string(pod.UID), "volume", v.Name, "claim", claim, "persistent_volume", pvName, "path", path)
 	return path, nil
 }
@@ -329,6 +335,7 @@ func (w *Worker) inlineCSIVolume(pod *v1.Pod, v *v1.Volume, e *entry) (string, e
 	c, ok := e.claims[v.Name]
 	e.recMu.Unlock()
 	if ok {
+		w.republish(pod, e, v.Name, c)
 		return c.path, nil
 	}
 	vol, _ := csi.FromPod(pod, v, nil, false)
@@ -338,8 +345,35 @@ func (w *Worker) inlineCSIVolume(pod *v1.Pod, v *v1.Volume, e *entry) (string, e
 	if err != nil {
 		return "", err
 	}
-	w.keepClaimed(e, v.Name, claimed{path: path, plugin: lifecycle.VolumePlugin(v)})
+	w.keepClaimed(e, v.Name, claimed{path: path, plugin: lifecycle.VolumePlugin(v), csi: &vol, published: w.clock.Now()})
 	return path, nil
+}
+
+// republishPeriod is how often a CSI volume whose driver requires republishing is published
+// again: the kubelet remounts such volumes at each pod sync, at least every --sync-frequency
+// (1 minute).
+const republishPeriod = time.Minute
+
+// republish publishes the pod's CSI volume name (set up as c) again when its driver asks for
+// it (CSIDriver requiresRepublish) and republishPeriod has passed: what the driver was given,
+// service account tokens, is refreshed. A failure is reported (FailedMount) and the pod keeps
+// running on the volume already published, as on the kubelet.
+func (w *Worker) republish(pod *v1.Pod, e *entry, name string, c claimed) {
+	if c.csi == nil || w.opts.CSI == nil || w.clock.Since(c.published) < republishPeriod || !w.opts.CSI.RequiresRepublish(c.csi.Driver) {
+		return
+	}
+	var err error
+	if c.block {
+		_, err = w.opts.CSI.SetUpBlock(context.Background(), pod, *c.csi)
+	} else {
+		_, err = w.opts.CSI.SetUp(context.Background(), pod, *c.csi)
+	}
+	if err != nil {
+		w.podEvent(pod, v1.EventTypeWarning, EventFailedMount, "MountVolume.SetUp failed for volume %q : %v", name, err)
+		w.log.Warn("csi volume not published again", "pod_uid", string(pod.UID), "volume", name, "error", err)
+	}
+	c.published = w.clock.Now()
+	w.keepClaimed(e, name, c)
 }
 
 // claimed is a claim's volume or an inline csi volume set up for a pod: its node path (a
@@ -348,6 +382,9 @@ func (w *Worker) inlineCSIVolume(pod *v1.Pod, v *v1.Volume, e *entry) (string, e
 type claimed struct {
 	path, plugin, claim string
 	block               bool
+	// csi is the CSI volume behind it (nil for others), published last at published.
+	csi       *csi.Volume
+	published time.Time
 }
 
 // keepClaimed records that the pod's volume name is set up as c, for the pod's life.

@@ -109,6 +109,9 @@ type CSIVolumes interface {
 	// SetUpBlock stages and publishes the CSI block volume vol of pod and returns the host
 	// path of the device its containers get.
 	SetUpBlock(ctx context.Context, pod *v1.Pod, vol csi.Volume) (string, error)
+	// RequiresRepublish reports whether the driver wants its volumes published again
+	// periodically (CSIDriver requiresRepublish).
+	RequiresRepublish(driver string) bool
 	// TearDown unpublishes (and unstages when unused) every CSI volume of the pod uid, block
 	// volumes too; what
 	// it cannot tear down is an error, left for a later try.
