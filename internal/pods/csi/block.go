@@ -131,15 +131,8 @@ func (m *Manager) SetUpBlock(ctx context.Context, pod *v1.Pod, vol Volume) (stri
 	if err := os.MkdirAll(filepath.Dir(publish), 0o750); err != nil {
 		return "", fmt.Errorf("blockMapper.publishVolumeForBlock failed to create dir %s: %w", filepath.Dir(publish), err)
 	}
-	secrets, err := m.secret(vol.PublishSecret)
+	attrs, secrets, err := m.publishInputs(pod, vol, pol)
 	if err != nil {
-		return "", fmt.Errorf("failed to get NodePublishSecretRef %s/%s: %w", vol.PublishSecret.Namespace, vol.PublishSecret.Name, err)
-	}
-	attrs := vol.Attributes
-	if pol.PodInfoOnMount {
-		attrs = mergeMap(attrs, PodInfo(pod, vol.Mode))
-	}
-	if attrs, secrets, err = m.addTokens(pod, pol, attrs, secrets); err != nil {
 		return "", err
 	}
 	if _, err := node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: vol.Handle, PublishContext: publishContext,

@@ -254,15 +254,8 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (string, e
 	if err := os.MkdirAll(parent, 0o750); err != nil {
 		return "", fmt.Errorf("volume %s: %w", vol.SpecName, err)
 	}
-	secrets, err := m.secret(vol.PublishSecret)
+	attrs, secrets, err := m.publishInputs(pod, vol, pol)
 	if err != nil {
-		return "", fmt.Errorf("fetching NodePublishSecretRef %s/%s failed: %w", vol.PublishSecret.Namespace, vol.PublishSecret.Name, err)
-	}
-	attrs := vol.Attributes
-	if pol.PodInfoOnMount {
-		attrs = mergeMap(attrs, PodInfo(pod, vol.Mode))
-	}
-	if attrs, secrets, err = m.addTokens(pod, pol, attrs, secrets); err != nil {
 		return "", err
 	}
 	if err := saveVolData(parent, map[string]string{
@@ -436,6 +429,21 @@ func (m *Manager) published(name, handle string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// publishInputs are the volume context and the secrets of vol's NodePublishVolume for pod:
+// the volume's attributes, the pod's information when the driver's policy asks, the publish
+// secret's data, the service account tokens the driver asks for.
+func (m *Manager) publishInputs(pod *v1.Pod, vol Volume, pol Policy) (attrs, secrets map[string]string, _ error) {
+	secrets, err := m.secret(vol.PublishSecret)
+	if err != nil {
+		return nil, nil, fmt.Errorf("fetching NodePublishSecretRef %s/%s failed: %w", vol.PublishSecret.Namespace, vol.PublishSecret.Name, err)
+	}
+	attrs = vol.Attributes
+	if pol.PodInfoOnMount {
+		attrs = mergeMap(attrs, PodInfo(pod, vol.Mode))
+	}
+	return m.addTokens(pod, pol, attrs, secrets)
 }
 
 // tokensKey is the volume context (or secrets) key of the pod's service account tokens
