@@ -195,6 +195,24 @@ func (s *FSStorage) sweepLocked(now time.Time) {
 	maps.DeleteFunc(s.cache, func(_ string, u StorageUsage) bool { return now.Sub(u.At) > keep })
 }
 
+// MeasureDir is what the tree at dir uses, `du -x` style (DiskUsage: allocated blocks, hard
+// links counted once, other filesystems mounted below left out), visiting at most maxEntries
+// entries (0: DefaultStorageMaxEntries) and MaxStorageDepth levels; truncated reports a walk
+// that stopped at a bound (the numbers are a lower bound then). A dir that does not exist
+// uses nothing.
+func MeasureDir(ctx context.Context, dir string, maxEntries int) (u DiskUsage, truncated bool, err error) {
+	if !filepath.IsAbs(dir) {
+		return DiskUsage{}, false, fmt.Errorf("directory %q: not an absolute path", dir)
+	}
+	if maxEntries <= 0 {
+		maxEntries = DefaultStorageMaxEntries
+	}
+	dir = filepath.Clean(dir)
+	w := newWalker(ctx, maxEntries, map[string]bool{dir: true}, nil)
+	u, err = w.measure(dir)
+	return u, w.truncated, err
+}
+
 // measure walks every directory of dirs once: volumes (by name), containers (by name), then
 // the others, with one hard-link set for the pod.
 func (s *FSStorage) measure(ctx context.Context, dirs PodDirs) (StorageUsage, error) {

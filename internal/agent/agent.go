@@ -132,6 +132,8 @@ type daemon struct {
 	security map[string]admission.PodSecurity
 	ctrl     *pods.Controller
 	stats    *podstats.Sampler
+	// volumes measures the pods' volumes (the summary's volume stats, kubelet_volume_stats_*).
+	volumes *podstats.VolumeStats
 	// statsReader reads the pods' cgroups (the sampler's, and the eviction manager's
 	// offending containers).
 	statsReader *podstats.Reader
@@ -345,6 +347,10 @@ func (d *daemon) buildPodStack(ctx context.Context, o Options) (err error) {
 	d.statsReader = podstats.NewReader(o.CgroupRoot, o.ProcRoot, d.mode, d.prt.namer)
 	d.stats, err = podstats.NewSampler(podstats.SamplerOptions{Reader: d.statsReader, Pods: d.ctrl,
 		Interval: cfg.Eviction.MonitoringInterval, Logger: log.With("component", "podstats")})
+	if err != nil {
+		return err
+	}
+	d.volumes, err = newVolumeStats(d, log)
 	return err
 }
 
@@ -357,6 +363,7 @@ func (d *daemon) buildObservers(_ context.Context, o Options) error {
 	d.kubelet.SetVolumes(func() (desired, actual map[string]int) {
 		return podVolumes(d.ctrl.Pods()), d.prt.worker.MountedVolumes()
 	})
+	d.kubelet.SetVolumeStats(func() []metrics.ClaimVolumeStats { return claimVolumeStats(d.volumes) })
 	started, err := procfs.ProcessStart(o.ProcRoot, os.Getpid())
 	if err != nil {
 		log.Warn("process start time not read: /metrics/slis goes without process_start_time_seconds", "error", err)
@@ -483,6 +490,7 @@ func (d *daemon) run(ctx context.Context) error {
 		wg.Go(func() { detectLoop(runCtx, d.clock, imageDetectPeriod, d.detect, d.health) })
 	}
 	wg.Go(func() { d.stats.Run(runCtx) })
+	wg.Go(func() { d.volumes.Run(runCtx) })
 	wg.Go(func() {
 		d.events.Run(runCtx, filepath.Join(d.cfg.StateDir, eventsFile), eventsSaveInterval, d.log.With("component", "events"))
 	})

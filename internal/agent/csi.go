@@ -34,6 +34,7 @@ func newCSI(d *daemon, log *slog.Logger) *csiPlugin {
 		NodeName:    d.nodeName,
 		API:         d.conn.objs,
 		NodeInfo:    nodes,
+		Tokens:      d.conn.objs.CSIToken,
 		Logger:      log.With("component", "csi"),
 	})}
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/types"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/slicelet/slicelet/internal/api"
@@ -20,6 +21,7 @@ import (
 	"github.com/slicelet/slicelet/internal/health"
 	"github.com/slicelet/slicelet/internal/kubeletserver"
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/podstats"
 	"github.com/slicelet/slicelet/internal/procfs"
 )
 
@@ -93,7 +95,10 @@ func newKubeletServer(d *daemon, node string, ips []string, log *slog.Logger) (*
 		},
 		Summary: func() statsv1alpha1.Summary {
 			n, ok := d.stats.LatestNode()
-			return kubeletserver.Summary(node, boot, n, ok, d.stats.LatestPods(), d.ctrl.Pods())
+			return kubeletserver.Summary(node, boot, n, ok, d.stats.LatestPods(), d.ctrl.Pods(), func(uid types.UID) []podstats.VolumeStat {
+				ps, _ := d.volumes.Pod(uid)
+				return ps.Volumes
+			})
 		},
 		Metrics: endpoints.Metrics, MetricsProbes: endpoints.Probes, MetricsCadvisor: endpoints.Cadvisor, MetricsSLIs: endpoints.SLIs,
 		Healthz: endpoints.Healthz, Streamer: streamer, Clock: d.clock, Logger: log.With("component", "kubelet-api"),

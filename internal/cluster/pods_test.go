@@ -108,8 +108,11 @@ func TestValidateAPIPod(t *testing.T) {
 		{name: "a volume the node cannot mount", mutate: func(p *v1.Pod) {
 			p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "nfs", Path: "/"}}}}
 			p.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "data", DevicePath: "/dev/x"}}
-		}, want: []string{"spec.volumes[0].nfs: Forbidden: needs a volume plugin slicelet does not have",
-			"spec.containers[0].volumeDevices: Forbidden: raw block volumes (volumeMode: Block) are not implemented by slicelet yet"}, never: "static pods"},
+		}, want: []string{"spec.volumes[0].nfs: Forbidden: needs a volume plugin slicelet does not have"}, never: "static pods"},
+		{name: "a raw block device from a claim is served", mutate: func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "disk", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "disk"}}}}
+			p.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "disk", DevicePath: "/dev/xvda"}}
+		}},
 		{name: "an inline CSI volume: its driver publishes it", mutate: func(p *v1.Pod) {
 			p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "x"}}}}
 		}},

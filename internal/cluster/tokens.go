@@ -88,11 +88,20 @@ func RequiresRefresh(tr *authenticationv1.TokenRequest, now time.Time) bool {
 // the API server otherwise. A failed refresh serves the cached token while it is valid (the
 // kubelet's GetServiceAccountToken), asked again errorTTL later.
 func (m *tokenManager) ServiceAccountToken(pod *v1.Pod, src *v1.ServiceAccountTokenProjection) ([]byte, error) {
+	st, err := m.token(pod, src)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(st.Token), nil
+}
+
+// token is ServiceAccountToken's, with the token's expiry.
+func (m *tokenManager) token(pod *v1.Pod, src *v1.ServiceAccountTokenProjection) (authenticationv1.TokenRequestStatus, error) {
 	if m.client == nil {
-		return nil, errors.New("service account tokens: no API client")
+		return authenticationv1.TokenRequestStatus{}, errors.New("service account tokens: no API client")
 	}
 	if pod.Spec.ServiceAccountName == "" {
-		return nil, fmt.Errorf("pod %s/%s: no service account", pod.Namespace, pod.Name)
+		return authenticationv1.TokenRequestStatus{}, fmt.Errorf("pod %s/%s: no service account", pod.Namespace, pod.Name)
 	}
 	want := TokenRequest(pod, src)
 	key := tokenKey(pod, want)
@@ -102,7 +111,7 @@ func (m *tokenManager) ServiceAccountToken(pod *v1.Pod, src *v1.ServiceAccountTo
 	cached, retry := m.cache[key], m.retry[key]
 	m.mu.Unlock()
 	if cached != nil && (!RequiresRefresh(cached, now) || now.Before(retry)) {
-		return []byte(cached.Status.Token), nil
+		return cached.Status, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
@@ -112,9 +121,9 @@ func (m *tokenManager) ServiceAccountToken(pod *v1.Pod, src *v1.ServiceAccountTo
 			m.mu.Lock()
 			m.retry[key] = now.Add(errorTTL)
 			m.mu.Unlock()
-			return []byte(cached.Status.Token), nil
+			return cached.Status, nil
 		}
-		return nil, fmt.Errorf("failed to fetch token: %w", err)
+		return authenticationv1.TokenRequestStatus{}, fmt.Errorf("failed to fetch token: %w", err)
 	}
 	// The request as sent, with the answer's status: its spec is what refreshes are timed by.
 	tr := want.DeepCopy()
@@ -126,7 +135,7 @@ func (m *tokenManager) ServiceAccountToken(pod *v1.Pod, src *v1.ServiceAccountTo
 	m.cache[key] = tr
 	delete(m.retry, key)
 	m.mu.Unlock()
-	return []byte(tr.Status.Token), nil
+	return tr.Status, nil
 }
 
 // cleanupLocked drops the expired tokens (their pods are gone or will get new ones).
@@ -143,4 +152,12 @@ func (m *tokenManager) cleanupLocked(now time.Time) {
 // ClusterObjects).
 func (o *Objects) ServiceAccountToken(pod *v1.Pod, src *v1.ServiceAccountTokenProjection) ([]byte, error) {
 	return o.tokens.ServiceAccountToken(pod, src)
+}
+
+// CSIToken is the token of pod's service account for audience (the API server's when empty)
+// and expirationSeconds, bound to the pod, with its expiry: what a CSI driver whose CSIDriver
+// has tokenRequests gets (pkg/volume/csi podServiceAccountTokenAttrs), from the same cache as
+// the projected tokens.
+func (o *Objects) CSIToken(pod *v1.Pod, audience string, expirationSeconds *int64) (authenticationv1.TokenRequestStatus, error) {
+	return o.tokens.token(pod, &v1.ServiceAccountTokenProjection{Audience: audience, ExpirationSeconds: expirationSeconds})
 }

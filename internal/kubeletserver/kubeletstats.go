@@ -16,9 +16,10 @@ import (
 // keeps: CPU as usageCoreNanoSeconds (cumulative) and usageNanoCores (between the last two
 // samples), memory as workingSetBytes, usageBytes and rssBytes, swap as swapUsageBytes (and
 // swapAvailableBytes under a swap limit), for the node, each pod and each container. pods give the start times (status.startTime, each container's running
-// startedAt). What slicelet does not sample (filesystems, network, page faults) is left out
-// rather than invented.
-func Summary(nodeName string, bootTime time.Time, node podstats.Latest[podstats.Usage], nodeOK bool, samples []podstats.PodLatest, pods []v1.Pod) statsv1alpha1.Summary {
+// startedAt). volumes, if set, gives a pod's measured volumes (the pod's volume stats, as
+// the kubelet's volume stat calculators: the local ephemeral ones first). What slicelet does
+// not sample (the node's filesystems, network, page faults) is left out rather than invented.
+func Summary(nodeName string, bootTime time.Time, node podstats.Latest[podstats.Usage], nodeOK bool, samples []podstats.PodLatest, pods []v1.Pod, volumes func(types.UID) []podstats.VolumeStat) statsv1alpha1.Summary {
 	out := statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{NodeName: nodeName, StartTime: metav1.NewTime(bootTime)}, Pods: []statsv1alpha1.PodStats{}}
 	if nodeOK {
 		out.Node.CPU = cpuStats(node.At, node.Usage.CPU, node.NanoCores)
@@ -43,6 +44,9 @@ func Summary(nodeName string, bootTime time.Time, node podstats.Latest[podstats.
 					started[cs.Name] = cs.State.Running.StartedAt
 				}
 			}
+		}
+		if volumes != nil {
+			ps.VolumeStats = volumeStats(volumes(s.UID), s.Namespace)
 		}
 		for _, c := range s.Usage.Containers {
 			var nano *uint64
@@ -76,6 +80,27 @@ func swapStats(at time.Time, u podstats.Usage) *statsv1alpha1.SwapStats {
 	if u.Stats.SwapLimit > 0 {
 		left := uint64(max(u.Stats.SwapLimit-u.Stats.Swap, 0))
 		out.SwapAvailableBytes = &left
+	}
+	return out
+}
+
+// volumeStats are a pod's volume stats as the kubelet's summary gives them
+// (volumeStatCalculator.parsePodVolumeStats): each volume's name, its claim when a claim is
+// behind it, and its bytes and inodes at the time it was measured; nil without any.
+func volumeStats(vols []podstats.VolumeStat, namespace string) []statsv1alpha1.VolumeStats {
+	if len(vols) == 0 {
+		return nil
+	}
+	count := func(n int64) *uint64 { v := uint64(max(n, 0)); return &v }
+	out := make([]statsv1alpha1.VolumeStats, 0, len(vols))
+	for _, v := range vols {
+		vs := statsv1alpha1.VolumeStats{Name: v.Name, FsStats: statsv1alpha1.FsStats{Time: metav1.NewTime(v.At),
+			AvailableBytes: count(v.Available), CapacityBytes: count(v.Capacity), UsedBytes: count(v.Used),
+			Inodes: count(v.Inodes), InodesFree: count(v.InodesFree), InodesUsed: count(v.InodesUsed)}}
+		if v.Claim != "" {
+			vs.PVCRef = &statsv1alpha1.PVCReference{Name: v.Claim, Namespace: namespace}
+		}
+		out = append(out, vs)
 	}
 	return out
 }

@@ -6,6 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/podstats"
@@ -25,7 +27,12 @@ func TestKubeletSummary(t *testing.T) {
 	pods := []v1.Pod{{ObjectMeta: metav1.ObjectMeta{UID: "u1"}, Status: v1.PodStatus{StartTime: &started,
 		ContainerStatuses: []v1.ContainerStatus{{Name: "app", State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: started}}}}}}}
 
-	s := Summary("node-1", boot, node, true, samples, pods)
+	vols := map[types.UID][]podstats.VolumeStat{"u1": {
+		{Volume: podstats.Volume{Name: "scratch", Plugin: "kubernetes.io/empty-dir", LocalEphemeral: true}, At: at,
+			VolumeUsage: podstats.VolumeUsage{Capacity: 100, Available: 60, Used: 8, Inodes: 10, InodesFree: 6, InodesUsed: 2}},
+		{Volume: podstats.Volume{Name: "data", Plugin: "kubernetes.io/csi", Claim: "data-web-0"}, At: at, VolumeUsage: podstats.VolumeUsage{Capacity: 5 << 30}},
+	}}
+	s := Summary("node-1", boot, node, true, samples, pods, func(uid types.UID) []podstats.VolumeStat { return vols[uid] })
 	tests := []struct {
 		name string
 		ok   bool
@@ -42,6 +49,11 @@ func TestKubeletSummary(t *testing.T) {
 		{name: "container swap used and left under its limit", ok: *s.Pods[0].Containers[0].Swap.SwapUsageBytes == 1<<20 && *s.Pods[0].Containers[0].Swap.SwapAvailableBytes == 4<<20},
 		{name: "pod swap without a limit: nothing available reported", ok: *s.Pods[0].Swap.SwapUsageBytes == 0 && s.Pods[0].Swap.SwapAvailableBytes == nil},
 		{name: "node swap", ok: s.Node.Swap != nil && *s.Node.Swap.SwapUsageBytes == 0 && s.Node.Swap.Time.Time.Equal(at)},
+		{name: "volume stats in order, a claim's with its reference", ok: len(s.Pods[0].VolumeStats) == 2 &&
+			s.Pods[0].VolumeStats[0].Name == "scratch" && s.Pods[0].VolumeStats[0].PVCRef == nil && *s.Pods[0].VolumeStats[0].UsedBytes == 8 &&
+			*s.Pods[0].VolumeStats[0].InodesFree == 6 && *s.Pods[0].VolumeStats[0].AvailableBytes == 60 && s.Pods[0].VolumeStats[0].Time.Time.Equal(at) &&
+			s.Pods[0].VolumeStats[1].Name == "data" && *s.Pods[0].VolumeStats[1].PVCRef == statsv1alpha1.PVCReference{Name: "data-web-0", Namespace: "default"} &&
+			*s.Pods[0].VolumeStats[1].CapacityBytes == 5<<30 && *s.Pods[0].VolumeStats[1].UsedBytes == 0},
 		{name: "what is not sampled is left out", ok: s.Pods[0].Memory.PageFaults == nil && s.Pods[0].Network == nil && s.Node.Fs == nil},
 	}
 	for _, tc := range tests {
@@ -51,7 +63,7 @@ func TestKubeletSummary(t *testing.T) {
 			}
 		})
 	}
-	if empty := Summary("node-1", boot, podstats.Latest[podstats.Usage]{}, false, nil, nil); empty.Node.CPU != nil || empty.Pods == nil {
+	if empty := Summary("node-1", boot, podstats.Latest[podstats.Usage]{}, false, nil, nil, nil); empty.Node.CPU != nil || empty.Pods == nil {
 		t.Errorf("no samples: %+v, want no node CPU and an empty pod list", empty)
 	}
 }

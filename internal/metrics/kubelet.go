@@ -78,6 +78,10 @@ type KubeletFamilies struct {
 	buildInfo prometheus.Collector
 	// volumes counts the volumes by plugin, desired and set up (SetVolumes).
 	volumes func() (desired, actual map[string]int)
+	// volumeStats lists the claims' volumes measured (SetVolumeStats).
+	volumeStats func() []ClaimVolumeStats
+	// volumeStatDuration is kubelet_volume_metric_collection_duration_seconds.
+	volumeStatDuration *prometheus.HistogramVec
 }
 
 // NewKubeletFamilies returns the families, not registered yet (New registers them).
@@ -119,6 +123,8 @@ func NewKubeletFamilies() *KubeletFamilies {
 			Help: alpha + "Number of HTTP requests, partitioned by status code, method, and host."}, []string{"code", "method", "host"}),
 		restLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: restClientSubsystem, Name: "request_duration_seconds",
 			Help: alpha + "Request latency in seconds. Broken down by verb, and host.", Buckets: restClientLatencyBuckets}, []string{"verb", "host"}),
+		volumeStatDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: kubeletSubsystem, Name: "volume_metric_collection_duration_seconds",
+			Help: alpha + "Duration in seconds to calculate volume stats", Buckets: prometheus.DefBuckets}, []string{"metric_source"}),
 	}
 	return k
 }
@@ -150,12 +156,15 @@ func kubernetesBuildInfo(version, commit string) prometheus.Collector {
 func (k *KubeletFamilies) collectors() []prometheus.Collector {
 	out := []prometheus.Collector{k.nodeName, k.cgroupVersion, k.podStart, k.podWorker, k.cgroupManager, k.plegRelist, k.plegInterval, k.plegLastSeen,
 		k.runtimeOps, k.runtimeOpsDuration, k.runtimeOpsErrors, k.evictions, k.startedPods, k.startedPodsErrors,
-		k.storageOps, k.restRequests, k.restLatency}
+		k.storageOps, k.restRequests, k.restLatency, k.volumeStatDuration}
 	if k.buildInfo != nil {
 		out = append(out, k.buildInfo)
 	}
 	if k.volumes != nil {
 		out = append(out, volumeCollector{k.volumes})
+	}
+	if k.volumeStats != nil {
+		out = append(out, volumeStatsCollector{k.volumeStats})
 	}
 	return out
 }
@@ -257,6 +266,76 @@ func (vc volumeCollector) Collect(ch chan<- prometheus.Metric) {
 	for state, counts := range map[string]map[string]int{"desired_state_of_world": desired, "actual_state_of_world": actual} {
 		for plugin, n := range counts {
 			ch <- prometheus.MustNewConstMetric(volumeManagerDesc, prometheus.GaugeValue, float64(n), plugin, state)
+		}
+	}
+}
+
+// VolumeStatDuration observes how long measuring one volume took
+// (kubelet_volume_metric_collection_duration_seconds), by metric source: du, statfs, or a CSI
+// driver's name.
+func (k *KubeletFamilies) VolumeStatDuration(source string, d time.Duration) {
+	if k == nil {
+		return
+	}
+	k.volumeStatDuration.WithLabelValues(source).Observe(d.Seconds())
+}
+
+// ClaimVolumeStats is what a claim's volume holds, as last measured on the node.
+type ClaimVolumeStats struct {
+	Namespace, Claim               string
+	Capacity, Available, Used      float64
+	Inodes, InodesFree, InodesUsed float64
+}
+
+// SetVolumeStats gives the kubelet_volume_stats_* families their source: the volumes behind
+// claims the pods use, as last measured. Call it before New registers the families.
+func (k *KubeletFamilies) SetVolumeStats(list func() []ClaimVolumeStats) {
+	if k == nil {
+		return
+	}
+	k.volumeStats = list
+}
+
+// The kubelet's volume stats families (pkg/kubelet/metrics/collectors/volume_stats.go), by
+// namespace and claim.
+var (
+	volumeStatsLabels        = []string{"namespace", "persistentvolumeclaim"}
+	volumeStatsCapacityDesc  = prometheus.NewDesc(kubeletSubsystem+"_volume_stats_capacity_bytes", alpha+"Capacity in bytes of the volume", volumeStatsLabels, nil)
+	volumeStatsAvailableDesc = prometheus.NewDesc(kubeletSubsystem+"_volume_stats_available_bytes", alpha+"Number of available bytes in the volume", volumeStatsLabels, nil)
+	volumeStatsUsedDesc      = prometheus.NewDesc(kubeletSubsystem+"_volume_stats_used_bytes", alpha+"Number of used bytes in the volume", volumeStatsLabels, nil)
+	volumeStatsInodesDesc    = prometheus.NewDesc(kubeletSubsystem+"_volume_stats_inodes", alpha+"Maximum number of inodes in the volume", volumeStatsLabels, nil)
+	volumeStatsInodesFree    = prometheus.NewDesc(kubeletSubsystem+"_volume_stats_inodes_free", alpha+"Number of free inodes in the volume", volumeStatsLabels, nil)
+	volumeStatsInodesUsed    = prometheus.NewDesc(kubeletSubsystem+"_volume_stats_inodes_used", alpha+"Number of used inodes in the volume", volumeStatsLabels, nil)
+)
+
+// volumeStatsCollector exports the kubelet_volume_stats_* families at scrape time: one
+// sample per claim, the first measurement listed when several pods use it.
+type volumeStatsCollector struct {
+	list func() []ClaimVolumeStats
+}
+
+// Describe implements prometheus.Collector.
+func (vc volumeStatsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{volumeStatsCapacityDesc, volumeStatsAvailableDesc, volumeStatsUsedDesc, volumeStatsInodesDesc, volumeStatsInodesFree, volumeStatsInodesUsed} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (vc volumeStatsCollector) Collect(ch chan<- prometheus.Metric) {
+	seen := map[[2]string]bool{}
+	for _, v := range vc.list() {
+		key := [2]string{v.Namespace, v.Claim}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		for _, s := range []struct {
+			d *prometheus.Desc
+			v float64
+		}{{volumeStatsCapacityDesc, v.Capacity}, {volumeStatsAvailableDesc, v.Available}, {volumeStatsUsedDesc, v.Used},
+			{volumeStatsInodesDesc, v.Inodes}, {volumeStatsInodesFree, v.InodesFree}, {volumeStatsInodesUsed, v.InodesUsed}} {
+			ch <- prometheus.MustNewConstMetric(s.d, prometheus.GaugeValue, s.v, v.Namespace, v.Claim)
 		}
 	}
 }

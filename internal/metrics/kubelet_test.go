@@ -287,3 +287,54 @@ volume_manager_total_volumes{plugin_name="kubernetes.io/empty-dir",state="desire
 	}
 	t.Error("storage_operation_duration_seconds not exported")
 }
+
+// TestVolumeStatsFamilies: the kubelet_volume_stats_* families by namespace and claim, one
+// series per claim (the first listed when several pods use it), and
+// kubelet_volume_metric_collection_duration_seconds by source.
+func TestVolumeStatsFamilies(t *testing.T) {
+	k := NewKubeletFamilies()
+	k.SetVolumeStats(func() []ClaimVolumeStats {
+		return []ClaimVolumeStats{
+			{Namespace: "db", Claim: "data-pg-0", Capacity: 1 << 30, Available: 3 << 28, Used: 1 << 28, Inodes: 1000, InodesFree: 900, InodesUsed: 100},
+			{Namespace: "db", Claim: "data-pg-0", Capacity: 5},
+			{Namespace: "web", Claim: "cache", Capacity: 5},
+		}
+	})
+	m := New(Options{NoRuntimeCollectors: true, Kubelet: k})
+	k.VolumeStatDuration("du", 30*time.Millisecond)
+	k.VolumeStatDuration("hostpath.csi.k8s.io", 2*time.Millisecond)
+	want := `
+# HELP kubelet_volume_stats_available_bytes [ALPHA] Number of available bytes in the volume
+# TYPE kubelet_volume_stats_available_bytes gauge
+kubelet_volume_stats_available_bytes{namespace="db",persistentvolumeclaim="data-pg-0"} 8.05306368e+08
+kubelet_volume_stats_available_bytes{namespace="web",persistentvolumeclaim="cache"} 0
+# HELP kubelet_volume_stats_capacity_bytes [ALPHA] Capacity in bytes of the volume
+# TYPE kubelet_volume_stats_capacity_bytes gauge
+kubelet_volume_stats_capacity_bytes{namespace="db",persistentvolumeclaim="data-pg-0"} 1.073741824e+09
+kubelet_volume_stats_capacity_bytes{namespace="web",persistentvolumeclaim="cache"} 5
+# HELP kubelet_volume_stats_inodes [ALPHA] Maximum number of inodes in the volume
+# TYPE kubelet_volume_stats_inodes gauge
+kubelet_volume_stats_inodes{namespace="db",persistentvolumeclaim="data-pg-0"} 1000
+kubelet_volume_stats_inodes{namespace="web",persistentvolumeclaim="cache"} 0
+# HELP kubelet_volume_stats_inodes_free [ALPHA] Number of free inodes in the volume
+# TYPE kubelet_volume_stats_inodes_free gauge
+kubelet_volume_stats_inodes_free{namespace="db",persistentvolumeclaim="data-pg-0"} 900
+kubelet_volume_stats_inodes_free{namespace="web",persistentvolumeclaim="cache"} 0
+# HELP kubelet_volume_stats_inodes_used [ALPHA] Number of used inodes in the volume
+# TYPE kubelet_volume_stats_inodes_used gauge
+kubelet_volume_stats_inodes_used{namespace="db",persistentvolumeclaim="data-pg-0"} 100
+kubelet_volume_stats_inodes_used{namespace="web",persistentvolumeclaim="cache"} 0
+# HELP kubelet_volume_stats_used_bytes [ALPHA] Number of used bytes in the volume
+# TYPE kubelet_volume_stats_used_bytes gauge
+kubelet_volume_stats_used_bytes{namespace="db",persistentvolumeclaim="data-pg-0"} 2.68435456e+08
+kubelet_volume_stats_used_bytes{namespace="web",persistentvolumeclaim="cache"} 0
+`
+	names := []string{"kubelet_volume_stats_available_bytes", "kubelet_volume_stats_capacity_bytes", "kubelet_volume_stats_inodes",
+		"kubelet_volume_stats_inodes_free", "kubelet_volume_stats_inodes_used", "kubelet_volume_stats_used_bytes"}
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	if n, err := testutil.GatherAndCount(m.Registry(), "kubelet_volume_metric_collection_duration_seconds"); err != nil || n != 2 {
+		t.Errorf("kubelet_volume_metric_collection_duration_seconds series: %d, %v; want 2", n, err)
+	}
+}

@@ -31,6 +31,7 @@ func dial(socket string) (*grpc.ClientConn, error) {
 type nodeCaps struct {
 	stageUnstage bool // STAGE_UNSTAGE_VOLUME: NodeStageVolume before NodePublishVolume
 	mountGroup   bool // VOLUME_MOUNT_GROUP: the pod's fsGroup goes to the driver
+	volumeStats  bool // GET_VOLUME_STATS: NodeGetVolumeStats answers
 }
 
 // nodeCapabilities asks the driver's node service for its capabilities
@@ -47,6 +48,8 @@ func nodeCapabilities(ctx context.Context, c csipb.NodeClient) (nodeCaps, error)
 			out.stageUnstage = true
 		case csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP:
 			out.mountGroup = true
+		case csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS:
+			out.volumeStats = true
 		}
 	}
 	return out, nil

@@ -81,9 +81,15 @@ type Policy struct {
 	PodInfoOnMount bool
 	Modes          []storagev1.VolumeLifecycleMode
 	FSGroupPolicy  storagev1.FSGroupPolicy
-	// TokenAudiences are the audiences of the service account tokens the driver asks for
-	// (tokenRequests).
-	TokenAudiences []string
+	// TokenRequests are the service account tokens the driver asks for (tokenRequests: an
+	// audience, the API server's when empty, and a lifetime).
+	TokenRequests []storagev1.TokenRequest
+	// TokensInSecrets: the tokens go to NodePublishVolume's secrets, not its volume context
+	// (serviceAccountTokenInSecrets).
+	TokensInSecrets bool
+	// RequiresRepublish: the driver wants NodePublishVolume again periodically
+	// (requiresRepublish), to refresh what it was given (tokens).
+	RequiresRepublish bool
 	// NoObject is set when the driver has no CSIDriver object.
 	NoObject bool
 }
@@ -110,9 +116,9 @@ func PolicyOf(d *storagev1.CSIDriver) Policy {
 	if d.Spec.FSGroupPolicy != nil {
 		p.FSGroupPolicy = *d.Spec.FSGroupPolicy
 	}
-	for _, tr := range d.Spec.TokenRequests {
-		p.TokenAudiences = append(p.TokenAudiences, tr.Audience)
-	}
+	p.TokenRequests = d.Spec.TokenRequests
+	p.TokensInSecrets = d.Spec.ServiceAccountTokenInSecrets != nil && *d.Spec.ServiceAccountTokenInSecrets
+	p.RequiresRepublish = d.Spec.RequiresRepublish != nil && *d.Spec.RequiresRepublish
 	return p
 }
 

@@ -2,6 +2,7 @@ package csi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -57,7 +59,11 @@ type Options struct {
 	API API
 	// NodeInfo records the drivers in the node's objects; nil without an API server.
 	NodeInfo NodeInfo
-	Logger   *slog.Logger
+	// Tokens gives a pod's service account token for an audience (the API server's when
+	// empty) and a lifetime (nil: the API server's default), bound to the pod, for drivers
+	// whose CSIDriver has tokenRequests; nil without an API server.
+	Tokens func(pod *v1.Pod, audience string, expirationSeconds *int64) (authenticationv1.TokenRequestStatus, error)
+	Logger *slog.Logger
 }
 
 // driver is a registered CSI node plugin.
@@ -129,6 +135,13 @@ func (m *Manager) Drivers() []string {
 		out = append(out, n)
 	}
 	return out
+}
+
+// RequiresRepublish reports whether the driver's CSIDriver asks for its volumes to be
+// published again periodically (requiresRepublish); false when it cannot be read.
+func (m *Manager) RequiresRepublish(driver string) bool {
+	pol, err := m.policy(driver)
+	return err == nil && pol.RequiresRepublish
 }
 
 // errNotRegistered is the kubelet's word for a driver it does not know (csi_client.go).
@@ -205,9 +218,6 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (string, e
 	if err := pol.CheckMode(vol.Driver, vol.Mode); err != nil {
 		return "", err
 	}
-	if len(pol.TokenAudiences) > 0 {
-		return "", fmt.Errorf("driver %s asks for service account tokens (CSIDriver tokenRequests), which slicelet does not pass to CSI drivers yet", vol.Driver)
-	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	caps, err := nodeCapabilities(ctx, node)
@@ -228,15 +238,8 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (string, e
 	var publishContext map[string]string
 	staging := ""
 	if vol.Mode == storagev1.VolumeLifecyclePersistent {
-		if pol.AttachRequired {
-			if m.opts.API == nil {
-				return "", fmt.Errorf("driver %s requires attaching volumes, and without an API server no VolumeAttachment can attach one", vol.Driver)
-			}
-			name := AttachmentName(vol.Handle, vol.Driver, m.opts.NodeName)
-			va, err := m.opts.API.VolumeAttachment(name)
-			if publishContext, err = PublishContext(name, va, err); err != nil {
-				return "", err
-			}
+		if publishContext, err = m.publishContext(vol, pol); err != nil {
+			return "", err
 		}
 		if caps.stageUnstage {
 			staging = DeviceMountPath(m.opts.PluginsDir, vol.Driver, vol.Handle)
@@ -251,13 +254,9 @@ func (m *Manager) SetUp(ctx context.Context, pod *v1.Pod, vol Volume) (string, e
 	if err := os.MkdirAll(parent, 0o750); err != nil {
 		return "", fmt.Errorf("volume %s: %w", vol.SpecName, err)
 	}
-	secrets, err := m.secret(vol.PublishSecret)
+	attrs, secrets, err := m.publishInputs(pod, vol, pol)
 	if err != nil {
-		return "", fmt.Errorf("fetching NodePublishSecretRef %s/%s failed: %w", vol.PublishSecret.Namespace, vol.PublishSecret.Name, err)
-	}
-	attrs := vol.Attributes
-	if pol.PodInfoOnMount {
-		attrs = mergeMap(attrs, PodInfo(pod, vol.Mode))
+		return "", err
 	}
 	if err := saveVolData(parent, map[string]string{
 		keySpecVolID:    vol.SpecName,
@@ -325,6 +324,9 @@ func (m *Manager) stage(ctx context.Context, node csipb.NodeClient, vol Volume, 
 // still mounted) is an error and is kept, to be tried again: the volume's data is never
 // removed.
 func (m *Manager) TearDown(ctx context.Context, uid string) error {
+	if err := m.tearDownBlock(ctx, uid); err != nil {
+		return err
+	}
 	dir := podVolumesDir(m.opts.PodsDir, uid)
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -358,11 +360,7 @@ func (m *Manager) unpublish(ctx context.Context, uid, volDir string) error {
 	if err != nil {
 		return err
 	}
-	name, handle := data[keyDriverName], data[keyVolHandle]
-	if err := pathElement(name); err != nil {
-		return err
-	}
-	node, err := m.nodeClient(name)
+	name, handle, node, err := m.dataNode(data)
 	if err != nil {
 		return err
 	}
@@ -431,6 +429,83 @@ func (m *Manager) published(name, handle string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// publishInputs are the volume context and the secrets of vol's NodePublishVolume for pod:
+// the volume's attributes, the pod's information when the driver's policy asks, the publish
+// secret's data, the service account tokens the driver asks for.
+func (m *Manager) publishInputs(pod *v1.Pod, vol Volume, pol Policy) (attrs, secrets map[string]string, _ error) {
+	secrets, err := m.secret(vol.PublishSecret)
+	if err != nil {
+		return nil, nil, fmt.Errorf("fetching NodePublishSecretRef %s/%s failed: %w", vol.PublishSecret.Namespace, vol.PublishSecret.Name, err)
+	}
+	attrs = vol.Attributes
+	if pol.PodInfoOnMount {
+		attrs = mergeMap(attrs, PodInfo(pod, vol.Mode))
+	}
+	return m.addTokens(pod, pol, attrs, secrets)
+}
+
+// tokensKey is the volume context (or secrets) key of the pod's service account tokens
+// (csi_mounter.go podServiceAccountTokenAttrs).
+const tokensKey = "csi.storage.k8s.io/serviceAccount.tokens"
+
+// addTokens adds the service account tokens the driver's CSIDriver asks for to a publish's
+// volume context, or to its secrets when the CSIDriver says serviceAccountTokenInSecrets: a
+// JSON object of each audience's TokenRequest status (token, expirationTimestamp), the
+// kubelet's podServiceAccountTokenAttrs. The maps given are not modified.
+func (m *Manager) addTokens(pod *v1.Pod, pol Policy, attrs, secrets map[string]string) (map[string]string, map[string]string, error) {
+	if len(pol.TokenRequests) == 0 {
+		return attrs, secrets, nil
+	}
+	if m.opts.Tokens == nil {
+		return nil, nil, errors.New("service account tokens for the driver: no API server")
+	}
+	out := make(map[string]authenticationv1.TokenRequestStatus, len(pol.TokenRequests))
+	for _, tr := range pol.TokenRequests {
+		st, err := m.opts.Tokens(pod, tr.Audience, tr.ExpirationSeconds)
+		if err != nil {
+			return nil, nil, fmt.Errorf("service account token for audience %q: %w", tr.Audience, err)
+		}
+		out[tr.Audience] = st
+	}
+	tokens, err := json.Marshal(out)
+	if err != nil {
+		return nil, nil, err
+	}
+	add := map[string]string{tokensKey: string(tokens)}
+	if pol.TokensInSecrets {
+		return attrs, mergeMap(secrets, add), nil
+	}
+	return mergeMap(attrs, add), secrets, nil
+}
+
+// publishContext is what a persistent volume's VolumeAttachment gives its stage and
+// publish, when its driver attaches volumes: the attachment's metadata once it is attached.
+func (m *Manager) publishContext(vol Volume, pol Policy) (map[string]string, error) {
+	if !pol.AttachRequired {
+		return nil, nil
+	}
+	if m.opts.API == nil {
+		return nil, fmt.Errorf("driver %s requires attaching volumes, and without an API server no VolumeAttachment can attach one", vol.Driver)
+	}
+	name := AttachmentName(vol.Handle, vol.Driver, m.opts.NodeName)
+	va, err := m.opts.API.VolumeAttachment(name)
+	return PublishContext(name, va, err)
+}
+
+// dataNode is the driver and the volume handle a vol_data.json names, with the driver's node
+// service.
+func (m *Manager) dataNode(data map[string]string) (name, handle string, _ csipb.NodeClient, _ error) {
+	name, handle = data[keyDriverName], data[keyVolHandle]
+	if err := pathElement(name); err != nil {
+		return "", "", nil, err
+	}
+	node, err := m.nodeClient(name)
+	if err != nil {
+		return "", "", nil, err
+	}
+	return name, handle, node, nil
 }
 
 // pathElement refuses a name that is not one element of a path (a driver's or a volume's name

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -59,6 +60,21 @@ type ephemeralNode struct {
 	service.Service
 	mu        sync.Mutex
 	published map[string]*csipb.NodePublishVolumeRequest // ephemeral volumes by target path
+	noStats   atomic.Bool                                // GET_VOLUME_STATS left out of the capabilities
+}
+
+func (n *ephemeralNode) NodeGetCapabilities(ctx context.Context, req *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
+	resp, err := n.Service.NodeGetCapabilities(ctx, req)
+	if err != nil || !n.noStats.Load() {
+		return resp, err
+	}
+	var caps []*csipb.NodeServiceCapability
+	for _, c := range resp.GetCapabilities() {
+		if c.GetRpc().GetType() != csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS {
+			caps = append(caps, c)
+		}
+	}
+	return &csipb.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
 }
 
 func (n *ephemeralNode) NodePublishVolume(ctx context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {

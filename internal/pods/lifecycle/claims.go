@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	stdslices "slices"
 
 	v1 "k8s.io/api/core/v1"
@@ -60,8 +62,8 @@ func BoundVolume(pod *v1.Pod, v *v1.Volume, claim string, pvc *v1.PersistentVolu
 
 // ClaimedVolume is where the persistent volume pv (bound to the claim pvc of pod's volume v)
 // is on the node, and whether it is mounted read-only: the kubelet's getPVSpec checks (the
-// volume bound to this claim), then the volume's mode (a block volume is not mounted as a
-// directory), then its source: hostPath and local volumes are directories (or files) of the
+// volume bound to this claim), then the volume's mode against its use (a block volume is not
+// in volumeMounts, a filesystem volume not in volumeDevices), then its source: hostPath and local volumes are directories (or files) of the
 // node; a CSI volume's path is where its driver publishes it (internal/pods/csi), "" here;
 // slicelet has no plugin for the other kinds.
 func ClaimedVolume(pod *v1.Pod, v *v1.Volume, claim string, pvc *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, err error) (path string, readOnly bool, _ error) {
@@ -75,8 +77,13 @@ func ClaimedVolume(pod *v1.Pod, v *v1.Volume, claim string, pvc *v1.PersistentVo
 	if pv.Spec.ClaimRef.UID != pvc.UID {
 		return "", false, claimError(pod, claim, fmt.Errorf("found PV object %s but its pv.Spec.ClaimRef.UID %s does not point to claim.UID %s", name, pv.Spec.ClaimRef.UID, pvc.UID))
 	}
-	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode != v1.PersistentVolumeFilesystem {
-		return "", false, fmt.Errorf("volume %s has volumeMode %s, but is specified in volumeMounts", v.Name, *pv.Spec.VolumeMode)
+	mode := VolumeMode(pv)
+	mounts, devices := volumeUses(pod, v.Name)
+	if mounts && mode != v1.PersistentVolumeFilesystem {
+		return "", false, fmt.Errorf("volume %s has volumeMode %s, but is specified in volumeMounts", v.Name, mode)
+	}
+	if devices && mode != v1.PersistentVolumeBlock {
+		return "", false, fmt.Errorf("volume %s has volumeMode %s, but is specified in volumeDevices", v.Name, mode)
 	}
 	readOnly = v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly
 	switch src := pv.Spec.PersistentVolumeSource; {
@@ -88,6 +95,70 @@ func ClaimedVolume(pod *v1.Pod, v *v1.Volume, claim string, pvc *v1.PersistentVo
 		return "", readOnly, nil
 	}
 	return "", false, fmt.Errorf("persistent volume %s: slicelet mounts hostPath, local and CSI persistent volumes only: it has no in-tree volume plugin for this one", name)
+}
+
+// BlockDevice checks that the block persistent volume pv (volumeMode Block, not CSI) can be
+// given to containers from path: a local volume's path must be a block device (the kubelet's
+// local plugin maps the device); hostPath has no block mapper in the kubelet.
+func BlockDevice(pv *v1.PersistentVolume, path string) error {
+	if pv.Spec.Local == nil {
+		return fmt.Errorf("persistent volume %s: only local and CSI volumes can be block devices (volumeMode Block)", pv.Name)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if st.Mode()&fs.ModeDevice == 0 || st.Mode()&fs.ModeCharDevice != 0 {
+		return fmt.Errorf("local volume %s: %s is not a block device", pv.Name, path)
+	}
+	return nil
+}
+
+// VolumeMode is the persistent volume's volumeMode, Filesystem when unset (the API's default).
+func VolumeMode(pv *v1.PersistentVolume) v1.PersistentVolumeMode {
+	if pv.Spec.VolumeMode != nil {
+		return *pv.Spec.VolumeMode
+	}
+	return v1.PersistentVolumeFilesystem
+}
+
+// volumeUses reports whether any container of pod (init and ephemeral ones included) mounts
+// the volume name (volumeMounts) and whether any maps it as a device (volumeDevices): the
+// kubelet's GetPodVolumeNames.
+func volumeUses(pod *v1.Pod, name string) (mounts, devices bool) {
+	check := func(c *v1.Container) {
+		for _, m := range c.VolumeMounts {
+			mounts = mounts || m.Name == name
+		}
+		for _, d := range c.VolumeDevices {
+			devices = devices || d.Name == name
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		check(&pod.Spec.InitContainers[i])
+	}
+	for i := range pod.Spec.Containers {
+		check(&pod.Spec.Containers[i])
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		check((*v1.Container)(&pod.Spec.EphemeralContainers[i].EphemeralContainerCommon))
+	}
+	return mounts, devices
+}
+
+// PersistentVolumePlugin is the name of the kubelet's volume plugin of a persistent volume
+// slicelet mounts (its volume_plugin metric label, and what decides how its stats are
+// measured): kubernetes.io/host-path, local-volume or csi; "" for another source.
+func PersistentVolumePlugin(pv *v1.PersistentVolume) string {
+	switch src := pv.Spec.PersistentVolumeSource; {
+	case src.HostPath != nil:
+		return "kubernetes.io/host-path"
+	case src.Local != nil:
+		return "kubernetes.io/local-volume"
+	case src.CSI != nil:
+		return "kubernetes.io/csi"
+	}
+	return ""
 }
 
 // VolumeNodeAffinity refuses to mount a persistent volume whose node affinity the node's labels

@@ -10,7 +10,8 @@ import (
 )
 
 func TestClaimVolumes(t *testing.T) {
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "pod-uid"}}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "pod-uid"},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", VolumeMounts: []v1.VolumeMount{{Name: "data", MountPath: "/data"}}}}}}
 	pvcVol := &v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data-0"}}}
 	roVol := &v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data-0", ReadOnly: true}}}
 	ephVol := &v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{}}}
@@ -122,6 +123,60 @@ func TestVolumeNodeAffinity(t *testing.T) {
 			err := VolumeNodeAffinity(tc.pv, tc.labels)
 			if (err == nil) != (tc.want == "") || (err != nil && err.Error() != tc.want) {
 				t.Errorf("= %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestClaimedVolumeMode: a claim's volume mode against its use, as the kubelet's desired
+// state populator checks it: Filesystem in volumeMounts, Block in volumeDevices (of any
+// container, init and ephemeral ones included); a volume used by none passes.
+func TestClaimedVolumeMode(t *testing.T) {
+	block, fs := v1.PersistentVolumeBlock, v1.PersistentVolumeFilesystem
+	mount := func(c *v1.Container) { c.VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}} }
+	device := func(c *v1.Container) { c.VolumeDevices = []v1.VolumeDevice{{Name: "data", DevicePath: "/dev/xvda"}} }
+	for _, tc := range []struct {
+		name     string
+		mode     *v1.PersistentVolumeMode
+		init     func(*v1.Container)
+		app      func(*v1.Container)
+		eph      func(*v1.Container)
+		wantPath string
+		wantErr  string
+	}{
+		{name: "unset mode in volumeMounts", app: mount, wantPath: "/dev/sdb"},
+		{name: "Filesystem in volumeMounts", mode: &fs, app: mount, wantPath: "/dev/sdb"},
+		{name: "Block in volumeDevices", mode: &block, app: device, wantPath: "/dev/sdb"},
+		{name: "Block used by no container", mode: &block, wantPath: "/dev/sdb"},
+		{name: "Block in an init container's volumeMounts", mode: &block, init: mount, app: device, wantErr: "volume data has volumeMode Block, but is specified in volumeMounts"},
+		{name: "Filesystem in volumeDevices", mode: &fs, app: device, wantErr: "volume data has volumeMode Filesystem, but is specified in volumeDevices"},
+		{name: "unset mode in an ephemeral container's volumeDevices", eph: device, wantErr: "volume data has volumeMode Filesystem, but is specified in volumeDevices"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "default", UID: "pod-uid"}, Spec: v1.PodSpec{
+				InitContainers: []v1.Container{{Name: "init"}}, Containers: []v1.Container{{Name: "app"}},
+				EphemeralContainers: []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debug"}}}}}
+			for _, f := range []struct {
+				apply func(*v1.Container)
+				c     *v1.Container
+			}{{tc.init, &pod.Spec.InitContainers[0]}, {tc.app, &pod.Spec.Containers[0]}, {tc.eph, (*v1.Container)(&pod.Spec.EphemeralContainers[0].EphemeralContainerCommon)}} {
+				if f.apply != nil {
+					f.apply(f.c)
+				}
+			}
+			vol := &v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data-0"}}}
+			pvc := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-0", Namespace: "default", UID: "claim-uid"}, Spec: v1.PersistentVolumeClaimSpec{VolumeName: "pv-1"}}
+			pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1"}, Spec: v1.PersistentVolumeSpec{VolumeMode: tc.mode, ClaimRef: &v1.ObjectReference{UID: "claim-uid"},
+				PersistentVolumeSource: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/dev/sdb"}}}}
+			path, _, err := ClaimedVolume(pod, vol, "data-0", pvc, pv, nil)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || path != tc.wantPath {
+				t.Errorf("path %q, %v; want %q", path, err, tc.wantPath)
 			}
 		})
 	}

@@ -165,9 +165,10 @@ func TestRefusalsFromAPIServer(t *testing.T) {
 		{"an inline CSI volume: published by its registered driver", func(p *v1.Pod) {
 			p.Spec.Volumes = []v1.Volume{{Name: "d", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "x"}}}}
 		}, nil},
-		{"a raw block device: not yet", func(p *v1.Pod) {
+		{"a raw block device: mapped from its claim's Block volume", func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "d", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "disk"}}}}
 			p.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "d", DevicePath: "/dev/xvda"}}
-		}, []string{"spec.containers[0].volumeDevices: Forbidden: raw block volumes (volumeMode: Block) are not implemented by slicelet yet"}},
+		}, nil},
 		{"resource claims", func(p *v1.Pod) { p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu"}} },
 			[]string{"spec.resourceClaims: Forbidden: dynamic resource allocation is not implemented"}},
 		{"image pull secrets", func(p *v1.Pod) { p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "regcred"}} },

@@ -226,9 +226,10 @@ func identityProperties(cfg *runtimeapi.ContainerConfig) []units.Property {
 			rw = append(rw, b)
 		}
 	}
-	// A device plugin's device nodes: the service sees the host's /dev (no DevicePolicy), so
-	// a node at the same path is there already; bound, it is there at the path the plugin
-	// gave too.
+	// A device plugin's device nodes and raw block volumes (a claim's device, by the pod's
+	// link to it): the service sees the host's /dev (no DevicePolicy), so a node at the same
+	// path is there already; bound, it is there at the path the plugin or volumeDevices gave
+	// too.
 	for _, d := range cfg.GetDevices() {
 		if d.GetHostPath() != d.GetContainerPath() {
 			rw = append(rw, units.BindPath{Source: d.GetHostPath(), Destination: d.GetContainerPath()})

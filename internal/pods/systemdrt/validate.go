@@ -23,6 +23,22 @@ const useCRI = `set runtime.type = "cri" in the slicelet configuration to run it
 // noBidirectional is why the systemd runtime refuses Bidirectional mount propagation.
 const noBidirectional = "mounts made in a systemd service's mount namespace do not reach the host (systemd makes the namespace a slave of the host's: the host's mounts reach the service, HostToContainer, not the other way); " + useCRI
 
+// noReadOnlyDevice is why the systemd runtime refuses the raw block volume of a read-only
+// claim: a device is bound into a service at its devicePath (as a device plugin's), and a
+// read-only bind mount does not make a device node read-only (only the device cgroup the
+// CRI runtime gives each container, "r", does).
+const noReadOnlyDevice = "the raw block volume of a read-only claim cannot be kept read-only: the systemd runtime binds the device node into the service, and a read-only bind mount does not stop writes to a device (a container runtime's device cgroup does); " + useCRI
+
+// readOnlyClaim reports whether the pod's volume name is a read-only persistentVolumeClaim.
+func readOnlyClaim(pod *v1.Pod, name string) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == name && v.PersistentVolumeClaim != nil {
+			return v.PersistentVolumeClaim.ReadOnly
+		}
+	}
+	return false
+}
+
 // Validate reports what the systemd runtime cannot run, each problem with its field path and
 // value (slices.ValidatePod has checked names, quantities and the container count before):
 // images, containers without an absolute or PATH-resolvable command, env entries that are not
@@ -158,6 +174,11 @@ func (r *Runtime) validateContainer(pod *v1.Pod, p *field.Path, c *v1.Container,
 	// What execve(2) and systemd's unit files take, after $(VAR) expansion.
 	errs = append(errs, execlimits.Container(p, c)...)
 	errs = append(errs, validateMounts(p.Child("volumeMounts"), c.VolumeMounts, volumes)...)
+	for i, d := range c.VolumeDevices {
+		if readOnlyClaim(pod, d.Name) {
+			errs = append(errs, field.Forbidden(p.Child("volumeDevices").Index(i), noReadOnlyDevice))
+		}
+	}
 	if host {
 		for i, m := range c.VolumeMounts {
 			if checkAbsPath(m.MountPath) != "" || m.MountPath == "/" {

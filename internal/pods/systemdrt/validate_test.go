@@ -144,6 +144,12 @@ func TestValidate(t *testing.T) {
 			c.VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data", MountPropagation: ptr(v1.MountPropagationHostToContainer)},
 				{Name: "data", MountPath: "/data2", MountPropagation: ptr(v1.MountPropagationBidirectional)}}
 		}), []string{"spec.containers[0].volumeMounts[1].mountPropagation: Forbidden: mounts made in a systemd service's mount namespace do not reach the host"}},
+		{"raw block volumes: bound as devices, a read-only claim's refused", withPod(func(p *v1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes,
+				v1.Volume{Name: "disk", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "disk"}}},
+				v1.Volume{Name: "ro", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "ro", ReadOnly: true}}})
+			p.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "disk", DevicePath: "/dev/xvda"}, {Name: "ro", DevicePath: "/dev/xvdb"}}
+		}), []string{"spec.containers[0].volumeDevices[1]: Forbidden: the raw block volume of a read-only claim cannot be kept read-only"}},
 		{"host aliases", withPod(func(p *v1.Pod) { p.Spec.HostAliases = []v1.HostAlias{{IP: "10.0.0.1", Hostnames: []string{"a"}}} }),
 			[]string{"spec.hostAliases: Forbidden"}},
 		{"runtime class", withPod(func(p *v1.Pod) { p.Spec.RuntimeClassName = new("kata") }),

@@ -390,6 +390,20 @@ func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, i
 		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: host, Readonly: m.ReadOnly || readOnlyVolume(pod, m.Name),
 			Propagation: mountPropagation(m.MountPropagation)})
 	}
+	// Raw block volumes: the host path is the pod's link to the device (the kubelet's
+	// makeBlockVolumes), read-only ("r") when the claim is, else "mrw".
+	var devices []*runtimeapi.Device
+	for _, d := range c.VolumeDevices {
+		host, ok := vols[d.Name]
+		if !ok {
+			return nil, fmt.Errorf("cannot find volume %q to pass into container %q", d.Name, c.Name)
+		}
+		perm := "mrw"
+		if readOnlyVolume(pod, d.Name) {
+			perm = "r"
+		}
+		devices = append(devices, &runtimeapi.Device{ContainerPath: d.DevicePath, HostPath: host, Permissions: perm})
+	}
 	if hm, err := w.etcHostsMount(pod, c); err != nil {
 		return nil, fmt.Errorf("container %s: %w", c.Name, err)
 	} else if hm != nil {
@@ -414,6 +428,7 @@ func (w *Worker) ContainerConfig(pod *v1.Pod, c *v1.Container, attempt uint32, i
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Envs:        envs,
+		Devices:     devices,
 		Mounts:      mounts,
 		Labels:      ContainerLabels(pod, c),
 		Annotations: ContainerAnnotations(pod, c, attempt),

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -267,10 +268,11 @@ func (w *Worker) syncObjectVolumes(pod *v1.Pod, e *entry) (map[string]string, er
 // created, a CSI volume published), then the path is kept for the pod's life.
 func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) (string, error) {
 	e.recMu.Lock()
-	path, ok := e.claims[v.Name]
+	c, ok := e.claims[v.Name]
 	e.recMu.Unlock()
 	if ok {
-		return path, nil
+		w.republish(pod, e, v.Name, c)
+		return c.path, nil
 	}
 	if w.opts.Cluster == nil {
 		return "", fmt.Errorf("error processing PVC %s/%s: no API server", pod.Namespace, claim)
@@ -292,10 +294,22 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 	if err := lifecycle.VolumeNodeAffinity(pv, labels); err != nil {
 		return "", err
 	}
-	if vol, ok := csi.FromPod(pod, v, pv, readOnly); ok {
+	block := lifecycle.VolumeMode(pv) == v1.PersistentVolumeBlock
+	if vol, ok := csi.FromPod(pod, v, pv, readOnly); ok && block {
+		if w.opts.CSI == nil {
+			return "", fmt.Errorf("MapVolume.SetUpDevice failed for volume %q : driver name %s not found in the list of registered CSI drivers", pvName, vol.Driver)
+		}
+		if path, err = w.opts.CSI.SetUpBlock(context.Background(), pod, vol); err != nil {
+			return "", fmt.Errorf("MapVolume.SetUpDevice failed for volume %q : %w", pvName, err)
+		}
+	} else if ok {
 		path, err = w.csiSetUp(pod, vol)
 		if err != nil {
 			return "", fmt.Errorf("MountVolume.SetUp failed for volume %q : %w", pvName, err)
+		}
+	} else if block {
+		if err := lifecycle.BlockDevice(pv, path); err != nil {
+			return "", fmt.Errorf("MapVolume.MapPodDevice failed for volume %q : %w", pvName, err)
 		}
 	} else if hp := pv.Spec.HostPath; hp != nil {
 		if err := lifecycle.PrepareHostPath(&v1.HostPathVolumeSource{Path: hp.Path, Type: hp.Type}); err != nil {
@@ -305,12 +319,11 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 		// A local volume's path is the administrator's: it must be there.
 		return "", fmt.Errorf("MountVolume.NewMounter initialization failed for volume %q : path %q does not exist", pvName, path)
 	}
-	e.recMu.Lock()
-	if e.claims == nil {
-		e.claims = map[string]string{}
+	c = claimed{path: path, plugin: lifecycle.PersistentVolumePlugin(pv), claim: claim, block: block}
+	if vol, ok := csi.FromPod(pod, v, pv, readOnly); ok {
+		c.csi, c.published = &vol, w.clock.Now()
 	}
-	e.claims[v.Name] = path
-	e.recMu.Unlock()
+	w.keepClaimed(e, v.Name, c)
 	w.log.Info("claim's volume set up", "pod_uid", string(pod.UID), "volume", v.Name, "claim", claim, "persistent_volume", pvName, "path", path)
 	return path, nil
 }
@@ -319,10 +332,11 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 // the pod's life (the kubelet's CSI plugin in its Ephemeral mode).
 func (w *Worker) inlineCSIVolume(pod *v1.Pod, v *v1.Volume, e *entry) (string, error) {
 	e.recMu.Lock()
-	path, ok := e.claims[v.Name]
+	c, ok := e.claims[v.Name]
 	e.recMu.Unlock()
 	if ok {
-		return path, nil
+		w.republish(pod, e, v.Name, c)
+		return c.path, nil
 	}
 	vol, _ := csi.FromPod(pod, v, nil, false)
 	start := w.clock.Now()
@@ -331,13 +345,56 @@ func (w *Worker) inlineCSIVolume(pod *v1.Pod, v *v1.Volume, e *entry) (string, e
 	if err != nil {
 		return "", err
 	}
-	e.recMu.Lock()
-	if e.claims == nil {
-		e.claims = map[string]string{}
-	}
-	e.claims[v.Name] = path
-	e.recMu.Unlock()
+	w.keepClaimed(e, v.Name, claimed{path: path, plugin: lifecycle.VolumePlugin(v), csi: &vol, published: w.clock.Now()})
 	return path, nil
+}
+
+// republishPeriod is how often a CSI volume whose driver requires republishing is published
+// again: the kubelet remounts such volumes at each pod sync, at least every --sync-frequency
+// (1 minute).
+const republishPeriod = time.Minute
+
+// republish publishes the pod's CSI volume name (set up as c) again when its driver asks for
+// it (CSIDriver requiresRepublish) and republishPeriod has passed: what the driver was given,
+// service account tokens, is refreshed. A failure is reported (FailedMount) and the pod keeps
+// running on the volume already published, as on the kubelet.
+func (w *Worker) republish(pod *v1.Pod, e *entry, name string, c claimed) {
+	if c.csi == nil || w.opts.CSI == nil || w.clock.Since(c.published) < republishPeriod || !w.opts.CSI.RequiresRepublish(c.csi.Driver) {
+		return
+	}
+	var err error
+	if c.block {
+		_, err = w.opts.CSI.SetUpBlock(context.Background(), pod, *c.csi)
+	} else {
+		_, err = w.opts.CSI.SetUp(context.Background(), pod, *c.csi)
+	}
+	if err != nil {
+		w.podEvent(pod, v1.EventTypeWarning, EventFailedMount, "MountVolume.SetUp failed for volume %q : %v", name, err)
+		w.log.Warn("csi volume not published again", "pod_uid", string(pod.UID), "volume", name, "error", err)
+	}
+	c.published = w.clock.Now()
+	w.keepClaimed(e, name, c)
+}
+
+// claimed is a claim's volume or an inline csi volume set up for a pod: its node path (a
+// block volume's: the device the containers get), the kubelet's volume plugin behind it (a
+// claim's: its persistent volume's), the claim, and whether it is a raw block volume.
+type claimed struct {
+	path, plugin, claim string
+	block               bool
+	// csi is the CSI volume behind it (nil for others), published last at published.
+	csi       *csi.Volume
+	published time.Time
+}
+
+// keepClaimed records that the pod's volume name is set up as c, for the pod's life.
+func (w *Worker) keepClaimed(e *entry, name string, c claimed) {
+	e.recMu.Lock()
+	defer e.recMu.Unlock()
+	if e.claims == nil {
+		e.claims = map[string]claimed{}
+	}
+	e.claims[name] = c
 }
 
 // csiSetUp sets the CSI volume vol of pod up through the CSI plugin; without one its driver

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -54,6 +55,15 @@ func TestVolumeMetrics(t *testing.T) {
 	if got := w.MountedVolumes(); !maps.Equal(got, map[string]int{"kubernetes.io/empty-dir": 1, "kubernetes.io/host-path": 1, "kubernetes.io/configmap": 1}) {
 		t.Errorf("mounted %v", got)
 	}
+	// Each set-up volume is listed for its stats, by plugin, where it is on the node.
+	wantStats := []StatsVolume{
+		{Name: "scratch", Plugin: "kubernetes.io/empty-dir", Path: w.volumePath("vm-1", emptyDirPlugin, "scratch"), LocalEphemeral: true},
+		{Name: "host", Plugin: "kubernetes.io/host-path", Path: pod.Spec.Volumes[1].HostPath.Path},
+		{Name: "config", Plugin: "kubernetes.io/configmap", Path: w.volumePath("vm-1", "kubernetes.io/configmap", "config"), LocalEphemeral: true},
+	}
+	if got := w.StatsVolumes(pod); !slices.Equal(got, wantStats) {
+		t.Errorf("stats volumes %+v, want %+v", got, wantStats)
+	}
 	if _, err := w.KillPod(t.Context(), pod, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -62,5 +72,8 @@ func TestVolumeMetrics(t *testing.T) {
 	}
 	if got := w.MountedVolumes(); len(got) != 0 {
 		t.Errorf("mounted after release %v, want none", got)
+	}
+	if got := w.StatsVolumes(pod); len(got) != 0 {
+		t.Errorf("stats volumes after release %+v, want none", got)
 	}
 }

@@ -239,10 +239,67 @@ func (w *Worker) releaseVolumes(uid string) error {
 	w.mu.Unlock()
 	if e != nil {
 		e.recMu.Lock()
-		e.mounted = nil
+		e.mounted, e.claims = nil, nil
 		e.recMu.Unlock()
 	}
 	return nil
+}
+
+// StatsVolume is one of a pod's volumes set up on the node, as its stats are measured (the
+// kubelet's mounted volumes, each measured by its plugin's metrics provider).
+type StatsVolume struct {
+	// Name is the pod's volume name.
+	Name string
+	// Plugin is the kubelet's volume plugin (lifecycle.VolumePlugin; a claim's: its
+	// persistent volume's, lifecycle.PersistentVolumePlugin).
+	Plugin string
+	// Path is where the volume is on the node.
+	Path string
+	// Claim is the claim behind the volume (a persistentVolumeClaim's, or a generic ephemeral
+	// volume's); "" for the others.
+	Claim string
+	// LocalEphemeral is the kubelet's IsLocalEphemeralVolume (pkg/volume/util): an emptyDir
+	// on the node's disk, a configMap or a gitRepo volume.
+	LocalEphemeral bool
+}
+
+// StatsVolumes are the pod's volumes set up on the node, in the pod's order; none for a pod
+// the worker does not know or whose volumes were released.
+func (w *Worker) StatsVolumes(pod *v1.Pod) []StatsVolume {
+	uid := string(pod.UID)
+	if slices.ValidateUID(uid) != nil {
+		return nil
+	}
+	w.mu.Lock()
+	e := w.pods[uid]
+	w.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	e.recMu.Lock()
+	mounted, claims := maps.Clone(e.mounted), maps.Clone(e.claims)
+	e.recMu.Unlock()
+	var out []StatsVolume
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		sv := StatsVolume{Name: v.Name, LocalEphemeral: v.GitRepo != nil || v.ConfigMap != nil ||
+			(v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault)}
+		if c, ok := claims[v.Name]; ok {
+			if c.block {
+				continue // a device: the kubelet's block metrics are not reported here
+			}
+			sv.Plugin, sv.Path, sv.Claim = c.plugin, c.path, c.claim
+		} else if plugin, ok := mounted[v.Name]; ok {
+			sv.Plugin, sv.Path = plugin, w.volumePath(uid, plugin, v.Name)
+			if v.HostPath != nil {
+				sv.Path = v.HostPath.Path
+			}
+		} else {
+			continue
+		}
+		out = append(out, sv)
+	}
+	return out
 }
 
 // removeVolumes removes the pod's volume directories (unmounted first: unmountVolumes); in

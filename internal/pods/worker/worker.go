@@ -106,7 +106,14 @@ type Options struct {
 type CSIVolumes interface {
 	// SetUp stages and publishes the CSI volume vol of pod and returns its path on the node.
 	SetUp(ctx context.Context, pod *v1.Pod, vol csi.Volume) (string, error)
-	// TearDown unpublishes (and unstages when unused) every CSI volume of the pod uid; what
+	// SetUpBlock stages and publishes the CSI block volume vol of pod and returns the host
+	// path of the device its containers get.
+	SetUpBlock(ctx context.Context, pod *v1.Pod, vol csi.Volume) (string, error)
+	// RequiresRepublish reports whether the driver wants its volumes published again
+	// periodically (CSIDriver requiresRepublish).
+	RequiresRepublish(driver string) bool
+	// TearDown unpublishes (and unstages when unused) every CSI volume of the pod uid, block
+	// volumes too; what
 	// it cannot tear down is an error, left for a later try.
 	TearDown(ctx context.Context, uid string) error
 }
@@ -180,12 +187,12 @@ type entry struct {
 	recMu       sync.Mutex
 	rec         *podRecord // nil until loaded
 	waits       map[string]*hold
-	backOffSeen map[string]uint32 // container → attempt whose back-off was reported
-	mountErr    string            // why object volumes could not be written at the last sync
-	claims      map[string]string // the node paths of the claims' volumes set up, by volume name
-	setUpErr    string            // why emptyDir and hostPath volumes could not be set up at the last start
-	podIPs      []string          // the IPs of the sandbox the pod's containers start in, off the host's network
-	mounted     map[string]string // volume → plugin of the volumes set up (MountedVolumes)
+	backOffSeen map[string]uint32  // container → attempt whose back-off was reported
+	mountErr    string             // why object volumes could not be written at the last sync
+	claims      map[string]claimed // the claims' and inline csi volumes set up, by volume name
+	setUpErr    string             // why emptyDir and hostPath volumes could not be set up at the last start
+	podIPs      []string           // the IPs of the sandbox the pod's containers start in, off the host's network
+	mounted     map[string]string  // volume → plugin of the volumes set up (MountedVolumes)
 	// finished: the pod finished and what it held was released (releaseFinished); guarded
 	// by mu, not recMu.
 	finished bool
