@@ -38,9 +38,8 @@ spec:
 // containerd, manifest directory, the kubelet's root directory) — and back. Through both swaps
 // the API sees the same pods (UIDs), the same containers (IDs) and restart counts, the same
 // mirror pod object, every pod Running and Ready and the Node Ready at every look (every
-// 500 ms), and the Node's Ready condition written by the new agent. It fails in some runs:
-// the cluster pods show Pending at one look right after slicelet's adoption
-// (docs/operations.md, "Moving a node from the kubelet to slicelet, and back").
+// 500 ms), and the Node's Ready condition written by the new agent. A look that finds a pod
+// not Running or not Ready notes what the pod's status was and which agent wrote it.
 func TestSwapUnderControlPlane(t *testing.T) {
 	if !systemdtest.Inside() {
 		runInSandboxFor(t, "^TestSwapUnderControlPlane$", 30*time.Minute)
@@ -230,14 +229,43 @@ func watchSwap(ctx context.Context, c *clusterdemo.Cluster, want map[string]stri
 				case string(p.UID) != uid:
 					note("pod " + name + " replaced")
 				case p.Status.Phase != v1.PodRunning:
-					note(fmt.Sprintf("pod %s %s", name, p.Status.Phase))
+					note(fmt.Sprintf("pod %s %s: %s", name, p.Status.Phase, describePod(p)))
 				case ready == nil || ready.Status != v1.ConditionTrue:
-					note(fmt.Sprintf("pod %s not Ready: %+v", name, ready))
+					note(fmt.Sprintf("pod %s not Ready: %+v: %s", name, ready, describePod(p)))
 				}
 			}
 		}
 	})
 	return m
+}
+
+// describePod is what a look noted of a pod: its resourceVersion, conditions, container
+// states and who wrote its status last (managedFields), so that a failure tells which agent
+// wrote what.
+func describePod(p *v1.Pod) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rv %s;", p.ResourceVersion)
+	for _, c := range p.Status.Conditions {
+		fmt.Fprintf(&b, " %s=%s", c.Type, c.Status)
+	}
+	for _, s := range p.Status.ContainerStatuses {
+		state := "waiting"
+		switch {
+		case s.State.Running != nil:
+			state = "running"
+		case s.State.Terminated != nil:
+			state = "terminated"
+		case s.State.Waiting != nil:
+			state = "waiting " + s.State.Waiting.Reason
+		}
+		fmt.Fprintf(&b, "; %s %s ready=%t id=%s", s.Name, state, s.Ready, s.ContainerID)
+	}
+	for _, m := range p.ManagedFields {
+		if m.Subresource == "status" {
+			fmt.Fprintf(&b, "; status by %s at %s", m.Manager, m.Time)
+		}
+	}
+	return b.String()
 }
 
 // stop ends the monitor and returns what it noted.
