@@ -39,10 +39,13 @@ spec:
 // the API sees the same pods (UIDs), the same containers (IDs) and restart counts, the same
 // mirror pod object, every pod Running and Ready and the Node Ready at every look (every
 // 500 ms), and the Node's Ready condition written by the new agent. A look that finds a pod
-// not Running or not Ready notes what the pod's status was and which agent wrote it.
+// not Running or not Ready notes what the pod's status was and which agent wrote it. On the
+// host it boots the sandbox (cgroup v1, hybrid) and runs itself inside, then, with
+// SLICELET_VM=1, in the cgroup v2 VM.
 func TestSwapUnderControlPlane(t *testing.T) {
 	if !systemdtest.Inside() {
 		runInSandboxFor(t, "^TestSwapUnderControlPlane$", 30*time.Minute)
+		runInVMFor(t, "^TestSwapUnderControlPlane$", 40*time.Minute)
 		return
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 28*time.Minute)

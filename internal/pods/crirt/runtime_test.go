@@ -1476,6 +1476,12 @@ func adoptKubeletPod(t *testing.T, e *env, pod, was *v1.Pod) {
 	if uids, err := rt.PodUIDs(ctx); err != nil || len(uids) != 0 {
 		t.Errorf("PodUIDs = %v, %v: want none (the kubelet's pods are not slicelet's until it runs them)", uids, err)
 	}
+	if ctrs, err := rt.ContainerGC().ListContainers(ctx); err != nil || len(ctrs) != 0 {
+		t.Errorf("container GC lists %v, %v: want none of the kubelet's", ctrs, err)
+	}
+	if sbs, err := rt.SandboxGC().ListSandboxes(ctx); err != nil || len(sbs) != 0 {
+		t.Errorf("sandbox GC lists %v, %v: want none of the kubelet's", sbs, err)
+	}
 	// The adoption's relist: the pod's status from the one listing of every pod, which holds
 	// the kubelet's sandbox and container as the pod's own listing does; the sync that follows
 	// takes that listing.
