@@ -795,22 +795,55 @@ func (a *Member) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 	return errors.Join(errs...)
 }
 
-// NotSyncedYet reports whether local is a status of a pod whose containers the node has not
-// seen yet (Pending without container statuses: the controller's status of an admitted pod
-// before its first sync, or of a sync that stopped before the runtime was read; a synced
-// status has one per container) while the API shows the pod started on the node: a node that
-// changed agent, whose new agent has not adopted the pod's containers yet. The kubelet writes
-// a pod's status only once its sync generated one; writing this would turn a Running pod
-// Pending, not Ready, for a moment.
-func NotSyncedYet(local, api v1.PodStatus) bool {
-	return local.Phase == v1.PodPending && len(local.ContainerStatuses) == 0 && len(local.InitContainerStatuses) == 0 &&
-		api.StartTime != nil
+// HoldPodStatus reports whether local, the node's status of a pod, is held back rather than
+// written over the API's (api), since (how long ago this agent started) being
+// StartupStatusHold at most for the second rule. The kubelet's status manager writes a pod's
+// status only once the pod's sync generated one from the runtime's complete view of the pod
+// (pkg/kubelet/status/status_manager.go, SetPodStatus; the PLEG cache), and it carries what
+// the old status knew of a container the runtime does not show (kubelet_pods.go,
+// convertToAPIContainerStatuses): a node that took over running pods must not write a status
+// that knows less of them than the API shows, so a Running pod does not turn Pending, not
+// Ready, for a moment. It is held when:
+//   - local is Pending without container statuses (the controller's status of an admitted pod
+//     before its first sync, or of a sync that stopped before the runtime was read; a synced
+//     status has one per container) while the API shows the pod started on the node;
+//   - while the agent is starting, local shows a container never run (no container ID, no
+//     last termination) that the API shows with a container ID: the runtime's listing did not
+//     show the pod's containers yet (those another agent created, on a node that changed
+//     agent). Past StartupStatusHold it is written: the containers are gone.
+func HoldPodStatus(local, api v1.PodStatus, since time.Duration) bool {
+	if local.Phase == v1.PodPending && len(local.ContainerStatuses) == 0 && len(local.InitContainerStatuses) == 0 &&
+		api.StartTime != nil {
+		return true
+	}
+	if since >= StartupStatusHold || isTerminal(local.Phase) {
+		return false
+	}
+	return forgetsContainer(local.InitContainerStatuses, api.InitContainerStatuses) ||
+		forgetsContainer(local.ContainerStatuses, api.ContainerStatuses)
+}
+
+// forgetsContainer reports whether a container of local shows no run (no container ID, no
+// last termination) while the same container of api has a container ID.
+func forgetsContainer(local, api []v1.ContainerStatus) bool {
+	known := make(map[string]bool, len(api))
+	for _, s := range api {
+		if s.ContainerID != "" {
+			known[s.Name] = true
+		}
+	}
+	for _, s := range local {
+		if known[s.Name] && s.ContainerID == "" && s.LastTerminationState.Terminated == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // patchStatus writes the pod's status when it differs from the API's and from what was last
 // written (pkg/kubelet/status/status_manager.go, syncPod: only on change).
 func (a *Member) patchStatus(ctx context.Context, api *v1.Pod, local v1.PodStatus, ips []string, now time.Time) error {
-	if NotSyncedYet(local, api.Status) {
+	if HoldPodStatus(local, api.Status, now.Sub(a.started)) {
 		return nil
 	}
 	want := APIPodStatus(api, local, ips, a.o.HostNetwork || api.Spec.HostNetwork, now)
@@ -842,6 +875,9 @@ func (a *Member) patchStatus(ctx context.Context, api *v1.Pod, local v1.PodStatu
 		}
 		return fmt.Errorf("pod %s/%s: status: %w", api.Namespace, api.Name, err)
 	}
+	// The kubelet's status manager logs each patch at V(3) ("Patch status for pod").
+	a.log.Debug("pod status patched", "pod", api.Namespace+"/"+api.Name, "pod_uid", api.UID, "phase", string(want.Phase),
+		"resource_version", api.ResourceVersion, "patch", string(patch))
 	a.sent[api.UID] = want
 	return nil
 }

@@ -81,8 +81,9 @@ func run(m *testing.M) int {
 	defer os.Remove(marker.Name())
 
 	ctx := context.Background()
+	// INSTALLTEST_SANDBOX_PREFIX prefixes the instance's name (one per person sharing a machine).
 	inst, err = sandbox.Start(ctx, sandbox.Options{
-		Name:        "installtest-" + randomSuffix(),
+		Name:        os.Getenv("INSTALLTEST_SANDBOX_PREFIX") + "installtest-" + randomSuffix(),
 		OverlayRoot: true,
 		Log:         os.Stderr,
 	})

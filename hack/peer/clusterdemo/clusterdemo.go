@@ -178,6 +178,9 @@ func (c *Cluster) StartAgent(ctx context.Context, k peerrun.Kind) (err error) {
 	return err
 }
 
+// MainPIDs maps the ID of every running container of the node to its main PID.
+func (c *Cluster) MainPIDs(ctx context.Context) (map[string]int, error) { return c.node.MainPIDs(ctx) }
+
 // ManifestDir is the node's static pod directory, both agents'.
 func (c *Cluster) ManifestDir() string { return c.manifests }
 

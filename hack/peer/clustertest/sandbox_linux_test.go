@@ -15,6 +15,7 @@ import (
 	"github.com/slicelet/slicelet/hack/peer/clusterdemo"
 	"github.com/slicelet/slicelet/hack/peer/controlplane"
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
+	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 )
 
 // runInSandbox boots the sandbox with the control plane's binaries and slicelet's, and runs
@@ -41,6 +42,40 @@ func runInSandboxFor(t *testing.T, run string, limit time.Duration) string {
 		t.Fatal(err)
 	}
 	return work
+}
+
+// runInVMFor runs the test named by the pattern run in the throwaway cgroup v2 VM
+// (peerrun.RunVM) when SLICELET_VM=1, with the control plane's binaries, kubectl, the kubelet
+// and slicelet copied in and a work directory of the guest's own (containerd's snapshots need
+// a local filesystem); limit bounds the whole run, boot included. Without SLICELET_VM=1 it
+// does nothing.
+func runInVMFor(t *testing.T, run string, limit time.Duration) {
+	t.Helper()
+	if os.Getenv(systemdtest.VMEnv) != "1" {
+		return
+	}
+	bin, slicelet := prerequisites(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{"slicelet": slicelet}
+	for _, name := range []string{controlplane.Etcd, controlplane.APIServer, controlplane.Scheduler, controlplane.ControllerManager, "kubelet", "kubectl"} {
+		files[filepath.Join("bin", name)] = filepath.Join(bin, name)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), limit)
+	defer cancel()
+	start := time.Now()
+	res, err := peerrun.RunVM(ctx, peerrun.VMOptions{Binary: self, Args: []string{"-test.run", run, "-test.v"},
+		Env:   []string{workEnv + "=/var/lib/clustertest", binEnv + "=/mnt/io/bin", sliceletEnv + "=/mnt/io/slicelet"},
+		Files: files, Dir: t.TempDir(), MemMiB: 3072, Timeout: limit - time.Minute})
+	t.Logf("in the cgroup v2 VM (%s):\n%s", time.Since(start).Round(time.Second), res.Output)
+	if err != nil {
+		t.Fatalf("cgroup v2 VM: %v; console:\n%s", err, res.Console)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("cgroup v2 VM: exit %d", res.ExitCode)
+	}
 }
 
 // clusterNode is a slicelet node in cluster mode beside a fresh control plane, inside the

@@ -2,6 +2,7 @@ package peerrun
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -186,6 +187,36 @@ func (n *Node) cri() (runtimeapi.RuntimeServiceClient, func(), error) {
 		return nil, nil, fmt.Errorf("peerrun: cri client: %w", err)
 	}
 	return runtimeapi.NewRuntimeServiceClient(cc), func() { cc.Close() }, nil
+}
+
+// MainPIDs maps the ID of every running container on the node's containerd to its main
+// process's PID (crictl inspect's info.pid), as seen from the node.
+func (n *Node) MainPIDs(ctx context.Context) (map[string]int, error) {
+	rs, done, err := n.cri()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	ctrs, err := rs.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}}})
+	if err != nil {
+		return nil, fmt.Errorf("peerrun: containers: %w", err)
+	}
+	out := map[string]int{}
+	for _, c := range ctrs.Containers {
+		st, err := rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id, Verbose: true})
+		if err != nil {
+			continue // ended meanwhile
+		}
+		var info struct {
+			PID int `json:"pid"`
+		}
+		if err := json.Unmarshal([]byte(st.Info["info"]), &info); err != nil {
+			return nil, fmt.Errorf("peerrun: container %s: verbose info: %w", c.Id, err)
+		}
+		out[c.Id] = info.PID
+	}
+	return out, nil
 }
 
 // RemovePods stops and removes every pod sandbox (with its containers) containerd runs, then

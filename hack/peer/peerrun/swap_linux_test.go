@@ -428,7 +428,8 @@ func runSwapInSandbox(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
-	err := RunTest(ctx, SandboxOptions{Name: fmt.Sprintf("swaptest-%d", os.Getpid()), WorkDir: t.TempDir(),
+	// PEERRUN_SANDBOX_PREFIX prefixes the sandbox's name (one per person sharing a machine).
+	err := RunTest(ctx, SandboxOptions{Name: fmt.Sprintf("%sswaptest-%d", os.Getenv("PEERRUN_SANDBOX_PREFIX"), os.Getpid()), WorkDir: t.TempDir(),
 		Binds: []string{bin, filepath.Dir(slicelet)}, Log: t.Output()},
 		"^TestSwapKubeletSlicelet$", []string{swapBinEnv + "=" + bin, swapSliceletEnv + "=" + slicelet}, t.Output())
 	if err != nil {

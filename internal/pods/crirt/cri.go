@@ -17,7 +17,7 @@ import (
 
 // The worker.Runtime calls: each is one CRI call (or two where the kubelet's runtime service
 // makes two), on what slicelet created (worker.LabelManaged) and on what the kubelet created
-// for a pod slicelet runs (managedSelector). The log layout under LogRoot is
+// (managedSelector). The log layout under LogRoot is
 // this runtime's: RunPodSandbox and CreateContainer fill in the log directory and path.
 
 var (
@@ -26,16 +26,25 @@ var (
 	_ worker.SandboxNetwork = (*Runtime)(nil)
 )
 
-// managedSelector selects the sandboxes or containers of the pod uid, or, for "", every one
-// slicelet created (worker.LabelManaged). A pod's own are selected by its UID alone: those the
-// kubelet created for it (a node that moved from the kubelet to slicelet) carry the same
-// labels but slicelet's mark, and are adopted as the pod's; anything of a pod slicelet does
-// not know is never listed, so never touched.
+// managedSelector selects the sandboxes or containers of the pod uid, or, for "", of every
+// pod: all that carry a pod UID label (worker.LabelPodUID, the kubelet's), slicelet's own
+// (worker.LabelManaged) and those the kubelet created (a node that moved from the kubelet to
+// slicelet). A listing of every pod thus holds what each pod's listing holds; the worker
+// adopts another agent's as the pod's once it runs the pod, and leaves those of pods it does
+// not run alone (worker.Sandbox.Foreign). A CRI label selector matches values only, so the
+// listing of every pod is unfiltered and pods' is kept by listedPod.
 func managedSelector(uid string) map[string]string {
 	if uid != "" {
 		return map[string]string{worker.LabelPodUID: uid}
 	}
-	return map[string]string{worker.LabelManaged: "true"}
+	return map[string]string{}
+}
+
+// listedPod is the pod UID of a listed sandbox or container by its labels ("" for one no pod
+// owns: not the kubelet's nor slicelet's) and whether another agent created it (it lacks
+// worker.LabelManaged).
+func listedPod(labels map[string]string) (uid string, foreign bool) {
+	return labels[worker.LabelPodUID], labels[worker.LabelManaged] != "true"
 }
 
 func unixNano(ns int64) time.Time {
@@ -131,13 +140,13 @@ func (r *Runtime) ListPodSandbox(ctx context.Context, podUID string) ([]worker.S
 	}
 	out := make([]worker.Sandbox, 0, len(sbs))
 	for _, sb := range sbs {
-		uid := sb.GetLabels()[worker.LabelPodUID]
+		uid, foreign := listedPod(sb.GetLabels())
 		if uid == "" {
 			continue
 		}
 		out = append(out, worker.Sandbox{
 			ID: sb.Id, PodUID: uid, Attempt: sb.GetMetadata().GetAttempt(),
-			Ready: sb.State == runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: unixNano(sb.CreatedAt),
+			Ready: sb.State == runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: unixNano(sb.CreatedAt), Foreign: foreign,
 		})
 	}
 	return out, nil
@@ -267,14 +276,14 @@ func (r *Runtime) ListContainers(ctx context.Context, podUID string) ([]worker.C
 	}
 	out := make([]worker.Container, 0, len(ctrs))
 	for _, c := range ctrs {
-		uid := c.Labels[worker.LabelPodUID]
+		uid, foreign := listedPod(c.Labels)
 		if uid == "" {
 			continue
 		}
 		out = append(out, worker.Container{
 			ID: c.Id, SandboxID: c.PodSandboxId, PodUID: uid, Name: containerName(c.Labels, c.Metadata),
 			Attempt: c.GetMetadata().GetAttempt(), State: state(c.State), CreatedAt: unixNano(c.CreatedAt), ImageRef: c.ImageRef,
-			Hash: c.Annotations[worker.AnnotationContainerHash],
+			Hash: c.Annotations[worker.AnnotationContainerHash], Foreign: foreign,
 		})
 	}
 	return out, nil
@@ -308,12 +317,13 @@ func (r *Runtime) ContainerStatus(ctx context.Context, id string) (worker.Contai
 	}
 	st := worker.ContainerStatus{
 		Container: worker.Container{
-			ID: s.Id, PodUID: s.Labels[worker.LabelPodUID], Name: containerName(s.Labels, s.Metadata),
+			ID: s.Id, Name: containerName(s.Labels, s.Metadata),
 			Attempt: s.GetMetadata().GetAttempt(), State: state(s.State), CreatedAt: unixNano(s.CreatedAt), ImageRef: s.ImageRef,
 			Hash: s.Annotations[worker.AnnotationContainerHash],
 		},
 		StartedAt: unixNano(s.StartedAt),
 	}
+	st.PodUID, st.Foreign = listedPod(s.Labels)
 	if g, ok := worker.GracePeriod(s.Annotations); ok {
 		st.Grace = g
 	}

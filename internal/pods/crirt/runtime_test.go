@@ -1476,6 +1476,23 @@ func adoptKubeletPod(t *testing.T, e *env, pod, was *v1.Pod) {
 	if uids, err := rt.PodUIDs(ctx); err != nil || len(uids) != 0 {
 		t.Errorf("PodUIDs = %v, %v: want none (the kubelet's pods are not slicelet's until it runs them)", uids, err)
 	}
+	if ctrs, err := rt.ContainerGC().ListContainers(ctx); err != nil || len(ctrs) != 0 {
+		t.Errorf("container GC lists %v, %v: want none of the kubelet's", ctrs, err)
+	}
+	if sbs, err := rt.SandboxGC().ListSandboxes(ctx); err != nil || len(sbs) != 0 {
+		t.Errorf("sandbox GC lists %v, %v: want none of the kubelet's", sbs, err)
+	}
+	// The adoption's relist: the pod's status from the one listing of every pod, which holds
+	// the kubelet's sandbox and container as the pod's own listing does; the sync that follows
+	// takes that listing.
+	res, err := rt.Relist(ctx, []*v1.Pod{pod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := res.Statuses[string(pod.UID)]; !ok || st.Phase != v1.PodRunning || len(st.ContainerStatuses) != 1 ||
+		!strings.HasSuffix(st.ContainerStatuses[0].ContainerID, "://"+ids[0]) || st.ContainerStatuses[0].RestartCount != 2 {
+		t.Errorf("the relist's status of the kubelet's pod: %+v (found %t); want Running, %s in its third run", st, ok, ids[0])
+	}
 	st, err := rt.SyncPod(ctx, pod, testSlice)
 	if err != nil {
 		t.Fatal(err)

@@ -39,8 +39,9 @@ func gcState(s State) string {
 	return gc.StateUnknown
 }
 
-// ListContainers lists every container of every pod, in every state, with its pod UID, name,
-// image, sandbox and creation time. It never waits for a pod's sync.
+// ListContainers lists every container slicelet created (not another agent's: Foreign), in
+// every state, with its pod UID, name, image, sandbox and creation time. It never waits for a
+// pod's sync.
 func (g containerGC) ListContainers(ctx context.Context) ([]gc.Container, error) {
 	ctrs, err := g.w.rt.ListContainers(ctx, "")
 	if err != nil {
@@ -48,6 +49,9 @@ func (g containerGC) ListContainers(ctx context.Context) ([]gc.Container, error)
 	}
 	out := make([]gc.Container, 0, len(ctrs))
 	for _, c := range ctrs {
+		if c.Foreign {
+			continue
+		}
 		out = append(out, gc.Container{
 			ID: c.ID, PodUID: c.PodUID, Name: c.Name, ImageID: c.ImageRef,
 			SandboxID: c.SandboxID, State: gcState(c.State), CreatedAt: c.CreatedAt,
@@ -145,7 +149,8 @@ func (w *Worker) noteRemoved(st ContainerStatus) error {
 
 type sandboxGC struct{ w *Worker }
 
-// ListSandboxes lists every pod sandbox, ready or not.
+// ListSandboxes lists every pod sandbox slicelet created (not another agent's: Foreign), ready
+// or not.
 func (g sandboxGC) ListSandboxes(ctx context.Context) ([]gc.Sandbox, error) {
 	sbs, err := g.w.rt.ListPodSandbox(ctx, "")
 	if err != nil {
@@ -153,6 +158,9 @@ func (g sandboxGC) ListSandboxes(ctx context.Context) ([]gc.Sandbox, error) {
 	}
 	out := make([]gc.Sandbox, 0, len(sbs))
 	for _, sb := range sbs {
+		if sb.Foreign {
+			continue
+		}
 		out = append(out, gc.Sandbox{ID: sb.ID, PodUID: sb.PodUID, Ready: sb.Ready, CreatedAt: sb.CreatedAt})
 	}
 	return out, nil

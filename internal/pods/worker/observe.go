@@ -130,6 +130,7 @@ func mergeContainer(c, l Container) Container {
 	c.PodUID = cmp.Or(c.PodUID, l.PodUID)
 	c.Name = cmp.Or(c.Name, l.Name)
 	c.ImageRef = cmp.Or(c.ImageRef, l.ImageRef)
+	c.Foreign = c.Foreign || l.Foreign
 	if c.CreatedAt.IsZero() {
 		c.CreatedAt = l.CreatedAt
 	}

@@ -43,7 +43,9 @@ type Runtime interface {
 	StopPodSandbox(ctx context.Context, id string) error
 	// RemovePodSandbox removes a stopped sandbox and what the runtime keeps for it.
 	RemovePodSandbox(ctx context.Context, id string) error
-	// ListPodSandbox lists the sandboxes of the pod with that UID, or of every pod for "".
+	// ListPodSandbox lists the sandboxes of the pod with that UID, or of every pod for "":
+	// slicelet's and, for a runtime another agent shares, that agent's (Foreign), so that a
+	// listing of every pod holds what the pod's own listing holds.
 	ListPodSandbox(ctx context.Context, podUID string) ([]Sandbox, error)
 
 	// CreateContainer creates a container in a sandbox (not started) and returns its ID.
@@ -59,8 +61,8 @@ type Runtime interface {
 	UpdateContainerResources(ctx context.Context, id string, resources *runtimeapi.LinuxContainerResources) error
 	// RemoveContainer removes a container that is not running.
 	RemoveContainer(ctx context.Context, id string) error
-	// ListContainers lists the containers of the pod with that UID, or of every pod for "",
-	// in every state.
+	// ListContainers lists the containers of the pod with that UID, or of every pod for ""
+	// (slicelet's and another agent's, as ListPodSandbox), in every state.
 	ListContainers(ctx context.Context, podUID string) ([]Container, error)
 	// ContainerStatus inspects one container; ErrNotFound when it is gone.
 	ContainerStatus(ctx context.Context, id string) (ContainerStatus, error)
@@ -99,6 +101,10 @@ type Sandbox struct {
 	Attempt   uint32
 	Ready     bool
 	CreatedAt time.Time
+	// Foreign: another agent created it (the kubelet, on a node that changed agent; it lacks
+	// LabelManaged). It is its pod's like slicelet's own once slicelet runs the pod; the
+	// orphans' cleanup and sandbox GC leave it alone.
+	Foreign bool
 }
 
 // State is a container's state (the CRI's ContainerState).
@@ -144,6 +150,8 @@ type Container struct {
 	// Hash is the run's container hash as created (AnnotationContainerHash: ContainerHash in
 	// hex); empty when the runtime does not keep it.
 	Hash string
+	// Foreign: another agent created it (see Sandbox.Foreign); container GC leaves it alone.
+	Foreign bool
 }
 
 // ContainerStatus is one container inspected.

@@ -388,8 +388,9 @@ func (w *Worker) ExecSync(ctx context.Context, pod *v1.Pod, container string, cm
 	return w.rt.ExecSync(ctx, run.ID, cmd, timeout)
 }
 
-// PodUIDs lists, sorted, the pods that have sandboxes or containers in the runtime, or a
-// directory in the state dir.
+// PodUIDs lists, sorted, the pods that have sandboxes or containers slicelet created in the
+// runtime, or a directory in the state dir: another agent's (Foreign) are not slicelet's to
+// clean up.
 func (w *Worker) PodUIDs(ctx context.Context) ([]string, error) {
 	set := map[string]bool{}
 	sbs, err := w.rt.ListPodSandbox(ctx, "")
@@ -397,14 +398,18 @@ func (w *Worker) PodUIDs(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	for _, sb := range sbs {
-		set[sb.PodUID] = true
+		if !sb.Foreign {
+			set[sb.PodUID] = true
+		}
 	}
 	ctrs, err := w.rt.ListContainers(ctx, "")
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range ctrs {
-		set[c.PodUID] = true
+		if !c.Foreign {
+			set[c.PodUID] = true
+		}
 	}
 	ents, err := os.ReadDir(filepath.Join(w.opts.StateDir, "pods"))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
