@@ -406,8 +406,7 @@ func TestSyncPodsStatusOnlyOnChange(t *testing.T) {
 
 func TestSyncPodsRejectionsWrittenToStatus(t *testing.T) {
 	token := apiPod("token", func(p *v1.Pod) {
-		p.Spec.Volumes = []v1.Volume{{Name: "t", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{
-			Sources: []v1.VolumeProjection{{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{Path: "ca"}}}}}}}
+		p.Spec.Volumes = []v1.Volume{{Name: "t", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "ca-bundle:1"}}}}
 	})
 	big := apiPod("big")
 	f := newFixture(t, token, big)
@@ -420,7 +419,7 @@ func TestSyncPodsRejectionsWrittenToStatus(t *testing.T) {
 	}
 	tests := []struct{ name, reason, message string }{
 		{"big", "OutOfcpu", "Node didn't have enough resource: cpu"},
-		{"token", pods.ReasonUnsupported, "spec.volumes[0].projected.sources[0].clusterTrustBundle"},
+		{"token", pods.ReasonUnsupported, "spec.volumes[0].image"},
 	}
 	for _, tc := range tests {
 		got, _ := f.cs.CoreV1().Pods("default").Get(ctx, tc.name, metav1.GetOptions{})
