@@ -175,7 +175,7 @@ func podInitialized(pod *v1.Pod, st *v1.PodStatus) bool {
 		return false
 	}
 	spec, c := &pod.Spec.InitContainers[l-1], st.InitContainerStatuses[l-1]
-	if spec.Name != c.Name || spec.RestartPolicy == nil || *spec.RestartPolicy != v1.ContainerRestartPolicyAlways {
+	if spec.Name != c.Name || !lifecycle.IsSidecar(spec) {
 		return false
 	}
 	return (c.State.Running != nil && c.Started != nil && *c.Started) ||

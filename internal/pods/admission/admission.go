@@ -23,6 +23,7 @@ import (
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -229,7 +230,7 @@ func hostPorts(pod *v1.Pod) []hostPort {
 		}
 	}
 	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+		if c := &pod.Spec.InitContainers[i]; lifecycle.IsSidecar(c) {
 			add(c)
 		}
 	}
