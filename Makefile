@@ -401,7 +401,8 @@ cluster-demo-node: clusterdemo-build
 # docs/conformance/<cluster>_<SIGs>.json, and docs/cluster.md's "## Conformance on several
 # nodes" is rendered from all of them (make conformance-report does only that); ginkgo's output
 # and the JUnit report stay in build/shard/reports (a short path: the nodes' unix sockets live
-# under it). Root.
+# under it). SPECS=<regexp> re-runs only the shard's specs whose text matches it (recorded as
+# <cluster>_<SIGs>_rerun.json and listed apart; the shard's counts stay its whole runs'). Root.
 CONFORMANCE_PROCS ?= $(if $(SHARD),2,5)
 SHARD_TIMEOUT ?= 100m
 # SHARD_PREFIX: the start of the sandboxes' names (conformance-<pid> when empty).
@@ -426,7 +427,7 @@ else
 	  -nonewprivs $(abspath $(PEER_DIR))/nonewprivs -slicelet $(abspath $(BIN))/slicelet -addons $(abspath $(ADDONS_DIR)) \
 	  -images-src "$$(cd hack/peer && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images" \
 	  -work $(abspath build/shard) -procs $(CONFORMANCE_PROCS) -timeout $(SHARD_TIMEOUT) \
-	  -commit "$$(git describe --always --dirty)" $(if $(SHARD_PREFIX),-prefix $(SHARD_PREFIX)) -results docs/conformance -docs docs/cluster.md
+	  -commit "$$(git describe --always --dirty)" $(if $(SHARD_PREFIX),-prefix $(SHARD_PREFIX)) $(if $(SPECS),-specs '$(SPECS)') -results docs/conformance -docs docs/cluster.md
 endif
 
 conformance-report: conformance-runner

@@ -11,6 +11,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -406,8 +407,7 @@ func TestSyncPodsStatusOnlyOnChange(t *testing.T) {
 
 func TestSyncPodsRejectionsWrittenToStatus(t *testing.T) {
 	token := apiPod("token", func(p *v1.Pod) {
-		p.Spec.Volumes = []v1.Volume{{Name: "t", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{
-			Sources: []v1.VolumeProjection{{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{Path: "ca"}}}}}}}
+		p.Spec.Volumes = []v1.Volume{{Name: "t", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "ca-bundle:1"}}}}
 	})
 	big := apiPod("big")
 	f := newFixture(t, token, big)
@@ -420,7 +420,7 @@ func TestSyncPodsRejectionsWrittenToStatus(t *testing.T) {
 	}
 	tests := []struct{ name, reason, message string }{
 		{"big", "OutOfcpu", "Node didn't have enough resource: cpu"},
-		{"token", pods.ReasonUnsupported, "spec.volumes[0].projected.sources[0].clusterTrustBundle"},
+		{"token", pods.ReasonUnsupported, "spec.volumes[0].image"},
 	}
 	for _, tc := range tests {
 		got, _ := f.cs.CoreV1().Pods("default").Get(ctx, tc.name, metav1.GetOptions{})
@@ -462,6 +462,78 @@ func TestSyncPodsGracefulDeletion(t *testing.T) {
 	opts := dels[0].(k8stesting.DeleteActionImpl).DeleteOptions
 	if opts.GracePeriodSeconds == nil || *opts.GracePeriodSeconds != 0 || opts.Preconditions == nil || *opts.Preconditions.UID != web.UID {
 		t.Errorf("delete options %+v", opts)
+	}
+	// The final status went first: Failed, its container terminated (a finalizer, a Job's,
+	// keeps the pod until its controller sees it terminal).
+	all := f.cs.Actions()
+	last := all[len(all)-2]
+	if last.GetVerb() != "patch" || last.GetSubresource() != "status" {
+		t.Fatalf("before the delete: %s %s/%s, want the final status patch", last.GetVerb(), last.GetResource().Resource, last.GetSubresource())
+	}
+	if patch := string(last.(k8stesting.PatchActionImpl).GetPatch()); !strings.Contains(patch, `"phase":"Failed"`) || !strings.Contains(patch, "ContainerStatusUnknown") {
+		t.Errorf("final status patch %s", patch)
+	}
+}
+
+func TestTerminatedPodStatus(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	running := v1.ContainerState{Running: &v1.ContainerStateRunning{}}
+	waiting := v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "PodInitializing"}}
+	exited := func(code int32) v1.ContainerState {
+		return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: code, Reason: "Error"}}
+	}
+	unknown := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 137, Reason: "ContainerStatusUnknown",
+		Message: "The container could not be located when the pod was terminated"}}
+	cs := func(name string, st v1.ContainerState) v1.ContainerStatus {
+		return v1.ContainerStatus{Name: name, State: st}
+	}
+	tests := []struct {
+		name            string
+		init            []v1.Container
+		phase           v1.PodPhase
+		inits, conts    []v1.ContainerStatus
+		wantPhase       v1.PodPhase
+		wantInits, want []v1.ContainerState
+	}{
+		{"running pod", nil, v1.PodRunning, nil, []v1.ContainerStatus{cs("a", running), cs("b", exited(1))},
+			v1.PodFailed, nil, []v1.ContainerState{unknown, exited(1)}},
+		{"succeeded stays", nil, v1.PodSucceeded, nil, []v1.ContainerStatus{cs("a", exited(0))},
+			v1.PodSucceeded, nil, []v1.ContainerState{exited(0)}},
+		{"pending, init container running", []v1.Container{{Name: "i1"}, {Name: "i2"}}, v1.PodPending,
+			[]v1.ContainerStatus{cs("i1", running), cs("i2", waiting)}, []v1.ContainerStatus{cs("a", waiting)},
+			v1.PodFailed, []v1.ContainerState{unknown, waiting}, []v1.ContainerState{waiting}},
+		{"pending, all init containers waiting: the first", []v1.Container{{Name: "i1"}, {Name: "i2"}}, v1.PodPending,
+			[]v1.ContainerStatus{cs("i1", waiting), cs("i2", waiting)}, []v1.ContainerStatus{cs("a", waiting)},
+			v1.PodFailed, []v1.ContainerState{unknown, waiting}, []v1.ContainerState{waiting}},
+		{"initialized by a started sidecar", []v1.Container{{Name: "s", RestartPolicy: &always}}, v1.PodPending,
+			[]v1.ContainerStatus{{Name: "s", State: running, Started: ptr.To(true)}}, []v1.ContainerStatus{cs("a", waiting)},
+			v1.PodFailed, []v1.ContainerState{unknown}, []v1.ContainerState{unknown}},
+		{"initialized: a container ran", []v1.Container{{Name: "i1"}}, v1.PodRunning,
+			[]v1.ContainerStatus{cs("i1", exited(0))}, []v1.ContainerStatus{cs("a", running)},
+			v1.PodFailed, []v1.ContainerState{exited(0)}, []v1.ContainerState{unknown}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &v1.Pod{Spec: v1.PodSpec{InitContainers: tc.init}}
+			last := v1.PodStatus{Phase: tc.phase, InitContainerStatuses: tc.inits, ContainerStatuses: tc.conts}
+			got := TerminatedPodStatus(pod, last)
+			if got.Phase != tc.wantPhase {
+				t.Errorf("phase %s, want %s", got.Phase, tc.wantPhase)
+			}
+			for i, w := range tc.wantInits {
+				if !apiequality.Semantic.DeepEqual(got.InitContainerStatuses[i].State, w) {
+					t.Errorf("init container %d: %+v, want %+v", i, got.InitContainerStatuses[i].State, w)
+				}
+			}
+			for i, w := range tc.want {
+				if !apiequality.Semantic.DeepEqual(got.ContainerStatuses[i].State, w) {
+					t.Errorf("container %d: %+v, want %+v", i, got.ContainerStatuses[i].State, w)
+				}
+			}
+			if len(tc.conts) > 0 && tc.conts[0].State.Running != nil && last.ContainerStatuses[0].State.Terminated != nil {
+				t.Error("the last status was changed")
+			}
+		})
 	}
 }
 

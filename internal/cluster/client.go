@@ -6,6 +6,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -82,6 +83,10 @@ type Clients struct {
 	CSIDrivers        CSIDriverClient
 	VolumeAttachments VolumeAttachmentClient
 	CSINodes          CSINodeClient
+	// ClusterTrustBundles and PodCertificateRequests serve the clusterTrustBundle and
+	// podCertificate projections (trustbundles.go, podcertificates.go); nil ones serve none.
+	ClusterTrustBundles    ClusterTrustBundleClient
+	PodCertificateRequests func(namespace string) PodCertificateRequestClient
 }
 
 // NewClients builds the clients from a kubeconfig file: client-go's REST client (what the
@@ -113,6 +118,10 @@ func NewClients(kubeconfig string) (Clients, error) {
 	}
 	// storage.k8s.io/v1 for the CSI volume plugin: CSIDrivers, VolumeAttachments, CSINode.
 	if err := storagev1.AddToScheme(scheme); err != nil {
+		return Clients{}, err
+	}
+	// certificates.k8s.io/v1 for the projected ClusterTrustBundles and pod certificates.
+	if err := certificatesv1.AddToScheme(scheme); err != nil {
 		return Clients{}, err
 	}
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
@@ -173,6 +182,17 @@ func NewClients(kubeconfig string) (Clients, error) {
 		obj: func() *storagev1.VolumeAttachment { return &storagev1.VolumeAttachment{} }}
 	clients.CSINodes = &typed[*storagev1.CSINode, *storagev1.CSINodeList]{rest: storage, params: params, resource: "csinodes",
 		obj: func() *storagev1.CSINode { return &storagev1.CSINode{} }}
+	certs, err := restFor("/apis", certificatesv1.SchemeGroupVersion)
+	if err != nil {
+		return Clients{}, err
+	}
+	clients.ClusterTrustBundles = &typed[*certificatesv1.ClusterTrustBundle, *certificatesv1.ClusterTrustBundleList]{rest: certs, params: params,
+		resource: "clustertrustbundles", obj: func() *certificatesv1.ClusterTrustBundle { return &certificatesv1.ClusterTrustBundle{} },
+		list: func() *certificatesv1.ClusterTrustBundleList { return &certificatesv1.ClusterTrustBundleList{} }}
+	clients.PodCertificateRequests = func(ns string) PodCertificateRequestClient {
+		return &typed[*certificatesv1.PodCertificateRequest, *certificatesv1.PodCertificateRequestList]{rest: certs, params: params,
+			resource: "podcertificaterequests", ns: ns, obj: func() *certificatesv1.PodCertificateRequest { return &certificatesv1.PodCertificateRequest{} }}
+	}
 	return clients, nil
 }
 

@@ -145,8 +145,11 @@ type Member struct {
 	lastSnap   string           // the pods of the last snapshot sent (uid@version)
 	graced     map[types.UID]bool
 	sent       map[types.UID]v1.PodStatus // the status last patched, by UID
-	watchRV    string                     // the informer's resource version at the last watch error
-	events     *Events
+	// stopping is, by UID, the controller's last status of each pod being deleted: the
+	// pod's final status is made from it once the controller forgot the pod.
+	stopping map[types.UID]v1.PodStatus
+	watchRV  string // the informer's resource version at the last watch error
+	events   *Events
 	// verdicts caches validate's verdict by UID, for the pod's resourceVersion: the pods are
 	// compared every second, a pod is validated once per version.
 	verdicts map[types.UID]verdict
@@ -215,7 +218,7 @@ func New(o Options) *Member {
 		o.Events = NewEvents()
 	}
 	return &Member{o: o, validate: ValidateAPIPod(o.Validate), log: o.Logger, clock: o.Clock, started: o.Clock.Now(),
-		errs: map[string]error{}, graced: map[types.UID]bool{}, sent: map[types.UID]v1.PodStatus{}, verdicts: map[types.UID]verdict{}, versions: map[types.UID]podVersion{},
+		errs: map[string]error{}, graced: map[types.UID]bool{}, sent: map[types.UID]v1.PodStatus{}, stopping: map[types.UID]v1.PodStatus{}, verdicts: map[types.UID]verdict{}, versions: map[types.UID]podVersion{},
 		objects: o.Objects, events: o.Events, kick: make(chan struct{}, 1)}
 }
 
@@ -739,13 +742,31 @@ func (a *Member) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 	default:
 	}
 	var errs []error
+	ips := a.o.Node().InternalIPs
+	now := a.clock.Now()
+	for _, p := range plan.Deleting {
+		if lp, ok := byUID[p.UID]; ok {
+			a.stopping[p.UID] = lp.Status
+		}
+	}
 	for _, p := range FinalDeletes(plan.Deleting, running, adopted) {
+		// The status manager writes a terminated pod's final status before it deletes the
+		// pod (TerminatePod, then syncPod's delete): a pod a finalizer keeps (a Job's) must
+		// show its terminal phase to the controller that would remove the finalizer.
+		if !IsMirrorPod(p) && !isTerminal(p.Status.Phase) {
+			last, ok := a.stopping[p.UID]
+			if !ok {
+				last = p.Status
+			}
+			if err := a.patchStatus(ctx, p, TerminatedPodStatus(p, last), ips, now); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
 		if err := a.deletePod(ctx, p); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	ips := a.o.Node().InternalIPs
-	now := a.clock.Now()
 	live := map[types.UID]bool{}
 	taken := map[string]bool{}
 	for _, api := range apiPods {
@@ -780,6 +801,11 @@ func (a *Member) SyncPods(ctx context.Context, apiPods []*v1.Pod) error {
 	for uid := range a.graced {
 		if !live[uid] {
 			delete(a.graced, uid)
+		}
+	}
+	for uid := range a.stopping {
+		if !live[uid] {
+			delete(a.stopping, uid)
 		}
 	}
 	for uid := range a.verdicts {

@@ -40,6 +40,13 @@ type tokenClient struct {
 	ns     string
 }
 
+// Get is GET of the service account name.
+func (c *tokenClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.ServiceAccount, error) {
+	out := &v1.ServiceAccount{}
+	err := c.rest.Get().Namespace(c.ns).Resource("serviceaccounts").Name(name).VersionedParams(&opts, c.params).Do(ctx).Into(out)
+	return out, err
+}
+
 // CreateToken is POST of a TokenRequest to serviceaccounts/<name>/token.
 func (c *tokenClient) CreateToken(ctx context.Context, name string, tr *authenticationv1.TokenRequest, opts metav1.CreateOptions) (*authenticationv1.TokenRequest, error) {
 	out := &authenticationv1.TokenRequest{}

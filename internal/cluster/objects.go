@@ -170,16 +170,20 @@ type Objects struct {
 	volumes        PersistentVolumeClient
 	csiDrivers     *objectCache[*storagev1.CSIDriver]
 	attachments    VolumeAttachmentClient
+	trustBundles   ClusterTrustBundleClient
+	podCerts       *podCertificates
 }
 
 // NewObjects returns the API-backed objects of clients, on clk.
 func NewObjects(clients Clients, clk clock.PassiveClock) *Objects {
 	o := &Objects{
-		tokens:      newTokenManager(clients.ServiceAccounts, clk),
-		services:    &serviceEnv{},
-		claims:      clients.PersistentVolumeClaims,
-		volumes:     clients.PersistentVolumes,
-		attachments: clients.VolumeAttachments,
+		tokens:       newTokenManager(clients.ServiceAccounts, clk),
+		services:     &serviceEnv{},
+		claims:       clients.PersistentVolumeClaims,
+		volumes:      clients.PersistentVolumes,
+		attachments:  clients.VolumeAttachments,
+		trustBundles: clients.ClusterTrustBundles,
+		podCerts:     newPodCertificates(clients, clk),
 	}
 	o.csiDrivers = newObjectCache(clk, func(ctx context.Context, _, name string) (*storagev1.CSIDriver, error) {
 		if clients.CSIDrivers == nil {

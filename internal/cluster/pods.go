@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/internal/pods/podfields"
 )
 
@@ -119,6 +120,67 @@ func FinalDeletes(deleting []*v1.Pod, running map[types.UID]bool, adopted bool) 
 		}
 	}
 	return out
+}
+
+// TerminatedPodStatus is the final status of pod, whose containers were stopped for its
+// deletion, from its last status (the kubelet's status manager, TerminatePod): once the pod
+// initialized, every container not terminated is terminated (ContainerStatusUnknown, exit
+// 137: it could not be located when the pod was terminated), and so is every init container
+// up to the last one that tried to start; a Pending or Running pod is Failed.
+func TerminatedPodStatus(pod *v1.Pod, last v1.PodStatus) v1.PodStatus {
+	st := *last.DeepCopy()
+	unknown := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: lifecycle.ReasonUnknown,
+		Message: "The container could not be located when the pod was terminated", ExitCode: 137}}
+	if podInitialized(pod, &st) {
+		for i := range st.ContainerStatuses {
+			if st.ContainerStatuses[i].State.Terminated == nil {
+				st.ContainerStatuses[i].State = unknown
+			}
+		}
+	}
+	// The kubelet's initializedContainers: all but the suffix still waiting (the first one
+	// when all are).
+	n := min(len(st.InitContainerStatuses), 1)
+	for i := len(st.InitContainerStatuses) - 1; i >= 0; i-- {
+		if c := st.InitContainerStatuses[i]; c.State.Waiting == nil || c.LastTerminationState.Terminated != nil {
+			n = i + 1
+			break
+		}
+	}
+	for i := range n {
+		if st.InitContainerStatuses[i].State.Terminated == nil {
+			st.InitContainerStatuses[i].State = unknown
+		}
+	}
+	if !isTerminal(st.Phase) {
+		st.Phase = v1.PodFailed
+	}
+	return st
+}
+
+// podInitialized is the kubelet's hasPodInitialized (pkg/kubelet/status/status_manager.go):
+// no init containers; a container that ran; or a last init container that is a sidecar which
+// started, or exited 0 (now or before).
+func podInitialized(pod *v1.Pod, st *v1.PodStatus) bool {
+	if len(pod.Spec.InitContainers) == 0 {
+		return true
+	}
+	for _, c := range st.ContainerStatuses {
+		if c.LastTerminationState.Terminated != nil || c.State.Waiting == nil {
+			return true
+		}
+	}
+	l := len(st.InitContainerStatuses)
+	if l == 0 || l > len(pod.Spec.InitContainers) {
+		return false
+	}
+	spec, c := &pod.Spec.InitContainers[l-1], st.InitContainerStatuses[l-1]
+	if spec.Name != c.Name || !lifecycle.IsSidecar(spec) {
+		return false
+	}
+	return (c.State.Running != nil && c.Started != nil && *c.Started) ||
+		(c.LastTerminationState.Terminated != nil && c.LastTerminationState.Terminated.ExitCode == 0) ||
+		(c.State.Terminated != nil && c.State.Terminated.ExitCode == 0)
 }
 
 // DeletionGrace is the grace period the API gave a pod being deleted

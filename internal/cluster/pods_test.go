@@ -42,8 +42,7 @@ func TestPlanPods(t *testing.T) {
 				Sources: []v1.VolumeProjection{{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token"}}}}}}}
 		}),
 		apiPod("bundle", func(p *v1.Pod) {
-			p.Spec.Volumes = []v1.Volume{{Name: "ca", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{
-				Sources: []v1.VolumeProjection{{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{Path: "ca"}}}}}}}
+			p.Spec.Volumes = []v1.Volume{{Name: "ca", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "ca-bundle:1"}}}}
 		}),
 		apiPod("bad-name", func(p *v1.Pod) { p.Spec.Containers[0].Name = "Not_A_Name" }),
 	}
@@ -72,7 +71,7 @@ func TestPlanPods(t *testing.T) {
 		uid  types.UID
 		want string
 	}{
-		{"uid-bundle", "spec.volumes[0].projected.sources[0].clusterTrustBundle"},
+		{"uid-bundle", "spec.volumes[0].image"},
 		{"uid-bad-name", "spec.containers[0].name"},
 	}
 	for _, tc := range tests {

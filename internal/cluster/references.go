@@ -92,6 +92,7 @@ func (o *Objects) register(run []pods.Desired) {
 		}
 	}
 	o.seen = seen
+	o.podCerts.forget(run)
 }
 
 // invalidate makes the next get of namespace/name fetch it.

@@ -18,6 +18,9 @@ import (
 // TokenRequest for a pod bound to the node (the Node authorizer allows serviceaccounts/token
 // create for those, NodeRestriction requires the pod as the bound object).
 type ServiceAccountClient interface {
+	// Get reads a service account of a pod bound to the node (the Node authorizer allows it
+	// for the UID a PodCertificateRequest names).
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.ServiceAccount, error)
 	CreateToken(ctx context.Context, serviceAccountName string, tokenRequest *authenticationv1.TokenRequest, opts metav1.CreateOptions) (*authenticationv1.TokenRequest, error)
 }
 

@@ -56,6 +56,19 @@ func ShardFocus(list string) (string, []string, error) {
 	return `\[(` + strings.Join(sigs, "|") + `)\].*\[Conformance\]`, sigs, nil
 }
 
+// NarrowFocus is the focus of a shard's re-run of chosen specs: the shard's [Conformance]
+// specs whose text, between the SIG and [Conformance], matches only (a regular expression).
+func NarrowFocus(focus, only string) (string, error) {
+	if _, err := regexp.Compile(only); err != nil {
+		return "", fmt.Errorf("specs %q: %w", only, err)
+	}
+	head, tail, ok := strings.Cut(focus, `.*\[Conformance\]`)
+	if !ok {
+		return "", fmt.Errorf("focus %q is no shard's", focus)
+	}
+	return head + `.*(?:` + only + `).*\[Conformance\]` + tail, nil
+}
+
 func sigNames() []string {
 	out := make([]string, len(SIGSpecs))
 	for i, e := range SIGSpecs {
@@ -99,14 +112,21 @@ type ShardRun struct {
 	Error string `json:"error,omitempty"`
 	// Specs are the results of the focused specs (and failed suite-level nodes, SuitePrefix).
 	Specs Results `json:"specs"`
+	// Only, when set, narrowed the run to the shard's specs matching it (NarrowFocus): a
+	// re-run of chosen specs, which never stands for the whole shard.
+	Only string `json:"only,omitempty"`
 }
 
 // Kind is the run's [ClusterKind].
 func (r ShardRun) Kind() string { return ClusterKind(r.Nodes) }
 
 // FileName is the run's file name in the results directory: one per cluster kind and shard,
-// a newer run of the same shard on the same kind replacing the older.
+// a newer run of the same shard on the same kind replacing the older (and one for its newest
+// re-run of chosen specs).
 func (r ShardRun) FileName() string {
+	if r.Only != "" {
+		return r.Kind() + "_" + strings.Join(r.SIGs, "+") + "_rerun.json"
+	}
 	return r.Kind() + "_" + strings.Join(r.SIGs, "+") + ".json"
 }
 
@@ -185,10 +205,13 @@ func sigResults(r ShardRun, sig string) Results {
 	return out
 }
 
-// latest is, for each SIG and cluster kind, the newest run that covered the SIG.
+// latest is, for each SIG and cluster kind, the newest whole-shard run that covered the SIG.
 func latest(runs []ShardRun) map[string]map[string]ShardRun {
 	out := map[string]map[string]ShardRun{}
 	for _, r := range runs {
+		if r.Only != "" {
+			continue
+		}
 		for _, sig := range r.SIGs {
 			if out[sig] == nil {
 				out[sig] = map[string]ShardRun{}
@@ -304,6 +327,22 @@ func ShardSection(runs []ShardRun, notes []Note, intro string) string {
 				fails = append(fails, fmt.Sprintf("| %s (%s) | %s | %s | %s |\n", cell(name), strings.Join(r.SIGs, ","), r.Kind(), r.Specs[name].Status, cell(r.Specs[name].Message)))
 			}
 		}
+	}
+	var reruns []string
+	for _, r := range runs {
+		if r.Only == "" {
+			continue
+		}
+		c := Count(r.Specs)
+		for _, name := range slices.Sorted(maps.Keys(r.Specs)) {
+			res := r.Specs[name]
+			reruns = append(reruns, fmt.Sprintf("| %s | %s | %s | %s | %s | %s |\n", cell(name), r.Kind(), res.Status,
+				r.Started.UTC().Format("2006-01-02 15:04"), cell(r.Commit), cell(fmt.Sprintf("%s, %d ran, %d passed, %d failed", r.Duration, c.Ran, c.Passed, c.Failed))))
+		}
+	}
+	if len(reruns) > 0 {
+		fmt.Fprintf(&b, "\nRe-runs of chosen specs (`SPECS=`; they do not count in the tables above) (%d):\n\n"+
+			"| spec | cluster | status | started (UTC) | commit | the re-run |\n|---|---|---|---|---|---|\n%s", len(reruns), strings.Join(reruns, ""))
 	}
 	fmt.Fprintf(&b, "\nSpecs whose result differs between the kubelet cluster and the slicelet cluster (%d)", len(diffs))
 	if len(diffs) > 0 {

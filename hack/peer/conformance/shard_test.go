@@ -37,6 +37,35 @@ func TestShardFocus(t *testing.T) {
 	}
 }
 
+func TestNarrowFocus(t *testing.T) {
+	focus, _, _ := ShardFocus("sig-apps,sig-auth")
+	for _, tc := range []struct{ name, only, want, match, miss, err string }{
+		{name: "one spec", only: `Job should allow`, want: `\[(sig-apps|sig-auth)\].*(?:Job should allow).*\[Conformance\]`,
+			match: "[sig-apps] Job should allow to use a pod failure policy [Conformance]", miss: "[sig-apps] Job should delete a job [Conformance]"},
+		{name: "alternatives stay inside", only: `ClusterTrustBundle|evicted statefulset`,
+			want:  `\[(sig-apps|sig-auth)\].*(?:ClusterTrustBundle|evicted statefulset).*\[Conformance\]`,
+			match: "[sig-apps] StatefulSet Should recreate evicted statefulset [Conformance]", miss: "[sig-node] ClusterTrustBundle x [Conformance]"},
+		{name: "bad expression", only: `(`, err: "missing closing )"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := NarrowFocus(focus, tc.only)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("= %q %v, want %q", got, err, tc.want)
+			}
+			re := regexp.MustCompile(got)
+			if !re.MatchString(tc.match) || re.MatchString(tc.miss) {
+				t.Errorf("%q: matches %q: %v, %q: %v", got, tc.match, re.MatchString(tc.match), tc.miss, re.MatchString(tc.miss))
+			}
+		})
+	}
+}
+
 func TestClusterKind(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -79,7 +108,13 @@ func TestShardSection(t *testing.T) {
 		Commit: "abc123", Error: "exit status 1", Specs: Results{specSched: {Status: "failed", Message: "quota"},
 			SuitePrefix + "[SynchronizedAfterSuite] ": {Status: "failed", Message: "cleanup"}}}
 	notes := []Note{{Pattern: `Update Demo`, Why: "the data.json cause"}}
-	got := ShardSection([]ShardRun{kubelet, old, slicelet, mixed}, notes, "intro\n")
+	// A later re-run of one spec: listed apart, never the shard's result.
+	rerun := ShardRun{Nodes: []string{"slicelet", "slicelet"}, SIGs: []string{"sig-architecture", "sig-cli"}, Started: day.Add(2 * time.Hour),
+		Duration: "3m0s", Procs: 2, Commit: "def456", Only: "Update Demo", Specs: Results{specCLI2: {Status: "passed"}}}
+	if rerun.FileName() == slicelet.FileName() {
+		t.Fatalf("the re-run would replace the shard's run: %s", rerun.FileName())
+	}
+	got := ShardSection([]ShardRun{kubelet, old, slicelet, mixed, rerun}, notes, "intro\n")
 	for _, tc := range []struct{ name, want string }{
 		{"intro first", "intro\n\n| SIG | specs |"},
 		{"architecture on both", "| sig-architecture | 1 | 1 / 1 / 0 / 0 | 1 / 1 / 0 / 0 | not run | 0 |"},
@@ -95,6 +130,7 @@ func TestShardSection(t *testing.T) {
 		{"failures: the mixed one with its message", "| " + specSched + " | mixed | failed | quota |"},
 		{"failures: the suite-level node", "| suite: [SynchronizedAfterSuite]  (sig-scheduling) | mixed | failed | cleanup |"},
 		{"failure count", "Specs that failed, per cluster (3):"},
+		{"the re-run apart", "| " + specCLI2 + " | slicelet | passed | 2026-11-29 07:00 | def456 | 3m0s, 1 ran, 1 passed, 0 failed |"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !strings.Contains(got, tc.want) {

@@ -9,6 +9,7 @@
 package admission
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"sort"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/slicelet/slicelet/eviction"
 	"github.com/slicelet/slicelet/internal/pods"
+	"github.com/slicelet/slicelet/internal/pods/lifecycle"
 	"github.com/slicelet/slicelet/slices"
 )
 
@@ -51,6 +53,11 @@ const (
 	// messageNodeAffinity is the predicate handler's message for it (PredicateFailureError,
 	// "Predicate %s failed: %s" with the plugin's ErrReasonPod).
 	messageNodeAffinity = "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
+	// ReasonNodePorts rejects a pod asking for a host port (IP, protocol) a pod of the node
+	// holds (the scheduler plugin's name, pkg/scheduler/framework/plugins/nodeports).
+	ReasonNodePorts = "NodePorts"
+	// messageNodePorts is its message (the plugin's ErrReason).
+	messageNodePorts = "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports"
 	// ReasonTaintToleration rejects a pod from the API server that does not tolerate a
 	// NoExecute taint of the Node (the scheduler plugin's name).
 	ReasonTaintToleration = "TaintToleration"
@@ -127,11 +134,12 @@ func WithMaxPods(allocatable v1.ResourceList, maxPods int32) v1.ResourceList {
 //  4. Node affinity, with a Node: spec.nodeSelector and the required node affinity matched
 //     with component-helpers' nodeaffinity, as the scheduler's AdmissionCheck that the
 //     predicate handler calls (pkg/scheduler/eventhandlers.go): reason "NodeAffinity".
-//  5. With a Node, for a pod from the API server (not a static pod): the Node's NoExecute
+//  5. Host ports (HostPortsFit): a host port another pod of the node holds, reason
+//     "NodePorts".
+//  6. With a Node, for a pod from the API server (not a static pod): the Node's NoExecute
 //     taints it does not tolerate (generalFilter): reason "TaintToleration".
 //
-// Not checked: spec.nodeName (the cluster source lists the pods bound to this node by it),
-// host ports.
+// Not checked: spec.nodeName (the cluster source lists the pods bound to this node by it).
 func Admit(pod *v1.Pod, node NodeState) Decision {
 	if d, ok := admitPressure(pod, node.Conditions, node.PriorityClasses); !ok {
 		return d
@@ -150,6 +158,11 @@ func Admit(pod *v1.Pod, node NodeState) Decision {
 		if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node.Node); !ok {
 			return Decision{Reason: ReasonNodeAffinity, Message: messageNodeAffinity}
 		}
+	}
+	if !HostPortsFit(pod, node.Pods) {
+		return Decision{Reason: ReasonNodePorts, Message: messageNodePorts}
+	}
+	if node.Node != nil {
 		noExecute := func(t *v1.Taint) bool { return t.Effect == v1.TaintEffectNoExecute }
 		if pod.Annotations[pods.AnnotationSource] == pods.SourceCluster {
 			if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Logger{}, node.Node.Spec.Taints, pod.Spec.Tolerations, noExecute, false); untolerated {
@@ -158,6 +171,73 @@ func Admit(pod *v1.Pod, node NodeState) Decision {
 		}
 	}
 	return Decision{Admit: true}
+}
+
+// HostPortsFit reports whether none of pod's host ports is held by one of pods (the
+// scheduler's nodeports.Fits, which the kubelet's admission runs in AdmissionCheck): the
+// ports of the containers and sidecars (restartable init containers) with a hostPort; an
+// empty hostIP is 0.0.0.0 and an empty protocol TCP; two ports of the same protocol and number
+// conflict when their IPs are equal or either is 0.0.0.0 (HostPortInfo.CheckConflict).
+func HostPortsFit(pod *v1.Pod, pods []*v1.Pod) bool {
+	want := hostPorts(pod)
+	if len(want) == 0 {
+		return true
+	}
+	type protoPort struct {
+		proto string
+		port  int32
+	}
+	used := map[protoPort]map[string]bool{} // the IPs holding each protocol and port
+	for _, p := range pods {
+		for _, hp := range hostPorts(p) {
+			k := protoPort{hp.Protocol, hp.HostPort}
+			if used[k] == nil {
+				used[k] = map[string]bool{}
+			}
+			used[k][hp.HostIP] = true
+		}
+	}
+	for _, hp := range want {
+		ips := used[protoPort{hp.Protocol, hp.HostPort}]
+		if len(ips) > 0 && (hp.HostIP == bindAll || ips[bindAll] || ips[hp.HostIP]) {
+			return false
+		}
+	}
+	return true
+}
+
+// bindAll is the host IP of a port bound on every address (the scheduler's
+// DefaultBindAllHostIP).
+const bindAll = "0.0.0.0"
+
+// hostPort is one host port a pod holds, its IP and protocol defaulted.
+type hostPort struct {
+	HostIP, Protocol string
+	HostPort         int32
+}
+
+// hostPorts are the host ports of pod's containers and restartable init containers (the
+// scheduler's util.GetHostPorts).
+func hostPorts(pod *v1.Pod) []hostPort {
+	var out []hostPort
+	add := func(c *v1.Container) {
+		for _, p := range c.Ports {
+			if p.HostPort <= 0 {
+				continue
+			}
+			hp := hostPort{HostIP: cmp.Or(p.HostIP, bindAll), Protocol: cmp.Or(string(p.Protocol), string(v1.ProtocolTCP)), HostPort: p.HostPort}
+			out = append(out, hp)
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; lifecycle.IsSidecar(c) {
+			add(c)
+		}
+	}
+	for i := range pod.Spec.Containers {
+		add(&pod.Spec.Containers[i])
+	}
+	return out
 }
 
 // AdmitAll admits pods one by one in the order given (the kubelet admits in creation order;

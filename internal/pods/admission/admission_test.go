@@ -318,6 +318,50 @@ func TestFitReportsEveryShortageInOrder(t *testing.T) {
 	}
 }
 
+func TestHostPortsFit(t *testing.T) {
+	withPorts := func(name string, ports ...v1.ContainerPort) *v1.Pod {
+		return with(pod(name), func(p *v1.Pod) { p.Spec.Containers[0].Ports = ports })
+	}
+	web := withPorts("web", v1.ContainerPort{ContainerPort: 80, HostPort: 8080})
+	onIP := withPorts("on-ip", v1.ContainerPort{ContainerPort: 53, HostPort: 5353, HostIP: "10.0.0.1", Protocol: v1.ProtocolUDP})
+	sidecar := with(pod("sidecar"), func(p *v1.Pod) {
+		p.Spec.InitContainers = []v1.Container{{Name: "s", RestartPolicy: &always, Ports: []v1.ContainerPort{{ContainerPort: 9, HostPort: 9090}}}}
+	})
+	initOnly := with(pod("init"), func(p *v1.Pod) {
+		p.Spec.InitContainers = []v1.Container{{Name: "i", Ports: []v1.ContainerPort{{ContainerPort: 9, HostPort: 9191}}}}
+	})
+	node := []*v1.Pod{web, onIP, sidecar, initOnly}
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		want bool
+	}{
+		{"no host port", withPorts("p", v1.ContainerPort{ContainerPort: 8080}), true},
+		{"same port, all addresses", withPorts("p", v1.ContainerPort{ContainerPort: 81, HostPort: 8080}), false},
+		{"same port, explicit TCP on an address", withPorts("p", v1.ContainerPort{ContainerPort: 81, HostPort: 8080, HostIP: "10.0.0.2", Protocol: v1.ProtocolTCP}), false},
+		{"same port, other protocol", withPorts("p", v1.ContainerPort{ContainerPort: 81, HostPort: 8080, Protocol: v1.ProtocolUDP}), true},
+		{"port held on one address, asked on all", withPorts("p", v1.ContainerPort{ContainerPort: 53, HostPort: 5353, Protocol: v1.ProtocolUDP}), false},
+		{"port held on one address, asked on the same", withPorts("p", v1.ContainerPort{ContainerPort: 53, HostPort: 5353, HostIP: "10.0.0.1", Protocol: v1.ProtocolUDP}), false},
+		{"port held on one address, asked on another", withPorts("p", v1.ContainerPort{ContainerPort: 53, HostPort: 5353, HostIP: "10.0.0.2", Protocol: v1.ProtocolUDP}), true},
+		{"a sidecar's port", withPorts("p", v1.ContainerPort{ContainerPort: 9, HostPort: 9090}), false},
+		{"an init container's port is not held", withPorts("p", v1.ContainerPort{ContainerPort: 9, HostPort: 9191}), true},
+		{"a sidecar of the new pod asks", with(pod("p"), func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "s", RestartPolicy: &always, Ports: []v1.ContainerPort{{ContainerPort: 1, HostPort: 8080}}}}
+		}), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := HostPortsFit(tc.pod, node); got != tc.want {
+				t.Errorf("HostPortsFit = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	d := Admit(withPorts("p", v1.ContainerPort{ContainerPort: 80, HostPort: 8080}), NodeState{Allocatable: WithMaxPods(rl("cpu", "1"), 10), Pods: node})
+	if d.Admit || d.Reason != "NodePorts" || d.Message != "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports" {
+		t.Errorf("Admit: %+v", d)
+	}
+}
+
 func TestAdmitAll(t *testing.T) {
 	node := NodeState{Allocatable: WithMaxPods(rl("cpu", "2", "memory", "1Gi"), 3)}
 	in := []*v1.Pod{

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -60,6 +61,20 @@ func (c *fakeCluster) Secret(_, name string) (*v1.Secret, error) {
 func (c *fakeCluster) ServiceAccountToken(pod *v1.Pod, src *v1.ServiceAccountTokenProjection) ([]byte, error) {
 	c.tokens = append(c.tokens, pod.Namespace+"/"+pod.Name+"/"+pod.Spec.ServiceAccountName+"/"+src.Audience)
 	return []byte("jwt-of-" + pod.Spec.ServiceAccountName), nil
+}
+
+func (c *fakeCluster) TrustAnchors(src *v1.ClusterTrustBundleProjection) ([]byte, error) {
+	if src.Name != nil && *src.Name == "ctb-1" {
+		return []byte("CTB-PEM"), nil
+	}
+	return nil, errors.New("combination of signerName and labelSelector matched zero ClusterTrustBundles")
+}
+
+func (c *fakeCluster) PodCertificate(pod *v1.Pod, volume string, index int, src *v1.PodCertificateProjection) ([]byte, []byte, error) {
+	if src.SignerName != "example.com/issued" {
+		return nil, nil, errors.New("credential bundle is not issued yet")
+	}
+	return []byte("KEY-" + volume + "-" + strconv.Itoa(index) + "\n"), []byte("CHAIN-" + pod.Name + "\n"), nil
 }
 
 func (c *fakeCluster) ServiceEnv(string, bool) (map[string]string, error) {
@@ -356,5 +371,108 @@ func TestClusterPodLocalVolumeAffinity(t *testing.T) {
 	labels = map[string]string{"kubernetes.io/hostname": "node-b"}
 	if st := mustSync(t, w, pod); !running(st) {
 		t.Fatalf("not running once the node matches: %+v", st)
+	}
+}
+
+// TestClusterTrustBundleAndPodCertificate: a cluster pod's projected clusterTrustBundle and
+// podCertificate sources are written with the projection's mode (0640 with an fsGroup); the
+// credential bundle is the key then the chain. A source not available yet fails the volume
+// with its error, as the kubelet's FailedMount.
+func TestClusterTrustBundleAndPodCertificate(t *testing.T) {
+	ctb, mode := "ctb-1", int32(0o444)
+	proj := func(srcs ...v1.VolumeProjection) []v1.Volume {
+		return []v1.Volume{{Name: "creds", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: srcs, DefaultMode: &mode}}}}
+	}
+	issued := v1.VolumeProjection{PodCertificate: &v1.PodCertificateProjection{SignerName: "example.com/issued", KeyType: "ED25519",
+		CredentialBundlePath: "bundle.pem", KeyPath: "key.pem", CertificateChainPath: "chain.pem"}}
+	tests := []struct {
+		name    string
+		volumes []v1.Volume
+		fsGroup *int64
+		files   map[string]string
+		wantErr string
+	}{
+		{"trust bundle by name", proj(v1.VolumeProjection{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{Name: &ctb, Path: "ca.pem"}}), nil,
+			map[string]string{"ca.pem": "CTB-PEM"}, ""},
+		{"no matching trust bundle", proj(v1.VolumeProjection{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{SignerName: &ctb, Path: "ca.pem"}}), nil,
+			nil, "matched zero ClusterTrustBundles"},
+		{"pod certificate issued", proj(v1.VolumeProjection{DownwardAPI: &v1.DownwardAPIProjection{}}, issued), nil,
+			map[string]string{"bundle.pem": "KEY-creds-1\nCHAIN-web\n", "key.pem": "KEY-creds-1\n", "chain.pem": "CHAIN-web\n"}, ""},
+		{"pod certificate with an fsGroup", proj(issued), ptr(int64(2000)), map[string]string{"key.pem": "KEY-creds-0\n"}, ""},
+		{"pod certificate not issued yet", proj(v1.VolumeProjection{PodCertificate: &v1.PodCertificateProjection{SignerName: "example.com/slow", KeyType: "ED25519", KeyPath: "k"}}), nil,
+			nil, "not issued yet"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w, _ := newTestWorkerWith(t, newFakeRT(), "", func(o *Options) { o.Cluster = &fakeCluster{} })
+			uid := "pc-" + strconv.Itoa(i)
+			pod := clusterPod(uid)
+			pod.Spec.Volumes = tc.volumes
+			if tc.fsGroup != nil {
+				pod.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: tc.fsGroup}
+			}
+			if errs := validateObjectVolumes(pod); len(errs) > 0 {
+				t.Fatalf("validation: %v", errs.ToAggregate())
+			}
+			payload, err := w.volumePayload(pod, &pod.Spec.Volumes[0])
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := os.FileMode(0o444)
+			if tc.fsGroup != nil {
+				want = 0o640
+			}
+			for f, data := range tc.files {
+				if got := payload[f]; string(got.Data) != data || got.Mode != want {
+					t.Errorf("%s = %q %v, want %q %v", f, got.Data, got.Mode, data, want)
+				}
+			}
+		})
+	}
+}
+
+// TestValidateCertificateProjections: clusterTrustBundle and podCertificate sources are valid
+// for cluster pods only, each path relative and written by one source.
+func TestValidateCertificateProjections(t *testing.T) {
+	signer := "example.com/s"
+	tests := []struct {
+		name    string
+		cluster bool
+		srcs    []v1.VolumeProjection
+		want    string
+	}{
+		{"cluster pod's trust bundle", true, []v1.VolumeProjection{{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{SignerName: &signer, Path: "ca.pem"}}}, ""},
+		{"manifest pod's trust bundle", false, []v1.VolumeProjection{{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{SignerName: &signer, Path: "ca.pem"}}},
+			"spec.volumes[0].projected.sources[0].clusterTrustBundle: Forbidden"},
+		{"manifest pod's certificate", false, []v1.VolumeProjection{{PodCertificate: &v1.PodCertificateProjection{SignerName: signer, KeyPath: "k"}}},
+			"spec.volumes[0].projected.sources[0].podCertificate: Forbidden"},
+		{"certificate paths", true, []v1.VolumeProjection{{PodCertificate: &v1.PodCertificateProjection{SignerName: signer, KeyPath: "k", CertificateChainPath: "c"}}}, ""},
+		{"certificate path leaving the volume", true, []v1.VolumeProjection{{PodCertificate: &v1.PodCertificateProjection{SignerName: signer, KeyPath: "../k"}}},
+			"spec.volumes[0].projected.sources[0].podCertificate.keyPath: Invalid"},
+		{"trust bundle over a token", true, []v1.VolumeProjection{
+			{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "ca.pem"}},
+			{ClusterTrustBundle: &v1.ClusterTrustBundleProjection{SignerName: &signer, Path: "ca.pem"}}},
+			"spec.volumes[0].projected.sources[1].clusterTrustBundle.path: Duplicate"},
+		{"key over the chain", true, []v1.VolumeProjection{{PodCertificate: &v1.PodCertificateProjection{SignerName: signer, KeyPath: "x", CertificateChainPath: "x"}}},
+			"spec.volumes[0].projected.sources[0].podCertificate.certificateChainPath: Duplicate"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod("v-1", "", "app")
+			if tc.cluster {
+				pod = clusterPod("v-1")
+			}
+			pod.Spec.Volumes = []v1.Volume{{Name: "p", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: tc.srcs}}}}
+			errs := validateObjectVolumes(pod)
+			if got := errs.ToAggregate(); (tc.want == "") != (got == nil) || got != nil && !strings.Contains(got.Error(), tc.want) {
+				t.Errorf("errors %v, want %q", got, tc.want)
+			}
+		})
 	}
 }

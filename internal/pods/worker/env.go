@@ -25,11 +25,17 @@ type ObjectGetter interface {
 
 // ClusterObjects gives the pods of cluster mode (kubernetes.io/config.source: cluster) what
 // they reference from the API server (internal/cluster.Objects): ConfigMaps and Secrets, the
-// projected service-account tokens, and the services' environment variables.
+// projected service-account tokens, ClusterTrustBundles and pod certificates, and the
+// services' environment variables.
 type ClusterObjects interface {
 	ObjectGetter
 	// ServiceAccountToken is the token src projects for pod (a TokenRequest bound to it).
 	ServiceAccountToken(pod *v1.Pod, src *v1.ServiceAccountTokenProjection) ([]byte, error)
+	// TrustAnchors are the certificates a clusterTrustBundle projection src projects.
+	TrustAnchors(src *v1.ClusterTrustBundleProjection) ([]byte, error)
+	// PodCertificate is the private key and certificate chain of the podCertificate source
+	// at index of pod's volume, once a signer issued them.
+	PodCertificate(pod *v1.Pod, volume string, index int, src *v1.PodCertificateProjection) (key, chain []byte, err error)
 	// ServiceEnv is the service variables of a pod of namespace (the kubelet's
 	// getServiceEnvVarMap).
 	ServiceEnv(namespace string, enableServiceLinks bool) (map[string]string, error)

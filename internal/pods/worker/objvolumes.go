@@ -68,7 +68,7 @@ func (w *Worker) volumePayload(pod *v1.Pod, v *v1.Volume) (map[string]fileProjec
 		return out, w.downwardPayload(out, pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode)
 	case v.Projected != nil:
 		def := v.Projected.DefaultMode
-		for _, src := range v.Projected.Sources {
+		for i, src := range v.Projected.Sources {
 			var err error
 			switch {
 			case src.ConfigMap != nil:
@@ -79,6 +79,10 @@ func (w *Worker) volumePayload(pod *v1.Pod, v *v1.Volume) (map[string]fileProjec
 				err = w.downwardPayload(out, pod, src.DownwardAPI.Items, def)
 			case src.ServiceAccountToken != nil:
 				err = w.tokenPayload(out, pod, src.ServiceAccountToken, def)
+			case src.ClusterTrustBundle != nil:
+				err = w.trustBundlePayload(out, pod, src.ClusterTrustBundle, def)
+			case src.PodCertificate != nil:
+				err = w.podCertificatePayload(out, pod, v.Name, i, src.PodCertificate, def)
 			}
 			if err != nil {
 				return nil, err
@@ -144,10 +148,11 @@ func addKeys(out map[string]fileProjection, data map[string][]byte, items []v1.K
 // tokenPayload adds a projected service-account token to out (cluster pods only: the
 // validation refuses the source for the others).
 func (w *Worker) tokenPayload(out map[string]fileProjection, pod *v1.Pod, src *v1.ServiceAccountTokenProjection, def *int32) error {
-	if !fromCluster(pod) || w.opts.Cluster == nil {
-		return errors.New("service account tokens need an API server; slicelet has none")
+	c, err := w.clusterObjects(pod, "service account tokens")
+	if err != nil {
+		return err
 	}
-	tok, err := w.opts.Cluster.ServiceAccountToken(pod, src)
+	tok, err := c.ServiceAccountToken(pod, src)
 	if err != nil {
 		return err
 	}
@@ -155,7 +160,56 @@ func (w *Worker) tokenPayload(out map[string]fileProjection, pod *v1.Pod, src *v
 	return nil
 }
 
-// tokenMode is the mode of a projected token: the projection's default mode, but 0600 with an
+// clusterObjects is cluster mode's API server for a cluster pod's projection of what, or an
+// error naming what needs it.
+func (w *Worker) clusterObjects(pod *v1.Pod, what string) (ClusterObjects, error) {
+	if !fromCluster(pod) || w.opts.Cluster == nil {
+		return nil, fmt.Errorf("%s need an API server; slicelet has none", what)
+	}
+	return w.opts.Cluster, nil
+}
+
+// trustBundlePayload adds a projected ClusterTrustBundle's certificates to out (the kubelet's
+// projected volume plugin: its mode as a token's).
+func (w *Worker) trustBundlePayload(out map[string]fileProjection, pod *v1.Pod, src *v1.ClusterTrustBundleProjection, def *int32) error {
+	c, err := w.clusterObjects(pod, "cluster trust bundles")
+	if err != nil {
+		return err
+	}
+	pemData, err := c.TrustAnchors(src)
+	if err != nil {
+		return err
+	}
+	out[src.Path] = fileProjection{Data: pemData, Mode: tokenMode(pod, def)}
+	return nil
+}
+
+// podCertificatePayload adds the pod certificate of the source at index of volume to out: the
+// key and chain in one credential bundle file (key first), the key, the chain, at the paths
+// src gives (the kubelet's projected volume plugin).
+func (w *Worker) podCertificatePayload(out map[string]fileProjection, pod *v1.Pod, volume string, index int, src *v1.PodCertificateProjection, def *int32) error {
+	c, err := w.clusterObjects(pod, "pod certificates")
+	if err != nil {
+		return err
+	}
+	key, chain, err := c.PodCertificate(pod, volume, index, src)
+	if err != nil {
+		return err
+	}
+	mode := tokenMode(pod, def)
+	if src.CredentialBundlePath != "" {
+		out[src.CredentialBundlePath] = fileProjection{Data: append(append([]byte{}, key...), chain...), Mode: mode}
+	}
+	if src.KeyPath != "" {
+		out[src.KeyPath] = fileProjection{Data: key, Mode: mode}
+	}
+	if src.CertificateChainPath != "" {
+		out[src.CertificateChainPath] = fileProjection{Data: chain, Mode: mode}
+	}
+	return nil
+}
+
+// tokenMode is the mode of a projected token, ClusterTrustBundle or pod certificate: the projection's default mode, but 0600 with an
 // fsGroup, to which the volume's ownership adds group read (pkg/volume/projected/projected.go
 // collectData, then SetVolumeOwnership): 0640.
 func tokenMode(pod *v1.Pod, def *int32) fs.FileMode {
@@ -407,8 +461,8 @@ func (w *Worker) csiSetUp(pod *v1.Pod, vol csi.Volume) (string, error) {
 }
 
 // validateObjectVolumes checks the object volumes the worker writes: the sources it handles
-// (serviceAccountToken projections need an API server and are refused but for cluster mode's
-// pods; clusterTrustBundle and podCertificate projections are refused), names, keys and relative item paths, modes, downwardAPI field paths.
+// (serviceAccountToken, clusterTrustBundle and podCertificate projections need an API server
+// and are refused but for cluster mode's pods), names, keys and relative item paths, modes, downwardAPI field paths.
 func validateObjectVolumes(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	vp := field.NewPath("spec", "volumes")
@@ -438,15 +492,19 @@ func validateObjectVolumes(pod *v1.Pod) field.ErrorList {
 				case src.DownwardAPI != nil:
 					errs = append(errs, validateDownwardItems(sp.Child("downwardAPI"), pod, src.DownwardAPI.Items, nil)...)
 				case src.ServiceAccountToken != nil && fromCluster(pod):
-					// Cluster mode's API server gives the token (ClusterObjects).
-					tp := sp.Child("serviceAccountToken")
-					errs = append(errs, validatePath(tp.Child("path"), src.ServiceAccountToken.Path)...)
-					if paths[src.ServiceAccountToken.Path] {
-						errs = append(errs, field.Duplicate(tp.Child("path"), src.ServiceAccountToken.Path))
-					}
-					paths[src.ServiceAccountToken.Path] = true
+					// Cluster mode's API server gives the token, the ClusterTrustBundles
+					// and the pod certificates (ClusterObjects).
+					errs = append(errs, projectedPath(sp.Child("serviceAccountToken").Child("path"), src.ServiceAccountToken.Path, paths)...)
 				case src.ServiceAccountToken != nil:
 					errs = append(errs, field.Forbidden(sp.Child("serviceAccountToken"), "service account tokens need an API server; slicelet has none"))
+				case src.ClusterTrustBundle != nil && fromCluster(pod):
+					cp := sp.Child("clusterTrustBundle")
+					errs = append(errs, projectedPath(cp.Child("path"), src.ClusterTrustBundle.Path, paths)...)
+				case src.PodCertificate != nil && fromCluster(pod):
+					cp := sp.Child("podCertificate")
+					errs = append(errs, projectedPath(cp.Child("credentialBundlePath"), src.PodCertificate.CredentialBundlePath, paths)...)
+					errs = append(errs, projectedPath(cp.Child("keyPath"), src.PodCertificate.KeyPath, paths)...)
+					errs = append(errs, projectedPath(cp.Child("certificateChainPath"), src.PodCertificate.CertificateChainPath, paths)...)
 				case src.ClusterTrustBundle != nil:
 					errs = append(errs, field.Forbidden(sp.Child("clusterTrustBundle"), "cluster trust bundles need an API server; slicelet has none"))
 				case src.PodCertificate != nil:
@@ -457,6 +515,20 @@ func validateObjectVolumes(pod *v1.Pod) field.ErrorList {
 			}
 		}
 	}
+	return errs
+}
+
+// projectedPath checks a file path of a projection's source (none when empty: a pod
+// certificate's optional paths) and refuses one another source writes too.
+func projectedPath(p *field.Path, path string, seen map[string]bool) field.ErrorList {
+	if path == "" {
+		return nil
+	}
+	errs := validatePath(p, path)
+	if seen[path] {
+		errs = append(errs, field.Duplicate(p, path))
+	}
+	seen[path] = true
 	return errs
 }
 

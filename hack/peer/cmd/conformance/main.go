@@ -60,6 +60,7 @@ func main() {
 	flag.StringVar(&o.status, "status", "", "a file listing the specs failing on the slicelet node; none when empty")
 	flag.BoolVar(&o.compareOnly, "compare-only", false, "only compare the reports in -work")
 	flag.StringVar(&o.shard, "shard", "", "run these SIGs' [Conformance] specs (comma-separated: sig-network,sig-cli) on a multi-node cluster (-nodes) instead of the one-node sig-node run")
+	flag.StringVar(&o.only, "specs", "", "with -shard: only the shard's specs whose text matches this regular expression (a re-run of chosen specs, recorded apart from the shard's runs)")
 	flag.StringVar(&o.nodes, "nodes", "kubelet,kubelet", "the multi-node cluster's nodes, one agent a node (kubelet or slicelet)")
 	flag.StringVar(&o.addons, "addons", "", "kube-proxy, flanneld and coredns (make peer-addons-build), for -shard")
 	flag.StringVar(&o.imagesSrc, "images-src", "", "test/images of the k8s.io/kubernetes module (the Update Demo images' files), for -shard")

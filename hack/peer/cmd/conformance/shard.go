@@ -26,6 +26,8 @@ const ShardHeading = "## Conformance on several nodes"
 // shardOptions are the shard mode's flags.
 type shardOptions struct {
 	shard, nodes, addons, imagesSrc, results, commit, prefix string
+	// only narrows the shard to the specs it matches (a re-run of chosen specs).
+	only string
 }
 
 // runShard starts a cluster of the nodes listed (hack/peer/cluster: the add-ons as workloads,
@@ -36,6 +38,11 @@ func runShard(ctx context.Context, o options, s shardOptions) (err error) {
 	focus, sigs, err := conformance.ShardFocus(s.shard)
 	if err != nil {
 		return err
+	}
+	if s.only != "" {
+		if focus, err = conformance.NarrowFocus(focus, s.only); err != nil {
+			return err
+		}
 	}
 	specs, err := cluster.ParseNodes(s.nodes)
 	if err != nil {
@@ -87,7 +94,7 @@ func runShard(ctx context.Context, o options, s shardOptions) (err error) {
 		logf("stopping the cluster (nodes, control plane, sandboxes %s-*)", s.prefix)
 		err = errors.Join(err, c.Close(context.WithoutCancel(ctx)))
 	}()
-	run := conformance.ShardRun{SIGs: sigs, Focus: focus, Skip: o.Skip, Procs: o.Procs, Commit: s.commit, NodeVersions: map[string]string{}}
+	run := conformance.ShardRun{SIGs: sigs, Focus: focus, Skip: o.Skip, Procs: o.Procs, Commit: s.commit, NodeVersions: map[string]string{}, Only: s.only}
 	for _, n := range specs {
 		run.Nodes = append(run.Nodes, string(n.Kind))
 		if node, err := c.Admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
