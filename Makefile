@@ -327,17 +327,21 @@ peer-metrics: build
 # make peer-addons-build: the add-ons a multi-node cluster runs as workloads, built from their Go
 # modules into $(ADDONS_DIR): kube-proxy (k8s.io/kubernetes/cmd/kube-proxy $(PEER_VERSION), hack/peer's
 # module), flanneld (github.com/flannel-io/flannel, hack/peer/addons' module; its udp backend
-# needs cgo, so it links the C library its image holds) and coredns (github.com/coredns/coredns,
-# its own module), the others static; their images are built from them when a
-# cluster starts (hack/peer/cluster). Minutes the first time.
-ADDONS_DIR     ?= build/addons
-COREDNS_MODULE := github.com/coredns/coredns@v1.14.7
+# needs cgo, so it links the C library its image holds), coredns (github.com/coredns/coredns,
+# its own module) and metrics-server (sigs.k8s.io/metrics-server, its own module), the others
+# static; their images are built from them when a cluster starts (hack/peer/cluster). Minutes
+# the first time.
+ADDONS_DIR            ?= build/addons
+COREDNS_MODULE        := github.com/coredns/coredns@v1.14.7
+METRICS_SERVER_MODULE := sigs.k8s.io/metrics-server/cmd/metrics-server@v0.8.0
+ADDONS_BUILT          := $(foreach b,kube-proxy flanneld coredns metrics-server,test -x $(ADDONS_DIR)/$(b) &&) true
 .PHONY: peer-addons-build
 peer-addons-build:
 	@mkdir -p $(ADDONS_DIR)
 	cd hack/peer && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(PEER_LDFLAGS)' -o $(abspath $(ADDONS_DIR))/kube-proxy k8s.io/kubernetes/cmd/kube-proxy
 	cd hack/peer/addons && CGO_ENABLED=1 $(GO) build -trimpath -o $(abspath $(ADDONS_DIR))/flanneld github.com/flannel-io/flannel
 	cd hack/peer && CGO_ENABLED=0 GOBIN=$(abspath $(ADDONS_DIR)) GOFLAGS=-mod=mod $(GO) install -trimpath $(COREDNS_MODULE)
+	cd hack/peer && CGO_ENABLED=0 GOBIN=$(abspath $(ADDONS_DIR)) GOFLAGS=-mod=mod $(GO) install -trimpath $(METRICS_SERVER_MODULE)
 	@ls $(ADDONS_DIR)
 
 # make cluster-demo [NODES=slicelet,slicelet]: a Kubernetes cluster of several nodes on this
@@ -356,7 +360,7 @@ clusterdemo-build: build
 	cd hack/peer && $(GO) build -o $(abspath build)/clusterdemo ./cmd/clusterdemo
 
 cluster-demo: clusterdemo-build
-	@test -x $(ADDONS_DIR)/kube-proxy -a -x $(ADDONS_DIR)/flanneld -a -x $(ADDONS_DIR)/coredns || $(MAKE) --no-print-directory peer-addons-build
+	@$(ADDONS_BUILT) || $(MAKE) --no-print-directory peer-addons-build
 	build/clusterdemo -bin $(abspath $(PEER_DIR)) -slicelet $(abspath $(BIN))/slicelet -addons $(abspath $(ADDONS_DIR)) \
 	  -nodes $(NODES) -work $(abspath build/cluster-demo)
 
@@ -369,7 +373,7 @@ cluster-demo: clusterdemo-build
 CLUSTER_NODES ?= kubelet,slicelet
 .PHONY: cluster-test
 cluster-test: build
-	@test -x $(ADDONS_DIR)/kube-proxy -a -x $(ADDONS_DIR)/flanneld -a -x $(ADDONS_DIR)/coredns || $(MAKE) --no-print-directory peer-addons-build
+	@$(ADDONS_BUILT) || $(MAKE) --no-print-directory peer-addons-build
 	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet PEER_ADDONS_DIR=$(abspath $(ADDONS_DIR)) \
 	  PEER_CLUSTER_NODES=$(CLUSTER_NODES) $(GO) test -count=1 -timeout 30m -v -run '^TestTwoNodesServiceByName$$' ./clustertest/
 
@@ -414,7 +418,7 @@ ifeq ($(SHARD),)
 	  -slicelet $(abspath $(BIN))/slicelet -work $(abspath build/conformance/run) -procs $(CONFORMANCE_PROCS) \
 	  -report build/conformance/report.md -docs docs/cluster.md
 else
-	@test -x $(ADDONS_DIR)/kube-proxy -a -x $(ADDONS_DIR)/flanneld -a -x $(ADDONS_DIR)/coredns || $(MAKE) --no-print-directory peer-addons-build
+	@$(ADDONS_BUILT) || $(MAKE) --no-print-directory peer-addons-build
 	build/conformance-runner -shard $(SHARD) -nodes $(NODES) -bin $(abspath $(PEER_DIR)) -agnhost $(abspath $(PEER_DIR))/agnhost \
 	  -nonewprivs $(abspath $(PEER_DIR))/nonewprivs -slicelet $(abspath $(BIN))/slicelet -addons $(abspath $(ADDONS_DIR)) \
 	  -images-src "$$(cd hack/peer && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images" \
