@@ -330,19 +330,34 @@ peer-metrics: build
 # needs cgo, so it links the C library its image holds), coredns (github.com/coredns/coredns,
 # its own module) and metrics-server (sigs.k8s.io/metrics-server, its own module), the others
 # static; their images are built from them when a cluster starts (hack/peer/cluster). Minutes
-# the first time.
+# the first time. peer-addons builds only those missing (what cluster-demo, cluster-test and
+# peer-conformance SHARD=... need).
 ADDONS_DIR            ?= build/addons
 COREDNS_MODULE        := github.com/coredns/coredns@v1.14.7
 METRICS_SERVER_MODULE := sigs.k8s.io/metrics-server/cmd/metrics-server@v0.8.0
-ADDONS_BUILT          := $(foreach b,kube-proxy flanneld coredns metrics-server,test -x $(ADDONS_DIR)/$(b) &&) true
-.PHONY: peer-addons-build
+ADDON_FILES           := $(addprefix $(ADDONS_DIR)/,kube-proxy flanneld coredns metrics-server)
+.PHONY: peer-addons-build peer-addons
 peer-addons-build:
-	@mkdir -p $(ADDONS_DIR)
-	cd hack/peer && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(PEER_LDFLAGS)' -o $(abspath $(ADDONS_DIR))/kube-proxy k8s.io/kubernetes/cmd/kube-proxy
-	cd hack/peer/addons && CGO_ENABLED=1 $(GO) build -trimpath -o $(abspath $(ADDONS_DIR))/flanneld github.com/flannel-io/flannel
-	cd hack/peer && CGO_ENABLED=0 GOBIN=$(abspath $(ADDONS_DIR)) GOFLAGS=-mod=mod $(GO) install -trimpath $(COREDNS_MODULE)
-	cd hack/peer && CGO_ENABLED=0 GOBIN=$(abspath $(ADDONS_DIR)) GOFLAGS=-mod=mod $(GO) install -trimpath $(METRICS_SERVER_MODULE)
+	@$(MAKE) --no-print-directory -B $(ADDON_FILES)
 	@ls $(ADDONS_DIR)
+
+peer-addons: $(ADDON_FILES)
+
+$(ADDONS_DIR)/kube-proxy:
+	@mkdir -p $(ADDONS_DIR)
+	cd hack/peer && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(PEER_LDFLAGS)' -o $(abspath $@) k8s.io/kubernetes/cmd/kube-proxy
+
+$(ADDONS_DIR)/flanneld:
+	@mkdir -p $(ADDONS_DIR)
+	cd hack/peer/addons && CGO_ENABLED=1 $(GO) build -trimpath -o $(abspath $@) github.com/flannel-io/flannel
+
+$(ADDONS_DIR)/coredns:
+	@mkdir -p $(ADDONS_DIR)
+	cd hack/peer && CGO_ENABLED=0 GOBIN=$(abspath $(ADDONS_DIR)) GOFLAGS=-mod=mod $(GO) install -trimpath $(COREDNS_MODULE)
+
+$(ADDONS_DIR)/metrics-server:
+	@mkdir -p $(ADDONS_DIR)
+	cd hack/peer && CGO_ENABLED=0 GOBIN=$(abspath $(ADDONS_DIR)) GOFLAGS=-mod=mod $(GO) install -trimpath $(METRICS_SERVER_MODULE)
 
 # make cluster-demo [NODES=slicelet,slicelet]: a Kubernetes cluster of several nodes on this
 # machine (hack/peer/cluster): the control plane from $(PEER_DIR) in a throwaway systemd sandbox,
@@ -359,8 +374,7 @@ clusterdemo-build: build
 	  -a -x $(PEER_DIR)/etcd -a -x $(PEER_DIR)/kubectl -a -x $(PEER_DIR)/kubelet || $(MAKE) --no-print-directory peer-build
 	cd hack/peer && $(GO) build -o $(abspath build)/clusterdemo ./cmd/clusterdemo
 
-cluster-demo: clusterdemo-build
-	@$(ADDONS_BUILT) || $(MAKE) --no-print-directory peer-addons-build
+cluster-demo: clusterdemo-build peer-addons
 	build/clusterdemo -bin $(abspath $(PEER_DIR)) -slicelet $(abspath $(BIN))/slicelet -addons $(abspath $(ADDONS_DIR)) \
 	  -nodes $(NODES) -work $(abspath build/cluster-demo)
 
@@ -372,8 +386,7 @@ cluster-demo: clusterdemo-build
 # test (docs/cluster.md, "Several nodes"). Root.
 CLUSTER_NODES ?= kubelet,slicelet
 .PHONY: cluster-test
-cluster-test: build
-	@$(ADDONS_BUILT) || $(MAKE) --no-print-directory peer-addons-build
+cluster-test: build peer-addons
 	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet PEER_ADDONS_DIR=$(abspath $(ADDONS_DIR)) \
 	  PEER_CLUSTER_NODES=$(CLUSTER_NODES) $(GO) test -count=1 -timeout 30m -v -run '^TestTwoNodesServiceByName$$' ./clustertest/
 
@@ -418,7 +431,7 @@ ifeq ($(SHARD),)
 	  -slicelet $(abspath $(BIN))/slicelet -work $(abspath build/conformance/run) -procs $(CONFORMANCE_PROCS) \
 	  -report build/conformance/report.md -docs docs/cluster.md
 else
-	@$(ADDONS_BUILT) || $(MAKE) --no-print-directory peer-addons-build
+	@$(MAKE) --no-print-directory peer-addons
 	build/conformance-runner -shard $(SHARD) -nodes $(NODES) -bin $(abspath $(PEER_DIR)) -agnhost $(abspath $(PEER_DIR))/agnhost \
 	  -nonewprivs $(abspath $(PEER_DIR))/nonewprivs -slicelet $(abspath $(BIN))/slicelet -addons $(abspath $(ADDONS_DIR)) \
 	  -images-src "$$(cd hack/peer && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images" \

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -56,9 +58,46 @@ func parseTop(out string, pods bool) ([]topRow, error) {
 	return rows, nil
 }
 
+// fillMiB is what each node's fill pod writes to its memory-backed emptyDir: tmpfs pages are
+// charged to the container's memory cgroup and never reclaimed as file cache, so its working
+// set, and kubectl top's memory for it, is at least that; fillSlackMiB bounds the rest (a
+// shell, sleep and the page tables).
+const (
+	fillMiB      = 48
+	fillSlackMiB = 24
+)
+
+// fillPod is node's fill pod's name (namespace default).
+func fillPod(node string) string { return "top-fill-" + node }
+
+// fillManifest is node's fill pod.
+func fillManifest(node string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+spec:
+  nodeName: %[2]s
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: fill
+    image: %[3]s
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, 'dd if=/dev/zero of=/mem/fill bs=1M count=%[4]d && exec sleep infinity']
+    resources:
+      limits: {memory: 256Mi}
+    volumeMounts:
+    - {name: mem, mountPath: /mem}
+  volumes:
+  - name: mem
+    emptyDir: {medium: Memory}
+`, fillPod(node), node, ToolsImage, fillMiB)
+}
+
 // topProblems is what kubectl top's rows lack for the cluster's nodes: a node without its row
 // or without memory in use, a node none of whose running pods has a row (its pods are
-// namespace/name → node). Empty: kubectl top works on every node.
+// namespace/name → node), a node whose fill pod's memory is not what it wrote. Empty: kubectl
+// top works on every node and agrees with the memory its pods' cgroups were charged.
 func topProblems(nodes []string, nodeRows, podRows []topRow, pods map[string]string) []string {
 	var problems []string
 	byNode := map[string]topRow{}
@@ -66,7 +105,9 @@ func topProblems(nodes []string, nodeRows, podRows []topRow, pods map[string]str
 		byNode[r.Name] = r
 	}
 	withPods := map[string][]string{}
+	byPod := map[string]topRow{}
 	for _, r := range podRows {
+		byPod[r.Name] = r
 		if n, ok := pods[r.Name]; ok {
 			withPods[n] = append(withPods[n], r.Name)
 		}
@@ -89,19 +130,38 @@ func topProblems(nodes []string, nodeRows, podRows []topRow, pods map[string]str
 			slices.Sort(running)
 			problems = append(problems, fmt.Sprintf("node %s: none of its running pods %v in kubectl top pods", n, running))
 		}
+		fill := "default/" + fillPod(n)
+		if f, ok := byPod[fill]; !ok {
+			problems = append(problems, fmt.Sprintf("node %s: no row for %s in kubectl top pods", n, fill))
+		} else if mib := f.Memory.Value() >> 20; mib < fillMiB || mib > fillMiB+fillSlackMiB {
+			problems = append(problems, fmt.Sprintf("node %s: %s uses %dMi, want %d to %dMi (it wrote %dMi to tmpfs)", n, fill, mib, fillMiB, fillMiB+fillSlackMiB, fillMiB))
+		}
 	}
 	return problems
 }
 
 // ExpectTop checks kubectl top nodes and kubectl top pods -A, as a user runs them, through
 // the metrics API that metrics-server serves from each node's /metrics/resource (scraped with
-// its service account's token): every node has its row with memory in use, and every node has
-// a row for at least one of its running pods (the DaemonSets' are on every node). Three
-// minutes at most: metrics-server reports a node once it has scraped it twice.
+// its service account's token): every node has its row with memory in use, every node has a
+// row for at least one of its running pods (the DaemonSets' are on every node), and a pod on
+// each node that filled a memory-backed emptyDir shows that memory. Three minutes at most
+// once the fill pods run: metrics-server reports a pod once it has scraped it twice.
 func (c *Cluster) ExpectTop(ctx context.Context, out io.Writer) error {
-	var nodes []string
+	var nodes, manifest, names []string
 	for _, n := range c.Nodes {
 		nodes = append(nodes, n.Spec.Name)
+		manifest = append(manifest, fillManifest(n.Spec.Name))
+		names = append(names, "pod/"+fillPod(n.Spec.Name))
+	}
+	path := filepath.Join(c.o.Work, "top-fill.yaml")
+	if err := os.WriteFile(path, []byte(strings.Join(manifest, "---\n")), 0o644); err != nil {
+		return err
+	}
+	if _, err := c.KubectlStdin(ctx, out, path, "apply", "-f", "-"); err != nil {
+		return err
+	}
+	if _, err := c.Kubectl(ctx, out, append([]string{"wait", "--for=condition=Ready", "--timeout=3m"}, names...)...); err != nil {
+		return err
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {

@@ -54,23 +54,32 @@ func TestTopProblems(t *testing.T) {
 		return r
 	}
 	nodes := []string{"kubelet-1", "slicelet-2"}
-	pods := map[string]string{"kube-system/kube-proxy-a": "kubelet-1", "kube-system/kube-proxy-b": "slicelet-2", "default/web": "slicelet-2"}
+	pods := map[string]string{"kube-system/kube-proxy-a": "kubelet-1", "kube-system/kube-proxy-b": "slicelet-2", "default/web": "slicelet-2",
+		"default/top-fill-kubelet-1": "kubelet-1", "default/top-fill-slicelet-2": "slicelet-2"}
 	both := rows("kubelet-1 100m 1% 500Mi 1%\nslicelet-2 90m 1% 400Mi 1%\n", false)
+	fills := "default top-fill-kubelet-1 0m 49Mi\ndefault top-fill-slicelet-2 1m 50Mi\n"
 	for _, tc := range []struct {
 		name         string
 		nodes, pods  []topRow
 		wantProblems []string
 	}{
 		{name: "every node and a pod of each", nodes: both,
-			pods: rows("kube-system kube-proxy-a 1m 10Mi\ndefault web 0m 1Mi\n", true)},
+			pods: rows("kube-system kube-proxy-a 1m 10Mi\ndefault web 0m 1Mi\n"+fills, true)},
 		{name: "a node without metrics", nodes: rows("kubelet-1 100m 1% 500Mi 1%\nslicelet-2 <unknown> <unknown> <unknown> <unknown>\n", false),
-			pods:         rows("kube-system kube-proxy-a 1m 10Mi\ndefault web 0m 1Mi\n", true),
+			pods:         rows("kube-system kube-proxy-a 1m 10Mi\ndefault web 0m 1Mi\n"+fills, true),
 			wantProblems: []string{"node slicelet-2: no metrics in kubectl top nodes"}},
 		{name: "a node without memory", nodes: rows("kubelet-1 100m 1% 500Mi 1%\nslicelet-2 0m 0% 0Mi 0%\n", false),
-			pods:         rows("kube-system kube-proxy-a 1m 10Mi\ndefault web 0m 1Mi\n", true),
+			pods:         rows("kube-system kube-proxy-a 1m 10Mi\ndefault web 0m 1Mi\n"+fills, true),
 			wantProblems: []string{"node slicelet-2: no memory in use"}},
-		{name: "none of a node's pods", nodes: both, pods: rows("kube-system kube-proxy-a 1m 10Mi\n", true),
-			wantProblems: []string{"node slicelet-2: none of its running pods [default/web kube-system/kube-proxy-b] in kubectl top pods"}},
+		{name: "none of a node's pods", nodes: both, pods: rows("kube-system kube-proxy-a 1m 10Mi\ndefault top-fill-kubelet-1 0m 49Mi\n", true),
+			wantProblems: []string{"node slicelet-2: none of its running pods [default/top-fill-slicelet-2 default/web kube-system/kube-proxy-b] in kubectl top pods",
+				"node slicelet-2: no row for default/top-fill-slicelet-2 in kubectl top pods"}},
+		{name: "a fill pod without what it wrote", nodes: both,
+			pods:         rows("kube-system kube-proxy-a 1m 10Mi\ndefault web 0m 1Mi\ndefault top-fill-kubelet-1 0m 49Mi\ndefault top-fill-slicelet-2 1m 2Mi\n", true),
+			wantProblems: []string{"node slicelet-2: default/top-fill-slicelet-2 uses 2Mi, want 48 to 72Mi (it wrote 48Mi to tmpfs)"}},
+		{name: "a fill pod with far more", nodes: both,
+			pods:         rows("kube-system kube-proxy-a 1m 10Mi\ndefault web 0m 1Mi\ndefault top-fill-kubelet-1 0m 200Mi\ndefault top-fill-slicelet-2 1m 50Mi\n", true),
+			wantProblems: []string{"node kubelet-1: default/top-fill-kubelet-1 uses 200Mi, want 48 to 72Mi (it wrote 48Mi to tmpfs)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := topProblems(nodes, tc.nodes, tc.pods, pods)
