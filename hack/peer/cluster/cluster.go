@@ -185,7 +185,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return c, err
 	}
 	inputs.Extra = o.ExtraImages
-	c.logf("building the add-ons' images from %s (kube-proxy, flannel, coredns; never pulled)", o.AddonsDir)
+	c.logf("building the add-ons' images from %s (kube-proxy, flannel, coredns, metrics-server; never pulled)", o.AddonsDir)
 	images, err := WriteImages(ctx, inputs, filepath.Join(o.Work, "images"))
 	if err != nil {
 		return c, err
