@@ -362,10 +362,10 @@ $(ADDONS_DIR)/metrics-server:
 # make cluster-demo [NODES=slicelet,slicelet]: a Kubernetes cluster of several nodes on this
 # machine (hack/peer/cluster): the control plane from $(PEER_DIR) in a throwaway systemd sandbox,
 # each node (slicelet or the kubelet, one a NODES entry) in a sandbox of its own with its own
-# containerd and network namespace on a bridge they share, kube-proxy, flannel and CoreDNS as
-# workloads on the nodes (images built locally from $(ADDONS_DIR)); shows a Service reached by
-# name from a pod on the other node, a StatefulSet's stable DNS names and a DaemonSet on every
-# node. Builds what is missing first (make peer-build, peer-addons-build: minutes). Root. The
+# containerd and network namespace on a bridge they share, kube-proxy, flannel, CoreDNS and
+# metrics-server as workloads on the nodes (images built locally from $(ADDONS_DIR)); shows a
+# Service reached by name from a pod on the other node, a StatefulSet's stable DNS names, a
+# DaemonSet on every node, kubectl run -it, kubectl top and a StatefulSet on local PVs. Builds what is missing first (make peer-build, peer-addons-build: minutes). Root. The
 # sandboxes and build/cluster-demo are removed at the end, on failure too. docs/cluster.md.
 NODES ?= slicelet,slicelet
 .PHONY: cluster-demo cluster-demo-node clusterdemo-build
@@ -381,7 +381,8 @@ cluster-demo: clusterdemo-build peer-addons
 # make cluster-test [CLUSTER_NODES=kubelet,slicelet]: TestTwoNodesServiceByName (hack/peer/clustertest)
 # on a cluster of two nodes as make cluster-demo builds it: each way, a pod on one node reaches
 # by name a Service whose endpoint is on the other, then kubectl run -it and -i --rm on each
-# node. The default mixed cluster has each agent as client, server and attach target; NODES of
+# node, kubectl top on every node and a StatefulSet on local PVs (one a node). The default
+# mixed cluster has each agent as client, server and attach target; NODES of
 # one kind: CLUSTER_NODES=slicelet,slicelet. About 5 minutes on 2 loaded cores, not part of make
 # test (docs/cluster.md, "Several nodes"). Root.
 CLUSTER_NODES ?= kubelet,slicelet
