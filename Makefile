@@ -334,26 +334,45 @@ peer-metrics: build
 # make peer-addons-build: the add-ons a multi-node cluster runs as workloads, built from their Go
 # modules into $(ADDONS_DIR): kube-proxy (k8s.io/kubernetes/cmd/kube-proxy $(PEER_VERSION), hack/peer's
 # module), flanneld (github.com/flannel-io/flannel, hack/peer/addons' module; its udp backend
-# needs cgo, so it links the C library its image holds) and coredns (github.com/coredns/coredns,
-# its own module), the others static; their images are built from them when a
-# cluster starts (hack/peer/cluster). Minutes the first time.
-ADDONS_DIR     ?= build/addons
-COREDNS_MODULE := github.com/coredns/coredns@v1.14.7
-.PHONY: peer-addons-build
+# needs cgo, so it links the C library its image holds), coredns (github.com/coredns/coredns,
+# its own module) and metrics-server (sigs.k8s.io/metrics-server, its own module), the others
+# static; their images are built from them when a cluster starts (hack/peer/cluster). Minutes
+# the first time. peer-addons builds only those missing (what cluster-demo, cluster-test and
+# peer-conformance SHARD=... need).
+ADDONS_DIR            ?= build/addons
+COREDNS_MODULE        := github.com/coredns/coredns@v1.14.7
+METRICS_SERVER_MODULE := sigs.k8s.io/metrics-server/cmd/metrics-server@v0.8.0
+ADDON_FILES           := $(addprefix $(ADDONS_DIR)/,kube-proxy flanneld coredns metrics-server)
+.PHONY: peer-addons-build peer-addons
 peer-addons-build:
-	@mkdir -p $(ADDONS_DIR)
-	cd hack/peer && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(PEER_LDFLAGS)' -o $(abspath $(ADDONS_DIR))/kube-proxy k8s.io/kubernetes/cmd/kube-proxy
-	cd hack/peer/addons && CGO_ENABLED=1 $(GO) build -trimpath -o $(abspath $(ADDONS_DIR))/flanneld github.com/flannel-io/flannel
-	cd hack/peer && CGO_ENABLED=0 GOBIN=$(abspath $(ADDONS_DIR)) GOFLAGS=-mod=mod $(GO) install -trimpath $(COREDNS_MODULE)
+	@$(MAKE) --no-print-directory -B $(ADDON_FILES)
 	@ls $(ADDONS_DIR)
+
+peer-addons: $(ADDON_FILES)
+
+$(ADDONS_DIR)/kube-proxy:
+	@mkdir -p $(ADDONS_DIR)
+	cd hack/peer && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(PEER_LDFLAGS)' -o $(abspath $@) k8s.io/kubernetes/cmd/kube-proxy
+
+$(ADDONS_DIR)/flanneld:
+	@mkdir -p $(ADDONS_DIR)
+	cd hack/peer/addons && CGO_ENABLED=1 $(GO) build -trimpath -o $(abspath $@) github.com/flannel-io/flannel
+
+$(ADDONS_DIR)/coredns:
+	@mkdir -p $(ADDONS_DIR)
+	cd hack/peer && CGO_ENABLED=0 GOBIN=$(abspath $(ADDONS_DIR)) GOFLAGS=-mod=mod $(GO) install -trimpath $(COREDNS_MODULE)
+
+$(ADDONS_DIR)/metrics-server:
+	@mkdir -p $(ADDONS_DIR)
+	cd hack/peer && CGO_ENABLED=0 GOBIN=$(abspath $(ADDONS_DIR)) GOFLAGS=-mod=mod $(GO) install -trimpath $(METRICS_SERVER_MODULE)
 
 # make cluster-demo [NODES=slicelet,slicelet]: a Kubernetes cluster of several nodes on this
 # machine (hack/peer/cluster): the control plane from $(PEER_DIR) in a throwaway systemd sandbox,
 # each node (slicelet or the kubelet, one a NODES entry) in a sandbox of its own with its own
-# containerd and network namespace on a bridge they share, kube-proxy, flannel and CoreDNS as
-# workloads on the nodes (images built locally from $(ADDONS_DIR)); shows a Service reached by
-# name from a pod on the other node, a StatefulSet's stable DNS names and a DaemonSet on every
-# node. Builds what is missing first (make peer-build, peer-addons-build: minutes). Root. The
+# containerd and network namespace on a bridge they share, kube-proxy, flannel, CoreDNS and
+# metrics-server as workloads on the nodes (images built locally from $(ADDONS_DIR)); shows a
+# Service reached by name from a pod on the other node, a StatefulSet's stable DNS names, a
+# DaemonSet on every node, kubectl run -it, kubectl top and a StatefulSet on local PVs. Builds what is missing first (make peer-build, peer-addons-build: minutes). Root. The
 # sandboxes and build/cluster-demo are removed at the end, on failure too. docs/cluster.md.
 NODES ?= slicelet,slicelet
 .PHONY: cluster-demo cluster-demo-node clusterdemo-build
@@ -362,21 +381,20 @@ clusterdemo-build: build
 	  -a -x $(PEER_DIR)/etcd -a -x $(PEER_DIR)/kubectl -a -x $(PEER_DIR)/kubelet || $(MAKE) --no-print-directory peer-build
 	cd hack/peer && $(GO) build -o $(abspath build)/clusterdemo ./cmd/clusterdemo
 
-cluster-demo: clusterdemo-build
-	@test -x $(ADDONS_DIR)/kube-proxy -a -x $(ADDONS_DIR)/flanneld -a -x $(ADDONS_DIR)/coredns || $(MAKE) --no-print-directory peer-addons-build
+cluster-demo: clusterdemo-build peer-addons
 	build/clusterdemo -bin $(abspath $(PEER_DIR)) -slicelet $(abspath $(BIN))/slicelet -addons $(abspath $(ADDONS_DIR)) \
 	  -nodes $(NODES) -work $(abspath build/cluster-demo)
 
 # make cluster-test [CLUSTER_NODES=kubelet,slicelet]: TestTwoNodesServiceByName (hack/peer/clustertest)
 # on a cluster of two nodes as make cluster-demo builds it: each way, a pod on one node reaches
 # by name a Service whose endpoint is on the other, then kubectl run -it and -i --rm on each
-# node. The default mixed cluster has each agent as client, server and attach target; NODES of
+# node, kubectl top on every node and a StatefulSet on local PVs (one a node). The default
+# mixed cluster has each agent as client, server and attach target; NODES of
 # one kind: CLUSTER_NODES=slicelet,slicelet. About 5 minutes on 2 loaded cores, not part of make
 # test (docs/cluster.md, "Several nodes"). Root.
 CLUSTER_NODES ?= kubelet,slicelet
 .PHONY: cluster-test
-cluster-test: build
-	@test -x $(ADDONS_DIR)/kube-proxy -a -x $(ADDONS_DIR)/flanneld -a -x $(ADDONS_DIR)/coredns || $(MAKE) --no-print-directory peer-addons-build
+cluster-test: build peer-addons
 	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet PEER_ADDONS_DIR=$(abspath $(ADDONS_DIR)) \
 	  PEER_CLUSTER_NODES=$(CLUSTER_NODES) $(GO) test -count=1 -timeout 30m -v -run '^TestTwoNodesServiceByName$$' ./clustertest/
 
@@ -422,7 +440,7 @@ ifeq ($(SHARD),)
 	  -slicelet $(abspath $(BIN))/slicelet -work $(abspath build/conformance/run) -procs $(CONFORMANCE_PROCS) \
 	  -report build/conformance/report.md -docs docs/cluster.md
 else
-	@test -x $(ADDONS_DIR)/kube-proxy -a -x $(ADDONS_DIR)/flanneld -a -x $(ADDONS_DIR)/coredns || $(MAKE) --no-print-directory peer-addons-build
+	@$(MAKE) --no-print-directory peer-addons
 	build/conformance-runner -shard $(SHARD) -nodes $(NODES) -bin $(abspath $(PEER_DIR)) -agnhost $(abspath $(PEER_DIR))/agnhost \
 	  -nonewprivs $(abspath $(PEER_DIR))/nonewprivs -slicelet $(abspath $(BIN))/slicelet -addons $(abspath $(ADDONS_DIR)) \
 	  -images-src "$$(cd hack/peer && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images" \

@@ -57,34 +57,31 @@ type podRuntime struct {
 	network func(ctx context.Context) error
 }
 
+// workerOptions are the pod worker's options: extra, the worker's inputs from elsewhere in
+// the daemon (probe and volume metrics, the objects pods use, the cluster's objects, the
+// node's name, IPs, labels and allocatable, devices, CSI), whole, with what the
+// configuration and the machine decide.
+func workerOptions(cfg *config.Config, capacity slices.Capacity, mcfg hierarchy.Config, events worker.EventRecorder, extra worker.Options) worker.Options {
+	wopts := extra
+	wopts.Recorder = events
+	wopts.MemoryCapacity = capacity.Memory
+	wopts.HostPageSizes = capacity.PageSizes()
+	wopts.Resources = mcfg.Pod
+	// Every pod on the host's network unless the CRI runtime's CNI gives pods their own.
+	wopts.HostNetwork = cfg.Runtime.Network != config.NetworkCNI
+	// Localhost seccomp profiles, for either runtime (the kubelet's <root-dir>/seccomp).
+	wopts.SeccompProfileRoot = filepath.Join(cfg.StateDir, "seccomp")
+	// Every pod's resolver configuration and FQDN, in either mode (the kubelet's
+	// clusterDNS, clusterDomain and resolvConf).
+	wopts.DNS = &lifecycle.NodeDNS{Servers: cfg.Cluster.DNSServers, Domain: cfg.Cluster.Domain, ResolvConf: cfg.Cluster.ResolvConf}
+	return wopts
+}
+
 // newRuntime builds the configured container runtime and the pod worker over it. The CRI
 // runtime connects lazily: an endpoint that is not up yet is retried with back-off (pods
 // report Unknown meanwhile), so a daemon started before containerd comes up stays up.
 func newRuntime(ctx context.Context, cfg *config.Config, sd *units.Manager, capacity slices.Capacity, mcfg hierarchy.Config, events worker.EventRecorder, extra worker.Options, log *slog.Logger) (*podRuntime, error) {
-	// extra carries the worker's inputs from elsewhere in the daemon: probe metrics, the
-	// objects pods use, the node's name, IPs and allocatable.
-	wopts := worker.Options{
-		Recorder:       events,
-		ProbeMetrics:   extra.ProbeMetrics,
-		VolumeMetrics:  extra.VolumeMetrics,
-		RuntimeMetrics: extra.RuntimeMetrics,
-		Objects:        extra.Objects,
-		Cluster:        extra.Cluster,
-		NodeName:       extra.NodeName,
-		NodeIPs:        extra.NodeIPs,
-		Allocatable:    extra.Allocatable,
-		Devices:        extra.Devices,
-		MemoryCapacity: capacity.Memory,
-		HostPageSizes:  capacity.PageSizes(),
-		Resources:      mcfg.Pod,
-		// Every pod on the host's network unless the CRI runtime's CNI gives pods their own.
-		HostNetwork: cfg.Runtime.Network != config.NetworkCNI,
-		// Localhost seccomp profiles, for either runtime (the kubelet's <root-dir>/seccomp).
-		SeccompProfileRoot: filepath.Join(cfg.StateDir, "seccomp"),
-		// Every pod's resolver configuration and FQDN, in either mode (the kubelet's
-		// clusterDNS, clusterDomain and resolvConf).
-		DNS: &lifecycle.NodeDNS{Servers: cfg.Cluster.DNSServers, Domain: cfg.Cluster.Domain, ResolvConf: cfg.Cluster.ResolvConf},
-	}
+	wopts := workerOptions(cfg, capacity, mcfg, events, extra)
 	pr := &podRuntime{close: func() error { return nil }}
 	// logDirs are the runtime's log directories of a pod (CRI: under LogRoot; systemd: the
 	// journal, none of the pod's own).

@@ -79,7 +79,7 @@ type Options struct {
 	BinDir string
 	// Slicelet is bin/slicelet (needed when a node runs it).
 	Slicelet string
-	// AddonsDir holds kube-proxy, flanneld and coredns (make peer-addons-build).
+	// AddonsDir holds the add-ons' binaries (AddonBinaries; make peer-addons-build).
 	AddonsDir string
 	// Nodes are the nodes, at least one.
 	Nodes []NodeSpec
@@ -185,7 +185,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return c, err
 	}
 	inputs.Extra = o.ExtraImages
-	c.logf("building the add-ons' images from %s (kube-proxy, flannel, coredns; never pulled)", o.AddonsDir)
+	c.logf("building the add-ons' images from %s (kube-proxy, flannel, coredns, metrics-server; never pulled)", o.AddonsDir)
 	images, err := WriteImages(ctx, inputs, filepath.Join(o.Work, "images"))
 	if err != nil {
 		return c, err
@@ -219,7 +219,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 			return c, err
 		}
 	}
-	c.logf("waiting for every node Ready, kube-proxy and flannel on every node, CoreDNS available")
+	c.logf("waiting for every node Ready, kube-proxy and flannel on every node, CoreDNS and metrics-server available")
 	if err := c.WaitAddons(ctx); err != nil {
 		return c, err
 	}
@@ -262,7 +262,7 @@ func (o Options) validate() error {
 			return fmt.Errorf("cluster: node %s: agent %q: want kubelet or slicelet", n.Name, n.Kind)
 		}
 	}
-	for _, b := range []string{KubeProxyBinary, FlanneldBinary, CoreDNSBinary} {
+	for _, b := range AddonBinaries {
 		need = append(need, filepath.Join(o.AddonsDir, b))
 	}
 	for _, f := range need {
@@ -467,7 +467,7 @@ func (c *Cluster) ApplyAddon(ctx context.Context, name string) error {
 }
 
 // WaitAddons waits until every node is Ready, the kube-proxy and flannel DaemonSets have a
-// ready pod on every node and CoreDNS has every replica available.
+// ready pod on every node and CoreDNS and metrics-server have every replica available.
 func (c *Cluster) WaitAddons(ctx context.Context) error {
 	want := int32(len(c.Nodes))
 	var last string
@@ -486,9 +486,11 @@ func (c *Cluster) WaitAddons(ctx context.Context) error {
 				ds = append(ds, d[1])
 			}
 		}
-		dep, err := c.Admin.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
-		if err != nil || !deploymentAvailable(dep) {
-			ds = append(ds, "coredns")
+		for _, name := range []string{"coredns", "metrics-server"} {
+			dep, err := c.Admin.AppsV1().Deployments("kube-system").Get(ctx, name, metav1.GetOptions{})
+			if err != nil || !deploymentAvailable(dep) {
+				ds = append(ds, name)
+			}
 		}
 		last = fmt.Sprintf("nodes not Ready: %v; add-ons not ready: %v", notReady, ds)
 		return len(notReady) == 0 && len(ds) == 0, nil

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
 	"github.com/slicelet/slicelet/hack/peer/peerrun"
 	"github.com/slicelet/slicelet/internal/testharness/critest"
@@ -112,11 +113,13 @@ func TestPodRouteStep(t *testing.T) {
 }
 
 // TestAddons: every add-on manifest renders and decodes strictly into API objects; the
-// DaemonSets and the Deployment run the images built here, never pulled when present; the
-// kube-dns Service has the cluster DNS address.
+// DaemonSets and the Deployments run the images built here, never pulled when present; the
+// kube-dns Service has the cluster DNS address; the metrics API is served by the
+// metrics-server Service.
 func TestAddons(t *testing.T) {
 	images := map[string]bool{}
 	var dnsIP string
+	var metricsAPI *apiregistrationv1.ServiceReference
 	for _, name := range Addons {
 		data, err := RenderAddon(name)
 		if err != nil {
@@ -137,6 +140,10 @@ func TestAddons(t *testing.T) {
 				if o.Name == "kube-dns" {
 					dnsIP = o.Spec.ClusterIP
 				}
+			case *apiregistrationv1.APIService:
+				if o.Spec.Group == "metrics.k8s.io" {
+					metricsAPI = o.Spec.Service
+				}
 			}
 			if spec == nil {
 				continue
@@ -149,7 +156,7 @@ func TestAddons(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{KubeProxyImage, FlannelImage, CoreDNSImage} {
+	for _, want := range []string{KubeProxyImage, FlannelImage, CoreDNSImage, MetricsServerImage} {
 		if !images[want] {
 			t.Errorf("no container runs %s (images: %v)", want, images)
 		}
@@ -157,12 +164,27 @@ func TestAddons(t *testing.T) {
 	if dnsIP != DNSServiceIP {
 		t.Errorf("kube-dns cluster IP %q, want %q", dnsIP, DNSServiceIP)
 	}
+	if metricsAPI == nil || metricsAPI.Namespace != "kube-system" || metricsAPI.Name != "metrics-server" {
+		t.Errorf("metrics.k8s.io APIService served by %+v, want kube-system/metrics-server", metricsAPI)
+	}
 }
+
+// addonScheme knows client-go's types and the APIService of the aggregation layer.
+var addonScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := scheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := apiregistrationv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}()
 
 // decodeAll decodes a multi-document YAML manifest strictly into typed objects.
 func decodeAll(data []byte) ([]runtime.Object, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	codecs := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+	codecs := serializer.NewCodecFactory(addonScheme, serializer.EnableStrict).UniversalDeserializer()
 	var out []runtime.Object
 	for {
 		doc, err := r.Read()

@@ -126,8 +126,9 @@ spec:
 
 // Demo runs the demo's steps on a cluster of at least two nodes, printing each: the nodes and
 // their pod CIDRs, the add-ons on them, a Service reached by name from a pod on another node
-// than its endpoint's, a StatefulSet's stable DNS names, a DaemonSet on every node. It returns
-// an error when the cluster does not do what a kubeadm cluster of kubelet nodes does.
+// than its endpoint's, a StatefulSet's stable DNS names, a DaemonSet on every node, kubectl
+// run -it, kubectl top nodes and pods, a StatefulSet on local persistent volumes. It returns an
+// error when the cluster does not do what a kubeadm cluster of kubelet nodes does.
 func (c *Cluster) Demo(ctx context.Context, out io.Writer) error {
 	if len(c.Nodes) < 2 {
 		return fmt.Errorf("demo: %d nodes, want at least 2", len(c.Nodes))
@@ -211,7 +212,17 @@ func (c *Cluster) Demo(ctx context.Context, out io.Writer) error {
 	}
 
 	step("kubectl run -it and -i --rm on %s: a shell on a terminal, and a container's standard input", last.Spec.Name)
-	return c.ExpectRunInteractive(ctx, out, last.Spec.Name)
+	if err := c.ExpectRunInteractive(ctx, out, last.Spec.Name); err != nil {
+		return err
+	}
+
+	step("kubectl top: metrics-server scrapes every node's /metrics/resource with its service account's token")
+	if err := c.ExpectTop(ctx, out); err != nil {
+		return err
+	}
+
+	step("a StatefulSet on local persistent volumes, one on each node: each pod on its volume's node, its data kept when it is deleted and recreated")
+	return c.ExpectStatefulSetLocalVolumes(ctx, out)
 }
 
 // ExpectServiceByName checks that pod client (namespace default) reaches the HTTP Service

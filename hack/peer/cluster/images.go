@@ -22,10 +22,14 @@ const (
 	FlannelVersion = "v0.28.10"
 	// CoreDNSVersion is github.com/coredns/coredns's (make peer-addons-build).
 	CoreDNSVersion = "v1.14.7"
+	// MetricsServerVersion is sigs.k8s.io/metrics-server's (make peer-addons-build).
+	MetricsServerVersion = "v0.8.0"
 
 	KubeProxyImage = "registry.k8s.io/kube-proxy:" + KubernetesVersion
 	FlannelImage   = "ghcr.io/flannel-io/flannel:" + FlannelVersion
 	CoreDNSImage   = "registry.k8s.io/coredns/coredns:" + CoreDNSVersion
+	// MetricsServerImage is the release manifest's (manifests/components/release).
+	MetricsServerImage = "registry.k8s.io/metrics-server/metrics-server:" + MetricsServerVersion
 	// ToolsImage is busybox with every applet (sh, wget, nslookup, httpd, hostname, ...): the
 	// demo's and the tests' workloads.
 	ToolsImage = "slicelet.test/tools:1"
@@ -36,7 +40,12 @@ const (
 	KubeProxyBinary = "kube-proxy"
 	FlanneldBinary  = "flanneld"
 	CoreDNSBinary   = "coredns"
+	// MetricsServerBinary is sigs.k8s.io/metrics-server/cmd/metrics-server.
+	MetricsServerBinary = "metrics-server"
 )
+
+// AddonBinaries are every add-on binary [Images] needs in Options.AddonsDir.
+var AddonBinaries = []string{KubeProxyBinary, FlanneldBinary, CoreDNSBinary, MetricsServerBinary}
 
 // iptablesBinaries are the programs of Debian's iptables package that kube-proxy and flannel
 // run (iptables, iptables-save, iptables-restore and their IPv6 twins, through the nft and
@@ -140,7 +149,7 @@ func elfDeps(path string) ([]string, error) {
 
 // ImageOptions are the inputs of [Images].
 type ImageOptions struct {
-	// AddonsDir holds kube-proxy, flanneld and coredns.
+	// AddonsDir holds the add-on binaries (AddonBinaries).
 	AddonsDir string
 	// Busybox is the static busybox of every image's base layer; Applets its applets.
 	Busybox string
@@ -151,9 +160,10 @@ type ImageOptions struct {
 
 // Images are the add-ons' images and the tools image, built from the binaries of
 // o.AddonsDir on a busybox base: kube-proxy in /usr/local/bin (as its image has it, with
-// iptables), flanneld in /opt/bin (with iptables), coredns as /coredns (its entrypoint).
+// iptables), flanneld in /opt/bin (with iptables), coredns as /coredns and metrics-server as
+// /metrics-server (their entrypoints).
 func Images(ctx context.Context, o ImageOptions) ([]critest.Image, error) {
-	for _, b := range []string{KubeProxyBinary, FlanneldBinary, CoreDNSBinary} {
+	for _, b := range AddonBinaries {
 		if _, err := os.Stat(filepath.Join(o.AddonsDir, b)); err != nil {
 			return nil, fmt.Errorf("add-on binary: %w (make peer-addons-build)", err)
 		}
@@ -183,9 +193,11 @@ func Images(ctx context.Context, o ImageOptions) ([]critest.Image, error) {
 	fl.Entrypoint = []string{"/opt/bin/flanneld"}
 	dns := base(CoreDNSImage, []critest.File{{Path: "coredns", Source: filepath.Join(o.AddonsDir, CoreDNSBinary)}})
 	dns.Entrypoint = []string{"/coredns"}
+	ms := base(MetricsServerImage, []critest.File{{Path: "metrics-server", Source: filepath.Join(o.AddonsDir, MetricsServerBinary)}})
+	ms.Entrypoint = []string{"/metrics-server"}
 	tools := base(ToolsImage, nil)
 	tools.Cmd = []string{"sh"}
-	return append([]critest.Image{kp, fl, dns, tools}, o.Extra...), nil
+	return append([]critest.Image{kp, fl, dns, ms, tools}, o.Extra...), nil
 }
 
 // WriteImages writes [Images] as OCI archives into dir, once for every node to import, and

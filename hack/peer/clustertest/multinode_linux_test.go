@@ -37,6 +37,10 @@ func TestMain(m *testing.M) {
 // whose only endpoint is on the other: cluster DNS, kube-proxy's rules and the routed pod
 // network, all three run by the nodes themselves. Then kubectl run -it (a terminal) and -i
 // --rm (a container's stdin) on each node: attach through the API server's proxy to the node.
+// Then kubectl top nodes and pods through metrics-server, which scrapes every node's
+// /metrics/resource with its service account's token (the nodes' delegated authorization),
+// and a StatefulSet whose claims bind to local persistent volumes, one on each node, its data
+// kept across a pod's deletion.
 func TestTwoNodesServiceByName(t *testing.T) {
 	bin, slicelet := prerequisites(t)
 	addons := os.Getenv(addonsEnv)
@@ -122,6 +126,16 @@ func TestTwoNodesServiceByName(t *testing.T) {
 			}
 		})
 	}
+	t.Run("kubectl top on every node", func(t *testing.T) {
+		if err := c.ExpectTop(ctx, t.Output()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("a StatefulSet on local persistent volumes", func(t *testing.T) {
+		if err := c.ExpectStatefulSetLocalVolumes(ctx, t.Output()); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // hostPort is the servers' host port (the CNI portmap plugin after flannel's bridge).

@@ -65,6 +65,13 @@ func etcdArgs(c Config, l layout) []string {
 // key. On loopback the endpoint reconciler is off: the "kubernetes" service cannot have a
 // loopback endpoint (Endpoints validation refuses 127.0.0.0/8), and no pod there needs it; on
 // another Address it is kube-apiserver's default (lease), as on any cluster.
+//
+// Aggregated API servers (metrics-server) are served as kubeadm configures it: the front
+// proxy's client certificate and the request-header flags, which kube-apiserver publishes in
+// the extension-apiserver-authentication ConfigMap for them to trust. It routes to their
+// endpoints' addresses rather than to their Services' cluster IPs: the control plane runs in
+// a network namespace of its own without kube-proxy, where only the nodes' pod CIDRs are
+// routed (as on a cluster whose control plane is not a node).
 func apiServerArgs(c Config, l layout) []string {
 	reconciler := "lease"
 	if ip := net.ParseIP(c.Address); ip == nil || ip.IsLoopback() {
@@ -90,6 +97,14 @@ func apiServerArgs(c Config, l layout) []string {
 		"--endpoint-reconciler-type=" + reconciler,
 		"--allow-privileged=true",
 		"--profiling=false",
+		"--requestheader-client-ca-file=" + l.crt(frontProxyCAName),
+		"--requestheader-allowed-names=" + frontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + l.crt(frontProxyClientName),
+		"--proxy-client-key-file=" + l.key(frontProxyClientName),
+		"--enable-aggregator-routing=true",
 	}
 }
 

@@ -277,6 +277,9 @@ func (cp *ControlPlane) writeFiles() error {
 	if err := serviceAccountKeys(cp.l.pki()); err != nil {
 		return err
 	}
+	if err := frontProxyCerts(cp.l.pki()); err != nil {
+		return err
+	}
 	for _, user := range []string{adminName, schedulerName, controllerManagerName} {
 		if err := cp.writeKubeconfig(cp.l.kubeconfig(user), user, user); err != nil {
 			return err

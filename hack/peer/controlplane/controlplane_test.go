@@ -50,6 +50,10 @@ func TestAPIServerArgs(t *testing.T) {
 		{"service-account signing key", "--service-account-signing-key-file=/run/cp/pki/sa.key"},
 		{"service-account verifying key", "--service-account-key-file=/run/cp/pki/sa.pub"},
 		{"etcd on loopback", "--etcd-servers=http://127.0.0.1:2379"},
+		{"front proxy's client certificate", "--proxy-client-cert-file=/run/cp/pki/front-proxy-client.crt"},
+		{"request headers trusted from the front proxy's CA", "--requestheader-client-ca-file=/run/cp/pki/front-proxy-ca.crt"},
+		{"request headers from the front proxy only", "--requestheader-allowed-names=front-proxy-client"},
+		{"aggregated APIs reached at their endpoints", "--enable-aggregator-routing=true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !slices.Contains(args, tc.want) {
@@ -141,6 +145,57 @@ func TestCertificates(t *testing.T) {
 				if err := cert.VerifyHostname(h); err != nil {
 					t.Errorf("not valid for %s: %v", h, err)
 				}
+			}
+		})
+	}
+}
+
+// TestFrontProxyCertificates: the front proxy's client certificate verifies against its own
+// CA and not the cluster's (a client certificate of the cluster CA must not be able to
+// assert X-Remote-User to an aggregated API server), and a second run keeps the CA.
+func TestFrontProxyCertificates(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := newAuthority(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := frontProxyCerts(dir); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := pkiutil.TryLoadCertFromDisk(dir, frontProxyCAName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := frontProxyCerts(dir); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := pkiutil.TryLoadCertFromDisk(dir, frontProxyCAName); err != nil || !again.Equal(ca) {
+		t.Fatalf("a second run replaced the front proxy's CA (%v)", err)
+	}
+	client, err := pkiutil.TryLoadCertFromDisk(dir, frontProxyClientName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if client.Subject.CommonName != frontProxyClientName {
+		t.Errorf("CN %q, want %q (--requestheader-allowed-names)", client.Subject.CommonName, frontProxyClientName)
+	}
+	cluster, err := pkiutil.TryLoadCertFromDisk(dir, caName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		root  *x509.Certificate
+		valid bool
+	}{
+		{"front proxy CA", ca, true},
+		{"cluster CA", cluster, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			roots := x509.NewCertPool()
+			roots.AddCert(tc.root)
+			_, err := client.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+			if (err == nil) != tc.valid {
+				t.Fatalf("verify: %v, want valid %v", err, tc.valid)
 			}
 		})
 	}

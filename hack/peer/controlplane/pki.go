@@ -32,6 +32,11 @@ const (
 	schedulerName         = "scheduler"
 	controllerManagerName = "controller-manager"
 	serviceAccountName    = "sa"
+	// The front proxy: the API server's client certificate towards aggregated API servers
+	// (metrics-server), signed by a CA of its own that they trust for the X-Remote-* headers
+	// (the extension-apiserver-authentication ConfigMap), as kubeadm makes them.
+	frontProxyCAName     = "front-proxy-ca"
+	frontProxyClientName = "front-proxy-client"
 )
 
 // certSpec is one client or serving certificate the control plane needs: its file name under
@@ -99,26 +104,40 @@ type authority struct {
 // newAuthority creates the CA, or loads it when the pki directory already has one (AddNode on a
 // running control plane).
 func newAuthority(dir string) (*authority, error) {
+	return loadOrCreateAuthority(dir, caName, "slicelet-peer-ca")
+}
+
+// frontProxyCerts are the front proxy's CA and its client certificate.
+func frontProxyCerts(dir string) error {
+	ca, err := loadOrCreateAuthority(dir, frontProxyCAName, frontProxyCAName)
+	if err != nil {
+		return err
+	}
+	return ca.issue(certSpec{name: frontProxyClientName, commonName: frontProxyClientName, usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+}
+
+// loadOrCreateAuthority loads the CA <name>.crt and .key of the pki directory, or creates it.
+func loadOrCreateAuthority(dir, name, commonName string) (*authority, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("pki %s: %w", dir, err)
 	}
-	if pkiutil.CertOrKeyExist(dir, caName) {
-		cert, key, err := pkiutil.TryLoadCertAndKeyFromDisk(dir, caName)
+	if pkiutil.CertOrKeyExist(dir, name) {
+		cert, key, err := pkiutil.TryLoadCertAndKeyFromDisk(dir, name)
 		if err != nil {
 			return nil, fmt.Errorf("pki %s: %w", dir, err)
 		}
 		return &authority{dir: dir, cert: cert, key: key}, nil
 	}
 	cert, key, err := pkiutil.NewCertificateAuthority(&pkiutil.CertConfig{
-		Config:              certutil.Config{CommonName: "slicelet-peer-ca"},
+		Config:              certutil.Config{CommonName: commonName},
 		NotAfter:            time.Now().Add(certValidity),
 		EncryptionAlgorithm: keyAlgorithm,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pki %s: CA: %w", dir, err)
+		return nil, fmt.Errorf("pki %s: CA %s: %w", dir, name, err)
 	}
-	if err := pkiutil.WriteCertAndKey(dir, caName, cert, key); err != nil {
-		return nil, fmt.Errorf("pki %s: CA: %w", dir, err)
+	if err := pkiutil.WriteCertAndKey(dir, name, cert, key); err != nil {
+		return nil, fmt.Errorf("pki %s: CA %s: %w", dir, name, err)
 	}
 	return &authority{dir: dir, cert: cert, key: key}, nil
 }

@@ -46,7 +46,7 @@ func main() {
 	flag.StringVar(&o.Slicelet, "slicelet", "", "slicelet's binary (bin/slicelet)")
 	flag.StringVar(&o.Work, "work", "", "the run directory (removed at the end)")
 	flag.StringVar(&nodes, "nodes", "slicelet,slicelet", "the nodes' agents, one a node (kubelet or slicelet)")
-	flag.StringVar(&addons, "addons", "", "kube-proxy, flanneld and coredns (make peer-addons-build)")
+	flag.StringVar(&addons, "addons", "", "the add-ons' binaries: kube-proxy, flanneld, coredns, metrics-server (make peer-addons-build)")
 	flag.BoolVar(&sliceletDNS, "slicelet-dns", true, "give slicelet nodes the cluster DNS ([cluster] dns_servers, domain)")
 	flag.StringVar(&prefix, "prefix", fmt.Sprintf("cluster-demo-%d", os.Getpid()), "the start of the sandboxes' names (<prefix>-cp, <prefix>-<node>)")
 	flag.BoolVar(&hold, "hold", false, "on failure, keep the cluster running until SIGINT or SIGTERM, to look at it (kubectl in <prefix>-cp, the nodes' journals)")
