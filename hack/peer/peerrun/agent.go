@@ -10,14 +10,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
-	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/slicelet/slicelet/internal/testharness/critest"
 )
 
 // Kind names an agent.
@@ -294,7 +294,7 @@ func (a *Agent) Stop(ctx context.Context) error {
 	if err := a.node.RemovePods(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	for _, m := range mountsUnder(a.Dir) {
+	for _, m := range critest.MountsUnder(a.Dir) {
 		_ = unix.Unmount(m, unix.MNT_DETACH)
 	}
 	if err := os.RemoveAll(a.Dir); err != nil {
@@ -612,20 +612,4 @@ func sliceletClusterNode(text string) string {
 	}
 	host, _ := os.Hostname()
 	return strings.ToLower(host)
-}
-
-// mountsUnder lists the mount points strictly below dir, deepest first.
-func mountsUnder(dir string) []string {
-	infos, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, m := range infos {
-		if m.Mountpoint != dir {
-			out = append(out, m.Mountpoint)
-		}
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(out)))
-	return out
 }
