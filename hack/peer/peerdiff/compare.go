@@ -321,6 +321,12 @@ var deliberateDivergences = []struct {
 			return d.field == "admitted" && refused(d.slicelet) && d.kubelet == "yes" && e.NoPlugin != ""
 		},
 	},
+	{
+		"a pod the kubelet accepts and then mishandles is refused with its path: one its pod worker never starts (metadata.deletionTimestamp, status.phase Succeeded or Failed; pkg/kubelet/pod_workers.go UpdatePod), or one whose status.qosClass is outside its three values (the kubelet takes it as the class and runs the pod outside every QoS cgroup)",
+		func(d difference, e entry) bool {
+			return d.field == "admitted" && refused(d.slicelet) && e.Refused != ""
+		},
+	},
 }
 
 // refused reports whether an admitted value (admitted) says no, with or without the

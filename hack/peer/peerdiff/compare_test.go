@@ -219,6 +219,9 @@ func TestDeliberate(t *testing.T) {
 		{"volume without a plugin refused by slicelet", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: plain, NoPlugin: "spec.volumes[0].cinder: Forbidden: needs a volume plugin slicelet does not have; use hostPath or emptyDir"}, true},
 		{"volume without a plugin admitted by slicelet alone", difference{field: "admitted", slicelet: "yes", kubelet: "no"}, entry{Pod: plain, NoPlugin: "x"}, false},
 		{"plain refusal is a difference", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: plain}, false},
+		{"a pod the kubelet never starts, refused by slicelet", difference{field: "admitted", slicelet: "no", kubelet: "yes"}, entry{Pod: plain, Refused: "metadata.deletionTimestamp: Forbidden: a pod marked for deletion is never started"}, true},
+		{"a bad qosClass refused by slicelet, whatever the kubelet did", difference{field: "admitted", slicelet: "no (refused)", kubelet: "no (Pending)"}, entry{Pod: plain, Refused: "status.qosClass: Unsupported value"}, true},
+		{"refused by the kubelet alone", difference{field: "admitted", slicelet: "yes", kubelet: "no"}, entry{Pod: plain, Refused: "x"}, false},
 		{"a value is never deliberate", difference{field: "cpu.shares", slicelet: "2", kubelet: "3"}, entry{Pod: secret, NotYet: "x"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

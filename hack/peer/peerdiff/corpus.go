@@ -61,6 +61,11 @@ type entry struct {
 	// NoPlugin lists the volumes of the pod slicelet refuses because it has no plugin for
 	// their type (internal/pods/podfields), as slicelet reports them.
 	NoPlugin string `json:"noPlugin,omitempty"`
+	// Refused lists slicelet's refusals of what the kubelet accepts and then mishandles: a pod
+	// its pod worker never starts (metadata.deletionTimestamp, a terminal status.phase) and a
+	// status.qosClass outside its three values (the kubelet runs the pod outside every QoS
+	// cgroup), as slicelet reports them.
+	Refused string `json:"refused,omitempty"`
 	// Skip, when set, is why the pod is not run (see skipReason).
 	Skip string `json:"skip,omitempty"`
 	// YAML is the rewritten manifest.
@@ -197,7 +202,11 @@ func prepare(entries []entry, applets []string) ([]entry, error) {
 			e.NoPlugin = refusals(e.Key.Name, e.YAML, podfields.NoPlugin)
 			e.Objects = referencesObjects(&pod)
 			e.NoVolume = offlineVolume(&pod)
-			e.ByDesign = e.NotYet != "" || e.NoPlugin != "" || e.Objects
+			e.Refused = strings.Join(slices.DeleteFunc([]string{
+				refusals(e.Key.Name, e.YAML, "is never started"),
+				refusals(e.Key.Name, e.YAML, "status.qosClass: Unsupported value"),
+			}, func(s string) bool { return s == "" }), "; ")
+			e.ByDesign = e.NotYet != "" || e.NoPlugin != "" || e.Objects || e.Refused != ""
 			requests(&e)
 		}
 		out = append(out, e)

@@ -170,6 +170,21 @@ func TestPrepare(t *testing.T) {
 			t.Errorf("%s: by design %v, not yet %q, no plugin %q; want true, %q, %q", e.Key.Name, e.ByDesign, e.NotYet, e.NoPlugin, tc.notYet, tc.noPlugin)
 		}
 	}
+	// What the kubelet accepts and mishandles, refused by slicelet: by design too.
+	mis, err := prepare([]entry{
+		{Origin: "g.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "gone"}, YAML: []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: gone, deletionTimestamp: \"2024-01-01T00:00:00Z\"}\nspec:\n  containers: [{name: a, image: x}]\n")},
+		{Origin: "h.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "done"}, YAML: []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: done}\nspec:\n  containers: [{name: a, image: x}]\nstatus: {phase: Succeeded}\n")},
+		{Origin: "i.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "qos"}, YAML: []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: qos}\nspec:\n  containers: [{name: a, image: x}]\nstatus: {qosClass: Bogus}\n")},
+		{Origin: "j.yaml", Key: peerrun.PodKey{Namespace: "default", Name: "running"}, YAML: []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: running}\nspec:\n  containers: [{name: a, image: x}]\nstatus: {phase: Running}\n")},
+	}, applets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"metadata.deletionTimestamp", "status.phase", "status.qosClass", ""} {
+		if e := mis[i]; e.ByDesign != (want != "") || (want == "") != (e.Refused == "") || !strings.Contains(e.Refused, want) {
+			t.Errorf("%s: by design %v, refused %q; want %v, %q", e.Key.Name, e.ByDesign, e.Refused, want != "", want)
+		}
+	}
 }
 
 // TestGeneratedPrepare prepares the default run's generated pods: each decodes as a Pod, runs
