@@ -210,11 +210,8 @@ func (m *Manager) unmapBlock(ctx context.Context, uid, spec string) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	publish := BlockPublishPath(m.opts.PluginsDir, spec, uid)
-	if _, err := node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: handle, TargetPath: publish}); err != nil {
-		return fmt.Errorf("rpc error: NodeUnpublishVolume of volume %s: %w", handle, err)
-	}
-	if err := removeEmpty(publish); err != nil {
-		return fmt.Errorf("published device %s after NodeUnpublishVolume: %w", publish, err)
+	if err := nodeUnpublish(ctx, node, handle, publish, "published device"); err != nil {
+		return err
 	}
 	if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -232,11 +229,8 @@ func (m *Manager) unmapBlock(ctx context.Context, uid, spec string) error {
 	}
 	staging := BlockStagingPath(m.opts.PluginsDir, spec)
 	if _, err := os.Stat(staging); err == nil {
-		if _, err := node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: handle, StagingTargetPath: staging}); err != nil {
-			return fmt.Errorf("rpc error: NodeUnstageVolume of volume %s: %w", handle, err)
-		}
-		if err := removeEmpty(staging); err != nil {
-			return fmt.Errorf("staging directory %s after NodeUnstageVolume: %w", staging, err)
+		if err := nodeUnstage(ctx, node, handle, staging); err != nil {
+			return err
 		}
 		m.log.Info("csi block volume unstaged", "driver", name, "volume_handle", handle)
 	}

@@ -368,11 +368,8 @@ func (m *Manager) unpublish(ctx context.Context, uid, volDir string) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	target := filepath.Join(volDir, mountDir)
-	if _, err := node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: handle, TargetPath: target}); err != nil {
-		return fmt.Errorf("rpc error: NodeUnpublishVolume of volume %s: %w", handle, err)
-	}
-	if err := removeEmpty(target); err != nil {
-		return fmt.Errorf("mount directory %s after NodeUnpublishVolume: %w", target, err)
+	if err := nodeUnpublish(ctx, node, handle, target, "mount directory"); err != nil {
+		return err
 	}
 	if err := os.Remove(filepath.Join(volDir, volDataFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -387,6 +384,29 @@ func (m *Manager) unpublish(ctx context.Context, uid, volDir string) error {
 	return m.unstageUnused(ctx, node, name, handle)
 }
 
+// nodeUnpublish asks the driver to unpublish volume handle from target, then removes target,
+// which the unpublish leaves empty (what names it in an error: "mount directory").
+func nodeUnpublish(ctx context.Context, node csipb.NodeClient, handle, target, what string) error {
+	if _, err := node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: handle, TargetPath: target}); err != nil {
+		return fmt.Errorf("rpc error: NodeUnpublishVolume of volume %s: %w", handle, err)
+	}
+	if err := removeEmpty(target); err != nil {
+		return fmt.Errorf("%s %s after NodeUnpublishVolume: %w", what, target, err)
+	}
+	return nil
+}
+
+// nodeUnstage asks the driver to unstage volume handle from staging, then removes staging.
+func nodeUnstage(ctx context.Context, node csipb.NodeClient, handle, staging string) error {
+	if _, err := node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: handle, StagingTargetPath: staging}); err != nil {
+		return fmt.Errorf("rpc error: NodeUnstageVolume of volume %s: %w", handle, err)
+	}
+	if err := removeEmpty(staging); err != nil {
+		return fmt.Errorf("staging directory %s after NodeUnstageVolume: %w", staging, err)
+	}
+	return nil
+}
+
 // unstageUnused unstages the persistent volume handle of driver name when it was staged and
 // no pod's volume directory publishes it any more.
 func (m *Manager) unstageUnused(ctx context.Context, node csipb.NodeClient, name, handle string) error {
@@ -398,11 +418,8 @@ func (m *Manager) unstageUnused(ctx context.Context, node csipb.NodeClient, name
 	if err != nil || used {
 		return err
 	}
-	if _, err := node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: handle, StagingTargetPath: staging}); err != nil {
-		return fmt.Errorf("rpc error: NodeUnstageVolume of volume %s: %w", handle, err)
-	}
-	if err := removeEmpty(staging); err != nil {
-		return fmt.Errorf("staging directory %s after NodeUnstageVolume: %w", staging, err)
+	if err := nodeUnstage(ctx, node, handle, staging); err != nil {
+		return err
 	}
 	if err := os.Remove(filepath.Join(filepath.Dir(staging), volDataFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
