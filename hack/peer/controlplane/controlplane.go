@@ -391,11 +391,18 @@ func (cp *ControlPlane) Client(kubeconfig string) (kubernetes.Interface, error) 
 	return cs, nil
 }
 
-// startUnit starts a component as a transient service and records it.
+// startUnit starts a component as a transient service and records it. A component that exits
+// with an error is started again, as the kubelet restarts kubeadm's static control-plane pods:
+// the controller manager and the scheduler give up when the API server is not healthy within
+// their own wait (kube-controller-manager's is 10 s), which a slow or emulated machine passes
+// while the API server starts. Five failures in a minute fail the unit for good, and waitReady
+// reports it with its journal.
 func (cp *ControlPlane) startUnit(ctx context.Context, c component) error {
 	unit := cp.cfg.unit(c.name)
 	args := append([]string{"--quiet", "--unit=" + unit, "--collect",
 		"--property=Type=exec", "--property=KillMode=mixed", "--property=TimeoutStopSec=15s",
+		"--property=Restart=on-failure", "--property=RestartSec=2s",
+		"--property=StartLimitIntervalSec=60s", "--property=StartLimitBurst=5",
 		"--description=peer control plane: " + c.name, "--",
 		filepath.Join(cp.cfg.BinDir, c.name)}, c.args...)
 	if out, err := cp.cfg.Runner.Command(ctx, "systemd-run", args...).CombinedOutput(); err != nil {
