@@ -316,11 +316,12 @@ peer-swap-test: build
 	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet $(GO) test -count=1 -timeout 40m -v -run '^TestSwapKubeletSlicelet$$' ./peerrun/
 	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet $(GO) test -count=1 -timeout 75m -v -run '^TestSwapUnderControlPlane$$' ./clustertest/
 
-# make peer-metrics: the same pods under the kubelet and under slicelet (one control plane and
+# make peer-metrics [SLICELET_VM=1]: the same pods under the kubelet and under slicelet (one control plane and
 # containerd in a throwaway systemd sandbox, as peer-cluster-test), every metrics endpoint of the
 # kubelet API scraped and the families compared (names, types, label names, buckets;
 # hack/peer/peermetrics): the scrapes and report.md in build/peer-metrics, the report in
 # docs/peer.md's "## peer-metrics"; fails on a difference without its reason. Root; minutes.
+# SLICELET_VM=1: then again in the cgroup v2 VM (build/peer-metrics-v2, "## peer-metrics on cgroup v2").
 # KUBE_PROMETHEUS: kube-prometheus' rendered manifests (the kubernetes-mixin's rules, its kubelet
 # ServiceMonitor, its dashboards) that peer-metrics judges the differences by.
 KUBE_PROMETHEUS ?= ../shared/monitoring/kube-prometheus
@@ -329,7 +330,7 @@ peer-metrics: build
 	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet \
 	  PEER_METRICS_OUT=$(abspath build/peer-metrics) PEER_METRICS_DOCS=$(abspath docs/peer.md) \
 	  PEER_METRICS_MIXIN=$(abspath $(KUBE_PROMETHEUS)) \
-	  $(GO) test -count=1 -timeout 35m -run '^TestMetricsSideBySide$$' -v ./clustertest/
+	  $(GO) test -count=1 -timeout 75m -run '^TestMetricsSideBySide$$' -v ./clustertest/
 
 # make peer-addons-build: the add-ons a multi-node cluster runs as workloads, built from their Go
 # modules into $(ADDONS_DIR): kube-proxy (k8s.io/kubernetes/cmd/kube-proxy $(PEER_VERSION), hack/peer's

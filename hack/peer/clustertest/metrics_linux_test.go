@@ -30,8 +30,9 @@ import (
 )
 
 // Where TestMetricsSideBySide leaves its result on the host: PEER_METRICS_OUT, a directory
-// (the scrapes, kubelet/ and slicelet/, one file an endpoint, and report.md), and
-// PEER_METRICS_DOCS, a document whose "## peer-metrics" section gets the report (docs/peer.md).
+// (the scrapes, kubelet/ and slicelet/, one file an endpoint, and report.md; the cgroup v2 VM's
+// in PEER_METRICS_OUT-v2), and PEER_METRICS_DOCS, a document whose "## peer-metrics" section
+// gets the report (docs/peer.md; the VM's, "## peer-metrics on cgroup v2").
 const (
 	metricsOutEnv  = "PEER_METRICS_OUT"
 	metricsDocsEnv = "PEER_METRICS_DOCS"
@@ -50,14 +51,25 @@ func TestMetricsSideBySide(t *testing.T) {
 	if !systemdtest.Inside() {
 		monitoring := mixinFiles(t)
 		work := runInSandboxFor(t, "^TestMetricsSideBySide$", 30*time.Minute)
-		compareScrapes(t, filepath.Join(work, metricsDir), monitoring)
+		compareScrapes(t, filepath.Join(work, metricsDir), monitoring, cgroupV1)
+		if dir := runInVMFor(t, "^TestMetricsSideBySide$", 40*time.Minute); dir != "" {
+			compareScrapes(t, filepath.Join(dir, metricsDir), monitoring, cgroupV2)
+		}
 		return
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 28*time.Minute)
 	defer cancel()
 	// The kubelet's API listens on 127.0.0.1 (peerrun), slicelet's on the node's address.
 	c := startSideBySide(t, ctx, "")
+	// The scrapes go where the host reads them: the work directory the sandbox shares, or the
+	// VM's working directory (its work directory is the guest's own).
 	work := os.Getenv(workEnv)
+	if os.Getenv(peerrun.InsideEnv) == "vm" {
+		var err error
+		if work, err = os.Getwd(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	crt, key := c.CP.CertFiles("apiserver-kubelet-client")
 	cert, err := tls.LoadX509KeyPair(crt, key)
 	if err != nil {
@@ -302,10 +314,24 @@ func readScrapes(dir string) (map[string]peermetrics.Scrape, error) {
 	return out, nil
 }
 
+// metricsRun says where a side-by-side run's nodes ran, for its report.
+type metricsRun struct {
+	where   string // in the report's first paragraph
+	heading string // its section of PEER_METRICS_DOCS
+	out     string // appended to PEER_METRICS_OUT
+	command string
+}
+
+var (
+	cgroupV1 = metricsRun{where: "cgroup v1, the sandbox", heading: "## peer-metrics", command: "make peer-metrics"}
+	cgroupV2 = metricsRun{where: "cgroup v2, the throwaway VM", heading: "## peer-metrics on cgroup v2", out: "-v2",
+		command: "make peer-metrics SLICELET_VM=1"}
+)
+
 // compareScrapes compares the kubelet's and slicelet's scrapes under dir, writes the report
 // (dir/report.md, PEER_METRICS_OUT and PEER_METRICS_DOCS when set) and fails on each
 // difference metricDivergences does not explain.
-func compareScrapes(t *testing.T, dir string, monitoring [][]byte) {
+func compareScrapes(t *testing.T, dir string, monitoring [][]byte, run metricsRun) {
 	t.Helper()
 	k, err := readScrapes(filepath.Join(dir, string(peerrun.Kubelet)))
 	if err != nil {
@@ -317,7 +343,7 @@ func compareScrapes(t *testing.T, dir string, monitoring [][]byte) {
 	}
 	diffs := peermetrics.Compare(k, s, peermetrics.MixinNames(monitoring...))
 	explained, open := peermetrics.Explain(diffs, metricDivergences)
-	r := peermetrics.Report{Date: time.Now().UTC().Format("2006-01-02"), Commit: commit(t), Command: "make peer-metrics",
+	r := peermetrics.Report{Date: time.Now().UTC().Format("2006-01-02"), Commit: commit(t), Command: run.command,
 		Kubelet: k, Slicelet: s, Explained: explained, Open: open}
 	for _, d := range metricDivergences {
 		if !slices.Contains(r.Reasons, d.Reason) {
@@ -329,6 +355,7 @@ func compareScrapes(t *testing.T, dir string, monitoring [][]byte) {
 		t.Fatal(err)
 	}
 	if out := os.Getenv(metricsOutEnv); out != "" {
+		out += run.out
 		if err := os.RemoveAll(out); err != nil {
 			t.Fatal(err)
 		}
@@ -344,14 +371,14 @@ func compareScrapes(t *testing.T, dir string, monitoring [][]byte) {
 		body := "Written by `make peer-metrics` (hack/peer/clustertest `TestMetricsSideBySide`): the same pods\n" +
 			"(exec startup, liveness and readiness probes; a container throttled under a CPU limit beside an\n" +
 			"init container that exited and an emptyDir; memory limits) under the kubelet v1.37.2 and under\n" +
-			"slicelet on one control plane and containerd (cgroup v1, the sandbox), every metrics endpoint\n" +
+			"slicelet on one control plane and containerd (" + run.where + "), every metrics endpoint\n" +
 			"of the kubelet API scraped with the API server's kubelet client certificate, the families\n" +
 			"compared: names, types, label names, buckets, help. A difference not explained below fails the test.\n\n" + report
-		if err := os.WriteFile(docs, []byte(markdown.ReplaceSection(string(doc), "## peer-metrics", body)), 0o644); err != nil {
+		if err := os.WriteFile(docs, []byte(markdown.ReplaceSection(string(doc), run.heading, body)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("metrics side by side:\n%s", report)
+	t.Logf("metrics side by side (%s):\n%s", run.where, report)
 	for _, d := range open {
 		t.Errorf("differs: %s (noticed by the mixin: %v)", d, d.Noticed)
 	}

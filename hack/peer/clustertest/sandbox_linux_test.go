@@ -47,12 +47,13 @@ func runInSandboxFor(t *testing.T, run string, limit time.Duration) string {
 // runInVMFor runs the test named by the pattern run in the throwaway cgroup v2 VM
 // (peerrun.RunVM) when SLICELET_VM=1, with the control plane's binaries, kubectl, the kubelet
 // and slicelet copied in and a work directory of the guest's own (containerd's snapshots need
-// a local filesystem); limit bounds the whole run, boot included. Without SLICELET_VM=1 it
-// does nothing.
-func runInVMFor(t *testing.T, run string, limit time.Duration) {
+// a local filesystem); limit bounds the whole run, boot included. It returns the host directory
+// that was the guest's working directory (shared with it, where it leaves what the host reads).
+// Without SLICELET_VM=1 it does nothing and returns "".
+func runInVMFor(t *testing.T, run string, limit time.Duration) string {
 	t.Helper()
 	if os.Getenv(systemdtest.VMEnv) != "1" {
-		return
+		return ""
 	}
 	bin, slicelet := prerequisites(t)
 	self, err := os.Executable()
@@ -66,9 +67,10 @@ func runInVMFor(t *testing.T, run string, limit time.Duration) {
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
 	start := time.Now()
+	dir := t.TempDir()
 	res, err := peerrun.RunVM(ctx, peerrun.VMOptions{Binary: self, Args: []string{"-test.run", run, "-test.v"},
 		Env:   []string{workEnv + "=/var/lib/clustertest", binEnv + "=/mnt/io/bin", sliceletEnv + "=/mnt/io/slicelet"},
-		Files: files, Dir: t.TempDir(), MemMiB: 3072, Timeout: limit - time.Minute})
+		Files: files, Dir: dir, MemMiB: 3072, Timeout: limit - time.Minute})
 	t.Logf("in the cgroup v2 VM (%s):\n%s", time.Since(start).Round(time.Second), res.Output)
 	if err != nil {
 		t.Fatalf("cgroup v2 VM: %v; console:\n%s", err, res.Console)
@@ -76,6 +78,7 @@ func runInVMFor(t *testing.T, run string, limit time.Duration) {
 	if res.ExitCode != 0 {
 		t.Fatalf("cgroup v2 VM: exit %d", res.ExitCode)
 	}
+	return dir
 }
 
 // clusterNode is a slicelet node in cluster mode beside a fresh control plane, inside the
