@@ -330,13 +330,8 @@ func (l *sandboxListing) decodeSandbox(b []byte) error {
 func (r *Runtime) ListPodSandbox(ctx context.Context, podUID string) ([]worker.Sandbox, error) {
 	l := &sandboxListing{d: &r.listings, full: podUID == "", out: make([]worker.Sandbox, 0, r.listingCap(podUID, &r.lastSandboxes))}
 	req := &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: managedSelector(podUID)}}
-	if _, err := call(ctx, r, 0, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, r.conn.cc.Invoke(ctx, runtimeapi.RuntimeService_ListPodSandbox_FullMethodName, req, l, grpc.ForceCodecV2(listCodec{}))
-	}); err != nil {
+	if err := r.invokeListing(ctx, runtimeapi.RuntimeService_ListPodSandbox_FullMethodName, req, l, podUID, &r.lastSandboxes, func() int { return len(l.out) }); err != nil {
 		return nil, fmt.Errorf("pod sandboxes: list: %w", err)
-	}
-	if podUID == "" {
-		r.lastSandboxes.Store(int64(len(l.out)))
 	}
 	return l.out, nil
 }
@@ -345,15 +340,22 @@ func (r *Runtime) ListPodSandbox(ctx context.Context, podUID string) ([]worker.S
 func (r *Runtime) ListContainers(ctx context.Context, podUID string) ([]worker.Container, error) {
 	l := &containerListing{d: &r.listings, full: podUID == "", out: make([]worker.Container, 0, r.listingCap(podUID, &r.lastContainers))}
 	req := &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: managedSelector(podUID)}}
-	if _, err := call(ctx, r, 0, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, r.conn.cc.Invoke(ctx, runtimeapi.RuntimeService_ListContainers_FullMethodName, req, l, grpc.ForceCodecV2(listCodec{}))
-	}); err != nil {
+	if err := r.invokeListing(ctx, runtimeapi.RuntimeService_ListContainers_FullMethodName, req, l, podUID, &r.lastContainers, func() int { return len(l.out) }); err != nil {
 		return nil, fmt.Errorf("containers: list: %w", err)
 	}
-	if podUID == "" {
-		r.lastContainers.Store(int64(len(l.out)))
-	}
 	return l.out, nil
+}
+
+// invokeListing makes the listing call method, its answer decoded into l (listCodec); a
+// listing of every pod records its length (n) in last.
+func (r *Runtime) invokeListing(ctx context.Context, method string, req, l any, podUID string, last *atomic.Int64, n func() int) error {
+	_, err := call(ctx, r, 0, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, r.conn.cc.Invoke(ctx, method, req, l, grpc.ForceCodecV2(listCodec{}))
+	})
+	if err == nil && podUID == "" {
+		last.Store(int64(n()))
+	}
+	return err
 }
 
 // listingCap is the capacity for a listing: the last full listing's length for a full one, a
