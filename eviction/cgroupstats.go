@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -115,27 +114,37 @@ func limit(v int64) int64 {
 	return v
 }
 
+// The other keys read: memory.events, cpu.stat (v2, v1), cpuacct.stat and v1's
+// memory.oom_control.
+var (
+	eventKeysV2   = []string{"max", "oom_kill"}
+	cpuStatKeysV2 = []string{"usage_usec", "user_usec", "system_usec", "nr_periods", "nr_throttled", "throttled_usec"}
+	cpuStatKeysV1 = []string{"nr_periods", "nr_throttled", "throttled_time"}
+	cpuacctKeys   = []string{"user", "system"}
+	oomKeysV1     = []string{"oom_kill"}
+)
+
 func readStatsV2(root, cgroupPath string) (CgroupStats, error) {
 	var s CgroupStats
-	dir := filepath.Join(root, cgroupPath)
-	stat, err := readKeyValues(filepath.Join(dir, "memory.stat"), statKeysV2...)
+	file := func(name string) fileAt { return fileAt{root: root, cgroup: cgroupPath, name: name} }
+	stat, err := readKeysAt(file("memory.stat"), statKeysV2)
 	if err != nil {
-		return s, fmt.Errorf("memory of %s: %w", cgroupPath, err)
+		return s, fmt.Errorf("memory of %s: %w", cgroupPath, file("memory.stat").named(err))
 	}
-	s.Memory.Usage, err = readUint(filepath.Join(dir, "memory.current"))
+	s.Memory.Usage, err = readUintAt(file("memory.current"))
 	if err != nil && isRoot(cgroupPath) {
-		s.Memory.Usage, err = stat["anon"]+stat["file"], nil
+		s.Memory.Usage, err = stat.get("anon")+stat.get("file"), nil
 	}
 	if err != nil {
-		return s, fmt.Errorf("memory of %s: %w", cgroupPath, err)
+		return s, fmt.Errorf("memory of %s: %w", cgroupPath, file("memory.current").named(err))
 	}
-	s.Memory.InactiveFile, s.Memory.RSS = stat["inactive_file"], stat["anon"]
+	s.Memory.InactiveFile, s.Memory.RSS = stat.get("inactive_file"), stat.get("anon")
 	s.Memory.WorkingSet = max(s.Memory.Usage-s.Memory.InactiveFile, 0)
-	s.Cache, s.MappedFile = stat["file"], stat["file_mapped"]
-	s.Pgfault, s.Pgmajfault = stat["pgfault"], stat["pgmajfault"]
+	s.Cache, s.MappedFile = stat.get("file"), stat.get("file_mapped")
+	s.Pgfault, s.Pgmajfault = stat.get("pgfault"), stat.get("pgmajfault")
 	var errs []error
-	read := func(dst *int64, file string) {
-		v, err := optional(readUint(filepath.Join(dir, file)))
+	read := func(dst *int64, name string) {
+		v, err := optional(readUintAt(file(name)))
 		*dst = v
 		if err != nil {
 			errs = append(errs, err)
@@ -143,46 +152,46 @@ func readStatsV2(root, cgroupPath string) (CgroupStats, error) {
 	}
 	read(&s.Swap, "memory.swap.current")
 	read(&s.MaxUsage, "memory.peak")
-	if ev, err := readKeyValues(filepath.Join(dir, "memory.events"), "max", "oom_kill"); err == nil {
-		s.Failcnt, s.OOMKills = ev["max"], ev["oom_kill"]
+	if ev, err := readKeysAt(file("memory.events"), eventKeysV2); err == nil {
+		s.Failcnt, s.OOMKills = ev.get("max"), ev.get("oom_kill")
 	} else if !errors.Is(err, ErrUnavailable) {
 		errs = append(errs, err)
 	}
-	if v, err := readUint(filepath.Join(dir, "memory.max")); err == nil {
+	if v, err := readUintAt(file("memory.max")); err == nil {
 		s.HasMemorySpec, s.MemoryLimit = true, limit(v)
 		read(&s.SwapLimit, "memory.swap.max")
 		s.SwapLimit = limit(s.SwapLimit)
 		read(&s.MemoryReservation, "memory.min")
 	}
-	if cpu, err := readKeyValues(filepath.Join(dir, "cpu.stat"), "usage_usec", "user_usec", "system_usec", "nr_periods", "nr_throttled", "throttled_usec"); err == nil {
-		s.CPU = time.Duration(cpu["usage_usec"]) * time.Microsecond
-		s.CPUUser = time.Duration(cpu["user_usec"]) * time.Microsecond
-		s.CPUSystem = time.Duration(cpu["system_usec"]) * time.Microsecond
-		s.Periods, s.ThrottledPeriods = cpu["nr_periods"], cpu["nr_throttled"]
-		s.ThrottledTime = time.Duration(cpu["throttled_usec"]) * time.Microsecond
+	if cpu, err := readKeysAt(file("cpu.stat"), cpuStatKeysV2); err == nil {
+		s.CPU = time.Duration(cpu.get("usage_usec")) * time.Microsecond
+		s.CPUUser = time.Duration(cpu.get("user_usec")) * time.Microsecond
+		s.CPUSystem = time.Duration(cpu.get("system_usec")) * time.Microsecond
+		s.Periods, s.ThrottledPeriods = cpu.get("nr_periods"), cpu.get("nr_throttled")
+		s.ThrottledTime = time.Duration(cpu.get("throttled_usec")) * time.Microsecond
 	} else if !errors.Is(err, ErrUnavailable) {
 		errs = append(errs, err)
 	}
-	if w, err := readUint(filepath.Join(dir, "cpu.weight")); err == nil {
+	if w, err := readUintAt(file("cpu.weight")); err == nil {
 		s.HasCPUSpec = true
 		if w >= 1 && w <= 10000 {
 			// cAdvisor's convertCPUWeightToCPULimit.
 			s.CPUShares = 2 + ((w-1)*262142)/9999
 		}
-		if q, p, err := readCPUMax(filepath.Join(dir, "cpu.max")); err == nil {
+		if q, p, err := readCPUMax(file("cpu.max")); err == nil {
 			s.CPUQuota, s.CPUPeriod = q, p
 		} else if !errors.Is(err, ErrUnavailable) {
 			errs = append(errs, err)
 		}
 	}
-	if v, err := readUint(filepath.Join(dir, "pids.current")); err == nil {
+	if v, err := readUintAt(file("pids.current")); err == nil {
 		s.Threads, s.HasThreads = v, true
 	} else if !errors.Is(err, ErrUnavailable) {
 		errs = append(errs, err)
 	}
 	read(&s.ThreadsMax, "pids.max")
 	s.ThreadsMax = max(s.ThreadsMax, 0)
-	io, err := readIOStat(filepath.Join(dir, "io.stat"))
+	io, err := readIOStat(file("io.stat"))
 	if err != nil && !errors.Is(err, ErrUnavailable) {
 		errs = append(errs, err)
 	}
@@ -195,24 +204,24 @@ func readStatsV2(root, cgroupPath string) (CgroupStats, error) {
 
 func readStatsV1(root string, mode units.Mode, cgroupPath string) (CgroupStats, error) {
 	var s CgroupStats
-	mem, err := controllerDir(root, mode, "memory", cgroupPath)
-	if err != nil {
+	if _, err := controllerDir(root, mode, "memory", cgroupPath); err != nil {
 		return s, err
 	}
-	stat, err := readKeyValues(filepath.Join(mem, "memory.stat"), statKeysV1...)
+	file := func(controller, name string) fileAt { return cgroupFile(root, mode, controller, cgroupPath, name) }
+	stat, err := readKeysAt(file("memory", "memory.stat"), statKeysV1)
 	if err != nil {
-		return s, fmt.Errorf("memory of %s: %w", cgroupPath, err)
+		return s, fmt.Errorf("memory of %s: %w", cgroupPath, file("memory", "memory.stat").named(err))
 	}
-	if s.Memory.Usage, err = readUint(filepath.Join(mem, "memory.usage_in_bytes")); err != nil {
-		return s, fmt.Errorf("memory of %s: %w", cgroupPath, err)
+	if s.Memory.Usage, err = readUintAt(file("memory", "memory.usage_in_bytes")); err != nil {
+		return s, fmt.Errorf("memory of %s: %w", cgroupPath, file("memory", "memory.usage_in_bytes").named(err))
 	}
-	s.Memory.InactiveFile, s.Memory.RSS = stat["total_inactive_file"], stat["total_rss"]
+	s.Memory.InactiveFile, s.Memory.RSS = stat.get("total_inactive_file"), stat.get("total_rss")
 	s.Memory.WorkingSet = max(s.Memory.Usage-s.Memory.InactiveFile, 0)
-	s.Cache, s.MappedFile, s.Swap = stat["total_cache"], stat["total_mapped_file"], stat["total_swap"]
-	s.Pgfault, s.Pgmajfault = stat["pgfault"], stat["pgmajfault"]
+	s.Cache, s.MappedFile, s.Swap = stat.get("total_cache"), stat.get("total_mapped_file"), stat.get("total_swap")
+	s.Pgfault, s.Pgmajfault = stat.get("pgfault"), stat.get("pgmajfault")
 	var errs []error
-	read := func(dst *int64, dir, file string) bool {
-		v, err := readUint(filepath.Join(dir, file))
+	read := func(dst *int64, controller, name string) bool {
+		v, err := readUintAt(file(controller, name))
 		if err != nil {
 			if !errors.Is(err, ErrUnavailable) {
 				errs = append(errs, err)
@@ -222,47 +231,41 @@ func readStatsV1(root string, mode units.Mode, cgroupPath string) (CgroupStats, 
 		*dst = v
 		return true
 	}
-	read(&s.MaxUsage, mem, "memory.max_usage_in_bytes")
-	read(&s.Failcnt, mem, "memory.failcnt")
-	if oc, err := readKeyValues(filepath.Join(mem, "memory.oom_control"), "oom_kill"); err == nil {
-		s.OOMKills = oc["oom_kill"]
+	read(&s.MaxUsage, "memory", "memory.max_usage_in_bytes")
+	read(&s.Failcnt, "memory", "memory.failcnt")
+	if oc, err := readKeysAt(file("memory", "memory.oom_control"), oomKeysV1); err == nil {
+		s.OOMKills = oc.get("oom_kill")
 	}
-	if read(&s.MemoryLimit, mem, "memory.limit_in_bytes") {
+	if read(&s.MemoryLimit, "memory", "memory.limit_in_bytes") {
 		s.HasMemorySpec, s.MemoryLimit = true, limit(s.MemoryLimit)
-		read(&s.SwapLimit, mem, "memory.memsw.limit_in_bytes")
+		read(&s.SwapLimit, "memory", "memory.memsw.limit_in_bytes")
 		s.SwapLimit = limit(s.SwapLimit)
-		read(&s.MemoryReservation, mem, "memory.soft_limit_in_bytes")
+		read(&s.MemoryReservation, "memory", "memory.soft_limit_in_bytes")
 		s.MemoryReservation = limit(s.MemoryReservation)
 	}
 	s.NoCPUAccounting = true
-	if acct, err := controllerDir(root, mode, "cpuacct", cgroupPath); err == nil && read((*int64)(&s.CPU), acct, "cpuacct.usage") {
+	if read((*int64)(&s.CPU), "cpuacct", "cpuacct.usage") {
 		s.NoCPUAccounting = false
-		if st, err := readKeyValues(filepath.Join(acct, "cpuacct.stat"), "user", "system"); err == nil {
-			s.CPUUser = time.Duration(st["user"]) * time.Second / userHZ
-			s.CPUSystem = time.Duration(st["system"]) * time.Second / userHZ
+		if st, err := readKeysAt(file("cpuacct", "cpuacct.stat"), cpuacctKeys); err == nil {
+			s.CPUUser = time.Duration(st.get("user")) * time.Second / userHZ
+			s.CPUSystem = time.Duration(st.get("system")) * time.Second / userHZ
 		}
 	}
-	if cpu, err := controllerDir(root, mode, "cpu", cgroupPath); err == nil {
-		if st, err := readKeyValues(filepath.Join(cpu, "cpu.stat"), "nr_periods", "nr_throttled", "throttled_time"); err == nil {
-			s.Periods, s.ThrottledPeriods = st["nr_periods"], st["nr_throttled"]
-			s.ThrottledTime = time.Duration(st["throttled_time"])
-		}
-		if read(&s.CPUShares, cpu, "cpu.shares") {
-			s.HasCPUSpec = true
-			read(&s.CPUPeriod, cpu, "cpu.cfs_period_us")
-			if q, err := readFile(filepath.Join(cpu, "cpu.cfs_quota_us"), parseQuota); err == nil {
-				s.CPUQuota = q
-			}
+	if st, err := readKeysAt(file("cpu", "cpu.stat"), cpuStatKeysV1); err == nil {
+		s.Periods, s.ThrottledPeriods = st.get("nr_periods"), st.get("nr_throttled")
+		s.ThrottledTime = time.Duration(st.get("throttled_time"))
+	}
+	if read(&s.CPUShares, "cpu", "cpu.shares") {
+		s.HasCPUSpec = true
+		read(&s.CPUPeriod, "cpu", "cpu.cfs_period_us")
+		if q, err := readFileAt(file("cpu", "cpu.cfs_quota_us"), parseQuota); err == nil {
+			s.CPUQuota = q
 		}
 	}
-	if pids, err := controllerDir(root, mode, "pids", cgroupPath); err == nil {
-		s.HasThreads = read(&s.Threads, pids, "pids.current")
-		read(&s.ThreadsMax, pids, "pids.max")
-		s.ThreadsMax = max(s.ThreadsMax, 0)
-	}
-	if blkio, err := controllerDir(root, mode, "blkio", cgroupPath); err == nil {
-		s.IO = readBlkio(blkio)
-	}
+	s.HasThreads = read(&s.Threads, "pids", "pids.current")
+	read(&s.ThreadsMax, "pids", "pids.max")
+	s.ThreadsMax = max(s.ThreadsMax, 0)
+	s.IO = readBlkio(file("blkio", ""))
 	if err := errors.Join(errs...); err != nil {
 		return s, fmt.Errorf("stats of %s: %w", cgroupPath, err)
 	}
@@ -279,9 +282,9 @@ func parseQuota(b []byte) (int64, error) {
 }
 
 // readCPUMax reads cpu.max ("$MAX $PERIOD", MAX "max" for no quota).
-func readCPUMax(path string) (quota, period int64, err error) {
+func readCPUMax(path fileAt) (quota, period int64, err error) {
 	type qp struct{ q, p int64 }
-	v, err := readFile(path, func(b []byte) (qp, error) {
+	v, err := readFileAt(path, func(b []byte) (qp, error) {
 		f := bytes.Fields(b)
 		if len(f) != 2 {
 			return qp{}, fmt.Errorf("%s: %q is not \"quota period\"", path, bytes.TrimSpace(b))
@@ -302,8 +305,8 @@ func readCPUMax(path string) (quota, period int64, err error) {
 }
 
 // readIOStat reads io.stat: one line per device, "MAJ:MIN rbytes=… wbytes=… rios=… wios=…".
-func readIOStat(path string) ([]DeviceIO, error) {
-	return readFile(path, func(b []byte) ([]DeviceIO, error) {
+func readIOStat(path fileAt) ([]DeviceIO, error) {
+	return readFileAt(path, func(b []byte) ([]DeviceIO, error) {
 		var out []DeviceIO
 		for line := range bytes.Lines(b) {
 			f := bytes.Fields(line)
@@ -342,7 +345,7 @@ func readIOStat(path string) ([]DeviceIO, error) {
 
 // readBlkio reads v1's blkio.throttle.io_service_bytes and io_serviced ("MAJ:MIN Read N"
 // lines); missing files are no I/O.
-func readBlkio(dir string) []DeviceIO {
+func readBlkio(dir fileAt) []DeviceIO {
 	byDev := map[[2]uint64]*DeviceIO{}
 	var order [][2]uint64
 	for _, f := range []struct {
@@ -352,7 +355,9 @@ func readBlkio(dir string) []DeviceIO {
 		{"blkio.throttle.io_service_bytes", func(d *DeviceIO) *int64 { return &d.ReadBytes }, func(d *DeviceIO) *int64 { return &d.WriteBytes }},
 		{"blkio.throttle.io_serviced", func(d *DeviceIO) *int64 { return &d.Reads }, func(d *DeviceIO) *int64 { return &d.Writes }},
 	} {
-		_, _ = readFile(filepath.Join(dir, f.file), func(b []byte) (struct{}, error) {
+		file := dir
+		file.name = f.file
+		_, _ = readFileAt(file, func(b []byte) (struct{}, error) {
 			for line := range bytes.Lines(b) {
 				fl := bytes.Fields(line)
 				if len(fl) != 3 {

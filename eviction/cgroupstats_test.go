@@ -168,4 +168,9 @@ func TestReadCgroupStatsAllocatesOnlyForWhatItReads(t *testing.T) {
 	if allocs["full"] != allocs["read keys only"] {
 		t.Errorf("a full memory.stat costs %v allocations, one with the keys read %v: the lines not read allocate", allocs["full"], allocs["read keys only"])
 	}
+	// The files' paths are composed in the read buffer and the values kept in an array: a
+	// read of a cgroup whose files are all there allocates nothing.
+	if allocs["full"] != 0 {
+		t.Errorf("a cgroup read allocates %v times, want 0", allocs["full"])
+	}
 }

@@ -132,26 +132,6 @@ func (r *Runtime) listSandboxes(ctx context.Context, filter *runtimeapi.PodSandb
 	return resp.Items, nil
 }
 
-// ListPodSandbox lists the sandboxes slicelet created for the pod, or for every pod for "".
-func (r *Runtime) ListPodSandbox(ctx context.Context, podUID string) ([]worker.Sandbox, error) {
-	sbs, err := r.listSandboxes(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: managedSelector(podUID)})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]worker.Sandbox, 0, len(sbs))
-	for _, sb := range sbs {
-		uid, foreign := listedPod(sb.GetLabels())
-		if uid == "" {
-			continue
-		}
-		out = append(out, worker.Sandbox{
-			ID: sb.Id, PodUID: uid, Attempt: sb.GetMetadata().GetAttempt(),
-			Ready: sb.State == runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: unixNano(sb.CreatedAt), Foreign: foreign,
-		})
-	}
-	return out, nil
-}
-
 // CreateContainer creates a container in the sandbox; its log goes to <container>/<restart
 // count>.log in the pod's log directory.
 func (r *Runtime) CreateContainer(ctx context.Context, sandboxID string, config *runtimeapi.ContainerConfig, sandboxConfig *runtimeapi.PodSandboxConfig) (string, error) {
@@ -266,27 +246,6 @@ func containerName(labels map[string]string, md *runtimeapi.ContainerMetadata) s
 		return n
 	}
 	return md.GetName()
-}
-
-// ListContainers lists the containers slicelet created for the pod, or for every pod for "".
-func (r *Runtime) ListContainers(ctx context.Context, podUID string) ([]worker.Container, error) {
-	ctrs, err := r.listContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: managedSelector(podUID)})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]worker.Container, 0, len(ctrs))
-	for _, c := range ctrs {
-		uid, foreign := listedPod(c.Labels)
-		if uid == "" {
-			continue
-		}
-		out = append(out, worker.Container{
-			ID: c.Id, SandboxID: c.PodSandboxId, PodUID: uid, Name: containerName(c.Labels, c.Metadata),
-			Attempt: c.GetMetadata().GetAttempt(), State: state(c.State), CreatedAt: unixNano(c.CreatedAt), ImageRef: c.ImageRef,
-			Hash: c.Annotations[worker.AnnotationContainerHash], Foreign: foreign,
-		})
-	}
-	return out, nil
 }
 
 func (r *Runtime) listContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {

@@ -66,6 +66,11 @@ type Runtime struct {
 	sandboxImage string
 	// imageFsPath caches ImageFsInfo's mountpoint (ImageFsMountpoint).
 	imageFsPath atomic.Pointer[string]
+
+	// listings decodes ListContainers and ListPodSandbox (listing.go); the last full
+	// listings' lengths size the next ones.
+	listings                      listDecoder
+	lastContainers, lastSandboxes atomic.Int64
 }
 
 // New returns a Runtime for the endpoint. A malformed endpoint or option is an error. An

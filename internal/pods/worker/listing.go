@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -102,20 +103,32 @@ func (w *Worker) relistAll(ctx context.Context) ([]Sandbox, []Container, map[str
 		w.listing.Store(nil)
 		return nil, nil, nil, nil, err
 	}
-	sbsOf := make(map[string][]Sandbox, len(sbs))
-	for _, sb := range sbs {
-		sbsOf[sb.PodUID] = append(sbsOf[sb.PodUID], sb)
-	}
-	ctrsOf := make(map[string][]Container, len(sbs))
-	for _, c := range ctrs {
-		ctrsOf[c.PodUID] = append(ctrsOf[c.PodUID], c)
-	}
+	sbsOf := byPod(sbs, func(sb Sandbox) string { return sb.PodUID })
+	ctrsOf := byPod(ctrs, func(c Container) string { return c.PodUID })
 	if idle && w.changes.gen.Load() == gen {
 		w.listing.Store(&listing{at: at, gen: gen, sbsOf: sbsOf, ctrsOf: ctrsOf})
 	} else {
 		w.listing.Store(nil)
 	}
 	return sbs, ctrs, sbsOf, ctrsOf, nil
+}
+
+// byPod groups a listing by pod UID, each pod's in listing order: one copy of the listing,
+// sorted, whose pieces are the pods' (capped, so that an append to one copies it), where an
+// append per item would allocate each pod's slice again as it grows.
+func byPod[T any](items []T, uid func(T) string) map[string][]T {
+	sorted := slices.Clone(items)
+	slices.SortStableFunc(sorted, func(a, b T) int { return strings.Compare(uid(a), uid(b)) })
+	out := make(map[string][]T, len(sorted))
+	for i := 0; i < len(sorted); {
+		j := i + 1
+		for j < len(sorted) && uid(sorted[j]) == uid(sorted[i]) {
+			j++
+		}
+		out[uid(sorted[i])] = sorted[i:j:j]
+		i = j
+	}
+	return out
 }
 
 // listPod lists the pod's sandboxes and containers for a sync: from the last relist's listing
