@@ -75,7 +75,9 @@ func (s *suite) startupProbe(t *testing.T) {
 }
 
 // preStopHook: the preStop hook runs before the stop signal: the container, which exits 0
-// on SIGTERM only if the hook's file exists, ends with 0.
+// on SIGTERM only if the hook's file exists, ends with 0. Killed at the end of the grace period
+// instead, it would end with 137 (SIGKILL); how long KillPod took is not checked, since on a
+// loaded machine the hook's exec and the stop take what the machine gives them.
 func (s *suite) preStopHook(t *testing.T) {
 	c := s.h.Container("drain", "trap 'test -f /srv/prestop && exit 0; exit 3' TERM; echo up; while true; do sleep 0.1; done")
 	c.Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"/bin/sh", "-c", "touch /srv/prestop"}}}}
@@ -86,16 +88,12 @@ func (s *suite) preStopHook(t *testing.T) {
 	s.until(t, s.rt, pod, "running", allRunning)
 	// Running says the process started, not that the shell has set its trap yet.
 	s.logsUntil(t, pod, "drain", pods.LogOptions{}, "up")
-	t0 := time.Now()
 	st, err := s.rt.KillPod(t.Context(), pod, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cs := status(st, "drain"); cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
-		t.Errorf("after KillPod: %s; want exit 0 (the hook ran before SIGTERM)", Describe(st))
-	}
-	if took := time.Since(t0); took > 9*time.Second {
-		t.Errorf("KillPod took %s: the container was killed at the end of the grace period", took)
+		t.Errorf("after KillPod: %s; want exit 0 (the hook ran before SIGTERM, and SIGTERM ended the container)", Describe(st))
 	}
 }
 
