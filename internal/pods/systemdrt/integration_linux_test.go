@@ -480,7 +480,9 @@ func TestIntegrationKillPodGrace(t *testing.T) {
 	if term == nil || term.ExitCode != 137 || term.Signal != 9 || term.Reason != lifecycle.ReasonError {
 		t.Errorf("after KillPod: %+v", st.ContainerStatuses[0].State)
 	}
-	if took < time.Second || took > 5*time.Second {
+	// At least the 1 s given; well under the pod's own 30 s, which a KillPod that ignored the
+	// grace it was given would wait out (the upper bound leaves the rest to a loaded machine).
+	if took < time.Second || took > 25*time.Second {
 		t.Errorf("KillPod with 1s grace took %s", took)
 	}
 	ps, _ := it.sl.EnsurePod(t.Context(), pod)
