@@ -326,6 +326,7 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 	e.recMu.Unlock()
 	if ok {
 		w.republish(pod, e, v.Name, c)
+		w.expandOnline(pod, e, v.Name, c)
 		return c.path, nil
 	}
 	if w.opts.Cluster == nil {
@@ -373,10 +374,14 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 		// A local volume's path is the administrator's: it must be there.
 		return "", fmt.Errorf("MountVolume.NewMounter initialization failed for volume %q : path %q does not exist", pvName, path)
 	}
-	c = claimed{path: path, plugin: lifecycle.PersistentVolumePlugin(pv), claim: claim, block: block}
+	c = claimed{path: path, plugin: lifecycle.PersistentVolumePlugin(pv), claim: claim, block: block, readOnly: readOnly}
 	if vol, ok := csi.FromPod(pod, v, pv, readOnly); ok {
 		c.csi, c.published = &vol, w.clock.Now()
 	}
+	if err := w.expandAtMount(pod, &c, pvc, pv); err != nil {
+		return "", err
+	}
+	c.expand.checked = w.clock.Now()
 	w.keepClaimed(e, v.Name, c)
 	w.log.Info("claim's volume set up", "pod_uid", string(pod.UID), "volume", v.Name, "claim", claim, "persistent_volume", pvName, "path", path)
 	return path, nil
@@ -436,6 +441,10 @@ func (w *Worker) republish(pod *v1.Pod, e *entry, name string, c claimed) {
 type claimed struct {
 	path, plugin, claim string
 	block               bool
+	// readOnly: the pod's claim is read-only (its volume is not expanded).
+	readOnly bool
+	// expand is what the node keeps of the volume's expansions.
+	expand expansion
 	// csi is the CSI volume behind it (nil for others), published last at published.
 	csi       *csi.Volume
 	published time.Time
