@@ -205,8 +205,9 @@ func TestClusterPodBlockVolume(t *testing.T) {
 			if len(cfg.Devices) != 1 || cfg.Devices[0].ContainerPath != "/dev/xvda" || cfg.Devices[0].HostPath != want || cfg.Devices[0].Permissions != tc.perm {
 				t.Errorf("devices %v, want %s at /dev/xvda %q", cfg.Devices, want, tc.perm)
 			}
-			if got := w.StatsVolumes(pod); len(got) != 0 {
-				t.Errorf("a block volume listed for filesystem stats: %+v", got)
+			wantStats := []StatsVolume{{Name: "disk", Plugin: "kubernetes.io/csi", Path: want, Claim: "disk-0", Block: true}}
+			if got := w.StatsVolumes(pod); !slices.Equal(got, wantStats) {
+				t.Errorf("stats volumes %+v, want %+v", got, wantStats)
 			}
 		})
 	}
