@@ -27,6 +27,10 @@ const (
 	EventFileSystemResizeSuccessful = "FileSystemResizeSuccessful"
 )
 
+// volumeFSResize is the kubelet's operation name of an online expansion
+// (GenerateExpandInUseVolumeFunc), timed into storage_operation_duration_seconds.
+const volumeFSResize = "volume_fs_resize"
+
 // expandCheckPeriod is how often a running pod's claims are read again for an expansion at
 // most: the kubelet reads them at each pod sync; a pod synced every second while it waits
 // for something else does not read them that often.
@@ -98,7 +102,12 @@ func (w *Worker) expandOnline(pod *v1.Pod, e *entry, name string, c claimed) {
 	if !exp.Needed {
 		return
 	}
-	if _, err := w.nodeExpand(pod, &c, pvc, pv.Name, exp); err != nil {
+	start := w.clock.Now()
+	_, err = w.nodeExpand(pod, &c, pvc, pv.Name, exp)
+	if m := w.opts.VolumeMetrics; m != nil {
+		m.VolumeOperation(c.plugin, volumeFSResize, w.clock.Since(start), err != nil)
+	}
+	if err != nil {
 		w.podEvent(pod, v1.EventTypeWarning, EventVolumeResizeFailed, "NodeExpandVolume.NodeExpandVolume failed for volume %q : %v", pv.Name, err)
 		w.log.Warn("volume not expanded", "pod_uid", string(pod.UID), "volume", name, "claim", c.claim, "error", err)
 	}

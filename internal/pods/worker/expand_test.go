@@ -133,7 +133,8 @@ func TestExpandOnline(t *testing.T) {
 		f := newFakeRT()
 		cl := expandCluster("1Gi", "", "")
 		plugin := &fakeCSI{dir: t.TempDir()}
-		w, events := newTestWorkerWith(t, f, "", func(o *Options) { o.Cluster, o.CSI = cl, plugin })
+		ops := &volumeOps{n: map[string]int{}}
+		w, events := newTestWorkerWith(t, f, "", func(o *Options) { o.Cluster, o.CSI, o.VolumeMetrics = cl, plugin, ops })
 		pod := expandPod("exp-2", false)
 		if st := mustSync(t, w, pod); !running(st) {
 			t.Fatalf("not running: %+v", st)
@@ -182,6 +183,11 @@ func TestExpandOnline(t *testing.T) {
 		}
 		if got, want := claimStatus(cl), "3Gi NodeResizeInProgress [NodeResizeError]"; got != want {
 			t.Errorf("claim status %q, want %q", got, want)
+		}
+		// Each online expansion timed as the kubelet's volume_fs_resize operation.
+		counts := ops.counts()
+		if counts["kubernetes.io/csi volume_fs_resize"] != 2 || counts["kubernetes.io/csi volume_fs_resize failed"] != 0 {
+			t.Errorf("volume operations %v, want two volume_fs_resize", counts)
 		}
 	})
 }
