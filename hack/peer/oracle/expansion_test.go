@@ -46,7 +46,9 @@ func TestClaimExpansionStatusOracle(t *testing.T) {
 		}, lifecycle.ExpansionInProgress, true},
 		{"finished", func(p *v1.PersistentVolumeClaim, c *fake.Clientset) (*v1.PersistentVolumeClaim, error) {
 			return volumeutil.MarkNodeExpansionFinishedWithRecovery(p, size, c)
-		}, func(p *v1.PersistentVolumeClaim) *v1.PersistentVolumeClaim { return lifecycle.ExpansionFinished(p, size) }, true},
+		}, func(p *v1.PersistentVolumeClaim) *v1.PersistentVolumeClaim {
+			return lifecycle.ExpansionFinished(p, size)
+		}, true},
 		{"failed", func(p *v1.PersistentVolumeClaim, c *fake.Clientset) (*v1.PersistentVolumeClaim, error) {
 			return volumeutil.MarkNodeExpansionFailedCondition(p, c, boom)
 		}, func(p *v1.PersistentVolumeClaim) *v1.PersistentVolumeClaim {
