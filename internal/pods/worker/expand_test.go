@@ -191,3 +191,25 @@ func TestExpandOnline(t *testing.T) {
 		}
 	})
 }
+
+// TestExpandCheckKeepsRepublish: the expansion check of a claim's CSI volume at a sync keeps
+// what the republish of the same sync recorded, so a driver that requires republishing is
+// published again once per republishPeriod, not at every sync.
+func TestExpandCheckKeepsRepublish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeRT()
+		cl := expandCluster("1Gi", "", "")
+		plugin := &fakeCSI{dir: t.TempDir(), republish: true}
+		w, _ := newTestWorkerWith(t, f, "", func(o *Options) { o.Cluster, o.CSI = cl, plugin })
+		pod := expandPod("exp-3", false)
+		if st := mustSync(t, w, pod); !running(st) {
+			t.Fatalf("not running: %+v", st)
+		}
+		time.Sleep(republishPeriod)
+		mustSync(t, w, pod)
+		mustSync(t, w, pod)
+		if len(plugin.setUps) != 2 {
+			t.Errorf("published %d times in one republishPeriod, want 2 (the set up and one republish)", len(plugin.setUps))
+		}
+	})
+}

@@ -325,7 +325,7 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 	c, ok := e.claims[v.Name]
 	e.recMu.Unlock()
 	if ok {
-		w.republish(pod, e, v.Name, c)
+		c = w.republish(pod, e, v.Name, c)
 		w.expandOnline(pod, e, v.Name, c)
 		return c.path, nil
 	}
@@ -416,10 +416,10 @@ const republishPeriod = time.Minute
 // republish publishes the pod's CSI volume name (set up as c) again when its driver asks for
 // it (CSIDriver requiresRepublish) and republishPeriod has passed: what the driver was given,
 // service account tokens, is refreshed. A failure is reported (FailedMount) and the pod keeps
-// running on the volume already published, as on the kubelet.
-func (w *Worker) republish(pod *v1.Pod, e *entry, name string, c claimed) {
+// running on the volume already published, as on the kubelet. It returns c as kept.
+func (w *Worker) republish(pod *v1.Pod, e *entry, name string, c claimed) claimed {
 	if c.csi == nil || w.opts.CSI == nil || w.clock.Since(c.published) < republishPeriod || !w.opts.CSI.RequiresRepublish(c.csi.Driver) {
-		return
+		return c
 	}
 	var err error
 	if c.block {
@@ -433,6 +433,7 @@ func (w *Worker) republish(pod *v1.Pod, e *entry, name string, c claimed) {
 	}
 	c.published = w.clock.Now()
 	w.keepClaimed(e, name, c)
+	return c
 }
 
 // claimed is a claim's volume or an inline csi volume set up for a pod: its node path (a
