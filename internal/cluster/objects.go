@@ -11,6 +11,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/slicelet/slicelet/internal/pods"
@@ -28,10 +29,13 @@ type RuntimeClassClient interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*nodev1.RuntimeClass, error)
 }
 
-// PersistentVolumeClaimClient is the node's access to the claims of one namespace: get only,
-// of the ones its pods use (the Node authorizer allows nothing else).
+// PersistentVolumeClaimClient is the node's access to the claims of one namespace: get, and
+// patch of their status, of the ones its pods use (the Node authorizer allows nothing else).
 type PersistentVolumeClaimClient interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.PersistentVolumeClaim, error)
+	// Patch of the status subresource: a node expansion's progress (NodeRestriction lets a
+	// node change status.capacity, conditions and allocatedResourceStatuses).
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*v1.PersistentVolumeClaim, error)
 }
 
 // PersistentVolumeClient is the node's access to the persistent volumes its pods' claims are
@@ -245,6 +249,17 @@ func (o *Objects) PersistentVolumeClaim(namespace, name string) (*v1.PersistentV
 	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
 	defer cancel()
 	return o.claims(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// PatchClaimStatus applies the strategic merge patch to the status of the claim
+// namespace/name (the kubelet's PatchPVCStatus of a node expansion).
+func (o *Objects) PatchClaimStatus(namespace, name string, patch []byte) (*v1.PersistentVolumeClaim, error) {
+	if o.claims == nil {
+		return nil, apierrors.NewNotFound(v1.Resource("persistentvolumeclaims"), name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+	defer cancel()
+	return o.claims(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 }
 
 // PersistentVolume reads the persistent volume name from the API server, uncached.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -39,6 +41,10 @@ type Volume struct {
 	// LocalEphemeral is the kubelet's IsLocalEphemeralVolume (an emptyDir on disk, a
 	// configMap, a gitRepo): the summary lists these first.
 	LocalEphemeral bool
+	// Block: a raw block volume (volumeMode Block), Path its device: measured by the
+	// kubelet's block volume mappers' metrics (a local volume's device size; a CSI driver's
+	// NodeGetVolumeStats of the device).
+	Block bool
 }
 
 // VolumeUsage is what a volume holds, in the kubelet's volume.Metrics terms: bytes and inodes,
@@ -79,10 +85,23 @@ const (
 	sourceStatFS
 	// sourceCSI: the driver's NodeGetVolumeStats (pkg/volume/csi metricsCsi).
 	sourceCSI
+	// sourceBlock: the size of a block device, the capacity only (volume.NewMetricsBlock:
+	// the local volume plugin's block mapper).
+	sourceBlock
 )
 
-// volumeSourceOf is how the kubelet's volume plugin named plugin measures its volumes.
-func volumeSourceOf(plugin string) volumeSource {
+// volumeSourceOf is how the kubelet's volume plugin named plugin measures its volumes (its
+// block volumes when block: the CSI and local plugins' block mappers measure theirs).
+func volumeSourceOf(plugin string, block bool) volumeSource {
+	if block {
+		switch plugin {
+		case "kubernetes.io/local-volume":
+			return sourceBlock
+		case "kubernetes.io/csi":
+			return sourceCSI
+		}
+		return sourceNone
+	}
 	switch plugin {
 	case "kubernetes.io/empty-dir", "kubernetes.io/configmap", "kubernetes.io/secret", "kubernetes.io/downward-api",
 		"kubernetes.io/projected", "kubernetes.io/git-repo":
@@ -95,7 +114,8 @@ func volumeSourceOf(plugin string) volumeSource {
 	return sourceNone
 }
 
-// CSIVolumeStats asks a CSI volume's driver what the volume published at path holds, and
+// CSIVolumeStats asks a CSI volume's driver what the volume published at path (a block
+// volume's: the pod's link to its device) holds, and
 // names the driver (kubelet_volume_metric_collection_duration_seconds's metric_source). A
 // driver that cannot tell gives ErrVolumeStatsNotSupported.
 type CSIVolumeStats func(ctx context.Context, path string) (VolumeUsage, string, error)
@@ -124,8 +144,9 @@ type VolumeStatsOptions struct {
 
 	// statFS and du are the filesystem (tests replace them): nil means statfs(2) and
 	// eviction.MeasureDir.
-	statFS func(path string) (VolumeUsage, error)
-	du     func(ctx context.Context, path string, maxEntries int) (eviction.DiskUsage, error)
+	statFS    func(path string) (VolumeUsage, error)
+	du        func(ctx context.Context, path string, maxEntries int) (eviction.DiskUsage, error)
+	blockSize func(path string) (int64, error)
 }
 
 // VolumeStats measures the volumes of every active pod at a period, as the kubelet's volume
@@ -154,6 +175,9 @@ func NewVolumeStats(o VolumeStatsOptions) (*VolumeStats, error) {
 	}
 	if o.statFS == nil {
 		o.statFS = statFS
+	}
+	if o.blockSize == nil {
+		o.blockSize = blockSize
 	}
 	if o.du == nil {
 		o.du = func(ctx context.Context, path string, maxEntries int) (eviction.DiskUsage, error) {
@@ -225,7 +249,7 @@ func (s *VolumeStats) measure(ctx context.Context, pod *v1.Pod, v Volume) (Volum
 		source string
 		err    error
 	)
-	switch volumeSourceOf(v.Plugin) {
+	switch volumeSourceOf(v.Plugin, v.Block) {
 	case sourceNone:
 		return VolumeUsage{}, false
 	case sourceDu:
@@ -239,6 +263,9 @@ func (s *VolumeStats) measure(ctx context.Context, pod *v1.Pod, v Volume) (Volum
 	case sourceStatFS:
 		source = "statfs"
 		u, err = s.o.statFS(v.Path)
+	case sourceBlock:
+		source = "block"
+		u.Capacity, err = s.o.blockSize(v.Path)
 	case sourceCSI:
 		if s.o.CSI == nil {
 			return VolumeUsage{}, false
@@ -280,4 +307,19 @@ func (s *VolumeStats) Pods() []PodVolumeStats {
 		out = append(out, ps)
 	}
 	return out
+}
+
+// blockSize is the size of the block device at path, found by seeking to its end (the
+// kubelet's metricsBlock.getBlockInfo).
+func blockSize(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("unable to open device %q: %w", path, err)
+	}
+	defer f.Close()
+	end, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return 0, fmt.Errorf("failed to detect size of %q: %w", path, err)
+	}
+	return end, nil
 }

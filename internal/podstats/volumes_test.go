@@ -3,6 +3,7 @@ package podstats
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,22 +22,26 @@ import (
 func TestVolumeSourceOf(t *testing.T) {
 	for _, tc := range []struct {
 		plugin string
+		block  bool
 		want   volumeSource
 	}{
-		{"kubernetes.io/empty-dir", sourceDu},
-		{"kubernetes.io/configmap", sourceDu},
-		{"kubernetes.io/secret", sourceDu},
-		{"kubernetes.io/downward-api", sourceDu},
-		{"kubernetes.io/projected", sourceDu},
-		{"kubernetes.io/local-volume", sourceStatFS},
-		{"kubernetes.io/csi", sourceCSI},
-		{"kubernetes.io/host-path", sourceNone},
-		{"kubernetes.io/image", sourceNone},
-		{"", sourceNone},
+		{"kubernetes.io/empty-dir", false, sourceDu},
+		{"kubernetes.io/configmap", false, sourceDu},
+		{"kubernetes.io/secret", false, sourceDu},
+		{"kubernetes.io/downward-api", false, sourceDu},
+		{"kubernetes.io/projected", false, sourceDu},
+		{"kubernetes.io/local-volume", false, sourceStatFS},
+		{"kubernetes.io/csi", false, sourceCSI},
+		{"kubernetes.io/host-path", false, sourceNone},
+		{"kubernetes.io/image", false, sourceNone},
+		{"", false, sourceNone},
+		{"kubernetes.io/local-volume", true, sourceBlock},
+		{"kubernetes.io/csi", true, sourceCSI},
+		{"kubernetes.io/host-path", true, sourceNone},
 	} {
-		t.Run(tc.plugin, func(t *testing.T) {
-			if got := volumeSourceOf(tc.plugin); got != tc.want {
-				t.Errorf("volumeSourceOf(%q) = %d, want %d", tc.plugin, got, tc.want)
+		t.Run(fmt.Sprintf("%s block=%v", tc.plugin, tc.block), func(t *testing.T) {
+			if got := volumeSourceOf(tc.plugin, tc.block); got != tc.want {
+				t.Errorf("volumeSourceOf(%q, %v) = %d, want %d", tc.plugin, tc.block, got, tc.want)
 			}
 		})
 	}
@@ -255,4 +260,45 @@ func TestNewVolumeStatsRefuses(t *testing.T) {
 	if _, err := NewVolumeStats(VolumeStatsOptions{Pods: &volumeWorld{}, Volumes: func(*v1.Pod) []Volume { return nil }, Period: -time.Second}); err == nil {
 		t.Error("negative period: no error")
 	}
+}
+
+// TestBlockVolumeStats: a local block volume's capacity is its device's size (the kubelet's
+// metricsBlock: seek to the end), nothing else; a CSI block volume asks its driver; a device
+// that cannot be opened leaves the volume out.
+func TestBlockVolumeStats(t *testing.T) {
+	dir := t.TempDir()
+	dev := filepath.Join(dir, "loop7")
+	if err := os.WriteFile(dev, make([]byte, 3<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := &volumeWorld{
+		pods: []eviction.ActivePod{volumePod("a")},
+		volumes: map[types.UID][]Volume{"uid-a": {
+			{Name: "raw", Plugin: "kubernetes.io/local-volume", Path: dev, Claim: "raw-a", Block: true},
+			{Name: "gone", Plugin: "kubernetes.io/local-volume", Path: filepath.Join(dir, "nodev"), Claim: "gone-a", Block: true},
+			{Name: "disk", Plugin: "kubernetes.io/csi", Path: "/pods/a/volumeDevices/kubernetes.io~csi/pv-9", Claim: "disk-a", Block: true},
+		}},
+		csi: map[string]VolumeUsage{"/pods/a/volumeDevices/kubernetes.io~csi/pv-9": {Capacity: 5 << 30}},
+	}
+	synctest.Test(t, func(t *testing.T) {
+		o := w.options()
+		o.blockSize = nil // the real one
+		vs, err := NewVolumeStats(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs.Measure(t.Context())
+		got, _ := vs.Pod("uid-a")
+		want := []VolumeStat{
+			{Volume: w.volumes["uid-a"][0], At: time.Now(), VolumeUsage: VolumeUsage{Capacity: 3 << 20}},
+			{Volume: w.volumes["uid-a"][2], At: time.Now(), VolumeUsage: VolumeUsage{Capacity: 5 << 30}},
+		}
+		if !slices.Equal(got.Volumes, want) {
+			t.Errorf("volumes\n got %+v\nwant %+v", got.Volumes, want)
+		}
+		slices.Sort(w.observed)
+		if want := []string{"block", "block", "csi.example.com"}; !slices.Equal(w.observed, want) {
+			t.Errorf("observed sources %q, want %q", w.observed, want)
+		}
+	})
 }

@@ -66,6 +66,11 @@ func TestBlockVolume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its stats: NodeGetVolumeStats of the device published for the pod (the mock answers
+	// only for a path it published the volume at).
+	if u, driver, err := e.m.VolumeStats(ctx, linkA); err != nil || driver != mockDriver || u != (Usage{Capacity: 100 << 30}) {
+		t.Errorf("block volume stats %+v from %q: %v", u, driver, err)
+	}
 
 	if err := e.m.TearDown(ctx, "uid-a"); err != nil {
 		t.Fatal(err)

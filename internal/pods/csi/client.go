@@ -32,10 +32,11 @@ type nodeCaps struct {
 	stageUnstage bool // STAGE_UNSTAGE_VOLUME: NodeStageVolume before NodePublishVolume
 	mountGroup   bool // VOLUME_MOUNT_GROUP: the pod's fsGroup goes to the driver
 	volumeStats  bool // GET_VOLUME_STATS: NodeGetVolumeStats answers
+	expand       bool // EXPAND_VOLUME: NodeExpandVolume grows what is on a volume
 }
 
 // nodeCapabilities asks the driver's node service for its capabilities
-// (NodeSupportsStageUnstage, NodeSupportsVolumeMountGroup).
+// (NodeSupportsStageUnstage, NodeSupportsVolumeMountGroup, NodeSupportsNodeExpand).
 func nodeCapabilities(ctx context.Context, c csipb.NodeClient) (nodeCaps, error) {
 	resp, err := c.NodeGetCapabilities(ctx, &csipb.NodeGetCapabilitiesRequest{})
 	if err != nil {
@@ -50,6 +51,8 @@ func nodeCapabilities(ctx context.Context, c csipb.NodeClient) (nodeCaps, error)
 			out.mountGroup = true
 		case csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS:
 			out.volumeStats = true
+		case csipb.NodeServiceCapability_RPC_EXPAND_VOLUME:
+			out.expand = true
 		}
 	}
 	return out, nil

@@ -27,8 +27,8 @@ type Volume struct {
 	// Mode is Persistent (a persistent volume) or Ephemeral (inline).
 	Mode storagev1.VolumeLifecycleMode
 	// StageSecret and PublishSecret are the secrets NodeStageVolume and NodePublishVolume
-	// carry (an inline volume's in the pod's namespace).
-	StageSecret, PublishSecret *v1.SecretReference
+	// carry (an inline volume's in the pod's namespace); ExpandSecret NodeExpandVolume's.
+	StageSecret, PublishSecret, ExpandSecret *v1.SecretReference
 }
 
 // FromPod is the CSI volume behind pod's volume v: v's inline csi source, or the CSI source of
@@ -68,6 +68,7 @@ func FromPod(pod *v1.Pod, v *v1.Volume, pv *v1.PersistentVolume, readOnly bool) 
 			Mode:          storagev1.VolumeLifecyclePersistent,
 			StageSecret:   src.NodeStageSecretRef,
 			PublishSecret: src.NodePublishSecretRef,
+			ExpandSecret:  src.NodeExpandSecretRef,
 		}, true
 	}
 	return Volume{}, false

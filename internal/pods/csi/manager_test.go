@@ -61,6 +61,14 @@ type ephemeralNode struct {
 	mu        sync.Mutex
 	published map[string]*csipb.NodePublishVolumeRequest // ephemeral volumes by target path
 	noStats   atomic.Bool                                // GET_VOLUME_STATS left out of the capabilities
+	expands   []*csipb.NodeExpandVolumeRequest           // the NodeExpandVolume requests
+}
+
+func (n *ephemeralNode) NodeExpandVolume(ctx context.Context, req *csipb.NodeExpandVolumeRequest) (*csipb.NodeExpandVolumeResponse, error) {
+	n.mu.Lock()
+	n.expands = append(n.expands, req)
+	n.mu.Unlock()
+	return n.Service.NodeExpandVolume(ctx, req)
 }
 
 func (n *ephemeralNode) NodeGetCapabilities(ctx context.Context, req *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {

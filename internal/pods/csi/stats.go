@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 )
@@ -46,7 +47,21 @@ func usageOf(resp *csipb.NodeGetVolumeStatsResponse) (Usage, error) {
 // kubelet's metricsCsi.GetMetrics, NodeGetVolumeStats with the volume handle and the publish
 // path. It names the driver asked. A driver without GET_VOLUME_STATS gives
 // ErrStatsNotSupported.
+//
+// A block volume's target is the pod's link to its device (what SetUpBlock returned): the
+// driver is asked about the published device (BlockPublishPath, the path the driver itself
+// made, as the CSI spec's volume_path wants; the kubelet's csiBlockMapper asks about its bind
+// mount of that device under the global map path, which slicelet does not make).
 func (m *Manager) VolumeStats(ctx context.Context, target string) (_ Usage, driver string, _ error) {
+	if uid, spec, ok := m.blockLink(target); ok {
+		data, err := loadVolData(blockDataDir(m.opts.PluginsDir, spec))
+		if err != nil {
+			return Usage{}, "", err
+		}
+		name := data[keyDriverName]
+		u, err := m.volumeStats(ctx, name, data[keyVolHandle], BlockPublishPath(m.opts.PluginsDir, spec, uid))
+		return u, name, err
+	}
 	data, err := loadVolData(filepath.Dir(target))
 	if err != nil {
 		return Usage{}, "", err
@@ -80,4 +95,19 @@ func (m *Manager) volumeStats(ctx context.Context, name, handle, target string) 
 		return Usage{}, fmt.Errorf("NodeGetVolumeStats of volume %s: %w", handle, err)
 	}
 	return u, nil
+}
+
+// blockLink reports whether path is a pod's link to a CSI block volume
+// (<podsDir>/<uid>/volumeDevices/kubernetes.io~csi/<pv>, PodDeviceMapPath), and names the pod
+// and the volume.
+func (m *Manager) blockLink(path string) (uid, spec string, ok bool) {
+	rel, err := filepath.Rel(m.opts.PodsDir, path)
+	if err != nil {
+		return "", "", false
+	}
+	parts := strings.Split(rel, string(filepath.Separator))
+	if len(parts) != 4 || parts[1] != volumeDevicesDir || parts[2] != pluginDirName || pathElement(parts[0]) != nil || pathElement(parts[3]) != nil {
+		return "", "", false
+	}
+	return parts[0], parts[3], true
 }

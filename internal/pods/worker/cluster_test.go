@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
 	"github.com/slicelet/slicelet/internal/pods"
 	"github.com/slicelet/slicelet/internal/pods/lifecycle"
@@ -28,7 +30,8 @@ type fakeCluster struct {
 	handlers map[string]string // RuntimeClass name → handler
 	claims   map[string]*v1.PersistentVolumeClaim
 	volumes  map[string]*v1.PersistentVolume
-	reads    int // claim and volume reads
+	reads    int      // claim and volume reads
+	patches  []string // the claims' status patches
 }
 
 func (c *fakeCluster) PersistentVolumeClaim(ns, name string) (*v1.PersistentVolumeClaim, error) {
@@ -37,6 +40,46 @@ func (c *fakeCluster) PersistentVolumeClaim(ns, name string) (*v1.PersistentVolu
 		return pvc.DeepCopy(), nil
 	}
 	return nil, apierrors.NewNotFound(v1.Resource("persistentvolumeclaims"), name)
+}
+
+// PatchClaimStatus applies a strategic merge patch to a stored claim, refusing it when it names
+// another resourceVersion (the API server's conflict), as the status subresource does: only the
+// status changes.
+func (c *fakeCluster) PatchClaimStatus(ns, name string, patch []byte) (*v1.PersistentVolumeClaim, error) {
+	pvc, ok := c.claims[ns+"/"+name]
+	if !ok {
+		return nil, apierrors.NewNotFound(v1.Resource("persistentvolumeclaims"), name)
+	}
+	c.patches = append(c.patches, string(patch))
+	var p struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(patch, &p); err != nil {
+		return nil, err
+	}
+	if rv := p.Metadata.ResourceVersion; rv != "" && rv != pvc.ResourceVersion {
+		return nil, apierrors.NewConflict(v1.Resource("persistentvolumeclaims"), name, errors.New("the object has been modified"))
+	}
+	old, err := json.Marshal(pvc)
+	if err != nil {
+		return nil, err
+	}
+	merged, err := strategicpatch.StrategicMergePatch(old, patch, &v1.PersistentVolumeClaim{})
+	if err != nil {
+		return nil, err
+	}
+	out := &v1.PersistentVolumeClaim{}
+	if err := json.Unmarshal(merged, out); err != nil {
+		return nil, err
+	}
+	updated := pvc.DeepCopy()
+	updated.Status = out.Status
+	n, _ := strconv.Atoi(pvc.ResourceVersion)
+	updated.ResourceVersion = strconv.Itoa(n + 1)
+	c.claims[ns+"/"+name] = updated
+	return updated.DeepCopy(), nil
 }
 
 func (c *fakeCluster) PersistentVolume(name string) (*v1.PersistentVolume, error) {

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/slicelet/slicelet/internal/pods/csi"
@@ -25,6 +27,8 @@ type fakeCSI struct {
 	setUpErr  error
 	downErr   error
 	republish bool
+	expands   []string // NodeExpand calls: handle, block, size
+	expandErr error
 }
 
 func (f *fakeCSI) SetUp(_ context.Context, pod *v1.Pod, vol csi.Volume) (string, error) {
@@ -42,6 +46,11 @@ func (f *fakeCSI) SetUpBlock(_ context.Context, pod *v1.Pod, vol csi.Volume) (st
 		return "", f.setUpErr
 	}
 	return filepath.Join(f.dir, string(pod.UID), "devices", vol.SpecName), nil
+}
+
+func (f *fakeCSI) NodeExpand(_ context.Context, _ *v1.Pod, vol csi.Volume, block bool, size resource.Quantity) error {
+	f.expands = append(f.expands, fmt.Sprintf("%s block=%v %s", vol.Handle, block, size.String()))
+	return f.expandErr
 }
 
 func (f *fakeCSI) RequiresRepublish(string) bool { return f.republish }
@@ -196,8 +205,9 @@ func TestClusterPodBlockVolume(t *testing.T) {
 			if len(cfg.Devices) != 1 || cfg.Devices[0].ContainerPath != "/dev/xvda" || cfg.Devices[0].HostPath != want || cfg.Devices[0].Permissions != tc.perm {
 				t.Errorf("devices %v, want %s at /dev/xvda %q", cfg.Devices, want, tc.perm)
 			}
-			if got := w.StatsVolumes(pod); len(got) != 0 {
-				t.Errorf("a block volume listed for filesystem stats: %+v", got)
+			wantStats := []StatsVolume{{Name: "disk", Plugin: "kubernetes.io/csi", Path: want, Claim: "disk-0", Block: true}}
+			if got := w.StatsVolumes(pod); !slices.Equal(got, wantStats) {
+				t.Errorf("stats volumes %+v, want %+v", got, wantStats)
 			}
 		})
 	}

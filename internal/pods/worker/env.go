@@ -45,6 +45,9 @@ type ClusterObjects interface {
 	// is bound to (or the API's error).
 	PersistentVolumeClaim(namespace, name string) (*v1.PersistentVolumeClaim, error)
 	PersistentVolume(name string) (*v1.PersistentVolume, error)
+	// PatchClaimStatus applies the strategic merge patch to the status of the claim
+	// namespace/name (a node expansion's progress) and returns the claim as updated.
+	PatchClaimStatus(namespace, name string, patch []byte) (*v1.PersistentVolumeClaim, error)
 }
 
 // configError is a container configuration that cannot be built now (a missing ConfigMap,

@@ -325,7 +325,8 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 	c, ok := e.claims[v.Name]
 	e.recMu.Unlock()
 	if ok {
-		w.republish(pod, e, v.Name, c)
+		c = w.republish(pod, e, v.Name, c)
+		w.expandOnline(pod, e, v.Name, c)
 		return c.path, nil
 	}
 	if w.opts.Cluster == nil {
@@ -373,10 +374,14 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 		// A local volume's path is the administrator's: it must be there.
 		return "", fmt.Errorf("MountVolume.NewMounter initialization failed for volume %q : path %q does not exist", pvName, path)
 	}
-	c = claimed{path: path, plugin: lifecycle.PersistentVolumePlugin(pv), claim: claim, block: block}
+	c = claimed{path: path, plugin: lifecycle.PersistentVolumePlugin(pv), claim: claim, block: block, readOnly: readOnly}
 	if vol, ok := csi.FromPod(pod, v, pv, readOnly); ok {
 		c.csi, c.published = &vol, w.clock.Now()
 	}
+	if err := w.expandAtMount(pod, &c, pvc, pv); err != nil {
+		return "", err
+	}
+	c.expand.checked = w.clock.Now()
 	w.keepClaimed(e, v.Name, c)
 	w.log.Info("claim's volume set up", "pod_uid", string(pod.UID), "volume", v.Name, "claim", claim, "persistent_volume", pvName, "path", path)
 	return path, nil
@@ -411,10 +416,10 @@ const republishPeriod = time.Minute
 // republish publishes the pod's CSI volume name (set up as c) again when its driver asks for
 // it (CSIDriver requiresRepublish) and republishPeriod has passed: what the driver was given,
 // service account tokens, is refreshed. A failure is reported (FailedMount) and the pod keeps
-// running on the volume already published, as on the kubelet.
-func (w *Worker) republish(pod *v1.Pod, e *entry, name string, c claimed) {
+// running on the volume already published, as on the kubelet. It returns c as kept.
+func (w *Worker) republish(pod *v1.Pod, e *entry, name string, c claimed) claimed {
 	if c.csi == nil || w.opts.CSI == nil || w.clock.Since(c.published) < republishPeriod || !w.opts.CSI.RequiresRepublish(c.csi.Driver) {
-		return
+		return c
 	}
 	var err error
 	if c.block {
@@ -428,6 +433,7 @@ func (w *Worker) republish(pod *v1.Pod, e *entry, name string, c claimed) {
 	}
 	c.published = w.clock.Now()
 	w.keepClaimed(e, name, c)
+	return c
 }
 
 // claimed is a claim's volume or an inline csi volume set up for a pod: its node path (a
@@ -436,6 +442,10 @@ func (w *Worker) republish(pod *v1.Pod, e *entry, name string, c claimed) {
 type claimed struct {
 	path, plugin, claim string
 	block               bool
+	// readOnly: the pod's claim is read-only (its volume is not expanded).
+	readOnly bool
+	// expand is what the node keeps of the volume's expansions.
+	expand expansion
 	// csi is the CSI volume behind it (nil for others), published last at published.
 	csi       *csi.Volume
 	published time.Time

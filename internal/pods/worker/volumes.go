@@ -261,6 +261,8 @@ type StatsVolume struct {
 	// LocalEphemeral is the kubelet's IsLocalEphemeralVolume (pkg/volume/util): an emptyDir
 	// on the node's disk, a configMap or a gitRepo volume.
 	LocalEphemeral bool
+	// Block: a raw block volume (volumeMode Block); Path is the device the containers get.
+	Block bool
 }
 
 // StatsVolumes are the pod's volumes set up on the node, in the pod's order; none for a pod
@@ -285,10 +287,7 @@ func (w *Worker) StatsVolumes(pod *v1.Pod) []StatsVolume {
 		sv := StatsVolume{Name: v.Name, LocalEphemeral: v.GitRepo != nil || v.ConfigMap != nil ||
 			(v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault)}
 		if c, ok := claims[v.Name]; ok {
-			if c.block {
-				continue // a device: the kubelet's block metrics are not reported here
-			}
-			sv.Plugin, sv.Path, sv.Claim = c.plugin, c.path, c.claim
+			sv.Plugin, sv.Path, sv.Claim, sv.Block = c.plugin, c.path, c.claim, c.block
 		} else if plugin, ok := mounted[v.Name]; ok {
 			sv.Plugin, sv.Path = plugin, w.volumePath(uid, plugin, v.Name)
 			if v.HostPath != nil {

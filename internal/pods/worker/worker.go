@@ -14,6 +14,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
 
@@ -109,6 +110,10 @@ type CSIVolumes interface {
 	// SetUpBlock stages and publishes the CSI block volume vol of pod and returns the host
 	// path of the device its containers get.
 	SetUpBlock(ctx context.Context, pod *v1.Pod, vol csi.Volume) (string, error)
+	// NodeExpand grows what is on the persistent CSI volume vol (a block volume when block),
+	// set up for pod, to newSize (NodeExpandVolume); a failure says how it failed
+	// (csi.FailureOf).
+	NodeExpand(ctx context.Context, pod *v1.Pod, vol csi.Volume, block bool, newSize resource.Quantity) error
 	// RequiresRepublish reports whether the driver wants its volumes published again
 	// periodically (CSIDriver requiresRepublish).
 	RequiresRepublish(driver string) bool
