@@ -2,10 +2,12 @@ package clustertest
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/slicelet/slicelet/hack/peer/controlplane"
+	"github.com/slicelet/slicelet/hack/peer/peerrun"
 	"github.com/slicelet/slicelet/internal/testharness/systemdtest"
 )
 
@@ -43,7 +46,9 @@ const signingDuration = 3 * time.Minute
 // expires, keeping the node Ready and its Lease renewed with the new certificate. With
 // server_tls_bootstrap its serving certificate is requested too, approved here as an operator
 // would, and served by the kubelet API (verified against the cluster CA). /metrics serves the
-// kubelet's certificate manager families.
+// kubelet's certificate manager families: the same names, types, help and label names as a
+// kubelet joining the same way afterwards (--bootstrap-kubeconfig, --rotate-certificates,
+// --rotate-server-certificates) on the same node.
 func TestSliceletNodeTLSBootstrap(t *testing.T) {
 	if !systemdtest.Inside() {
 		runInSandboxFor(t, "^TestSliceletNodeTLSBootstrap$", 15*time.Minute)
@@ -54,13 +59,13 @@ func TestSliceletNodeTLSBootstrap(t *testing.T) {
 	defer cancel()
 	nodeDir := filepath.Join(work, "node")
 	kubeconfig, certDir := filepath.Join(nodeDir, "kubelet.conf"), filepath.Join(nodeDir, "pki")
+	boot := filepath.Join(nodeDir, "bootstrap-kubelet.conf")
 	c := startClusterNode(t, ctx, work, bin, slicelet, controlplane.Config{ControllerManager: true, ClusterSigningDuration: signingDuration},
 		func(cp *controlplane.ControlPlane) string {
 			admin, err := cp.Client(cp.AdminKubeconfig())
 			if err != nil {
 				t.Fatal(err)
 			}
-			boot := filepath.Join(nodeDir, "bootstrap-kubelet.conf")
 			if err := cp.BootstrapToken(ctx, admin, bootstrapToken, time.Hour, boot); err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +167,69 @@ func TestSliceletNodeTLSBootstrap(t *testing.T) {
 		body = string(b)
 		return true, nil
 	})
-	checkCertificateFamilies(t, body)
+	sliceletFamilies := checkCertificateFamilies(t, body)
+
+	// The same families on a kubelet node joining the same way, in the same harness: same
+	// names, types and label names.
+	if err := c.agent.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const kubeletNode = "kubelet-node"
+	kdir := filepath.Join(work, "kubelet-node")
+	if _, err := c.node.StartAgent(ctx, peerrun.AgentOptions{Kind: peerrun.Kubelet, Binary: filepath.Join(bin, "kubelet"), ManifestDir: c.manifests,
+		NodeName: kubeletNode, ExtraArgs: []string{"--kubeconfig=" + filepath.Join(kdir, "kubelet.conf"), "--bootstrap-kubeconfig=" + boot,
+			"--rotate-certificates", "--rotate-server-certificates"}}); err != nil {
+		t.Fatal(err)
+	}
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second}
+	var kubeletFamilies map[string]*dto.MetricFamily
+	poll(t, ctx, "kubelet node serving its certificate families with both certificates", 3*time.Minute, func(context.Context) (bool, error) {
+		resp, err := insecure.Get("https://127.0.0.1:10250/metrics")
+		if err != nil {
+			return false, nil
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return false, nil
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		if kubeletFamilies, err = parser.TextToMetricFamilies(strings.NewReader(string(b))); err != nil {
+			return false, err
+		}
+		for _, name := range []string{"kubelet_certificate_manager_client_ttl_seconds", "kubelet_certificate_manager_server_ttl_seconds"} {
+			f := kubeletFamilies[name]
+			if f == nil || len(f.GetMetric()) == 0 || math.IsInf(f.GetMetric()[0].GetGauge().GetValue(), 1) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	for name := range certificateFamilies {
+		k, s := kubeletFamilies[name], sliceletFamilies[name]
+		switch {
+		case k == nil:
+			t.Errorf("%s: not served by the kubelet", name)
+		case s == nil:
+			t.Errorf("%s: not served by slicelet", name)
+		case k.GetType() != s.GetType() || k.GetHelp() != s.GetHelp() || !slices.Equal(labelNames(k), labelNames(s)):
+			t.Errorf("%s: kubelet %s %q %v, slicelet %s %q %v", name, k.GetType(), k.GetHelp(), labelNames(k), s.GetType(), s.GetHelp(), labelNames(s))
+		default:
+			t.Logf("%s: %s, labels %v, as the kubelet's", name, s.GetType(), labelNames(s))
+		}
+	}
+}
+
+// labelNames are the label names of a family's series, sorted, each once.
+func labelNames(f *dto.MetricFamily) []string {
+	var out []string
+	for _, m := range f.GetMetric() {
+		for _, l := range m.GetLabel() {
+			out = append(out, l.GetName())
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // nodeReady says whether the node is Ready.
@@ -210,14 +277,14 @@ func currentClientCert(t *testing.T, certDir string) *x509.Certificate {
 	}
 }
 
-// approveServing approves the node's kubelet-serving requests as an operator would
+// approveServing approves the nodes' kubelet-serving requests as an operator would
 // (kubectl certificate approve), until ctx ends.
 func approveServing(ctx context.Context, admin kubernetes.Interface) {
 	for ctx.Err() == nil {
 		csrs, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 		if err == nil {
 			for _, csr := range csrs.Items {
-				if csr.Spec.SignerName != certificatesv1.KubeletServingSignerName || csr.Spec.Username != "system:node:"+nodeName || len(csr.Status.Conditions) > 0 {
+				if csr.Spec.SignerName != certificatesv1.KubeletServingSignerName || !strings.HasPrefix(csr.Spec.Username, "system:node:") || len(csr.Status.Conditions) > 0 {
 					continue
 				}
 				csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
@@ -243,8 +310,9 @@ var certificateFamilies = map[string]dto.MetricType{
 }
 
 // checkCertificateFamilies checks a /metrics scrape has the certificate manager families with
-// the kubelet's types and no labels, and finite TTLs within the signing duration.
-func checkCertificateFamilies(t *testing.T, body string) {
+// the kubelet's types and no labels, and finite TTLs within the signing duration; it returns the
+// scrape's families.
+func checkCertificateFamilies(t *testing.T, body string) map[string]*dto.MetricFamily {
 	t.Helper()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
@@ -272,4 +340,5 @@ func checkCertificateFamilies(t *testing.T, body string) {
 			}
 		}
 	}
+	return families
 }
