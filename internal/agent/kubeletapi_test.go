@@ -3,6 +3,7 @@
 package agent
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/slicelet/slicelet/config"
 	"github.com/slicelet/slicelet/internal/cluster"
 	"github.com/slicelet/slicelet/internal/health"
+	"github.com/slicelet/slicelet/internal/metrics"
 )
 
 // TestNewKubeletServer: the kubelet API opens its port and keeps its self-signed pair in the
@@ -95,6 +97,28 @@ current-context: x
 				} else if !tc.bootstrap && err != nil {
 					t.Errorf("self-signed pair: %v", err)
 				}
+			}
+		})
+	}
+}
+
+// TestCertificateMetrics: the certificate managers' metrics go to the kubelet families when
+// there are some, and to nothing (nil interfaces, which the manager skips) when not.
+func TestCertificateMetrics(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		k    *metrics.KubeletFamilies
+		want bool
+	}{
+		{name: "kubelet families", k: metrics.NewKubeletFamilies(), want: true},
+		{name: "none", k: nil, want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := certificateMetrics(tc.k)
+			c := m.Client(func() *tls.Certificate { return nil })
+			sc, sh := m.Server(func() *tls.Certificate { return nil })
+			if (c != nil) != tc.want || (sc != nil) != tc.want || (sh != nil) != tc.want {
+				t.Errorf("client counter %v, server counter %v, histogram %v; want them set: %v", c, sc, sh, tc.want)
 			}
 		})
 	}
