@@ -176,16 +176,25 @@ func TestSliceletNodeTLSBootstrap(t *testing.T) {
 	}
 	const kubeletNode = "kubelet-node"
 	kdir := filepath.Join(work, "kubelet-node")
-	if _, err := c.node.StartAgent(ctx, peerrun.AgentOptions{Kind: peerrun.Kubelet, Binary: filepath.Join(bin, "kubelet"), ManifestDir: c.manifests,
+	kubelet, err := c.node.StartAgent(ctx, peerrun.AgentOptions{Kind: peerrun.Kubelet, Binary: filepath.Join(bin, "kubelet"), ManifestDir: c.manifests,
 		NodeName: kubeletNode, ExtraArgs: []string{"--kubeconfig=" + filepath.Join(kdir, "kubelet.conf"), "--bootstrap-kubeconfig=" + boot,
-			"--rotate-certificates", "--rotate-server-certificates"}}); err != nil {
+			"--rotate-certificates", "--rotate-server-certificates"}})
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		stopCtx := context.WithoutCancel(ctx)
+		if t.Failed() {
+			t.Logf("the kubelet's journal:\n%s", kubelet.Journal(stopCtx, 60))
+		}
+		_ = kubelet.Stop(stopCtx)
+	})
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second}
 	var kubeletFamilies map[string]*dto.MetricFamily
-	poll(t, ctx, "kubelet node serving its certificate families with both certificates", 3*time.Minute, func(context.Context) (bool, error) {
+	poll(t, ctx, "kubelet node serving its certificate families with both certificates", 4*time.Minute, func(context.Context) (bool, error) {
 		resp, err := insecure.Get("https://127.0.0.1:10250/metrics")
 		if err != nil {
+			t.Logf("kubelet /metrics: %v", err)
 			return false, nil
 		}
 		defer resp.Body.Close()
