@@ -295,6 +295,14 @@ peer-controlplane:
 peer-controlplane-test:
 	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) $(GO) test -count=1 -v ./controlplane/
 
+# make peer-tls-bootstrap-test: TestSliceletNodeTLSBootstrap (hack/peer/clustertest) alone: a
+# slicelet node joining with only a bootstrap token kubeconfig (kubeadm's token Secret and RBAC),
+# its client certificate signed by the controller manager for 3 minutes and rotated, its serving
+# certificate approved and served, the certificate manager families on /metrics. Root; minutes.
+.PHONY: peer-tls-bootstrap-test
+peer-tls-bootstrap-test: build
+	cd hack/peer && PEER_BIN_DIR=$(abspath $(PEER_DIR)) SLICELET_BINARY=$(abspath $(BIN))/slicelet $(GO) test -count=1 -timeout 20m -v -run '^TestSliceletNodeTLSBootstrap$$' ./clustertest/
+
 # make peer-cluster-test: cluster mode against that control plane (hack/peer/clustertest): a
 # slicelet node (CRI on a private containerd, system:node credentials) registers and turns
 # Ready, runs a pod the scheduler binds to it, deletes it gracefully, mirrors a manifest pod.

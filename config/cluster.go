@@ -77,6 +77,7 @@ func (l *loader) validateCluster() {
 	l.absolutePath(key("cluster", "tls_cert_file"), c.TLSCertFile, c.TLSPrivateKeyFile != "")
 	l.absolutePath(key("cluster", "tls_private_key_file"), c.TLSPrivateKeyFile, c.TLSCertFile != "")
 	l.absolutePath(key("cluster", "client_ca_file"), c.ClientCAFile, false)
+	l.validateClusterCertificates()
 	l.validateClusterDNS()
 	seen := map[string]bool{}
 	for _, s := range c.Taints {
@@ -114,4 +115,26 @@ func (l *loader) validateClusterDNS() {
 		}
 	}
 	l.absolutePath(key("cluster", "resolv_conf"), c.ResolvConf, false)
+}
+
+// validateClusterCertificates checks the keys of the node's certificates: the TLS bootstrap,
+// the cert directory and the rotation of the client and serving certificates.
+func (l *loader) validateClusterCertificates() {
+	c := l.cfg.Cluster
+	l.absolutePath(key("cluster", "bootstrap_kubeconfig"), c.BootstrapKubeconfig, false)
+	l.absolutePath(key("cluster", "cert_dir"), c.CertDir, false)
+	switch {
+	case c.BootstrapKubeconfig == "":
+	case c.BootstrapKubeconfig == c.Kubeconfig:
+		// The kubelet writes kubeconfig from the bootstrap one: the same file would lose the
+		// bootstrap credentials at the first certificate.
+		l.at(key("cluster", "bootstrap_kubeconfig"), "%q is also cluster.kubeconfig: the node's kubeconfig is written from the bootstrap one, so they must be two files", c.BootstrapKubeconfig)
+	case !c.RotateCertificates:
+		// The kubelet without rotation blocks its start until the bootstrap certificate is
+		// signed, then lets it expire: the node is lost a year later.
+		l.at(key("cluster", "bootstrap_kubeconfig"), "needs cluster.rotate_certificates = true: the client certificate is requested and then renewed by the certificate manager")
+	}
+	if c.ServerTLSBootstrap && c.KubeletPort == 0 {
+		l.at(key("cluster", "server_tls_bootstrap"), "needs the kubelet API: cluster.kubelet_port is 0")
+	}
 }

@@ -351,8 +351,29 @@ type Cluster struct {
 	// Enabled turns cluster mode on.
 	Enabled bool `toml:"enabled"`
 	// Kubeconfig is the kubeconfig file with the API server and the node's credentials
-	// (a system:node:<name> client certificate, as the kubelet's).
+	// (a system:node:<name> client certificate, as the kubelet's). With bootstrap_kubeconfig,
+	// slicelet writes it once it has its client certificate (the kubelet's --kubeconfig).
 	Kubeconfig string `toml:"kubeconfig"`
+	// BootstrapKubeconfig is the kubeconfig of the TLS bootstrap (the kubelet's
+	// --bootstrap-kubeconfig, what kubeadm join writes): credentials, a bootstrap token
+	// usually, that may only ask for the node's client certificate with a
+	// CertificateSigningRequest of signer kubernetes.io/kube-apiserver-client-kubelet. Used
+	// while kubeconfig is missing or its certificate expired; needs rotate_certificates.
+	BootstrapKubeconfig string `toml:"bootstrap_kubeconfig"`
+	// CertDir is where the node's certificates are kept (the kubelet's --cert-dir):
+	// kubelet-client-current.pem and kubelet-server-current.pem, links to the dated pairs the
+	// certificate managers write, and the self-signed kubelet.crt and kubelet.key. Empty
+	// means <state_dir>/pki.
+	CertDir string `toml:"cert_dir"`
+	// RotateCertificates turns the client certificate manager on (the kubelet's
+	// rotateCertificates): the client certificate is requested with a
+	// CertificateSigningRequest when there is none, and renewed at 70–90% of its life.
+	RotateCertificates bool `toml:"rotate_certificates"`
+	// ServerTLSBootstrap has the kubelet API's serving certificate requested from the cluster
+	// (signer kubernetes.io/kubelet-serving) and renewed as the client's, instead of a
+	// self-signed one (the kubelet's serverTLSBootstrap). Such requests are approved by an
+	// operator or an approver of the cluster's, not by the controller manager.
+	ServerTLSBootstrap bool `toml:"server_tls_bootstrap"`
 	// NodeName is the Node object's name; empty means the host name, lower-cased (the
 	// kubelet's --hostname-override default).
 	NodeName string `toml:"node_name"`
@@ -391,6 +412,14 @@ type Cluster struct {
 	// Default, and the search domains after the cluster's. "" means none: Default pods then
 	// resolve through the node itself (127.0.0.1), as the kubelet with --resolv-conf="".
 	ResolvConf string `toml:"resolv_conf"`
+}
+
+// ClusterCertDir is cluster.cert_dir, defaulted.
+func (c *Config) ClusterCertDir() string {
+	if c.Cluster.CertDir != "" {
+		return c.Cluster.CertDir
+	}
+	return filepath.Join(c.StateDir, "pki")
 }
 
 // Log sets the logger.

@@ -461,6 +461,29 @@ func TestBadInput(t *testing.T) {
 			},
 		},
 		{
+			name: "cluster certificates paths",
+			toml: "[cluster]\nbootstrap_kubeconfig = \"bootstrap.conf\"\ncert_dir = \"/var/lib/slicelet/pki/\"\nrotate_certificates = true\n",
+			want: []string{
+				`f.toml:2:1: cluster.bootstrap_kubeconfig: path "bootstrap.conf" must be absolute`,
+				`f.toml:3:1: cluster.cert_dir: path "/var/lib/slicelet/pki/" is not clean; write "/var/lib/slicelet/pki"`,
+			},
+		},
+		{
+			name: "cluster bootstrap without rotation",
+			toml: "[cluster]\nbootstrap_kubeconfig = \"/etc/slicelet/bootstrap-kubeconfig\"\n",
+			want: []string{`f.toml:2:1: cluster.bootstrap_kubeconfig: needs cluster.rotate_certificates = true`},
+		},
+		{
+			name: "cluster bootstrap kubeconfig is the kubeconfig",
+			toml: "[cluster]\nkubeconfig = \"/etc/slicelet/kubeconfig\"\nbootstrap_kubeconfig = \"/etc/slicelet/kubeconfig\"\nrotate_certificates = true\n",
+			want: []string{`f.toml:3:1: cluster.bootstrap_kubeconfig: "/etc/slicelet/kubeconfig" is also cluster.kubeconfig`},
+		},
+		{
+			name: "cluster server TLS bootstrap without the kubelet API",
+			toml: "[cluster]\nkubelet_port = 0\nserver_tls_bootstrap = true\n",
+			want: []string{`f.toml:3:1: cluster.server_tls_bootstrap: needs the kubelet API: cluster.kubelet_port is 0`},
+		},
+		{
 			name: "cluster DNS",
 			toml: "[cluster]\ndns_servers = [\"10.96.0.10\", \"kube-dns\", \"10.96.0.10\"]\ndomain = \"Cluster.Local\"\nresolv_conf = \"resolv.conf\"\n",
 			want: []string{

@@ -222,7 +222,12 @@ func newBase(ctx context.Context, o Options) (d *daemon, err error) {
 	kubelet.SetVersion(kubeletVersion(buildinfo.Version), buildinfo.Version)
 	// Cluster mode's clients read the kubeconfig (a bad one refuses the start) and contact
 	// nobody yet.
-	conn, err := newClusterConn(cfg, kubelet)
+	hostname, _ := os.Hostname()
+	nodeName := strings.ToLower(hostname)
+	if cfg.Cluster.Enabled && cfg.Cluster.NodeName != "" {
+		nodeName = cfg.Cluster.NodeName
+	}
+	conn, err := newClusterConn(ctx, cfg, nodeName, kubelet, log)
 	if err != nil {
 		return nil, err
 	}
@@ -246,12 +251,8 @@ func newBase(ctx context.Context, o Options) (d *daemon, err error) {
 	d.mcfg.Clock, d.mcfg.Health, d.mcfg.Observe = d.clock, d.health, d.kubelet.CgroupManagerOperation
 	d.mgr = hierarchy.New(d.sd, hierarchy.NewCgroupFS(o.CgroupRoot), d.mcfg, log)
 	d.alloc = slices.NodeAllocatable(capacity, d.mcfg.Node.SystemReserved, d.mcfg.Node.KubeReserved, d.mcfg.Node.HardEviction)
-	d.hostname, _ = os.Hostname()
+	d.hostname, d.nodeName = hostname, nodeName
 	d.nodeIPs = nodeIPs(log)
-	d.nodeName = strings.ToLower(d.hostname)
-	if cfg.Cluster.Enabled && cfg.Cluster.NodeName != "" {
-		d.nodeName = cfg.Cluster.NodeName
-	}
 	// Static pods are validated as the kubelet validates them on this node: under the name of
 	// their mirror pod, "<name>-<node>".
 	manifest.SetNodeName(d.nodeName)
@@ -435,8 +436,10 @@ func (d *daemon) registerHooks() {
 	})
 }
 
-// close releases what newDaemon acquired: the runtime's connection and systemd's.
+// close releases what newDaemon acquired: the runtime's connection and systemd's, and
+// cluster mode's certificate managers.
 func (d *daemon) close() {
+	d.conn.close()
 	if d.prt != nil {
 		if d.prt.worker != nil {
 			d.prt.worker.Close()

@@ -6,7 +6,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"os"
 	goruntime "runtime"
 	"slices"
@@ -18,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/util/certificate"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
@@ -52,28 +55,81 @@ func (d *daemon) clusterNode() *v1.Node {
 }
 
 // clusterConn is cluster mode's connection to the API server, made in the daemon's base
-// phase: the clients, and the cluster's objects and event forwarder, which the pod worker is
-// built with. A nil one is stand-alone mode.
+// phase: the node's credentials, the clients, and the cluster's objects and event forwarder,
+// which the pod worker is built with. A nil one is stand-alone mode.
 type clusterConn struct {
+	creds   *cluster.Credentials
 	clients cluster.Clients
 	objs    *cluster.Objects
 	events  *cluster.Events
+	// stop ends the client certificate manager and its transport's looks.
+	stop context.CancelFunc
 }
 
 // newClusterConn builds cluster mode's clients when [cluster] enabled is set (nil, nil
 // otherwise), their request metrics going to kubelet's families. A kubeconfig that does not
-// load refuses the start.
-func newClusterConn(cfg *config.Config, kubelet *metrics.KubeletFamilies) (*clusterConn, error) {
+// load refuses the start. With rotate_certificates, the node's client certificate is the
+// certificate manager's (requested in the background with the bootstrap kubeconfig when there
+// is none), and its families are served.
+func newClusterConn(ctx context.Context, cfg *config.Config, nodeName string, kubelet *metrics.KubeletFamilies, log *slog.Logger) (*clusterConn, error) {
 	if !cfg.Cluster.Enabled {
 		return nil, nil
 	}
 	// client-go keeps the first registration: before any client is made.
 	cluster.RegisterClientMetrics(kubelet)
-	clients, err := cluster.NewClients(cfg.Cluster.Kubeconfig)
+	cc := cfg.Cluster
+	mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	creds, err := cluster.LoadCredentials(mctx, cluster.CredentialOptions{Kubeconfig: cc.Kubeconfig, BootstrapKubeconfig: cc.BootstrapKubeconfig,
+		CertDir: cfg.ClusterCertDir(), NodeName: nodeName, Rotate: cc.RotateCertificates, Metrics: certificateMetrics(kubelet),
+		Logger: log.With("component", "certificates"), Exit: func(reason string) { exitForBootstrap(log, reason) }})
 	if err != nil {
+		stop()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	return &clusterConn{clients: clients, objs: cluster.NewObjects(clients, clock.RealClock{}), events: cluster.NewEvents()}, nil
+	clients, err := cluster.NewClientsForConfig(creds.Config)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("cluster: kubeconfig %s: %w", cc.Kubeconfig, err)
+	}
+	return &clusterConn{creds: creds, clients: clients, objs: cluster.NewObjects(clients, clock.RealClock{}), events: cluster.NewEvents(), stop: stop}, nil
+}
+
+// close stops the certificate managers' work.
+func (c *clusterConn) close() {
+	if c == nil {
+		return
+	}
+	if c.creds.Manager != nil {
+		c.creds.Manager.Stop()
+	}
+	c.stop()
+}
+
+// exitForBootstrap ends slicelet when its client certificate stayed missing or expired while
+// the API server answers (the kubelet's rotating transport does the same): systemd restarts
+// it (Restart=on-failure) into the bootstrap. The pods keep running meanwhile.
+func exitForBootstrap(log *slog.Logger, reason string) {
+	log.Error("exiting", "reason", reason)
+	os.Exit(1)
+}
+
+// certificateMetrics routes the certificate managers' metrics to the kubelet's families.
+func certificateMetrics(k *metrics.KubeletFamilies) cluster.CertificateMetrics {
+	return cluster.CertificateMetrics{
+		Client: func(current func() *tls.Certificate) certificate.Counter {
+			if c := k.ClientCertificateManager(current); c != nil {
+				return c
+			}
+			return nil
+		},
+		Server: func(current func() *tls.Certificate) (certificate.Counter, certificate.Histogram) {
+			c, h := k.ServerCertificateManager(current)
+			if c == nil || h == nil {
+				return nil, nil
+			}
+			return c, h
+		},
+	}
 }
 
 // objects are the cluster pods' objects for the pod worker; nil in stand-alone mode.
@@ -112,8 +168,9 @@ func newCluster(d *daemon) (clusterMode, error) {
 	}
 	// The kubelet API first: the Node reports its port only when it listens.
 	var srv *kubeletserver.Server
+	var serving certificate.Manager
 	if cc.KubeletPort != 0 {
-		if srv, err = newKubeletServer(d, name, ips, log); err != nil {
+		if srv, serving, err = newKubeletServer(d, name, ips, log); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
 	}
@@ -164,7 +221,7 @@ func newCluster(d *daemon) (clusterMode, error) {
 	if srv == nil {
 		return member, nil
 	}
-	return &withKubeletAPI{Member: member, srv: srv, health: d.health, log: log}, nil
+	return &withKubeletAPI{Member: member, srv: srv, serving: serving, health: d.health, log: log}, nil
 }
 
 // withoutWarnable is st without w: the cluster warnable says whether the API server can be

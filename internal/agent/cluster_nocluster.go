@@ -5,6 +5,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -30,12 +31,15 @@ func (d *daemon) clusterNode() *v1.Node { return nil }
 type clusterConn struct{}
 
 // newClusterConn refuses [cluster] enabled: this binary was built without cluster mode.
-func newClusterConn(cfg *config.Config, _ *metrics.KubeletFamilies) (*clusterConn, error) {
+func newClusterConn(_ context.Context, cfg *config.Config, _ string, _ *metrics.KubeletFamilies, _ *slog.Logger) (*clusterConn, error) {
 	if cfg.Cluster.Enabled {
 		return nil, errors.New("cluster.enabled: this slicelet was built without cluster mode (build tag nocluster)")
 	}
 	return nil, nil
 }
+
+// close has nothing to release.
+func (c *clusterConn) close() {}
 
 // objects is nil: no cluster pods.
 func (c *clusterConn) objects() worker.ClusterObjects { return nil }

@@ -4,16 +4,17 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"strconv"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/certificate"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/slicelet/slicelet/internal/api"
@@ -25,10 +26,6 @@ import (
 	"github.com/slicelet/slicelet/internal/procfs"
 )
 
-// kubeletCertDir is where the kubelet API's self-signed pair is kept, under the state
-// directory (the kubelet's --cert-dir, /var/lib/kubelet/pki).
-const kubeletCertDir = "pki"
-
 // kubeletAPIWarnable is the kubelet API's health: unhealthy when its port could not be
 // opened (another kubelet on the node, say) or its server stopped. The node keeps running
 // without it (its pods, status and Lease); the Node then reports no kubelet port.
@@ -37,9 +34,11 @@ var kubeletAPIWarnable = &health.Warnable{Code: "kubelet-api", Title: "kubelet A
 // withKubeletAPI is cluster mode with the kubelet API beside it.
 type withKubeletAPI struct {
 	*cluster.Member
-	srv    *kubeletserver.Server
-	health *health.Tracker
-	log    *slog.Logger
+	srv *kubeletserver.Server
+	// serving is the serving certificate manager (server_tls_bootstrap); nil without.
+	serving certificate.Manager
+	health  *health.Tracker
+	log     *slog.Logger
 }
 
 // Run runs cluster mode and serves the kubelet API until ctx ends. The API failing leaves
@@ -47,6 +46,10 @@ type withKubeletAPI struct {
 func (w *withKubeletAPI) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { w.Member.Run(ctx) })
+	if w.serving != nil {
+		w.serving.Start()
+		defer w.serving.Stop()
+	}
 	w.health.SetHealthy(kubeletAPIWarnable)
 	if err := w.srv.Serve(ctx); err != nil {
 		w.log.Error("kubelet API stopped", "error", err)
@@ -62,11 +65,23 @@ func (w *withKubeletAPI) Run(ctx context.Context) {
 // health tracker. A serving pair or client CA that does not load refuses the start; a port
 // that cannot be opened leaves the node without the kubelet API (nil, nil), unhealthy in
 // kubeletAPIWarnable.
-func newKubeletServer(d *daemon, node string, ips []string, log *slog.Logger) (*kubeletserver.Server, error) {
+func newKubeletServer(d *daemon, node string, ips []string, log *slog.Logger) (*kubeletserver.Server, certificate.Manager, error) {
 	cc := d.cfg.Cluster
-	tokens, access, err := cluster.NewReviewClients(cc.Kubeconfig)
+	tokens, access, err := cluster.NewReviewClientsForConfig(d.conn.creds.Config)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	// With server_tls_bootstrap the serving certificate is the cluster's, requested for the
+	// Node's host name and addresses (the kubelet's serving certificate manager).
+	var serving certificate.Manager
+	var servingCert func() *tls.Certificate
+	if cc.ServerTLSBootstrap {
+		if serving, err = cluster.NewServingManager(context.Background(), cluster.ServingOptions{Config: d.conn.creds.Config, NodeName: node,
+			Hostname: node, IPs: ips, CertDir: d.cfg.ClusterCertDir(), CertFile: cc.TLSCertFile, KeyFile: cc.TLSPrivateKeyFile,
+			Metrics: certificateMetrics(d.kubelet), Logger: log.With("component", "certificates")}); err != nil {
+			return nil, nil, err
+		}
+		servingCert = serving.Current
 	}
 	boot, err := procfs.BootTime(d.procRoot)
 	if err != nil {
@@ -83,7 +98,7 @@ func newKubeletServer(d *daemon, node string, ips []string, log *slog.Logger) (*
 	endpoints := d.metrics.KubeletHandlers(log.With("component", "kubelet-api"))
 	srv, err := kubeletserver.New(kubeletserver.Options{
 		NodeName: node, Address: net.JoinHostPort(cc.NodeIP, strconv.Itoa(cc.KubeletPort)),
-		CertFile: cc.TLSCertFile, KeyFile: cc.TLSPrivateKeyFile, CertDir: filepath.Join(d.cfg.StateDir, kubeletCertDir),
+		CertFile: cc.TLSCertFile, KeyFile: cc.TLSPrivateKeyFile, CertDir: d.cfg.ClusterCertDir(), ServingCertificate: servingCert,
 		Hosts: append([]string{node}, ips...), ClientCAFile: cc.ClientCAFile, Anonymous: cc.AnonymousAuth,
 		Tokens: tokens, Access: access, Pods: d.ctrl.Pods,
 		Logs: func(ctx context.Context, namespace, name, container string, opts pods.LogOptions, w io.Writer) error {
@@ -104,13 +119,13 @@ func newKubeletServer(d *daemon, node string, ips []string, log *slog.Logger) (*
 		Healthz: endpoints.Healthz, Streamer: streamer, Clock: d.clock, Logger: log.With("component", "kubelet-api"),
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	d.health.Register(kubeletAPIWarnable)
 	if err := srv.Listen(); err != nil {
 		log.Error("kubelet API off: its port cannot be opened", "error", err)
 		d.health.SetUnhealthy(kubeletAPIWarnable, err.Error())
-		return nil, nil
+		return nil, nil, nil
 	}
-	return srv, nil
+	return srv, serving, nil
 }

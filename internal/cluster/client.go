@@ -19,8 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/slicelet/slicelet/internal/buildinfo"
 )
 
 // The clients below are the methods slicelet calls, with the signatures of client-go's typed
@@ -99,7 +97,18 @@ func NewClients(kubeconfig string) (Clients, error) {
 	if err != nil {
 		return Clients{}, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
-	cfg.UserAgent = "slicelet/" + buildinfo.Version
+	clients, err := NewClientsForConfig(cfg)
+	if err != nil {
+		return Clients{}, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	return clients, nil
+}
+
+// NewClientsForConfig builds the clients from a client configuration (Credentials.Config), as
+// NewClients.
+func NewClientsForConfig(in *rest.Config) (Clients, error) {
+	cfg := rest.CopyConfig(in)
+	cfg.UserAgent = userAgent()
 	configureTransport(cfg)
 	scheme := runtime.NewScheme()
 	if err := v1.AddToScheme(scheme); err != nil {
@@ -129,7 +138,7 @@ func NewClients(kubeconfig string) (Clients, error) {
 	params := runtime.NewParameterCodec(scheme)
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return Clients{}, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+		return Clients{}, err
 	}
 	restFor := func(apiPath string, gv schema.GroupVersion) (*rest.RESTClient, error) {
 		c := *cfg

@@ -12,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/slicelet/slicelet/internal/buildinfo"
 )
 
 // TokenReviewer creates TokenReviews (client-go's typed authentication/v1 client).
@@ -37,7 +35,18 @@ func NewReviewClients(kubeconfig string) (TokenReviewer, AccessReviewer, error) 
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
-	cfg.UserAgent = "slicelet/" + buildinfo.Version
+	tokens, access, err := NewReviewClientsForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	return tokens, access, nil
+}
+
+// NewReviewClientsForConfig builds the review clients from a client configuration
+// (Credentials.Config), as NewReviewClients.
+func NewReviewClientsForConfig(in *rest.Config) (TokenReviewer, AccessReviewer, error) {
+	cfg := rest.CopyConfig(in)
+	cfg.UserAgent = userAgent()
 	scheme := runtime.NewScheme()
 	if err := authenticationv1.AddToScheme(scheme); err != nil {
 		return nil, nil, err
@@ -49,7 +58,7 @@ func NewReviewClients(kubeconfig string) (TokenReviewer, AccessReviewer, error) 
 	params := runtime.NewParameterCodec(scheme)
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+		return nil, nil, err
 	}
 	restFor := func(gv schema.GroupVersion) (*rest.RESTClient, error) {
 		c := *cfg

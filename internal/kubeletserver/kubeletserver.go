@@ -57,7 +57,10 @@ type Options struct {
 	// (kubelet.crt and kubelet.key, as the kubelet's --cert-dir), made once for Hosts.
 	CertFile, KeyFile string
 	CertDir           string
-	Hosts             []string
+	// ServingCertificate, when set, is the serving certificate of each handshake instead
+	// (a certificate manager's Current); nil fails the handshake.
+	ServingCertificate func() *tls.Certificate
+	Hosts              []string
 	// ClientCAFile verifies client certificates; empty: none are accepted.
 	ClientCAFile string
 	// Anonymous lets requests without credentials through as system:anonymous.
@@ -101,6 +104,9 @@ type Server struct {
 	streams *streamSet
 }
 
+// errNoServingCertificate fails a handshake before the serving certificate is issued.
+var errNoServingCertificate = errors.New("no serving certificate available for the kubelet")
+
 // New loads (or makes) the serving pair and the client CA.
 func New(o Options) (*Server, error) {
 	if o.Clock == nil {
@@ -112,18 +118,30 @@ func New(o Options) (*Server, error) {
 	if o.StreamIdleTimeout <= 0 {
 		o.StreamIdleTimeout = DefaultStreamIdleTimeout
 	}
-	certFile, keyFile := o.CertFile, o.KeyFile
-	if certFile == "" {
-		var err error
-		if certFile, keyFile, err = selfSignedPair(o.CertDir, o.Hosts); err != nil {
-			return nil, err
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	if o.ServingCertificate != nil {
+		// As the kubelet's GetCertificate (pkg/kubelet/kubelet.go): until the cluster signs
+		// one, handshakes fail.
+		cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if c := o.ServingCertificate(); c != nil {
+				return c, nil
+			}
+			return nil, errNoServingCertificate
 		}
+	} else {
+		certFile, keyFile := o.CertFile, o.KeyFile
+		if certFile == "" {
+			var err error
+			if certFile, keyFile, err = selfSignedPair(o.CertDir, o.Hosts); err != nil {
+				return nil, err
+			}
+		}
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("kubelet API serving certificate %s: %w", certFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
 	}
-	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("kubelet API serving certificate %s: %w", certFile, err)
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}, NextProtos: []string{"http/1.1"}}
 	if o.ClientCAFile != "" {
 		pool, err := certutil.NewPool(o.ClientCAFile)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -311,3 +312,58 @@ func TestPerClientListener(t *testing.T) {
 		_ = c.Close()
 	}
 }
+
+// TestServingCertificate: with a serving certificate manager, each handshake presents its
+// current certificate (a rotation shows at the next handshake), none is made on disk, and
+// before the first is issued handshakes fail, as the kubelet's.
+func TestServingCertificate(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, "test-ca")
+	var current atomic.Pointer[tls.Certificate]
+	srv, err := New(Options{NodeName: "node-1", CertDir: filepath.Join(dir, "pki"), ServingCertificate: current.Load,
+		Healthz: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pki", "kubelet.crt")); err == nil {
+		t.Error("a self-signed pair was made beside the serving certificate manager")
+	}
+	// Not httptest's TLS server: it adds a certificate of its own to the configuration.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = hs.Serve(tls.NewListener(ln, srv.TLSConfig())) }()
+	defer hs.Close()
+	served := func() (string, error) {
+		conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			return "", err
+		}
+		defer conn.Close()
+		if err := conn.Handshake(); err != nil {
+			return "", err
+		}
+		return conn.ConnectionState().PeerCertificates[0].Subject.CommonName, nil
+	}
+	steps := []struct {
+		name    string
+		cert    *tls.Certificate
+		want    string
+		wantErr bool
+	}{
+		{name: "before the first certificate: the handshake fails", wantErr: true},
+		{name: "the issued certificate", cert: ptrTo(ca.client(t, "system:node:node-1", "system:nodes")), want: "system:node:node-1"},
+		{name: "the rotated certificate", cert: ptrTo(ca.client(t, "system:node:node-1-renewed", "system:nodes")), want: "system:node:node-1-renewed"},
+	}
+	for _, s := range steps {
+		current.Store(s.cert)
+		cn, err := served()
+		if s.wantErr != (err != nil) || cn != s.want {
+			t.Errorf("%s: served %q, error %v", s.name, cn, err)
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

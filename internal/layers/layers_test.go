@@ -125,7 +125,8 @@ var confined = []struct {
 	// k8s.io/kubernetes is large and not meant as a library: one small adapter calls it.
 	// The device manager's checkpoint is the kubelet's own format and checksum
 	// (pkg/kubelet/cm/devicemanager/checkpoint), and its resource names the API's helper's.
-	{"k8s.io/kubernetes/", []string{"internal/kubevalidation", "internal/pods/devices"}},
+	// Cluster mode's TLS bootstrap is the kubelet's own (pkg/kubelet/certificate/bootstrap).
+	{"k8s.io/kubernetes/", []string{"internal/kubevalidation", "internal/pods/devices", "internal/cluster"}},
 	// Talking to a Kubernetes API server is cluster mode's alone (slicectl's printers use
 	// client-go's jsonpath, which talks to nothing); klog is how client-go logs, routed into
 	// slog there.

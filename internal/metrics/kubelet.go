@@ -82,6 +82,9 @@ type KubeletFamilies struct {
 	volumeStats func() []ClaimVolumeStats
 	// volumeStatDuration is kubelet_volume_metric_collection_duration_seconds.
 	volumeStatDuration *prometheus.HistogramVec
+	// certs are the certificate managers' families (ClientCertificateManager,
+	// ServerCertificateManager).
+	certs *certificateFamilies
 }
 
 // NewKubeletFamilies returns the families, not registered yet (New registers them).
@@ -125,6 +128,7 @@ func NewKubeletFamilies() *KubeletFamilies {
 			Help: alpha + "Request latency in seconds. Broken down by verb, and host.", Buckets: restClientLatencyBuckets}, []string{"verb", "host"}),
 		volumeStatDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: kubeletSubsystem, Name: "volume_metric_collection_duration_seconds",
 			Help: alpha + "Duration in seconds to calculate volume stats", Buckets: prometheus.DefBuckets}, []string{"metric_source"}),
+		certs: newCertificateFamilies(time.Now),
 	}
 	return k
 }
@@ -156,7 +160,7 @@ func kubernetesBuildInfo(version, commit string) prometheus.Collector {
 func (k *KubeletFamilies) collectors() []prometheus.Collector {
 	out := []prometheus.Collector{k.nodeName, k.cgroupVersion, k.podStart, k.podWorker, k.cgroupManager, k.plegRelist, k.plegInterval, k.plegLastSeen,
 		k.runtimeOps, k.runtimeOpsDuration, k.runtimeOpsErrors, k.evictions, k.startedPods, k.startedPodsErrors,
-		k.storageOps, k.restRequests, k.restLatency, k.volumeStatDuration}
+		k.storageOps, k.restRequests, k.restLatency, k.volumeStatDuration, k.certs}
 	if k.buildInfo != nil {
 		out = append(out, k.buildInfo)
 	}

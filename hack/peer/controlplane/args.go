@@ -89,6 +89,8 @@ func apiServerArgs(c Config, l layout) []string {
 		"--kubelet-client-key=" + l.key(apiServerKubeletName),
 		"--kubelet-preferred-address-types=InternalIP,Hostname",
 		"--authorization-mode=Node,RBAC",
+		// Nodes joining with a bootstrap token (BootstrapToken), as kubeadm's control plane.
+		"--enable-bootstrap-token-auth=true",
 		"--enable-admission-plugins=NodeRestriction",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + filepath.Join(l.pki(), serviceAccountName+".pub"),
@@ -127,6 +129,9 @@ func controllerManagerArgs(c Config, l layout) []string {
 	if c.ClusterCIDR != "" {
 		cidrs = []string{"--allocate-node-cidrs=true", "--cluster-cidr=" + c.ClusterCIDR,
 			"--node-cidr-mask-size=" + strconv.Itoa(c.NodeCIDRMaskSize)}
+	}
+	if c.ClusterSigningDuration > 0 {
+		cidrs = append(cidrs, "--cluster-signing-duration="+c.ClusterSigningDuration.String())
 	}
 	return append(cidrs,
 		"--kubeconfig="+l.kubeconfig(controllerManagerName),

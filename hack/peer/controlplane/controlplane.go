@@ -102,6 +102,9 @@ type Config struct {
 	NodeCIDRMaskSize int
 	// ServiceCIDR is the service cluster IP range.
 	ServiceCIDR string
+	// ClusterSigningDuration is the lifetime of the certificates the controller manager signs
+	// (--cluster-signing-duration); zero: its default, a year.
+	ClusterSigningDuration time.Duration
 	// UnitPrefix prefixes the transient services' names.
 	UnitPrefix string
 	// ReadyTimeout bounds the wait for the API server's /readyz.

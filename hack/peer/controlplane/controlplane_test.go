@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/kubernetes/cmd/kubeadm/app/util/pkiutil"
 )
@@ -54,10 +55,37 @@ func TestAPIServerArgs(t *testing.T) {
 		{"request headers trusted from the front proxy's CA", "--requestheader-client-ca-file=/run/cp/pki/front-proxy-ca.crt"},
 		{"request headers from the front proxy only", "--requestheader-allowed-names=front-proxy-client"},
 		{"aggregated APIs reached at their endpoints", "--enable-aggregator-routing=true"},
+		{"bootstrap tokens authenticate joining nodes", "--enable-bootstrap-token-auth=true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !slices.Contains(args, tc.want) {
 				t.Fatalf("%s missing from %q", tc.want, args)
+			}
+		})
+	}
+}
+
+// TestClusterSigningDuration: the controller manager signs for the lifetime asked, else for
+// its default.
+func TestClusterSigningDuration(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    time.Duration
+		want string
+	}{
+		{"default", 0, ""},
+		{"short-lived certificates", 3 * time.Minute, "--cluster-signing-duration=3m0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Config{Dir: "/run/cp", BinDir: "/bin", ControllerManager: true, ClusterSigningDuration: tc.d}.withDefaults()
+			var got string
+			for _, a := range controllerManagerArgs(c, layout(c.Dir)) {
+				if strings.HasPrefix(a, "--cluster-signing-duration=") {
+					got = a
+				}
+			}
+			if got != tc.want {
+				t.Errorf("signing duration flag %q, want %q", got, tc.want)
 			}
 		})
 	}
