@@ -216,18 +216,30 @@ func readStatsV2(root, cgroupPath string) (CgroupStats, error) {
 		errs = append(errs, err)
 	}
 	s.IO = io
-	readPSI := func(name string) PSIStats {
-		v, err := readFileAt(file(name), parsePSI)
-		if err != nil && !errors.Is(err, ErrUnavailable) {
-			errs = append(errs, fmt.Errorf("%s: %w", file(name), err))
-		}
-		return v
+	if err := ReadCgroupPressure(root, cgroupPath, &s); err != nil {
+		errs = append(errs, err)
 	}
-	s.CPUPressure, s.MemoryPressure, s.IOPressure = readPSI("cpu.pressure"), readPSI("memory.pressure"), readPSI("io.pressure")
 	if err := errors.Join(errs...); err != nil {
 		return s, fmt.Errorf("stats of %s: %w", cgroupPath, err)
 	}
 	return s, nil
+}
+
+// ReadCgroupPressure reads the pressure files of the cgroup v2 cgroup at cgroupPath into
+// CgroupStats' CPUPressure, MemoryPressure and IOPressure (ReadCgroupStats reads them with
+// the rest; the node's root cgroup is read apart). Missing files are zero.
+func ReadCgroupPressure(root, cgroupPath string, s *CgroupStats) error {
+	var errs []error
+	read := func(name string) PSIStats {
+		f := fileAt{root: root, cgroup: cgroupPath, name: name}
+		v, err := readFileAt(f, parsePSI)
+		if err != nil && !errors.Is(err, ErrUnavailable) {
+			errs = append(errs, fmt.Errorf("%s: %w", f, err))
+		}
+		return v
+	}
+	s.CPUPressure, s.MemoryPressure, s.IOPressure = read("cpu.pressure"), read("memory.pressure"), read("io.pressure")
+	return errors.Join(errs...)
 }
 
 // parsePSI parses a pressure file (Documentation/accounting/psi.rst):
