@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -67,6 +69,24 @@ type CgroupStats struct {
 	// IO is the block I/O by device (io.stat on v2, blkio.throttle.io_service_bytes and
 	// io_serviced on v1).
 	IO []DeviceIO
+	// CPUPressure, MemoryPressure and IOPressure are the cgroup's pressure stall information
+	// (cpu.pressure, memory.pressure, io.pressure; cgroup v2 only). A kernel without PSI
+	// (CONFIG_PSI off, psi=0) has no such files: they are then zero, as in cAdvisor.
+	CPUPressure, MemoryPressure, IOPressure PSIStats
+}
+
+// PSIStats is one pressure file: the share of time some tasks of the cgroup were stalled on
+// the resource (Some, "waiting" in cAdvisor's metrics) and all of them at once (Full,
+// "stalled").
+type PSIStats struct {
+	Some, Full PSIData
+}
+
+// PSIData is one line of a pressure file: the averages over 10 s, 60 s and 300 s in percent,
+// and the total stall time in microseconds.
+type PSIData struct {
+	Avg10, Avg60, Avg300 float64
+	Total                uint64
 }
 
 // DeviceIO is one block device's I/O in a cgroup.
@@ -196,10 +216,94 @@ func readStatsV2(root, cgroupPath string) (CgroupStats, error) {
 		errs = append(errs, err)
 	}
 	s.IO = io
+	if err := ReadCgroupPressure(root, cgroupPath, &s); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return s, fmt.Errorf("stats of %s: %w", cgroupPath, err)
 	}
 	return s, nil
+}
+
+// ReadCgroupPressure reads the pressure files of the cgroup v2 cgroup at cgroupPath into
+// CgroupStats' CPUPressure, MemoryPressure and IOPressure (ReadCgroupStats reads them with
+// the rest; the node's root cgroup is read apart). Missing files are zero.
+func ReadCgroupPressure(root, cgroupPath string, s *CgroupStats) error {
+	var errs []error
+	read := func(name string) PSIStats {
+		f := fileAt{root: root, cgroup: cgroupPath, name: name}
+		v, err := readFileAt(f, parsePSI)
+		if err != nil && !errors.Is(err, ErrUnavailable) {
+			errs = append(errs, fmt.Errorf("%s: %w", f, err))
+		}
+		return v
+	}
+	s.CPUPressure, s.MemoryPressure, s.IOPressure = read("cpu.pressure"), read("memory.pressure"), read("io.pressure")
+	return errors.Join(errs...)
+}
+
+// parsePSI parses a pressure file (Documentation/accounting/psi.rst):
+//
+//	some avg10=0.00 avg60=0.00 avg300=0.00 total=0
+//	full avg10=0.00 avg60=0.00 avg300=0.00 total=0
+//
+// The full line is missing from cpu.pressure before Linux 5.13; a key the kernel adds is
+// ignored.
+func parsePSI(b []byte) (PSIStats, error) {
+	var out PSIStats
+	for line := range bytes.Lines(b) {
+		kind, rest, _ := bytes.Cut(bytes.TrimSpace(line), []byte{' '})
+		var d *PSIData
+		switch string(kind) {
+		case "some":
+			d = &out.Some
+		case "full":
+			d = &out.Full
+		default:
+			continue
+		}
+		// Fields one by one: bytes.Fields would allocate a slice per line.
+		for len(rest) > 0 {
+			var kv []byte
+			kv, rest, _ = bytes.Cut(bytes.TrimLeft(rest, " "), []byte{' '})
+			if len(kv) == 0 {
+				continue
+			}
+			k, v, ok := bytes.Cut(kv, []byte{'='})
+			if !ok {
+				return PSIStats{}, fmt.Errorf("%s line: %q is not key=value", kind, kv)
+			}
+			var err error
+			switch string(k) {
+			case "avg10":
+				d.Avg10, err = strconv.ParseFloat(string(v), 64)
+			case "avg60":
+				d.Avg60, err = strconv.ParseFloat(string(v), 64)
+			case "avg300":
+				d.Avg300, err = strconv.ParseFloat(string(v), 64)
+			case "total":
+				d.Total, err = strconv.ParseUint(string(v), 10, 64)
+			}
+			if err != nil {
+				return PSIStats{}, fmt.Errorf("%s line: %s %q is not a number", kind, k, v)
+			}
+		}
+	}
+	return out, nil
+}
+
+// PSIAvailable says whether the kernel accounts pressure stall information per cgroup: the
+// root cgroup of the unified hierarchy at cgroupRoot has cpu.pressure (the kubelet's
+// IsPsiEnabled, pkg/kubelet/cadvisor/cadvisor_linux.go). It is false on cgroup v1 and hybrid
+// hosts (cgroupRoot is then a tmpfs of controller hierarchies) and on a v2 kernel booted with
+// psi=0 or built without CONFIG_PSI.
+func PSIAvailable(cgroupRoot string) bool {
+	f, err := os.Open(filepath.Join(cgroupRoot, "cpu.pressure"))
+	if err != nil {
+		return false
+	}
+	_ = f.Close()
+	return true
 }
 
 func readStatsV1(root string, mode units.Mode, cgroupPath string) (CgroupStats, error) {

@@ -58,6 +58,9 @@ func TestReadCgroupStats(t *testing.T) {
 				cg + "/pids.current":        "4\n",
 				cg + "/pids.max":            "max\n",
 				cg + "/io.stat":             "8:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n",
+				cg + "/cpu.pressure":        "some avg10=1.50 avg60=0.75 avg300=0.20 total=2500000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1000\n",
+				cg + "/memory.pressure":     "some avg10=0.00 avg60=0.00 avg300=0.00 total=300\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=200\n",
+				cg + "/io.pressure":         "some avg10=0.00 avg60=0.00 avg300=0.00 total=60\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=50\n",
 			},
 			want: CgroupStats{
 				Memory: MemoryUsage{Usage: 2000, InactiveFile: 200, WorkingSet: 1800, RSS: 1000},
@@ -67,8 +70,20 @@ func TestReadCgroupStats(t *testing.T) {
 				Periods: 100, ThrottledPeriods: 10, ThrottledTime: 500 * time.Millisecond,
 				CPUShares: 998, CPUQuota: 50000, CPUPeriod: 100000, HasCPUSpec: true,
 				Threads: 4, HasThreads: true,
-				IO: []DeviceIO{{Major: 8, Minor: 0, ReadBytes: 4096, WriteBytes: 8192, Reads: 1, Writes: 2}},
+				IO:             []DeviceIO{{Major: 8, Minor: 0, ReadBytes: 4096, WriteBytes: 8192, Reads: 1, Writes: 2}},
+				CPUPressure:    PSIStats{Some: PSIData{Avg10: 1.5, Avg60: 0.75, Avg300: 0.2, Total: 2500000}, Full: PSIData{Total: 1000}},
+				MemoryPressure: PSIStats{Some: PSIData{Total: 300}, Full: PSIData{Total: 200}},
+				IOPressure:     PSIStats{Some: PSIData{Total: 60}, Full: PSIData{Total: 50}},
 			},
+		},
+		{
+			name: "v2 without PSI",
+			mode: units.ModeUnified,
+			files: map[string]string{
+				cg + "/memory.stat":    "anon 1000\n",
+				cg + "/memory.current": "1000\n",
+			},
+			want: CgroupStats{Memory: MemoryUsage{Usage: 1000, WorkingSet: 1000, RSS: 1000}},
 		},
 		{
 			name: "v1",
@@ -149,7 +164,9 @@ func TestReadCgroupStatsAllocatesOnlyForWhatItReads(t *testing.T) {
 	for name, stat := range map[string]string{"full": full, "read keys only": "anon 4096\nfile 8192\nfile_mapped 53248\ninactive_file 90112\npgfault 163840\npgmajfault 167936\n"} {
 		root := t.TempDir()
 		dir := filepath.Join(root, "pod.slice")
-		for f, v := range map[string]string{"memory.stat": stat, "memory.current": "1000000\n", "cpu.stat": "usage_usec 1\nuser_usec 1\nsystem_usec 0\nnr_periods 0\nnr_throttled 0\nthrottled_usec 0\nnr_bursts 0\nburst_usec 0\n",
+		psi := "some avg10=0.12 avg60=0.05 avg300=0.01 total=123456\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=789\n"
+		for f, v := range map[string]string{"memory.stat": stat, "memory.current": "1000000\n",
+			"cpu.pressure": psi, "memory.pressure": psi, "io.pressure": psi, "cpu.stat": "usage_usec 1\nuser_usec 1\nsystem_usec 0\nnr_periods 0\nnr_throttled 0\nthrottled_usec 0\nnr_bursts 0\nburst_usec 0\n",
 			"memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n", "pids.current": "3\n"} {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
@@ -172,5 +189,80 @@ func TestReadCgroupStatsAllocatesOnlyForWhatItReads(t *testing.T) {
 	// read of a cgroup whose files are all there allocates nothing.
 	if allocs["full"] != 0 {
 		t.Errorf("a cgroup read allocates %v times, want 0", allocs["full"])
+	}
+}
+
+// TestParsePSI: the pressure files as the kernel writes them (cpu.pressure of a kernel before
+// 5.13 has no full line; the root's full line of cpu.pressure is zeros), and a file that is
+// not one is an error naming the line and value.
+func TestParsePSI(t *testing.T) {
+	tests := []struct {
+		name, file string
+		want       PSIStats
+		wantErr    string
+	}{
+		{name: "some and full", file: "some avg10=2.04 avg60=0.75 avg300=0.40 total=157622356\nfull avg10=1.10 avg60=0.50 avg300=0.20 total=90126551\n",
+			want: PSIStats{Some: PSIData{Avg10: 2.04, Avg60: 0.75, Avg300: 0.4, Total: 157622356}, Full: PSIData{Avg10: 1.1, Avg60: 0.5, Avg300: 0.2, Total: 90126551}}},
+		{name: "cpu before 5.13: some only", file: "some avg10=0.00 avg60=0.00 avg300=0.00 total=42\n",
+			want: PSIStats{Some: PSIData{Total: 42}}},
+		{name: "total above 2^63", file: "some avg10=0.00 avg60=0.00 avg300=0.00 total=18446744073709551615\n",
+			want: PSIStats{Some: PSIData{Total: 18446744073709551615}}},
+		{name: "unknown key and line ignored", file: "some avg10=0.00 avg60=0.00 avg300=0.00 avg900=1.00 total=1\nlater avg10=9\n",
+			want: PSIStats{Some: PSIData{Total: 1}}},
+		{name: "empty", file: ""},
+		{name: "bad total", file: "some avg10=0.00 avg60=0.00 avg300=0.00 total=x\n", wantErr: `some line: total "x" is not a number`},
+		{name: "bad average", file: "full avg10=0.0.0 avg60=0.00 avg300=0.00 total=1\n", wantErr: `full line: avg10 "0.0.0" is not a number`},
+		{name: "not key=value", file: "some 0.00 0.00\n", wantErr: `some line: "0.00" is not key=value`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parsePSI([]byte(tt.file))
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("got  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestReadCgroupStatsPSIError: a pressure file that cannot be parsed is an error naming it.
+func TestReadCgroupStatsPSIError(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{"/a/memory.stat": "anon 1\n", "/a/memory.current": "1\n", "/a/io.pressure": "some total=x\n"})
+	_, err := ReadCgroupStats(root, units.ModeUnified, "/a")
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(root, "a", "io.pressure")+`: some line: total "x" is not a number`) {
+		t.Errorf("error %v, want one naming io.pressure", err)
+	}
+}
+
+// TestPSIAvailable: the kubelet's IsPsiEnabled rule, cpu.pressure at the root of the cgroup
+// mount: a v2 root has it unless the kernel was booted with psi=0; a v1 or hybrid root (a
+// tmpfs of controller directories) never has it.
+func TestPSIAvailable(t *testing.T) {
+	tests := []struct {
+		name  string
+		files map[string]string
+		want  bool
+	}{
+		{name: "v2", files: map[string]string{"cgroup.controllers": "cpu memory io\n", "cpu.pressure": "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"}, want: true},
+		{name: "v2 psi=0", files: map[string]string{"cgroup.controllers": "cpu memory io\n"}},
+		{name: "hybrid", files: map[string]string{"memory/memory.stat": "", "unified/cpu.pressure": ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			writeTree(t, root, tt.files)
+			if got := PSIAvailable(root); got != tt.want {
+				t.Errorf("PSIAvailable = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

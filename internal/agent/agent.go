@@ -370,7 +370,8 @@ func (d *daemon) buildObservers(_ context.Context, o Options) error {
 		log.Warn("process start time not read: /metrics/slis goes without process_start_time_seconds", "error", err)
 	}
 	d.metrics = metrics.New(metrics.Options{Version: buildinfo.Version, Systemd: d.sdOps, Probes: d.probes, Pods: d.ctrl, Health: d.health, Started: started,
-		Kubelet: d.kubelet, Cadvisor: &podstats.Cadvisor{Sampler: d.stats, Pods: d.ctrl.Pods, SysRoot: o.SysRoot, Machine: machine, Version: version}})
+		Kubelet: d.kubelet, Cadvisor: &podstats.Cadvisor{Sampler: d.stats, Pods: d.ctrl.Pods, SysRoot: o.SysRoot, Machine: machine, Version: version},
+		CadvisorPressure: eviction.PSIAvailable(o.CgroupRoot)})
 	col, err := newGCCollector(cfg, d.prt, d.ctrl.GCPodState, d.clock, log)
 	if err != nil {
 		return err

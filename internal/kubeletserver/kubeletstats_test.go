@@ -21,7 +21,10 @@ func TestKubeletSummary(t *testing.T) {
 	samples := []podstats.PodLatest{{Namespace: "default", Name: "web", UID: "u1", Latest: podstats.Latest[podstats.PodUsage]{At: at,
 		Usage: podstats.PodUsage{Usage: podstats.Usage{MemoryWorkingSet: 64 << 20, CPU: 3 * time.Second},
 			Containers: []podstats.ContainerUsage{{Name: "app", Usage: podstats.Usage{MemoryWorkingSet: 60 << 20, MemoryUsage: 70 << 20, MemoryRSS: 50 << 20, CPU: 2 * time.Second,
-				Stats: eviction.CgroupStats{Swap: 1 << 20, SwapLimit: 5 << 20}}}}},
+				Stats: eviction.CgroupStats{Swap: 1 << 20, SwapLimit: 5 << 20,
+					CPUPressure:    eviction.PSIStats{Some: eviction.PSIData{Avg10: 1.5, Avg60: 0.5, Avg300: 0.25, Total: 2500000}, Full: eviction.PSIData{Total: 1000}},
+					MemoryPressure: eviction.PSIStats{Some: eviction.PSIData{Total: 300}, Full: eviction.PSIData{Total: 200}},
+					IOPressure:     eviction.PSIStats{Some: eviction.PSIData{Total: 60}, Full: eviction.PSIData{Total: 50}}}}}}},
 		ContainerNanoCores: map[string]uint64{"app": 1e8}}}}
 	started := metav1.NewTime(at.Add(-time.Minute))
 	pods := []v1.Pod{{ObjectMeta: metav1.ObjectMeta{UID: "u1"}, Status: v1.PodStatus{StartTime: &started,
@@ -54,6 +57,13 @@ func TestKubeletSummary(t *testing.T) {
 			*s.Pods[0].VolumeStats[0].InodesFree == 6 && *s.Pods[0].VolumeStats[0].AvailableBytes == 60 && s.Pods[0].VolumeStats[0].Time.Time.Equal(at) &&
 			s.Pods[0].VolumeStats[1].Name == "data" && *s.Pods[0].VolumeStats[1].PVCRef == statsv1alpha1.PVCReference{Name: "data-web-0", Namespace: "default"} &&
 			*s.Pods[0].VolumeStats[1].CapacityBytes == 5<<30 && *s.Pods[0].VolumeStats[1].UsedBytes == 0},
+		{name: "container pressure stall information of cpu, memory and io", ok: *s.Pods[0].Containers[0].CPU.PSI == statsv1alpha1.PSIStats{
+			Some: statsv1alpha1.PSIData{Avg10: 1.5, Avg60: 0.5, Avg300: 0.25, Total: 2500000}, Full: statsv1alpha1.PSIData{Total: 1000}} &&
+			s.Pods[0].Containers[0].Memory.PSI.Some.Total == 300 && s.Pods[0].Containers[0].Memory.PSI.Full.Total == 200 &&
+			s.Pods[0].Containers[0].IO.PSI.Some.Total == 60 && s.Pods[0].Containers[0].IO.PSI.Full.Total == 50 && s.Pods[0].Containers[0].IO.Time.Time.Equal(at)},
+		// As the kubelet's cAdvisor stats: psi is always there, zero without pressure files.
+		{name: "pod and node pressure, zero where not read", ok: s.Pods[0].CPU.PSI != nil && *s.Pods[0].CPU.PSI == statsv1alpha1.PSIStats{} &&
+			s.Pods[0].IO != nil && s.Node.CPU.PSI != nil && s.Node.Memory.PSI != nil && s.Node.IO != nil && s.Node.IO.PSI != nil},
 		{name: "what is not sampled is left out", ok: s.Pods[0].Memory.PageFaults == nil && s.Pods[0].Network == nil && s.Node.Fs == nil},
 	}
 	for _, tc := range tests {

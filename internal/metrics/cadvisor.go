@@ -24,16 +24,25 @@ type CadvisorSource interface {
 }
 
 // cadvisorMetrics are the kubelet's includedMetrics for /metrics/cadvisor
-// (pkg/kubelet/server/server.go InstallAuthNotRequiredHandlers).
-var cadvisorMetrics = cadvisorcontainer.MetricSet{
-	cadvisorcontainer.CpuUsageMetrics:     struct{}{},
-	cadvisorcontainer.MemoryUsageMetrics:  struct{}{},
-	cadvisorcontainer.DiskIOMetrics:       struct{}{},
-	cadvisorcontainer.DiskUsageMetrics:    struct{}{},
-	cadvisorcontainer.NetworkUsageMetrics: struct{}{},
-	cadvisorcontainer.AppMetrics:          struct{}{},
-	cadvisorcontainer.ProcessMetrics:      struct{}{},
-	cadvisorcontainer.OOMMetrics:          struct{}{},
+// (pkg/kubelet/server/server.go InstallAuthNotRequiredHandlers): PressureMetrics only where
+// the kernel accounts pressure stall information per cgroup (the KubeletPSI feature, GA and
+// locked on, and IsPsiEnabled: cpu.pressure at the root of the cgroup mount, cgroup v2 with
+// PSI on).
+func cadvisorMetrics(psi bool) cadvisorcontainer.MetricSet {
+	set := cadvisorcontainer.MetricSet{
+		cadvisorcontainer.CpuUsageMetrics:     struct{}{},
+		cadvisorcontainer.MemoryUsageMetrics:  struct{}{},
+		cadvisorcontainer.DiskIOMetrics:       struct{}{},
+		cadvisorcontainer.DiskUsageMetrics:    struct{}{},
+		cadvisorcontainer.NetworkUsageMetrics: struct{}{},
+		cadvisorcontainer.AppMetrics:          struct{}{},
+		cadvisorcontainer.ProcessMetrics:      struct{}{},
+		cadvisorcontainer.OOMMetrics:          struct{}{},
+	}
+	if psi {
+		set[cadvisorcontainer.PressureMetrics] = struct{}{}
+	}
+	return set
 }
 
 // The container labels /metrics/cadvisor sets (cAdvisor's LabelID, LabelName, LabelImage and
@@ -82,12 +91,12 @@ func (p cadvisorProvider) GetMachineInfo() (*info.MachineInfo, error) { return p
 
 // NewCadvisorRegistry is the registry of /metrics/cadvisor: cAdvisor's own machine and
 // container collectors (github.com/google/cadvisor/lib/metrics) with the kubelet's metric set
-// and labels, reading src at each scrape.
-func NewCadvisorRegistry(src CadvisorSource) *prometheus.Registry {
+// (with the pressure stall families when psi) and labels, reading src at each scrape.
+func NewCadvisorRegistry(src CadvisorSource, psi bool) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	p := cadvisorProvider{src}
-	reg.MustRegister(cadvisormetrics.NewPrometheusMachineCollector(p, cadvisorMetrics),
-		cadvisormetrics.NewPrometheusCollector(p, cadvisorLabels, cadvisorMetrics, clock.RealClock{},
+	p, set := cadvisorProvider{src}, cadvisorMetrics(psi)
+	reg.MustRegister(cadvisormetrics.NewPrometheusMachineCollector(p, set),
+		cadvisormetrics.NewPrometheusCollector(p, cadvisorLabels, set, clock.RealClock{},
 			info.RequestOptions{IdType: info.TypeName, Count: 1, Recursive: true}))
 	return reg
 }

@@ -102,3 +102,54 @@ machine_memory_bytes{boot_id="b",machine_id="m",system_uuid="U"} 8.589934592e+09
 		t.Error("a /metrics/cadvisor handler without a source")
 	}
 }
+
+// TestCadvisorPressure: /metrics/cadvisor serves cAdvisor's six pressure stall families exactly
+// where the kubelet does (the kernel accounts PSI per cgroup: cgroup v2 with PSI on), with
+// Full.Total as stalled and Some.Total as waiting, the kernel's microseconds in seconds; on
+// cgroup v1 (and v2 with psi=0) none of them.
+func TestCadvisorPressure(t *testing.T) {
+	at := time.Unix(1000, 0)
+	const cg = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-containerd-abc.scope"
+	psi := func(some, full uint64) info.PSIStats {
+		return info.PSIStats{Some: info.PSIData{Total: some, Avg10: 1.5}, Full: info.PSIData{Total: full}}
+	}
+	src := fakeCadvisor{cg: {
+		ContainerReference: info.ContainerReference{Name: cg, Id: "abc", Aliases: []string{"abc"}},
+		Spec: info.ContainerSpec{Image: "nginx:1", CreationTime: at, HasCpu: true, HasMemory: true, HasDiskIo: true,
+			Labels: map[string]string{labelPodName: "web", labelPodNamespace: "default", labelContainerName: "app"}},
+		Stats: []*info.ContainerStats{{Timestamp: at,
+			Cpu:    &info.CpuStats{PSI: psi(2500000, 1000000)},
+			Memory: &info.MemoryStats{PSI: psi(300000, 200000)},
+			DiskIo: &info.DiskIoStats{PSI: psi(60000, 50000)}}},
+	}}
+	labels := `{container="app",id="` + cg + `",image="nginx:1",name="abc",namespace="default",pod="web"}`
+	families := []struct{ name, help, value string }{
+		{"container_pressure_cpu_stalled_seconds_total", "Total time duration no tasks in the container could make progress due to CPU congestion.", "1"},
+		{"container_pressure_cpu_waiting_seconds_total", "Total time duration tasks in the container have waited due to CPU congestion.", "2.5"},
+		{"container_pressure_memory_stalled_seconds_total", "Total time duration no tasks in the container could make progress due to memory congestion.", "0.2"},
+		{"container_pressure_memory_waiting_seconds_total", "Total time duration tasks in the container have waited due to memory congestion.", "0.3"},
+		{"container_pressure_io_stalled_seconds_total", "Total time duration no tasks in the container could make progress due to IO congestion.", "0.05"},
+		{"container_pressure_io_waiting_seconds_total", "Total time duration tasks in the container have waited due to IO congestion.", "0.06"},
+	}
+	var names []string
+	v2 := ""
+	for _, f := range families {
+		names = append(names, f.name)
+		v2 += "# HELP " + f.name + " " + f.help + "\n# TYPE " + f.name + " counter\n" + f.name + labels + " " + f.value + " 1000000\n"
+	}
+	for _, tt := range []struct {
+		name string
+		psi  bool
+		want string
+	}{
+		{name: "cgroup v2 with PSI", psi: true, want: v2},
+		{name: "cgroup v1, or v2 with psi=0", psi: false, want: ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := New(Options{Version: "1", NoRuntimeCollectors: true, Cadvisor: src, CadvisorPressure: tt.psi})
+			if err := testutil.GatherAndCompare(m.cadvisor, strings.NewReader(tt.want), names...); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}

@@ -63,6 +63,10 @@ type Options struct {
 	Kubelet *KubeletFamilies
 	// Cadvisor is read at every scrape of /metrics/cadvisor; nil serves no such path.
 	Cadvisor CadvisorSource
+	// CadvisorPressure adds cAdvisor's pressure stall families to /metrics/cadvisor
+	// (container_pressure_*): true where the kernel accounts PSI per cgroup
+	// (eviction.PSIAvailable, the kubelet's IsPsiEnabled).
+	CadvisorPressure bool
 	// Started is when the process started (/metrics/slis's process_start_time_seconds); zero
 	// leaves it out.
 	Started time.Time
@@ -187,7 +191,7 @@ func New(opts Options) *Metrics {
 		}
 	}
 	if opts.Cadvisor != nil {
-		m.cadvisor = NewCadvisorRegistry(opts.Cadvisor)
+		m.cadvisor = NewCadvisorRegistry(opts.Cadvisor, opts.CadvisorPressure)
 	}
 	started, slis := startTimeRegistry(opts.Started), prometheus.NewRegistry()
 	m.healthchecks = newHealthchecks(slis)

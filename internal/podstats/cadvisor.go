@@ -152,6 +152,7 @@ func cadvisorStats(at time.Time, u Usage, network []procfs.NetInterface, sysRoot
 		Cpu: &info.CpuStats{
 			Usage: info.CpuUsage{Total: n(int64(u.CPU)), User: n(int64(st.CPUUser)), System: n(int64(st.CPUSystem))},
 			CFS:   info.CpuCFS{Periods: n(st.Periods), ThrottledPeriods: n(st.ThrottledPeriods), ThrottledTime: n(int64(st.ThrottledTime))},
+			PSI:   cadvisorPSI(st.CPUPressure),
 		},
 		Memory: &info.MemoryStats{
 			Usage: n(u.MemoryUsage), WorkingSet: n(u.MemoryWorkingSet), RSS: n(u.MemoryRSS),
@@ -159,12 +160,16 @@ func cadvisorStats(at time.Time, u Usage, network []procfs.NetInterface, sysRoot
 			Failcnt: n(st.Failcnt), TotalInactiveFile: n(st.Memory.InactiveFile),
 			ContainerData:    info.MemoryStatsMemoryData{Pgfault: n(st.Pgfault), Pgmajfault: n(st.Pgmajfault)},
 			HierarchicalData: info.MemoryStatsMemoryData{Pgfault: n(st.Pgfault), Pgmajfault: n(st.Pgmajfault)},
+			PSI:              cadvisorPSI(st.MemoryPressure),
 		},
 		Processes: &info.ProcessStats{ThreadsCurrent: n(st.Threads), ThreadsMax: n(st.ThreadsMax)},
 		OOMEvents: n(st.OOMKills),
 	}
+	// As cAdvisor's libcontainer handler (newContainerStats with DiskIOMetrics), the disk
+	// I/O stats are there even for a cgroup without I/O: they carry its io.pressure.
+	io := &info.DiskIoStats{PSI: cadvisorPSI(st.IOPressure)}
+	out.DiskIo = io
 	if len(st.IO) > 0 {
-		io := &info.DiskIoStats{}
 		for _, d := range st.IO {
 			dev := blockDevice(sysRoot, d.Major, d.Minor)
 			io.IoServiceBytes = append(io.IoServiceBytes, info.PerDiskStats{Device: dev, Major: d.Major, Minor: d.Minor,
@@ -172,7 +177,6 @@ func cadvisorStats(at time.Time, u Usage, network []procfs.NetInterface, sysRoot
 			io.IoServiced = append(io.IoServiced, info.PerDiskStats{Device: dev, Major: d.Major, Minor: d.Minor,
 				Stats: map[string]uint64{"Read": n(d.Reads), "Write": n(d.Writes), "Total": n(d.Reads + d.Writes)}})
 		}
-		out.DiskIo = io
 	}
 	if len(network) > 0 {
 		ns := &info.NetworkStats{}
@@ -185,6 +189,15 @@ func cadvisorStats(at time.Time, u Usage, network []procfs.NetInterface, sysRoot
 		out.Network = ns
 	}
 	return out
+}
+
+// cadvisorPSI is a pressure file's figures in cAdvisor's model (Total in microseconds, as
+// the kernel writes it; cAdvisor's metrics convert it to seconds).
+func cadvisorPSI(p eviction.PSIStats) info.PSIStats {
+	d := func(d eviction.PSIData) info.PSIData {
+		return info.PSIData{Total: d.Total, Avg10: d.Avg10, Avg60: d.Avg60, Avg300: d.Avg300}
+	}
+	return info.PSIStats{Some: d(p.Some), Full: d(p.Full)}
 }
 
 // blockDevices caches block device names by number (they do not change while a device is

@@ -22,7 +22,10 @@ func TestCadvisorInfo(t *testing.T) {
 	const appCg = podCg + "/cri-containerd-abc.scope"
 	app := podstats.ContainerUsage{Name: "app", Cgroup: appCg, Usage: podstats.Usage{MemoryWorkingSet: 1800, MemoryUsage: 2000, MemoryRSS: 1000, CPU: 5 * time.Second,
 		Stats: eviction.CgroupStats{Cache: 600, Periods: 100, ThrottledPeriods: 10, OOMKills: 1, HasMemorySpec: true, MemoryLimit: 256 << 20,
-			HasCPUSpec: true, CPUShares: 102, CPUQuota: 50000, CPUPeriod: 100000}}}
+			HasCPUSpec: true, CPUShares: 102, CPUQuota: 50000, CPUPeriod: 100000,
+			CPUPressure:    eviction.PSIStats{Some: eviction.PSIData{Avg10: 1.5, Total: 2500000}, Full: eviction.PSIData{Total: 1000}},
+			MemoryPressure: eviction.PSIStats{Some: eviction.PSIData{Total: 300}, Full: eviction.PSIData{Total: 200}},
+			IOPressure:     eviction.PSIStats{Some: eviction.PSIData{Total: 60}, Full: eviction.PSIData{Total: 50}}}}}
 	samples := []podstats.PodLatest{{Namespace: "default", Name: "web", UID: "1", Latest: podstats.Latest[podstats.PodUsage]{At: at,
 		Usage: podstats.PodUsage{Cgroup: podCg, Usage: podstats.Usage{MemoryWorkingSet: 2000, CPU: 6 * time.Second},
 			Containers: []podstats.ContainerUsage{app},
@@ -65,5 +68,12 @@ func TestCadvisorInfo(t *testing.T) {
 	if !s.Timestamp.Equal(at) || s.Cpu.Usage.Total != uint64(5*time.Second) || s.Cpu.CFS.ThrottledPeriods != 10 || s.Memory.WorkingSet != 1800 ||
 		s.Memory.Cache != 600 || s.Memory.RSS != 1000 || s.OOMEvents != 1 || s.Network != nil {
 		t.Errorf("container stats: cpu %+v memory %+v oom %d network %v", s.Cpu, s.Memory, s.OOMEvents, s.Network)
+	}
+	// The pressure files' figures, in the kernel's microseconds; the disk I/O stats are there
+	// without I/O, for io.pressure, as cAdvisor's are.
+	if s.Cpu.PSI.Some.Total != 2500000 || s.Cpu.PSI.Some.Avg10 != 1.5 || s.Cpu.PSI.Full.Total != 1000 ||
+		s.Memory.PSI.Some.Total != 300 || s.Memory.PSI.Full.Total != 200 ||
+		s.DiskIo == nil || s.DiskIo.PSI.Some.Total != 60 || s.DiskIo.PSI.Full.Total != 50 || len(s.DiskIo.IoServiceBytes) != 0 {
+		t.Errorf("container pressure: cpu %+v memory %+v io %+v", s.Cpu.PSI, s.Memory.PSI, s.DiskIo)
 	}
 }

@@ -153,6 +153,12 @@ func (r *Reader) ReadNode() (Usage, error) {
 	if swap, err := procfs.SwapUsed(r.proc); err == nil {
 		u.Stats.Swap = swap
 	}
+	// The node's pressure is the root cgroup's (v2; the system-wide /proc/pressure figures).
+	if r.mode == units.ModeUnified {
+		if err := eviction.ReadCgroupPressure(r.root, "/", &u.Stats); err != nil {
+			return Usage{}, err
+		}
+	}
 	return u, nil
 }
 

@@ -176,7 +176,11 @@ func TestReadNode(t *testing.T) {
 		{"v1", units.ModeHybrid, podstats.Usage{MemoryWorkingSet: 5 << 30, MemoryUsage: 6 << 30, MemoryRSS: 5 << 30, CPU: 900 * time.Second}},
 		// v2's proc has a meminfo: 1 GiB of its 2 GiB of swap in use.
 		{"v2", units.ModeUnified, podstats.Usage{MemoryWorkingSet: 5 << 30, MemoryUsage: 6 << 30, MemoryRSS: 4 << 30, CPU: 806 * time.Second,
-			Stats: eviction.CgroupStats{Swap: 1 << 30}}},
+			// The root's pressure files are the node's.
+			Stats: eviction.CgroupStats{Swap: 1 << 30,
+				CPUPressure:    eviction.PSIStats{Some: eviction.PSIData{Avg10: 0.5, Avg60: 0.25, Avg300: 0.1, Total: 4000000}},
+				MemoryPressure: eviction.PSIStats{Some: eviction.PSIData{Total: 3000}, Full: eviction.PSIData{Total: 2000}},
+				IOPressure:     eviction.PSIStats{Some: eviction.PSIData{Total: 700}, Full: eviction.PSIData{Total: 600}}}}},
 	} {
 		r := podstats.NewReader(filepath.Join("testdata", tt.tree, "cgroup"), filepath.Join("testdata", tt.tree, "proc"), tt.mode, nil)
 		got, err := r.ReadNode()
