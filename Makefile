@@ -420,7 +420,10 @@ cluster-demo-node: clusterdemo-build
 # nodes" is rendered from all of them (make conformance-report does only that); ginkgo's output
 # and the JUnit report stay in build/shard/reports (a short path: the nodes' unix sockets live
 # under it). SPECS=<regexp> re-runs only the shard's specs whose text matches it (recorded as
-# <cluster>_<SIGs>_rerun.json and listed apart; the shard's counts stay its whole runs'). Root.
+# <cluster>_<SIGs>_rerun.json and listed apart; the shard's counts stay its whole runs').
+# SPECS=<regexp> PART=i/n runs a part of a shard too long for one run: the newest run of each
+# of the n parts (<cluster>_<SIGs>_part<i>of<n>.json), their SPECS disjoint, count together as
+# the whole shard's. Root.
 CONFORMANCE_PROCS ?= $(if $(SHARD),2,5)
 SHARD_TIMEOUT ?= 100m
 # SHARD_PREFIX: the start of the sandboxes' names (conformance-<pid> when empty).
@@ -445,7 +448,7 @@ else
 	  -nonewprivs $(abspath $(PEER_DIR))/nonewprivs -slicelet $(abspath $(BIN))/slicelet -addons $(abspath $(ADDONS_DIR)) \
 	  -images-src "$$(cd hack/peer && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images" \
 	  -work $(abspath build/shard) -procs $(CONFORMANCE_PROCS) -timeout $(SHARD_TIMEOUT) \
-	  -commit "$$(git describe --always --dirty)" $(if $(SHARD_PREFIX),-prefix $(SHARD_PREFIX)) $(if $(SPECS),-specs '$(SPECS)') -results docs/conformance -docs docs/cluster.md
+	  -commit "$$(git describe --always --dirty)" $(if $(SHARD_PREFIX),-prefix $(SHARD_PREFIX)) $(if $(SPECS),-specs '$(SPECS)') $(if $(PART),-part $(PART)) -results docs/conformance -docs docs/cluster.md
 endif
 
 conformance-report: conformance-runner

@@ -145,6 +145,59 @@ func TestShardSection(t *testing.T) {
 	}
 }
 
+// TestShardParts: the newest run of each part of a shard counts as the whole shard once every
+// part has run, each part listed as a run; a shard with a part missing, or whose parts ran the
+// same spec, stays apart as re-runs.
+func TestShardParts(t *testing.T) {
+	day := time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC)
+	part := func(p, only string, started time.Time, specs Results) ShardRun {
+		return ShardRun{Nodes: []string{"slicelet", "slicelet"}, SIGs: []string{"sig-cli"}, Started: started, Duration: "10m0s", Procs: 2,
+			Commit: "c" + p[:1], Only: only, Part: p, Specs: specs}
+	}
+	p1 := part("1/2", "version", day, Results{specCLI1: {Status: "passed"}})
+	p2 := part("2/2", "Update Demo", day.Add(time.Hour), Results{specCLI2: {Status: "failed", Message: "data.json"}})
+	if p1.FileName() != "slicelet_sig-cli_part1of2.json" || p1.FileName() == p2.FileName() {
+		t.Fatalf("part file names %s, %s", p1.FileName(), p2.FileName())
+	}
+	for _, tc := range []struct {
+		name  string
+		runs  []ShardRun
+		wants []string
+		not   []string
+	}{
+		{"both parts: the whole shard", []ShardRun{p1, p2},
+			[]string{"| sig-cli | 17 | not run | 2 / 1 / 1 / 0 |",
+				"| sig-cli, part 1/2 (SPECS=version) | slicelet |", "| sig-cli, part 2/2 (SPECS=Update Demo) | slicelet |",
+				"| " + specCLI2 + " | slicelet | failed | data.json |"},
+			[]string{"Re-runs of chosen specs"}},
+		{"a part missing: re-runs only", []ShardRun{p2},
+			[]string{"| sig-cli | 17 | not run | not run |", "Re-runs of chosen specs (`SPECS=`; they do not count in the tables above) (1):"},
+			[]string{"part 2/2 (SPECS"}},
+		{"parts overlapping: re-runs only", []ShardRun{p1, part("2/2", "version|Update", day, Results{specCLI1: {Status: "passed"}, specCLI2: {Status: "passed"}})},
+			[]string{"| sig-cli | 17 | not run | not run |"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ShardSection(tc.runs, nil, "")
+			for _, w := range tc.wants {
+				if !strings.Contains(got, w) {
+					t.Errorf("section lacks %q:\n%s", w, got)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(got, n) {
+					t.Errorf("section has %q:\n%s", n, got)
+				}
+			}
+		})
+	}
+	if _, _, err := ParsePart("3/2"); err == nil {
+		t.Error("part 3/2 accepted")
+	}
+	if _, _, err := ParsePart("1/1"); err == nil {
+		t.Error("part 1/1 accepted")
+	}
+}
+
 func TestWriteReadRuns(t *testing.T) {
 	dir := t.TempDir()
 	run := ShardRun{Nodes: []string{"slicelet", "slicelet"}, SIGs: []string{"sig-cli"}, Focus: `\[(sig-cli)\].*\[Conformance\]`,

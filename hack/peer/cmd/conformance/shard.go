@@ -28,6 +28,8 @@ type shardOptions struct {
 	shard, nodes, addons, imagesSrc, results, commit, prefix string
 	// only narrows the shard to the specs it matches (a re-run of chosen specs).
 	only string
+	// part, with only, makes the run a part i/n of the shard (conformance.ShardRun.Part).
+	part string
 }
 
 // runShard starts a cluster of the nodes listed (hack/peer/cluster: the add-ons as workloads,
@@ -41,6 +43,14 @@ func runShard(ctx context.Context, o options, s shardOptions) (err error) {
 	}
 	if s.only != "" {
 		if focus, err = conformance.NarrowFocus(focus, s.only); err != nil {
+			return err
+		}
+	}
+	if s.part != "" {
+		if s.only == "" {
+			return fmt.Errorf("-part %s: a part names its specs with -specs", s.part)
+		}
+		if _, _, err := conformance.ParsePart(s.part); err != nil {
 			return err
 		}
 	}
@@ -94,7 +104,7 @@ func runShard(ctx context.Context, o options, s shardOptions) (err error) {
 		logf("stopping the cluster (nodes, control plane, sandboxes %s-*)", s.prefix)
 		err = errors.Join(err, c.Close(context.WithoutCancel(ctx)))
 	}()
-	run := conformance.ShardRun{SIGs: sigs, Focus: focus, Skip: o.Skip, Procs: o.Procs, Commit: s.commit, NodeVersions: map[string]string{}, Only: s.only}
+	run := conformance.ShardRun{SIGs: sigs, Focus: focus, Skip: o.Skip, Procs: o.Procs, Commit: s.commit, NodeVersions: map[string]string{}, Only: s.only, Part: s.part}
 	for _, n := range specs {
 		run.Nodes = append(run.Nodes, string(n.Kind))
 		if node, err := c.Admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
