@@ -433,6 +433,13 @@ comma := ,
 conformance-runner:
 	cd hack/peer && $(GO) build -o $(abspath build)/conformance-runner ./cmd/conformance
 
+# The aggregator spec's sample API server (test/images/sample-apiserver: k8s.io/sample-apiserver),
+# static, for make peer-conformance SHARD=...
+SAMPLE_APISERVER ?= build/e2e-images/sample-apiserver
+$(SAMPLE_APISERVER):
+	@mkdir -p $(dir $@)
+	cd hack/peer && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $@) k8s.io/sample-apiserver
+
 peer-conformance: build conformance-runner
 	@test -x $(PEER_DIR)/e2e.test -a -x $(PEER_DIR)/ginkgo -a -x $(PEER_DIR)/agnhost -a -x $(PEER_DIR)/nonewprivs \
 	  -a -x $(PEER_DIR)/kubelet \
@@ -443,10 +450,10 @@ ifeq ($(SHARD),)
 	  -slicelet $(abspath $(BIN))/slicelet -work $(abspath build/conformance/run) -procs $(CONFORMANCE_PROCS) \
 	  -report build/conformance/report.md -docs docs/cluster.md
 else
-	@$(MAKE) --no-print-directory peer-addons
+	@$(MAKE) --no-print-directory peer-addons $(SAMPLE_APISERVER)
 	build/conformance-runner -shard $(SHARD) -nodes $(NODES) -bin $(abspath $(PEER_DIR)) -agnhost $(abspath $(PEER_DIR))/agnhost \
 	  -nonewprivs $(abspath $(PEER_DIR))/nonewprivs -slicelet $(abspath $(BIN))/slicelet -addons $(abspath $(ADDONS_DIR)) \
-	  -images-src "$$(cd hack/peer && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images" \
+	  -sample-apiserver $(abspath $(SAMPLE_APISERVER)) -images-src "$$(cd hack/peer && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images" \
 	  -work $(abspath build/shard) -procs $(CONFORMANCE_PROCS) -timeout $(SHARD_TIMEOUT) \
 	  -commit "$$(git describe --always --dirty)" $(if $(SHARD_PREFIX),-prefix $(SHARD_PREFIX)) $(if $(SPECS),-specs '$(SPECS)') $(if $(PART),-part $(PART)) -results docs/conformance -docs docs/cluster.md
 endif

@@ -233,7 +233,8 @@ func TestShardNotesCompile(t *testing.T) {
 // script), and glibc-dns-testing with them and coredns.
 func TestClusterImages(t *testing.T) {
 	tools := &ClusterTools{Files: []critest.File{{Path: "usr/bin/curl", Source: "/usr/bin/curl"}, {Path: "usr/bin/dig", Source: "/usr/bin/dig"},
-		{Path: "usr/bin/dash", Source: "/usr/bin/dash"}}, CoreDNS: "/addons/coredns", Shell: "/usr/bin/dash"}
+		{Path: "usr/bin/dash", Source: "/usr/bin/dash"}}, CoreDNS: "/addons/coredns", Shell: "/usr/bin/dash",
+		SampleAPIServer: "/bin/sample-apiserver", Etcd: "/peer/etcd", EtcdFiles: []critest.File{{Path: "lib/libc.so.6", Source: "/lib/libc.so.6"}}}
 	imgs := ClusterImages("/bin/busybox", "/peer/agnhost", "/peer/nnp", []string{"sh", "nc", "wget"}, "/k8s/test/images", tools)
 	byName := map[string]critest.Image{}
 	for _, img := range imgs {
@@ -284,6 +285,17 @@ func TestClusterImages(t *testing.T) {
 	if f, n := has(g, "coredns"); n != 1 || f.Source != "/addons/coredns" {
 		t.Errorf("glibc-dns-testing's coredns: %+v", f)
 	}
+	if sa := byName[SampleAPIServerImage]; !reflect.DeepEqual(sa.Entrypoint, []string{"/sample-apiserver"}) {
+		t.Errorf("sample-apiserver's entrypoint %v, want /sample-apiserver", sa.Entrypoint)
+	} else if f, n := has(sa, "sample-apiserver"); n != 1 || f.Source != "/bin/sample-apiserver" {
+		t.Errorf("sample-apiserver's binary: %+v", f)
+	}
+	if f, n := has(byName[EtcdImage], "usr/local/bin/etcd"); n != 1 || f.Source != "/peer/etcd" {
+		t.Errorf("etcd's /usr/local/bin/etcd: %+v", f)
+	}
+	if _, n := has(byName[EtcdImage], "lib/libc.so.6"); n != 1 {
+		t.Error("etcd's image without its libraries")
+	}
 	if _, n := has(byName[BusyboxImage], "usr/bin/dig"); n != 0 || !reflect.DeepEqual(byName[BusyboxImage].Applets, []string{"sh", "nc", "wget"}) {
 		t.Error("the busybox image got the tools")
 	}
@@ -294,7 +306,7 @@ func TestClusterImages(t *testing.T) {
 				t.Errorf("agnhost's curl without tools: %+v", f)
 			}
 		}
-		if img.Name == KittenImage || img.Name == GlibcDNSTestingImage {
+		if img.Name == KittenImage || img.Name == GlibcDNSTestingImage || img.Name == SampleAPIServerImage || img.Name == EtcdImage {
 			t.Errorf("%s without its sources", img.Name)
 		}
 	}

@@ -30,6 +30,9 @@ type shardOptions struct {
 	only string
 	// part, with only, makes the run a part i/n of the shard (conformance.ShardRun.Part).
 	part string
+	// sampleAPIServer is k8s.io/sample-apiserver's binary (the aggregator spec's image), none
+	// when empty.
+	sampleAPIServer string
 }
 
 // runShard starts a cluster of the nodes listed (hack/peer/cluster: the add-ons as workloads,
@@ -86,7 +89,7 @@ func runShard(ctx context.Context, o options, s shardOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	tools, err := hostTools(s.addons)
+	tools, err := hostTools(s.addons, filepath.Join(o.BinDir, "etcd"), s.sampleAPIServer)
 	if err != nil {
 		return err
 	}
@@ -169,8 +172,9 @@ var toolBinaries = []string{"/usr/bin/curl", "/usr/bin/nc", "/usr/bin/dig", "/us
 // shell is Debian's dash, the images' /bin/sh (conformance.ClusterTools.Shell).
 const shell = "/usr/bin/dash"
 
-// hostTools are toolBinaries with their libraries, and coredns from the add-ons directory.
-func hostTools(addons string) (*conformance.ClusterTools, error) {
+// hostTools are toolBinaries with their libraries, coredns from the add-ons directory, and the
+// aggregator spec's etcd (with its libraries) and sample API server (when not empty).
+func hostTools(addons, etcd, sampleAPIServer string) (*conformance.ClusterTools, error) {
 	var paths []string
 	for _, b := range toolBinaries {
 		p, err := filepath.EvalSymlinks(b)
@@ -188,7 +192,21 @@ func hostTools(addons string) (*conformance.ClusterTools, error) {
 			files = append(files, critest.File{Path: strings.TrimPrefix(b, "/"), Link: paths[i]})
 		}
 	}
-	return &conformance.ClusterTools{Files: files, CoreDNS: filepath.Join(addons, cluster.CoreDNSBinary), Shell: shell}, nil
+	tools := &conformance.ClusterTools{Files: files, CoreDNS: filepath.Join(addons, cluster.CoreDNSBinary), Shell: shell}
+	if sampleAPIServer != "" {
+		if tools.SampleAPIServer, err = filepath.EvalSymlinks(sampleAPIServer); err != nil {
+			return nil, fmt.Errorf("%w (make peer-conformance builds it)", err)
+		}
+		if tools.Etcd, err = filepath.EvalSymlinks(etcd); err != nil {
+			return nil, fmt.Errorf("%w (make peer-build)", err)
+		}
+		etcdFiles, err := cluster.ELFFiles([]string{tools.Etcd})
+		if err != nil {
+			return nil, err
+		}
+		tools.EtcdFiles = etcdFiles[1:]
+	}
+	return tools, nil
 }
 
 // shardIntro opens the docs section.
