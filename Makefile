@@ -429,7 +429,10 @@ cluster-demo-node: clusterdemo-build
 # nodes" is rendered from all of them (make conformance-report does only that); ginkgo's output
 # and the JUnit report stay in build/shard/reports (a short path: the nodes' unix sockets live
 # under it). SPECS=<regexp> re-runs only the shard's specs whose text matches it (recorded as
-# <cluster>_<SIGs>_rerun.json and listed apart; the shard's counts stay its whole runs'). Root.
+# <cluster>_<SIGs>_rerun.json and listed apart; the shard's counts stay its whole runs').
+# SPECS=<regexp> PART=i/n runs a part of a shard too long for one run: the newest run of each
+# of the n parts (<cluster>_<SIGs>_part<i>of<n>.json), their SPECS disjoint, count together as
+# the whole shard's. Root.
 CONFORMANCE_PROCS ?= $(if $(SHARD),2,5)
 SHARD_TIMEOUT ?= 100m
 # SHARD_PREFIX: the start of the sandboxes' names (conformance-<pid> when empty).
@@ -438,6 +441,13 @@ comma := ,
 .PHONY: peer-conformance conformance-report conformance-runner
 conformance-runner:
 	cd hack/peer && $(GO) build -o $(abspath build)/conformance-runner ./cmd/conformance
+
+# The aggregator spec's sample API server (test/images/sample-apiserver: k8s.io/sample-apiserver),
+# static, for make peer-conformance SHARD=...
+SAMPLE_APISERVER ?= build/e2e-images/sample-apiserver
+$(SAMPLE_APISERVER):
+	@mkdir -p $(dir $@)
+	cd hack/peer && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $@) k8s.io/sample-apiserver
 
 peer-conformance: build conformance-runner
 	@test -x $(PEER_DIR)/e2e.test -a -x $(PEER_DIR)/ginkgo -a -x $(PEER_DIR)/agnhost -a -x $(PEER_DIR)/nonewprivs \
@@ -449,12 +459,12 @@ ifeq ($(SHARD),)
 	  -slicelet $(abspath $(BIN))/slicelet -work $(abspath build/conformance/run) -procs $(CONFORMANCE_PROCS) \
 	  -report build/conformance/report.md -docs docs/cluster.md
 else
-	@$(MAKE) --no-print-directory peer-addons
+	@$(MAKE) --no-print-directory peer-addons $(SAMPLE_APISERVER)
 	build/conformance-runner -shard $(SHARD) -nodes $(NODES) -bin $(abspath $(PEER_DIR)) -agnhost $(abspath $(PEER_DIR))/agnhost \
 	  -nonewprivs $(abspath $(PEER_DIR))/nonewprivs -slicelet $(abspath $(BIN))/slicelet -addons $(abspath $(ADDONS_DIR)) \
-	  -images-src "$$(cd hack/peer && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images" \
+	  -sample-apiserver $(abspath $(SAMPLE_APISERVER)) -images-src "$$(cd hack/peer && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images" \
 	  -work $(abspath build/shard) -procs $(CONFORMANCE_PROCS) -timeout $(SHARD_TIMEOUT) \
-	  -commit "$$(git describe --always --dirty)" $(if $(SHARD_PREFIX),-prefix $(SHARD_PREFIX)) $(if $(SPECS),-specs '$(SPECS)') -results docs/conformance -docs docs/cluster.md
+	  -commit "$$(git describe --always --dirty)" $(if $(SHARD_PREFIX),-prefix $(SHARD_PREFIX)) $(if $(SPECS),-specs '$(SPECS)') $(if $(PART),-part $(PART)) -results docs/conformance -docs docs/cluster.md
 endif
 
 conformance-report: conformance-runner

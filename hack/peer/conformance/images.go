@@ -61,6 +61,15 @@ func Images(busybox, agnhost, nnp string, applets []string) []critest.Image {
 // with dnsutils and coredns), which the DNS specs query from beside agnhost.
 const GlibcDNSTestingImage = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1"
 
+// The aggregated API server spec's images (test/e2e/apimachinery/aggregator.go: a Deployment
+// of the sample API server beside an etcd): test/images/sample-apiserver, k8s.io/sample-apiserver
+// as /sample-apiserver (its entrypoint), and etcd's image, which the spec starts as
+// /usr/local/bin/etcd.
+const (
+	SampleAPIServerImage = "registry.k8s.io/e2e-test-images/sample-apiserver:1.29.2"
+	EtcdImage            = "registry.k8s.io/etcd:3.7.0-0"
+)
+
 // ClusterTools are what the multi-node specs run in agnhost's image (alpine's curl, nc and
 // bind-tools' dig) and in glibc-dns-testing's (dnsutils' dig, glibc's getent): the machine's
 // curl, netcat-openbsd's nc, dig and getent, each with the libraries it needs (Files), and
@@ -73,6 +82,11 @@ type ClusterTools struct {
 	// built "standalone"), so under busybox's sh `nc` would be busybox's, without the -v, -t
 	// and -u the specs pass.
 	Shell string
+	// SampleAPIServer is k8s.io/sample-apiserver's static binary, Etcd etcd's binary and
+	// EtcdFiles the libraries and loader it needs (cluster.ELFFiles): the aggregator spec's
+	// images, not built when empty.
+	SampleAPIServer, Etcd string
+	EtcdFiles             []critest.File
 }
 
 // nsswitch is Debian's /etc/nsswitch.conf hosts line (getent hosts reads /etc/hosts, then DNS).
@@ -110,8 +124,17 @@ func ClusterImages(busybox, agnhost, nnp string, applets []string, imagesSrc str
 		out[i].Files = append(files, extra...)
 		out[i].Applets = shellApplets
 	}
-	return append(out, critest.Image{Name: GlibcDNSTestingImage, Busybox: busybox, Applets: shellApplets, Cmd: []string{"sh"},
+	out = append(out, critest.Image{Name: GlibcDNSTestingImage, Busybox: busybox, Applets: shellApplets, Cmd: []string{"sh"},
 		Files: append(slices.Clone(extra), critest.File{Path: "coredns", Source: tools.CoreDNS})})
+	if tools.SampleAPIServer != "" {
+		out = append(out, critest.Image{Name: SampleAPIServerImage, Busybox: busybox, Applets: applets,
+			Files: []critest.File{{Path: "sample-apiserver", Source: tools.SampleAPIServer}}, Entrypoint: []string{"/sample-apiserver"}})
+	}
+	if tools.Etcd != "" {
+		out = append(out, critest.Image{Name: EtcdImage, Busybox: busybox, Applets: applets, Cmd: []string{"/usr/local/bin/etcd"},
+			Files: append(slices.Clone(tools.EtcdFiles), critest.File{Path: "usr/local/bin/etcd", Source: tools.Etcd})})
+	}
+	return out
 }
 
 func images(busybox, agnhost, nnp string, applets []string, imagesSrc string) []critest.Image {

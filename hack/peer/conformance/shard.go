@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -115,6 +116,27 @@ type ShardRun struct {
 	// Only, when set, narrowed the run to the shard's specs matching it (NarrowFocus): a
 	// re-run of chosen specs, which never stands for the whole shard.
 	Only string `json:"only,omitempty"`
+	// Part, "i/n" with Only set, makes the run the i-th of n parts of the shard (a shard too
+	// long for one run, split by the specs' texts): the newest run of each of the n parts,
+	// together, stand for the whole shard ([CombineParts]).
+	Part string `json:"part,omitempty"`
+	// parts are the part runs a combined run was made of (CombineParts).
+	parts []ShardRun
+}
+
+// ParsePart reads a part "i/n" (1 <= i <= n, n >= 2).
+func ParsePart(part string) (i, n int, err error) {
+	a, b, ok := strings.Cut(part, "/")
+	if ok {
+		i, err = strconv.Atoi(a)
+		if err == nil {
+			n, err = strconv.Atoi(b)
+		}
+	}
+	if !ok || err != nil || n < 2 || i < 1 || i > n {
+		return 0, 0, fmt.Errorf("part %q: want i/n with 1 <= i <= n and n >= 2", part)
+	}
+	return i, n, nil
 }
 
 // Kind is the run's [ClusterKind].
@@ -124,6 +146,9 @@ func (r ShardRun) Kind() string { return ClusterKind(r.Nodes) }
 // a newer run of the same shard on the same kind replacing the older (and one for its newest
 // re-run of chosen specs).
 func (r ShardRun) FileName() string {
+	if i, n, err := ParsePart(r.Part); err == nil && r.Only != "" {
+		return fmt.Sprintf("%s_%s_part%dof%d.json", r.Kind(), strings.Join(r.SIGs, "+"), i, n)
+	}
 	if r.Only != "" {
 		return r.Kind() + "_" + strings.Join(r.SIGs, "+") + "_rerun.json"
 	}
@@ -205,10 +230,85 @@ func sigResults(r ShardRun, sig string) Results {
 	return out
 }
 
-// latest is, for each SIG and cluster kind, the newest whole-shard run that covered the SIG.
+// CombineParts joins, for each shard and cluster kind, the newest run of each of its n parts
+// into one run standing for the whole shard, when every part from 1 to n has run and no spec
+// ran in two parts: its specs are the parts' together, its start the first part's, its
+// duration the parts' summed, its commits and errors each part's. The parts' runs themselves
+// are returned as they are; a shard with a part missing is not combined.
+func CombineParts(runs []ShardRun) []ShardRun {
+	type key struct {
+		kind, sigs string
+		n          int
+	}
+	newest := map[key]map[int]ShardRun{}
+	for _, r := range runs {
+		i, n, err := ParsePart(r.Part)
+		if err != nil || r.Only == "" {
+			continue
+		}
+		k := key{r.Kind(), strings.Join(r.SIGs, ","), n}
+		if newest[k] == nil {
+			newest[k] = map[int]ShardRun{}
+		}
+		if old, ok := newest[k][i]; !ok || r.Started.After(old.Started) {
+			newest[k][i] = r
+		}
+	}
+	var out []ShardRun
+	for _, k := range slices.SortedFunc(maps.Keys(newest), func(a, b key) int {
+		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.sigs, b.sigs), cmp.Compare(a.n, b.n))
+	}) {
+		parts := newest[k]
+		if len(parts) != k.n {
+			continue
+		}
+		var whole ShardRun
+		var total time.Duration
+		var commits, errs []string
+		overlap := false
+		for i := 1; i <= k.n; i++ {
+			p := parts[i]
+			if i == 1 {
+				whole = ShardRun{Nodes: p.Nodes, NodeVersions: map[string]string{}, SIGs: p.SIGs, Skip: p.Skip, Started: p.Started,
+					Procs: p.Procs, Specs: Results{}, Part: fmt.Sprintf("%d parts", k.n)}
+			}
+			if p.Started.Before(whole.Started) {
+				whole.Started = p.Started
+			}
+			whole.parts = append(whole.parts, p)
+			maps.Copy(whole.NodeVersions, p.NodeVersions)
+			d, _ := time.ParseDuration(p.Duration)
+			total += d
+			if !slices.Contains(commits, p.Commit) {
+				commits = append(commits, p.Commit)
+			}
+			if p.Error != "" {
+				errs = append(errs, fmt.Sprintf("part %d: %s", i, p.Error))
+			}
+			for name, res := range p.Specs {
+				if _, dup := whole.Specs[name]; dup && !strings.HasPrefix(name, SuitePrefix) {
+					overlap = true
+				}
+				whole.Specs[name] = res
+			}
+			whole.Focus = strings.TrimPrefix(whole.Focus+" + "+p.Focus, " + ")
+		}
+		if overlap {
+			continue
+		}
+		whole.Duration = total.String()
+		whole.Commit = strings.Join(commits, ", ")
+		whole.Error = strings.Join(errs, "; ")
+		out = append(out, whole)
+	}
+	return out
+}
+
+// latest is, for each SIG and cluster kind, the newest whole-shard run that covered the SIG:
+// a run of the whole shard or its parts combined ([CombineParts]).
 func latest(runs []ShardRun) map[string]map[string]ShardRun {
 	out := map[string]map[string]ShardRun{}
-	for _, r := range runs {
+	for _, r := range append(slices.Clip(runs), CombineParts(runs)...) {
 		if r.Only != "" {
 			continue
 		}
@@ -281,21 +381,29 @@ func ShardSection(runs []ShardRun, notes []Note, intro string) string {
 	var shown []ShardRun
 	for _, r := range runs {
 		for _, sig := range r.SIGs {
-			if l := by[sig][r.Kind()]; l.Started.Equal(r.Started) && l.FileName() == r.FileName() {
+			l := by[sig][r.Kind()]
+			if l.Started.Equal(r.Started) && l.FileName() == r.FileName() || slices.ContainsFunc(l.parts, func(p ShardRun) bool {
+				return p.Started.Equal(r.Started) && p.FileName() == r.FileName()
+			}) {
 				shown = append(shown, r)
 				break
 			}
 		}
 	}
 	slices.SortStableFunc(shown, func(a, b ShardRun) int {
-		return cmp.Or(cmp.Compare(strings.Join(a.SIGs, ","), strings.Join(b.SIGs, ",")), cmp.Compare(slices.Index(Kinds, a.Kind()), slices.Index(Kinds, b.Kind())))
+		return cmp.Or(cmp.Compare(strings.Join(a.SIGs, ","), strings.Join(b.SIGs, ",")), cmp.Compare(slices.Index(Kinds, a.Kind()), slices.Index(Kinds, b.Kind())),
+			cmp.Compare(a.Part, b.Part))
 	})
 	for _, r := range shown {
 		nodes := strings.Join(r.Nodes, ",")
 		if vs := slices.Compact(slices.Sorted(maps.Values(r.NodeVersions))); len(vs) > 0 {
 			nodes += " (`" + strings.Join(vs, "`, `") + "`)"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d | %d | %s |\n", strings.Join(r.SIGs, ", "), r.Kind(), nodes,
+		sigs := strings.Join(r.SIGs, ", ")
+		if r.Part != "" {
+			sigs += fmt.Sprintf(", part %s (SPECS=%s)", r.Part, r.Only)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d | %d | %s |\n", cell(sigs), r.Kind(), nodes,
 			r.Started.UTC().Format("2006-01-02 15:04"), cell(r.Commit), r.Duration, r.Procs, Count(r.Specs).Selected, cmp.Or(cell(r.Error), "—"))
 	}
 	var diffs, fails []string
@@ -330,7 +438,7 @@ func ShardSection(runs []ShardRun, notes []Note, intro string) string {
 	}
 	var reruns []string
 	for _, r := range runs {
-		if r.Only == "" {
+		if r.Only == "" || slices.ContainsFunc(shown, func(s ShardRun) bool { return s.Started.Equal(r.Started) && s.FileName() == r.FileName() }) {
 			continue
 		}
 		c := Count(r.Specs)

@@ -145,6 +145,59 @@ func TestShardSection(t *testing.T) {
 	}
 }
 
+// TestShardParts: the newest run of each part of a shard counts as the whole shard once every
+// part has run, each part listed as a run; a shard with a part missing, or whose parts ran the
+// same spec, stays apart as re-runs.
+func TestShardParts(t *testing.T) {
+	day := time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC)
+	part := func(p, only string, started time.Time, specs Results) ShardRun {
+		return ShardRun{Nodes: []string{"slicelet", "slicelet"}, SIGs: []string{"sig-cli"}, Started: started, Duration: "10m0s", Procs: 2,
+			Commit: "c" + p[:1], Only: only, Part: p, Specs: specs}
+	}
+	p1 := part("1/2", "version", day, Results{specCLI1: {Status: "passed"}})
+	p2 := part("2/2", "Update Demo", day.Add(time.Hour), Results{specCLI2: {Status: "failed", Message: "data.json"}})
+	if p1.FileName() != "slicelet_sig-cli_part1of2.json" || p1.FileName() == p2.FileName() {
+		t.Fatalf("part file names %s, %s", p1.FileName(), p2.FileName())
+	}
+	for _, tc := range []struct {
+		name  string
+		runs  []ShardRun
+		wants []string
+		not   []string
+	}{
+		{"both parts: the whole shard", []ShardRun{p1, p2},
+			[]string{"| sig-cli | 17 | not run | 2 / 1 / 1 / 0 |",
+				"| sig-cli, part 1/2 (SPECS=version) | slicelet |", "| sig-cli, part 2/2 (SPECS=Update Demo) | slicelet |",
+				"| " + specCLI2 + " | slicelet | failed | data.json |"},
+			[]string{"Re-runs of chosen specs"}},
+		{"a part missing: re-runs only", []ShardRun{p2},
+			[]string{"| sig-cli | 17 | not run | not run |", "Re-runs of chosen specs (`SPECS=`; they do not count in the tables above) (1):"},
+			[]string{"part 2/2 (SPECS"}},
+		{"parts overlapping: re-runs only", []ShardRun{p1, part("2/2", "version|Update", day, Results{specCLI1: {Status: "passed"}, specCLI2: {Status: "passed"}})},
+			[]string{"| sig-cli | 17 | not run | not run |"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ShardSection(tc.runs, nil, "")
+			for _, w := range tc.wants {
+				if !strings.Contains(got, w) {
+					t.Errorf("section lacks %q:\n%s", w, got)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(got, n) {
+					t.Errorf("section has %q:\n%s", n, got)
+				}
+			}
+		})
+	}
+	if _, _, err := ParsePart("3/2"); err == nil {
+		t.Error("part 3/2 accepted")
+	}
+	if _, _, err := ParsePart("1/1"); err == nil {
+		t.Error("part 1/1 accepted")
+	}
+}
+
 func TestWriteReadRuns(t *testing.T) {
 	dir := t.TempDir()
 	run := ShardRun{Nodes: []string{"slicelet", "slicelet"}, SIGs: []string{"sig-cli"}, Focus: `\[(sig-cli)\].*\[Conformance\]`,
@@ -180,7 +233,8 @@ func TestShardNotesCompile(t *testing.T) {
 // script), and glibc-dns-testing with them and coredns.
 func TestClusterImages(t *testing.T) {
 	tools := &ClusterTools{Files: []critest.File{{Path: "usr/bin/curl", Source: "/usr/bin/curl"}, {Path: "usr/bin/dig", Source: "/usr/bin/dig"},
-		{Path: "usr/bin/dash", Source: "/usr/bin/dash"}}, CoreDNS: "/addons/coredns", Shell: "/usr/bin/dash"}
+		{Path: "usr/bin/dash", Source: "/usr/bin/dash"}}, CoreDNS: "/addons/coredns", Shell: "/usr/bin/dash",
+		SampleAPIServer: "/bin/sample-apiserver", Etcd: "/peer/etcd", EtcdFiles: []critest.File{{Path: "lib/libc.so.6", Source: "/lib/libc.so.6"}}}
 	imgs := ClusterImages("/bin/busybox", "/peer/agnhost", "/peer/nnp", []string{"sh", "nc", "wget"}, "/k8s/test/images", tools)
 	byName := map[string]critest.Image{}
 	for _, img := range imgs {
@@ -231,6 +285,17 @@ func TestClusterImages(t *testing.T) {
 	if f, n := has(g, "coredns"); n != 1 || f.Source != "/addons/coredns" {
 		t.Errorf("glibc-dns-testing's coredns: %+v", f)
 	}
+	if sa := byName[SampleAPIServerImage]; !reflect.DeepEqual(sa.Entrypoint, []string{"/sample-apiserver"}) {
+		t.Errorf("sample-apiserver's entrypoint %v, want /sample-apiserver", sa.Entrypoint)
+	} else if f, n := has(sa, "sample-apiserver"); n != 1 || f.Source != "/bin/sample-apiserver" {
+		t.Errorf("sample-apiserver's binary: %+v", f)
+	}
+	if f, n := has(byName[EtcdImage], "usr/local/bin/etcd"); n != 1 || f.Source != "/peer/etcd" {
+		t.Errorf("etcd's /usr/local/bin/etcd: %+v", f)
+	}
+	if _, n := has(byName[EtcdImage], "lib/libc.so.6"); n != 1 {
+		t.Error("etcd's image without its libraries")
+	}
 	if _, n := has(byName[BusyboxImage], "usr/bin/dig"); n != 0 || !reflect.DeepEqual(byName[BusyboxImage].Applets, []string{"sh", "nc", "wget"}) {
 		t.Error("the busybox image got the tools")
 	}
@@ -241,7 +306,7 @@ func TestClusterImages(t *testing.T) {
 				t.Errorf("agnhost's curl without tools: %+v", f)
 			}
 		}
-		if img.Name == KittenImage || img.Name == GlibcDNSTestingImage {
+		if img.Name == KittenImage || img.Name == GlibcDNSTestingImage || img.Name == SampleAPIServerImage || img.Name == EtcdImage {
 			t.Errorf("%s without its sources", img.Name)
 		}
 	}

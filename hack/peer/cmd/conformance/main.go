@@ -61,6 +61,8 @@ func main() {
 	flag.BoolVar(&o.compareOnly, "compare-only", false, "only compare the reports in -work")
 	flag.StringVar(&o.shard, "shard", "", "run these SIGs' [Conformance] specs (comma-separated: sig-network,sig-cli) on a multi-node cluster (-nodes) instead of the one-node sig-node run")
 	flag.StringVar(&o.only, "specs", "", "with -shard: only the shard's specs whose text matches this regular expression (a re-run of chosen specs, recorded apart from the shard's runs)")
+	flag.StringVar(&o.part, "part", "", "with -shard and -specs: the run is the i-th of n parts (i/n) of the shard, the newest run of each part together counting as the whole shard's")
+	flag.StringVar(&o.sampleAPIServer, "sample-apiserver", "", "with -shard: k8s.io/sample-apiserver's static binary, the aggregator spec's image (with etcd's from -bin); not built when empty")
 	flag.StringVar(&o.nodes, "nodes", "kubelet,kubelet", "the multi-node cluster's nodes, one agent a node (kubelet or slicelet)")
 	flag.StringVar(&o.addons, "addons", "", "the add-ons' binaries: kube-proxy, flanneld, coredns, metrics-server (make peer-addons-build), for -shard")
 	flag.StringVar(&o.imagesSrc, "images-src", "", "test/images of the k8s.io/kubernetes module (the Update Demo images' files), for -shard")

@@ -28,6 +28,11 @@ type shardOptions struct {
 	shard, nodes, addons, imagesSrc, results, commit, prefix string
 	// only narrows the shard to the specs it matches (a re-run of chosen specs).
 	only string
+	// part, with only, makes the run a part i/n of the shard (conformance.ShardRun.Part).
+	part string
+	// sampleAPIServer is k8s.io/sample-apiserver's binary (the aggregator spec's image), none
+	// when empty.
+	sampleAPIServer string
 }
 
 // runShard starts a cluster of the nodes listed (hack/peer/cluster: the add-ons as workloads,
@@ -41,6 +46,14 @@ func runShard(ctx context.Context, o options, s shardOptions) (err error) {
 	}
 	if s.only != "" {
 		if focus, err = conformance.NarrowFocus(focus, s.only); err != nil {
+			return err
+		}
+	}
+	if s.part != "" {
+		if s.only == "" {
+			return fmt.Errorf("-part %s: a part names its specs with -specs", s.part)
+		}
+		if _, _, err := conformance.ParsePart(s.part); err != nil {
 			return err
 		}
 	}
@@ -76,7 +89,7 @@ func runShard(ctx context.Context, o options, s shardOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	tools, err := hostTools(s.addons)
+	tools, err := hostTools(s.addons, filepath.Join(o.BinDir, "etcd"), s.sampleAPIServer)
 	if err != nil {
 		return err
 	}
@@ -94,7 +107,7 @@ func runShard(ctx context.Context, o options, s shardOptions) (err error) {
 		logf("stopping the cluster (nodes, control plane, sandboxes %s-*)", s.prefix)
 		err = errors.Join(err, c.Close(context.WithoutCancel(ctx)))
 	}()
-	run := conformance.ShardRun{SIGs: sigs, Focus: focus, Skip: o.Skip, Procs: o.Procs, Commit: s.commit, NodeVersions: map[string]string{}, Only: s.only}
+	run := conformance.ShardRun{SIGs: sigs, Focus: focus, Skip: o.Skip, Procs: o.Procs, Commit: s.commit, NodeVersions: map[string]string{}, Only: s.only, Part: s.part}
 	for _, n := range specs {
 		run.Nodes = append(run.Nodes, string(n.Kind))
 		if node, err := c.Admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
@@ -159,8 +172,9 @@ var toolBinaries = []string{"/usr/bin/curl", "/usr/bin/nc", "/usr/bin/dig", "/us
 // shell is Debian's dash, the images' /bin/sh (conformance.ClusterTools.Shell).
 const shell = "/usr/bin/dash"
 
-// hostTools are toolBinaries with their libraries, and coredns from the add-ons directory.
-func hostTools(addons string) (*conformance.ClusterTools, error) {
+// hostTools are toolBinaries with their libraries, coredns from the add-ons directory, and the
+// aggregator spec's etcd (with its libraries) and sample API server (when not empty).
+func hostTools(addons, etcd, sampleAPIServer string) (*conformance.ClusterTools, error) {
 	var paths []string
 	for _, b := range toolBinaries {
 		p, err := filepath.EvalSymlinks(b)
@@ -178,7 +192,21 @@ func hostTools(addons string) (*conformance.ClusterTools, error) {
 			files = append(files, critest.File{Path: strings.TrimPrefix(b, "/"), Link: paths[i]})
 		}
 	}
-	return &conformance.ClusterTools{Files: files, CoreDNS: filepath.Join(addons, cluster.CoreDNSBinary), Shell: shell}, nil
+	tools := &conformance.ClusterTools{Files: files, CoreDNS: filepath.Join(addons, cluster.CoreDNSBinary), Shell: shell}
+	if sampleAPIServer != "" {
+		if tools.SampleAPIServer, err = filepath.EvalSymlinks(sampleAPIServer); err != nil {
+			return nil, fmt.Errorf("%w (make peer-conformance builds it)", err)
+		}
+		if tools.Etcd, err = filepath.EvalSymlinks(etcd); err != nil {
+			return nil, fmt.Errorf("%w (make peer-build)", err)
+		}
+		etcdFiles, err := cluster.ELFFiles([]string{tools.Etcd})
+		if err != nil {
+			return nil, err
+		}
+		tools.EtcdFiles = etcdFiles[1:]
+	}
+	return tools, nil
 }
 
 // shardIntro opens the docs section.
