@@ -355,15 +355,16 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeError(w, http.StatusForbidden, err.Error(), nil)
 			return
 		}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		if c := connOf(r); c != nil {
 			// The server works for the client now: not a connection to close for room. An
-			// answer the client does not read ends at writeTimeout (a streamed one moves the
-			// deadline at each write).
+			// answer the client does not read ends writeTimeout after the server began it (a
+			// streamed one moves the deadline at each write); the server's own time to make
+			// the answer (a busy controller, a loaded machine) is not the client's.
 			c.SetWaiting(false)
-			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
+			rec.begin = func() { _ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout)) }
 			defer c.Release() // the request body's bytes, once it is answered
 		}
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
 		if mutating(r) {
 			// The audit record of every change: who (as the kernel vouches for it), what, and
@@ -413,15 +414,37 @@ func peerComm(procRoot string, pid int32) string {
 	return strings.TrimSpace(string(b))
 }
 
-// statusRecorder remembers the status for the request log and passes flushes through.
+// statusRecorder remembers the status for the request log, passes flushes through and calls
+// begin (when set) once, as the answer begins.
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	begin  func()
+}
+
+func (r *statusRecorder) started() {
+	if r.begin != nil {
+		r.begin()
+		r.begin = nil
+	}
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
+	r.started()
 	r.status = code
 	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.started()
+	return r.ResponseWriter.Write(b)
+}
+
+// SetWriteDeadline is http.ResponseController's: a handler that sets its own deadlines (a
+// stream) replaces begin's.
+func (r *statusRecorder) SetWriteDeadline(d time.Time) error {
+	r.begin = nil
+	return http.NewResponseController(r.ResponseWriter).SetWriteDeadline(d)
 }
 
 // Unwrap lets http.ResponseController reach the real writer (Flush).
