@@ -2,7 +2,6 @@ package clustertest
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
@@ -189,7 +188,11 @@ func TestSliceletNodeTLSBootstrap(t *testing.T) {
 		}
 		_ = kubelet.Stop(stopCtx)
 	})
-	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second}
+	// The admin's client certificate (the kubelet answers 401 without one); the kubelet's
+	// serving certificate names the node's addresses, which need not include 127.0.0.1.
+	kubeletTLS := tlsConfig.Clone()
+	kubeletTLS.InsecureSkipVerify = true
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: kubeletTLS}, Timeout: 10 * time.Second}
 	var kubeletFamilies map[string]*dto.MetricFamily
 	poll(t, ctx, "kubelet node serving its certificate families with both certificates", 4*time.Minute, func(context.Context) (bool, error) {
 		resp, err := insecure.Get("https://127.0.0.1:10250/metrics")
@@ -200,6 +203,7 @@ func TestSliceletNodeTLSBootstrap(t *testing.T) {
 		defer resp.Body.Close()
 		b, err := io.ReadAll(resp.Body)
 		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Logf("kubelet /metrics: %s %v", resp.Status, err)
 			return false, nil
 		}
 		parser := expfmt.NewTextParser(model.UTF8Validation)
