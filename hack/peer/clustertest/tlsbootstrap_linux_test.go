@@ -177,7 +177,9 @@ func TestSliceletNodeTLSBootstrap(t *testing.T) {
 	kdir := filepath.Join(work, "kubelet-node")
 	kubelet, err := c.node.StartAgent(ctx, peerrun.AgentOptions{Kind: peerrun.Kubelet, Binary: filepath.Join(bin, "kubelet"), ManifestDir: c.manifests,
 		NodeName: kubeletNode, ExtraArgs: []string{"--kubeconfig=" + filepath.Join(kdir, "kubelet.conf"), "--bootstrap-kubeconfig=" + boot,
-			"--rotate-certificates", "--rotate-server-certificates"}})
+			// An address for its serving certificate: the kubelet requests none without an IP
+			// (pkg/kubelet/certificate/kubelet.go), and the sandbox has no default route.
+			"--rotate-certificates", "--rotate-server-certificates", "--node-ip=127.0.0.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
