@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -174,12 +175,16 @@ func TestSliceletNodeTLSBootstrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	const kubeletNode = "kubelet-node"
+	if out, err := exec.CommandContext(ctx, "ip", "address", "add", sideBySideNodeIP+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		t.Fatalf("ip address add %s: %v: %s", sideBySideNodeIP, err, out)
+	}
 	kdir := filepath.Join(work, "kubelet-node")
 	kubelet, err := c.node.StartAgent(ctx, peerrun.AgentOptions{Kind: peerrun.Kubelet, Binary: filepath.Join(bin, "kubelet"), ManifestDir: c.manifests,
 		NodeName: kubeletNode, ExtraArgs: []string{"--kubeconfig=" + filepath.Join(kdir, "kubelet.conf"), "--bootstrap-kubeconfig=" + boot,
 			// An address for its serving certificate: the kubelet requests none without an IP
-			// (pkg/kubelet/certificate/kubelet.go), and the sandbox has no default route.
-			"--rotate-certificates", "--rotate-server-certificates", "--node-ip=127.0.0.1"}})
+			// (pkg/kubelet/certificate/kubelet.go), the sandbox has no default route, and the
+			// kubelet refuses a loopback node IP.
+			"--rotate-certificates", "--rotate-server-certificates", "--node-ip=" + sideBySideNodeIP}})
 	if err != nil {
 		t.Fatal(err)
 	}
