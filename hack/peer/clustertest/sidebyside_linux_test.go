@@ -105,14 +105,20 @@ func TestNodeBehaviourSideBySide(t *testing.T) {
 // network namespace.
 const sideBySideNodeIP = "10.251.0.2"
 
+// addNodeIP gives the sandbox's loopback device sideBySideNodeIP, the node's address.
+func addNodeIP(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if out, err := exec.CommandContext(ctx, "ip", "address", "add", sideBySideNodeIP+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		t.Fatalf("ip address add %s: %v: %s", sideBySideNodeIP, err, out)
+	}
+}
+
 // startSideBySide starts the control plane and the kubelet as the node on sideBySideNodeIP,
 // its pods in containerd's CNI network (clusterdemo; kubeletRoot is its KubeletRootDir, "" for
 // none); the node's journal is logged if the test fails, and everything stops when it ends.
 func startSideBySide(t *testing.T, ctx context.Context, kubeletRoot string) *clusterdemo.Cluster {
 	t.Helper()
-	if out, err := exec.CommandContext(ctx, "ip", "address", "add", sideBySideNodeIP+"/32", "dev", "lo").CombinedOutput(); err != nil {
-		t.Fatalf("ip address add %s: %v: %s", sideBySideNodeIP, err, out)
-	}
+	addNodeIP(t, ctx)
 	c, err := clusterdemo.Start(ctx, clusterdemo.Options{Work: os.Getenv(workEnv), BinDir: os.Getenv(binEnv), Slicelet: os.Getenv(sliceletEnv),
 		Out: t.Output(), Log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), Logf: t.Logf,
 		Kind: peerrun.Kubelet, NodeIP: sideBySideNodeIP, PodNetwork: true, KubeletRootDir: kubeletRoot})

@@ -9,7 +9,6 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -175,9 +174,7 @@ func TestSliceletNodeTLSBootstrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	const kubeletNode = "kubelet-node"
-	if out, err := exec.CommandContext(ctx, "ip", "address", "add", sideBySideNodeIP+"/32", "dev", "lo").CombinedOutput(); err != nil {
-		t.Fatalf("ip address add %s: %v: %s", sideBySideNodeIP, err, out)
-	}
+	addNodeIP(t, ctx)
 	kdir := filepath.Join(work, "kubelet-node")
 	kubelet, err := c.node.StartAgent(ctx, peerrun.AgentOptions{Kind: peerrun.Kubelet, Binary: filepath.Join(bin, "kubelet"), ManifestDir: c.manifests,
 		NodeName: kubeletNode, ExtraArgs: []string{"--kubeconfig=" + filepath.Join(kdir, "kubelet.conf"), "--bootstrap-kubeconfig=" + boot,
