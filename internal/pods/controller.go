@@ -488,13 +488,16 @@ func sourceRank(source string) int {
 	return 1
 }
 
-// admittedLocked returns the admitted pods that are not being deleted and have not completed.
+// admittedLocked returns the pods that count against the node at admission, as the kubelet's
+// filterOutInactivePods (pkg/kubelet/kubelet_pods.go): every admitted pod whose containers may
+// still run. A pod being deleted counts until its containers are stopped and it is gone (the
+// kubelet's pod worker has not reached IsPodKnownTerminated), whatever its phase; a pod that
+// completed (Succeeded or Failed) and is not being deleted no longer counts: it stays only for
+// its status and logs.
 func (c *Controller) admittedLocked() []*v1.Pod {
 	var out []*v1.Pod
 	for _, uid := range stdslices.Sorted(maps.Keys(c.pods)) {
-		// A pod that completed (Succeeded or Failed) no longer counts, as the kubelet's
-		// filterOutInactivePods: it stays only for its status and logs.
-		if ps := c.pods[uid]; ps.admitted && !ps.deleting && ps.status.Phase != v1.PodSucceeded && ps.status.Phase != v1.PodFailed {
+		if ps := c.pods[uid]; ps.admitted && !ps.finished && (ps.deleting || !terminalPhase(ps.status.Phase)) {
 			out = append(out, ps.desired.Pod)
 		}
 	}
@@ -734,17 +737,21 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 	if deleting {
 		err := c.deletePod(ctx, pod, grace)
 		c.mu.Lock()
-		defer c.mu.Unlock()
 		if err != nil {
 			ps.syncErr = err.Error()
 			ps.nextSync = c.clock.Now().Add(busyResync)
 			c.log.Warn("pod delete failed, retrying", "pod", key(pod), "pod_uid", uid, "error", err)
+			c.mu.Unlock()
 			return
 		}
+		var stale []string
 		if ps.deleting { // not re-added meanwhile
 			delete(c.pods, uid)
 			c.changedLocked()
+			stale = c.retryResizesLocked()
 		}
+		c.mu.Unlock()
+		c.forgetEvictions(stale)
 		return
 	}
 
@@ -839,8 +846,12 @@ func (c *Controller) finishPod(ctx context.Context, ps *podState, pod *v1.Pod, g
 			err = fmt.Errorf("pod %s: destroy slice: %w", key(pod), err)
 		}
 	}
+	var stale []string
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer func() {
+		c.mu.Unlock()
+		c.forgetEvictions(stale)
+	}()
 	if cur, ok := c.pods[uid]; !ok || cur != ps || !ps.admitted || ps.deleting {
 		return
 	}
@@ -852,6 +863,20 @@ func (c *Controller) finishPod(ctx context.Context, ps *podState, pod *v1.Pod, g
 	ps.finished, ps.slice = true, slices.PodSlice{}
 	c.changedLocked()
 	c.log.Info("pod finished, its slice destroyed", "pod", key(pod), "pod_uid", uid, "phase", string(ps.status.Phase))
+	stale = c.retryResizesLocked()
+}
+
+// retryResizesLocked allocates the pending resizes again once a pod's resources are free (its
+// containers stopped: deleted, or finished), as the kubelet's allocation manager retries them
+// when a pod terminated (pkg/kubelet/allocation RetryPendingResizes, TriggerReasonPodTerminated).
+// It returns the eviction records reconciling found stale.
+func (c *Controller) retryResizesLocked() (staleEvictions []string) {
+	for _, ps := range c.pods {
+		if ps.resize != nil {
+			return c.reconcileDesiredLocked()
+		}
+	}
+	return nil
 }
 
 // resyncAfter is how soon a pod needs another sync: soon while anything is in motion, then

@@ -106,3 +106,43 @@ func TestCompletedPodsDoNotCount(t *testing.T) {
 		}
 	})
 }
+
+// TestTerminatingPodsCount: a pod being deleted still counts against the node at admission
+// until its containers are stopped and it is gone, as in the kubelet (filterOutInactivePods
+// keeps a pod whose termination was requested until its pod worker knows it terminated).
+func TestTerminatingPodsCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _, rt := newTestController(maxPods(1), SourceCluster)
+		release := make(chan struct{})
+		rt.onKill = func(uid string) {
+			if uid == "uid-old" {
+				<-release
+			}
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		old := desired(SourceCluster, "old", "uid-old")
+		c.Update(Snapshot{Source: SourceCluster, Pods: []Desired{old}})
+		synctest.Wait()
+		if p, _ := c.Pod("default", "old"); p.Status.Phase != v1.PodRunning {
+			t.Fatalf("first pod %s", p.Status.Phase)
+		}
+		// old is deleted; its containers take their grace period to stop.
+		c.Update(Snapshot{Source: SourceCluster, Pods: []Desired{desired(SourceCluster, "during", "uid-during")}})
+		synctest.Wait()
+		if p, _ := c.Pod("default", "during"); p.Status.Phase != v1.PodFailed || p.Status.Reason != "OutOfpods" {
+			t.Errorf("a pod arriving while the other terminates: %s %s, want Failed OutOfpods", p.Status.Phase, p.Status.Reason)
+		}
+		close(release)
+		synctest.Wait()
+		if _, ok := c.Pod("default", "old"); ok {
+			t.Fatal("the deleted pod is still listed after its containers stopped")
+		}
+		c.Update(Snapshot{Source: SourceCluster, Pods: []Desired{desired(SourceCluster, "after", "uid-after")}})
+		synctest.Wait()
+		if p, _ := c.Pod("default", "after"); p.Status.Phase == v1.PodFailed {
+			t.Errorf("a pod arriving after the other was gone refused (%s: %s)", p.Status.Reason, p.Status.Message)
+		}
+	})
+}
