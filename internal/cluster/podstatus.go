@@ -40,10 +40,17 @@ func isTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.Pod
 //   - startTime and qosClass, once set, are kept;
 //   - hostIP(s) are the node's addresses, and podIP(s) too for a pod on the host network
 //     (hostNetwork, or every pod of a runtime without pod networks);
-//   - observedGeneration is the pod's generation.
+//   - observedGeneration (the status's and its conditions') is the generation of the pod
+//     local was made for (the pod the kubelet's worker synced), the API pod's when local has
+//     none (a static pod's mirror); a newer generation shows only with the status of a sync
+//     of it.
 func APIPodStatus(api *v1.Pod, local v1.PodStatus, nodeIPs []string, hostNetwork bool, now time.Time) v1.PodStatus {
 	old := api.Status
 	st := *local.DeepCopy()
+	gen := api.Generation
+	if local.ObservedGeneration > 0 && local.ObservedGeneration < gen {
+		gen = local.ObservedGeneration
+	}
 	if isTerminal(old.Phase) && !isTerminal(st.Phase) {
 		return *old.DeepCopy()
 	}
@@ -68,7 +75,7 @@ func APIPodStatus(api *v1.Pod, local v1.PodStatus, nodeIPs []string, hostNetwork
 		} else if c.LastTransitionTime.IsZero() {
 			c.LastTransitionTime = metav1.NewTime(now)
 		}
-		c.ObservedGeneration = api.Generation
+		c.ObservedGeneration = gen
 		conds = append(conds, c)
 	}
 	st.Conditions = conds
@@ -96,7 +103,7 @@ func APIPodStatus(api *v1.Pod, local v1.PodStatus, nodeIPs []string, hostNetwork
 	}
 	// Fields other components write.
 	st.NominatedNodeName, st.ResourceClaimStatuses, st.Resize = old.NominatedNodeName, old.ResourceClaimStatuses, old.Resize
-	st.ObservedGeneration = api.Generation
+	st.ObservedGeneration = gen
 	return st
 }
 

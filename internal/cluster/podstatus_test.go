@@ -89,14 +89,32 @@ func TestAPIPodStatus(t *testing.T) {
 				}
 			},
 		},
+		{
+			// A resize (or any spec change) bumped the generation to 2 after the last sync:
+			// the status, made for generation 1, must not claim 2 (a client waiting for
+			// observedGeneration would read the old resources as the new ones).
+			name: "a status made for an older generation shows that generation", api: v1.PodStatus{Phase: v1.PodRunning},
+			local: func() v1.PodStatus { s := *running.DeepCopy(); s.ObservedGeneration = 1; return s }(),
+			check: func(t *testing.T, got v1.PodStatus) {
+				for _, c := range got.Conditions {
+					if c.ObservedGeneration != 1 {
+						t.Errorf("condition %s observedGeneration %d, want 1", c.Type, c.ObservedGeneration)
+					}
+				}
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			api := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Status: tc.api}
 			got := APIPodStatus(api, tc.local, []string{"10.0.0.5", "fd00::5"}, tc.hostNetwork, now)
 			tc.check(t, got)
-			if !isTerminal(tc.api.Phase) && got.ObservedGeneration != 2 {
-				t.Errorf("observedGeneration %d, want 2", got.ObservedGeneration)
+			wantGen := int64(2)
+			if tc.local.ObservedGeneration > 0 {
+				wantGen = tc.local.ObservedGeneration
+			}
+			if !isTerminal(tc.api.Phase) && got.ObservedGeneration != wantGen {
+				t.Errorf("observedGeneration %d, want %d", got.ObservedGeneration, wantGen)
 			}
 			// The same inputs a second time, over the status written: nothing to write.
 			api.Status = got

@@ -407,11 +407,11 @@ func (c *Controller) reconcileDesiredLocked() (staleEvictions []string) {
 				c.onReject(reason)
 			}
 			ps.reason, ps.message = reason, msg
-			ps.status = v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: msg}
+			ps.status = v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: msg, ObservedGeneration: d.Pod.Generation}
 			c.log.Warn("pod rejected", "pod", key(d.Pod), "pod_uid", uid, "reason", reason, "message", msg)
 			c.event(d.Pod, v1.EventTypeWarning, reason, "%s", msg)
 		} else {
-			ps.status = v1.PodStatus{Phase: v1.PodPending}
+			ps.status = v1.PodStatus{Phase: v1.PodPending, ObservedGeneration: d.Pod.Generation}
 			c.log.Info("pod admitted", "pod", key(d.Pod), "pod_uid", uid, "source", d.Source, "origin", d.Origin)
 			c.event(d.Pod, v1.EventTypeNormal, EventAdmitted, "Admitted from %s", d.Origin)
 		}
@@ -573,6 +573,7 @@ func (c *Controller) relist(ctx context.Context) {
 			c.log.Info("pod phase observed", "pod", key(ps.desired.Pod), "pod_uid", uid, "phase", string(status.Phase))
 			c.changedLocked()
 		}
+		status.ObservedGeneration = ps.desired.Pod.Generation
 		ps.status = status
 		c.statusLocked()
 	}
@@ -807,6 +808,11 @@ func (c *Controller) syncPod(ctx context.Context, uid string) {
 	if ps.resize != nil {
 		status.Conditions = append(status.Conditions, *ps.resize)
 	}
+	// The status is the synced pod's: the generation it shows is that pod's, not a newer one
+	// that came meanwhile (the kubelet's generateAPIPodStatus, CalculatePodStatusObservedGeneration
+	// of the pod its worker synced), so a resize or a spec change shows as observed only with
+	// the status that reflects it.
+	status.ObservedGeneration = pod.Generation
 	if !apiequality.Semantic.DeepEqual(ps.status, status) {
 		c.statusLocked()
 	}

@@ -146,3 +146,37 @@ func TestTerminatingPodsCount(t *testing.T) {
 		}
 	})
 }
+
+// TestStatusShowsTheSyncedGeneration: the status carries the generation of the pod it was
+// made from; a newer generation (a resize) shows only once a sync of it returned.
+func TestStatusShowsTheSyncedGeneration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _, rt := newTestController(maxPods(10), SourceCluster)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go c.Run(ctx)
+		web := withCPURequest(desired(SourceCluster, "web", "uid-web"), "500m")
+		web.Pod.Generation = 1
+		c.Update(Snapshot{Source: SourceCluster, Pods: []Desired{web}})
+		synctest.Wait()
+		if p, _ := c.Pod("default", "web"); p.Status.ObservedGeneration != 1 {
+			t.Fatalf("observedGeneration %d after the first sync, want 1", p.Status.ObservedGeneration)
+		}
+		gate := make(chan struct{})
+		rt.mu.Lock()
+		rt.gate = gate
+		rt.mu.Unlock()
+		resized := withCPURequest(web, "800m")
+		resized.Pod.Generation = 2
+		c.Update(Snapshot{Source: SourceCluster, Pods: []Desired{resized}})
+		synctest.Wait()
+		if p, _ := c.Pod("default", "web"); p.Generation != 2 || p.Status.ObservedGeneration != 1 {
+			t.Errorf("while the resize's sync runs: generation %d observedGeneration %d, want 2 and 1", p.Generation, p.Status.ObservedGeneration)
+		}
+		close(gate)
+		synctest.Wait()
+		if p, _ := c.Pod("default", "web"); p.Status.ObservedGeneration != 2 {
+			t.Errorf("observedGeneration %d after the resize's sync, want 2", p.Status.ObservedGeneration)
+		}
+	})
+}
