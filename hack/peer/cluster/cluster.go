@@ -10,8 +10,11 @@
 // and the add-ons run as workloads on the nodes (addons/*.yaml): kube-proxy (iptables) and the
 // flannel pod network (host-gw) as DaemonSets, CoreDNS as a Deployment behind the kube-dns
 // Service. Their images are built locally from the binaries make peer-addons-build compiles
-// from their Go modules (images.go) and imported into every node's containerd; nothing is
-// pulled.
+// from their Go modules (images.go) and imported into every node's containerd. The same
+// images (and the caller's, Options.ExtraImages) are served by the cluster's own registry in the
+// control plane's namespace (registry.go), to which every node's containerd mirrors their
+// registries: a pod that pulls its image (imagePullPolicy Always) is pulled through CRI from
+// there, and nothing reaches a registry outside.
 //
 // A program that calls [Start] must call [RunNodeIfInside] first thing: Start runs a copy of
 // the running executable inside each node's sandbox, where it becomes the node.
@@ -26,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,9 +115,14 @@ type Cluster struct {
 	// Nodes are the nodes, in Options.Nodes' order.
 	Nodes []*Node
 
-	o     Options
-	cpBox *peerrun.Sandbox
-	began time.Time
+	// Registry holds every image the nodes import; their containerd mirror the images'
+	// registries to it.
+	Registry *Registry
+
+	o      Options
+	cpBox  *peerrun.Sandbox
+	regLog *os.File
+	began  time.Time
 }
 
 // Node is one running node.
@@ -190,6 +199,9 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err != nil {
 		return c, err
 	}
+	if err := c.startRegistry(ctx, images); err != nil {
+		return c, err
+	}
 	for i, spec := range o.Nodes {
 		n, err := c.startNode(ctx, i, spec, self, images)
 		if n != nil {
@@ -225,6 +237,25 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	}
 	c.logf("every node Ready, the add-ons running")
 	return c, nil
+}
+
+// startRegistry serves the cluster's registry at RegistryURL in the control plane's network
+// namespace (its request log in registry.log of the run directory) and pushes the images to it.
+func (c *Cluster) startRegistry(ctx context.Context, images []string) error {
+	pid := c.cpBox.Instance().InitPID()
+	ln, err := controlplane.NetnsListen(pid, "tcp", net.JoinHostPort(ControlPlaneIP, strconv.Itoa(RegistryPort)))
+	if err != nil {
+		return fmt.Errorf("registry: %w", err)
+	}
+	if c.regLog, err = os.Create(filepath.Join(c.o.Work, "registry.log")); err != nil {
+		ln.Close()
+		return err
+	}
+	if c.Registry, err = startRegistry(ln, RegistryURL, filepath.Join(c.o.Work, "registry"), c.regLog, controlplane.NetnsDialer(pid)); err != nil {
+		return err
+	}
+	c.logf("pushing the %d images to the registry at %s (the nodes' containerd mirror their registries to it)", len(images), RegistryURL)
+	return c.Registry.Push(ctx, images)
 }
 
 // validate checks the options; errors name the field.
@@ -326,7 +357,8 @@ func (c *Cluster) startNode(ctx context.Context, i int, spec NodeSpec, self stri
 		return n, err
 	}
 	cfg := nodeConfig{Name: spec.Name, Kind: spec.Kind, IP: ip, Dir: filepath.Join(c.o.Work, "nodes", spec.Name),
-		Agent: agent, Kubeconfig: c.CP.NodeKubeconfig(spec.Name), CAFile: c.CP.CAFile(), Images: images, SliceletDNS: c.o.SliceletDNS}
+		Agent: agent, Kubeconfig: c.CP.NodeKubeconfig(spec.Name), CAFile: c.CP.CAFile(), Images: images, SliceletDNS: c.o.SliceletDNS,
+		Mirrors: c.Registry.Mirrors}
 	data, err := json.Marshal(cfg)
 	if err != nil {
 		return n, err
@@ -629,6 +661,14 @@ func (c *Cluster) Close(ctx context.Context) error {
 	if c.CP != nil {
 		errs = append(errs, c.CP.Stop(ctx))
 		c.CP = nil
+	}
+	if c.Registry != nil {
+		errs = append(errs, c.Registry.Close())
+		c.Registry = nil
+	}
+	if c.regLog != nil {
+		errs = append(errs, c.regLog.Close())
+		c.regLog = nil
 	}
 	if c.cpBox != nil {
 		errs = append(errs, c.cpBox.Stop())

@@ -42,6 +42,8 @@ type nodeConfig struct {
 	Images []string `json:"images"`
 	// SliceletDNS gives slicelet the cluster DNS keys ([cluster] dns_servers and domain).
 	SliceletDNS bool `json:"slicelet_dns"`
+	// Mirrors are containerd's registry mirrors (the cluster's registry, [Registry]).
+	Mirrors map[string]string `json:"mirrors"`
 }
 
 // RunNodeIfInside runs a node and exits when this program was started by [Start] inside a
@@ -73,7 +75,7 @@ func runNode(ctx context.Context, c nodeConfig, stdin io.Reader, stdout io.Write
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	}
-	node, err := peerrun.StartNode(ctx, peerrun.NodeOptions{Dir: c.Dir, Logf: logf, CNIConfDir: CNIConfDir})
+	node, err := peerrun.StartNode(ctx, peerrun.NodeOptions{Dir: c.Dir, Logf: logf, CNIConfDir: CNIConfDir, RegistryMirrors: c.Mirrors})
 	if err != nil {
 		return err
 	}

@@ -16,30 +16,49 @@ import (
 // thread is never handed back to the Go scheduler (it exits with its goroutine), so no other
 // goroutine runs in the foreign namespace. Root only.
 func NetnsDialer(pid int) func(ctx context.Context, network, address string) (net.Conn, error) {
-	path := fmt.Sprintf("/proc/%d/ns/net", pid)
 	return func(ctx context.Context, network, address string) (net.Conn, error) {
-		type result struct {
-			conn net.Conn
-			err  error
-		}
-		ch := make(chan result, 1)
-		go func() {
-			runtime.LockOSThread() // not unlocked: the thread ends with this goroutine
-			ns, err := os.Open(path)
-			if err != nil {
-				ch <- result{err: fmt.Errorf("network namespace %s: %w", path, err)}
-				return
-			}
-			defer ns.Close()
-			if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-				ch <- result{err: fmt.Errorf("network namespace %s: setns: %w", path, err)}
-				return
-			}
+		return inNetns(pid, func() (net.Conn, error) {
 			var d net.Dialer
-			c, err := d.DialContext(ctx, network, address)
-			ch <- result{conn: c, err: err}
-		}()
-		r := <-ch
-		return r.conn, r.err
+			return d.DialContext(ctx, network, address)
+		})
 	}
+}
+
+// NetnsListen listens on address in the network namespace of process pid, as [NetnsDialer]
+// dials: the listening socket is made there and stays there, while the program serving it
+// runs here (a server for the nodes of a cluster whose control plane lives in that namespace).
+// Root only.
+func NetnsListen(pid int, network, address string) (net.Listener, error) {
+	return inNetns(pid, func() (net.Listener, error) { return net.Listen(network, address) })
+}
+
+// inNetns runs fn on an OS thread that joined the network namespace of process pid and that
+// ends with it, and returns what fn returned.
+func inNetns[T any](pid int, fn func() (T, error)) (T, error) {
+	path := fmt.Sprintf("/proc/%d/ns/net", pid)
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // not unlocked: the thread ends with this goroutine
+		var r result
+		ns, err := os.Open(path)
+		if err != nil {
+			r.err = fmt.Errorf("network namespace %s: %w", path, err)
+			ch <- r
+			return
+		}
+		defer ns.Close()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			r.err = fmt.Errorf("network namespace %s: setns: %w", path, err)
+			ch <- r
+			return
+		}
+		r.v, r.err = fn()
+		ch <- r
+	}()
+	r := <-ch
+	return r.v, r.err
 }

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -370,11 +372,39 @@ func runsToCompletion(e entry) bool {
 		return false
 	}
 	for _, c := range pod.Spec.Containers {
-		if slices.Equal(c.Command, sleepForever) {
+		if slices.Equal(c.Command, sleepForever) || loopsForever(slices.Concat(c.Command, c.Args)) {
 			return false
 		}
 	}
 	return true
+}
+
+// endlessLoop matches the head of a shell loop that never ends by its own test: `while true`,
+// `while :`, `while [ 1 ]`, `until false`.
+var endlessLoop = regexp.MustCompile(`(^|[;&|(\s])(while\s+(true|:|\[\s*1\s*\])|until\s+false)\s*;?\s*do\b`)
+
+// loopLeave matches what may end such a loop, or the shell running it, from inside.
+var loopLeave = regexp.MustCompile(`\b(break|exit|return|exec)\b`)
+
+// loopsForever reports whether argv, a container's command and arguments, is a shell running a
+// script whose loop never ends (`sh -c 'while true; do date; sleep 10; done'`): an endless loop
+// that no break, exit, return or exec leaves. Such a container runs until it is stopped, with
+// restartPolicy Never too: the pod is a running pod, compared as one, not waited for to end.
+func loopsForever(argv []string) bool {
+	if len(argv) < 3 {
+		return false
+	}
+	switch path.Base(argv[0]) {
+	case "sh", "bash", "ash", "dash":
+	default:
+		return false
+	}
+	i := slices.Index(argv, "-c")
+	if i < 1 || i+1 >= len(argv) {
+		return false
+	}
+	script := argv[i+1]
+	return endlessLoop.MatchString(script) && !loopLeave.MatchString(script)
 }
 
 // paths is what hostPathMountable asks of the node's filesystem.

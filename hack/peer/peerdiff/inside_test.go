@@ -62,6 +62,16 @@ func TestRunsToCompletion(t *testing.T) {
 		{"Always", "spec: {containers: [{name: a, command: [sh, -c, 'sleep 30']}]}", false},
 		{"a program the image lacks", "spec: {restartPolicy: Never, containers: [{name: a, command: [nginx]}]}", false},
 		{"one of two lacks its program", "spec: {restartPolicy: Never, containers: [{name: a, command: [sh]}, {name: b, command: [redis-server]}]}", false},
+		// testdata/corpus/downward-api-env.yaml and downward-api-resources.yaml: restartPolicy
+		// Never, a shell loop printing the environment every 10 s for ever.
+		{"an endless loop in args", "spec: {restartPolicy: Never, containers: [{name: a, command: [sh, -c], args: [\"while true; do echo -en '\\n'; printenv A B; sleep 10; done;\"]}]}", false},
+		{"an endless loop in command", "spec: {restartPolicy: Never, containers: [{name: a, command: [/bin/sh, -c, 'while :; do date; sleep 5; done']}]}", false},
+		{"until false", "spec: {restartPolicy: OnFailure, containers: [{name: a, command: [sh, -c, 'until false; do sleep 1; done']}]}", false},
+		{"a loop that breaks", "spec: {restartPolicy: Never, containers: [{name: a, command: [sh, -c, 'while true; do test -f /x && break; sleep 1; done']}]}", true},
+		{"a loop that exits", "spec: {restartPolicy: Never, containers: [{name: a, command: [sh, -c, 'while true; do sleep 1; exit 0; done']}]}", true},
+		{"a bounded loop", "spec: {restartPolicy: Never, containers: [{name: a, command: [sh, -c, 'for i in 1 2 3; do echo $i; done']}]}", true},
+		{"a loop with a real test", "spec: {restartPolicy: Never, containers: [{name: a, command: [sh, -c, 'while [ ! -f /done ]; do sleep 1; done']}]}", true},
+		{"one of two loops", "spec: {restartPolicy: Never, containers: [{name: a, command: [sh, -c, 'exit 0']}, {name: b, command: [sh, -c, 'while true; do sleep 1; done']}]}", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var doc map[string]any

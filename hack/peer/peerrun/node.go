@@ -45,6 +45,9 @@ type NodeOptions struct {
 	// CNIConfDir, when set, is containerd's CNI configuration directory, written by the
 	// cluster's CNI agent (critest.Options.CNIConfDir), instead of the no-op network.
 	CNIConfDir string
+	// RegistryMirrors map registries to a registry serving their images, for containerd's
+	// pulls (critest.Options.RegistryMirrors).
+	RegistryMirrors map[string]string
 }
 
 // Node is a private containerd with the images and the CNI network the agents need, on the
@@ -80,7 +83,8 @@ func StartNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	if err := raiseBusReplyLimit(ctx); err != nil {
 		return nil, err
 	}
-	c, err := critest.StartContainerd(critest.Options{Logf: o.Logf, CNIBridge: o.CNIBridge, CNIConfDir: o.CNIConfDir})
+	c, err := critest.StartContainerd(critest.Options{Logf: o.Logf, CNIBridge: o.CNIBridge, CNIConfDir: o.CNIConfDir,
+		RegistryMirrors: o.RegistryMirrors})
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
@@ -71,6 +73,11 @@ type Options struct {
 	// reports the network not ready, as on any node before its CNI agent runs. containerd's
 	// CNI result cache (/var/lib/cni) must be writable: the sandbox's overlay root.
 	CNIConfDir string
+	// RegistryMirrors, when set, map registries, each by its host as image names spell it
+	// ("registry.k8s.io", "docker.io"), to the base URL of a registry serving their repositories
+	// ("http://10.250.0.1:5000"): containerd's CRI resolves and pulls their images there (its
+	// registry config_path, one hosts.toml a registry), as a node behind a pull-through mirror.
+	RegistryMirrors map[string]string
 }
 
 // Containerd is a running private containerd.
@@ -190,6 +197,18 @@ func StartContainerd(opts Options) (*Containerd, error) {
 			return nil, fmt.Errorf("critest: %w", err)
 		}
 	}
+	for host, mirror := range opts.RegistryMirrors {
+		path, data, err := registryHostsFile(c.registryConfigPath(), host, mirror)
+		if err == nil {
+			err = os.MkdirAll(filepath.Dir(path), 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(path, data, 0o644)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("critest: %w", err)
+		}
+	}
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(c.config()), 0o644); err != nil {
 		return nil, fmt.Errorf("critest: %w", err)
 	}
@@ -284,7 +303,42 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
           Root = %[10]q
           SystemdCgroup = true
 `, c.Root, filepath.Join(d, "state"), c.Socket, c.Socket+".ttrpc", filepath.Join(d, "opt"), c.SandboxImage,
-		c.cniBinDir(), c.cniConfDir(), RuncBinary, filepath.Join(d, "state", "runc"))
+		c.cniBinDir(), c.cniConfDir(), RuncBinary, filepath.Join(d, "state", "runc")) + c.registryConfig()
+}
+
+// registryConfig is the CRI plugin's registry table with RegistryMirrors: their hosts.toml
+// files' directory.
+func (c *Containerd) registryConfig() string {
+	if len(c.opts.RegistryMirrors) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("    [plugins.\"io.containerd.grpc.v1.cri\".registry]\n      config_path = %q\n", c.registryConfigPath())
+}
+
+// registryConfigPath is containerd's registry configuration directory (config_path): one
+// directory a registry host holding its hosts.toml (RegistryMirrors), empty without mirrors.
+func (c *Containerd) registryConfigPath() string { return filepath.Join(c.Dir, "certs.d") }
+
+// registryHostsFile is the hosts.toml (containerd's docs/hosts.md) that makes containerd
+// resolve and pull the images of registry host from mirror, a registry's base URL (http or
+// https), and its path under dir, the registry config_path. The registry itself stays the
+// fallback (its default server), as behind any mirror.
+func registryHostsFile(dir, host, mirror string) (string, []byte, error) {
+	if host == "" || strings.ContainsAny(host, "/\\") || host == "." || host == ".." {
+		return "", nil, fmt.Errorf("registry mirror: registry host %q: want host[:port]", host)
+	}
+	u, err := url.Parse(mirror)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" {
+		return "", nil, fmt.Errorf("registry mirror of %s: %q: want http(s)://host[:port]", host, mirror)
+	}
+	type hostConfig struct {
+		Capabilities []string `toml:"capabilities"`
+	}
+	data, err := toml.Marshal(map[string]map[string]hostConfig{"host": {u.Scheme + "://" + u.Host: {Capabilities: []string{"pull", "resolve"}}}})
+	if err != nil {
+		return "", nil, fmt.Errorf("registry mirror of %s: %w", host, err)
+	}
+	return filepath.Join(dir, host, "hosts.toml"), data, nil
 }
 
 // cniBinDir is containerd's CNI plugin directory: the installed plugins with CNIBridge or
