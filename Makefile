@@ -433,7 +433,14 @@ cluster-demo-node: clusterdemo-build
 # SPECS=<regexp> PART=i/n runs a part of a shard too long for one run: the newest run of each
 # of the n parts (<cluster>_<SIGs>_part<i>of<n>.json), their SPECS disjoint, count together as
 # the whole shard's. Root.
-CONFORMANCE_PROCS ?= $(if $(SHARD),2,5)
+#
+# make peer-conformance FOCUS=<regexp> [SKIP=<regexp>] FOCUS_NAME=<name> [NODES=...] [SPECS=<regexp>]:
+# instead of a shard, the e2e specs FOCUS matches and SKIP does not (any, not [Conformance] by
+# SIG) on the same multi-node cluster, recorded in docs/conformance/focus/<cluster>_<name>.json
+# and rendered into docs/cluster.md's "## Chosen e2e specs on several nodes" (SPECS= a re-run of
+# the run's specs it matches, <cluster>_<name>_rerun.json). The storage runs' FOCUS and SKIP
+# are in docs/cluster.md, "Storage". Root.
+CONFORMANCE_PROCS ?= $(if $(SHARD)$(FOCUS),2,5)
 SHARD_TIMEOUT ?= 100m
 # SHARD_PREFIX: the start of the sandboxes' names (conformance-<pid> when empty).
 SHARD_PREFIX ?=
@@ -453,14 +460,14 @@ peer-conformance: build conformance-runner
 	@test -x $(PEER_DIR)/e2e.test -a -x $(PEER_DIR)/ginkgo -a -x $(PEER_DIR)/agnhost -a -x $(PEER_DIR)/nonewprivs \
 	  -a -x $(PEER_DIR)/kubelet \
 	  || $(MAKE) --no-print-directory peer-build
-ifeq ($(SHARD),)
+ifeq ($(SHARD)$(FOCUS),)
 	build/conformance-runner -bin $(abspath $(PEER_DIR)) -ginkgo $(abspath $(PEER_DIR))/ginkgo -agnhost $(abspath $(PEER_DIR))/agnhost \
 	  -nonewprivs $(abspath $(PEER_DIR))/nonewprivs \
 	  -slicelet $(abspath $(BIN))/slicelet -work $(abspath build/conformance/run) -procs $(CONFORMANCE_PROCS) \
 	  -report build/conformance/report.md -docs docs/cluster.md
 else
 	@$(MAKE) --no-print-directory peer-addons $(SAMPLE_APISERVER)
-	build/conformance-runner -shard $(SHARD) -nodes $(NODES) -bin $(abspath $(PEER_DIR)) -agnhost $(abspath $(PEER_DIR))/agnhost \
+	build/conformance-runner $(if $(FOCUS),-focus '$(FOCUS)' -focus-name '$(FOCUS_NAME)' $(if $(SKIP),-skip '$(SKIP)'),-shard $(SHARD)) -nodes $(NODES) -bin $(abspath $(PEER_DIR)) -agnhost $(abspath $(PEER_DIR))/agnhost \
 	  -nonewprivs $(abspath $(PEER_DIR))/nonewprivs -slicelet $(abspath $(BIN))/slicelet -addons $(abspath $(ADDONS_DIR)) \
 	  -sample-apiserver $(abspath $(SAMPLE_APISERVER)) -images-src "$$(cd hack/peer && $(GO) list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images" \
 	  -work $(abspath build/shard) -procs $(CONFORMANCE_PROCS) -timeout $(SHARD_TIMEOUT) \

@@ -71,6 +71,9 @@ func workerOptions(cfg *config.Config, capacity slices.Capacity, mcfg hierarchy.
 	wopts.HostNetwork = cfg.Runtime.Network != config.NetworkCNI
 	// Localhost seccomp profiles, for either runtime (the kubelet's <root-dir>/seccomp).
 	wopts.SeccompProfileRoot = filepath.Join(cfg.StateDir, "seccomp")
+	// Local volumes on block devices are mounted beside the CSI plugin's staging paths (the
+	// kubelet's <root-dir>/plugins).
+	wopts.PluginsDir = filepath.Join(cfg.CSIRootDir(), "plugins")
 	// Every pod's resolver configuration and FQDN, in either mode (the kubelet's
 	// clusterDNS, clusterDomain and resolvConf).
 	wopts.DNS = &lifecycle.NodeDNS{Servers: cfg.Cluster.DNSServers, Domain: cfg.Cluster.Domain, ResolvConf: cfg.Cluster.ResolvConf}

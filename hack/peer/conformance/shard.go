@@ -120,6 +120,9 @@ type ShardRun struct {
 	// long for one run, split by the specs' texts): the newest run of each of the n parts,
 	// together, stand for the whole shard ([CombineParts]).
 	Part string `json:"part,omitempty"`
+	// Name, when set, makes the run a focus run (FocusSection): Focus and Skip chosen, any
+	// specs, no SIGs.
+	Name string `json:"name,omitempty"`
 	// parts are the part runs a combined run was made of (CombineParts).
 	parts []ShardRun
 }
@@ -146,6 +149,12 @@ func (r ShardRun) Kind() string { return ClusterKind(r.Nodes) }
 // a newer run of the same shard on the same kind replacing the older (and one for its newest
 // re-run of chosen specs).
 func (r ShardRun) FileName() string {
+	if r.Name != "" {
+		if r.Only != "" {
+			return r.Kind() + "_" + r.Name + "_rerun.json"
+		}
+		return r.Kind() + "_" + r.Name + ".json"
+	}
 	if i, n, err := ParsePart(r.Part); err == nil && r.Only != "" {
 		return fmt.Sprintf("%s_%s_part%dof%d.json", r.Kind(), strings.Join(r.SIGs, "+"), i, n)
 	}
@@ -183,8 +192,8 @@ func ReadRuns(dir string) ([]ShardRun, error) {
 		if err := json.Unmarshal(data, &r); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
-		if len(r.Nodes) == 0 || len(r.SIGs) == 0 {
-			return nil, fmt.Errorf("%s: no nodes or no SIGs", p)
+		if len(r.Nodes) == 0 || len(r.SIGs) == 0 && r.Name == "" {
+			return nil, fmt.Errorf("%s: no nodes, or neither SIGs nor a focus run's name", p)
 		}
 		runs = append(runs, r)
 	}
@@ -395,16 +404,12 @@ func ShardSection(runs []ShardRun, notes []Note, intro string) string {
 			cmp.Compare(a.Part, b.Part))
 	})
 	for _, r := range shown {
-		nodes := strings.Join(r.Nodes, ",")
-		if vs := slices.Compact(slices.Sorted(maps.Values(r.NodeVersions))); len(vs) > 0 {
-			nodes += " (`" + strings.Join(vs, "`, `") + "`)"
-		}
 		sigs := strings.Join(r.SIGs, ", ")
 		if r.Part != "" {
 			sigs += fmt.Sprintf(", part %s (SPECS=%s)", r.Part, r.Only)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d | %d | %s |\n", cell(sigs), r.Kind(), nodes,
-			r.Started.UTC().Format("2006-01-02 15:04"), cell(r.Commit), r.Duration, r.Procs, Count(r.Specs).Selected, cmp.Or(cell(r.Error), "—"))
+		fmt.Fprintf(&b, "| %s | %s |", cell(sigs), r.Kind())
+		b.WriteString(runCells(r))
 	}
 	var diffs, fails []string
 	for _, e := range SIGSpecs {
@@ -436,6 +441,24 @@ func ShardSection(runs []ShardRun, notes []Note, intro string) string {
 			}
 		}
 	}
+	writeTail(&b, rerunRows(runs, shown), diffs, fails)
+	return b.String()
+}
+
+// runCells are a run's cells of a runs table after its name and cluster: nodes (with their
+// versions), start, commit, duration, procs, specs selected and the suite's error.
+func runCells(r ShardRun) string {
+	nodes := strings.Join(r.Nodes, ",")
+	if vs := slices.Compact(slices.Sorted(maps.Values(r.NodeVersions))); len(vs) > 0 {
+		nodes += " (`" + strings.Join(vs, "`, `") + "`)"
+	}
+	return fmt.Sprintf(" %s | %s | %s | %s | %d | %d | %s |\n", nodes, r.Started.UTC().Format("2006-01-02 15:04"), cell(r.Commit), r.Duration,
+		r.Procs, Count(r.Specs).Selected, cmp.Or(cell(r.Error), "—"))
+}
+
+// rerunRows are the table rows of every spec of the runs of chosen specs (Only set) that are
+// not among the runs shown (a part counted in a whole shard's).
+func rerunRows(runs, shown []ShardRun) []string {
 	var reruns []string
 	for _, r := range runs {
 		if r.Only == "" || slices.ContainsFunc(shown, func(s ShardRun) bool { return s.Started.Equal(r.Started) && s.FileName() == r.FileName() }) {
@@ -448,23 +471,27 @@ func ShardSection(runs []ShardRun, notes []Note, intro string) string {
 				r.Started.UTC().Format("2006-01-02 15:04"), cell(r.Commit), cell(fmt.Sprintf("%s, %d ran, %d passed, %d failed", r.Duration, c.Ran, c.Passed, c.Failed))))
 		}
 	}
+	return reruns
+}
+
+// writeTail ends a report: the re-runs' table (when any), the differences' and the failures'.
+func writeTail(b *strings.Builder, reruns, diffs, fails []string) {
 	if len(reruns) > 0 {
-		fmt.Fprintf(&b, "\nRe-runs of chosen specs (`SPECS=`; they do not count in the tables above) (%d):\n\n"+
+		fmt.Fprintf(b, "\nRe-runs of chosen specs (`SPECS=`; they do not count in the tables above) (%d):\n\n"+
 			"| spec | cluster | status | started (UTC) | commit | the re-run |\n|---|---|---|---|---|---|\n%s", len(reruns), strings.Join(reruns, ""))
 	}
-	fmt.Fprintf(&b, "\nSpecs whose result differs between the kubelet cluster and the slicelet cluster (%d)", len(diffs))
+	fmt.Fprintf(b, "\nSpecs whose result differs between the kubelet cluster and the slicelet cluster (%d)", len(diffs))
 	if len(diffs) > 0 {
 		b.WriteString(":\n\n| spec | kubelet cluster | slicelet cluster | cause |\n|---|---|---|---|\n" + strings.Join(diffs, ""))
 	} else {
 		b.WriteString(".\n")
 	}
-	fmt.Fprintf(&b, "\nSpecs that failed, per cluster (%d)", len(fails))
+	fmt.Fprintf(b, "\nSpecs that failed, per cluster (%d)", len(fails))
 	if len(fails) > 0 {
 		b.WriteString(":\n\n| spec | cluster | status | cause |\n|---|---|---|---|\n" + strings.Join(fails, ""))
 	} else {
 		b.WriteString(".\n")
 	}
-	return b.String()
 }
 
 // differences are the specs whose status differs between the two results, a spec one side

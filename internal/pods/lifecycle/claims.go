@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	stdslices "slices"
 
 	v1 "k8s.io/api/core/v1"
@@ -170,4 +171,44 @@ func VolumeNodeAffinity(pv *v1.PersistentVolume, nodeLabels map[string]string) e
 		return fmt.Errorf("MountVolume.NodeAffinity check failed for volume %q : %w", pv.Name, err)
 	}
 	return nil
+}
+
+// LocalDevice is how a local persistent volume in Filesystem mode whose path is a block device
+// is mounted (the kubelet's local plugin, pkg/volume/local/local.go mountLocalBlockDevice): the
+// device formatted when it has no file system yet and mounted once for every pod on the node
+// at Dir, the plugin's device mount path <plugins>/kubernetes.io/local-volume/mounts/<volume>,
+// with FSType (the volume's fsType, ext4 when unset) and Options (ro for a read-only claim,
+// then the volume's mountOptions).
+type LocalDevice struct {
+	Device, Dir, FSType string
+	Options             []string
+}
+
+// localDefaultFSType is the kubelet's local plugin's file system when a local volume's fsType
+// is unset (pkg/volume/local/local.go defaultFSType).
+const localDefaultFSType = "ext4"
+
+// LocalDeviceMountsDir is where a node's local volumes on block devices are mounted, under
+// its plugins directory (the kubelet's <root>/plugins).
+func LocalDeviceMountsDir(pluginsDir string) string {
+	return filepath.Join(pluginsDir, "kubernetes.io", "local-volume", "mounts")
+}
+
+// LocalDeviceMount is how the local persistent volume pv, mounted by a pod (readOnly: its
+// claim is read-only), is mounted when its path, of the file type isBlock says, is a block
+// device used as a file system: ok false for any other volume (a directory is given to the
+// containers as it is). mountsDir is LocalDeviceMountsDir's.
+func LocalDeviceMount(pv *v1.PersistentVolume, isBlock, readOnly bool, mountsDir string) (LocalDevice, bool) {
+	if pv.Spec.Local == nil || !isBlock || VolumeMode(pv) != v1.PersistentVolumeFilesystem {
+		return LocalDevice{}, false
+	}
+	d := LocalDevice{Device: pv.Spec.Local.Path, Dir: filepath.Join(mountsDir, pv.Name), FSType: localDefaultFSType}
+	if fs := pv.Spec.Local.FSType; fs != nil && *fs != "" {
+		d.FSType = *fs
+	}
+	if readOnly {
+		d.Options = append(d.Options, "ro")
+	}
+	d.Options = append(d.Options, pv.Spec.MountOptions...)
+	return d, true
 }

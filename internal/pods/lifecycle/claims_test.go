@@ -2,6 +2,8 @@ package lifecycle
 
 import (
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -177,6 +179,49 @@ func TestClaimedVolumeMode(t *testing.T) {
 			}
 			if err != nil || path != tc.wantPath {
 				t.Errorf("path %q, %v; want %q", path, err, tc.wantPath)
+			}
+		})
+	}
+}
+
+// TestLocalDeviceMount: a local volume in Filesystem mode on a block device is mounted at the
+// kubelet's device mount path with its fsType (ext4 unset), ro for a read-only claim, then
+// its mountOptions; a directory, a Block volume and other sources are given as they are.
+func TestLocalDeviceMount(t *testing.T) {
+	xfs, block := "xfs", v1.PersistentVolumeBlock
+	pv := func(fsType *string, mode *v1.PersistentVolumeMode, opts ...string) *v1.PersistentVolume {
+		return &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "local-pv"}, Spec: v1.PersistentVolumeSpec{VolumeMode: mode, MountOptions: opts,
+			PersistentVolumeSource: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/dev/loop3", FSType: fsType}}}}
+	}
+	mounts := LocalDeviceMountsDir("/var/lib/kubelet/plugins")
+	for _, tc := range []struct {
+		name             string
+		pv               *v1.PersistentVolume
+		isBlock, ro, ok  bool
+		fsType, wantOpts string
+	}{
+		{name: "device, fsType unset", pv: pv(nil, nil), isBlock: true, ok: true, fsType: "ext4"},
+		{name: "device with fsType, read-only claim and mount options", pv: pv(&xfs, nil, "noatime"), isBlock: true, ro: true, ok: true,
+			fsType: "xfs", wantOpts: "ro,noatime"},
+		{name: "a directory", pv: pv(nil, nil), isBlock: false},
+		{name: "a Block volume", pv: pv(nil, &block), isBlock: true},
+		{name: "a hostPath volume", pv: &v1.PersistentVolume{Spec: v1.PersistentVolumeSpec{PersistentVolumeSource: v1.PersistentVolumeSource{
+			HostPath: &v1.HostPathVolumeSource{Path: "/dev/loop3"}}}}, isBlock: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, ok := LocalDeviceMount(tc.pv, tc.isBlock, tc.ro, mounts)
+			if ok != tc.ok {
+				t.Fatalf("ok = %v, want %v", ok, tc.ok)
+			}
+			if !ok {
+				return
+			}
+			want := LocalDevice{Device: "/dev/loop3", Dir: "/var/lib/kubelet/plugins/kubernetes.io/local-volume/mounts/local-pv", FSType: tc.fsType}
+			if tc.wantOpts != "" {
+				want.Options = strings.Split(tc.wantOpts, ",")
+			}
+			if !reflect.DeepEqual(d, want) {
+				t.Errorf("= %+v, want %+v", d, want)
 			}
 		})
 	}

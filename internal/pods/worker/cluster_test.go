@@ -3,6 +3,8 @@ package worker
 import (
 	"encoding/json"
 	"errors"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -517,5 +520,77 @@ func TestValidateCertificateProjections(t *testing.T) {
 				t.Errorf("errors %v, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestClusterPodLocalDevice: a local persistent volume on a block device, in Filesystem mode,
+// is mounted once at the kubelet's device mount path under PluginsDir (formatted when it has
+// no file system: Mounter.FormatAndMount), shared by two pods, given to their containers
+// from there, and unmounted once the last pod is gone.
+func TestClusterPodLocalDevice(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("mknod of a block device needs root")
+		}
+		t.Skip("mknod of a block device needs root")
+	}
+	dev := filepath.Join(t.TempDir(), "loop")
+	if err := unix.Mknod(dev, unix.S_IFBLK|0o600, int(unix.Mkdev(7, 250))); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(name string) *v1.PersistentVolumeClaim {
+		return &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: "claim-uid"},
+			Spec: v1.PersistentVolumeClaimSpec{VolumeName: "local-pv"}, Status: v1.PersistentVolumeClaimStatus{Phase: v1.ClaimBound}}
+	}
+	cl := &fakeCluster{
+		claims: map[string]*v1.PersistentVolumeClaim{"default/data-0": claim("data-0")},
+		volumes: map[string]*v1.PersistentVolume{"local-pv": {ObjectMeta: metav1.ObjectMeta{Name: "local-pv"},
+			Spec: v1.PersistentVolumeSpec{ClaimRef: &v1.ObjectReference{UID: "claim-uid"}, MountOptions: []string{"noatime"},
+				PersistentVolumeSource: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: dev}}}}},
+	}
+	f := newFakeRT()
+	m := &fakeMounter{mounted: map[string]int64{}}
+	plugins := t.TempDir()
+	w, _ := newTestWorkerWith(t, f, "", func(o *Options) {
+		o.Cluster, o.Mounter, o.PluginsDir = cl, m, plugins
+	})
+	mount := filepath.Join(plugins, "kubernetes.io/local-volume/mounts/local-pv")
+	var pods []*v1.Pod
+	for _, name := range []string{"dev-1", "dev-2"} {
+		pod := clusterPod(name)
+		pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data-0"}}}}
+		pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		if st := mustSync(t, w, pod); !running(st) {
+			t.Fatalf("%s not running: %+v", name, st)
+		}
+		pods = append(pods, pod)
+	}
+	if m.mounts != 1 || m.devices[mount] != dev+" ext4 noatime" {
+		t.Fatalf("%d mounts, %v: want one of %s at %s", m.mounts, m.devices, dev, mount)
+	}
+	f.mu.Lock()
+	configs := maps.Clone(f.configs)
+	f.mu.Unlock()
+	for _, c := range configs {
+		for _, cm := range c.Mounts {
+			if cm.ContainerPath == "/data" && cm.HostPath != mount {
+				t.Errorf("the container's /data is %s, want %s", cm.HostPath, mount)
+			}
+		}
+	}
+	if err := w.releaseVolumes(string(pods[0].UID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.mounted[mount]; !ok {
+		t.Fatal("the device was unmounted while another pod uses it")
+	}
+	if err := w.releaseVolumes(string(pods[1].UID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.mounted[mount]; ok {
+		t.Error("the device is still mounted after its last pod")
+	}
+	if _, err := os.Stat(mount); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the device mount directory is left: %v", err)
 	}
 }

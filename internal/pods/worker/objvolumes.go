@@ -350,6 +350,7 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 		return "", err
 	}
 	block := lifecycle.VolumeMode(pv) == v1.PersistentVolumeBlock
+	deviceDir := ""
 	if vol, ok := csi.FromPod(pod, v, pv, readOnly); ok && block {
 		if w.opts.CSI == nil {
 			return "", fmt.Errorf("MapVolume.SetUpDevice failed for volume %q : driver name %s not found in the list of registered CSI drivers", pvName, vol.Driver)
@@ -370,11 +371,17 @@ func (w *Worker) claimVolume(pod *v1.Pod, v *v1.Volume, claim string, e *entry) 
 		if err := lifecycle.PrepareHostPath(&v1.HostPathVolumeSource{Path: hp.Path, Type: hp.Type}); err != nil {
 			return "", fmt.Errorf("MountVolume.SetUp failed for volume %q : hostPath %s: %w", pvName, hp.Path, err)
 		}
-	} else if _, err := os.Stat(path); err != nil {
+	} else if st, err := os.Stat(path); err != nil {
 		// A local volume's path is the administrator's: it must be there.
 		return "", fmt.Errorf("MountVolume.NewMounter initialization failed for volume %q : path %q does not exist", pvName, path)
+	} else if dev, ok := lifecycle.LocalDeviceMount(pv, st.Mode()&fs.ModeDevice != 0 && st.Mode()&fs.ModeCharDevice == 0, readOnly,
+		lifecycle.LocalDeviceMountsDir(w.opts.PluginsDir)); ok {
+		if err := w.mountLocalDevice(dev); err != nil {
+			return "", fmt.Errorf("MountVolume.MountDevice failed for volume %q : %w", pvName, err)
+		}
+		path, deviceDir = dev.Dir, dev.Dir
 	}
-	c = claimed{path: path, plugin: lifecycle.PersistentVolumePlugin(pv), claim: claim, block: block, readOnly: readOnly}
+	c = claimed{path: path, plugin: lifecycle.PersistentVolumePlugin(pv), claim: claim, block: block, readOnly: readOnly, deviceDir: deviceDir}
 	if vol, ok := csi.FromPod(pod, v, pv, readOnly); ok {
 		c.csi, c.published = &vol, w.clock.Now()
 	}
@@ -449,6 +456,70 @@ type claimed struct {
 	// csi is the CSI volume behind it (nil for others), published last at published.
 	csi       *csi.Volume
 	published time.Time
+	// deviceDir is where a local volume on a block device is mounted for the node's pods
+	// (lifecycle.LocalDeviceMount), "" for other volumes.
+	deviceDir string
+}
+
+// mountLocalDevice mounts a local volume's block device at its device mount path unless it is
+// mounted there already (by another pod of the volume, or before a restart), formatting it
+// first when it has no file system, as the kubelet's local plugin's MountDevice.
+func (w *Worker) mountLocalDevice(dev lifecycle.LocalDevice) error {
+	w.devMu.Lock()
+	defer w.devMu.Unlock()
+	if err := os.MkdirAll(dev.Dir, 0o750); err != nil {
+		return err
+	}
+	mounted, err := w.opts.Mounter.IsMountPoint(dev.Dir)
+	if err != nil || mounted {
+		return err
+	}
+	if err := w.opts.Mounter.FormatAndMount(dev.Device, dev.Dir, dev.FSType, dev.Options); err != nil {
+		return err
+	}
+	w.log.Info("local volume device mounted", "device", dev.Device, "path", dev.Dir, "fs_type", dev.FSType)
+	return nil
+}
+
+// unmountLocalDevices unmounts the local volumes' devices mounted at dirs, released by a pod,
+// that no other pod of the worker still uses, and removes their directories (the kubelet's
+// UnmountDevice once the volume is no pod's).
+func (w *Worker) unmountLocalDevices(dirs []string) error {
+	if len(dirs) == 0 {
+		return nil
+	}
+	w.devMu.Lock()
+	defer w.devMu.Unlock()
+	w.mu.Lock()
+	entries := make([]*entry, 0, len(w.pods))
+	for _, e := range w.pods {
+		entries = append(entries, e)
+	}
+	w.mu.Unlock()
+	used := map[string]bool{}
+	for _, e := range entries {
+		e.recMu.Lock()
+		for _, c := range e.claims {
+			used[c.deviceDir] = true
+		}
+		e.recMu.Unlock()
+	}
+	var errs []error
+	for _, dir := range dirs {
+		if used[dir] {
+			continue
+		}
+		if mounted, err := w.opts.Mounter.IsMountPoint(dir); err == nil && mounted {
+			if err := w.opts.Mounter.Unmount(dir); err != nil {
+				errs = append(errs, fmt.Errorf("local volume device %s: %w", dir, err))
+				continue
+			}
+		}
+		if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("local volume device %s: %w", dir, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // keepClaimed records that the pod's volume name is set up as c, for the pod's life.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+	mount "k8s.io/mount-utils"
+	utilexec "k8s.io/utils/exec"
 )
 
 // hostMounter mounts with mount(2) in slicelet's own mount namespace, which must be the host's
@@ -16,10 +18,8 @@ type hostMounter struct{}
 
 // MountTmpfs implements Mounter, as the kubelet's emptyDir setupTmpfs (size= only).
 func (hostMounter) MountTmpfs(dir string, size int64) error {
-	self, err1 := os.Readlink("/proc/self/ns/mnt")
-	host, err2 := os.Readlink("/proc/1/ns/mnt")
-	if err1 == nil && err2 == nil && self != host {
-		return errors.New("slicelet runs in a mount namespace of its own (the unit's ProtectSystem=, PrivateMounts=...), where a tmpfs would not reach the containers")
+	if err := hostMountNamespace(); err != nil {
+		return err
 	}
 	opts := ""
 	if size > 0 {
@@ -29,6 +29,25 @@ func (hostMounter) MountTmpfs(dir string, size int64) error {
 		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)
 	}
 	return nil
+}
+
+// hostMountNamespace is an error when slicelet runs in a mount namespace of its own.
+func hostMountNamespace() error {
+	self, err1 := os.Readlink("/proc/self/ns/mnt")
+	host, err2 := os.Readlink("/proc/1/ns/mnt")
+	if err1 == nil && err2 == nil && self != host {
+		return errors.New("slicelet runs in a mount namespace of its own (the unit's ProtectSystem=, PrivateMounts=...), where a mount would not reach the containers")
+	}
+	return nil
+}
+
+// FormatAndMount implements Mounter with the kubelet's own SafeFormatAndMount (k8s.io/mount-utils:
+// blkid, mkfs.<fstype>, mount).
+func (hostMounter) FormatAndMount(device, dir, fstype string, options []string) error {
+	if err := hostMountNamespace(); err != nil {
+		return err
+	}
+	return mount.NewSafeFormatAndMount(mount.New(""), utilexec.New()).FormatAndMount(device, dir, fstype, options)
 }
 
 // Unmount implements Mounter.

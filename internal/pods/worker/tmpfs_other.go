@@ -17,3 +17,8 @@ func (hostMounter) Unmount(string) error { return nil }
 
 // IsMountPoint implements Mounter.
 func (hostMounter) IsMountPoint(string) (bool, error) { return false, nil }
+
+// FormatAndMount implements Mounter.
+func (hostMounter) FormatAndMount(string, string, string, []string) error {
+	return errors.New("local volumes on block devices need Linux")
+}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -12,11 +13,25 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// fakeMounter records tmpfs mounts by directory.
+// fakeMounter records tmpfs mounts by directory, and devices' mounts (device, fstype and
+// options) by directory.
 type fakeMounter struct {
 	mu      sync.Mutex
 	mounted map[string]int64
 	mounts  int
+	devices map[string]string
+}
+
+func (m *fakeMounter) FormatAndMount(device, dir, fstype string, options []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.devices == nil {
+		m.devices = map[string]string{}
+	}
+	m.devices[dir] = device + " " + fstype + " " + strings.Join(options, ",")
+	m.mounted[dir] = 0
+	m.mounts++
+	return nil
 }
 
 func (m *fakeMounter) MountTmpfs(dir string, size int64) error {

@@ -193,11 +193,15 @@ func (w *Worker) MountedVolumes() map[string]int {
 	return out
 }
 
-// Mounter mounts and unmounts the tmpfs of memory-backed emptyDir volumes (the OS boundary of
-// volume preparation).
+// Mounter mounts and unmounts the tmpfs of memory-backed emptyDir volumes and the file systems
+// of local volumes on block devices (the OS boundary of volume preparation).
 type Mounter interface {
 	// MountTmpfs mounts a tmpfs of size bytes (0: the kernel's default) on dir.
 	MountTmpfs(dir string, size int64) error
+	// FormatAndMount mounts the block device's file system of type fstype on dir with the
+	// options, making one first when the device has none (the kubelet's
+	// SafeFormatAndMount): a device with another file system is an error, never formatted.
+	FormatAndMount(device, dir, fstype string, options []string) error
 	// Unmount unmounts what is mounted on dir.
 	Unmount(dir string) error
 	// IsMountPoint reports whether something is mounted on dir.
@@ -237,12 +241,18 @@ func (w *Worker) releaseVolumes(uid string) error {
 	w.mu.Lock()
 	e := w.pods[uid]
 	w.mu.Unlock()
+	var devices []string
 	if e != nil {
 		e.recMu.Lock()
+		for _, c := range e.claims {
+			if c.deviceDir != "" {
+				devices = append(devices, c.deviceDir)
+			}
+		}
 		e.mounted, e.claims = nil, nil
 		e.recMu.Unlock()
 	}
-	return nil
+	return w.unmountLocalDevices(devices)
 }
 
 // StatsVolume is one of a pod's volumes set up on the node, as its stats are measured (the

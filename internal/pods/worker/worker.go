@@ -85,8 +85,13 @@ type Options struct {
 	// <root-dir>/seccomp): securityContext.seccompProfile.localhostProfile is a path under it.
 	// Default StateDir/seccomp.
 	SeccompProfileRoot string
-	// Mounter mounts the tmpfs of memory-backed emptyDir volumes; mount(2) when nil.
+	// Mounter mounts the tmpfs of memory-backed emptyDir volumes and the local volumes on
+	// block devices; mount(2) and mount-utils when nil.
 	Mounter Mounter
+	// PluginsDir is the node's plugins directory (the kubelet's <root-dir>/plugins), where
+	// local volumes on block devices are mounted (lifecycle.LocalDeviceMountsDir). Default
+	// StateDir/plugins.
+	PluginsDir string
 	// EtcHosts is the node's hosts file, which pods on the host's network get a copy of (with
 	// their hostAliases). Default /etc/hosts.
 	EtcHosts string
@@ -173,6 +178,9 @@ type Worker struct {
 	changes changes
 	listing atomic.Pointer[listing]
 
+	// devMu serializes the mounts and unmounts of local volumes' devices, which pods share.
+	devMu sync.Mutex
+
 	mu     sync.Mutex
 	pods   map[string]*entry
 	status map[string]ContainerStatus // inspected containers by ID, while their state holds
@@ -241,6 +249,9 @@ func New(opts Options) (*Worker, error) {
 	}
 	if opts.Mounter == nil {
 		opts.Mounter = hostMounter{}
+	}
+	if opts.PluginsDir == "" {
+		opts.PluginsDir = filepath.Join(opts.StateDir, "plugins")
 	}
 	if opts.EtcHosts == "" {
 		opts.EtcHosts = "/etc/hosts"

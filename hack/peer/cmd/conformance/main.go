@@ -62,6 +62,7 @@ func main() {
 	flag.StringVar(&o.shard, "shard", "", "run these SIGs' [Conformance] specs (comma-separated: sig-network,sig-cli) on a multi-node cluster (-nodes) instead of the one-node sig-node run")
 	flag.StringVar(&o.only, "specs", "", "with -shard: only the shard's specs whose text matches this regular expression (a re-run of chosen specs, recorded apart from the shard's runs)")
 	flag.StringVar(&o.part, "part", "", "with -shard and -specs: the run is the i-th of n parts (i/n) of the shard, the newest run of each part together counting as the whole shard's")
+	flag.StringVar(&o.focusName, "focus-name", "", "run the specs -focus matches and -skip does not (any, not [Conformance] by SIG) on a multi-node cluster (-nodes), recorded under this name apart from the shards")
 	flag.StringVar(&o.sampleAPIServer, "sample-apiserver", "", "with -shard: k8s.io/sample-apiserver's static binary, the aggregator spec's image (with etcd's from -bin); not built when empty")
 	flag.StringVar(&o.nodes, "nodes", "kubelet,kubelet", "the multi-node cluster's nodes, one agent a node (kubelet or slicelet)")
 	flag.StringVar(&o.addons, "addons", "", "the add-ons' binaries: kube-proxy, flanneld, coredns, metrics-server (make peer-addons-build), for -shard")
@@ -71,12 +72,17 @@ func main() {
 	flag.StringVar(&o.prefix, "prefix", fmt.Sprintf("conformance-%d", os.Getpid()), "the start of a shard cluster's sandbox names")
 	flag.BoolVar(&o.renderOnly, "render-only", false, "only rewrite -docs' shard section from -results")
 	flag.Parse()
-	if o.shard != "" {
-		// A shard runs every spec of its SIGs: the one-node run's skips are not its.
-		set := false
-		flag.Visit(func(f *flag.Flag) { set = set || f.Name == "skip" })
-		if !set {
+	if o.shard != "" || o.focusName != "" {
+		// A shard runs every spec of its SIGs, a focus run its own focus: the one-node run's
+		// focus and skips are not theirs.
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["skip"] {
 			o.Skip = ""
+		}
+		if o.focusName != "" && (!set["focus"] || o.shard != "") {
+			fmt.Fprintln(os.Stderr, "peer-conformance: -focus-name needs -focus, and no -shard")
+			os.Exit(2)
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -91,7 +97,7 @@ func main() {
 		err = conformance.Run(ctx, o.Options)
 	case o.renderOnly:
 		err = renderShards(o.results, o.docs)
-	case o.shard != "":
+	case o.shard != "" || o.focusName != "":
 		err = runShard(ctx, o, o.shardOptions)
 		if o.docs != "" && o.results != "" {
 			err = errors.Join(err, renderShards(o.results, o.docs))

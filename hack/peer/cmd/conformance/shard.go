@@ -30,6 +30,9 @@ type shardOptions struct {
 	only string
 	// part, with only, makes the run a part i/n of the shard (conformance.ShardRun.Part).
 	part string
+	// focusName, when set, makes the run a focus run of that name (conformance.FocusSection):
+	// options' Focus and Skip chosen, not a SIG's [Conformance] specs.
+	focusName string
 	// sampleAPIServer is k8s.io/sample-apiserver's binary (the aggregator spec's image), none
 	// when empty.
 	sampleAPIServer string
@@ -40,22 +43,18 @@ type shardOptions struct {
 // in the control plane's sandbox, stops the cluster, and records the results in the results
 // directory.
 func runShard(ctx context.Context, o options, s shardOptions) (err error) {
-	focus, sigs, err := conformance.ShardFocus(s.shard)
-	if err != nil {
+	var focus string
+	var sigs []string
+	if s.focusName != "" {
+		if s.part != "" {
+			return fmt.Errorf("-part %s: a focus run has no parts (name each its own run)", s.part)
+		}
+		if focus, err = conformance.FocusRunFocus(s.focusName, o.Focus, o.Skip, s.only); err != nil {
+			return err
+		}
+		s.results = filepath.Join(s.results, conformance.FocusSubdir)
+	} else if focus, sigs, err = shardFocus(s); err != nil {
 		return err
-	}
-	if s.only != "" {
-		if focus, err = conformance.NarrowFocus(focus, s.only); err != nil {
-			return err
-		}
-	}
-	if s.part != "" {
-		if s.only == "" {
-			return fmt.Errorf("-part %s: a part names its specs with -specs", s.part)
-		}
-		if _, _, err := conformance.ParsePart(s.part); err != nil {
-			return err
-		}
 	}
 	specs, err := cluster.ParseNodes(s.nodes)
 	if err != nil {
@@ -96,7 +95,7 @@ func runShard(ctx context.Context, o options, s shardOptions) (err error) {
 	logf := func(format string, args ...any) {
 		fmt.Printf("== %s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
-	logf("shard %s on nodes %s (focus %s)", strings.Join(sigs, ","), s.nodes, focus)
+	logf("%s on nodes %s (focus %s, skip %s)", cmp.Or(s.focusName, "shard "+strings.Join(sigs, ",")), s.nodes, focus, cmp.Or(o.Skip, "none"))
 	c, err := cluster.Start(ctx, cluster.Options{Work: o.Work, BinDir: o.BinDir, Slicelet: o.Slicelet, AddonsDir: s.addons,
 		Nodes: specs, Prefix: s.prefix, Log: os.Stdout, SliceletDNS: true,
 		ExtraImages: conformance.ClusterImages(o.Busybox, o.Agnhost, o.Nonewprivs, applets, s.imagesSrc, tools)})
@@ -107,7 +106,11 @@ func runShard(ctx context.Context, o options, s shardOptions) (err error) {
 		logf("stopping the cluster (nodes, control plane, sandboxes %s-*)", s.prefix)
 		err = errors.Join(err, c.Close(context.WithoutCancel(ctx)))
 	}()
-	run := conformance.ShardRun{SIGs: sigs, Focus: focus, Skip: o.Skip, Procs: o.Procs, Commit: s.commit, NodeVersions: map[string]string{}, Only: s.only, Part: s.part}
+	run := conformance.ShardRun{SIGs: sigs, Focus: focus, Skip: o.Skip, Procs: o.Procs, Commit: s.commit, NodeVersions: map[string]string{}, Only: s.only, Part: s.part, Name: s.focusName}
+	if s.focusName != "" {
+		// The focus asked for, the re-run's specs in Only (ginkgo's focus joins them).
+		run.Focus = o.Focus
+	}
 	for _, n := range specs {
 		run.Nodes = append(run.Nodes, string(n.Kind))
 		if node, err := c.Admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
@@ -143,7 +146,7 @@ func runShard(ctx context.Context, o options, s shardOptions) (err error) {
 	runErr := cmd.Run()
 	run.Duration = time.Since(run.Started).Round(time.Second).String()
 	logf("the suite took %s (%v)", run.Duration, cmp.Or[any](runErr, "all passed"))
-	focusRe, err := regexp.Compile(focus)
+	focusRe, err := regexp.Compile(run.Focus)
 	if err != nil {
 		return err
 	}
@@ -151,18 +154,44 @@ func runShard(ctx context.Context, o options, s shardOptions) (err error) {
 	if err != nil {
 		return fmt.Errorf("no JUnit report after ginkgo (%v): %w; see %s", runErr, err, log.Name())
 	}
+	if s.focusName != "" {
+		// ginkgo's report lists the specs --skip left out as skipped: not the run's.
+		rs = conformance.FocusKept(rs, o.Skip, s.only)
+	}
 	run.Specs = rs
 	if runErr != nil && rs.SuiteFailed() {
 		run.Error = runErr.Error()
 	}
 	cnt := conformance.Count(rs)
-	logf("%s cluster, %s: %d selected, %d ran, %d passed, %d failed, %d skipped", run.Kind(), strings.Join(sigs, ","), cnt.Selected, cnt.Ran, cnt.Passed, cnt.Failed, cnt.Skipped)
+	logf("%s cluster, %s: %d selected, %d ran, %d passed, %d failed, %d skipped", run.Kind(), cmp.Or(s.focusName, strings.Join(sigs, ",")), cnt.Selected, cnt.Ran, cnt.Passed, cnt.Failed, cnt.Skipped)
 	path, err := conformance.WriteRun(s.results, run)
 	if err != nil {
 		return err
 	}
 	logf("results: %s", path)
 	return nil
+}
+
+// shardFocus is a shard's ginkgo --focus (narrowed to -specs) and SIGs; -part needs -specs.
+func shardFocus(s shardOptions) (string, []string, error) {
+	focus, sigs, err := conformance.ShardFocus(s.shard)
+	if err != nil {
+		return "", nil, err
+	}
+	if s.only != "" {
+		if focus, err = conformance.NarrowFocus(focus, s.only); err != nil {
+			return "", nil, err
+		}
+	}
+	if s.part != "" {
+		if s.only == "" {
+			return "", nil, fmt.Errorf("-part %s: a part names its specs with -specs", s.part)
+		}
+		if _, _, err := conformance.ParsePart(s.part); err != nil {
+			return "", nil, err
+		}
+	}
+	return focus, sigs, nil
 }
 
 // toolBinaries are the machine's programs the images get (apt-get install curl netcat-openbsd
@@ -222,9 +251,27 @@ const shardIntro = "`make peer-conformance SHARD=<SIGs> NODES=<agents>` (hack/pe
 	"`make peer-conformance` without SHARD (\"Node conformance\" above). The machine: 2 cores shared with other work, " +
 	"cgroup v1 hybrid, Debian's containerd 1.6.\n"
 
-// renderShards rewrites docs' shard section from the results directory.
+// FocusHeading is docs/cluster.md's section the focus runs' report is written to.
+const FocusHeading = "## Chosen e2e specs on several nodes"
+
+// focusIntro opens the focus runs' section.
+const focusIntro = "`make peer-conformance FOCUS=<regexp> [SKIP=<regexp>] FOCUS_NAME=<name> NODES=<agents>` runs the e2e specs " +
+	"the focus matches and the skip does not, any (not a SIG's [Conformance] ones), on a multi-node cluster started as for the " +
+	"shards above, with the same images and flags. Each run's results are recorded in docs/conformance/focus/<cluster>_<name>.json " +
+	"(`SPECS=<regexp>`: a re-run of the run's specs it matches, <cluster>_<name>_rerun.json, listed apart); this section is " +
+	"rendered from those files (`make conformance-report`), the newest run of each name and cluster kind counting. Skipped specs " +
+	"are those the suite skipped itself at run time (a driver or a volume type without the capability a test pattern needs); " +
+	"the specs the skip expression matches are not counted. Why each focus and skip, and every difference's cause: " +
+	"\"Storage\" above.\n"
+
+// renderShards rewrites docs' shard section from the results directory, and the focus runs'
+// section from its focus subdirectory when it holds runs.
 func renderShards(results, docs string) error {
 	runs, err := conformance.ReadRuns(results)
+	if err != nil {
+		return err
+	}
+	focusRuns, err := conformance.ReadRuns(filepath.Join(results, conformance.FocusSubdir))
 	if err != nil {
 		return err
 	}
@@ -232,16 +279,24 @@ func renderShards(results, docs string) error {
 	if err != nil {
 		return err
 	}
-	section := conformance.ShardSection(runs, conformance.ShardNotes, shardIntro)
-	text := string(doc)
-	if !strings.Contains(text, "\n"+ShardHeading+"\n") {
-		// A new section goes after the node conformance section's reading notes.
-		anchor := "\n## Benchmarks\n"
-		if i := strings.Index(text, anchor); i >= 0 {
-			text = text[:i+1] + ShardHeading + "\n\n" + text[i+1:]
-		} else {
-			text += "\n" + ShardHeading + "\n\n"
-		}
+	text := placeSection(string(doc), ShardHeading)
+	text = markdown.ReplaceSection(text, ShardHeading, conformance.ShardSection(runs, conformance.ShardNotes, shardIntro))
+	if len(focusRuns) > 0 {
+		text = placeSection(text, FocusHeading)
+		text = markdown.ReplaceSection(text, FocusHeading, conformance.FocusSection(focusRuns, conformance.ShardNotes, focusIntro))
 	}
-	return os.WriteFile(docs, []byte(markdown.ReplaceSection(text, ShardHeading, section)), 0o644)
+	return os.WriteFile(docs, []byte(text), 0o644)
+}
+
+// placeSection adds an empty section heading to text when it has none: before the benchmarks'
+// section (after the conformance sections' reading notes), or at the end.
+func placeSection(text, heading string) string {
+	if strings.Contains(text, "\n"+heading+"\n") {
+		return text
+	}
+	anchor := "\n## Benchmarks\n"
+	if i := strings.Index(text, anchor); i >= 0 {
+		return text[:i+1] + heading + "\n\n" + text[i+1:]
+	}
+	return text + "\n" + heading + "\n\n"
 }
