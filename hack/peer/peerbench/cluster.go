@@ -62,21 +62,11 @@ func runningInAPI(p *v1.Pod) bool {
 // plane (etcd and kube-apiserver with the Node authorizer and NodeRestriction): each turn
 // registers the node afresh under the agent's own credentials (system:node:<name>).
 func (b *bench) clusterRounds(ctx context.Context) error {
-	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: filepath.Join(b.o.work, "cluster-controlplane"), BinDir: b.o.bin, Nodes: []string{peerrun.NodeName}})
+	cp, admin, err := b.startControlPlane(ctx, "cluster-controlplane")
 	if err != nil {
 		return err
 	}
 	defer func() { _ = cp.Stop(context.WithoutCancel(ctx)) }()
-	rc, err := cp.RESTConfig(cp.AdminKubeconfig())
-	if err != nil {
-		return err
-	}
-	// The benchmark's own client must not be what limits 30 or 110 creations at once.
-	rc.QPS, rc.Burst = 1000, 1000
-	admin, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
 	for rep := range b.o.reps {
 		for _, k := range order(rep) {
 			b.res.Load = append(b.res.Load, loadAvg())
@@ -93,6 +83,25 @@ func (b *bench) clusterRounds(ctx context.Context) error {
 	}
 	b.res.Load = append(b.res.Load, loadAvg())
 	return nil
+}
+
+// startControlPlane starts a control plane in the work directory's dir for the node and its
+// admin client; the caller stops it.
+func (b *bench) startControlPlane(ctx context.Context, dir string) (*controlplane.ControlPlane, kubernetes.Interface, error) {
+	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: filepath.Join(b.o.work, dir), BinDir: b.o.bin, Nodes: []string{peerrun.NodeName}})
+	if err != nil {
+		return nil, nil, err
+	}
+	rc, err := cp.RESTConfig(cp.AdminKubeconfig())
+	if err == nil {
+		// The benchmark's own client must not be what limits many creations at once.
+		rc.QPS, rc.Burst = 1000, 1000
+		var admin kubernetes.Interface
+		if admin, err = kubernetes.NewForConfig(rc); err == nil {
+			return cp, admin, nil
+		}
+	}
+	return nil, nil, errors.Join(err, cp.Stop(context.WithoutCancel(ctx)))
 }
 
 // loadAvg is /proc/loadavg's 1, 5 and 15 minute averages.

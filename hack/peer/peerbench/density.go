@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -73,20 +72,11 @@ func (b *bench) densityAgents(rep int) []peerrun.Kind {
 // densityRounds runs the density scenario -reps times per agent, alternated, on one control
 // plane, as clusterRounds does.
 func (b *bench) densityRounds(ctx context.Context) error {
-	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: filepath.Join(b.o.work, "density-controlplane"), BinDir: b.o.bin, Nodes: []string{peerrun.NodeName}})
+	cp, admin, err := b.startControlPlane(ctx, "density-controlplane")
 	if err != nil {
 		return err
 	}
 	defer func() { _ = cp.Stop(context.WithoutCancel(ctx)) }()
-	rc, err := cp.RESTConfig(cp.AdminKubeconfig())
-	if err != nil {
-		return err
-	}
-	rc.QPS, rc.Burst = 1000, 1000
-	admin, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
 	for rep := range b.o.reps {
 		for _, k := range b.densityAgents(rep) {
 			b.res.DensityLoad = append(b.res.DensityLoad, loadAvg())
@@ -210,17 +200,6 @@ func renderDensity(o options, r results, mach string, began time.Time, took time
 	b.WriteString("Latencies depend on the machine's load (recorded below); RSS and CPU seconds much less.\n\n")
 	fmt.Fprintf(&b, "Machine: %s. Load average (1, 5, 15 min) at each turn's start and at the end: %s (2 cores shared with other work).\n\n", mach, strings.Join(r.DensityLoad, "; "))
 	b.WriteString(table(rows(r, densityMetrics(o.densityPods, withKubelet))))
-	var errs []string
-	for _, e := range r.Errors {
-		if strings.Contains(e, "density") {
-			errs = append(errs, e)
-		}
-	}
-	if len(errs) > 0 {
-		b.WriteString("\nRounds that failed (left out of the figures):\n\n")
-		for _, e := range errs {
-			fmt.Fprintf(&b, "- %s\n", e)
-		}
-	}
+	failedRounds(&b, r.Errors, "density")
 	return b.String()
 }

@@ -344,19 +344,24 @@ func renderCluster(o options, r results, mach string, began time.Time, took time
 	b.WriteString("Figures are medians with the range and the number of samples; the ratio is slicelet's median over the kubelet's.\n\n")
 	fmt.Fprintf(&b, "Machine: %s. Load average (1, 5, 15 min) at each turn's start and at the end: %s (2 cores shared with other work).\n\n", mach, strings.Join(r.Load, "; "))
 	b.WriteString(table(rows(r, clusterMetrics)))
+	failedRounds(&b, r.Errors, "cluster")
+	return b.String()
+}
+
+// failedRounds lists the errors that mention scenario.
+func failedRounds(b *strings.Builder, errors []string, scenario string) {
 	var errs []string
-	for _, e := range r.Errors {
-		if strings.Contains(e, "cluster") {
+	for _, e := range errors {
+		if strings.Contains(e, scenario) {
 			errs = append(errs, e)
 		}
 	}
 	if len(errs) > 0 {
 		b.WriteString("\nRounds that failed (left out of the figures):\n\n")
 		for _, e := range errs {
-			fmt.Fprintf(&b, "- %s\n", e)
+			fmt.Fprintf(b, "- %s\n", e)
 		}
 	}
-	return b.String()
 }
 
 func orNone(xs []string) string {
