@@ -275,11 +275,19 @@ peer-diff-check: build peerdiff-build
 # Writes the "## peer-bench" section of docs/peer.md and "## Benchmarks" of docs/cluster.md.
 # Needs make peer-build (kubelet, etcd, kube-apiserver under $(PEER_DIR)). One scenario alone:
 # build/peerbench -only imagegc -out '' (-only cluster -out '' writes docs/cluster.md only).
+# ONLY=density [DENSITY_PODS=250]: the density rounds alone, not in the default run (both
+# agents in cluster mode with DENSITY_PODS pause pods: agent start → all started, RSS, idle
+# CPU, and pods created one at a time on the loaded node against the pod startup SLO);
+# ONLY=density1000: slicelet alone at 1000 pods. Each writes "## Benchmarks at N pods" of
+# docs/cluster.md; run it under the helpers' cluster lock on a shared machine.
 REPS ?= 5
+ONLY ?=
+DENSITY_PODS ?= 250
 .PHONY: peer-bench
 peer-bench: build
 	cd hack/peer && $(GO) build -o ../../build/peerbench ./peerbench
-	build/peerbench -reps $(REPS) -kubelet $(PEER_DIR)/kubelet -bin $(PEER_DIR) -slicelet $(BIN)/slicelet -out docs/peer.md -cluster-out docs/cluster.md
+	build/peerbench -reps $(REPS) -kubelet $(PEER_DIR)/kubelet -bin $(PEER_DIR) -slicelet $(BIN)/slicelet -out docs/peer.md -cluster-out docs/cluster.md \
+		$(if $(ONLY),-only $(ONLY) -density-pods $(DENSITY_PODS))
 
 # make peer-controlplane: build/controlplane, the command that starts the local control plane
 # (up|run|node|down; `build/controlplane -h`), for tests and demos outside the peer module.

@@ -62,21 +62,11 @@ func runningInAPI(p *v1.Pod) bool {
 // plane (etcd and kube-apiserver with the Node authorizer and NodeRestriction): each turn
 // registers the node afresh under the agent's own credentials (system:node:<name>).
 func (b *bench) clusterRounds(ctx context.Context) error {
-	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: filepath.Join(b.o.work, "cluster-controlplane"), BinDir: b.o.bin, Nodes: []string{peerrun.NodeName}})
+	cp, admin, err := b.startControlPlane(ctx, "cluster-controlplane")
 	if err != nil {
 		return err
 	}
 	defer func() { _ = cp.Stop(context.WithoutCancel(ctx)) }()
-	rc, err := cp.RESTConfig(cp.AdminKubeconfig())
-	if err != nil {
-		return err
-	}
-	// The benchmark's own client must not be what limits 30 or 110 creations at once.
-	rc.QPS, rc.Burst = 1000, 1000
-	admin, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
 	for rep := range b.o.reps {
 		for _, k := range order(rep) {
 			b.res.Load = append(b.res.Load, loadAvg())
@@ -93,6 +83,25 @@ func (b *bench) clusterRounds(ctx context.Context) error {
 	}
 	b.res.Load = append(b.res.Load, loadAvg())
 	return nil
+}
+
+// startControlPlane starts a control plane in the work directory's dir for the node and its
+// admin client; the caller stops it.
+func (b *bench) startControlPlane(ctx context.Context, dir string) (*controlplane.ControlPlane, kubernetes.Interface, error) {
+	cp, err := controlplane.Start(ctx, controlplane.Config{Dir: filepath.Join(b.o.work, dir), BinDir: b.o.bin, Nodes: []string{peerrun.NodeName}})
+	if err != nil {
+		return nil, nil, err
+	}
+	rc, err := cp.RESTConfig(cp.AdminKubeconfig())
+	if err == nil {
+		// The benchmark's own client must not be what limits many creations at once.
+		rc.QPS, rc.Burst = 1000, 1000
+		var admin kubernetes.Interface
+		if admin, err = kubernetes.NewForConfig(rc); err == nil {
+			return cp, admin, nil
+		}
+	}
+	return nil, nil, errors.Join(err, cp.Stop(context.WithoutCancel(ctx)))
 }
 
 // loadAvg is /proc/loadavg's 1, 5 and 15 minute averages.
@@ -158,7 +167,7 @@ func (b *bench) clusterRound(ctx context.Context, k peerrun.Kind, rep int, cp *c
 	}
 	for j, n := range []int{1, 1, 1, 1, 1, 30} {
 		batch := fmt.Sprintf("r%d-%s-s%d", rep, k, j)
-		took, lag, err := b.createRunning(ctx, admin, batch, n, 3*time.Minute)
+		took, lag, err := b.createRunning(ctx, admin, batch, n, 3*time.Minute, sleepers)
 		if err != nil {
 			return fmt.Errorf("%d pods: %w; %s journal: %s", n, err, a.Unit, a.Journal(context.WithoutCancel(ctx), 15))
 		}
@@ -173,7 +182,7 @@ func (b *bench) clusterRound(ctx context.Context, k peerrun.Kind, rep int, cp *c
 		}
 	}
 	batch := fmt.Sprintf("r%d-%s-idle", rep, k)
-	took, _, err := b.createRunning(ctx, admin, batch, b.o.pods, 10*time.Minute)
+	took, _, err := b.createRunning(ctx, admin, batch, b.o.pods, 10*time.Minute, sleepers)
 	if err != nil {
 		return fmt.Errorf("%d pods: %w", b.o.pods, err)
 	}
@@ -227,95 +236,142 @@ func (b *bench) startNodeReady(ctx context.Context, k peerrun.Kind, cp *controlp
 	return nodeReady{agent: a}, fmt.Errorf("node %s not Ready within 3m; %s journal: %s", peerrun.NodeName, a.Unit, a.Journal(context.WithoutCancel(ctx), 15))
 }
 
+// apiPods are the pods of a batch: how each is made and when the API shows it up.
+type apiPods struct {
+	pod func(name, batch string) *v1.Pod
+	up  func(*v1.Pod) bool
+}
+
+// sleepers are the cluster rounds' pods: busybox sleepers, up when Running with their
+// containers ready.
+var sleepers = apiPods{pod: clusterPod, up: runningInAPI}
+
 // createRunning creates n pods of batch at once (one goroutine each) and returns the time from
-// the first create call until a watch event showed the last of them Running with its
-// containers ready, and for one pod how long after its container's StartedAt the API showed
-// it (-1 when unknown). The API server may end a watch at any time: then the pods are listed
-// and watched again from the list.
-func (b *bench) createRunning(ctx context.Context, admin kubernetes.Interface, batch string, n int, limit time.Duration) (time.Duration, time.Duration, error) {
+// the first create call until a watch event showed the last of them up, and for one pod how
+// long after its container's StartedAt the API showed it (-1 when unknown).
+func (b *bench) createRunning(ctx context.Context, admin kubernetes.Interface, batch string, n int, limit time.Duration, kind apiPods) (time.Duration, time.Duration, error) {
 	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	pods := admin.CoreV1().Pods(metav1.NamespaceDefault)
-	sel := metav1.ListOptions{LabelSelector: clusterLabel + "=" + batch}
-	list, err := pods.List(wctx, sel)
+	pw, err := watchPods(wctx, pods, clusterLabel+"="+batch)
 	if err != nil {
-		return 0, 0, fmt.Errorf("list the pods: %w", err)
+		return 0, 0, err
 	}
-	rv := list.ResourceVersion
-	w, err := pods.Watch(wctx, metav1.ListOptions{LabelSelector: sel.LabelSelector, ResourceVersion: rv})
-	if err != nil {
-		return 0, 0, fmt.Errorf("watch the pods: %w", err)
-	}
+	defer pw.stop()
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	t0 := time.Now()
 	for i := range n {
 		wg.Go(func() {
-			_, errs[i] = pods.Create(wctx, clusterPod(fmt.Sprintf("%s-p%03d", batch, i), batch), metav1.CreateOptions{})
+			_, errs[i] = pods.Create(wctx, kind.pod(fmt.Sprintf("%s-p%03d", batch, i), batch), metav1.CreateOptions{})
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		w.Stop()
 		return 0, 0, fmt.Errorf("create: %w", err)
 	}
-	running := map[string]time.Time{}
-	var last *v1.Pod
+	seen, last, err := pw.until(wctx, n, kind.up, limit)
+	if err != nil {
+		return 0, 0, err
+	}
+	took := seen[last].Sub(t0)
+	lag := time.Duration(-1)
+	if n == 1 {
+		if started, err := b.startedAt(ctx, last); err == nil {
+			lag = seen[last].Sub(started)
+		}
+	}
+	return took, lag, nil
+}
+
+// podWatch follows the pods of one label selector from a list: the API server may end a watch
+// at any time, and then the pods are listed and watched again from the list.
+type podWatch struct {
+	pods         kubernetesPods
+	selector, rv string
+	w            watch.Interface
+}
+
+// watchPods lists the pods of selector and watches them from the list.
+func watchPods(ctx context.Context, pods kubernetesPods, selector string) (*podWatch, error) {
+	pw := &podWatch{pods: pods, selector: selector}
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, fmt.Errorf("list the pods: %w", err)
+	}
+	pw.rv = list.ResourceVersion
+	if pw.w, err = pods.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: pw.rv}); err != nil {
+		return nil, fmt.Errorf("watch the pods: %w", err)
+	}
+	return pw, nil
+}
+
+// kubernetesPods is the part of the typed pods client podWatch uses.
+type kubernetesPods interface {
+	List(context.Context, metav1.ListOptions) (*v1.PodList, error)
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+}
+
+func (pw *podWatch) stop() {
+	if pw.w != nil {
+		pw.w.Stop()
+	}
+}
+
+// until returns when n pods of the selector have been seen as done says, with the moment each
+// was first seen so and the name of the last; ctx bounds it (limit is for the message).
+func (pw *podWatch) until(ctx context.Context, n int, done func(*v1.Pod) bool, limit time.Duration) (map[string]time.Time, string, error) {
+	seenAt := map[string]time.Time{}
+	var last string
 	seen := func(p *v1.Pod) {
-		if _, ok := running[p.Name]; !ok && runningInAPI(p) {
-			running[p.Name], last = time.Now(), p
+		if _, ok := seenAt[p.Name]; !ok && done(p) {
+			seenAt[p.Name], last = time.Now(), p.Name
 		}
 	}
 	rewatched := 0
-	for len(running) < n {
-		for ev := range w.ResultChan() {
+	for len(seenAt) < n {
+		for ev := range pw.w.ResultChan() {
 			if ev.Type == watch.Error {
-				rv = "" // e.g. 410 Gone: list again
+				pw.rv = "" // e.g. 410 Gone: list again
 				break
 			}
 			if p, ok := ev.Object.(*v1.Pod); ok {
-				rv = p.ResourceVersion
+				pw.rv = p.ResourceVersion
 				if ev.Type != watch.Deleted {
 					seen(p)
 				}
 			}
-			if len(running) == n {
+			if len(seenAt) == n {
 				break
 			}
 		}
-		w.Stop()
-		if len(running) == n {
+		pw.w.Stop()
+		if len(seenAt) == n {
 			break
 		}
-		if wctx.Err() != nil {
-			return 0, 0, fmt.Errorf("%d of %d pods Running in the API after %s", len(running), n, limit)
+		if ctx.Err() != nil {
+			return nil, "", fmt.Errorf("%d of %d pods in the API as awaited after %s", len(seenAt), n, limit)
 		}
 		rewatched++
-		if rv == "" {
-			list, err := pods.List(wctx, sel)
+		if pw.rv == "" {
+			list, err := pw.pods.List(ctx, metav1.ListOptions{LabelSelector: pw.selector})
 			if err != nil {
-				return 0, 0, fmt.Errorf("list the pods: %w", err)
+				return nil, "", fmt.Errorf("list the pods: %w", err)
 			}
-			rv = list.ResourceVersion
+			pw.rv = list.ResourceVersion
 			for i := range list.Items {
 				seen(&list.Items[i])
 			}
 		}
-		if w, err = pods.Watch(wctx, metav1.ListOptions{LabelSelector: sel.LabelSelector, ResourceVersion: rv}); err != nil {
-			return 0, 0, fmt.Errorf("watch the pods again: %w", err)
+		var err error
+		if pw.w, err = pw.pods.Watch(ctx, metav1.ListOptions{LabelSelector: pw.selector, ResourceVersion: pw.rv}); err != nil {
+			return nil, "", fmt.Errorf("watch the pods again: %w", err)
 		}
 	}
-	took := time.Since(t0)
 	if rewatched > 0 {
-		logf("the watch of %s ended %d times before the pods ran (listed and watched again)", batch, rewatched)
+		logf("the watch of %s ended %d times before the pods were as awaited (listed and watched again)", pw.selector, rewatched)
 	}
-	lag := time.Duration(-1)
-	if n == 1 {
-		if started, err := b.startedAt(ctx, last.Name); err == nil {
-			lag = running[last.Name].Sub(started)
-		}
-	}
-	return took, lag, nil
+	return seenAt, last, nil
 }
 
 // startedAt is containerd's StartedAt of the running container of the pod named name.

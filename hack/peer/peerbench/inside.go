@@ -93,6 +93,11 @@ func inside(ctx context.Context, o options) error {
 			b.res.Errors = append(b.res.Errors, "cluster: "+err.Error())
 		}
 	}
+	if o.density {
+		if err := b.densityRounds(ctx); err != nil {
+			b.res.Errors = append(b.res.Errors, "density: "+err.Error())
+		}
+	}
 	if o.eviction {
 		if err := b.evictionRounds(ctx); err != nil {
 			b.res.Errors = append(b.res.Errors, "eviction: "+err.Error())

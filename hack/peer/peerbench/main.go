@@ -43,6 +43,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,6 +65,19 @@ type options struct {
 	clusterOut                        string
 	only                              string
 	inside                            bool
+	// density runs the density rounds: densityPods background pods, densitySamples pods one
+	// at a time on the loaded node, for the agents of densityAgents.
+	density                     bool
+	densityPods, densitySamples int
+	densityAgents               []peerrun.Kind
+}
+
+// selection is what -only chose.
+type selection struct {
+	latency, imageGC, eviction, cluster, density bool
+	// densityPods and sliceletAlone are set by density1000: 1000 pods, slicelet alone.
+	densityPods   int
+	sliceletAlone bool
 }
 
 func main() {
@@ -82,19 +96,34 @@ func main() {
 	flag.BoolVar(&o.cluster, "cluster", true, "run the cluster-mode rounds (needs etcd and kube-apiserver in -bin)")
 	flag.DurationVar(&o.clusterIdle, "cluster-idle", time.Minute, "idle window of the cluster-mode CPU figure")
 	flag.StringVar(&o.clusterOut, "cluster-out", "docs/cluster.md", "markdown file whose \"## Benchmarks\" section to write with the cluster-mode table; empty for none")
-	flag.StringVar(&o.only, "only", "", "run only these scenarios, comma-separated: latency, imagegc, eviction, cluster")
+	flag.StringVar(&o.only, "only", "", "run only these scenarios, comma-separated: latency, imagegc, eviction, cluster, density, density1000 (density at 1000 pods, slicelet alone)")
+	flag.BoolVar(&o.density, "density", false, "run the density rounds (cluster mode; needs etcd and kube-apiserver in -bin)")
+	flag.IntVar(&o.densityPods, "density-pods", 250, "background pods of the density rounds")
+	flag.IntVar(&o.densitySamples, "density-samples", 20, "pods created one at a time on the loaded node per density round")
+	agents := flag.String("density-agents", "kubelet,slicelet", "agents of the density rounds, comma-separated")
 	flag.BoolVar(&o.inside, "inside", false, "internal: run the rounds inside the sandbox")
 	flag.Parse()
+	var err error
+	if o.densityAgents, err = parseAgents(*agents); err != nil {
+		fmt.Fprintln(os.Stderr, "peerbench:", err)
+		os.Exit(2)
+	}
 	if o.only != "" {
-		var err error
-		if o.latency, o.imageGC, o.eviction, o.cluster, err = scenarios(o.only); err != nil {
+		sel, err := scenarios(o.only)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "peerbench:", err)
 			os.Exit(2)
+		}
+		o.latency, o.imageGC, o.eviction, o.cluster, o.density = sel.latency, sel.imageGC, sel.eviction, sel.cluster, sel.density
+		if sel.densityPods > 0 {
+			o.densityPods = sel.densityPods
+		}
+		if sel.sliceletAlone {
+			o.densityAgents = []peerrun.Kind{peerrun.Slicelet}
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	var err error
 	if o.inside {
 		err = inside(ctx, o)
 	} else {
@@ -106,24 +135,45 @@ func main() {
 	}
 }
 
-// scenarios reads -only: which of the latency and footprint, image GC, eviction and cluster
-// rounds run.
-func scenarios(only string) (latency, imageGC, eviction, cluster bool, err error) {
+// scenarios reads -only: which of the latency and footprint, image GC, eviction, cluster and
+// density rounds run.
+func scenarios(only string) (selection, error) {
+	var sel selection
 	for _, s := range strings.Split(only, ",") {
 		switch strings.TrimSpace(s) {
 		case "latency":
-			latency = true
+			sel.latency = true
 		case "imagegc":
-			imageGC = true
+			sel.imageGC = true
 		case "eviction":
-			eviction = true
+			sel.eviction = true
 		case "cluster":
-			cluster = true
+			sel.cluster = true
+		case "density":
+			sel.density = true
+		case "density1000":
+			sel.density, sel.densityPods, sel.sliceletAlone = true, 1000, true
 		default:
-			return false, false, false, false, fmt.Errorf("-only %q: unknown scenario %q (latency, imagegc, eviction, cluster)", only, s)
+			return selection{}, fmt.Errorf("-only %q: unknown scenario %q (latency, imagegc, eviction, cluster, density, density1000)", only, s)
 		}
 	}
-	return latency, imageGC, eviction, cluster, nil
+	return sel, nil
+}
+
+// parseAgents reads -density-agents.
+func parseAgents(s string) ([]peerrun.Kind, error) {
+	var out []peerrun.Kind
+	for _, a := range strings.Split(s, ",") {
+		switch k := peerrun.Kind(strings.TrimSpace(a)); k {
+		case peerrun.Kubelet, peerrun.Slicelet:
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		default:
+			return nil, fmt.Errorf("-density-agents %q: unknown agent %q (kubelet, slicelet)", s, a)
+		}
+	}
+	return out, nil
 }
 
 // resultFile is where the inside half leaves the samples, in the work directory.
@@ -131,8 +181,9 @@ const resultFile = "results.json"
 
 // host boots the sandbox, runs the rounds inside and writes the section.
 func host(ctx context.Context, o options) error {
-	if o.reps < 1 || o.pods < 1 || o.idle <= 0 || o.clusterIdle <= 0 {
-		return fmt.Errorf("-reps %d, -pods %d, -idle %s, -cluster-idle %s: want positive values", o.reps, o.pods, o.idle, o.clusterIdle)
+	if o.reps < 1 || o.pods < 1 || o.idle <= 0 || o.clusterIdle <= 0 || o.densityPods < 1 || o.densitySamples < 1 {
+		return fmt.Errorf("-reps %d, -pods %d, -idle %s, -cluster-idle %s, -density-pods %d, -density-samples %d: want positive values",
+			o.reps, o.pods, o.idle, o.clusterIdle, o.densityPods, o.densitySamples)
 	}
 	work, err := filepath.Abs(o.work)
 	if err != nil {
@@ -146,7 +197,7 @@ func host(ctx context.Context, o options) error {
 		return fmt.Errorf("kubelet binary (make peer-build): %w", err)
 	}
 	bin, err := resolve(o.bin)
-	if err != nil && (o.eviction || o.cluster) {
+	if err != nil && (o.eviction || o.cluster || o.density) {
 		return fmt.Errorf("control plane binaries (make peer-build): %w", err)
 	}
 	slicelet, err := filepath.Abs(o.slicelet)
@@ -171,7 +222,9 @@ func host(ctx context.Context, o options) error {
 	began := time.Now()
 	cmd := sb.Command(ctx, "/", inner, "-inside", "-work", work, "-kubelet", kubelet, "-slicelet", slicelet,
 		"-bin", bin, "-reps", strconv.Itoa(o.reps), "-pods", strconv.Itoa(o.pods), "-idle", o.idle.String(), "-eviction="+strconv.FormatBool(o.eviction), "-latency="+strconv.FormatBool(o.latency), "-imagegc="+strconv.FormatBool(o.imageGC),
-		"-cluster="+strconv.FormatBool(o.cluster), "-cluster-idle="+o.clusterIdle.String())
+		"-cluster="+strconv.FormatBool(o.cluster), "-cluster-idle="+o.clusterIdle.String(),
+		"-density="+strconv.FormatBool(o.density), "-density-pods="+strconv.Itoa(o.densityPods), "-density-samples="+strconv.Itoa(o.densitySamples),
+		"-density-agents="+joinKinds(o.densityAgents))
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	runErr := cmd.Run()
 	if err := sb.Stop(); err != nil {
@@ -203,7 +256,22 @@ func host(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	if o.density {
+		body := renderDensity(o, r, mach, began, took)
+		fmt.Println(body)
+		if err := writeSection(o.clusterOut, "# Cluster mode\n", densityHeading(o), body); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+func joinKinds(ks []peerrun.Kind) string {
+	s := make([]string, len(ks))
+	for i, k := range ks {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ",")
 }
 
 // writeSection replaces the section under heading in the markdown file path (made with head
@@ -276,19 +344,24 @@ func renderCluster(o options, r results, mach string, began time.Time, took time
 	b.WriteString("Figures are medians with the range and the number of samples; the ratio is slicelet's median over the kubelet's.\n\n")
 	fmt.Fprintf(&b, "Machine: %s. Load average (1, 5, 15 min) at each turn's start and at the end: %s (2 cores shared with other work).\n\n", mach, strings.Join(r.Load, "; "))
 	b.WriteString(table(rows(r, clusterMetrics)))
+	failedRounds(&b, r.Errors, "cluster")
+	return b.String()
+}
+
+// failedRounds lists the errors that mention scenario.
+func failedRounds(b *strings.Builder, errors []string, scenario string) {
 	var errs []string
-	for _, e := range r.Errors {
-		if strings.Contains(e, "cluster") {
+	for _, e := range errors {
+		if strings.Contains(e, scenario) {
 			errs = append(errs, e)
 		}
 	}
 	if len(errs) > 0 {
 		b.WriteString("\nRounds that failed (left out of the figures):\n\n")
 		for _, e := range errs {
-			fmt.Fprintf(&b, "- %s\n", e)
+			fmt.Fprintf(b, "- %s\n", e)
 		}
 	}
-	return b.String()
 }
 
 func orNone(xs []string) string {

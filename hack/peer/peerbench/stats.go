@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -18,6 +19,12 @@ type metric struct {
 	target float64
 	// targetText is how the target is written.
 	targetText string
+	// quantile, when set, makes the figure that quantile of all samples (nearest rank, as
+	// the e2e framework's latency percentiles) instead of the median.
+	quantile float64
+	// limit is the highest figure the row allows each measured agent, in unit (an SLO rather
+	// than a ratio); 0 for none. targetText then says it.
+	limit float64
 }
 
 // metrics are the rows of the table, in order.
@@ -55,6 +62,8 @@ type results struct {
 	GCOthers map[peerrun.Kind][]string `json:"gcOthers,omitempty"`
 	// Load is /proc/loadavg's three averages at the start of each cluster turn and at the end.
 	Load []string `json:"load,omitempty"`
+	// DensityLoad is the same for the density rounds.
+	DensityLoad []string `json:"densityLoad,omitempty"`
 	// Errors are the rounds that failed, as "<agent> round <n>: <error>".
 	Errors []string `json:"errors,omitempty"`
 }
@@ -69,10 +78,31 @@ func (r *results) add(key string, k peerrun.Kind, v float64) {
 	r.Samples[key][k] = append(r.Samples[key][k], v)
 }
 
-// summary is the median and the range of samples.
+// summary is the figure (the median, or a quantile) and the range of samples.
 type summary struct {
 	n                int
 	median, min, max float64
+}
+
+// percentile is the nearest-rank q-quantile (0 < q ≤ 1) of xs: the smallest sample at least
+// q of the samples do not exceed, as test/e2e/framework's latency percentiles take it
+// (sorted[ceil(n·q)−1]); 0 for no samples.
+func percentile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	i := int(math.Ceil(float64(len(s))*q)) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// summarizeAt is summarize with the figure the q-quantile of xs when q is set.
+func summarizeAt(xs []float64, q float64) summary {
+	s := summarize(xs)
+	if q > 0 && s.n > 0 {
+		s.median = percentile(xs, q)
+	}
+	return s
 }
 
 // summarize returns the median (the mean of the middle two for an even count) and the range;
@@ -119,6 +149,8 @@ type row struct {
 // verdict says whether the target is met.
 func (r row) verdict() string {
 	switch {
+	case r.m.limit > 0:
+		return r.limitVerdict()
 	case r.m.target == 0:
 		return ""
 	case !r.measured:
@@ -130,11 +162,30 @@ func (r row) verdict() string {
 	}
 }
 
+// limitVerdict is met when every agent with samples is within the row's limit.
+func (r row) limitVerdict() string {
+	var measured []summary
+	for _, s := range []summary{r.kubelet, r.slicelet} {
+		if s.n > 0 {
+			measured = append(measured, s)
+		}
+	}
+	if len(measured) == 0 {
+		return "not measured"
+	}
+	for _, s := range measured {
+		if s.median > r.m.limit {
+			return "**not met**"
+		}
+	}
+	return "met"
+}
+
 // rows summarizes every metric of ms.
 func rows(r results, ms []metric) []row {
 	var out []row
 	for _, m := range ms {
-		rw := row{m: m, kubelet: summarize(r.Samples[m.key][peerrun.Kubelet]), slicelet: summarize(r.Samples[m.key][peerrun.Slicelet])}
+		rw := row{m: m, kubelet: summarizeAt(r.Samples[m.key][peerrun.Kubelet], m.quantile), slicelet: summarizeAt(r.Samples[m.key][peerrun.Slicelet], m.quantile)}
 		if rw.kubelet.n > 0 && rw.slicelet.n > 0 && rw.kubelet.median > 0 {
 			rw.ratio, rw.measured = rw.slicelet.median/rw.kubelet.median, true
 		}
