@@ -68,24 +68,25 @@ func TestScenarios(t *testing.T) {
 		name                       string
 		only                       string
 		latency, imageGC, eviction bool
-		cluster                    bool
+		cluster, idle              bool
 		wantErr                    string
 	}{
 		{name: "image GC alone", only: "imagegc", imageGC: true},
 		{name: "two of four", only: "latency, eviction", latency: true, eviction: true},
 		{name: "cluster alone", only: "cluster", cluster: true},
+		{name: "idle footprint alone", only: "idle", idle: true},
 		{name: "unknown scenario", only: "imagegc,gc", wantErr: `unknown scenario "gc"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, i, e, c, err := scenarios(tc.only)
+			l, i, e, c, id, err := scenarios(tc.only)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want %q", err, tc.wantErr)
 				}
 				return
 			}
-			if err != nil || l != tc.latency || i != tc.imageGC || e != tc.eviction || c != tc.cluster {
-				t.Fatalf("got %t %t %t %t %v, want %t %t %t %t", l, i, e, c, err, tc.latency, tc.imageGC, tc.eviction, tc.cluster)
+			if err != nil || l != tc.latency || i != tc.imageGC || e != tc.eviction || c != tc.cluster || id != tc.idle {
+				t.Fatalf("got %t %t %t %t %t %v, want %t %t %t %t %t", l, i, e, c, id, err, tc.latency, tc.imageGC, tc.eviction, tc.cluster, tc.idle)
 			}
 		})
 	}
