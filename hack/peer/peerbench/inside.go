@@ -363,6 +363,9 @@ func (b *bench) idleRounds(ctx context.Context) {
 	for rep := range b.o.reps {
 		b.res.Load = append(b.res.Load, loadAvg())
 		for _, k := range order(rep) {
+			if k == peerrun.Kubelet && b.o.noKubelet {
+				continue
+			}
 			if err := b.startRound(ctx, k, b.binary(k), k, rep); err != nil {
 				b.fail(k, rep, "idle", err)
 			}

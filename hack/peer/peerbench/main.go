@@ -66,6 +66,7 @@ type options struct {
 	latency, eviction, imageGC        bool
 	cluster, idleOnly                 bool
 	baseline, dropIn                  string
+	noKubelet                         bool
 	clusterOut                        string
 	only                              string
 	inside                            bool
@@ -90,6 +91,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "run only these scenarios, comma-separated: latency, imagegc, eviction, cluster, idle")
 	flag.StringVar(&o.baseline, "baseline", "", "idle scenario: a second slicelet binary measured in the same rounds (reported as slicelet-baseline)")
 	flag.StringVar(&o.dropIn, "slicelet-dropin", "", "a TOML file given to every slicelet of the run as its config.d drop-in")
+	flag.BoolVar(&o.noKubelet, "no-kubelet", false, "idle scenario: slicelet (and -baseline) alone, no ratio to the kubelet")
 	flag.BoolVar(&o.idleOnly, "idle-rounds", false, "internal: run the idle footprint rounds (-only idle)")
 	flag.BoolVar(&o.inside, "inside", false, "internal: run the rounds inside the sandbox")
 	flag.Parse()
@@ -205,7 +207,7 @@ func host(ctx context.Context, o options) error {
 	began := time.Now()
 	cmd := sb.Command(ctx, "/", inner, "-inside", "-work", work, "-kubelet", kubelet, "-slicelet", slicelet,
 		"-bin", bin, "-reps", strconv.Itoa(o.reps), "-pods", strconv.Itoa(o.pods), "-idle", o.idle.String(), "-eviction="+strconv.FormatBool(o.eviction), "-latency="+strconv.FormatBool(o.latency), "-imagegc="+strconv.FormatBool(o.imageGC),
-		"-cluster="+strconv.FormatBool(o.cluster), "-cluster-idle="+o.clusterIdle.String(), "-idle-rounds="+strconv.FormatBool(o.idleOnly))
+		"-cluster="+strconv.FormatBool(o.cluster), "-cluster-idle="+o.clusterIdle.String(), "-idle-rounds="+strconv.FormatBool(o.idleOnly), "-no-kubelet="+strconv.FormatBool(o.noKubelet))
 	cmd.Args = append(cmd.Args, extra...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	runErr := cmd.Run()
@@ -311,6 +313,9 @@ func renderIdle(o options, r results, mach string, began time.Time, took time.Du
 	}
 	if o.dropIn != "" {
 		fmt.Fprintf(&b, " -slicelet-dropin %s", o.dropIn)
+	}
+	if o.noKubelet {
+		b.WriteString(" -no-kubelet")
 	}
 	fmt.Fprintf(&b, "`, run %s, took %s. Each agent started on %d manifests in turn (the kubelet first in even rounds), its footprint read 10 s after the last pod ran: VmRSS (RssAnon and RssFile) of its main process, user+system CPU over %s.\n\n", began.UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second), o.pods, o.idle)
 	fmt.Fprintf(&b, "Machine: %s. Load average (1, 5, 15 min) at each round's start and at the end: %s.\n\n", mach, strings.Join(r.Load, "; "))
