@@ -191,13 +191,13 @@ func (b *bench) clusterRound(ctx context.Context, k peerrun.Kind, rep int, cp *c
 	if err := sleep(ctx, 10*time.Second); err != nil { // the pods' status settles
 		return err
 	}
-	rss, cpu, err := idleFootprint(ctx, a.Unit, b.o.clusterIdle)
+	fp, err := idleFootprint(ctx, a.Unit, b.o.clusterIdle)
 	if err != nil {
 		return err
 	}
-	b.res.add("cluster-rss", k, rss)
-	b.res.add("cluster-cpu", k, cpu)
-	logf("%s cluster round %d: idle with %d API pods: RSS %.1f MiB, CPU %.2f%% of a core", k, rep, b.o.pods, rss, cpu)
+	b.res.add("cluster-rss", k, fp.rss)
+	b.res.add("cluster-cpu", k, fp.cpu)
+	logf("%s cluster round %d: idle with %d API pods: RSS %.1f MiB (anonymous %.1f, file %.1f), CPU %.2f%% of a core", k, rep, b.o.pods, fp.rss, fp.anon, fp.file, fp.cpu)
 	return nil
 }
 
@@ -411,33 +411,39 @@ func (b *bench) deleteBatch(ctx context.Context, admin kubernetes.Interface, bat
 	return sleep(ctx, time.Second)
 }
 
-// idleFootprint is the VmRSS (MiB) of the unit's main process and its CPU time (user+system,
-// % of a core) over window.
-func idleFootprint(ctx context.Context, unit string, window time.Duration) (float64, float64, error) {
+// footprint is an agent's idle footprint: VmRSS and its anonymous and file-backed parts (MiB)
+// of the unit's main process, and its CPU time (user+system, % of a core) over the window.
+type footprint struct {
+	rss, anon, file, cpu float64
+}
+
+// idleFootprint reads the footprint of the unit's main process over window.
+func idleFootprint(ctx context.Context, unit string, window time.Duration) (footprint, error) {
 	pid, err := mainPID(ctx, unit)
 	if err != nil {
-		return 0, 0, err
+		return footprint{}, err
 	}
 	p, err := procfs.NewProc(pid)
 	if err != nil {
-		return 0, 0, err
+		return footprint{}, err
 	}
 	s0, err := p.Stat()
 	if err != nil {
-		return 0, 0, err
+		return footprint{}, err
 	}
 	t1 := time.Now()
 	if err := sleep(ctx, window); err != nil {
-		return 0, 0, err
+		return footprint{}, err
 	}
 	s1, err := p.Stat()
 	if err != nil {
-		return 0, 0, err
+		return footprint{}, err
 	}
 	cpu := (s1.CPUTime() - s0.CPUTime()) / time.Since(t1).Seconds() * 100
 	st, err := p.NewStatus()
 	if err != nil {
-		return 0, 0, err
+		return footprint{}, err
 	}
-	return float64(st.VmRSS) / (1 << 20), cpu, nil
+	const mib = 1 << 20
+	return footprint{rss: float64(st.VmRSS) / mib, anon: float64(st.RssAnon) / mib, file: float64(st.RssFile) / mib, cpu: cpu}, nil
 }

@@ -137,10 +137,11 @@ func (b *bench) densityRound(ctx context.Context, k peerrun.Kind, rep int, cp *c
 	if err := sleep(ctx, 10*time.Second); err != nil { // the pods' status settles
 		return err
 	}
-	rss, cpu, err := idleFootprint(ctx, a.Unit, b.o.clusterIdle)
+	fp, err := idleFootprint(ctx, a.Unit, b.o.clusterIdle)
 	if err != nil {
 		return err
 	}
+	rss, cpu := fp.rss, fp.cpu
 	b.res.add("density-rss", k, rss)
 	b.res.add("density-cpu", k, cpu)
 	logf("%s density round %d: idle with %d API pods: RSS %.1f MiB, CPU %.2f%% of a core", k, rep, n, rss, cpu)

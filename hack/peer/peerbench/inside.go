@@ -34,6 +34,7 @@ type bench struct {
 	rs        runtimeapi.RuntimeServiceClient
 	is        runtimeapi.ImageServiceClient
 	manifests string
+	dropIn    string // -slicelet-dropin's text
 	res       results
 }
 
@@ -57,6 +58,13 @@ func inside(ctx context.Context, o options) error {
 	if err := os.MkdirAll(b.manifests, 0o755); err != nil {
 		return err
 	}
+	if o.dropIn != "" {
+		d, err := os.ReadFile(o.dropIn)
+		if err != nil {
+			return err
+		}
+		b.dropIn = string(d)
+	}
 	for rep := range o.reps {
 		if !o.latency {
 			break
@@ -74,6 +82,9 @@ func inside(ctx context.Context, o options) error {
 				b.fail(floor, rep, "CRI floor", err)
 			}
 		}
+	}
+	if o.idleOnly {
+		b.idleRounds(ctx)
 	}
 	for rep := range o.reps {
 		if !o.imageGC {
@@ -290,7 +301,7 @@ func (b *bench) latencyRound(ctx context.Context, k peerrun.Kind, rep int) error
 	if err := b.clearManifests(); err != nil {
 		return err
 	}
-	a, err := b.node.StartAgent(ctx, peerrun.AgentOptions{Kind: k, Binary: b.binary(k), ManifestDir: b.manifests})
+	a, err := b.node.StartAgent(ctx, b.agentOptions(k, b.binary(k)))
 	if err != nil {
 		return err
 	}
@@ -338,12 +349,47 @@ func (b *bench) latencyRound(ctx context.Context, k peerrun.Kind, rep int) error
 	if err := a.Stop(ctx); err != nil {
 		return err
 	}
-	return b.startRound(ctx, k, rep)
+	return b.startRound(ctx, k, b.binary(k), k, rep)
 }
 
-// startRound starts the agent on -pods manifests, times them to Running, then reads its RSS
-// and its CPU time over the idle window.
-func (b *bench) startRound(ctx context.Context, k peerrun.Kind, rep int) error {
+// agentOptions starts the agent of kind k from bin on the manifest directory, slicelet with
+// -slicelet-dropin's drop-in.
+func (b *bench) agentOptions(k peerrun.Kind, bin string) peerrun.AgentOptions {
+	o := peerrun.AgentOptions{Kind: k, Binary: bin, ManifestDir: b.manifests}
+	if k == peerrun.Slicelet {
+		o.SliceletDropIn = b.dropIn
+	}
+	return o
+}
+
+// idleRounds are the idle scenario: -reps rounds of startRound for each agent, and for the
+// -baseline binary after slicelet.
+func (b *bench) idleRounds(ctx context.Context) {
+	for rep := range b.o.reps {
+		b.res.Load = append(b.res.Load, loadAvg())
+		for _, k := range order(rep) {
+			if k == peerrun.Kubelet && b.o.noKubelet {
+				continue
+			}
+			if err := b.startRound(ctx, k, b.binary(k), k, rep); err != nil {
+				b.fail(k, rep, "idle", err)
+			}
+			if k == peerrun.Slicelet && b.o.baseline != "" {
+				if err := b.startRound(ctx, k, b.o.baseline, baselineKind, rep); err != nil {
+					b.fail(baselineKind, rep, "idle", err)
+				}
+			}
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	}
+	b.res.Load = append(b.res.Load, loadAvg())
+}
+
+// startRound starts the agent of kind k from bin on -pods manifests, times them to Running,
+// then reads its RSS and its CPU time over the idle window; its samples are label's.
+func (b *bench) startRound(ctx context.Context, k peerrun.Kind, bin string, label peerrun.Kind, rep int) error {
 	names := make([]string, b.o.pods)
 	for i := range names {
 		names[i] = fmt.Sprintf("r%d-start-p%03d", rep, i)
@@ -352,7 +398,7 @@ func (b *bench) startRound(ctx context.Context, k peerrun.Kind, rep int) error {
 		}
 	}
 	t0 := time.Now()
-	a, err := b.node.StartAgent(ctx, peerrun.AgentOptions{Kind: k, Binary: b.binary(k), ManifestDir: b.manifests})
+	a, err := b.node.StartAgent(ctx, b.agentOptions(k, bin))
 	if err != nil {
 		return err
 	}
@@ -361,18 +407,20 @@ func (b *bench) startRound(ctx context.Context, k peerrun.Kind, rep int) error {
 	if err != nil {
 		return fmt.Errorf("start with %d pods: %w", b.o.pods, err)
 	}
-	b.res.add("start", k, ms(last.Sub(t0)))
-	logf("%s round %d: %d pods Running %s after the start", k, rep, b.o.pods, last.Sub(t0).Round(time.Millisecond))
+	b.res.add("start", label, ms(last.Sub(t0)))
+	logf("%s round %d: %d pods Running %s after the start", label, rep, b.o.pods, last.Sub(t0).Round(time.Millisecond))
 	if err := sleep(ctx, 10*time.Second); err != nil { // the pods' status settles
 		return err
 	}
-	rss, cpu, err := idleFootprint(ctx, a.Unit, b.o.idle)
+	fp, err := idleFootprint(ctx, a.Unit, b.o.idle)
 	if err != nil {
 		return err
 	}
-	b.res.add("rss", k, rss)
-	b.res.add("cpu", k, cpu)
-	logf("%s round %d: idle with %d pods: RSS %.1f MiB, CPU %.2f%% of a core", k, rep, b.o.pods, rss, cpu)
+	b.res.add("rss", label, fp.rss)
+	b.res.add("rss-anon", label, fp.anon)
+	b.res.add("rss-file", label, fp.file)
+	b.res.add("cpu", label, fp.cpu)
+	logf("%s round %d: idle with %d pods: RSS %.1f MiB (anonymous %.1f, file %.1f), CPU %.2f%% of a core", label, rep, b.o.pods, fp.rss, fp.anon, fp.file, fp.cpu)
 	return b.clearManifests()
 }
 

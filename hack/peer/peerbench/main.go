@@ -22,7 +22,11 @@
 //     turns as the same Node (deleted between turns): agent start → Node Ready in the API; one
 //     pod (five times) and 30 pods created through the API → Running with its containers ready
 //     in a watch event; then -pods API pods, and the agent's RSS and idle CPU over
-//     -cluster-idle with them (watch and lease traffic included).
+//     -cluster-idle with them (watch and lease traffic included);
+//   - idle footprint alone (-only idle): each agent started on -pods manifests, its RSS (and
+//     its anonymous and file-backed parts) and CPU over -idle once they run, -reps rounds; with
+//     -baseline a second slicelet binary (the tree before a change) takes its turn in the same
+//     rounds. It prints its table and writes no section.
 //
 // -only runs some scenarios alone (-only imagegc, -only cluster). It writes the "## peer-bench"
 // section of -out (docs/peer.md) with the table of the standalone scenarios, the
@@ -61,7 +65,9 @@ type options struct {
 	reps, pods                        int
 	idle, clusterIdle                 time.Duration
 	latency, eviction, imageGC        bool
-	cluster                           bool
+	cluster, idleOnly                 bool
+	baseline, dropIn                  string
+	noKubelet                         bool
 	clusterOut                        string
 	only                              string
 	inside                            bool
@@ -74,7 +80,7 @@ type options struct {
 
 // selection is what -only chose.
 type selection struct {
-	latency, imageGC, eviction, cluster, density bool
+	latency, imageGC, eviction, cluster, density, idle bool
 	// densityPods and sliceletAlone are set by density1000: 1000 pods, slicelet alone.
 	densityPods   int
 	sliceletAlone bool
@@ -96,11 +102,15 @@ func main() {
 	flag.BoolVar(&o.cluster, "cluster", true, "run the cluster-mode rounds (needs etcd and kube-apiserver in -bin)")
 	flag.DurationVar(&o.clusterIdle, "cluster-idle", time.Minute, "idle window of the cluster-mode CPU figure")
 	flag.StringVar(&o.clusterOut, "cluster-out", "docs/cluster.md", "markdown file whose \"## Benchmarks\" section to write with the cluster-mode table; empty for none")
-	flag.StringVar(&o.only, "only", "", "run only these scenarios, comma-separated: latency, imagegc, eviction, cluster, density, density1000 (density at 1000 pods, slicelet alone)")
+	flag.StringVar(&o.only, "only", "", "run only these scenarios, comma-separated: latency, imagegc, eviction, cluster, density, density1000 (density at 1000 pods, slicelet alone), idle")
 	flag.BoolVar(&o.density, "density", false, "run the density rounds (cluster mode; needs etcd and kube-apiserver in -bin)")
 	flag.IntVar(&o.densityPods, "density-pods", 250, "background pods of the density rounds")
 	flag.IntVar(&o.densitySamples, "density-samples", 20, "pods created one at a time on the loaded node per density round")
 	agents := flag.String("density-agents", "kubelet,slicelet", "agents of the density rounds, comma-separated")
+	flag.StringVar(&o.baseline, "baseline", "", "idle scenario: a second slicelet binary measured in the same rounds (reported as slicelet-baseline)")
+	flag.StringVar(&o.dropIn, "slicelet-dropin", "", "a TOML file given to every slicelet of the run as its config.d drop-in")
+	flag.BoolVar(&o.noKubelet, "no-kubelet", false, "idle scenario: slicelet (and -baseline) alone, no ratio to the kubelet")
+	flag.BoolVar(&o.idleOnly, "idle-rounds", false, "internal: run the idle footprint rounds (-only idle)")
 	flag.BoolVar(&o.inside, "inside", false, "internal: run the rounds inside the sandbox")
 	flag.Parse()
 	var err error
@@ -114,7 +124,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "peerbench:", err)
 			os.Exit(2)
 		}
-		o.latency, o.imageGC, o.eviction, o.cluster, o.density = sel.latency, sel.imageGC, sel.eviction, sel.cluster, sel.density
+		o.latency, o.imageGC, o.eviction, o.cluster, o.density, o.idleOnly = sel.latency, sel.imageGC, sel.eviction, sel.cluster, sel.density, sel.idle
 		if sel.densityPods > 0 {
 			o.densityPods = sel.densityPods
 		}
@@ -151,10 +161,12 @@ func scenarios(only string) (selection, error) {
 			sel.cluster = true
 		case "density":
 			sel.density = true
+		case "idle":
+			sel.idle = true
 		case "density1000":
 			sel.density, sel.densityPods, sel.sliceletAlone = true, 1000, true
 		default:
-			return selection{}, fmt.Errorf("-only %q: unknown scenario %q (latency, imagegc, eviction, cluster, density, density1000)", only, s)
+			return selection{}, fmt.Errorf("-only %q: unknown scenario %q (latency, imagegc, eviction, cluster, density, density1000, idle)", only, s)
 		}
 	}
 	return sel, nil
@@ -208,10 +220,34 @@ func host(ctx context.Context, o options) error {
 		return fmt.Errorf("slicelet binary (make build): %w", err)
 	}
 	binds := []string{filepath.Dir(kubelet), filepath.Dir(slicelet)}
+	var extra []string
+	if o.baseline != "" {
+		base, err := filepath.Abs(o.baseline)
+		if err == nil {
+			_, err = os.Stat(base)
+		}
+		if err != nil {
+			return fmt.Errorf("-baseline: %w", err)
+		}
+		binds = append(binds, filepath.Dir(base))
+		extra = append(extra, "-baseline", base)
+	}
+	if o.dropIn != "" {
+		d, err := filepath.Abs(o.dropIn)
+		if err == nil {
+			_, err = os.Stat(d)
+		}
+		if err != nil {
+			return fmt.Errorf("-slicelet-dropin: %w", err)
+		}
+		binds = append(binds, filepath.Dir(d))
+		extra = append(extra, "-slicelet-dropin", d)
+	}
 	if bin != "" {
 		binds = append(binds, bin)
 	}
-	sb, err := peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: fmt.Sprintf("peerbench-%d", os.Getpid()), WorkDir: work, Binds: binds, Log: os.Stderr})
+	// PEERRUN_SANDBOX_PREFIX prefixes the sandbox's name (one per person sharing a machine).
+	sb, err := peerrun.BootSandbox(ctx, peerrun.SandboxOptions{Name: fmt.Sprintf("%speerbench-%d", os.Getenv("PEERRUN_SANDBOX_PREFIX"), os.Getpid()), WorkDir: work, Binds: binds, Log: os.Stderr})
 	if err != nil {
 		return err
 	}
@@ -224,7 +260,8 @@ func host(ctx context.Context, o options) error {
 		"-bin", bin, "-reps", strconv.Itoa(o.reps), "-pods", strconv.Itoa(o.pods), "-idle", o.idle.String(), "-eviction="+strconv.FormatBool(o.eviction), "-latency="+strconv.FormatBool(o.latency), "-imagegc="+strconv.FormatBool(o.imageGC),
 		"-cluster="+strconv.FormatBool(o.cluster), "-cluster-idle="+o.clusterIdle.String(),
 		"-density="+strconv.FormatBool(o.density), "-density-pods="+strconv.Itoa(o.densityPods), "-density-samples="+strconv.Itoa(o.densitySamples),
-		"-density-agents="+joinKinds(o.densityAgents))
+		"-density-agents="+joinKinds(o.densityAgents), "-idle-rounds="+strconv.FormatBool(o.idleOnly), "-no-kubelet="+strconv.FormatBool(o.noKubelet))
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	runErr := cmd.Run()
 	if err := sb.Stop(); err != nil {
@@ -248,6 +285,9 @@ func host(ctx context.Context, o options) error {
 		if err := writeSection(o.out, "# slicelet beside the real kubelet\n", "## peer-bench", body); err != nil {
 			return err
 		}
+	}
+	if o.idleOnly {
+		fmt.Println(renderIdle(o, r, mach, began, took))
 	}
 	if o.cluster {
 		body := renderCluster(o, r, mach, began, took)
@@ -328,6 +368,43 @@ func render(o options, r results, mach string, began time.Time, took time.Durati
 		}
 	}
 	b.WriteString("\nNot measured yet: the cgroup v2 VM.\n")
+	return b.String()
+}
+
+// renderIdle is the idle scenario's report: the command, the machine and its load, the table,
+// and the baseline binary's figures beside slicelet's.
+func renderIdle(o options, r results, mach string, began time.Time, took time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "`build/peerbench -only idle -reps %d -pods %d -idle %s", o.reps, o.pods, o.idle)
+	if o.baseline != "" {
+		fmt.Fprintf(&b, " -baseline %s", o.baseline)
+	}
+	if o.dropIn != "" {
+		fmt.Fprintf(&b, " -slicelet-dropin %s", o.dropIn)
+	}
+	if o.noKubelet {
+		b.WriteString(" -no-kubelet")
+	}
+	fmt.Fprintf(&b, "`, run %s, took %s. Each agent started on %d manifests in turn (the kubelet first in even rounds), its footprint read 10 s after the last pod ran: VmRSS (RssAnon and RssFile) of its main process, user+system CPU over %s.\n\n", began.UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second), o.pods, o.idle)
+	fmt.Fprintf(&b, "Machine: %s. Load average (1, 5, 15 min) at each round's start and at the end: %s.\n\n", mach, strings.Join(r.Load, "; "))
+	b.WriteString(table(rows(r, idleMetrics)))
+	if o.baseline != "" {
+		b.WriteString("\nslicelet-baseline (-baseline):\n\n")
+		for _, m := range idleMetrics {
+			base, cur := summarize(r.Samples[m.key][baselineKind]), summarize(r.Samples[m.key][peerrun.Slicelet])
+			rel := "—"
+			if base.n > 0 && cur.n > 0 && base.median > 0 {
+				rel = fmt.Sprintf("%.3f×", cur.median/base.median)
+			}
+			fmt.Fprintf(&b, "- %s (%s): baseline %s, slicelet %s, slicelet/baseline %s\n", m.title, m.unit, base, cur, rel)
+		}
+	}
+	if len(r.Errors) > 0 {
+		b.WriteString("\nRounds that failed (left out of the figures):\n\n")
+		for _, e := range r.Errors {
+			fmt.Fprintf(&b, "- %s\n", e)
+		}
+	}
 	return b.String()
 }
 

@@ -42,6 +42,18 @@ var metrics = []metric{
 	{key: "evict-gone", title: "eviction: victim killed → pod gone", unit: "ms"},
 }
 
+// idleMetrics are the rows of the idle scenario's table (-only idle), in order.
+var idleMetrics = []metric{
+	{key: "start", title: "agent start → 110 pods Running (the last)", unit: "ms"},
+	{key: "rss", title: "RSS with 110 pods, idle", unit: "MiB", target: 1.0 / 3, targetText: "≤ 1/3"},
+	{key: "rss-anon", title: "RSS with 110 pods, idle: anonymous", unit: "MiB"},
+	{key: "rss-file", title: "RSS with 110 pods, idle: file-backed", unit: "MiB"},
+	{key: "cpu", title: "idle CPU with 110 pods", unit: "% of a core", target: 0.25, targetText: "≤ 1/4"},
+}
+
+// baselineKind keys the samples of -baseline's slicelet binary.
+const baselineKind peerrun.Kind = "slicelet-baseline"
+
 // clusterMetrics are the rows of the cluster-mode table (docs/cluster.md), in order.
 var clusterMetrics = []metric{
 	{key: "cluster-one", title: "pod created through the API → Running in the API, one pod", unit: "ms", target: 0.8, targetText: "≤ 0.8×"},

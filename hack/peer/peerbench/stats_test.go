@@ -78,6 +78,7 @@ func TestScenarios(t *testing.T) {
 		{name: "cluster alone", only: "cluster", want: selection{cluster: true}},
 		{name: "density at -density-pods", only: "density", want: selection{density: true}},
 		{name: "density at 1000 pods, slicelet alone", only: "density1000", want: selection{density: true, densityPods: 1000, sliceletAlone: true}},
+		{name: "idle footprint alone", only: "idle", want: selection{idle: true}},
 		{name: "unknown scenario", only: "imagegc,gc", wantErr: `unknown scenario "gc"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
