@@ -490,12 +490,7 @@ func (w *Worker) unmountLocalDevices(dirs []string) error {
 	}
 	w.devMu.Lock()
 	defer w.devMu.Unlock()
-	w.mu.Lock()
-	entries := make([]*entry, 0, len(w.pods))
-	for _, e := range w.pods {
-		entries = append(entries, e)
-	}
-	w.mu.Unlock()
+	entries := w.entries()
 	used := map[string]bool{}
 	for _, e := range entries {
 		e.recMu.Lock()

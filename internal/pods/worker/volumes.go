@@ -173,15 +173,22 @@ func (w *Worker) volumeSetUp(e *entry, v *v1.Volume, start time.Time, count bool
 	e.recMu.Unlock()
 }
 
+// entries is a snapshot of the pods' entries, taken under w.mu; each entry's own state is
+// read under its recMu.
+func (w *Worker) entries() []*entry {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]*entry, 0, len(w.pods))
+	for _, e := range w.pods {
+		out = append(out, e)
+	}
+	return out
+}
+
 // MountedVolumes counts the volumes set up for the pods, by plugin (the kubelet's actual
 // state of the world).
 func (w *Worker) MountedVolumes() map[string]int {
-	w.mu.Lock()
-	entries := make([]*entry, 0, len(w.pods))
-	for _, e := range w.pods {
-		entries = append(entries, e)
-	}
-	w.mu.Unlock()
+	entries := w.entries()
 	out := map[string]int{}
 	for _, e := range entries {
 		e.recMu.Lock()
