@@ -41,6 +41,27 @@ func writeArchive(t *testing.T, dir string, img critest.Image) (string, string) 
 // registry (on a loopback listener) and pulls each back by the path and tag a node's
 // containerd asks the mirror for: the same image (config digest, layers), and the mirrors of
 // every registry pushed.
+// testRegistry starts the harness's registry on a loopback port, its blobs under work, closed
+// when the test ends.
+func testRegistry(t *testing.T, work string) *Registry {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dialer net.Dialer
+	r, err := startRegistry(ln, "http://"+ln.Addr().String(), filepath.Join(work, "registry"), io.Discard, dialer.DialContext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return r
+}
+
 func TestRegistryPushPull(t *testing.T) {
 	work := t.TempDir()
 	busybox := filepath.Join(work, "busybox")
@@ -65,20 +86,7 @@ func TestRegistryPushPull(t *testing.T) {
 		archives = append(archives, path)
 		ids[img.Name] = id
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dialer net.Dialer
-	r, err := startRegistry(ln, "http://"+ln.Addr().String(), filepath.Join(work, "registry"), io.Discard, dialer.DialContext)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := r.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	r := testRegistry(t, work)
 	if err := r.Push(t.Context(), archives); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +102,7 @@ func TestRegistryPushPull(t *testing.T) {
 		{"library/busybox:1.37", "docker.io/library/busybox:1.37"},
 		{"flannel-io/flannel:v0.28.10", "ghcr.io/flannel-io/flannel:v0.28.10"},
 	} {
-		ref, err := name.ParseReference(ln.Addr().String()+"/"+want.path, name.Insecure)
+		ref, err := name.ParseReference(strings.TrimPrefix(r.URL, "http://")+"/"+want.path, name.Insecure)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,16 +150,7 @@ func TestRegistryRefusals(t *testing.T) {
 	if err := os.WriteFile(busybox, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dialer net.Dialer
-	r, err := startRegistry(ln, "http://"+ln.Addr().String(), filepath.Join(work, "registry"), io.Discard, dialer.DialContext)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Close() })
+	r := testRegistry(t, work)
 	a, _ := writeArchive(t, work, critest.Image{Name: "registry.k8s.io/busybox:1", Busybox: busybox, Applets: []string{"sh"}})
 	b, _ := writeArchive(t, work, critest.Image{Name: "quay.io/busybox:1", Busybox: busybox, Applets: []string{"ls"}})
 	if err := r.Push(context.Background(), []string{a, b}); err == nil || !strings.Contains(err.Error(), "busybox:1 is already registry.k8s.io's") {
