@@ -137,17 +137,6 @@ func FocusSection(runs []ShardRun, notes []Note, intro string) string {
 		c := Count(rs)
 		return fmt.Sprintf(" %d / %d / %d / %d |", c.Ran, c.Passed, c.Failed, c.Skipped)
 	}
-	header := func(first string) {
-		b.WriteString("\n| " + first + " |")
-		for _, k := range Kinds {
-			fmt.Fprintf(&b, " %s cluster: ran / passed / failed / skipped |", k)
-		}
-		b.WriteString(" differences, kubelet vs slicelet |\n|---|")
-		for range Kinds {
-			b.WriteString("---|")
-		}
-		b.WriteString("---|\n")
-	}
 	diffCount := func(name, group string) string {
 		kr, kok := by[name]["kubelet"]
 		sr, sok := by[name]["slicelet"]
@@ -162,7 +151,7 @@ func FocusSection(runs []ShardRun, notes []Note, intro string) string {
 		}
 		return fmt.Sprintf(" %d |\n", n)
 	}
-	header("run")
+	writeCountsHeader(&b, "run")
 	for _, name := range names {
 		fmt.Fprintf(&b, "| %s |", name)
 		for _, k := range Kinds {
@@ -181,7 +170,7 @@ func FocusSection(runs []ShardRun, notes []Note, intro string) string {
 			}
 		}
 		fmt.Fprintf(&b, "\n%s by group of specs:\n", name)
-		header("group")
+		writeCountsHeader(&b, "group")
 		for _, g := range slices.Sorted(maps.Keys(groups)) {
 			fmt.Fprintf(&b, "| %s |", cell(g))
 			for _, k := range Kinds {

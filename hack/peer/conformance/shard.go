@@ -357,15 +357,7 @@ func ShardSection(runs []ShardRun, notes []Note, intro string) string {
 	var b strings.Builder
 	b.WriteString(intro)
 	by := latest(runs)
-	b.WriteString("\n| SIG | specs |")
-	for _, k := range Kinds {
-		fmt.Fprintf(&b, " %s cluster: ran / passed / failed / skipped |", k)
-	}
-	b.WriteString(" differences, kubelet vs slicelet |\n|---|---|")
-	for range Kinds {
-		b.WriteString("---|")
-	}
-	b.WriteString("---|\n")
+	writeCountsHeader(&b, "SIG", "specs")
 	for _, e := range SIGSpecs {
 		fmt.Fprintf(&b, "| %s | %d |", e.SIG, e.Specs)
 		for _, k := range Kinds {
@@ -504,4 +496,21 @@ func differences(kubelet, slicelet Results) []Row {
 		}
 	}
 	return out
+}
+
+// writeCountsHeader writes the header of a counts table: the first columns, then each cluster
+// kind's ran / passed / failed / skipped, then the differences between kubelet and slicelet.
+func writeCountsHeader(b *strings.Builder, first ...string) {
+	b.WriteString("\n|")
+	for _, c := range first {
+		b.WriteString(" " + c + " |")
+	}
+	for _, k := range Kinds {
+		fmt.Fprintf(b, " %s cluster: ran / passed / failed / skipped |", k)
+	}
+	b.WriteString(" differences, kubelet vs slicelet |\n|")
+	for range len(first) + len(Kinds) + 1 {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
 }
